@@ -1,0 +1,59 @@
+//! `serve`: the whole API in one process, for local development and tests.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Parser, ValueEnum};
+use shared::serve::{self, Backend};
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BackendArg {
+    Embedded,
+    Aws,
+}
+
+/// Runs every endpoint of the video editing workflow service on one address.
+#[derive(Parser)]
+#[command(name = "serve", version)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:3000")]
+    addr: SocketAddr,
+    /// JSON file of organizations and API keys to load at start.
+    #[arg(long)]
+    seed: Option<PathBuf>,
+    /// Folder for local media (uploads and outputs).
+    #[arg(long, default_value = "data")]
+    data_dir: PathBuf,
+    /// Where state lives: in process, or DynamoDB at the standard AWS endpoint settings.
+    #[arg(long, value_enum, default_value = "embedded")]
+    backend: BackendArg,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt().with_env_filter(env_filter()).init();
+    let args = Args::parse();
+    std::fs::create_dir_all(&args.data_dir)?;
+    let backend = match args.backend {
+        BackendArg::Embedded => Backend::Embedded,
+        BackendArg::Aws => Backend::Aws,
+    };
+    let (app, development_key) = serve::build_app(backend, args.seed.as_deref()).await?;
+    let listener = tokio::net::TcpListener::bind(args.addr).await?;
+    if let Some(key) = development_key {
+        println!("Development organization created. API key: {key}");
+        println!("  curl -H 'Authorization: Bearer {key}' http://{}/whoami", listener.local_addr()?);
+    }
+    println!("Listening on http://{}", listener.local_addr()?);
+    serve::run(Arc::new(app), listener, async {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("stopping");
+    })
+    .await
+}
+
+fn env_filter() -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+}

@@ -1,0 +1,4 @@
+//! Implementations of the ports: in-process memory and DynamoDB.
+
+pub mod dynamodb;
+pub mod memory;

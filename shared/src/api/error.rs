@@ -1,0 +1,78 @@
+//! One error type that renders itself as the contract's JSON bodies.
+
+use http::StatusCode;
+use serde_json::{json, Value};
+
+use super::{json_response, Response};
+use crate::domain::identity::AuthError;
+use crate::domain::shared_stores::{StoreError, MAX_ENTRIES_PER_STORE, MAX_STORES_PER_ORGANIZATION};
+
+/// An HTTP error: a status and a JSON body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl ApiError {
+    /// `{ "error": message }`, the shape of shared-store errors.
+    pub fn error(status: StatusCode, message: impl Into<String>) -> Self {
+        Self { status, body: json!({ "error": message.into() }) }
+    }
+
+    /// `{ "detail": message }`, the shape of authentication and general errors.
+    pub fn detail(status: StatusCode, message: impl Into<String>) -> Self {
+        Self { status, body: json!({ "detail": message.into() }) }
+    }
+
+    /// A 500 that logs its cause and shows only `message`.
+    pub fn internal(error: &dyn std::fmt::Display, message: &'static str) -> Self {
+        tracing::error!(error = %error, "{message}");
+        Self::error(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+
+    /// Renders the response.
+    pub fn into_response(self) -> Response {
+        json_response(self.status, &self.body)
+    }
+
+    /// Maps a shared-store failure; `failure` is the contract's 500 text for the endpoint.
+    pub fn from_store(error: StoreError, failure: &'static str) -> Self {
+        let message = error.to_string();
+        match error {
+            StoreError::NameRequired
+            | StoreError::PutFieldsRequired
+            | StoreError::PatchFieldsRequired
+            | StoreError::EntriesRequired
+            | StoreError::EntriesIncomplete
+            | StoreError::Invalid(_) => Self::error(StatusCode::BAD_REQUEST, message),
+            StoreError::MetadataNotObject => Self::detail(StatusCode::BAD_REQUEST, message),
+            StoreError::MetadataTooLarge => Self::detail(StatusCode::PAYLOAD_TOO_LARGE, message),
+            StoreError::BulkTooLarge => Self::error(StatusCode::PAYLOAD_TOO_LARGE, message),
+            StoreError::StoreNotFound | StoreError::EntryNotFound => Self::error(StatusCode::NOT_FOUND, message),
+            StoreError::EntryIdTaken => Self::error(StatusCode::CONFLICT, message),
+            StoreError::StoreLimitReached => Self {
+                status: StatusCode::CONFLICT,
+                body: json!({ "error": message, "code": "shared_store_limit_reached", "limit": MAX_STORES_PER_ORGANIZATION }),
+            },
+            StoreError::EntryLimitReached => Self {
+                status: StatusCode::CONFLICT,
+                body: json!({ "error": message, "code": "shared_store_entry_limit_reached", "limit": MAX_ENTRIES_PER_STORE }),
+            },
+            StoreError::Backend(cause) => Self::internal(&format!("{cause:#}"), failure),
+        }
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(error: AuthError) -> Self {
+        match error {
+            AuthError::ApiAccessRequired => Self::detail(StatusCode::FORBIDDEN, error.to_string()),
+            AuthError::InvalidApiKey | AuthError::NoOrganization => Self::detail(StatusCode::UNAUTHORIZED, error.to_string()),
+            AuthError::Backend(cause) => {
+                tracing::error!(error = %format!("{cause:#}"), "authentication failed");
+                Self::detail(StatusCode::INTERNAL_SERVER_ERROR, "authentication is unavailable, try again")
+            }
+        }
+    }
+}

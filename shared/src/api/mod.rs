@@ -1,0 +1,92 @@
+//! HTTP in and out: authentication, JSON bodies, exact error bodies and the routes table.
+//! Handlers parse, call one domain function and map its result; nothing here knows
+//! whether it runs in a Lambda or in `serve`.
+
+mod auth;
+mod body;
+mod error;
+mod identity;
+pub mod routes;
+mod shared_stores;
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use http::{header, StatusCode};
+use serde::Serialize;
+
+pub use error::ApiError;
+pub use routes::{Route, ROUTES};
+
+use crate::app::App;
+
+/// An HTTP request, as `lambda_http` delivers it.
+pub type Request = lambda_http::Request;
+/// An HTTP response.
+pub type Response = http::Response<lambda_http::Body>;
+/// The future a handler returns.
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Response> + Send>>;
+/// An endpoint's handler: one non-generic function pointer, compiled once.
+pub type Handler = fn(Arc<App>, Call) -> HandlerFuture;
+
+/// A request with the path parameters of its route.
+pub struct Call {
+    pub request: Request,
+    pub params: PathParams,
+}
+
+/// Percent-decoded path parameters by name.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct PathParams(Vec<(&'static str, String)>);
+
+impl PathParams {
+    /// The parameter's decoded value, or "" when the route has no such parameter.
+    pub fn get(&self, name: &str) -> &str {
+        self.0.iter().find(|(key, _)| *key == name).map_or("", |(_, value)| value.as_str())
+    }
+}
+
+/// A JSON response.
+pub fn json_response(status: StatusCode, body: &impl Serialize) -> Response {
+    let text = serde_json::to_string(body).unwrap_or_else(|_| r#"{"detail":"internal error"}"#.to_owned());
+    http::Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(lambda_http::Body::Text(text))
+        .unwrap_or_default()
+}
+
+/// Turns a handler's result into its response.
+fn respond(result: Result<Response, ApiError>) -> Response {
+    result.unwrap_or_else(ApiError::into_response)
+}
+
+/// Routes a request by method and path: the local router of `serve` and the tests.
+pub async fn dispatch(app: Arc<App>, request: Request) -> Response {
+    match routes::find(request.method(), request.uri().path()) {
+        routes::Match::Found(route, params) => invoke(route, app, request, params).await,
+        routes::Match::MethodNotAllowed => ApiError::detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed").into_response(),
+        routes::Match::NotFound => ApiError::detail(StatusCode::NOT_FOUND, "Not Found").into_response(),
+    }
+}
+
+/// Serves a request in a Lambda that knows its route; a stage prefix before the
+/// route's path is allowed.
+pub async fn invoke_route(route: &'static Route, app: Arc<App>, request: Request) -> Response {
+    match route.match_path_suffix(request.uri().path()) {
+        Some(params) => invoke(route, app, request, params).await,
+        None => ApiError::detail(StatusCode::NOT_FOUND, "Not Found").into_response(),
+    }
+}
+
+/// Runs a handler; a panic becomes a logged 500 instead of a dead process.
+async fn invoke(route: &Route, app: Arc<App>, request: Request, params: PathParams) -> Response {
+    let handled = AssertUnwindSafe((route.handler)(app, Call { request, params })).catch_unwind().await;
+    handled.unwrap_or_else(|_| {
+        tracing::error!(function = route.function, "handler panicked");
+        ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
+    })
+}

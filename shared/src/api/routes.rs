@@ -1,0 +1,162 @@
+//! The routes table: the one list of endpoints that drives the local router, the
+//! Lambda binaries (by function name) and the `template.yaml` check.
+
+use http::Method;
+use percent_encoding::percent_decode_str;
+
+use super::{identity, shared_stores, Handler, PathParams};
+
+/// One endpoint.
+pub struct Route {
+    pub method: Method,
+    /// Path template; `{name}` matches one segment.
+    pub path: &'static str,
+    /// The Lambda function (and binary) name.
+    pub function: &'static str,
+    pub handler: Handler,
+    /// The DynamoDB actions the function's IAM policy grants, and no others.
+    pub dynamodb_actions: &'static [&'static str],
+}
+
+macro_rules! route {
+    ($method:ident $path:literal => $function:literal, $handler:path, [$($action:literal),* $(,)?]) => {
+        Route {
+            method: Method::$method,
+            path: $path,
+            function: $function,
+            handler: |app, call| Box::pin($handler(app, call)),
+            dynamodb_actions: &[$($action),*],
+        }
+    };
+}
+
+/// Every endpoint of the service.
+pub static ROUTES: &[Route] = &[
+    route!(GET "/whoami" => "whoami", identity::whoami, ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
+    route!(GET "/shared-stores" => "list-shared-stores", shared_stores::list_stores, ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(POST "/shared-stores" => "create-shared-store", shared_stores::create_store,
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]),
+    route!(PATCH "/shared-stores/{store_id}" => "rename-shared-store", shared_stores::rename_store,
+        ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
+    route!(DELETE "/shared-stores/{store_id}" => "delete-shared-store", shared_stores::delete_store,
+        ["dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchWriteItem"]),
+    route!(GET "/shared-stores/{store_id}/entries" => "list-shared-store-entries", shared_stores::list_entries,
+        ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(POST "/shared-stores/{store_id}/entries/bulk" => "bulk-upsert-shared-store-entries", shared_stores::bulk_upsert,
+        ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]),
+    route!(GET "/shared-stores/{store_id}/entries/{entry_id}" => "get-shared-store-entry", shared_stores::get_entry,
+        ["dynamodb:GetItem", "dynamodb:BatchGetItem"]),
+    route!(PUT "/shared-stores/{store_id}/entries/{entry_id}" => "put-shared-store-entry", shared_stores::put_entry,
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"]),
+    route!(PATCH "/shared-stores/{store_id}/entries/{entry_id}" => "rename-shared-store-entry", shared_stores::rename_entry,
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"]),
+    route!(DELETE "/shared-stores/{store_id}/entries/{entry_id}" => "delete-shared-store-entry", shared_stores::delete_entry,
+        ["dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"]),
+];
+
+/// The result of looking a request up in the table.
+pub enum Match {
+    Found(&'static Route, PathParams),
+    MethodNotAllowed,
+    NotFound,
+}
+
+/// Finds the route for a method and a raw (percent-encoded) path.
+pub fn find(method: &Method, path: &str) -> Match {
+    let mut path_matched = false;
+    for route in ROUTES {
+        if let Some(params) = route.match_path(path) {
+            if route.method == *method {
+                return Match::Found(route, params);
+            }
+            path_matched = true;
+        }
+    }
+    if path_matched {
+        Match::MethodNotAllowed
+    } else {
+        Match::NotFound
+    }
+}
+
+/// The route served by a Lambda function.
+pub fn by_function(function: &str) -> Option<&'static Route> {
+    ROUTES.iter().find(|route| route.function == function)
+}
+
+impl Route {
+    /// Matches a whole raw path against the template.
+    pub fn match_path(&self, path: &str) -> Option<PathParams> {
+        let segments: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
+        self.match_segments(&segments)
+    }
+
+    /// Matches the end of a raw path, so that an API Gateway stage prefix is ignored.
+    pub fn match_path_suffix(&self, path: &str) -> Option<PathParams> {
+        let segments: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
+        let wanted = self.template_segments().count();
+        let skip = segments.len().checked_sub(wanted)?;
+        self.match_segments(&segments[skip..])
+    }
+
+    fn template_segments(&self) -> impl Iterator<Item = &'static str> {
+        self.path.trim_start_matches('/').split('/')
+    }
+
+    fn match_segments(&self, segments: &[&str]) -> Option<PathParams> {
+        if segments.len() != self.template_segments().count() {
+            return None;
+        }
+        let mut params = Vec::new();
+        for (template, segment) in self.template_segments().zip(segments) {
+            match template.strip_prefix('{').and_then(|rest| rest.strip_suffix('}')) {
+                Some(name) => params.push((name, percent_decode_str(segment).decode_utf8().ok()?.into_owned())),
+                None if template == *segment => {}
+                None => return None,
+            }
+        }
+        Some(PathParams(params))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn function_names_are_unique() {
+        let mut names: Vec<&str> = ROUTES.iter().map(|route| route.function).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ROUTES.len());
+    }
+
+    #[test]
+    fn entry_ids_are_percent_decoded() {
+        let Match::Found(route, params) = find(&Method::GET, "/shared-stores/s1/entries/a%2Fb%20c%3F") else {
+            panic!("route not found");
+        };
+        assert_eq!(route.function, "get-shared-store-entry");
+        assert_eq!(params.get("entry_id"), "a/b c?");
+        assert_eq!(params.get("store_id"), "s1");
+    }
+
+    #[test]
+    fn bulk_is_a_post_and_other_methods_reach_the_entry() {
+        let Match::Found(route, _) = find(&Method::POST, "/shared-stores/s/entries/bulk") else { panic!() };
+        assert_eq!(route.function, "bulk-upsert-shared-store-entries");
+        let Match::Found(route, params) = find(&Method::PUT, "/shared-stores/s/entries/bulk") else { panic!() };
+        assert_eq!(route.function, "put-shared-store-entry");
+        assert_eq!(params.get("entry_id"), "bulk");
+        assert!(matches!(find(&Method::POST, "/shared-stores/s/entries/x"), Match::MethodNotAllowed));
+        assert!(matches!(find(&Method::GET, "/nowhere"), Match::NotFound));
+    }
+
+    #[test]
+    fn a_stage_prefix_is_ignored_by_lambda_matching() {
+        let route = by_function("get-shared-store-entry").unwrap();
+        let params = route.match_path_suffix("/prod/shared-stores/s/entries/e").unwrap();
+        assert_eq!(params.get("entry_id"), "e");
+        assert!(route.match_path_suffix("/shared-stores/s/entries").is_none());
+    }
+}

@@ -1,0 +1,199 @@
+//! The ten shared-store endpoints. Each: bearer auth, parse, one domain call, map.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::auth::{authenticate, Scheme};
+use super::body::{deny_unknown, json_object};
+use super::{json_response, respond, ApiError, Call, Response};
+use crate::app::App;
+use crate::domain::shared_stores::{self as stores, EntryRename, EntryWrite, SourceType, StoreError, StoreName};
+
+const LIST_STORES_FAILED: &str = "Failed to list shared stores";
+const CREATE_STORE_FAILED: &str = "Failed to create shared store";
+const RENAME_STORE_FAILED: &str = "Failed to rename shared store";
+const DELETE_STORE_FAILED: &str = "Failed to delete shared store";
+const LIST_ENTRIES_FAILED: &str = "Failed to list shared store entries";
+const GET_ENTRY_FAILED: &str = "Failed to get shared store entry";
+const PUT_ENTRY_FAILED: &str = "Failed to put shared store entry";
+const RENAME_ENTRY_FAILED: &str = "Failed to rename shared store entry";
+const DELETE_ENTRY_FAILED: &str = "Failed to delete shared store entry";
+const UPSERT_ENTRIES_FAILED: &str = "Failed to upsert shared store entries";
+
+/// The caller's organization, from a bearer key.
+async fn organization(app: &App, call: &Call) -> Result<Uuid, ApiError> {
+    Ok(authenticate(app, call.request.headers(), Scheme::Bearer).await?.organization_id())
+}
+
+/// Authenticates, then reads the `store_id` path parameter.
+async fn store_scope(app: &App, call: &Call, failure: &'static str) -> Result<(Uuid, Uuid), ApiError> {
+    let organization = organization(app, call).await?;
+    let store = stores::parse_store_id(call.params.get("store_id")).map_err(|error| ApiError::from_store(error, failure))?;
+    Ok((organization, store))
+}
+
+fn ok(body: serde_json::Value) -> Result<Response, ApiError> {
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+/// Maps a store error with the endpoint's 500 text.
+fn fail(failure: &'static str) -> impl Fn(StoreError) -> ApiError {
+    move |error| ApiError::from_store(error, failure)
+}
+
+/// `GET /shared-stores`
+pub async fn list_stores(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let organization = organization(&app, &call).await?;
+            let list = stores::list_stores(app.stores.as_ref(), organization).await.map_err(fail(LIST_STORES_FAILED))?;
+            ok(json!({ "stores": list }))
+        }
+        .await,
+    )
+}
+
+/// `POST /shared-stores`
+pub async fn create_store(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let organization = organization(&app, &call).await?;
+            let body = json_object(&call.request)?;
+            let name = StoreName::parse(body.get("name")).map_err(fail(CREATE_STORE_FAILED))?;
+            let source_type = SourceType::parse(body.get("source_type")).map_err(fail(CREATE_STORE_FAILED))?;
+            deny_unknown(&body, &["name", "source_type"])?;
+            let store = stores::create_store(app.stores.as_ref(), app.clock.as_ref(), organization, name, source_type)
+                .await
+                .map_err(fail(CREATE_STORE_FAILED))?;
+            ok(json!({ "store": store }))
+        }
+        .await,
+    )
+}
+
+/// `PATCH /shared-stores/{store_id}`
+pub async fn rename_store(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, store) = store_scope(&app, &call, RENAME_STORE_FAILED).await?;
+            let body = json_object(&call.request)?;
+            let name = StoreName::parse(body.get("name")).map_err(fail(RENAME_STORE_FAILED))?;
+            let store = stores::rename_store(app.stores.as_ref(), app.clock.as_ref(), organization, store, name)
+                .await
+                .map_err(fail(RENAME_STORE_FAILED))?;
+            ok(json!({ "store": store }))
+        }
+        .await,
+    )
+}
+
+/// `DELETE /shared-stores/{store_id}`
+pub async fn delete_store(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, store) = store_scope(&app, &call, DELETE_STORE_FAILED).await?;
+            stores::delete_store(app.stores.as_ref(), organization, store).await.map_err(fail(DELETE_STORE_FAILED))?;
+            ok(json!({ "success": true }))
+        }
+        .await,
+    )
+}
+
+/// `GET /shared-stores/{store_id}/entries`
+pub async fn list_entries(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, store) = store_scope(&app, &call, LIST_ENTRIES_FAILED).await?;
+            let entries =
+                stores::list_entries(app.stores.as_ref(), organization, store).await.map_err(fail(LIST_ENTRIES_FAILED))?;
+            ok(json!({ "entries": entries }))
+        }
+        .await,
+    )
+}
+
+/// `GET /shared-stores/{store_id}/entries/{entry_id}`
+pub async fn get_entry(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, store) = store_scope(&app, &call, GET_ENTRY_FAILED).await?;
+            let entry = stores::get_entry(app.stores.as_ref(), organization, store, call.params.get("entry_id"))
+                .await
+                .map_err(fail(GET_ENTRY_FAILED))?;
+            ok(json!({ "entry": entry }))
+        }
+        .await,
+    )
+}
+
+/// `PUT /shared-stores/{store_id}/entries/{entry_id}`
+pub async fn put_entry(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, store) = store_scope(&app, &call, PUT_ENTRY_FAILED).await?;
+            let body = json_object(&call.request)?;
+            let write = EntryWrite::parse_put(call.params.get("entry_id"), &body).map_err(fail(PUT_ENTRY_FAILED))?;
+            let entry = stores::put_entry(app.stores.as_ref(), app.clock.as_ref(), organization, store, write)
+                .await
+                .map_err(fail(PUT_ENTRY_FAILED))?;
+            ok(json!({ "entry": entry }))
+        }
+        .await,
+    )
+}
+
+/// `PATCH /shared-stores/{store_id}/entries/{entry_id}`
+pub async fn rename_entry(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, store) = store_scope(&app, &call, RENAME_ENTRY_FAILED).await?;
+            let body = json_object(&call.request)?;
+            let rename = EntryRename::parse(&body).map_err(fail(RENAME_ENTRY_FAILED))?;
+            let entry = stores::rename_entry(
+                app.stores.as_ref(),
+                app.clock.as_ref(),
+                organization,
+                store,
+                call.params.get("entry_id"),
+                rename,
+            )
+            .await
+            .map_err(fail(RENAME_ENTRY_FAILED))?;
+            ok(json!({ "entry": entry }))
+        }
+        .await,
+    )
+}
+
+/// `DELETE /shared-stores/{store_id}/entries/{entry_id}`
+pub async fn delete_entry(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, store) = store_scope(&app, &call, DELETE_ENTRY_FAILED).await?;
+            stores::delete_entry(app.stores.as_ref(), organization, store, call.params.get("entry_id"))
+                .await
+                .map_err(fail(DELETE_ENTRY_FAILED))?;
+            ok(json!({ "success": true }))
+        }
+        .await,
+    )
+}
+
+/// `POST /shared-stores/{store_id}/entries/bulk`
+pub async fn bulk_upsert(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, store) = store_scope(&app, &call, UPSERT_ENTRIES_FAILED).await?;
+            let body = json_object(&call.request)?;
+            let writes = stores::parse_bulk(&body).map_err(fail(UPSERT_ENTRIES_FAILED))?;
+            let result = stores::bulk_upsert(app.stores.as_ref(), app.clock.as_ref(), organization, store, writes)
+                .await
+                .map_err(fail(UPSERT_ENTRIES_FAILED))?;
+            Ok(json_response(StatusCode::OK, &result))
+        }
+        .await,
+    )
+}

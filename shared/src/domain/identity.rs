@@ -1,0 +1,316 @@
+//! Organizations, API keys and the authentication rules of the contract.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::time::Timestamp;
+use crate::ports::{Clock, IdentityRepo};
+
+/// An organization: the owner of every resource an API key can reach.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Organization {
+    pub id: Uuid,
+    pub name: String,
+    pub slug: String,
+    /// False when the organization's plan gives no API access (403 `api_access_required`).
+    pub api_access: bool,
+    pub plan: String,
+    pub credits: i64,
+    pub created_at: Timestamp,
+}
+
+/// A stored API key. Only the SHA-256 hash of the key is ever kept.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApiKeyRecord {
+    pub key_hash: String,
+    /// None for a key that is not bound to any organization.
+    pub organization_id: Option<Uuid>,
+    pub created_at: Timestamp,
+    pub last_used_at: Option<Timestamp>,
+}
+
+/// Who a request acts for, once its key is verified.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Principal {
+    pub key_hash: String,
+    pub organization: Organization,
+}
+
+impl Principal {
+    /// The organization every resource of this request must belong to.
+    pub fn organization_id(&self) -> Uuid {
+        self.organization.id
+    }
+}
+
+/// Why a key was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("invalid_api_key")]
+    InvalidApiKey,
+    #[error("API key must be associated with an organization")]
+    NoOrganization,
+    #[error("api_access_required")]
+    ApiAccessRequired,
+    #[error("identity lookup failed: {0:#}")]
+    Backend(#[from] anyhow::Error),
+}
+
+/// The hex SHA-256 of an API key: the only form in which keys are stored.
+pub fn hash_api_key(key: &str) -> String {
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
+/// Verifies API keys, remembering verified principals for a short while so that a warm
+/// Lambda does not pay two reads per request (like an API Gateway authorizer cache).
+pub struct Authenticator {
+    repo: Arc<dyn IdentityRepo>,
+    ttl: Duration,
+    cache: Mutex<HashMap<String, (Principal, Instant)>>,
+}
+
+impl Authenticator {
+    /// An authenticator; `ttl` of zero disables the cache.
+    pub fn new(repo: Arc<dyn IdentityRepo>, ttl: Duration) -> Self {
+        Self { repo, ttl, cache: Mutex::new(HashMap::new()) }
+    }
+
+    /// Resolves a presented key to its principal, or says why it is refused.
+    pub async fn authenticate(&self, key: &str) -> Result<Principal, AuthError> {
+        if key.is_empty() {
+            return Err(AuthError::InvalidApiKey);
+        }
+        let key_hash = hash_api_key(key);
+        let principal = match self.cached(&key_hash) {
+            Some(principal) => principal,
+            None => {
+                let principal = self.lookup(&key_hash).await?;
+                self.remember(&principal);
+                principal
+            }
+        };
+        if !principal.organization.api_access {
+            return Err(AuthError::ApiAccessRequired);
+        }
+        Ok(principal)
+    }
+
+    async fn lookup(&self, key_hash: &str) -> Result<Principal, AuthError> {
+        let record = self.repo.api_key(key_hash).await?.ok_or(AuthError::InvalidApiKey)?;
+        let organization_id = record.organization_id.ok_or(AuthError::NoOrganization)?;
+        let organization =
+            self.repo.organization(organization_id).await?.ok_or(AuthError::NoOrganization)?;
+        Ok(Principal { key_hash: key_hash.to_owned(), organization })
+    }
+
+    fn cached(&self, key_hash: &str) -> Option<Principal> {
+        if self.ttl.is_zero() {
+            return None;
+        }
+        let cache = self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        cache
+            .get(key_hash)
+            .filter(|(_, at)| at.elapsed() < self.ttl)
+            .map(|(principal, _)| principal.clone())
+    }
+
+    fn remember(&self, principal: &Principal) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let mut cache = self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        cache.retain(|_, (_, at)| at.elapsed() < self.ttl);
+        cache.insert(principal.key_hash.clone(), (principal.clone(), Instant::now()));
+    }
+}
+
+/// The record `GET /whoami` returns.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WhoAmI {
+    pub organization_id: Uuid,
+    pub organization_name: String,
+    pub organization_slug: String,
+    pub created_at: Timestamp,
+    pub last_used_at: Timestamp,
+}
+
+/// Describes the caller and records that its key was used now.
+pub async fn whoami(
+    repo: &dyn IdentityRepo,
+    clock: &dyn Clock,
+    principal: &Principal,
+) -> anyhow::Result<WhoAmI> {
+    let now = clock.now();
+    repo.touch_api_key(&principal.key_hash, now).await?;
+    let organization = &principal.organization;
+    Ok(WhoAmI {
+        organization_id: organization.id,
+        organization_name: organization.name.clone(),
+        organization_slug: organization.slug.clone(),
+        created_at: organization.created_at,
+        last_used_at: now,
+    })
+}
+
+/// The `--seed` file: organizations with their keys, and keys bound to no organization.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Seed {
+    #[serde(default)]
+    pub organizations: Vec<SeedOrganization>,
+    #[serde(default)]
+    pub unbound_api_keys: Vec<String>,
+}
+
+/// One organization of a seed file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedOrganization {
+    pub id: Uuid,
+    pub name: String,
+    pub slug: String,
+    #[serde(default = "default_true")]
+    pub api_access: bool,
+    #[serde(default = "default_plan")]
+    pub plan: String,
+    #[serde(default = "default_credits")]
+    pub credits: i64,
+    #[serde(default)]
+    pub api_keys: Vec<String>,
+    /// Workspaces of the organization; one primary workspace is made when absent.
+    #[serde(default)]
+    pub workspaces: Option<Vec<SeedWorkspace>>,
+}
+
+/// One workspace of a seeded organization.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedWorkspace {
+    pub id: Uuid,
+    pub name: String,
+    #[serde(default)]
+    pub primary: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_plan() -> String {
+    "free".to_owned()
+}
+
+fn default_credits() -> i64 {
+    1000
+}
+
+impl Seed {
+    /// Parses and checks a seed file's JSON.
+    pub fn from_json(text: &str) -> anyhow::Result<Self> {
+        let seed: Seed = serde_json::from_str(text)?;
+        for organization in &seed.organizations {
+            anyhow::ensure!(!organization.name.trim().is_empty(), "organization {} has no name", organization.id);
+            anyhow::ensure!(!organization.slug.trim().is_empty(), "organization {} has no slug", organization.id);
+            anyhow::ensure!(
+                organization.api_keys.iter().all(|key| !key.is_empty()),
+                "organization {} lists an empty API key",
+                organization.id
+            );
+            if let Some(workspaces) = &organization.workspaces {
+                let primaries = workspaces.iter().filter(|workspace| workspace.primary).count();
+                anyhow::ensure!(
+                    primaries == 1,
+                    "organization {} must have exactly one primary workspace, has {primaries}",
+                    organization.id
+                );
+            }
+        }
+        anyhow::ensure!(seed.unbound_api_keys.iter().all(|key| !key.is_empty()), "unbound_api_keys lists an empty key");
+        Ok(seed)
+    }
+}
+
+/// Writes a seed into the identity repository; running it twice changes nothing more.
+pub async fn apply_seed(repo: &dyn IdentityRepo, clock: &dyn Clock, seed: &Seed) -> anyhow::Result<()> {
+    let now = clock.now();
+    for seeded in &seed.organizations {
+        let organization = Organization {
+            id: seeded.id,
+            name: seeded.name.trim().to_owned(),
+            slug: seeded.slug.trim().to_owned(),
+            api_access: seeded.api_access,
+            plan: seeded.plan.clone(),
+            credits: seeded.credits,
+            created_at: now,
+        };
+        repo.upsert_organization(&organization).await?;
+        for key in &seeded.api_keys {
+            repo.upsert_api_key(&hash_api_key(key), Some(seeded.id), now).await?;
+        }
+    }
+    for key in &seed.unbound_api_keys {
+        repo.upsert_api_key(&hash_api_key(key), None, now).await?;
+    }
+    Ok(())
+}
+
+/// Creates an organization with API access and one new key, for local development.
+pub async fn create_development_organization(
+    repo: &dyn IdentityRepo,
+    clock: &dyn Clock,
+) -> anyhow::Result<(Organization, String)> {
+    let now = clock.now();
+    let organization = Organization {
+        id: Uuid::new_v4(),
+        name: "Development".to_owned(),
+        slug: "development".to_owned(),
+        api_access: true,
+        plan: default_plan(),
+        credits: default_credits(),
+        created_at: now,
+    };
+    let key = generate_api_key();
+    repo.upsert_organization(&organization).await?;
+    repo.upsert_api_key(&hash_api_key(&key), Some(organization.id), now).await?;
+    Ok((organization, key))
+}
+
+/// A new random API key in the form handed to developers.
+pub fn generate_api_key() -> String {
+    format!("vw_{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_hashed_with_sha256() {
+        assert_eq!(
+            hash_api_key("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn seed_requires_one_primary_workspace_when_workspaces_are_listed() {
+        let text = r#"{"organizations":[{"id":"6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e01","name":"A","slug":"a",
+            "workspaces":[{"id":"6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e02","name":"W"}]}]}"#;
+        assert!(Seed::from_json(text).is_err());
+    }
+
+    #[test]
+    fn seed_defaults_api_access_plan_and_credits() {
+        let text = r#"{"organizations":[{"id":"6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e01","name":"A","slug":"a","api_keys":["k"]}]}"#;
+        let seed = Seed::from_json(text).unwrap();
+        let organization = &seed.organizations[0];
+        assert!(organization.api_access);
+        assert_eq!(organization.plan, "free");
+        assert_eq!(organization.credits, 1000);
+    }
+}
