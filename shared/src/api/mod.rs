@@ -19,6 +19,7 @@ use http::{header, StatusCode};
 use serde::Serialize;
 
 pub use error::ApiError;
+pub use lambda_http::Body;
 pub use routes::{Route, ROUTES};
 
 use crate::app::App;

@@ -1,0 +1,151 @@
+//! Test harness: a fresh organization per test on the embedded backend or DynamoDB
+//! Local, and requests through the same router `serve` uses.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
+use shared::adapters::dynamodb::DynamoDb;
+use shared::api::{self, Body};
+use shared::app::App;
+use shared::domain::identity::{apply_seed, Seed, SeedOrganization};
+use uuid::Uuid;
+
+/// Which storage backend a conformance test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Embedded,
+    DynamoDb,
+}
+
+/// Runs each listed test function once per backend.
+#[macro_export]
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod embedded {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name($crate::helpers::Backend::Embedded).await
+                }
+            )*
+        }
+        mod dynamodb {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$name($crate::helpers::Backend::DynamoDb).await
+                }
+            )*
+        }
+    };
+}
+
+/// The DynamoDB Local table of this test run; the test script sets both variables.
+pub async fn dynamodb() -> DynamoDb {
+    assert!(
+        std::env::var("AWS_ENDPOINT_URL_DYNAMODB").is_ok(),
+        "AWS_ENDPOINT_URL_DYNAMODB is not set: run the tests with ./scripts/test.sh, which starts DynamoDB Local"
+    );
+    let table = std::env::var("TEST_TABLE_NAME").unwrap_or_else(|_| "tests".to_owned());
+    let dynamodb = DynamoDb::connect(table).await;
+    dynamodb.ensure_table().await.expect("creating the test table in DynamoDB Local");
+    dynamodb
+}
+
+/// An application with one organization (API access on) and its key.
+pub struct TestApp {
+    pub app: Arc<App>,
+    pub key: String,
+    pub organization: Uuid,
+}
+
+impl TestApp {
+    /// A fresh organization on `backend`; keys are checked on every request.
+    pub async fn new(backend: Backend) -> Self {
+        let app = match backend {
+            Backend::Embedded => App::embedded(),
+            Backend::DynamoDb => App::dynamodb(dynamodb().await, Duration::ZERO),
+        };
+        let mut test = Self { app: Arc::new(app), key: String::new(), organization: Uuid::nil() };
+        let (organization, key) = test.add_organization(true).await;
+        test.organization = organization;
+        test.key = key;
+        test
+    }
+
+    /// Seeds another organization in the same backend and returns its ID and key.
+    pub async fn add_organization(&self, api_access: bool) -> (Uuid, String) {
+        let id = Uuid::new_v4();
+        let key = format!("test-key-{}", Uuid::new_v4());
+        let seed = Seed {
+            organizations: vec![SeedOrganization {
+                id,
+                name: format!("Org {id}"),
+                slug: format!("org-{id}"),
+                api_access,
+                plan: "free".into(),
+                credits: 1000,
+                api_keys: vec![key.clone()],
+                workspaces: None,
+            }],
+            unbound_api_keys: vec![],
+        };
+        apply_seed(self.app.identity.as_ref(), self.app.clock.as_ref(), &seed).await.expect("seeding");
+        (id, key)
+    }
+
+    /// Seeds a key that belongs to no organization.
+    pub async fn add_unbound_key(&self) -> String {
+        let key = format!("unbound-{}", Uuid::new_v4());
+        let seed = Seed { organizations: vec![], unbound_api_keys: vec![key.clone()] };
+        apply_seed(self.app.identity.as_ref(), self.app.clock.as_ref(), &seed).await.expect("seeding");
+        key
+    }
+
+    /// Sends a request with arbitrary headers and a raw body.
+    pub async fn raw(&self, method: Method, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> (StatusCode, Value) {
+        let mut builder = http::Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let request = builder.body(Body::from(body)).expect("request");
+        let response = api::dispatch(self.app.clone(), request).await;
+        let status = response.status();
+        let bytes: &[u8] = response.body();
+        let value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(bytes).expect("JSON response body") };
+        (status, value)
+    }
+
+    /// Sends a request as this organization, with a JSON body when given.
+    pub async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        self.call_as(&self.key.clone(), method, path, body).await
+    }
+
+    /// Sends a request with another bearer key.
+    pub async fn call_as(&self, key: &str, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let authorization = format!("Bearer {key}");
+        let bytes = body.map(|body| body.to_string().into_bytes()).unwrap_or_default();
+        self.raw(method, path, &[("authorization", &authorization), ("content-type", "application/json")], bytes).await
+    }
+
+    /// Creates a store and returns its ID.
+    pub async fn create_store(&self, name: &str) -> String {
+        let (status, body) = self.call(Method::POST, "/shared-stores", Some(json!({ "name": name }))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["store"]["id"].as_str().expect("store id").to_owned()
+    }
+
+    /// Bulk-writes `count` entries named `{prefix}{i}` into a store, 5,000 at a time.
+    pub async fn fill(&self, store: &str, prefix: &str, count: usize) {
+        let ids: Vec<usize> = (0..count).collect();
+        for chunk in ids.chunks(5000) {
+            let entries: Vec<Value> =
+                chunk.iter().map(|i| json!({ "entry_id": format!("{prefix}{i}"), "display_name": format!("{prefix}{i}") })).collect();
+            let (status, body) =
+                self.call(Method::POST, &format!("/shared-stores/{store}/entries/bulk"), Some(json!({ "entries": entries }))).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! HTTP-level tests of the API: one binary, each test with its own organization.
+
+mod helpers;
+
+mod auth;
+mod concurrency;
+mod lambda;
+mod serve;
+mod shared_stores;
+mod template;
