@@ -77,7 +77,11 @@ pub struct Authenticator {
 impl Authenticator {
     /// An authenticator; `ttl` of zero disables the cache.
     pub fn new(repo: Arc<dyn IdentityRepo>, ttl: Duration) -> Self {
-        Self { repo, ttl, cache: Mutex::new(HashMap::new()) }
+        Self {
+            repo,
+            ttl,
+            cache: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Resolves a presented key to its principal, or says why it is refused.
@@ -101,18 +105,31 @@ impl Authenticator {
     }
 
     async fn lookup(&self, key_hash: &str) -> Result<Principal, AuthError> {
-        let record = self.repo.api_key(key_hash).await?.ok_or(AuthError::InvalidApiKey)?;
+        let record = self
+            .repo
+            .api_key(key_hash)
+            .await?
+            .ok_or(AuthError::InvalidApiKey)?;
         let organization_id = record.organization_id.ok_or(AuthError::NoOrganization)?;
-        let organization =
-            self.repo.organization(organization_id).await?.ok_or(AuthError::NoOrganization)?;
-        Ok(Principal { key_hash: key_hash.to_owned(), organization })
+        let organization = self
+            .repo
+            .organization(organization_id)
+            .await?
+            .ok_or(AuthError::NoOrganization)?;
+        Ok(Principal {
+            key_hash: key_hash.to_owned(),
+            organization,
+        })
     }
 
     fn cached(&self, key_hash: &str) -> Option<Principal> {
         if self.ttl.is_zero() {
             return None;
         }
-        let cache = self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         cache
             .get(key_hash)
             .filter(|(_, at)| at.elapsed() < self.ttl)
@@ -123,9 +140,15 @@ impl Authenticator {
         if self.ttl.is_zero() {
             return;
         }
-        let mut cache = self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut cache = self
+            .cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         cache.retain(|_, (_, at)| at.elapsed() < self.ttl);
-        cache.insert(principal.key_hash.clone(), (principal.clone(), Instant::now()));
+        cache.insert(
+            principal.key_hash.clone(),
+            (principal.clone(), Instant::now()),
+        );
     }
 }
 
@@ -214,15 +237,26 @@ impl Seed {
     pub fn from_json(text: &str) -> anyhow::Result<Self> {
         let seed: Seed = serde_json::from_str(text)?;
         for organization in &seed.organizations {
-            anyhow::ensure!(!organization.name.trim().is_empty(), "organization {} has no name", organization.id);
-            anyhow::ensure!(!organization.slug.trim().is_empty(), "organization {} has no slug", organization.id);
+            anyhow::ensure!(
+                !organization.name.trim().is_empty(),
+                "organization {} has no name",
+                organization.id
+            );
+            anyhow::ensure!(
+                !organization.slug.trim().is_empty(),
+                "organization {} has no slug",
+                organization.id
+            );
             anyhow::ensure!(
                 organization.api_keys.iter().all(|key| !key.is_empty()),
                 "organization {} lists an empty API key",
                 organization.id
             );
             if let Some(workspaces) = &organization.workspaces {
-                let primaries = workspaces.iter().filter(|workspace| workspace.primary).count();
+                let primaries = workspaces
+                    .iter()
+                    .filter(|workspace| workspace.primary)
+                    .count();
                 anyhow::ensure!(
                     primaries == 1,
                     "organization {} must have exactly one primary workspace, has {primaries}",
@@ -230,13 +264,20 @@ impl Seed {
                 );
             }
         }
-        anyhow::ensure!(seed.unbound_api_keys.iter().all(|key| !key.is_empty()), "unbound_api_keys lists an empty key");
+        anyhow::ensure!(
+            seed.unbound_api_keys.iter().all(|key| !key.is_empty()),
+            "unbound_api_keys lists an empty key"
+        );
         Ok(seed)
     }
 }
 
 /// Writes a seed into the identity repository; running it twice changes nothing more.
-pub async fn apply_seed(repo: &dyn IdentityRepo, clock: &dyn Clock, seed: &Seed) -> anyhow::Result<()> {
+pub async fn apply_seed(
+    repo: &dyn IdentityRepo,
+    clock: &dyn Clock,
+    seed: &Seed,
+) -> anyhow::Result<()> {
     let now = clock.now();
     for seeded in &seed.organizations {
         let organization = Organization {
@@ -250,7 +291,8 @@ pub async fn apply_seed(repo: &dyn IdentityRepo, clock: &dyn Clock, seed: &Seed)
         };
         repo.upsert_organization(&organization).await?;
         for key in &seeded.api_keys {
-            repo.upsert_api_key(&hash_api_key(key), Some(seeded.id), now).await?;
+            repo.upsert_api_key(&hash_api_key(key), Some(seeded.id), now)
+                .await?;
         }
     }
     for key in &seed.unbound_api_keys {
@@ -276,7 +318,8 @@ pub async fn create_development_organization(
     };
     let key = generate_api_key();
     repo.upsert_organization(&organization).await?;
-    repo.upsert_api_key(&hash_api_key(&key), Some(organization.id), now).await?;
+    repo.upsert_api_key(&hash_api_key(&key), Some(organization.id), now)
+        .await?;
     Ok((organization, key))
 }
 

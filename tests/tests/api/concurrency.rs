@@ -24,16 +24,34 @@ async fn forty_concurrent_new_entries_at_9990_give_exactly_ten(backend: Backend)
     let puts = (0..40).map(|i| {
         let app = app.clone();
         let path = format!("/shared-stores/{store}/entries/new-{i}");
-        tokio::spawn(async move { app.call(Method::PUT, &path, Some(json!({ "display_name": "n" }))).await })
+        tokio::spawn(async move {
+            app.call(Method::PUT, &path, Some(json!({ "display_name": "n" })))
+                .await
+        })
     });
-    let results: Vec<_> = join_all(puts).await.into_iter().map(|joined| joined.expect("task")).collect();
-    let ok = results.iter().filter(|(status, _)| *status == StatusCode::OK).count();
+    let results: Vec<_> = join_all(puts)
+        .await
+        .into_iter()
+        .map(|joined| joined.expect("task"))
+        .collect();
+    let ok = results
+        .iter()
+        .filter(|(status, _)| *status == StatusCode::OK)
+        .count();
     let conflicts = results
         .iter()
-        .filter(|(status, body)| *status == StatusCode::CONFLICT && body["code"] == "shared_store_entry_limit_reached")
+        .filter(|(status, body)| {
+            *status == StatusCode::CONFLICT && body["code"] == "shared_store_entry_limit_reached"
+        })
         .count();
     assert_eq!((ok, conflicts), (10, 30), "{results:?}");
-    let (_, listed) = app.call(Method::GET, &format!("/shared-stores/{store}/entries"), None).await;
+    let (_, listed) = app
+        .call(
+            Method::GET,
+            &format!("/shared-stores/{store}/entries"),
+            None,
+        )
+        .await;
     assert_eq!(listed["entries"].as_array().unwrap().len(), 10_000);
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(stores["stores"][0]["entry_count"], 10_000);
@@ -43,11 +61,33 @@ async fn concurrent_store_creates_stop_at_ten(backend: Backend) {
     let app = Arc::new(TestApp::new(backend).await);
     let creates = (0..25).map(|i| {
         let app = app.clone();
-        tokio::spawn(async move { app.call(Method::POST, "/shared-stores", Some(json!({ "name": format!("s{i}") }))).await })
+        tokio::spawn(async move {
+            app.call(
+                Method::POST,
+                "/shared-stores",
+                Some(json!({ "name": format!("s{i}") })),
+            )
+            .await
+        })
     });
-    let statuses: Vec<StatusCode> = join_all(creates).await.into_iter().map(|joined| joined.expect("task").0).collect();
-    assert_eq!(statuses.iter().filter(|s| **s == StatusCode::OK).count(), 10, "{statuses:?}");
-    assert_eq!(statuses.iter().filter(|s| **s == StatusCode::CONFLICT).count(), 15, "{statuses:?}");
+    let statuses: Vec<StatusCode> = join_all(creates)
+        .await
+        .into_iter()
+        .map(|joined| joined.expect("task").0)
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == StatusCode::OK).count(),
+        10,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|s| **s == StatusCode::CONFLICT)
+            .count(),
+        15,
+        "{statuses:?}"
+    );
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(stores["stores"].as_array().unwrap().len(), 10);
 }
@@ -60,17 +100,43 @@ async fn concurrent_bulk_upserts_never_exceed_the_entry_limit(backend: Backend) 
     let bulks = (0..6).map(|request| {
         let app = app.clone();
         let path = format!("/shared-stores/{store}/entries/bulk");
-        let entries: Vec<_> = (0..300).map(|i| json!({ "entry_id": format!("r{request}-{i}"), "display_name": "d" })).collect();
-        tokio::spawn(async move { app.call(Method::POST, &path, Some(json!({ "entries": entries }))).await })
+        let entries: Vec<_> = (0..300)
+            .map(|i| json!({ "entry_id": format!("r{request}-{i}"), "display_name": "d" }))
+            .collect();
+        tokio::spawn(async move {
+            app.call(Method::POST, &path, Some(json!({ "entries": entries })))
+                .await
+        })
     });
-    let statuses: Vec<StatusCode> = join_all(bulks).await.into_iter().map(|joined| joined.expect("task").0).collect();
+    let statuses: Vec<StatusCode> = join_all(bulks)
+        .await
+        .into_iter()
+        .map(|joined| joined.expect("task").0)
+        .collect();
     let ok = statuses.iter().filter(|s| **s == StatusCode::OK).count();
     assert_eq!(ok, 3, "{statuses:?}");
-    assert_eq!(statuses.iter().filter(|s| **s == StatusCode::CONFLICT).count(), 3, "{statuses:?}");
-    let (_, listed) = app.call(Method::GET, &format!("/shared-stores/{store}/entries"), None).await;
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|s| **s == StatusCode::CONFLICT)
+            .count(),
+        3,
+        "{statuses:?}"
+    );
+    let (_, listed) = app
+        .call(
+            Method::GET,
+            &format!("/shared-stores/{store}/entries"),
+            None,
+        )
+        .await;
     assert_eq!(listed["entries"].as_array().unwrap().len(), 9000 + 300 * ok);
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
-    assert_eq!(stores["stores"][0]["entry_count"], 9000 + 300 * ok, "the counter matches the entries");
+    assert_eq!(
+        stores["stores"][0]["entry_count"],
+        9000 + 300 * ok,
+        "the counter matches the entries"
+    );
 }
 
 async fn concurrent_replaces_of_one_entry_take_one_slot(backend: Backend) {
@@ -79,12 +145,33 @@ async fn concurrent_replaces_of_one_entry_take_one_slot(backend: Backend) {
     let puts = (0..20).map(|i| {
         let app = app.clone();
         let path = format!("/shared-stores/{store}/entries/same");
-        tokio::spawn(async move { app.call(Method::PUT, &path, Some(json!({ "display_name": format!("v{i}") }))).await })
+        tokio::spawn(async move {
+            app.call(
+                Method::PUT,
+                &path,
+                Some(json!({ "display_name": format!("v{i}") })),
+            )
+            .await
+        })
     });
-    let results: Vec<_> = join_all(puts).await.into_iter().map(|joined| joined.expect("task")).collect();
-    assert!(results.iter().all(|(status, _)| *status == StatusCode::OK), "{results:?}");
-    let created: std::collections::HashSet<_> = results.iter().map(|(_, body)| body["entry"]["created_at"].clone()).collect();
-    assert_eq!(created.len(), 1, "every write reports the first creation time");
+    let results: Vec<_> = join_all(puts)
+        .await
+        .into_iter()
+        .map(|joined| joined.expect("task"))
+        .collect();
+    assert!(
+        results.iter().all(|(status, _)| *status == StatusCode::OK),
+        "{results:?}"
+    );
+    let created: std::collections::HashSet<_> = results
+        .iter()
+        .map(|(_, body)| body["entry"]["created_at"].clone())
+        .collect();
+    assert_eq!(
+        created.len(),
+        1,
+        "every write reports the first creation time"
+    );
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(stores["stores"][0]["entry_count"], 1);
 }

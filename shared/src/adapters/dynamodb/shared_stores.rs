@@ -15,7 +15,9 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use uuid::Uuid;
 
 use super::{backoff, condition_failed, key, n, number, s, text, timestamp, DynamoDb, Item};
-use crate::domain::shared_stores::{EntryRename, EntryWrite, Metadata, SharedStore, StoreEntry, StoreError};
+use crate::domain::shared_stores::{
+    EntryRename, EntryWrite, Metadata, SharedStore, StoreEntry, StoreError,
+};
 use crate::domain::time::Timestamp;
 use crate::ports::SharedStoreRepo;
 
@@ -90,18 +92,30 @@ fn build<T>(built: Result<T, aws_sdk_dynamodb::error::BuildError>) -> anyhow::Re
 }
 
 impl DynamoDb {
-    fn store_exists_check(&self, organization: Uuid, store: Uuid) -> anyhow::Result<TransactWriteItem> {
+    fn store_exists_check(
+        &self,
+        organization: Uuid,
+        store: Uuid,
+    ) -> anyhow::Result<TransactWriteItem> {
         let check = ConditionCheck::builder()
             .table_name(&self.table)
             .set_key(Some(store_key(organization, store)))
             .condition_expression("attribute_exists(pk)")
             .build();
-        Ok(TransactWriteItem::builder().condition_check(build(check)?).build())
+        Ok(TransactWriteItem::builder()
+            .condition_check(build(check)?)
+            .build())
     }
 
     /// Moves a store's entry counter by `delta`; a positive move must stay within `max`.
     /// Returns false (with nothing changed) when the store is missing or would overflow.
-    async fn move_entry_count(&self, organization: Uuid, store: Uuid, delta: i64, max: u32) -> Result<(), StoreError> {
+    async fn move_entry_count(
+        &self,
+        organization: Uuid,
+        store: Uuid,
+        delta: i64,
+        max: u32,
+    ) -> Result<(), StoreError> {
         let mut attempt = 0;
         loop {
             let mut update = self
@@ -111,7 +125,9 @@ impl DynamoDb {
                 .set_key(Some(store_key(organization, store)))
                 .update_expression("SET entry_count = entry_count + :delta")
                 .expression_attribute_values(":delta", n(delta))
-                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                );
             update = if delta > 0 {
                 update
                     .condition_expression("attribute_exists(pk) AND entry_count <= :room")
@@ -119,16 +135,30 @@ impl DynamoDb {
             } else {
                 update.condition_expression("attribute_exists(pk)")
             };
-            match update.send().await.map_err(|error| error.into_service_error()) {
+            match update
+                .send()
+                .await
+                .map_err(|error| error.into_service_error())
+            {
                 Ok(_) => return Ok(()),
                 Err(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                    return Err(if failed.item().is_some() { StoreError::EntryLimitReached } else { StoreError::StoreNotFound });
+                    return Err(if failed.item().is_some() {
+                        StoreError::EntryLimitReached
+                    } else {
+                        StoreError::StoreNotFound
+                    });
                 }
-                Err(UpdateItemError::TransactionConflictException(_)) if attempt < super::MAX_CONFLICT_ATTEMPTS => {
+                Err(UpdateItemError::TransactionConflictException(_))
+                    if attempt < super::MAX_CONFLICT_ATTEMPTS =>
+                {
                     attempt += 1;
                     backoff(attempt).await;
                 }
-                Err(other) => return Err(anyhow::Error::new(other).context("moving the entry counter").into()),
+                Err(other) => {
+                    return Err(anyhow::Error::new(other)
+                        .context("moving the entry counter")
+                        .into())
+                }
             }
         }
     }
@@ -146,7 +176,12 @@ impl DynamoDb {
         Ok(output.item)
     }
 
-    async fn entry_item(&self, organization: Uuid, store: Uuid, entry_id: &str) -> anyhow::Result<Option<Item>> {
+    async fn entry_item(
+        &self,
+        organization: Uuid,
+        store: Uuid,
+        entry_id: &str,
+    ) -> anyhow::Result<Option<Item>> {
         let output = self
             .client
             .get_item()
@@ -160,7 +195,11 @@ impl DynamoDb {
     }
 
     /// Reads many keys with strongly consistent BatchGetItem calls, several in flight.
-    async fn batch_get(&self, keys: Vec<Item>, projection: Option<&str>) -> anyhow::Result<Vec<Item>> {
+    async fn batch_get(
+        &self,
+        keys: Vec<Item>,
+        projection: Option<&str>,
+    ) -> anyhow::Result<Vec<Item>> {
         let chunks: Vec<Vec<Item>> = keys.chunks(BATCH_GET_KEYS).map(<[Item]>::to_vec).collect();
         let pages: Vec<Vec<Item>> = stream::iter(chunks)
             .map(|chunk| self.batch_get_chunk(chunk, projection))
@@ -170,7 +209,11 @@ impl DynamoDb {
         Ok(pages.into_iter().flatten().collect())
     }
 
-    async fn batch_get_chunk(&self, keys: Vec<Item>, projection: Option<&str>) -> anyhow::Result<Vec<Item>> {
+    async fn batch_get_chunk(
+        &self,
+        keys: Vec<Item>,
+        projection: Option<&str>,
+    ) -> anyhow::Result<Vec<Item>> {
         let mut found = Vec::with_capacity(keys.len());
         let mut pending = build(
             KeysAndAttributes::builder()
@@ -188,10 +231,16 @@ impl DynamoDb {
                 .send()
                 .await
                 .context("batch reading")?;
-            if let Some(items) = output.responses.and_then(|mut tables| tables.remove(&self.table)) {
+            if let Some(items) = output
+                .responses
+                .and_then(|mut tables| tables.remove(&self.table))
+            {
                 found.extend(items);
             }
-            match output.unprocessed_keys.and_then(|mut tables| tables.remove(&self.table)) {
+            match output
+                .unprocessed_keys
+                .and_then(|mut tables| tables.remove(&self.table))
+            {
                 Some(rest) if !rest.keys.is_empty() => {
                     attempt += 1;
                     backoff(attempt).await;
@@ -221,9 +270,18 @@ impl DynamoDb {
                 .items
                 .unwrap_or_default()
                 .into_iter()
-                .map(|item| Ok(WriteRequest::builder().delete_request(build(DeleteRequest::builder().set_key(Some(item)).build())?).build()))
+                .map(|item| {
+                    Ok(WriteRequest::builder()
+                        .delete_request(build(
+                            DeleteRequest::builder().set_key(Some(item)).build(),
+                        )?)
+                        .build())
+                })
                 .collect::<anyhow::Result<_>>()?;
-            let chunks: Vec<Vec<WriteRequest>> = deletes.chunks(BATCH_WRITE_REQUESTS).map(<[WriteRequest]>::to_vec).collect();
+            let chunks: Vec<Vec<WriteRequest>> = deletes
+                .chunks(BATCH_WRITE_REQUESTS)
+                .map(<[WriteRequest]>::to_vec)
+                .collect();
             stream::iter(chunks)
                 .map(|chunk| self.batch_write(chunk))
                 .buffer_unordered(PARALLEL_REQUESTS)
@@ -246,7 +304,10 @@ impl DynamoDb {
                 .send()
                 .await
                 .context("batch writing")?;
-            requests = output.unprocessed_items.and_then(|mut tables| tables.remove(&self.table)).unwrap_or_default();
+            requests = output
+                .unprocessed_items
+                .and_then(|mut tables| tables.remove(&self.table))
+                .unwrap_or_default();
             if !requests.is_empty() {
                 attempt += 1;
                 backoff(attempt).await;
@@ -296,7 +357,9 @@ impl DynamoDb {
         loop {
             let entries: Vec<StoreEntry> = chunk
                 .iter()
-                .map(|write| stored_entry(write, known.get(&write.entry_id).copied().unwrap_or(now)))
+                .map(|write| {
+                    stored_entry(write, known.get(&write.entry_id).copied().unwrap_or(now))
+                })
                 .collect();
             let items = entries
                 .iter()
@@ -304,13 +367,17 @@ impl DynamoDb {
                     let put = Put::builder()
                         .table_name(&self.table)
                         .set_item(Some(entry_item(organization, store, entry, now)))
-                        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+                        .return_values_on_condition_check_failure(
+                            ReturnValuesOnConditionCheckFailure::AllOld,
+                        );
                     let put = if known.contains_key(&entry.entry_id) {
                         put.condition_expression("attribute_exists(pk)")
                     } else {
                         put.condition_expression("attribute_not_exists(pk)")
                     };
-                    Ok(TransactWriteItem::builder().put(build(put.build())?).build())
+                    Ok(TransactWriteItem::builder()
+                        .put(build(put.build())?)
+                        .build())
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let reasons = match self.transact(items).await? {
@@ -336,7 +403,8 @@ impl DynamoDb {
                 }
             }
             if slots != 0 {
-                self.move_entry_count(organization, store, slots, max_entries).await?;
+                self.move_entry_count(organization, store, slots, max_entries)
+                    .await?;
             }
         }
     }
@@ -348,8 +416,12 @@ fn transaction_chunks(writes: &[EntryWrite]) -> Vec<&[EntryWrite]> {
     let (mut start, mut bytes) = (0, 0);
     for (index, write) in writes.iter().enumerate() {
         // Attribute names, keys and timestamps add a few hundred bytes to each item.
-        let size = 256 + write.entry_id.len() * 2 + write.display_name.len() + write.metadata.to_json().len();
-        if index > start && (index - start == TRANSACTION_ITEMS || bytes + size > TRANSACTION_BYTES) {
+        let size = 256
+            + write.entry_id.len() * 2
+            + write.display_name.len()
+            + write.metadata.to_json().len();
+        if index > start && (index - start == TRANSACTION_ITEMS || bytes + size > TRANSACTION_BYTES)
+        {
             chunks.push(&writes[start..index]);
             start = index;
             bytes = 0;
@@ -390,7 +462,12 @@ impl SharedStoreRepo for DynamoDb {
         }
     }
 
-    async fn create_store(&self, organization: Uuid, store: &SharedStore, max_stores: u32) -> Result<(), StoreError> {
+    async fn create_store(
+        &self,
+        organization: Uuid,
+        store: &SharedStore,
+        max_stores: u32,
+    ) -> Result<(), StoreError> {
         let count = Update::builder()
             .table_name(&self.table)
             .set_key(Some(organization_key(organization)))
@@ -407,7 +484,11 @@ impl SharedStoreRepo for DynamoDb {
         item.insert("entry_count".into(), n(0));
         item.insert("created_at".into(), s(store.created_at.to_string()));
         item.insert("updated_at".into(), s(store.updated_at.to_string()));
-        let put = Put::builder().table_name(&self.table).set_item(Some(item)).condition_expression("attribute_not_exists(pk)").build();
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(pk)")
+            .build();
         let items = vec![
             TransactWriteItem::builder().update(build(count)?).build(),
             TransactWriteItem::builder().put(build(put)?).build(),
@@ -419,7 +500,13 @@ impl SharedStoreRepo for DynamoDb {
         }
     }
 
-    async fn rename_store(&self, organization: Uuid, store: Uuid, name: &str, now: Timestamp) -> Result<SharedStore, StoreError> {
+    async fn rename_store(
+        &self,
+        organization: Uuid,
+        store: Uuid,
+        name: &str,
+        now: Timestamp,
+    ) -> Result<SharedStore, StoreError> {
         let updated = self
             .client
             .update_item()
@@ -436,8 +523,12 @@ impl SharedStoreRepo for DynamoDb {
             .map_err(|error| error.into_service_error());
         match updated {
             Ok(output) => Ok(store_from(&output.attributes.unwrap_or_default())?),
-            Err(UpdateItemError::ConditionalCheckFailedException(_)) => Err(StoreError::StoreNotFound),
-            Err(other) => Err(anyhow::Error::new(other).context("renaming a shared store").into()),
+            Err(UpdateItemError::ConditionalCheckFailedException(_)) => {
+                Err(StoreError::StoreNotFound)
+            }
+            Err(other) => Err(anyhow::Error::new(other)
+                .context("renaming a shared store")
+                .into()),
         }
     }
 
@@ -461,15 +552,23 @@ impl SharedStoreRepo for DynamoDb {
         ];
         match self.transact(items).await? {
             Ok(()) => {}
-            Err(reasons) if condition_failed(reasons.first()) => return Err(StoreError::StoreNotFound),
-            Err(reasons) => return Err(anyhow::anyhow!("store deletion cancelled: {reasons:?}").into()),
+            Err(reasons) if condition_failed(reasons.first()) => {
+                return Err(StoreError::StoreNotFound)
+            }
+            Err(reasons) => {
+                return Err(anyhow::anyhow!("store deletion cancelled: {reasons:?}").into())
+            }
         }
         // The store is gone for every reader and writer now; its entries go after it.
         self.purge_entries(organization, store).await?;
         Ok(())
     }
 
-    async fn list_entries(&self, organization: Uuid, store: Uuid) -> Result<Vec<StoreEntry>, StoreError> {
+    async fn list_entries(
+        &self,
+        organization: Uuid,
+        store: Uuid,
+    ) -> Result<Vec<StoreEntry>, StoreError> {
         if self.store_item(organization, store).await?.is_none() {
             return Err(StoreError::StoreNotFound);
         }
@@ -497,10 +596,23 @@ impl SharedStoreRepo for DynamoDb {
         }
     }
 
-    async fn get_entry(&self, organization: Uuid, store: Uuid, entry_id: &str) -> Result<StoreEntry, StoreError> {
+    async fn get_entry(
+        &self,
+        organization: Uuid,
+        store: Uuid,
+        entry_id: &str,
+    ) -> Result<StoreEntry, StoreError> {
         // One round trip reads the store and the entry, so an entry of a deleted store
         // is never served while its partition is being purged.
-        let items = self.batch_get(vec![store_key(organization, store), entry_key(organization, store, entry_id)], None).await?;
+        let items = self
+            .batch_get(
+                vec![
+                    store_key(organization, store),
+                    entry_key(organization, store, entry_id),
+                ],
+                None,
+            )
+            .await?;
         let (stores, entries): (Vec<&Item>, Vec<&Item>) =
             items.iter().partition(|item| matches!(item.get("sk"), Some(super::AttributeValue::S(sk)) if sk.starts_with("STORE#")));
         if stores.is_empty() {
@@ -529,13 +641,17 @@ impl SharedStoreRepo for DynamoDb {
                 .condition_expression("attribute_exists(pk) AND entry_count < :max")
                 .expression_attribute_values(":one", n(1))
                 .expression_attribute_values(":max", n(max_entries))
-                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
                 .build();
             let put = Put::builder()
                 .table_name(&self.table)
                 .set_item(Some(entry_item(organization, store, &fresh, now)))
                 .condition_expression("attribute_not_exists(pk)")
-                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
                 .build();
             let items = vec![
                 TransactWriteItem::builder().update(build(count)?).build(),
@@ -546,14 +662,19 @@ impl SharedStoreRepo for DynamoDb {
                 Err(reasons) => reasons,
             };
             let store_reason = reasons.first();
-            if condition_failed(store_reason) && store_reason.and_then(CancellationReason::item).is_none() {
+            if condition_failed(store_reason)
+                && store_reason.and_then(CancellationReason::item).is_none()
+            {
                 return Err(StoreError::StoreNotFound);
             }
             // The entry exists (reported directly, or read back when the store is full):
             // replace it in place, which needs no slot.
             let existing = match reasons.get(1).and_then(CancellationReason::item) {
                 Some(item) if condition_failed(reasons.get(1)) => Some(item.clone()),
-                _ => self.entry_item(organization, store, &write.entry_id).await?,
+                _ => {
+                    self.entry_item(organization, store, &write.entry_id)
+                        .await?
+                }
             };
             let Some(existing) = existing else {
                 if condition_failed(store_reason) {
@@ -562,7 +683,10 @@ impl SharedStoreRepo for DynamoDb {
                 continue;
             };
             let replacement = stored_entry(write, timestamp(&existing, "created_at")?);
-            if let Some(replaced) = self.replace_entry(organization, store, &replacement, now).await? {
+            if let Some(replaced) = self
+                .replace_entry(organization, store, &replacement, now)
+                .await?
+            {
                 return Ok(replaced);
             }
         }
@@ -591,7 +715,10 @@ impl SharedStoreRepo for DynamoDb {
                 created_at: current.created_at,
             };
             if rename.new_entry_id == entry_id {
-                match self.replace_entry(organization, store, &renamed, now).await? {
+                match self
+                    .replace_entry(organization, store, &renamed, now)
+                    .await?
+                {
                     Some(entry) => return Ok(entry),
                     None => continue,
                 }
@@ -614,15 +741,24 @@ impl SharedStoreRepo for DynamoDb {
             ];
             match self.transact(items).await? {
                 Ok(()) => return Ok(renamed),
-                Err(reasons) if condition_failed(reasons.first()) => return Err(StoreError::StoreNotFound),
-                Err(reasons) if condition_failed(reasons.get(2)) => return Err(StoreError::EntryIdTaken),
+                Err(reasons) if condition_failed(reasons.first()) => {
+                    return Err(StoreError::StoreNotFound)
+                }
+                Err(reasons) if condition_failed(reasons.get(2)) => {
+                    return Err(StoreError::EntryIdTaken)
+                }
                 // The old entry changed under us: look again.
                 Err(_) => continue,
             }
         }
     }
 
-    async fn delete_entry(&self, organization: Uuid, store: Uuid, entry_id: &str) -> Result<(), StoreError> {
+    async fn delete_entry(
+        &self,
+        organization: Uuid,
+        store: Uuid,
+        entry_id: &str,
+    ) -> Result<(), StoreError> {
         let count = Update::builder()
             .table_name(&self.table)
             .set_key(Some(store_key(organization, store)))
@@ -655,8 +791,14 @@ impl SharedStoreRepo for DynamoDb {
         max_entries: u32,
     ) -> Result<Vec<StoreEntry>, StoreError> {
         let mut keys = vec![store_key(organization, store)];
-        keys.extend(writes.iter().map(|write| entry_key(organization, store, &write.entry_id)));
-        let found = self.batch_get(keys, Some("sk, entry_id, created_at")).await?;
+        keys.extend(
+            writes
+                .iter()
+                .map(|write| entry_key(organization, store, &write.entry_id)),
+        );
+        let found = self
+            .batch_get(keys, Some("sk, entry_id, created_at"))
+            .await?;
         let mut existing: HashMap<String, Timestamp> = HashMap::new();
         let mut store_found = false;
         for item in &found {
@@ -671,21 +813,33 @@ impl SharedStoreRepo for DynamoDb {
             return Err(StoreError::StoreNotFound);
         }
         // Reserve every slot first: if the new IDs do not fit, nothing is written.
-        let new_ids = writes.iter().filter(|write| !existing.contains_key(&write.entry_id)).count() as i64;
+        let new_ids = writes
+            .iter()
+            .filter(|write| !existing.contains_key(&write.entry_id))
+            .count() as i64;
         if new_ids > i64::from(max_entries) {
             return Err(StoreError::EntryLimitReached);
         }
         if new_ids > 0 {
-            self.move_entry_count(organization, store, new_ids, max_entries).await?;
+            self.move_entry_count(organization, store, new_ids, max_entries)
+                .await?;
         }
         let ids: HashSet<&str> = writes.iter().map(|write| write.entry_id.as_str()).collect();
-        debug_assert_eq!(ids.len(), writes.len(), "bulk writes must have distinct IDs");
+        debug_assert_eq!(
+            ids.len(),
+            writes.len(),
+            "bulk writes must have distinct IDs"
+        );
         let chunks: Vec<_> = transaction_chunks(writes)
             .into_iter()
             .map(|chunk| {
                 let known = chunk
                     .iter()
-                    .filter_map(|write| existing.get(&write.entry_id).map(|at| (write.entry_id.clone(), *at)))
+                    .filter_map(|write| {
+                        existing
+                            .get(&write.entry_id)
+                            .map(|at| (write.entry_id.clone(), *at))
+                    })
                     .collect();
                 self.upsert_chunk(organization, store, chunk, known, now, max_entries)
             })
@@ -714,13 +868,22 @@ mod tests {
     #[test]
     fn chunks_respect_item_and_byte_limits() {
         let small: Vec<EntryWrite> = (0..250).map(|i| write(i, 10)).collect();
-        let sizes: Vec<usize> = transaction_chunks(&small).iter().map(|chunk| chunk.len()).collect();
+        let sizes: Vec<usize> = transaction_chunks(&small)
+            .iter()
+            .map(|chunk| chunk.len())
+            .collect();
         assert_eq!(sizes, vec![100, 100, 50]);
         let large: Vec<EntryWrite> = (0..30).map(|i| write(i, 250_000)).collect();
         for chunk in transaction_chunks(&large) {
             let bytes: usize = chunk.iter().map(|w| w.metadata.to_json().len()).sum();
             assert!(bytes <= TRANSACTION_BYTES, "{bytes}");
         }
-        assert_eq!(transaction_chunks(&large).iter().map(|c| c.len()).sum::<usize>(), 30);
+        assert_eq!(
+            transaction_chunks(&large)
+                .iter()
+                .map(|c| c.len())
+                .sum::<usize>(),
+            30
+        );
     }
 }
