@@ -14,6 +14,7 @@ conformance!(
     concurrent_store_creates_stop_at_ten,
     concurrent_bulk_upserts_never_exceed_the_entry_limit,
     concurrent_replaces_of_one_entry_take_one_slot,
+    a_bulk_racing_puts_and_deletes_of_the_same_ids_keeps_the_counter_exact,
 );
 
 async fn forty_concurrent_new_entries_at_9990_give_exactly_ten(backend: Backend) {
@@ -174,4 +175,73 @@ async fn concurrent_replaces_of_one_entry_take_one_slot(backend: Backend) {
     );
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(stores["stores"][0]["entry_count"], 1);
+}
+
+async fn a_bulk_racing_puts_and_deletes_of_the_same_ids_keeps_the_counter_exact(backend: Backend) {
+    let app = Arc::new(TestApp::new(backend).await);
+    let store = app.create_store("s").await;
+    app.fill(&store, "x", 2000).await;
+    // The bulk replaces x1000..x1999 and creates x2000..x5999 while single requests delete
+    // some of the IDs it replaces and create some of the IDs it creates.
+    let bulk = {
+        let app = app.clone();
+        let path = format!("/shared-stores/{store}/entries/bulk");
+        let entries: Vec<_> = (1000..6000)
+            .map(|i| json!({ "entry_id": format!("x{i}"), "display_name": "bulk" }))
+            .collect();
+        tokio::spawn(async move {
+            app.call(Method::POST, &path, Some(json!({ "entries": entries })))
+                .await
+        })
+    };
+    let singles = (0..60).map(|i| {
+        let app = app.clone();
+        let (method, id, body) = match i % 3 {
+            0 => (Method::DELETE, format!("x{}", 1000 + i), None),
+            1 => (
+                Method::PUT,
+                format!("x{}", 5000 + i),
+                Some(json!({ "display_name": "single" })),
+            ),
+            _ => (
+                Method::PUT,
+                format!("y{i}"),
+                Some(json!({ "display_name": "single" })),
+            ),
+        };
+        let path = format!("/shared-stores/{store}/entries/{id}");
+        // Spread over the bulk's whole run: its reads, its reservation and its writes.
+        let delay = std::time::Duration::from_millis(25 * i as u64);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            app.call(method, &path, body).await
+        })
+    });
+    let singles: Vec<_> = join_all(singles)
+        .await
+        .into_iter()
+        .map(|joined| joined.expect("task"))
+        .collect();
+    let (status, body) = bulk.await.expect("task");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        singles.iter().all(|(status, _)| status.is_success()),
+        "{singles:?}"
+    );
+    let (_, listed) = app
+        .call(
+            Method::GET,
+            &format!("/shared-stores/{store}/entries"),
+            None,
+        )
+        .await;
+    let listed = listed["entries"].as_array().unwrap().len();
+    let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
+    assert_eq!(
+        stores["stores"][0]["entry_count"], listed,
+        "the counter matches the entries"
+    );
+    // 6,000 IDs from fill and bulk and 20 y-IDs, less the 20 deletes that ran after the
+    // bulk (those before it were undone by it).
+    assert!((6000..=6020).contains(&listed), "{listed}");
 }

@@ -4,6 +4,7 @@ mod helpers;
 
 mod auth;
 mod concurrency;
+mod failures;
 mod lambda;
 mod serve;
 mod shared_stores;

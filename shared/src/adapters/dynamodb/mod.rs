@@ -8,6 +8,7 @@
 //! | shared store  | `ORG#{org}`                | `STORE#{store}`    |
 //! | store entry   | `ORG#{org}#STORE#{store}`  | `ENTRY#{entry_id}` |
 
+mod bulk;
 mod identity;
 mod shared_stores;
 
@@ -47,6 +48,14 @@ impl DynamoDb {
         let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         Self {
             client: Client::new(&config),
+            table: table.into(),
+        }
+    }
+
+    /// Wraps an already configured SDK client.
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
             table: table.into(),
         }
     }

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Runs the whole API locally on http://127.0.0.1:3000 with the embedded backend (no
+# services needed) and prints a development API key. Flags go to `serve`, e.g.
+#   ./scripts/serve.sh --seed seed.json --addr 127.0.0.1:8080
+#   ./scripts/serve.sh --backend aws      (DynamoDB at AWS_ENDPOINT_URL_DYNAMODB)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec cargo run --quiet --bin serve -- "$@"
