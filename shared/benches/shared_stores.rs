@@ -25,13 +25,9 @@ fn bulk_body() -> Map<String, Value> {
 
 fn parsing(c: &mut Criterion) {
     let body = bulk_body();
-    c.bench_function("parse_bulk 5000 items", |b| {
-        b.iter(|| parse_bulk(black_box(&body)).map(|writes| writes.len()))
-    });
+    c.bench_function("parse_bulk 5000 items", |b| b.iter(|| parse_bulk(black_box(&body)).map(|writes| writes.len())));
     let large = json!({ "blob": "x".repeat(250_000), "list": (0..500).collect::<Vec<_>>() });
-    c.bench_function("metadata parse 250 KB", |b| {
-        b.iter(|| Metadata::parse(Some(black_box(&large))).is_ok())
-    });
+    c.bench_function("metadata parse 250 KB", |b| b.iter(|| Metadata::parse(Some(black_box(&large))).is_ok()));
     c.bench_function("route match entry path", |b| {
         b.iter(|| {
             matches!(
@@ -43,10 +39,7 @@ fn parsing(c: &mut Criterion) {
 }
 
 fn dispatch(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let app = Arc::new(App::embedded());
     let seed = Seed::from_json(
         r#"{"organizations":[{"id":"6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e01","name":"B","slug":"b","api_keys":["bench-key"]}]}"#,
@@ -57,41 +50,20 @@ fn dispatch(c: &mut Criterion) {
             .method(method)
             .uri(path)
             .header("authorization", "Bearer bench-key")
-            .body(Body::from(
-                body.map(|b| b.to_string().into_bytes()).unwrap_or_default(),
-            ))
+            .body(Body::from(body.map(|b| b.to_string().into_bytes()).unwrap_or_default()))
             .unwrap();
         api::dispatch(app.clone(), request)
     };
     let path = runtime.block_on(async {
-        apply_seed(app.identity.as_ref(), app.clock.as_ref(), &seed)
-            .await
-            .unwrap();
-        let created = send(
-            Method::POST,
-            "/shared-stores".into(),
-            Some(json!({ "name": "bench" })),
-        )
-        .await;
+        apply_seed(app.identity.as_ref(), app.clock.as_ref(), &seed).await.unwrap();
+        let created = send(Method::POST, "/shared-stores".into(), Some(json!({ "name": "bench" }))).await;
         let created: Value = serde_json::from_slice(created.body()).unwrap();
-        let path = format!(
-            "/shared-stores/{}/entries/item",
-            created["store"]["id"].as_str().unwrap()
-        );
-        send(
-            Method::PUT,
-            path.clone(),
-            Some(json!({ "display_name": "Item", "metadata": { "k": "v" } })),
-        )
-        .await;
+        let path = format!("/shared-stores/{}/entries/item", created["store"]["id"].as_str().unwrap());
+        send(Method::PUT, path.clone(), Some(json!({ "display_name": "Item", "metadata": { "k": "v" } }))).await;
         path
     });
     c.bench_function("embedded GET entry through the router", |b| {
-        b.iter(|| {
-            runtime
-                .block_on(send(Method::GET, path.clone(), None))
-                .status()
-        })
+        b.iter(|| runtime.block_on(send(Method::GET, path.clone(), None)).status())
     });
 }
 

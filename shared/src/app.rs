@@ -26,42 +26,24 @@ impl App {
         auth_cache_ttl: Duration,
     ) -> Self {
         let auth = Authenticator::new(identity.clone(), auth_cache_ttl);
-        Self {
-            identity,
-            stores,
-            clock,
-            auth,
-        }
+        Self { identity, stores, clock, auth }
     }
 
     /// Everything in process memory; keys are checked on every request.
     pub fn embedded() -> Self {
         let backend = Arc::new(MemoryBackend::new());
-        Self::new(
-            backend.clone(),
-            backend,
-            Arc::new(SystemClock),
-            Duration::ZERO,
-        )
+        Self::new(backend.clone(), backend, Arc::new(SystemClock), Duration::ZERO)
     }
 
     /// Everything in DynamoDB.
     pub fn dynamodb(backend: DynamoDb, auth_cache_ttl: Duration) -> Self {
         let backend = Arc::new(backend);
-        Self::new(
-            backend.clone(),
-            backend,
-            Arc::new(SystemClock),
-            auth_cache_ttl,
-        )
+        Self::new(backend.clone(), backend, Arc::new(SystemClock), auth_cache_ttl)
     }
 
     /// The state of a Lambda function: DynamoDB, configured from the environment.
     pub async fn from_env() -> anyhow::Result<Self> {
         let config = Config::from_env()?;
-        Ok(Self::dynamodb(
-            DynamoDb::connect(config.table_name).await,
-            config.auth_cache_ttl,
-        ))
+        Ok(Self::dynamodb(DynamoDb::connect(config.table_name).await, config.auth_cache_ttl))
     }
 }

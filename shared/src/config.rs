@@ -19,17 +19,11 @@ pub struct Config {
 impl Config {
     /// Reads `TABLE_NAME` and `AUTH_CACHE_SECONDS` (default 30).
     pub fn from_env() -> anyhow::Result<Self> {
-        let table_name =
-            std::env::var("TABLE_NAME").unwrap_or_else(|_| DEFAULT_TABLE_NAME.to_owned());
+        let table_name = std::env::var("TABLE_NAME").unwrap_or_else(|_| DEFAULT_TABLE_NAME.to_owned());
         let seconds = match std::env::var("AUTH_CACHE_SECONDS") {
-            Ok(text) => text
-                .parse()
-                .with_context(|| format!("AUTH_CACHE_SECONDS={text:?} is not a whole number"))?,
+            Ok(text) => text.parse().with_context(|| format!("AUTH_CACHE_SECONDS={text:?} is not a whole number"))?,
             Err(_) => 30,
         };
-        Ok(Self {
-            table_name,
-            auth_cache_ttl: Duration::from_secs(seconds),
-        })
+        Ok(Self { table_name, auth_cache_ttl: Duration::from_secs(seconds) })
     }
 }

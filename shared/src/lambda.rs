@@ -10,33 +10,24 @@ use crate::app::App;
 /// Runs the Lambda function `function` (a name from the routes table) until the
 /// runtime stops it; exits the process with an error code if it cannot start.
 pub fn run(function: &str) -> ! {
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(env_filter())
-        .with_current_span(false)
-        .init();
+    tracing_subscriber::fmt().json().with_env_filter(env_filter()).with_current_span(false).init();
     let Some(route) = routes::by_function(function) else {
-        tracing::error!(
-            function,
-            "no route in the routes table has this function name"
-        );
+        tracing::error!(function, "no route in the routes table has this function name");
         std::process::exit(2);
     };
     let result =
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .map_err(anyhow::Error::from)
-            .and_then(|runtime| {
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow::Error::from).and_then(
+            |runtime| {
                 runtime.block_on(async move {
-            let app = Arc::new(App::from_env().await?);
-            let service = lambda_http::service_fn(move |request: lambda_http::Request| {
-                let app = app.clone();
-                async move { Ok::<_, Infallible>(api::invoke_route(route, app, request).await) }
-            });
-            lambda_http::run(service).await.map_err(|error| anyhow::anyhow!("{error}"))
-        })
-            });
+                    let app = Arc::new(App::from_env().await?);
+                    let service = lambda_http::service_fn(move |request: lambda_http::Request| {
+                        let app = app.clone();
+                        async move { Ok::<_, Infallible>(api::invoke_route(route, app, request).await) }
+                    });
+                    lambda_http::run(service).await.map_err(|error| anyhow::anyhow!("{error}"))
+                })
+            },
+        );
     match result {
         Ok(()) => std::process::exit(0),
         Err(error) => {
@@ -47,6 +38,5 @@ pub fn run(function: &str) -> ! {
 }
 
 fn env_filter() -> tracing_subscriber::EnvFilter {
-    tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+    tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
 }

@@ -23,11 +23,7 @@ pub const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
 
 /// Serves requests from `listener` until `shutdown` completes, then lets requests in
 /// flight finish (up to 10 s).
-pub async fn run(
-    app: Arc<App>,
-    listener: TcpListener,
-    shutdown: impl Future<Output = ()>,
-) -> anyhow::Result<()> {
+pub async fn run(app: Arc<App>, listener: TcpListener, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -54,10 +50,7 @@ pub async fn run(
         }
     }
     drop(listener);
-    if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown())
-        .await
-        .is_err()
-    {
+    if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown()).await.is_err() {
         tracing::warn!("requests still running after 10 s were dropped");
     }
     Ok(())
@@ -65,10 +58,7 @@ pub async fn run(
 
 /// Binds `addr` and serves in a background task; returns the bound address (useful
 /// with port 0) and a handle that stops the server when dropped or triggered.
-pub async fn spawn(
-    app: Arc<App>,
-    addr: SocketAddr,
-) -> anyhow::Result<(SocketAddr, tokio::sync::oneshot::Sender<()>)> {
+pub async fn spawn(app: Arc<App>, addr: SocketAddr) -> anyhow::Result<(SocketAddr, tokio::sync::oneshot::Sender<()>)> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -83,28 +73,19 @@ pub async fn spawn(
     Ok((bound, stop))
 }
 
-async fn handle(
-    app: Arc<App>,
-    request: hyper::Request<Incoming>,
-) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
+async fn handle(app: Arc<App>, request: hyper::Request<Incoming>) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
     let started = Instant::now();
     let (parts, body) = request.into_parts();
     let (method, path) = (parts.method.clone(), parts.uri.path().to_owned());
     let response = match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(collected) => {
-            let request = http::Request::from_parts(
-                parts,
-                lambda_http::Body::from(collected.to_bytes().to_vec()),
-            );
+            let request = http::Request::from_parts(parts, lambda_http::Body::from(collected.to_bytes().to_vec()));
             api::dispatch(app, request).await
         }
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => ApiError::detail(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request body must be 10 MB or smaller",
-        )
-        .into_response(),
-        Err(_) => ApiError::detail(StatusCode::BAD_REQUEST, "request body could not be read")
-            .into_response(),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+            ApiError::detail(StatusCode::PAYLOAD_TOO_LARGE, "request body must be 10 MB or smaller").into_response()
+        }
+        Err(_) => ApiError::detail(StatusCode::BAD_REQUEST, "request body could not be read").into_response(),
     };
     tracing::info!(
         %method,
@@ -114,10 +95,7 @@ async fn handle(
         "request"
     );
     let (parts, body) = response.into_parts();
-    Ok(hyper::Response::from_parts(
-        parts,
-        Full::new(Bytes::copy_from_slice(&body)),
-    ))
+    Ok(hyper::Response::from_parts(parts, Full::new(Bytes::copy_from_slice(&body))))
 }
 
 /// Where `serve` keeps its state.
@@ -132,10 +110,7 @@ pub enum Backend {
 /// Builds the application for `serve`: the backend (creating the DynamoDB table when
 /// missing), then the seed file, or a development organization whose new key is
 /// returned so that it can be printed.
-pub async fn build_app(
-    backend: Backend,
-    seed: Option<&std::path::Path>,
-) -> anyhow::Result<(App, Option<String>)> {
+pub async fn build_app(backend: Backend, seed: Option<&std::path::Path>) -> anyhow::Result<(App, Option<String>)> {
     use anyhow::Context;
 
     use crate::adapters::dynamodb::DynamoDb;
@@ -148,28 +123,20 @@ pub async fn build_app(
             let config = Config::from_env()?;
             let dynamodb = DynamoDb::connect(&config.table_name).await;
             dynamodb.ensure_table().await.with_context(|| {
-                format!(
-                    "DynamoDB table {} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)",
-                    config.table_name
-                )
+                format!("DynamoDB table {} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)", config.table_name)
             })?;
             App::dynamodb(dynamodb, config.auth_cache_ttl)
         }
     };
     let development_key = match seed {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading seed file {}", path.display()))?;
-            let seed =
-                Seed::from_json(&text).with_context(|| format!("seed file {}", path.display()))?;
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("reading seed file {}", path.display()))?;
+            let seed = Seed::from_json(&text).with_context(|| format!("seed file {}", path.display()))?;
             apply_seed(app.identity.as_ref(), app.clock.as_ref(), &seed).await?;
             None
         }
-        None => Some(
-            create_development_organization(app.identity.as_ref(), app.clock.as_ref())
-                .await?
-                .1,
-        ),
+        None => Some(create_development_organization(app.identity.as_ref(), app.clock.as_ref()).await?.1),
     };
     Ok((app, development_key))
 }

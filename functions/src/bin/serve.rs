@@ -33,9 +33,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(env_filter())
-        .init();
+    tracing_subscriber::fmt().with_env_filter(env_filter()).init();
     let args = Args::parse();
     std::fs::create_dir_all(&args.data_dir)?;
     let backend = match args.backend {
@@ -46,10 +44,7 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.addr).await?;
     if let Some(key) = development_key {
         println!("Development organization created. API key: {key}");
-        println!(
-            "  curl -H 'Authorization: Bearer {key}' http://{}/whoami",
-            listener.local_addr()?
-        );
+        println!("  curl -H 'Authorization: Bearer {key}' http://{}/whoami", listener.local_addr()?);
     }
     println!("Listening on http://{}", listener.local_addr()?);
     serve::run(Arc::new(app), listener, async {
@@ -60,6 +55,5 @@ async fn main() -> anyhow::Result<()> {
 }
 
 fn env_filter() -> tracing_subscriber::EnvFilter {
-    tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+    tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
 }

@@ -26,10 +26,7 @@ struct StoreState {
 
 impl StoreState {
     fn view(&self) -> SharedStore {
-        SharedStore {
-            entry_count: self.entries.len() as u32,
-            ..self.store.clone()
-        }
+        SharedStore { entry_count: self.entries.len() as u32, ..self.store.clone() }
     }
 }
 
@@ -48,22 +45,13 @@ impl MemoryBackend {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave a half-applied write: every
         // operation validates before it mutates.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
 impl State {
-    fn store_mut(
-        &mut self,
-        organization: Uuid,
-        store: Uuid,
-    ) -> Result<&mut StoreState, StoreError> {
-        self.stores
-            .get_mut(&organization)
-            .and_then(|stores| stores.get_mut(&store))
-            .ok_or(StoreError::StoreNotFound)
+    fn store_mut(&mut self, organization: Uuid, store: Uuid) -> Result<&mut StoreState, StoreError> {
+        self.stores.get_mut(&organization).and_then(|stores| stores.get_mut(&store)).ok_or(StoreError::StoreNotFound)
     }
 }
 
@@ -95,36 +83,19 @@ impl IdentityRepo for MemoryBackend {
 
     async fn upsert_organization(&self, organization: &Organization) -> anyhow::Result<()> {
         let mut state = self.lock();
-        let created_at = state
-            .organizations
-            .get(&organization.id)
-            .map_or(organization.created_at, |o| o.created_at);
-        state.organizations.insert(
-            organization.id,
-            Organization {
-                created_at,
-                ..organization.clone()
-            },
-        );
+        let created_at = state.organizations.get(&organization.id).map_or(organization.created_at, |o| o.created_at);
+        state.organizations.insert(organization.id, Organization { created_at, ..organization.clone() });
         Ok(())
     }
 
-    async fn upsert_api_key(
-        &self,
-        key_hash: &str,
-        organization: Option<Uuid>,
-        at: Timestamp,
-    ) -> anyhow::Result<()> {
+    async fn upsert_api_key(&self, key_hash: &str, organization: Option<Uuid>, at: Timestamp) -> anyhow::Result<()> {
         let mut state = self.lock();
-        let record = state
-            .api_keys
-            .entry(key_hash.to_owned())
-            .or_insert_with(|| ApiKeyRecord {
-                key_hash: key_hash.to_owned(),
-                organization_id: organization,
-                created_at: at,
-                last_used_at: None,
-            });
+        let record = state.api_keys.entry(key_hash.to_owned()).or_insert_with(|| ApiKeyRecord {
+            key_hash: key_hash.to_owned(),
+            organization_id: organization,
+            created_at: at,
+            last_used_at: None,
+        });
         record.organization_id = organization;
         Ok(())
     }
@@ -141,24 +112,13 @@ impl SharedStoreRepo for MemoryBackend {
             .unwrap_or_default())
     }
 
-    async fn create_store(
-        &self,
-        organization: Uuid,
-        store: &SharedStore,
-        max_stores: u32,
-    ) -> Result<(), StoreError> {
+    async fn create_store(&self, organization: Uuid, store: &SharedStore, max_stores: u32) -> Result<(), StoreError> {
         let mut state = self.lock();
         let stores = state.stores.entry(organization).or_default();
         if stores.len() >= max_stores as usize {
             return Err(StoreError::StoreLimitReached);
         }
-        stores.insert(
-            store.id,
-            StoreState {
-                store: store.clone(),
-                entries: HashMap::new(),
-            },
-        );
+        stores.insert(store.id, StoreState { store: store.clone(), entries: HashMap::new() });
         Ok(())
     }
 
@@ -186,33 +146,14 @@ impl SharedStoreRepo for MemoryBackend {
             .ok_or(StoreError::StoreNotFound)
     }
 
-    async fn list_entries(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-    ) -> Result<Vec<StoreEntry>, StoreError> {
+    async fn list_entries(&self, organization: Uuid, store: Uuid) -> Result<Vec<StoreEntry>, StoreError> {
         let mut state = self.lock();
-        Ok(state
-            .store_mut(organization, store)?
-            .entries
-            .values()
-            .cloned()
-            .collect())
+        Ok(state.store_mut(organization, store)?.entries.values().cloned().collect())
     }
 
-    async fn get_entry(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-        entry_id: &str,
-    ) -> Result<StoreEntry, StoreError> {
+    async fn get_entry(&self, organization: Uuid, store: Uuid, entry_id: &str) -> Result<StoreEntry, StoreError> {
         let mut state = self.lock();
-        state
-            .store_mut(organization, store)?
-            .entries
-            .get(entry_id)
-            .cloned()
-            .ok_or(StoreError::EntryNotFound)
+        state.store_mut(organization, store)?.entries.get(entry_id).cloned().ok_or(StoreError::EntryNotFound)
     }
 
     async fn put_entry(
@@ -227,9 +168,7 @@ impl SharedStoreRepo for MemoryBackend {
         let found = state.store_mut(organization, store)?;
         let created_at = match found.entries.get(&entry.entry_id) {
             Some(existing) => existing.created_at,
-            None if found.entries.len() >= max_entries as usize => {
-                return Err(StoreError::EntryLimitReached)
-            }
+            None if found.entries.len() >= max_entries as usize => return Err(StoreError::EntryLimitReached),
             None => now,
         };
         let stored = entry_from(entry, created_at);
@@ -247,42 +186,24 @@ impl SharedStoreRepo for MemoryBackend {
     ) -> Result<StoreEntry, StoreError> {
         let mut state = self.lock();
         let found = state.store_mut(organization, store)?;
-        let current = found
-            .entries
-            .get(entry_id)
-            .ok_or(StoreError::EntryNotFound)?;
+        let current = found.entries.get(entry_id).ok_or(StoreError::EntryNotFound)?;
         if rename.new_entry_id != entry_id && found.entries.contains_key(&rename.new_entry_id) {
             return Err(StoreError::EntryIdTaken);
         }
         let renamed = StoreEntry {
             entry_id: rename.new_entry_id.clone(),
             display_name: rename.display_name.clone(),
-            metadata: rename
-                .metadata
-                .clone()
-                .unwrap_or_else(|| current.metadata.clone()),
+            metadata: rename.metadata.clone().unwrap_or_else(|| current.metadata.clone()),
             created_at: current.created_at,
         };
         found.entries.remove(entry_id);
-        found
-            .entries
-            .insert(renamed.entry_id.clone(), renamed.clone());
+        found.entries.insert(renamed.entry_id.clone(), renamed.clone());
         Ok(renamed)
     }
 
-    async fn delete_entry(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-        entry_id: &str,
-    ) -> Result<(), StoreError> {
+    async fn delete_entry(&self, organization: Uuid, store: Uuid, entry_id: &str) -> Result<(), StoreError> {
         let mut state = self.lock();
-        state
-            .store_mut(organization, store)?
-            .entries
-            .remove(entry_id)
-            .map(|_| ())
-            .ok_or(StoreError::EntryNotFound)
+        state.store_mut(organization, store)?.entries.remove(entry_id).map(|_| ()).ok_or(StoreError::EntryNotFound)
     }
 
     async fn upsert_entries(
@@ -295,20 +216,14 @@ impl SharedStoreRepo for MemoryBackend {
     ) -> Result<Vec<StoreEntry>, StoreError> {
         let mut state = self.lock();
         let found = state.store_mut(organization, store)?;
-        let new_ids = entries
-            .iter()
-            .filter(|entry| !found.entries.contains_key(&entry.entry_id))
-            .count();
+        let new_ids = entries.iter().filter(|entry| !found.entries.contains_key(&entry.entry_id)).count();
         if found.entries.len() + new_ids > max_entries as usize {
             return Err(StoreError::EntryLimitReached);
         }
         let written: Vec<StoreEntry> = entries
             .iter()
             .map(|entry| {
-                let created_at = found
-                    .entries
-                    .get(&entry.entry_id)
-                    .map_or(now, |existing| existing.created_at);
+                let created_at = found.entries.get(&entry.entry_id).map_or(now, |existing| existing.created_at);
                 entry_from(entry, created_at)
             })
             .collect();

@@ -14,24 +14,15 @@ pub fn json_object(request: &Request) -> Result<Map<String, Value>, ApiError> {
     }
     match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(ApiError::error(
-            StatusCode::BAD_REQUEST,
-            "request body must be a JSON object",
-        )),
-        Err(error) => Err(ApiError::error(
-            StatusCode::BAD_REQUEST,
-            format!("request body is not valid JSON: {error}"),
-        )),
+        Ok(_) => Err(ApiError::error(StatusCode::BAD_REQUEST, "request body must be a JSON object")),
+        Err(error) => Err(ApiError::error(StatusCode::BAD_REQUEST, format!("request body is not valid JSON: {error}"))),
     }
 }
 
 /// Refuses properties outside `allowed`, for bodies the contract closes.
 pub fn deny_unknown(body: &Map<String, Value>, allowed: &[&str]) -> Result<(), ApiError> {
     match body.keys().find(|key| !allowed.contains(&key.as_str())) {
-        Some(key) => Err(ApiError::error(
-            StatusCode::BAD_REQUEST,
-            format!("unknown property: {key}"),
-        )),
+        Some(key) => Err(ApiError::error(StatusCode::BAD_REQUEST, format!("unknown property: {key}"))),
         None => Ok(()),
     }
 }

@@ -5,9 +5,7 @@ use serde_json::{json, Value};
 
 use super::{json_response, Response};
 use crate::domain::identity::AuthError;
-use crate::domain::shared_stores::{
-    StoreError, MAX_ENTRIES_PER_STORE, MAX_STORES_PER_ORGANIZATION,
-};
+use crate::domain::shared_stores::{StoreError, MAX_ENTRIES_PER_STORE, MAX_STORES_PER_ORGANIZATION};
 
 /// An HTTP error: a status and a JSON body.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,18 +17,12 @@ pub struct ApiError {
 impl ApiError {
     /// `{ "error": message }`, the shape of shared-store errors.
     pub fn error(status: StatusCode, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            body: json!({ "error": message.into() }),
-        }
+        Self { status, body: json!({ "error": message.into() }) }
     }
 
     /// `{ "detail": message }`, the shape of authentication and general errors.
     pub fn detail(status: StatusCode, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            body: json!({ "detail": message.into() }),
-        }
+        Self { status, body: json!({ "detail": message.into() }) }
     }
 
     /// A 500 that logs its cause and shows only `message`.
@@ -57,9 +49,7 @@ impl ApiError {
             StoreError::MetadataNotObject => Self::detail(StatusCode::BAD_REQUEST, message),
             StoreError::MetadataTooLarge => Self::detail(StatusCode::PAYLOAD_TOO_LARGE, message),
             StoreError::BulkTooLarge => Self::error(StatusCode::PAYLOAD_TOO_LARGE, message),
-            StoreError::StoreNotFound | StoreError::EntryNotFound => {
-                Self::error(StatusCode::NOT_FOUND, message)
-            }
+            StoreError::StoreNotFound | StoreError::EntryNotFound => Self::error(StatusCode::NOT_FOUND, message),
             StoreError::EntryIdTaken => Self::error(StatusCode::CONFLICT, message),
             StoreError::StoreLimitReached => Self {
                 status: StatusCode::CONFLICT,
@@ -83,10 +73,7 @@ impl From<AuthError> for ApiError {
             }
             AuthError::Backend(cause) => {
                 tracing::error!(error = %format!("{cause:#}"), "authentication failed");
-                Self::detail(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "authentication is unavailable, try again",
-                )
+                Self::detail(StatusCode::INTERNAL_SERVER_ERROR, "authentication is unavailable, try again")
             }
         }
     }

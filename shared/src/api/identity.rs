@@ -13,16 +13,11 @@ use crate::domain::identity;
 pub async fn whoami(app: Arc<App>, call: Call) -> Response {
     respond(
         async {
-            let principal =
-                authenticate(&app, call.request.headers(), Scheme::BearerOrApiKey).await?;
-            let record = identity::whoami(app.identity.as_ref(), app.clock.as_ref(), &principal)
-                .await
-                .map_err(|error| {
+            let principal = authenticate(&app, call.request.headers(), Scheme::BearerOrApiKey).await?;
+            let record =
+                identity::whoami(app.identity.as_ref(), app.clock.as_ref(), &principal).await.map_err(|error| {
                     tracing::error!(error = %format!("{error:#}"), "whoami failed");
-                    ApiError::detail(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "Failed to read the caller's identity",
-                    )
+                    ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, "Failed to read the caller's identity")
                 })?;
             Ok(json_response(StatusCode::OK, &record))
         }

@@ -46,17 +46,13 @@ pub struct PathParams(Vec<(&'static str, String)>);
 impl PathParams {
     /// The parameter's decoded value, or "" when the route has no such parameter.
     pub fn get(&self, name: &str) -> &str {
-        self.0
-            .iter()
-            .find(|(key, _)| *key == name)
-            .map_or("", |(_, value)| value.as_str())
+        self.0.iter().find(|(key, _)| *key == name).map_or("", |(_, value)| value.as_str())
     }
 }
 
 /// A JSON response.
 pub fn json_response(status: StatusCode, body: &impl Serialize) -> Response {
-    let text =
-        serde_json::to_string(body).unwrap_or_else(|_| r#"{"detail":"internal error"}"#.to_owned());
+    let text = serde_json::to_string(body).unwrap_or_else(|_| r#"{"detail":"internal error"}"#.to_owned());
     http::Response::builder()
         .status(status)
         .header(header::CONTENT_TYPE, "application/json")
@@ -76,9 +72,7 @@ pub async fn dispatch(app: Arc<App>, request: Request) -> Response {
         routes::Match::MethodNotAllowed => {
             ApiError::detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed").into_response()
         }
-        routes::Match::NotFound => {
-            ApiError::detail(StatusCode::NOT_FOUND, "Not Found").into_response()
-        }
+        routes::Match::NotFound => ApiError::detail(StatusCode::NOT_FOUND, "Not Found").into_response(),
     }
 }
 
@@ -93,9 +87,7 @@ pub async fn invoke_route(route: &'static Route, app: Arc<App>, request: Request
 
 /// Runs a handler; a panic becomes a logged 500 instead of a dead process.
 async fn invoke(route: &Route, app: Arc<App>, request: Request, params: PathParams) -> Response {
-    let handled = AssertUnwindSafe((route.handler)(app, Call { request, params }))
-        .catch_unwind()
-        .await;
+    let handled = AssertUnwindSafe((route.handler)(app, Call { request, params })).catch_unwind().await;
     handled.unwrap_or_else(|_| {
         tracing::error!(function = route.function, "handler panicked");
         ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()

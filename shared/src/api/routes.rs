@@ -109,14 +109,8 @@ impl Route {
         }
         let mut params = Vec::new();
         for (template, segment) in self.template_segments().zip(segments) {
-            match template
-                .strip_prefix('{')
-                .and_then(|rest| rest.strip_suffix('}'))
-            {
-                Some(name) => params.push((
-                    name,
-                    percent_decode_str(segment).decode_utf8().ok()?.into_owned(),
-                )),
+            match template.strip_prefix('{').and_then(|rest| rest.strip_suffix('}')) {
+                Some(name) => params.push((name, percent_decode_str(segment).decode_utf8().ok()?.into_owned())),
                 None if template == *segment => {}
                 None => return None,
             }
@@ -139,9 +133,7 @@ mod tests {
 
     #[test]
     fn entry_ids_are_percent_decoded() {
-        let Match::Found(route, params) =
-            find(&Method::GET, "/shared-stores/s1/entries/a%2Fb%20c%3F")
-        else {
+        let Match::Found(route, params) = find(&Method::GET, "/shared-stores/s1/entries/a%2Fb%20c%3F") else {
             panic!("route not found");
         };
         assert_eq!(route.function, "get-shared-store-entry");
@@ -151,32 +143,20 @@ mod tests {
 
     #[test]
     fn bulk_is_a_post_and_other_methods_reach_the_entry() {
-        let Match::Found(route, _) = find(&Method::POST, "/shared-stores/s/entries/bulk") else {
-            panic!()
-        };
+        let Match::Found(route, _) = find(&Method::POST, "/shared-stores/s/entries/bulk") else { panic!() };
         assert_eq!(route.function, "bulk-upsert-shared-store-entries");
-        let Match::Found(route, params) = find(&Method::PUT, "/shared-stores/s/entries/bulk")
-        else {
-            panic!()
-        };
+        let Match::Found(route, params) = find(&Method::PUT, "/shared-stores/s/entries/bulk") else { panic!() };
         assert_eq!(route.function, "put-shared-store-entry");
         assert_eq!(params.get("entry_id"), "bulk");
-        assert!(matches!(
-            find(&Method::POST, "/shared-stores/s/entries/x"),
-            Match::MethodNotAllowed
-        ));
+        assert!(matches!(find(&Method::POST, "/shared-stores/s/entries/x"), Match::MethodNotAllowed));
         assert!(matches!(find(&Method::GET, "/nowhere"), Match::NotFound));
     }
 
     #[test]
     fn a_stage_prefix_is_ignored_by_lambda_matching() {
         let route = by_function("get-shared-store-entry").unwrap();
-        let params = route
-            .match_path_suffix("/prod/shared-stores/s/entries/e")
-            .unwrap();
+        let params = route.match_path_suffix("/prod/shared-stores/s/entries/e").unwrap();
         assert_eq!(params.get("entry_id"), "e");
-        assert!(route
-            .match_path_suffix("/shared-stores/s/entries")
-            .is_none());
+        assert!(route.match_path_suffix("/shared-stores/s/entries").is_none());
     }
 }

@@ -10,9 +10,7 @@ use super::auth::{authenticate, Scheme};
 use super::body::{deny_unknown, json_object};
 use super::{json_response, respond, ApiError, Call, Response};
 use crate::app::App;
-use crate::domain::shared_stores::{
-    self as stores, EntryRename, EntryWrite, SourceType, StoreError, StoreName,
-};
+use crate::domain::shared_stores::{self as stores, EntryRename, EntryWrite, SourceType, StoreError, StoreName};
 
 const LIST_STORES_FAILED: &str = "Failed to list shared stores";
 const CREATE_STORE_FAILED: &str = "Failed to create shared store";
@@ -27,20 +25,14 @@ const UPSERT_ENTRIES_FAILED: &str = "Failed to upsert shared store entries";
 
 /// The caller's organization, from a bearer key.
 async fn organization(app: &App, call: &Call) -> Result<Uuid, ApiError> {
-    Ok(authenticate(app, call.request.headers(), Scheme::Bearer)
-        .await?
-        .organization_id())
+    Ok(authenticate(app, call.request.headers(), Scheme::Bearer).await?.organization_id())
 }
 
 /// Authenticates, then reads the `store_id` path parameter.
-async fn store_scope(
-    app: &App,
-    call: &Call,
-    failure: &'static str,
-) -> Result<(Uuid, Uuid), ApiError> {
+async fn store_scope(app: &App, call: &Call, failure: &'static str) -> Result<(Uuid, Uuid), ApiError> {
     let organization = organization(app, call).await?;
-    let store = stores::parse_store_id(call.params.get("store_id"))
-        .map_err(|error| ApiError::from_store(error, failure))?;
+    let store =
+        stores::parse_store_id(call.params.get("store_id")).map_err(|error| ApiError::from_store(error, failure))?;
     Ok((organization, store))
 }
 
@@ -58,9 +50,8 @@ pub async fn list_stores(app: Arc<App>, call: Call) -> Response {
     respond(
         async {
             let organization = organization(&app, &call).await?;
-            let list = stores::list_stores(app.stores.as_ref(), organization)
-                .await
-                .map_err(fail(LIST_STORES_FAILED))?;
+            let list =
+                stores::list_stores(app.stores.as_ref(), organization).await.map_err(fail(LIST_STORES_FAILED))?;
             ok(json!({ "stores": list }))
         }
         .await,
@@ -74,18 +65,11 @@ pub async fn create_store(app: Arc<App>, call: Call) -> Response {
             let organization = organization(&app, &call).await?;
             let body = json_object(&call.request)?;
             let name = StoreName::parse(body.get("name")).map_err(fail(CREATE_STORE_FAILED))?;
-            let source_type =
-                SourceType::parse(body.get("source_type")).map_err(fail(CREATE_STORE_FAILED))?;
+            let source_type = SourceType::parse(body.get("source_type")).map_err(fail(CREATE_STORE_FAILED))?;
             deny_unknown(&body, &["name", "source_type"])?;
-            let store = stores::create_store(
-                app.stores.as_ref(),
-                app.clock.as_ref(),
-                organization,
-                name,
-                source_type,
-            )
-            .await
-            .map_err(fail(CREATE_STORE_FAILED))?;
+            let store = stores::create_store(app.stores.as_ref(), app.clock.as_ref(), organization, name, source_type)
+                .await
+                .map_err(fail(CREATE_STORE_FAILED))?;
             ok(json!({ "store": store }))
         }
         .await,
@@ -99,15 +83,9 @@ pub async fn rename_store(app: Arc<App>, call: Call) -> Response {
             let (organization, store) = store_scope(&app, &call, RENAME_STORE_FAILED).await?;
             let body = json_object(&call.request)?;
             let name = StoreName::parse(body.get("name")).map_err(fail(RENAME_STORE_FAILED))?;
-            let store = stores::rename_store(
-                app.stores.as_ref(),
-                app.clock.as_ref(),
-                organization,
-                store,
-                name,
-            )
-            .await
-            .map_err(fail(RENAME_STORE_FAILED))?;
+            let store = stores::rename_store(app.stores.as_ref(), app.clock.as_ref(), organization, store, name)
+                .await
+                .map_err(fail(RENAME_STORE_FAILED))?;
             ok(json!({ "store": store }))
         }
         .await,
@@ -119,9 +97,7 @@ pub async fn delete_store(app: Arc<App>, call: Call) -> Response {
     respond(
         async {
             let (organization, store) = store_scope(&app, &call, DELETE_STORE_FAILED).await?;
-            stores::delete_store(app.stores.as_ref(), organization, store)
-                .await
-                .map_err(fail(DELETE_STORE_FAILED))?;
+            stores::delete_store(app.stores.as_ref(), organization, store).await.map_err(fail(DELETE_STORE_FAILED))?;
             ok(json!({ "success": true }))
         }
         .await,
@@ -147,14 +123,9 @@ pub async fn get_entry(app: Arc<App>, call: Call) -> Response {
     respond(
         async {
             let (organization, store) = store_scope(&app, &call, GET_ENTRY_FAILED).await?;
-            let entry = stores::get_entry(
-                app.stores.as_ref(),
-                organization,
-                store,
-                call.params.get("entry_id"),
-            )
-            .await
-            .map_err(fail(GET_ENTRY_FAILED))?;
+            let entry = stores::get_entry(app.stores.as_ref(), organization, store, call.params.get("entry_id"))
+                .await
+                .map_err(fail(GET_ENTRY_FAILED))?;
             ok(json!({ "entry": entry }))
         }
         .await,
@@ -167,17 +138,10 @@ pub async fn put_entry(app: Arc<App>, call: Call) -> Response {
         async {
             let (organization, store) = store_scope(&app, &call, PUT_ENTRY_FAILED).await?;
             let body = json_object(&call.request)?;
-            let write = EntryWrite::parse_put(call.params.get("entry_id"), &body)
+            let write = EntryWrite::parse_put(call.params.get("entry_id"), &body).map_err(fail(PUT_ENTRY_FAILED))?;
+            let entry = stores::put_entry(app.stores.as_ref(), app.clock.as_ref(), organization, store, write)
+                .await
                 .map_err(fail(PUT_ENTRY_FAILED))?;
-            let entry = stores::put_entry(
-                app.stores.as_ref(),
-                app.clock.as_ref(),
-                organization,
-                store,
-                write,
-            )
-            .await
-            .map_err(fail(PUT_ENTRY_FAILED))?;
             ok(json!({ "entry": entry }))
         }
         .await,
@@ -212,14 +176,9 @@ pub async fn delete_entry(app: Arc<App>, call: Call) -> Response {
     respond(
         async {
             let (organization, store) = store_scope(&app, &call, DELETE_ENTRY_FAILED).await?;
-            stores::delete_entry(
-                app.stores.as_ref(),
-                organization,
-                store,
-                call.params.get("entry_id"),
-            )
-            .await
-            .map_err(fail(DELETE_ENTRY_FAILED))?;
+            stores::delete_entry(app.stores.as_ref(), organization, store, call.params.get("entry_id"))
+                .await
+                .map_err(fail(DELETE_ENTRY_FAILED))?;
             ok(json!({ "success": true }))
         }
         .await,
@@ -233,15 +192,9 @@ pub async fn bulk_upsert(app: Arc<App>, call: Call) -> Response {
             let (organization, store) = store_scope(&app, &call, UPSERT_ENTRIES_FAILED).await?;
             let body = json_object(&call.request)?;
             let writes = stores::parse_bulk(&body).map_err(fail(UPSERT_ENTRIES_FAILED))?;
-            let result = stores::bulk_upsert(
-                app.stores.as_ref(),
-                app.clock.as_ref(),
-                organization,
-                store,
-                writes,
-            )
-            .await
-            .map_err(fail(UPSERT_ENTRIES_FAILED))?;
+            let result = stores::bulk_upsert(app.stores.as_ref(), app.clock.as_ref(), organization, store, writes)
+                .await
+                .map_err(fail(UPSERT_ENTRIES_FAILED))?;
             Ok(json_response(StatusCode::OK, &result))
         }
         .await,

@@ -77,11 +77,7 @@ pub struct Authenticator {
 impl Authenticator {
     /// An authenticator; `ttl` of zero disables the cache.
     pub fn new(repo: Arc<dyn IdentityRepo>, ttl: Duration) -> Self {
-        Self {
-            repo,
-            ttl,
-            cache: Mutex::new(HashMap::new()),
-        }
+        Self { repo, ttl, cache: Mutex::new(HashMap::new()) }
     }
 
     /// Resolves a presented key to its principal, or says why it is refused.
@@ -105,50 +101,27 @@ impl Authenticator {
     }
 
     async fn lookup(&self, key_hash: &str) -> Result<Principal, AuthError> {
-        let record = self
-            .repo
-            .api_key(key_hash)
-            .await?
-            .ok_or(AuthError::InvalidApiKey)?;
+        let record = self.repo.api_key(key_hash).await?.ok_or(AuthError::InvalidApiKey)?;
         let organization_id = record.organization_id.ok_or(AuthError::NoOrganization)?;
-        let organization = self
-            .repo
-            .organization(organization_id)
-            .await?
-            .ok_or(AuthError::NoOrganization)?;
-        Ok(Principal {
-            key_hash: key_hash.to_owned(),
-            organization,
-        })
+        let organization = self.repo.organization(organization_id).await?.ok_or(AuthError::NoOrganization)?;
+        Ok(Principal { key_hash: key_hash.to_owned(), organization })
     }
 
     fn cached(&self, key_hash: &str) -> Option<Principal> {
         if self.ttl.is_zero() {
             return None;
         }
-        let cache = self
-            .cache
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        cache
-            .get(key_hash)
-            .filter(|(_, at)| at.elapsed() < self.ttl)
-            .map(|(principal, _)| principal.clone())
+        let cache = self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        cache.get(key_hash).filter(|(_, at)| at.elapsed() < self.ttl).map(|(principal, _)| principal.clone())
     }
 
     fn remember(&self, principal: &Principal) {
         if self.ttl.is_zero() {
             return;
         }
-        let mut cache = self
-            .cache
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut cache = self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         cache.retain(|_, (_, at)| at.elapsed() < self.ttl);
-        cache.insert(
-            principal.key_hash.clone(),
-            (principal.clone(), Instant::now()),
-        );
+        cache.insert(principal.key_hash.clone(), (principal.clone(), Instant::now()));
     }
 }
 
@@ -163,11 +136,7 @@ pub struct WhoAmI {
 }
 
 /// Describes the caller and records that its key was used now.
-pub async fn whoami(
-    repo: &dyn IdentityRepo,
-    clock: &dyn Clock,
-    principal: &Principal,
-) -> anyhow::Result<WhoAmI> {
+pub async fn whoami(repo: &dyn IdentityRepo, clock: &dyn Clock, principal: &Principal) -> anyhow::Result<WhoAmI> {
     let now = clock.now();
     repo.touch_api_key(&principal.key_hash, now).await?;
     let organization = &principal.organization;
@@ -237,26 +206,15 @@ impl Seed {
     pub fn from_json(text: &str) -> anyhow::Result<Self> {
         let seed: Seed = serde_json::from_str(text)?;
         for organization in &seed.organizations {
-            anyhow::ensure!(
-                !organization.name.trim().is_empty(),
-                "organization {} has no name",
-                organization.id
-            );
-            anyhow::ensure!(
-                !organization.slug.trim().is_empty(),
-                "organization {} has no slug",
-                organization.id
-            );
+            anyhow::ensure!(!organization.name.trim().is_empty(), "organization {} has no name", organization.id);
+            anyhow::ensure!(!organization.slug.trim().is_empty(), "organization {} has no slug", organization.id);
             anyhow::ensure!(
                 organization.api_keys.iter().all(|key| !key.is_empty()),
                 "organization {} lists an empty API key",
                 organization.id
             );
             if let Some(workspaces) = &organization.workspaces {
-                let primaries = workspaces
-                    .iter()
-                    .filter(|workspace| workspace.primary)
-                    .count();
+                let primaries = workspaces.iter().filter(|workspace| workspace.primary).count();
                 anyhow::ensure!(
                     primaries == 1,
                     "organization {} must have exactly one primary workspace, has {primaries}",
@@ -264,20 +222,13 @@ impl Seed {
                 );
             }
         }
-        anyhow::ensure!(
-            seed.unbound_api_keys.iter().all(|key| !key.is_empty()),
-            "unbound_api_keys lists an empty key"
-        );
+        anyhow::ensure!(seed.unbound_api_keys.iter().all(|key| !key.is_empty()), "unbound_api_keys lists an empty key");
         Ok(seed)
     }
 }
 
 /// Writes a seed into the identity repository; running it twice changes nothing more.
-pub async fn apply_seed(
-    repo: &dyn IdentityRepo,
-    clock: &dyn Clock,
-    seed: &Seed,
-) -> anyhow::Result<()> {
+pub async fn apply_seed(repo: &dyn IdentityRepo, clock: &dyn Clock, seed: &Seed) -> anyhow::Result<()> {
     let now = clock.now();
     for seeded in &seed.organizations {
         let organization = Organization {
@@ -291,8 +242,7 @@ pub async fn apply_seed(
         };
         repo.upsert_organization(&organization).await?;
         for key in &seeded.api_keys {
-            repo.upsert_api_key(&hash_api_key(key), Some(seeded.id), now)
-                .await?;
+            repo.upsert_api_key(&hash_api_key(key), Some(seeded.id), now).await?;
         }
     }
     for key in &seed.unbound_api_keys {
@@ -318,8 +268,7 @@ pub async fn create_development_organization(
     };
     let key = generate_api_key();
     repo.upsert_organization(&organization).await?;
-    repo.upsert_api_key(&hash_api_key(&key), Some(organization.id), now)
-        .await?;
+    repo.upsert_api_key(&hash_api_key(&key), Some(organization.id), now).await?;
     Ok((organization, key))
 }
 
@@ -334,10 +283,7 @@ mod tests {
 
     #[test]
     fn keys_are_hashed_with_sha256() {
-        assert_eq!(
-            hash_api_key("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(hash_api_key("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 
     #[test]

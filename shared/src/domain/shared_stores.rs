@@ -104,12 +104,8 @@ impl SourceType {
     pub fn parse(value: Option<&Value>) -> Result<Self, StoreError> {
         match value {
             None | Some(Value::Null) => Ok(Self("manual".into())),
-            Some(Value::String(text)) if !text.trim().is_empty() => {
-                Ok(Self(text.trim().to_owned()))
-            }
-            Some(_) => Err(StoreError::Invalid(
-                "source_type must be a non-empty string".into(),
-            )),
+            Some(Value::String(text)) if !text.trim().is_empty() => Ok(Self(text.trim().to_owned())),
+            Some(_) => Err(StoreError::Invalid("source_type must be a non-empty string".into())),
         }
     }
 
@@ -201,8 +197,7 @@ impl EntryWrite {
             Some(Value::String(id)) if !id.is_empty() => id,
             _ => return Err(StoreError::EntriesIncomplete),
         };
-        let display_name =
-            required_text(item.get("display_name")).ok_or(StoreError::EntriesIncomplete)?;
+        let display_name = required_text(item.get("display_name")).ok_or(StoreError::EntriesIncomplete)?;
         Ok(Self {
             entry_id: entry_id.clone(),
             display_name: display_name.trim().to_owned(),
@@ -235,11 +230,7 @@ impl EntryRename {
             None => None,
             present => Some(Metadata::parse(present)?),
         };
-        Ok(Self {
-            new_entry_id: new_entry_id.clone(),
-            display_name: display_name.trim().to_owned(),
-            metadata,
-        })
+        Ok(Self { new_entry_id: new_entry_id.clone(), display_name: display_name.trim().to_owned(), metadata })
     }
 }
 
@@ -281,17 +272,9 @@ pub struct BulkUpsert {
 }
 
 /// The organization's stores, sorted by name.
-pub async fn list_stores(
-    repo: &dyn SharedStoreRepo,
-    organization: Uuid,
-) -> Result<Vec<SharedStore>, StoreError> {
+pub async fn list_stores(repo: &dyn SharedStoreRepo, organization: Uuid) -> Result<Vec<SharedStore>, StoreError> {
     let mut stores = repo.list_stores(organization).await?;
-    stores.sort_by(|a, b| {
-        a.name
-            .cmp(&b.name)
-            .then(a.created_at.cmp(&b.created_at))
-            .then(a.id.cmp(&b.id))
-    });
+    stores.sort_by(|a, b| a.name.cmp(&b.name).then(a.created_at.cmp(&b.created_at)).then(a.id.cmp(&b.id)));
     Ok(stores)
 }
 
@@ -312,8 +295,7 @@ pub async fn create_store(
         created_at: now,
         updated_at: now,
     };
-    repo.create_store(organization, &store, MAX_STORES_PER_ORGANIZATION)
-        .await?;
+    repo.create_store(organization, &store, MAX_STORES_PER_ORGANIZATION).await?;
     Ok(store)
 }
 
@@ -325,16 +307,11 @@ pub async fn rename_store(
     store_id: Uuid,
     name: StoreName,
 ) -> Result<SharedStore, StoreError> {
-    repo.rename_store(organization, store_id, name.as_str(), clock.now())
-        .await
+    repo.rename_store(organization, store_id, name.as_str(), clock.now()).await
 }
 
 /// Deletes a store and all its entries.
-pub async fn delete_store(
-    repo: &dyn SharedStoreRepo,
-    organization: Uuid,
-    store_id: Uuid,
-) -> Result<(), StoreError> {
+pub async fn delete_store(repo: &dyn SharedStoreRepo, organization: Uuid, store_id: Uuid) -> Result<(), StoreError> {
     repo.delete_store(organization, store_id).await
 }
 
@@ -345,11 +322,7 @@ pub async fn list_entries(
     store_id: Uuid,
 ) -> Result<Vec<StoreEntry>, StoreError> {
     let mut entries = repo.list_entries(organization, store_id).await?;
-    entries.sort_by(|a, b| {
-        a.display_name
-            .cmp(&b.display_name)
-            .then_with(|| a.entry_id.cmp(&b.entry_id))
-    });
+    entries.sort_by(|a, b| a.display_name.cmp(&b.display_name).then_with(|| a.entry_id.cmp(&b.entry_id)));
     Ok(entries)
 }
 
@@ -374,14 +347,7 @@ pub async fn put_entry(
     store_id: Uuid,
     write: EntryWrite,
 ) -> Result<StoreEntry, StoreError> {
-    repo.put_entry(
-        organization,
-        store_id,
-        &write,
-        clock.now(),
-        MAX_ENTRIES_PER_STORE,
-    )
-    .await
+    repo.put_entry(organization, store_id, &write, clock.now(), MAX_ENTRIES_PER_STORE).await
 }
 
 /// Renames an entry and replaces its display name (and metadata, when given).
@@ -396,8 +362,7 @@ pub async fn rename_entry(
     if entry_id.is_empty() {
         return Err(StoreError::EntryNotFound);
     }
-    repo.rename_entry(organization, store_id, entry_id, &rename, clock.now())
-        .await
+    repo.rename_entry(organization, store_id, entry_id, &rename, clock.now()).await
 }
 
 /// Deletes an entry.
@@ -421,20 +386,8 @@ pub async fn bulk_upsert(
     store_id: Uuid,
     writes: Vec<EntryWrite>,
 ) -> Result<BulkUpsert, StoreError> {
-    let entries = repo
-        .upsert_entries(
-            organization,
-            store_id,
-            &writes,
-            clock.now(),
-            MAX_ENTRIES_PER_STORE,
-        )
-        .await?;
-    Ok(BulkUpsert {
-        success: true,
-        count: entries.len(),
-        entries,
-    })
+    let entries = repo.upsert_entries(organization, store_id, &writes, clock.now(), MAX_ENTRIES_PER_STORE).await?;
+    Ok(BulkUpsert { success: true, count: entries.len(), entries })
 }
 
 #[cfg(test)]
@@ -458,10 +411,7 @@ mod tests {
     #[test]
     fn metadata_that_is_not_an_object_is_refused() {
         for value in [json!([1]), json!("x"), json!(1), json!(true)] {
-            assert!(matches!(
-                Metadata::parse(Some(&value)),
-                Err(StoreError::MetadataNotObject)
-            ));
+            assert!(matches!(Metadata::parse(Some(&value)), Err(StoreError::MetadataNotObject)));
         }
     }
 
@@ -472,16 +422,12 @@ mod tests {
         assert_eq!(fits.to_string().len(), MAX_METADATA_BYTES);
         assert!(Metadata::parse(Some(&fits)).is_ok());
         let over = json!({ "k": "é".repeat((MAX_METADATA_BYTES - 8) / 2 + 1) });
-        assert!(matches!(
-            Metadata::parse(Some(&over)),
-            Err(StoreError::MetadataTooLarge)
-        ));
+        assert!(matches!(Metadata::parse(Some(&over)), Err(StoreError::MetadataTooLarge)));
     }
 
     #[test]
     fn put_trims_display_name_and_requires_both_fields() {
-        let write =
-            EntryWrite::parse_put("a/b", &object(json!({"display_name": "  Hi  "}))).unwrap();
+        let write = EntryWrite::parse_put("a/b", &object(json!({"display_name": "  Hi  "}))).unwrap();
         assert_eq!(write.display_name, "Hi");
         assert!(matches!(
             EntryWrite::parse_put("", &object(json!({"display_name": "x"}))),
@@ -508,29 +454,17 @@ mod tests {
     #[test]
     fn bulk_limits_are_checked_before_items() {
         let many: Vec<Value> = (0..=MAX_ENTRIES_PER_BULK).map(|_| json!({})).collect();
-        assert!(matches!(
-            parse_bulk(&object(json!({ "entries": many }))),
-            Err(StoreError::BulkTooLarge)
-        ));
-        assert!(matches!(
-            parse_bulk(&object(json!({ "entries": [] }))),
-            Err(StoreError::EntriesRequired)
-        ));
-        assert!(matches!(
-            parse_bulk(&object(json!({}))),
-            Err(StoreError::EntriesRequired)
-        ));
+        assert!(matches!(parse_bulk(&object(json!({ "entries": many }))), Err(StoreError::BulkTooLarge)));
+        assert!(matches!(parse_bulk(&object(json!({ "entries": [] }))), Err(StoreError::EntriesRequired)));
+        assert!(matches!(parse_bulk(&object(json!({}))), Err(StoreError::EntriesRequired)));
     }
 
     #[test]
     fn patch_distinguishes_omitted_and_null_metadata() {
-        let keep =
-            EntryRename::parse(&object(json!({"entry_id": "n", "display_name": "d"}))).unwrap();
+        let keep = EntryRename::parse(&object(json!({"entry_id": "n", "display_name": "d"}))).unwrap();
         assert_eq!(keep.metadata, None);
-        let clear = EntryRename::parse(&object(
-            json!({"entry_id": "n", "display_name": "d", "metadata": null}),
-        ))
-        .unwrap();
+        let clear =
+            EntryRename::parse(&object(json!({"entry_id": "n", "display_name": "d", "metadata": null}))).unwrap();
         assert_eq!(clear.metadata, Some(Metadata::default()));
     }
 }

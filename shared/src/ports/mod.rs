@@ -35,12 +35,7 @@ pub trait IdentityRepo: Send + Sync {
     /// and its original `created_at`.
     async fn upsert_organization(&self, organization: &Organization) -> anyhow::Result<()>;
     /// Creates or rebinds a key.
-    async fn upsert_api_key(
-        &self,
-        key_hash: &str,
-        organization: Option<Uuid>,
-        at: Timestamp,
-    ) -> anyhow::Result<()>;
+    async fn upsert_api_key(&self, key_hash: &str, organization: Option<Uuid>, at: Timestamp) -> anyhow::Result<()>;
 }
 
 /// Shared stores and their entries, always addressed through the owning organization.
@@ -52,12 +47,7 @@ pub trait SharedStoreRepo: Send + Sync {
     /// All stores of the organization, in no particular order.
     async fn list_stores(&self, organization: Uuid) -> Result<Vec<SharedStore>, StoreError>;
     /// Adds a store unless the organization already has `max_stores`.
-    async fn create_store(
-        &self,
-        organization: Uuid,
-        store: &SharedStore,
-        max_stores: u32,
-    ) -> Result<(), StoreError>;
+    async fn create_store(&self, organization: Uuid, store: &SharedStore, max_stores: u32) -> Result<(), StoreError>;
     /// Sets a store's name and returns the store.
     async fn rename_store(
         &self,
@@ -69,18 +59,9 @@ pub trait SharedStoreRepo: Send + Sync {
     /// Removes a store and all its entries.
     async fn delete_store(&self, organization: Uuid, store: Uuid) -> Result<(), StoreError>;
     /// All entries of a store, in no particular order.
-    async fn list_entries(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-    ) -> Result<Vec<StoreEntry>, StoreError>;
+    async fn list_entries(&self, organization: Uuid, store: Uuid) -> Result<Vec<StoreEntry>, StoreError>;
     /// One entry.
-    async fn get_entry(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-        entry_id: &str,
-    ) -> Result<StoreEntry, StoreError>;
+    async fn get_entry(&self, organization: Uuid, store: Uuid, entry_id: &str) -> Result<StoreEntry, StoreError>;
     /// Creates (taking a slot, if fewer than `max_entries` are used) or replaces an entry.
     async fn put_entry(
         &self,
@@ -100,12 +81,7 @@ pub trait SharedStoreRepo: Send + Sync {
         now: Timestamp,
     ) -> Result<StoreEntry, StoreError>;
     /// Removes an entry, freeing its slot.
-    async fn delete_entry(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-        entry_id: &str,
-    ) -> Result<(), StoreError>;
+    async fn delete_entry(&self, organization: Uuid, store: Uuid, entry_id: &str) -> Result<(), StoreError>;
     /// Upserts entries with distinct IDs; refuses the whole request, writing nothing,
     /// when the new IDs would take the store past `max_entries`.
     async fn upsert_entries(

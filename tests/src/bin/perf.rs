@@ -28,9 +28,7 @@ struct Api {
 
 impl Api {
     async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
-        let body = body
-            .map(|body| Bytes::from(body.to_string()))
-            .unwrap_or_default();
+        let body = body.map(|body| Bytes::from(body.to_string())).unwrap_or_default();
         let request = http::Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.url))
@@ -41,10 +39,7 @@ impl Api {
         let status = response.status();
         let bytes = response.into_body().collect().await?.to_bytes();
         if !status.is_success() {
-            bail!(
-                "{method} {path}: {status} {}",
-                String::from_utf8_lossy(&bytes)
-            );
+            bail!("{method} {path}: {status} {}", String::from_utf8_lossy(&bytes));
         }
         Ok(serde_json::from_slice(&bytes)?)
     }
@@ -83,12 +78,9 @@ fn bulk_entries(prefix: &str) -> Vec<Value> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let (mut url, mut key, mut gets, mut bulk_runs) =
-        (String::new(), String::new(), 2000usize, 3usize);
+    let (mut url, mut key, mut gets, mut bulk_runs) = (String::new(), String::new(), 2000usize, 3usize);
     while let Some(flag) = args.next() {
-        let value = args
-            .next()
-            .with_context(|| format!("{flag} needs a value"))?;
+        let value = args.next().with_context(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--url" => url = value,
             "--key" => key = value,
@@ -97,52 +89,26 @@ async fn main() -> anyhow::Result<()> {
             other => bail!("unknown flag {other}"),
         }
     }
-    anyhow::ensure!(
-        !url.is_empty() && !key.is_empty(),
-        "usage: perf --url URL --key KEY"
-    );
-    let api = Api {
-        client: Client::builder(TokioExecutor::new()).build_http(),
-        url,
-        key,
-    };
+    anyhow::ensure!(!url.is_empty() && !key.is_empty(), "usage: perf --url URL --key KEY");
+    let api = Api { client: Client::builder(TokioExecutor::new()).build_http(), url, key };
     let dynamodb = DynamoDb::connect(Config::from_env()?.table_name).await;
     let (sdk, table) = (dynamodb.client().clone(), dynamodb.table().to_owned());
 
     let whoami = api.call("GET", "/whoami", None).await?;
-    let organization = whoami["organization_id"]
-        .as_str()
-        .context("organization_id")?
-        .to_owned();
-    let store = api
-        .call(
-            "POST",
-            "/shared-stores",
-            Some(&json!({ "name": "perf-get" })),
-        )
-        .await?;
-    let store = store["store"]["id"]
-        .as_str()
-        .context("store id")?
-        .to_owned();
-    let metadata = json!({ "title": "A typical entry", "tags": ["a", "b", "c"], "score": 0.87, "note": "x".repeat(200) });
+    let organization = whoami["organization_id"].as_str().context("organization_id")?.to_owned();
+    let store = api.call("POST", "/shared-stores", Some(&json!({ "name": "perf-get" }))).await?;
+    let store = store["store"]["id"].as_str().context("store id")?.to_owned();
+    let metadata =
+        json!({ "title": "A typical entry", "tags": ["a", "b", "c"], "score": 0.87, "note": "x".repeat(200) });
     let entry_path = format!("/shared-stores/{store}/entries/item-1");
-    api.call(
-        "PUT",
-        &entry_path,
-        Some(&json!({ "display_name": "Item", "metadata": metadata })),
-    )
-    .await?;
+    api.call("PUT", &entry_path, Some(&json!({ "display_name": "Item", "metadata": metadata }))).await?;
 
     // Warm both paths (connections, JIT of DynamoDB Local, auth cache) before measuring.
     let api_get = || async { api.call("GET", &entry_path, None).await.map(|_| ()) };
     let raw_get = || async {
         sdk.get_item()
             .table_name(&table)
-            .key(
-                "pk",
-                AttributeValue::S(format!("ORG#{organization}#STORE#{store}")),
-            )
+            .key("pk", AttributeValue::S(format!("ORG#{organization}#STORE#{store}")))
             .key("sk", AttributeValue::S("ENTRY#item-1".into()))
             .consistent_read(true)
             .send()
@@ -165,30 +131,14 @@ async fn main() -> anyhow::Result<()> {
     let mut bulk_api = Vec::new();
     let mut bulk_raw = Vec::new();
     for run in 0..bulk_runs {
-        let created = api
-            .call(
-                "POST",
-                "/shared-stores",
-                Some(&json!({ "name": format!("perf-bulk-{run}") })),
-            )
-            .await?;
-        let bulk_store = created["store"]["id"]
-            .as_str()
-            .context("store id")?
-            .to_owned();
+        let created = api.call("POST", "/shared-stores", Some(&json!({ "name": format!("perf-bulk-{run}") }))).await?;
+        let bulk_store = created["store"]["id"].as_str().context("store id")?.to_owned();
         let body = json!({ "entries": bulk_entries("api") });
         let started = Instant::now();
-        let result = api
-            .call(
-                "POST",
-                &format!("/shared-stores/{bulk_store}/entries/bulk"),
-                Some(&body),
-            )
-            .await?;
+        let result = api.call("POST", &format!("/shared-stores/{bulk_store}/entries/bulk"), Some(&body)).await?;
         bulk_api.push(started.elapsed());
         anyhow::ensure!(result["count"] == 5000, "bulk wrote {}", result["count"]);
-        api.call("DELETE", &format!("/shared-stores/{bulk_store}"), None)
-            .await?;
+        api.call("DELETE", &format!("/shared-stores/{bulk_store}"), None).await?;
 
         let partition = format!("PERF#{run}#{}", uuid::Uuid::new_v4());
         let now = shared::domain::time::Timestamp::now().to_string();
@@ -197,42 +147,17 @@ async fn main() -> anyhow::Result<()> {
             .map(|entry| {
                 let item = [
                     ("pk", AttributeValue::S(partition.clone())),
-                    (
-                        "sk",
-                        AttributeValue::S(format!(
-                            "ENTRY#{}",
-                            entry["entry_id"].as_str().unwrap_or_default()
-                        )),
-                    ),
-                    (
-                        "entry_id",
-                        AttributeValue::S(
-                            entry["entry_id"].as_str().unwrap_or_default().to_owned(),
-                        ),
-                    ),
-                    (
-                        "display_name",
-                        AttributeValue::S(
-                            entry["display_name"]
-                                .as_str()
-                                .unwrap_or_default()
-                                .to_owned(),
-                        ),
-                    ),
+                    ("sk", AttributeValue::S(format!("ENTRY#{}", entry["entry_id"].as_str().unwrap_or_default()))),
+                    ("entry_id", AttributeValue::S(entry["entry_id"].as_str().unwrap_or_default().to_owned())),
+                    ("display_name", AttributeValue::S(entry["display_name"].as_str().unwrap_or_default().to_owned())),
                     ("metadata", AttributeValue::S(entry["metadata"].to_string())),
                     ("created_at", AttributeValue::S(now.clone())),
                     ("updated_at", AttributeValue::S(now.clone())),
                 ];
                 let put = aws_sdk_dynamodb::types::PutRequest::builder()
-                    .set_item(Some(
-                        item.into_iter()
-                            .map(|(name, value)| (name.to_owned(), value))
-                            .collect(),
-                    ))
+                    .set_item(Some(item.into_iter().map(|(name, value)| (name.to_owned(), value)).collect()))
                     .build()?;
-                Ok(aws_sdk_dynamodb::types::WriteRequest::builder()
-                    .put_request(put)
-                    .build())
+                Ok(aws_sdk_dynamodb::types::WriteRequest::builder().put_request(put).build())
             })
             .collect::<anyhow::Result<Vec<_>>>()?
             .chunks(25)
@@ -244,11 +169,7 @@ async fn main() -> anyhow::Result<()> {
                 let (sdk, table) = (&sdk, &table);
                 async move {
                     while !chunk.is_empty() {
-                        let output = sdk
-                            .batch_write_item()
-                            .request_items(table.as_str(), chunk)
-                            .send()
-                            .await?;
+                        let output = sdk.batch_write_item().request_items(table.as_str(), chunk).send().await?;
                         chunk = output
                             .unprocessed_items
                             .and_then(|mut tables| tables.remove(table.as_str()))
@@ -266,14 +187,8 @@ async fn main() -> anyhow::Result<()> {
     bulk_raw.sort();
     let median = |samples: &[Duration]| samples[samples.len() / 2];
 
-    let (api_p50, api_p99) = (
-        percentile(&api_samples, 0.50),
-        percentile(&api_samples, 0.99),
-    );
-    let (raw_p50, raw_p99) = (
-        percentile(&raw_samples, 0.50),
-        percentile(&raw_samples, 0.99),
-    );
+    let (api_p50, api_p99) = (percentile(&api_samples, 0.50), percentile(&api_samples, 0.99));
+    let (raw_p50, raw_p99) = (percentile(&raw_samples, 0.50), percentile(&raw_samples, 0.99));
     println!("| measurement | through serve | raw SDK | ratio | goal |");
     println!("|---|---|---|---|---|");
     println!(

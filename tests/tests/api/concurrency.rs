@@ -25,34 +25,16 @@ async fn forty_concurrent_new_entries_at_9990_give_exactly_ten(backend: Backend)
     let puts = (0..40).map(|i| {
         let app = app.clone();
         let path = format!("/shared-stores/{store}/entries/new-{i}");
-        tokio::spawn(async move {
-            app.call(Method::PUT, &path, Some(json!({ "display_name": "n" })))
-                .await
-        })
+        tokio::spawn(async move { app.call(Method::PUT, &path, Some(json!({ "display_name": "n" }))).await })
     });
-    let results: Vec<_> = join_all(puts)
-        .await
-        .into_iter()
-        .map(|joined| joined.expect("task"))
-        .collect();
-    let ok = results
-        .iter()
-        .filter(|(status, _)| *status == StatusCode::OK)
-        .count();
+    let results: Vec<_> = join_all(puts).await.into_iter().map(|joined| joined.expect("task")).collect();
+    let ok = results.iter().filter(|(status, _)| *status == StatusCode::OK).count();
     let conflicts = results
         .iter()
-        .filter(|(status, body)| {
-            *status == StatusCode::CONFLICT && body["code"] == "shared_store_entry_limit_reached"
-        })
+        .filter(|(status, body)| *status == StatusCode::CONFLICT && body["code"] == "shared_store_entry_limit_reached")
         .count();
     assert_eq!((ok, conflicts), (10, 30), "{results:?}");
-    let (_, listed) = app
-        .call(
-            Method::GET,
-            &format!("/shared-stores/{store}/entries"),
-            None,
-        )
-        .await;
+    let (_, listed) = app.call(Method::GET, &format!("/shared-stores/{store}/entries"), None).await;
     assert_eq!(listed["entries"].as_array().unwrap().len(), 10_000);
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(stores["stores"][0]["entry_count"], 10_000);
@@ -62,33 +44,13 @@ async fn concurrent_store_creates_stop_at_ten(backend: Backend) {
     let app = Arc::new(TestApp::new(backend).await);
     let creates = (0..25).map(|i| {
         let app = app.clone();
-        tokio::spawn(async move {
-            app.call(
-                Method::POST,
-                "/shared-stores",
-                Some(json!({ "name": format!("s{i}") })),
-            )
-            .await
-        })
+        tokio::spawn(
+            async move { app.call(Method::POST, "/shared-stores", Some(json!({ "name": format!("s{i}") }))).await },
+        )
     });
-    let statuses: Vec<StatusCode> = join_all(creates)
-        .await
-        .into_iter()
-        .map(|joined| joined.expect("task").0)
-        .collect();
-    assert_eq!(
-        statuses.iter().filter(|s| **s == StatusCode::OK).count(),
-        10,
-        "{statuses:?}"
-    );
-    assert_eq!(
-        statuses
-            .iter()
-            .filter(|s| **s == StatusCode::CONFLICT)
-            .count(),
-        15,
-        "{statuses:?}"
-    );
+    let statuses: Vec<StatusCode> = join_all(creates).await.into_iter().map(|joined| joined.expect("task").0).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == StatusCode::OK).count(), 10, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == StatusCode::CONFLICT).count(), 15, "{statuses:?}");
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(stores["stores"].as_array().unwrap().len(), 10);
 }
@@ -101,43 +63,18 @@ async fn concurrent_bulk_upserts_never_exceed_the_entry_limit(backend: Backend) 
     let bulks = (0..6).map(|request| {
         let app = app.clone();
         let path = format!("/shared-stores/{store}/entries/bulk");
-        let entries: Vec<_> = (0..300)
-            .map(|i| json!({ "entry_id": format!("r{request}-{i}"), "display_name": "d" }))
-            .collect();
-        tokio::spawn(async move {
-            app.call(Method::POST, &path, Some(json!({ "entries": entries })))
-                .await
-        })
+        let entries: Vec<_> =
+            (0..300).map(|i| json!({ "entry_id": format!("r{request}-{i}"), "display_name": "d" })).collect();
+        tokio::spawn(async move { app.call(Method::POST, &path, Some(json!({ "entries": entries }))).await })
     });
-    let statuses: Vec<StatusCode> = join_all(bulks)
-        .await
-        .into_iter()
-        .map(|joined| joined.expect("task").0)
-        .collect();
+    let statuses: Vec<StatusCode> = join_all(bulks).await.into_iter().map(|joined| joined.expect("task").0).collect();
     let ok = statuses.iter().filter(|s| **s == StatusCode::OK).count();
     assert_eq!(ok, 3, "{statuses:?}");
-    assert_eq!(
-        statuses
-            .iter()
-            .filter(|s| **s == StatusCode::CONFLICT)
-            .count(),
-        3,
-        "{statuses:?}"
-    );
-    let (_, listed) = app
-        .call(
-            Method::GET,
-            &format!("/shared-stores/{store}/entries"),
-            None,
-        )
-        .await;
+    assert_eq!(statuses.iter().filter(|s| **s == StatusCode::CONFLICT).count(), 3, "{statuses:?}");
+    let (_, listed) = app.call(Method::GET, &format!("/shared-stores/{store}/entries"), None).await;
     assert_eq!(listed["entries"].as_array().unwrap().len(), 9000 + 300 * ok);
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
-    assert_eq!(
-        stores["stores"][0]["entry_count"],
-        9000 + 300 * ok,
-        "the counter matches the entries"
-    );
+    assert_eq!(stores["stores"][0]["entry_count"], 9000 + 300 * ok, "the counter matches the entries");
 }
 
 async fn concurrent_replaces_of_one_entry_take_one_slot(backend: Backend) {
@@ -146,33 +83,15 @@ async fn concurrent_replaces_of_one_entry_take_one_slot(backend: Backend) {
     let puts = (0..20).map(|i| {
         let app = app.clone();
         let path = format!("/shared-stores/{store}/entries/same");
-        tokio::spawn(async move {
-            app.call(
-                Method::PUT,
-                &path,
-                Some(json!({ "display_name": format!("v{i}") })),
-            )
-            .await
-        })
+        tokio::spawn(
+            async move { app.call(Method::PUT, &path, Some(json!({ "display_name": format!("v{i}") }))).await },
+        )
     });
-    let results: Vec<_> = join_all(puts)
-        .await
-        .into_iter()
-        .map(|joined| joined.expect("task"))
-        .collect();
-    assert!(
-        results.iter().all(|(status, _)| *status == StatusCode::OK),
-        "{results:?}"
-    );
-    let created: std::collections::HashSet<_> = results
-        .iter()
-        .map(|(_, body)| body["entry"]["created_at"].clone())
-        .collect();
-    assert_eq!(
-        created.len(),
-        1,
-        "every write reports the first creation time"
-    );
+    let results: Vec<_> = join_all(puts).await.into_iter().map(|joined| joined.expect("task")).collect();
+    assert!(results.iter().all(|(status, _)| *status == StatusCode::OK), "{results:?}");
+    let created: std::collections::HashSet<_> =
+        results.iter().map(|(_, body)| body["entry"]["created_at"].clone()).collect();
+    assert_eq!(created.len(), 1, "every write reports the first creation time");
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(stores["stores"][0]["entry_count"], 1);
 }
@@ -186,28 +105,16 @@ async fn a_bulk_racing_puts_and_deletes_of_the_same_ids_keeps_the_counter_exact(
     let bulk = {
         let app = app.clone();
         let path = format!("/shared-stores/{store}/entries/bulk");
-        let entries: Vec<_> = (1000..6000)
-            .map(|i| json!({ "entry_id": format!("x{i}"), "display_name": "bulk" }))
-            .collect();
-        tokio::spawn(async move {
-            app.call(Method::POST, &path, Some(json!({ "entries": entries })))
-                .await
-        })
+        let entries: Vec<_> =
+            (1000..6000).map(|i| json!({ "entry_id": format!("x{i}"), "display_name": "bulk" })).collect();
+        tokio::spawn(async move { app.call(Method::POST, &path, Some(json!({ "entries": entries }))).await })
     };
     let singles = (0..60).map(|i| {
         let app = app.clone();
         let (method, id, body) = match i % 3 {
             0 => (Method::DELETE, format!("x{}", 1000 + i), None),
-            1 => (
-                Method::PUT,
-                format!("x{}", 5000 + i),
-                Some(json!({ "display_name": "single" })),
-            ),
-            _ => (
-                Method::PUT,
-                format!("y{i}"),
-                Some(json!({ "display_name": "single" })),
-            ),
+            1 => (Method::PUT, format!("x{}", 5000 + i), Some(json!({ "display_name": "single" }))),
+            _ => (Method::PUT, format!("y{i}"), Some(json!({ "display_name": "single" }))),
         };
         let path = format!("/shared-stores/{store}/entries/{id}");
         // Spread over the bulk's whole run: its reads, its reservation and its writes.
@@ -217,30 +124,14 @@ async fn a_bulk_racing_puts_and_deletes_of_the_same_ids_keeps_the_counter_exact(
             app.call(method, &path, body).await
         })
     });
-    let singles: Vec<_> = join_all(singles)
-        .await
-        .into_iter()
-        .map(|joined| joined.expect("task"))
-        .collect();
+    let singles: Vec<_> = join_all(singles).await.into_iter().map(|joined| joined.expect("task")).collect();
     let (status, body) = bulk.await.expect("task");
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert!(
-        singles.iter().all(|(status, _)| status.is_success()),
-        "{singles:?}"
-    );
-    let (_, listed) = app
-        .call(
-            Method::GET,
-            &format!("/shared-stores/{store}/entries"),
-            None,
-        )
-        .await;
+    assert!(singles.iter().all(|(status, _)| status.is_success()), "{singles:?}");
+    let (_, listed) = app.call(Method::GET, &format!("/shared-stores/{store}/entries"), None).await;
     let listed = listed["entries"].as_array().unwrap().len();
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
-    assert_eq!(
-        stores["stores"][0]["entry_count"], listed,
-        "the counter matches the entries"
-    );
+    assert_eq!(stores["stores"][0]["entry_count"], listed, "the counter matches the entries");
     // 6,000 IDs from fill and bulk and 20 y-IDs, less the 20 deletes that ran after the
     // bulk (those before it were undone by it).
     assert!((6000..=6020).contains(&listed), "{listed}");

@@ -32,13 +32,7 @@ impl SharedStoreRepo for Unavailable {
     async fn create_store(&self, _: Uuid, _: &SharedStore, _: u32) -> Result<(), StoreError> {
         Err(down())
     }
-    async fn rename_store(
-        &self,
-        _: Uuid,
-        _: Uuid,
-        _: &str,
-        _: Timestamp,
-    ) -> Result<SharedStore, StoreError> {
+    async fn rename_store(&self, _: Uuid, _: Uuid, _: &str, _: Timestamp) -> Result<SharedStore, StoreError> {
         Err(down())
     }
     async fn delete_store(&self, _: Uuid, _: Uuid) -> Result<(), StoreError> {
@@ -88,60 +82,26 @@ impl SharedStoreRepo for Unavailable {
 #[tokio::test]
 async fn every_shared_store_endpoint_has_its_own_500_body() {
     let identity = Arc::new(MemoryBackend::new());
-    let app = Arc::new(App::new(
-        identity,
-        Arc::new(Unavailable),
-        Arc::new(SystemClock),
-        Duration::ZERO,
-    ));
-    let seed = Seed::from_json(r#"{"organizations":[{"id":"6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e01","name":"A","slug":"a","api_keys":["k"]}]}"#)
-        .unwrap();
-    apply_seed(app.identity.as_ref(), app.clock.as_ref(), &seed)
-        .await
-        .unwrap();
-    let test = TestApp {
-        app,
-        key: "k".into(),
-        organization: Uuid::nil(),
-    };
+    let app = Arc::new(App::new(identity, Arc::new(Unavailable), Arc::new(SystemClock), Duration::ZERO));
+    let seed = Seed::from_json(
+        r#"{"organizations":[{"id":"6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e01","name":"A","slug":"a","api_keys":["k"]}]}"#,
+    )
+    .unwrap();
+    apply_seed(app.identity.as_ref(), app.clock.as_ref(), &seed).await.unwrap();
+    let test = TestApp { app, key: "k".into(), organization: Uuid::nil() };
     let store = Uuid::new_v4();
     let cases = [
-        (
-            Method::GET,
-            "/shared-stores".to_owned(),
-            None,
-            "Failed to list shared stores",
-        ),
-        (
-            Method::POST,
-            "/shared-stores".to_owned(),
-            Some(json!({ "name": "n" })),
-            "Failed to create shared store",
-        ),
+        (Method::GET, "/shared-stores".to_owned(), None, "Failed to list shared stores"),
+        (Method::POST, "/shared-stores".to_owned(), Some(json!({ "name": "n" })), "Failed to create shared store"),
         (
             Method::PATCH,
             format!("/shared-stores/{store}"),
             Some(json!({ "name": "n" })),
             "Failed to rename shared store",
         ),
-        (
-            Method::DELETE,
-            format!("/shared-stores/{store}"),
-            None,
-            "Failed to delete shared store",
-        ),
-        (
-            Method::GET,
-            format!("/shared-stores/{store}/entries"),
-            None,
-            "Failed to list shared store entries",
-        ),
-        (
-            Method::GET,
-            format!("/shared-stores/{store}/entries/e"),
-            None,
-            "Failed to get shared store entry",
-        ),
+        (Method::DELETE, format!("/shared-stores/{store}"), None, "Failed to delete shared store"),
+        (Method::GET, format!("/shared-stores/{store}/entries"), None, "Failed to list shared store entries"),
+        (Method::GET, format!("/shared-stores/{store}/entries/e"), None, "Failed to get shared store entry"),
         (
             Method::PUT,
             format!("/shared-stores/{store}/entries/e"),
@@ -154,12 +114,7 @@ async fn every_shared_store_endpoint_has_its_own_500_body() {
             Some(json!({ "entry_id": "f", "display_name": "d" })),
             "Failed to rename shared store entry",
         ),
-        (
-            Method::DELETE,
-            format!("/shared-stores/{store}/entries/e"),
-            None,
-            "Failed to delete shared store entry",
-        ),
+        (Method::DELETE, format!("/shared-stores/{store}/entries/e"), None, "Failed to delete shared store entry"),
         (
             Method::POST,
             format!("/shared-stores/{store}/entries/bulk"),
@@ -171,10 +126,7 @@ async fn every_shared_store_endpoint_has_its_own_500_body() {
         let (status, response) = test.call(method.clone(), &path, body).await;
         assert_eq!(
             (status, response),
-            (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                json!({ "error": message })
-            ),
+            (StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": message })),
             "{method} {path}"
         );
     }
@@ -186,25 +138,14 @@ async fn an_unreachable_dynamodb_is_a_500_not_a_panic() {
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
         .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-            "local", "local", None, None, "test",
-        ))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("local", "local", None, None, "test"))
         .endpoint_url("http://127.0.0.1:9")
         .build();
-    let dynamodb = shared::adapters::dynamodb::DynamoDb::new(
-        aws_sdk_dynamodb::Client::from_conf(config),
-        "unreachable",
-    );
+    let dynamodb =
+        shared::adapters::dynamodb::DynamoDb::new(aws_sdk_dynamodb::Client::from_conf(config), "unreachable");
     let app = Arc::new(App::dynamodb(dynamodb, Duration::ZERO));
-    let test = TestApp {
-        app,
-        key: "k".into(),
-        organization: Uuid::nil(),
-    };
+    let test = TestApp { app, key: "k".into(), organization: Uuid::nil() };
     let (status, body) = test.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert_eq!(
-        body,
-        json!({ "detail": "authentication is unavailable, try again" })
-    );
+    assert_eq!(body, json!({ "detail": "authentication is unavailable, try again" }));
 }

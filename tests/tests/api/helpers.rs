@@ -50,10 +50,7 @@ pub async fn dynamodb() -> DynamoDb {
     );
     let table = std::env::var("TEST_TABLE_NAME").unwrap_or_else(|_| "tests".to_owned());
     let dynamodb = DynamoDb::connect(table).await;
-    dynamodb
-        .ensure_table()
-        .await
-        .expect("creating the test table in DynamoDB Local");
+    dynamodb.ensure_table().await.expect("creating the test table in DynamoDB Local");
     dynamodb
 }
 
@@ -71,11 +68,7 @@ impl TestApp {
             Backend::Embedded => App::embedded(),
             Backend::DynamoDb => App::dynamodb(dynamodb().await, Duration::ZERO),
         };
-        let mut test = Self {
-            app: Arc::new(app),
-            key: String::new(),
-            organization: Uuid::nil(),
-        };
+        let mut test = Self { app: Arc::new(app), key: String::new(), organization: Uuid::nil() };
         let (organization, key) = test.add_organization(true).await;
         test.organization = organization;
         test.key = key;
@@ -99,22 +92,15 @@ impl TestApp {
             }],
             unbound_api_keys: vec![],
         };
-        apply_seed(self.app.identity.as_ref(), self.app.clock.as_ref(), &seed)
-            .await
-            .expect("seeding");
+        apply_seed(self.app.identity.as_ref(), self.app.clock.as_ref(), &seed).await.expect("seeding");
         (id, key)
     }
 
     /// Seeds a key that belongs to no organization.
     pub async fn add_unbound_key(&self) -> String {
         let key = format!("unbound-{}", Uuid::new_v4());
-        let seed = Seed {
-            organizations: vec![],
-            unbound_api_keys: vec![key.clone()],
-        };
-        apply_seed(self.app.identity.as_ref(), self.app.clock.as_ref(), &seed)
-            .await
-            .expect("seeding");
+        let seed = Seed { organizations: vec![], unbound_api_keys: vec![key.clone()] };
+        apply_seed(self.app.identity.as_ref(), self.app.clock.as_ref(), &seed).await.expect("seeding");
         key
     }
 
@@ -134,57 +120,26 @@ impl TestApp {
         let response = api::dispatch(self.app.clone(), request).await;
         let status = response.status();
         let bytes: &[u8] = response.body();
-        let value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(bytes).expect("JSON response body")
-        };
+        let value =
+            if bytes.is_empty() { Value::Null } else { serde_json::from_slice(bytes).expect("JSON response body") };
         (status, value)
     }
 
     /// Sends a request as this organization, with a JSON body when given.
-    pub async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
+    pub async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
         self.call_as(&self.key.clone(), method, path, body).await
     }
 
     /// Sends a request with another bearer key.
-    pub async fn call_as(
-        &self,
-        key: &str,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
+    pub async fn call_as(&self, key: &str, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
         let authorization = format!("Bearer {key}");
-        let bytes = body
-            .map(|body| body.to_string().into_bytes())
-            .unwrap_or_default();
-        self.raw(
-            method,
-            path,
-            &[
-                ("authorization", &authorization),
-                ("content-type", "application/json"),
-            ],
-            bytes,
-        )
-        .await
+        let bytes = body.map(|body| body.to_string().into_bytes()).unwrap_or_default();
+        self.raw(method, path, &[("authorization", &authorization), ("content-type", "application/json")], bytes).await
     }
 
     /// Creates a store and returns its ID.
     pub async fn create_store(&self, name: &str) -> String {
-        let (status, body) = self
-            .call(
-                Method::POST,
-                "/shared-stores",
-                Some(json!({ "name": name })),
-            )
-            .await;
+        let (status, body) = self.call(Method::POST, "/shared-stores", Some(json!({ "name": name }))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         body["store"]["id"].as_str().expect("store id").to_owned()
     }
@@ -193,8 +148,10 @@ impl TestApp {
     pub async fn fill(&self, store: &str, prefix: &str, count: usize) {
         let ids: Vec<usize> = (0..count).collect();
         for chunk in ids.chunks(5000) {
-            let entries: Vec<Value> =
-                chunk.iter().map(|i| json!({ "entry_id": format!("{prefix}{i}"), "display_name": format!("{prefix}{i}") })).collect();
+            let entries: Vec<Value> = chunk
+                .iter()
+                .map(|i| json!({ "entry_id": format!("{prefix}{i}"), "display_name": format!("{prefix}{i}") }))
+                .collect();
             let (status, body) = self
                 .call(
                     Method::POST,

@@ -37,26 +37,15 @@ async fn a_function_serves_its_route_from_an_api_gateway_event() {
     let store = app.create_store("s").await;
     let put = routes::by_function("put-shared-store-entry").unwrap();
     let raw_path = format!("/shared-stores/{store}/entries/a%2Fb");
-    let request = lambda_http::request::from_str(&event(
-        "PUT",
-        &raw_path,
-        &app.key,
-        Some(r#"{"display_name":"x"}"#),
-    ))
-    .unwrap();
+    let request =
+        lambda_http::request::from_str(&event("PUT", &raw_path, &app.key, Some(r#"{"display_name":"x"}"#))).unwrap();
     let response = api::invoke_route(put, app.app.clone(), request).await;
     assert_eq!(response.status(), StatusCode::OK);
     let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
     assert_eq!(body["entry"]["entry_id"], "a/b");
 
     let get = routes::by_function("get-shared-store-entry").unwrap();
-    let request =
-        lambda_http::request::from_str(&event("GET", &format!("/prod{raw_path}"), &app.key, None))
-            .unwrap();
+    let request = lambda_http::request::from_str(&event("GET", &format!("/prod{raw_path}"), &app.key, None)).unwrap();
     let response = api::invoke_route(get, app.app.clone(), request).await;
-    assert_eq!(
-        response.status(),
-        StatusCode::OK,
-        "a stage prefix is ignored"
-    );
+    assert_eq!(response.status(), StatusCode::OK, "a stage prefix is ignored");
 }

@@ -11,13 +11,7 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use shared::serve::{self, Backend};
 
-async fn send(
-    addr: SocketAddr,
-    method: Method,
-    path: &str,
-    key: &str,
-    body: Vec<u8>,
-) -> (StatusCode, Value) {
+async fn send(addr: SocketAddr, method: Method, path: &str, key: &str, body: Vec<u8>) -> (StatusCode, Value) {
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let request = http::Request::builder()
         .method(method)
@@ -28,10 +22,7 @@ async fn send(
     let response = client.request(request).await.expect("response");
     let status = response.status();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
 
 fn seed_file() -> tempfile::NamedTempFile {
@@ -53,35 +44,19 @@ fn seed_file() -> tempfile::NamedTempFile {
 #[tokio::test]
 async fn serve_loads_a_seed_file_and_answers_over_http() {
     let seed = seed_file();
-    let (app, development_key) = serve::build_app(Backend::Embedded, Some(seed.path()))
-        .await
-        .unwrap();
-    assert!(
-        development_key.is_none(),
-        "no development organization with a seed"
-    );
-    let (addr, _stop) = serve::spawn(Arc::new(app), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let (app, development_key) = serve::build_app(Backend::Embedded, Some(seed.path())).await.unwrap();
+    assert!(development_key.is_none(), "no development organization with a seed");
+    let (addr, _stop) = serve::spawn(Arc::new(app), "127.0.0.1:0".parse().unwrap()).await.unwrap();
 
     let (status, body) = send(addr, Method::GET, "/whoami", "acme-key", vec![]).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["organization_slug"], "acme");
     let (status, body) = send(addr, Method::GET, "/shared-stores", "closed-key", vec![]).await;
-    assert_eq!(
-        (status, body),
-        (
-            StatusCode::FORBIDDEN,
-            json!({ "detail": "api_access_required" })
-        )
-    );
+    assert_eq!((status, body), (StatusCode::FORBIDDEN, json!({ "detail": "api_access_required" })));
     let (status, body) = send(addr, Method::GET, "/shared-stores", "loose-key", vec![]).await;
     assert_eq!(
         (status, body),
-        (
-            StatusCode::UNAUTHORIZED,
-            json!({ "detail": "API key must be associated with an organization" })
-        )
+        (StatusCode::UNAUTHORIZED, json!({ "detail": "API key must be associated with an organization" }))
     );
     let (status, _) = send(addr, Method::GET, "/no/such/route", "acme-key", vec![]).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
@@ -92,42 +67,15 @@ async fn serve_loads_a_seed_file_and_answers_over_http() {
 #[tokio::test]
 async fn serve_refuses_bodies_over_10_mb_and_writes_nothing() {
     let seed = seed_file();
-    let (app, _) = serve::build_app(Backend::Embedded, Some(seed.path()))
-        .await
-        .unwrap();
-    let (addr, _stop) = serve::spawn(Arc::new(app), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let (_, created) = send(
-        addr,
-        Method::POST,
-        "/shared-stores",
-        "acme-key",
-        br#"{"name":"s"}"#.to_vec(),
-    )
-    .await;
+    let (app, _) = serve::build_app(Backend::Embedded, Some(seed.path())).await.unwrap();
+    let (addr, _stop) = serve::spawn(Arc::new(app), "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let (_, created) = send(addr, Method::POST, "/shared-stores", "acme-key", br#"{"name":"s"}"#.to_vec()).await;
     let store = created["store"]["id"].as_str().unwrap().to_owned();
-    let huge = format!(
-        r#"{{"display_name":"d","metadata":{{"k":"{}"}}}}"#,
-        "x".repeat(11 * 1024 * 1024)
-    );
-    let (status, body) = send(
-        addr,
-        Method::PUT,
-        &format!("/shared-stores/{store}/entries/e"),
-        "acme-key",
-        huge.into_bytes(),
-    )
-    .await;
+    let huge = format!(r#"{{"display_name":"d","metadata":{{"k":"{}"}}}}"#, "x".repeat(11 * 1024 * 1024));
+    let (status, body) =
+        send(addr, Method::PUT, &format!("/shared-stores/{store}/entries/e"), "acme-key", huge.into_bytes()).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
-    let (_, listed) = send(
-        addr,
-        Method::GET,
-        &format!("/shared-stores/{store}/entries"),
-        "acme-key",
-        vec![],
-    )
-    .await;
+    let (_, listed) = send(addr, Method::GET, &format!("/shared-stores/{store}/entries"), "acme-key", vec![]).await;
     assert_eq!(listed["entries"], json!([]));
 }
 
@@ -135,9 +83,7 @@ async fn serve_refuses_bodies_over_10_mb_and_writes_nothing() {
 async fn serve_without_a_seed_creates_a_development_organization() {
     let (app, key) = serve::build_app(Backend::Embedded, None).await.unwrap();
     let key = key.expect("a development key is returned to print");
-    let (addr, _stop) = serve::spawn(Arc::new(app), "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let (addr, _stop) = serve::spawn(Arc::new(app), "127.0.0.1:0".parse().unwrap()).await.unwrap();
     let (status, body) = send(addr, Method::GET, "/whoami", &key, vec![]).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["organization_slug"], "development");
@@ -147,9 +93,6 @@ async fn serve_without_a_seed_creates_a_development_organization() {
 async fn a_bad_seed_file_is_refused_with_its_reason() {
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), r#"{"organizations": [{"id": "nope"}]}"#).unwrap();
-    let error = serve::build_app(Backend::Embedded, Some(file.path()))
-        .await
-        .err()
-        .expect("refused");
+    let error = serve::build_app(Backend::Embedded, Some(file.path())).await.err().expect("refused");
     assert!(format!("{error:#}").contains("seed file"), "{error:#}");
 }

@@ -44,13 +44,7 @@ async fn list_entries(app: &TestApp, store: &str) -> Vec<Value> {
 
 async fn create_store_trims_name_defaults_source_type_and_lists_by_name(backend: Backend) {
     let app = TestApp::new(backend).await;
-    let (status, body) = app
-        .call(
-            Method::POST,
-            "/shared-stores",
-            Some(json!({ "name": "  beta  " })),
-        )
-        .await;
+    let (status, body) = app.call(Method::POST, "/shared-stores", Some(json!({ "name": "  beta  " }))).await;
     assert_eq!(status, StatusCode::OK);
     let store = &body["store"];
     assert_eq!(store["name"], "beta");
@@ -60,25 +54,15 @@ async fn create_store_trims_name_defaults_source_type_and_lists_by_name(backend:
     for field in ["created_at", "updated_at"] {
         assert!(store[field].as_str().unwrap().ends_with('Z'), "{field}");
     }
-    let (status, body) = app
-        .call(
-            Method::POST,
-            "/shared-stores",
-            Some(json!({ "name": "Alpha", "source_type": "crm" })),
-        )
-        .await;
+    let (status, body) =
+        app.call(Method::POST, "/shared-stores", Some(json!({ "name": "Alpha", "source_type": "crm" }))).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["store"]["source_type"], "crm");
     app.create_store("alpha").await;
 
     let (status, body) = app.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(status, StatusCode::OK);
-    let names: Vec<&str> = body["stores"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = body["stores"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["Alpha", "alpha", "beta"]);
 }
 
@@ -91,51 +75,17 @@ async fn create_store_requires_a_string_name_and_no_other_properties(backend: Ba
         json!({ "name": null }),
         json!({ "source_type": "x" }),
     ] {
-        let (status, response) = app
-            .call(Method::POST, "/shared-stores", Some(body.clone()))
-            .await;
+        let (status, response) = app.call(Method::POST, "/shared-stores", Some(body.clone())).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
         assert_eq!(response, json!({ "error": "name is required" }), "{body}");
     }
     let (status, response) = app.call(Method::POST, "/shared-stores", None).await;
-    assert_eq!(
-        (status, response),
-        (
-            StatusCode::BAD_REQUEST,
-            json!({ "error": "name is required" })
-        )
-    );
-    let (status, response) = app
-        .call(Method::POST, "/shared-stores", Some(json!({ "name": 5 })))
-        .await;
-    assert_eq!(
-        (status, response),
-        (
-            StatusCode::BAD_REQUEST,
-            json!({ "error": "name must be a string" })
-        )
-    );
-    let (status, response) = app
-        .call(
-            Method::POST,
-            "/shared-stores",
-            Some(json!({ "name": "n", "extra": 1 })),
-        )
-        .await;
-    assert_eq!(
-        (status, response),
-        (
-            StatusCode::BAD_REQUEST,
-            json!({ "error": "unknown property: extra" })
-        )
-    );
-    let (status, _) = app
-        .call(
-            Method::POST,
-            "/shared-stores",
-            Some(json!({ "name": "n", "source_type": 3 })),
-        )
-        .await;
+    assert_eq!((status, response), (StatusCode::BAD_REQUEST, json!({ "error": "name is required" })));
+    let (status, response) = app.call(Method::POST, "/shared-stores", Some(json!({ "name": 5 }))).await;
+    assert_eq!((status, response), (StatusCode::BAD_REQUEST, json!({ "error": "name must be a string" })));
+    let (status, response) = app.call(Method::POST, "/shared-stores", Some(json!({ "name": "n", "extra": 1 }))).await;
+    assert_eq!((status, response), (StatusCode::BAD_REQUEST, json!({ "error": "unknown property: extra" })));
+    let (status, _) = app.call(Method::POST, "/shared-stores", Some(json!({ "name": "n", "source_type": 3 }))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (_, body) = app.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(body["stores"], json!([]), "refused creates wrote nothing");
@@ -146,13 +96,7 @@ async fn eleventh_store_is_refused_with_the_limit_body(backend: Backend) {
     for i in 0..10 {
         app.create_store(&format!("s{i}")).await;
     }
-    let (status, body) = app
-        .call(
-            Method::POST,
-            "/shared-stores",
-            Some(json!({ "name": "eleventh" })),
-        )
-        .await;
+    let (status, body) = app.call(Method::POST, "/shared-stores", Some(json!({ "name": "eleventh" }))).await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(
         body,
@@ -166,33 +110,15 @@ async fn rename_store_changes_the_name_and_requires_one(backend: Backend) {
     let app = TestApp::new(backend).await;
     let store = app.create_store("old").await;
     let path = format!("/shared-stores/{store}");
-    let (status, body) = app
-        .call(Method::PATCH, &path, Some(json!({ "name": "  new " })))
-        .await;
+    let (status, body) = app.call(Method::PATCH, &path, Some(json!({ "name": "  new " }))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["store"]["name"], "new");
     assert_eq!(body["store"]["id"], store.as_str());
-    let (status, body) = app
-        .call(Method::PATCH, &path, Some(json!({ "name": "" })))
-        .await;
-    assert_eq!(
-        (status, body),
-        (
-            StatusCode::BAD_REQUEST,
-            json!({ "error": "name is required" })
-        )
-    );
+    let (status, body) = app.call(Method::PATCH, &path, Some(json!({ "name": "" }))).await;
+    assert_eq!((status, body), (StatusCode::BAD_REQUEST, json!({ "error": "name is required" })));
     let missing = format!("/shared-stores/{}", uuid::Uuid::new_v4());
-    let (status, body) = app
-        .call(Method::PATCH, &missing, Some(json!({ "name": "x" })))
-        .await;
-    assert_eq!(
-        (status, body),
-        (
-            StatusCode::NOT_FOUND,
-            json!({ "error": "Shared store not found" })
-        )
-    );
+    let (status, body) = app.call(Method::PATCH, &missing, Some(json!({ "name": "x" }))).await;
+    assert_eq!((status, body), (StatusCode::NOT_FOUND, json!({ "error": "Shared store not found" })));
     let (_, body) = app.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(body["stores"][0]["name"], "new");
 }
@@ -204,33 +130,13 @@ async fn delete_store_removes_its_entries_and_frees_its_slot(backend: Backend) {
         stores.push(app.create_store(&format!("s{i}")).await);
     }
     app.fill(&stores[0], "e", 30).await;
-    let (status, body) = app
-        .call(
-            Method::DELETE,
-            &format!("/shared-stores/{}", stores[0]),
-            None,
-        )
-        .await;
+    let (status, body) = app.call(Method::DELETE, &format!("/shared-stores/{}", stores[0]), None).await;
     assert_eq!((status, body), (StatusCode::OK, json!({ "success": true })));
     let (status, body) = app.call(Method::GET, &entries_path(&stores[0]), None).await;
-    assert_eq!(
-        (status, body),
-        (
-            StatusCode::NOT_FOUND,
-            json!({ "error": "Shared store not found" })
-        )
-    );
-    let (status, _) = app
-        .call(Method::GET, &entry_path(&stores[0], "e1"), None)
-        .await;
+    assert_eq!((status, body), (StatusCode::NOT_FOUND, json!({ "error": "Shared store not found" })));
+    let (status, _) = app.call(Method::GET, &entry_path(&stores[0], "e1"), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = app
-        .call(
-            Method::DELETE,
-            &format!("/shared-stores/{}", stores[0]),
-            None,
-        )
-        .await;
+    let (status, _) = app.call(Method::DELETE, &format!("/shared-stores/{}", stores[0]), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     app.create_store("replacement").await;
 }
@@ -239,74 +145,37 @@ async fn put_entry_creates_then_replace_keeps_created_at_and_slot(backend: Backe
     let app = TestApp::new(backend).await;
     let store = app.create_store("s").await;
     let path = entry_path(&store, "e1");
-    let (status, created) = app
-        .call(
-            Method::PUT,
-            &path,
-            Some(json!({ "display_name": "  First  ", "metadata": { "a": 1 } })),
-        )
-        .await;
+    let (status, created) =
+        app.call(Method::PUT, &path, Some(json!({ "display_name": "  First  ", "metadata": { "a": 1 } }))).await;
     assert_eq!(status, StatusCode::OK, "{created}");
     let entry = &created["entry"];
     assert_eq!(entry["entry_id"], "e1");
     assert_eq!(entry["display_name"], "First");
     assert_eq!(entry["metadata"], json!({ "a": 1 }));
-    assert_eq!(
-        entry.as_object().unwrap().len(),
-        4,
-        "exactly the four entry fields: {entry}"
-    );
+    assert_eq!(entry.as_object().unwrap().len(), 4, "exactly the four entry fields: {entry}");
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    let (status, replaced) = app
-        .call(
-            Method::PUT,
-            &path,
-            Some(json!({ "display_name": "Second" })),
-        )
-        .await;
+    let (status, replaced) = app.call(Method::PUT, &path, Some(json!({ "display_name": "Second" }))).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(replaced["entry"]["created_at"], entry["created_at"]);
     assert_eq!(replaced["entry"]["display_name"], "Second");
-    assert_eq!(
-        replaced["entry"]["metadata"],
-        json!({}),
-        "omitted metadata on PUT is {{}}"
-    );
+    assert_eq!(replaced["entry"]["metadata"], json!({}), "omitted metadata on PUT is {{}}");
     let (_, fetched) = app.call(Method::GET, &path, None).await;
     assert_eq!(fetched, replaced);
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
-    assert_eq!(
-        stores["stores"][0]["entry_count"], 1,
-        "a replace takes no new slot"
-    );
+    assert_eq!(stores["stores"][0]["entry_count"], 1, "a replace takes no new slot");
 }
 
 async fn put_entry_requires_entry_id_and_display_name(backend: Backend) {
     let app = TestApp::new(backend).await;
     let store = app.create_store("s").await;
     let required = json!({ "error": "entryId and display_name are required" });
-    for body in [
-        json!({}),
-        json!({ "display_name": "" }),
-        json!({ "display_name": "  " }),
-        json!({ "display_name": null }),
-    ] {
-        let (status, response) = app
-            .call(Method::PUT, &entry_path(&store, "e"), Some(body.clone()))
-            .await;
-        assert_eq!(
-            (status, &response),
-            (StatusCode::BAD_REQUEST, &required),
-            "{body}"
-        );
+    for body in
+        [json!({}), json!({ "display_name": "" }), json!({ "display_name": "  " }), json!({ "display_name": null })]
+    {
+        let (status, response) = app.call(Method::PUT, &entry_path(&store, "e"), Some(body.clone())).await;
+        assert_eq!((status, &response), (StatusCode::BAD_REQUEST, &required), "{body}");
     }
-    let (status, response) = app
-        .call(
-            Method::PUT,
-            &entry_path(&store, ""),
-            Some(json!({ "display_name": "x" })),
-        )
-        .await;
+    let (status, response) = app.call(Method::PUT, &entry_path(&store, ""), Some(json!({ "display_name": "x" }))).await;
     assert_eq!((status, response), (StatusCode::BAD_REQUEST, required));
     assert!(list_entries(&app, &store).await.is_empty());
 }
@@ -316,64 +185,25 @@ async fn metadata_is_an_object_of_at_most_256000_bytes(backend: Backend) {
     let store = app.create_store("s").await;
     let path = entry_path(&store, "m");
     for bad in [json!([1, 2]), json!("text"), json!(12), json!(true)] {
-        let (status, body) = app
-            .call(
-                Method::PUT,
-                &path,
-                Some(json!({ "display_name": "d", "metadata": bad })),
-            )
-            .await;
-        assert_eq!(
-            (status, body),
-            (
-                StatusCode::BAD_REQUEST,
-                json!({ "detail": "metadata must be a JSON object" })
-            )
-        );
+        let (status, body) = app.call(Method::PUT, &path, Some(json!({ "display_name": "d", "metadata": bad }))).await;
+        assert_eq!((status, body), (StatusCode::BAD_REQUEST, json!({ "detail": "metadata must be a JSON object" })));
     }
     // {"k":"…"} adds 8 bytes to the value; multi-byte characters count as their UTF-8 bytes.
     let fits = json!({ "k": "a".repeat(256_000 - 8) });
-    let (status, body) = app
-        .call(
-            Method::PUT,
-            &path,
-            Some(json!({ "display_name": "d", "metadata": fits })),
-        )
-        .await;
+    let (status, body) = app.call(Method::PUT, &path, Some(json!({ "display_name": "d", "metadata": fits }))).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["entry"]["metadata"], fits);
     let over = json!({ "k": "é".repeat(128_000) });
-    let (status, body) = app
-        .call(
-            Method::PUT,
-            &path,
-            Some(json!({ "display_name": "d", "metadata": over })),
-        )
-        .await;
+    let (status, body) = app.call(Method::PUT, &path, Some(json!({ "display_name": "d", "metadata": over }))).await;
     assert_eq!(
         (status, body),
-        (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            json!({ "detail": "metadata must be 256 KB or smaller" })
-        )
+        (StatusCode::PAYLOAD_TOO_LARGE, json!({ "detail": "metadata must be 256 KB or smaller" }))
     );
-    let (status, body) = app
-        .call(
-            Method::PUT,
-            &path,
-            Some(json!({ "display_name": "d", "metadata": null })),
-        )
-        .await;
+    let (status, body) = app.call(Method::PUT, &path, Some(json!({ "display_name": "d", "metadata": null }))).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["entry"]["metadata"], json!({}));
     let nested = json!({ "list": [1, "two", null, { "x": [true] }], "n": 1.5, "unicode": "ünï" });
-    let (_, body) = app
-        .call(
-            Method::PUT,
-            &path,
-            Some(json!({ "display_name": "d", "metadata": nested })),
-        )
-        .await;
+    let (_, body) = app.call(Method::PUT, &path, Some(json!({ "display_name": "d", "metadata": nested }))).await;
     assert_eq!(body["entry"]["metadata"], nested);
     let (_, fetched) = app.call(Method::GET, &path, None).await;
     assert_eq!(fetched["entry"]["metadata"], nested);
@@ -384,24 +214,15 @@ async fn entry_ids_with_reserved_characters_round_trip(backend: Backend) {
     let store = app.create_store("s").await;
     let id = "folder/file name?x=1&y=#2%";
     let encoded = "folder%2Ffile%20name%3Fx%3D1%26y%3D%232%25";
-    let (status, body) = app
-        .call(
-            Method::PUT,
-            &entry_path(&store, encoded),
-            Some(json!({ "display_name": "d" })),
-        )
-        .await;
+    let (status, body) =
+        app.call(Method::PUT, &entry_path(&store, encoded), Some(json!({ "display_name": "d" }))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["entry"]["entry_id"], id);
-    let (status, body) = app
-        .call(Method::GET, &entry_path(&store, encoded), None)
-        .await;
+    let (status, body) = app.call(Method::GET, &entry_path(&store, encoded), None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["entry"]["entry_id"], id);
     assert_eq!(list_entries(&app, &store).await[0]["entry_id"], id);
-    let (status, _) = app
-        .call(Method::DELETE, &entry_path(&store, encoded), None)
-        .await;
+    let (status, _) = app.call(Method::DELETE, &entry_path(&store, encoded), None).await;
     assert_eq!(status, StatusCode::OK);
     assert!(list_entries(&app, &store).await.is_empty());
 }
@@ -409,23 +230,13 @@ async fn entry_ids_with_reserved_characters_round_trip(backend: Backend) {
 async fn entries_are_listed_by_display_name_with_metadata(backend: Backend) {
     let app = TestApp::new(backend).await;
     let store = app.create_store("s").await;
-    for (id, name) in [
-        ("1", "cherry"),
-        ("2", "Apple"),
-        ("3", "banana"),
-        ("4", "apple"),
-    ] {
+    for (id, name) in [("1", "cherry"), ("2", "Apple"), ("3", "banana"), ("4", "apple")] {
         let body = json!({ "display_name": name, "metadata": { "id": id } });
-        let (status, _) = app
-            .call(Method::PUT, &entry_path(&store, id), Some(body))
-            .await;
+        let (status, _) = app.call(Method::PUT, &entry_path(&store, id), Some(body)).await;
         assert_eq!(status, StatusCode::OK);
     }
     let entries = list_entries(&app, &store).await;
-    let names: Vec<&str> = entries
-        .iter()
-        .map(|e| e["display_name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = entries.iter().map(|e| e["display_name"].as_str().unwrap()).collect();
     assert_eq!(names, ["Apple", "apple", "banana", "cherry"]);
     assert_eq!(entries[0]["metadata"], json!({ "id": "2" }));
 }
@@ -434,47 +245,25 @@ async fn patch_entry_renames_and_follows_metadata_rules(backend: Backend) {
     let app = TestApp::new(backend).await;
     let store = app.create_store("s").await;
     let (_, created) = app
-        .call(
-            Method::PUT,
-            &entry_path(&store, "old"),
-            Some(json!({ "display_name": "d", "metadata": { "keep": 1 } })),
-        )
+        .call(Method::PUT, &entry_path(&store, "old"), Some(json!({ "display_name": "d", "metadata": { "keep": 1 } })))
         .await;
     let (status, body) = app
-        .call(
-            Method::PATCH,
-            &entry_path(&store, "old"),
-            Some(json!({ "entry_id": "new", "display_name": " D2 " })),
-        )
+        .call(Method::PATCH, &entry_path(&store, "old"), Some(json!({ "entry_id": "new", "display_name": " D2 " })))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["entry"]["entry_id"], "new");
     assert_eq!(body["entry"]["display_name"], "D2");
-    assert_eq!(
-        body["entry"]["metadata"],
-        json!({ "keep": 1 }),
-        "omitted metadata keeps the object"
-    );
+    assert_eq!(body["entry"]["metadata"], json!({ "keep": 1 }), "omitted metadata keeps the object");
     assert_eq!(body["entry"]["created_at"], created["entry"]["created_at"]);
-    let (status, _) = app
-        .call(Method::GET, &entry_path(&store, "old"), None)
-        .await;
+    let (status, _) = app.call(Method::GET, &entry_path(&store, "old"), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     let patch = json!({ "entry_id": "new", "display_name": "D3", "metadata": { "other": true } });
-    let (_, body) = app
-        .call(Method::PATCH, &entry_path(&store, "new"), Some(patch))
-        .await;
+    let (_, body) = app.call(Method::PATCH, &entry_path(&store, "new"), Some(patch)).await;
     assert_eq!(body["entry"]["metadata"], json!({ "other": true }));
     let patch = json!({ "entry_id": "new", "display_name": "D3", "metadata": null });
-    let (_, body) = app
-        .call(Method::PATCH, &entry_path(&store, "new"), Some(patch))
-        .await;
-    assert_eq!(
-        body["entry"]["metadata"],
-        json!({}),
-        "null metadata replaces it with {{}}"
-    );
+    let (_, body) = app.call(Method::PATCH, &entry_path(&store, "new"), Some(patch)).await;
+    assert_eq!(body["entry"]["metadata"], json!({}), "null metadata replaces it with {{}}");
     let entries = list_entries(&app, &store).await;
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0]["entry_id"], "new");
@@ -486,96 +275,39 @@ async fn patch_entry_errors_follow_the_contract(backend: Backend) {
     let app = TestApp::new(backend).await;
     let store = app.create_store("s").await;
     for id in ["a", "b"] {
-        app.call(
-            Method::PUT,
-            &entry_path(&store, id),
-            Some(json!({ "display_name": id })),
-        )
-        .await;
+        app.call(Method::PUT, &entry_path(&store, id), Some(json!({ "display_name": id }))).await;
     }
     let required = json!({ "error": "entry_id and display_name are required" });
-    for body in [
-        json!({ "display_name": "x" }),
-        json!({ "entry_id": "", "display_name": "x" }),
-        json!({ "entry_id": "z" }),
-    ] {
-        let (status, response) = app
-            .call(Method::PATCH, &entry_path(&store, "a"), Some(body.clone()))
-            .await;
-        assert_eq!(
-            (status, &response),
-            (StatusCode::BAD_REQUEST, &required),
-            "{body}"
-        );
+    for body in
+        [json!({ "display_name": "x" }), json!({ "entry_id": "", "display_name": "x" }), json!({ "entry_id": "z" })]
+    {
+        let (status, response) = app.call(Method::PATCH, &entry_path(&store, "a"), Some(body.clone())).await;
+        assert_eq!((status, &response), (StatusCode::BAD_REQUEST, &required), "{body}");
     }
-    let (status, body) = app
-        .call(
-            Method::PATCH,
-            &entry_path(&store, "a"),
-            Some(json!({ "entry_id": "b", "display_name": "x" })),
-        )
-        .await;
+    let (status, body) =
+        app.call(Method::PATCH, &entry_path(&store, "a"), Some(json!({ "entry_id": "b", "display_name": "x" }))).await;
     assert_eq!(
         (status, body),
-        (
-            StatusCode::CONFLICT,
-            json!({ "error": "Entry ID already exists in this shared store" })
-        )
+        (StatusCode::CONFLICT, json!({ "error": "Entry ID already exists in this shared store" }))
     );
-    let (status, body) = app
-        .call(
-            Method::PATCH,
-            &entry_path(&store, "zz"),
-            Some(json!({ "entry_id": "c", "display_name": "x" })),
-        )
-        .await;
-    assert_eq!(
-        (status, body),
-        (
-            StatusCode::NOT_FOUND,
-            json!({ "error": "Shared store entry not found" })
-        )
-    );
+    let (status, body) =
+        app.call(Method::PATCH, &entry_path(&store, "zz"), Some(json!({ "entry_id": "c", "display_name": "x" }))).await;
+    assert_eq!((status, body), (StatusCode::NOT_FOUND, json!({ "error": "Shared store entry not found" })));
     let patch = json!({ "entry_id": "c", "display_name": "x", "metadata": [1] });
-    let (status, body) = app
-        .call(Method::PATCH, &entry_path(&store, "a"), Some(patch))
-        .await;
-    assert_eq!(
-        (status, body),
-        (
-            StatusCode::BAD_REQUEST,
-            json!({ "detail": "metadata must be a JSON object" })
-        )
-    );
-    let names: Vec<Value> = list_entries(&app, &store)
-        .await
-        .iter()
-        .map(|e| e["display_name"].clone())
-        .collect();
-    assert_eq!(
-        names,
-        [json!("a"), json!("b")],
-        "refused patches changed nothing"
-    );
+    let (status, body) = app.call(Method::PATCH, &entry_path(&store, "a"), Some(patch)).await;
+    assert_eq!((status, body), (StatusCode::BAD_REQUEST, json!({ "detail": "metadata must be a JSON object" })));
+    let names: Vec<Value> = list_entries(&app, &store).await.iter().map(|e| e["display_name"].clone()).collect();
+    assert_eq!(names, [json!("a"), json!("b")], "refused patches changed nothing");
 }
 
 async fn delete_entry_frees_the_id_and_reports_missing_entries(backend: Backend) {
     let app = TestApp::new(backend).await;
     let store = app.create_store("s").await;
-    app.call(
-        Method::PUT,
-        &entry_path(&store, "a"),
-        Some(json!({ "display_name": "a" })),
-    )
-    .await;
-    let (status, body) = app
-        .call(Method::DELETE, &entry_path(&store, "a"), None)
-        .await;
+    app.call(Method::PUT, &entry_path(&store, "a"), Some(json!({ "display_name": "a" }))).await;
+    let (status, body) = app.call(Method::DELETE, &entry_path(&store, "a"), None).await;
     assert_eq!((status, body), (StatusCode::OK, json!({ "success": true })));
     let not_found = json!({ "error": "Shared store entry not found" });
-    let (status, body) = app
-        .call(Method::DELETE, &entry_path(&store, "a"), None)
-        .await;
+    let (status, body) = app.call(Method::DELETE, &entry_path(&store, "a"), None).await;
     assert_eq!((status, &body), (StatusCode::NOT_FOUND, &not_found));
     let (status, body) = app.call(Method::GET, &entry_path(&store, "a"), None).await;
     assert_eq!((status, &body), (StatusCode::NOT_FOUND, &not_found));
@@ -586,25 +318,15 @@ async fn delete_entry_frees_the_id_and_reports_missing_entries(backend: Backend)
 async fn bulk_last_occurrence_wins_and_count_is_unique_ids(backend: Backend) {
     let app = TestApp::new(backend).await;
     let store = app.create_store("s").await;
-    app.call(
-        Method::PUT,
-        &entry_path(&store, "x"),
-        Some(json!({ "display_name": "before" })),
-    )
-    .await;
+    app.call(Method::PUT, &entry_path(&store, "x"), Some(json!({ "display_name": "before" }))).await;
     let (_, before) = app.call(Method::GET, &entry_path(&store, "x"), None).await;
     let entries = json!([
         { "entry_id": "x", "display_name": "first x", "metadata": { "v": 1 } },
         { "entry_id": "y", "display_name": " y " },
         { "entry_id": "x", "display_name": "last x", "metadata": { "v": 2 } },
     ]);
-    let (status, body) = app
-        .call(
-            Method::POST,
-            &format!("{}/bulk", entries_path(&store)),
-            Some(json!({ "entries": entries })),
-        )
-        .await;
+    let (status, body) =
+        app.call(Method::POST, &format!("{}/bulk", entries_path(&store)), Some(json!({ "entries": entries }))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["success"], true);
     assert_eq!(body["count"], 2);
@@ -613,10 +335,7 @@ async fn bulk_last_occurrence_wins_and_count_is_unique_ids(backend: Backend) {
     let x = written.iter().find(|e| e["entry_id"] == "x").unwrap();
     assert_eq!(x["display_name"], "last x");
     assert_eq!(x["metadata"], json!({ "v": 2 }));
-    assert_eq!(
-        x["created_at"], before["entry"]["created_at"],
-        "bulk replace keeps created_at"
-    );
+    assert_eq!(x["created_at"], before["entry"]["created_at"], "bulk replace keeps created_at");
     let listed = list_entries(&app, &store).await;
     assert_eq!(listed.len(), 2);
     assert_eq!(listed[1]["display_name"], "y");
@@ -629,18 +348,9 @@ async fn bulk_validation_errors_write_nothing(backend: Backend) {
     let store = app.create_store("s").await;
     let path = format!("{}/bulk", entries_path(&store));
     let required = json!({ "error": "entries is required" });
-    for body in [
-        json!({}),
-        json!({ "entries": [] }),
-        json!({ "entries": "x" }),
-        json!({ "entries": null }),
-    ] {
+    for body in [json!({}), json!({ "entries": [] }), json!({ "entries": "x" }), json!({ "entries": null })] {
         let (status, response) = app.call(Method::POST, &path, Some(body.clone())).await;
-        assert_eq!(
-            (status, &response),
-            (StatusCode::BAD_REQUEST, &required),
-            "{body}"
-        );
+        assert_eq!((status, &response), (StatusCode::BAD_REQUEST, &required), "{body}");
     }
     let incomplete = json!({ "error": "entries must include entry_id and display_name" });
     for item in [
@@ -651,38 +361,18 @@ async fn bulk_validation_errors_write_nothing(backend: Backend) {
     ] {
         let body = json!({ "entries": [{ "entry_id": "ok", "display_name": "ok" }, item] });
         let (status, response) = app.call(Method::POST, &path, Some(body)).await;
-        assert_eq!(
-            (status, &response),
-            (StatusCode::BAD_REQUEST, &incomplete),
-            "{item}"
-        );
+        assert_eq!((status, &response), (StatusCode::BAD_REQUEST, &incomplete), "{item}");
     }
     let body = json!({ "entries": [{ "entry_id": "ok", "display_name": "ok" }, { "entry_id": "b", "display_name": "b", "metadata": 1 }] });
     let (status, response) = app.call(Method::POST, &path, Some(body)).await;
+    assert_eq!((status, response), (StatusCode::BAD_REQUEST, json!({ "detail": "metadata must be a JSON object" })));
+    let too_many: Vec<Value> = (0..5001).map(|i| json!({ "entry_id": i.to_string(), "display_name": "d" })).collect();
+    let (status, response) = app.call(Method::POST, &path, Some(json!({ "entries": too_many }))).await;
     assert_eq!(
         (status, response),
-        (
-            StatusCode::BAD_REQUEST,
-            json!({ "detail": "metadata must be a JSON object" })
-        )
+        (StatusCode::PAYLOAD_TOO_LARGE, json!({ "error": "A bulk request may contain at most 5000 entries" }))
     );
-    let too_many: Vec<Value> = (0..5001)
-        .map(|i| json!({ "entry_id": i.to_string(), "display_name": "d" }))
-        .collect();
-    let (status, response) = app
-        .call(Method::POST, &path, Some(json!({ "entries": too_many })))
-        .await;
-    assert_eq!(
-        (status, response),
-        (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            json!({ "error": "A bulk request may contain at most 5000 entries" })
-        )
-    );
-    assert!(
-        list_entries(&app, &store).await.is_empty(),
-        "failed bulk requests wrote nothing"
-    );
+    assert!(list_entries(&app, &store).await.is_empty(), "failed bulk requests wrote nothing");
 }
 
 async fn bulk_over_the_entry_limit_writes_nothing(backend: Backend) {
@@ -691,34 +381,22 @@ async fn bulk_over_the_entry_limit_writes_nothing(backend: Backend) {
     app.fill(&store, "a", 5000).await;
     app.fill(&store, "b", 4990).await;
     // 5 replacements and 11 new IDs: one new ID too many.
-    let mut entries: Vec<Value> = (0..5)
-        .map(|i| json!({ "entry_id": format!("a{i}"), "display_name": "changed" }))
-        .collect();
+    let mut entries: Vec<Value> =
+        (0..5).map(|i| json!({ "entry_id": format!("a{i}"), "display_name": "changed" })).collect();
     entries.extend((0..11).map(|i| json!({ "entry_id": format!("c{i}"), "display_name": "new" })));
     let path = format!("{}/bulk", entries_path(&store));
-    let (status, body) = app
-        .call(
-            Method::POST,
-            &path,
-            Some(json!({ "entries": entries.clone() })),
-        )
-        .await;
+    let (status, body) = app.call(Method::POST, &path, Some(json!({ "entries": entries.clone() }))).await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(
         body,
         json!({ "error": "A shared store may have at most 10000 entries", "code": "shared_store_entry_limit_reached", "limit": 10000 })
     );
     let (_, a0) = app.call(Method::GET, &entry_path(&store, "a0"), None).await;
-    assert_eq!(
-        a0["entry"]["display_name"], "a0",
-        "the refused bulk replaced nothing"
-    );
+    assert_eq!(a0["entry"]["display_name"], "a0", "the refused bulk replaced nothing");
     assert_eq!(list_entries(&app, &store).await.len(), 9990);
     // Exactly up to the limit is allowed.
     entries.pop();
-    let (status, body) = app
-        .call(Method::POST, &path, Some(json!({ "entries": entries })))
-        .await;
+    let (status, body) = app.call(Method::POST, &path, Some(json!({ "entries": entries }))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["count"], 15);
     assert_eq!(list_entries(&app, &store).await.len(), 10_000);
@@ -729,22 +407,11 @@ async fn put_at_the_entry_limit_refuses_new_ids_but_replaces_existing(backend: B
     let store = app.create_store("s").await;
     app.fill(&store, "a", 5000).await;
     app.fill(&store, "b", 5000).await;
-    let (status, body) = app
-        .call(
-            Method::PUT,
-            &entry_path(&store, "new"),
-            Some(json!({ "display_name": "n" })),
-        )
-        .await;
+    let (status, body) = app.call(Method::PUT, &entry_path(&store, "new"), Some(json!({ "display_name": "n" }))).await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(body["code"], "shared_store_entry_limit_reached");
-    let (status, body) = app
-        .call(
-            Method::PUT,
-            &entry_path(&store, "a1"),
-            Some(json!({ "display_name": "again" })),
-        )
-        .await;
+    let (status, body) =
+        app.call(Method::PUT, &entry_path(&store, "a1"), Some(json!({ "display_name": "again" }))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(stores["stores"][0]["entry_count"], 10_000);
@@ -753,33 +420,16 @@ async fn put_at_the_entry_limit_refuses_new_ids_but_replaces_existing(backend: B
 async fn another_organizations_store_is_not_found(backend: Backend) {
     let app = TestApp::new(backend).await;
     let store = app.create_store("mine").await;
-    app.call(
-        Method::PUT,
-        &entry_path(&store, "e"),
-        Some(json!({ "display_name": "d" })),
-    )
-    .await;
+    app.call(Method::PUT, &entry_path(&store, "e"), Some(json!({ "display_name": "d" }))).await;
     let (_, other) = app.add_organization(true).await;
     let not_found = json!({ "error": "Shared store not found" });
     let requests = [
-        (
-            Method::PATCH,
-            format!("/shared-stores/{store}"),
-            Some(json!({ "name": "stolen" })),
-        ),
+        (Method::PATCH, format!("/shared-stores/{store}"), Some(json!({ "name": "stolen" }))),
         (Method::DELETE, format!("/shared-stores/{store}"), None),
         (Method::GET, entries_path(&store), None),
         (Method::GET, entry_path(&store, "e"), None),
-        (
-            Method::PUT,
-            entry_path(&store, "e"),
-            Some(json!({ "display_name": "stolen" })),
-        ),
-        (
-            Method::PATCH,
-            entry_path(&store, "e"),
-            Some(json!({ "entry_id": "f", "display_name": "stolen" })),
-        ),
+        (Method::PUT, entry_path(&store, "e"), Some(json!({ "display_name": "stolen" }))),
+        (Method::PATCH, entry_path(&store, "e"), Some(json!({ "entry_id": "f", "display_name": "stolen" }))),
         (Method::DELETE, entry_path(&store, "e"), None),
         (
             Method::POST,
@@ -789,21 +439,12 @@ async fn another_organizations_store_is_not_found(backend: Backend) {
     ];
     for (method, path, body) in requests {
         let (status, response) = app.call_as(&other, method.clone(), &path, body).await;
-        assert_eq!(
-            (status, &response),
-            (StatusCode::NOT_FOUND, &not_found),
-            "{method} {path}"
-        );
+        assert_eq!((status, &response), (StatusCode::NOT_FOUND, &not_found), "{method} {path}");
     }
-    let (_, listed) = app
-        .call_as(&other, Method::GET, "/shared-stores", None)
-        .await;
+    let (_, listed) = app.call_as(&other, Method::GET, "/shared-stores", None).await;
     assert_eq!(listed["stores"], json!([]));
     let (_, mine) = app.call(Method::GET, &entry_path(&store, "e"), None).await;
-    assert_eq!(
-        mine["entry"]["display_name"], "d",
-        "the other organization changed nothing"
-    );
+    assert_eq!(mine["entry"]["display_name"], "d", "the other organization changed nothing");
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(stores["stores"][0]["name"], "mine");
 }
@@ -812,49 +453,27 @@ async fn malformed_ids_and_bodies_are_client_errors(backend: Backend) {
     let app = TestApp::new(backend).await;
     let store = app.create_store("s").await;
     let not_found = json!({ "error": "Shared store not found" });
-    for path in [
-        "/shared-stores/not-a-uuid/entries",
-        "/shared-stores/123/entries/e",
-        "/shared-stores/%FF/entries",
-    ] {
+    for path in ["/shared-stores/not-a-uuid/entries", "/shared-stores/123/entries/e", "/shared-stores/%FF/entries"] {
         let (status, body) = app.call(Method::GET, path, None).await;
         assert_eq!(status.as_u16() / 100, 4, "{path}: {body}");
     }
-    let (status, body) = app
-        .call(Method::GET, "/shared-stores/not-a-uuid/entries", None)
-        .await;
+    let (status, body) = app.call(Method::GET, "/shared-stores/not-a-uuid/entries", None).await;
     assert_eq!((status, body), (StatusCode::NOT_FOUND, not_found));
     let authorization = format!("Bearer {}", app.key);
     for raw in ["{", "[1,2]", "null", "\"text\"", "{\"display_name\": }"] {
         let (status, body) = app
-            .raw(
-                Method::PUT,
-                &entry_path(&store, "e"),
-                &[("authorization", &authorization)],
-                raw.as_bytes().to_vec(),
-            )
+            .raw(Method::PUT, &entry_path(&store, "e"), &[("authorization", &authorization)], raw.as_bytes().to_vec())
             .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{raw}: {body}");
         assert!(body["error"].is_string(), "{raw}: {body}");
     }
     let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
     let raw = format!("{{\"display_name\": \"d\", \"metadata\": {{\"deep\": {deep}}}}}");
-    let (status, _) = app
-        .raw(
-            Method::PUT,
-            &entry_path(&store, "e"),
-            &[("authorization", &authorization)],
-            raw.into_bytes(),
-        )
-        .await;
+    let (status, _) =
+        app.raw(Method::PUT, &entry_path(&store, "e"), &[("authorization", &authorization)], raw.into_bytes()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (status, _) = app
-        .raw(
-            Method::PUT,
-            &entry_path(&store, "e"),
-            &[("authorization", &authorization)],
-            vec![0xff, 0xfe, 0x00],
-        )
+        .raw(Method::PUT, &entry_path(&store, "e"), &[("authorization", &authorization)], vec![0xff, 0xfe, 0x00])
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(list_entries(&app, &store).await.is_empty());

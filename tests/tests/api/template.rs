@@ -7,11 +7,8 @@ use serde_yaml::Value;
 use shared::api::ROUTES;
 
 fn repo_file(name: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(name);
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|error| panic!("reading {}: {error}", path.display()))
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("reading {}: {error}", path.display()))
 }
 
 fn template() -> Value {
@@ -48,12 +45,7 @@ fn functions(template: &Value) -> BTreeMap<String, &Value> {
 fn strings(value: &Value) -> Vec<String> {
     value
         .as_sequence()
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|item| item.as_str().map(str::to_owned))
-                .collect()
-        })
+        .map(|items| items.iter().filter_map(|item| item.as_str().map(str::to_owned)).collect())
         .unwrap_or_default()
 }
 
@@ -62,62 +54,27 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
     let template = template();
     let functions = functions(&template);
     let binaries = binaries();
-    assert_eq!(
-        functions.len(),
-        ROUTES.len(),
-        "one function per route: {:?}",
-        functions.keys()
-    );
+    assert_eq!(functions.len(), ROUTES.len(), "one function per route: {:?}", functions.keys());
     for route in ROUTES {
         let (logical_id, function) = functions
             .iter()
-            .find(|(_, function)| {
-                function["Metadata"]["BuildProperties"]["Binary"] == route.function
-            })
+            .find(|(_, function)| function["Metadata"]["BuildProperties"]["Binary"] == route.function)
             .unwrap_or_else(|| panic!("no function builds binary {}", route.function));
-        assert!(
-            binaries.contains(route.function),
-            "{} is not a [[bin]] of functions/Cargo.toml",
-            route.function
-        );
-        assert_eq!(
-            function["Metadata"]["BuildMethod"], "rust-cargolambda",
-            "{logical_id}"
-        );
-        let events: Vec<&Value> = function["Properties"]["Events"]
-            .as_mapping()
-            .expect("Events")
-            .values()
-            .collect();
+        assert!(binaries.contains(route.function), "{} is not a [[bin]] of functions/Cargo.toml", route.function);
+        assert_eq!(function["Metadata"]["BuildMethod"], "rust-cargolambda", "{logical_id}");
+        let events: Vec<&Value> = function["Properties"]["Events"].as_mapping().expect("Events").values().collect();
         assert_eq!(events.len(), 1, "{logical_id} has one event");
         let event = &events[0];
         assert_eq!(event["Type"], "HttpApi", "{logical_id}");
-        assert_eq!(
-            event["Properties"]["Method"],
-            route.method.as_str(),
-            "{logical_id}"
-        );
+        assert_eq!(event["Properties"]["Method"], route.method.as_str(), "{logical_id}");
         assert_eq!(event["Properties"]["Path"], route.path, "{logical_id}");
-        let statements = function["Properties"]["Policies"][0]["Statement"]
-            .as_sequence()
-            .expect("one inline policy");
+        let statements = function["Properties"]["Policies"][0]["Statement"].as_sequence().expect("one inline policy");
         assert_eq!(statements.len(), 1, "{logical_id}");
         let granted: BTreeSet<String> = strings(&statements[0]["Action"]).into_iter().collect();
-        let wanted: BTreeSet<String> = route
-            .dynamodb_actions
-            .iter()
-            .map(|action| (*action).to_owned())
-            .collect();
-        assert_eq!(
-            granted, wanted,
-            "{logical_id} grants exactly its route's actions"
-        );
+        let wanted: BTreeSet<String> = route.dynamodb_actions.iter().map(|action| (*action).to_owned()).collect();
+        assert_eq!(granted, wanted, "{logical_id} grants exactly its route's actions");
     }
-    assert_eq!(
-        binaries.len(),
-        ROUTES.len() + 1,
-        "every binary but serve is a route's function"
-    );
+    assert_eq!(binaries.len(), ROUTES.len() + 1, "every binary but serve is a route's function");
 }
 
 #[test]
@@ -127,36 +84,19 @@ fn functions_run_on_arm64_al2023_and_every_reference_resolves() {
     assert_eq!(globals["Runtime"], "provided.al2023");
     assert_eq!(strings(&globals["Architectures"]), ["arm64"]);
     assert_eq!(globals["Handler"], "bootstrap");
-    let mut known: BTreeSet<String> = [
-        "AWS::Region",
-        "AWS::URLSuffix",
-        "AWS::AccountId",
-        "AWS::StackName",
-        "AWS::Partition",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .collect();
+    let mut known: BTreeSet<String> =
+        ["AWS::Region", "AWS::URLSuffix", "AWS::AccountId", "AWS::StackName", "AWS::Partition"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
     for section in ["Resources", "Parameters"] {
-        known.extend(
-            template[section]
-                .as_mapping()
-                .unwrap()
-                .keys()
-                .map(|key| key.as_str().unwrap().to_owned()),
-        );
+        known.extend(template[section].as_mapping().unwrap().keys().map(|key| key.as_str().unwrap().to_owned()));
     }
     let mut references = Vec::new();
     collect_references(&template, &mut references);
-    assert!(
-        references.len() > ROUTES.len(),
-        "references were found: {references:?}"
-    );
+    assert!(references.len() > ROUTES.len(), "references were found: {references:?}");
     for reference in references {
-        assert!(
-            known.contains(&reference),
-            "reference to unknown {reference}"
-        );
+        assert!(known.contains(&reference), "reference to unknown {reference}");
     }
 }
 
@@ -185,12 +125,8 @@ fn collect_references(value: &Value, found: &mut Vec<String>) {
             }
             collect_references(&tagged.value, found);
         }
-        Value::Mapping(mapping) => mapping
-            .values()
-            .for_each(|value| collect_references(value, found)),
-        Value::Sequence(items) => items
-            .iter()
-            .for_each(|value| collect_references(value, found)),
+        Value::Mapping(mapping) => mapping.values().for_each(|value| collect_references(value, found)),
+        Value::Sequence(items) => items.iter().for_each(|value| collect_references(value, found)),
         _ => {}
     }
 }

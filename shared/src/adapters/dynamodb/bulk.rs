@@ -41,17 +41,13 @@ const PARALLEL_REQUESTS: usize = 8;
 
 /// Milliseconds since the Unix epoch, the unit of `lease_until`.
 pub(super) fn now_millis() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis())
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis())
 }
 
 /// True when the store item carries a lease that has not run out.
 pub(super) fn lease_is_active(item: &Item) -> bool {
     match item.get("lease_until") {
-        Some(AttributeValue::N(until)) => until
-            .parse::<u128>()
-            .is_ok_and(|until| until >= now_millis()),
+        Some(AttributeValue::N(until)) => until.parse::<u128>().is_ok_and(|until| until >= now_millis()),
         _ => false,
     }
 }
@@ -60,9 +56,7 @@ pub(super) fn lease_is_active(item: &Item) -> bool {
 /// backend failure) after [`LEASE_WAIT`].
 pub(super) async fn wait_for_lease(waiting: &mut (u32, Instant)) -> Result<(), StoreError> {
     if waiting.1.elapsed() > LEASE_WAIT {
-        return Err(
-            anyhow::anyhow!("the store stayed locked by a bulk upsert for {LEASE_WAIT:?}").into(),
-        );
+        return Err(anyhow::anyhow!("the store stayed locked by a bulk upsert for {LEASE_WAIT:?}").into());
     }
     // Slower than conflict retries: a bulk upsert holds a store for a second or more,
     // and each refused attempt costs write capacity.
@@ -84,9 +78,7 @@ impl DynamoDb {
         max_entries: u32,
     ) -> Result<Vec<StoreEntry>, StoreError> {
         let lease = self.acquire_lease(organization, store).await?;
-        let result = self
-            .upsert_leased(organization, store, lease, writes, now, max_entries)
-            .await;
+        let result = self.upsert_leased(organization, store, lease, writes, now, max_entries).await;
         if let Err(error) = self.release_lease(organization, store, lease).await {
             // It runs out by itself within LEASE.
             tracing::warn!(error = %format!("{error:#}"), %store, "could not release a bulk upsert lease");
@@ -109,38 +101,25 @@ impl DynamoDb {
                 .expression_attribute_values(":lease", s(lease.to_string()))
                 .expression_attribute_values(":until", n(now + LEASE.as_millis()))
                 .expression_attribute_values(":now", n(now))
-                .return_values_on_condition_check_failure(
-                    ReturnValuesOnConditionCheckFailure::AllOld,
-                )
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
                 .send()
                 .await
                 .map_err(|error| error.into_service_error());
             match acquired {
                 Ok(_) => return Ok(lease),
-                Err(UpdateItemError::ConditionalCheckFailedException(failed))
-                    if failed.item().is_none() =>
-                {
+                Err(UpdateItemError::ConditionalCheckFailedException(failed)) if failed.item().is_none() => {
                     return Err(StoreError::StoreNotFound)
                 }
                 Err(
                     UpdateItemError::ConditionalCheckFailedException(_)
                     | UpdateItemError::TransactionConflictException(_),
                 ) => wait_for_lease(&mut waiting).await?,
-                Err(other) => {
-                    return Err(anyhow::Error::new(other)
-                        .context("taking the store's bulk lease")
-                        .into())
-                }
+                Err(other) => return Err(anyhow::Error::new(other).context("taking the store's bulk lease").into()),
             }
         }
     }
 
-    async fn release_lease(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-        lease: Uuid,
-    ) -> anyhow::Result<()> {
+    async fn release_lease(&self, organization: Uuid, store: Uuid, lease: Uuid) -> anyhow::Result<()> {
         let released = self
             .client
             .update_item()
@@ -154,9 +133,7 @@ impl DynamoDb {
             .map_err(|error| error.into_service_error());
         match released {
             Ok(_) | Err(UpdateItemError::ConditionalCheckFailedException(_)) => Ok(()),
-            Err(other) => {
-                Err(anyhow::Error::new(other).context("releasing the store's bulk lease"))
-            }
+            Err(other) => Err(anyhow::Error::new(other).context("releasing the store's bulk lease")),
         }
     }
 
@@ -194,9 +171,7 @@ impl DynamoDb {
                     Err(anyhow::anyhow!("the bulk upsert lost its lease on the store").into())
                 }
             }
-            Err(other) => Err(anyhow::Error::new(other)
-                .context("moving the entry counter")
-                .into()),
+            Err(other) => Err(anyhow::Error::new(other).context("moving the entry counter").into()),
         }
     }
 
@@ -210,20 +185,12 @@ impl DynamoDb {
         max_entries: u32,
     ) -> Result<Vec<StoreEntry>, StoreError> {
         let started = Instant::now();
-        let keys = writes
-            .iter()
-            .map(|write| entry_key(organization, store, &write.entry_id))
-            .collect();
+        let keys = writes.iter().map(|write| entry_key(organization, store, &write.entry_id)).collect();
         let existing: HashMap<String, Timestamp> = self
             .batch_get(keys, Some("entry_id, created_at"))
             .await?
             .iter()
-            .map(|item| {
-                Ok((
-                    super::text(item, "entry_id")?.to_owned(),
-                    timestamp(item, "created_at")?,
-                ))
-            })
+            .map(|item| Ok((super::text(item, "entry_id")?.to_owned(), timestamp(item, "created_at")?)))
             .collect::<anyhow::Result<_>>()?;
         let entries: Vec<StoreEntry> = writes
             .iter()
@@ -234,23 +201,17 @@ impl DynamoDb {
             return Err(StoreError::EntryLimitReached);
         }
         if new_ids > 0 {
-            self.move_entry_count(organization, store, lease, new_ids, max_entries)
-                .await?;
+            self.move_entry_count(organization, store, lease, new_ids, max_entries).await?;
         }
         let requests = entries
             .iter()
             .map(|entry| {
-                let put = build(
-                    PutRequest::builder()
-                        .set_item(Some(entry_item(organization, store, entry, now)))
-                        .build(),
-                )?;
+                let put =
+                    build(PutRequest::builder().set_item(Some(entry_item(organization, store, entry, now))).build())?;
                 Ok(WriteRequest::builder().put_request(put).build())
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let deadline = LEASE
-            .saturating_sub(Duration::from_secs(5))
-            .saturating_sub(started.elapsed());
+        let deadline = LEASE.saturating_sub(Duration::from_secs(5)).saturating_sub(started.elapsed());
         let written = tokio::time::timeout(deadline, self.batch_write_all(requests)).await;
         if let Ok(Ok(())) = written {
             return Ok(entries);
@@ -264,8 +225,7 @@ impl DynamoDb {
             .collect();
         let landed = self.batch_get(new_keys, Some("pk")).await?.len() as i64;
         if landed < new_ids {
-            self.move_entry_count(organization, store, lease, landed - new_ids, max_entries)
-                .await?;
+            self.move_entry_count(organization, store, lease, landed - new_ids, max_entries).await?;
         }
         Err(match written {
             Ok(Err(error)) => error.context("bulk upsert writes").into(),
@@ -307,11 +267,7 @@ impl DynamoDb {
     }
 
     /// Reads many keys with strongly consistent BatchGetItem calls, several in flight.
-    pub(super) async fn batch_get(
-        &self,
-        keys: Vec<Item>,
-        projection: Option<&str>,
-    ) -> anyhow::Result<Vec<Item>> {
+    pub(super) async fn batch_get(&self, keys: Vec<Item>, projection: Option<&str>) -> anyhow::Result<Vec<Item>> {
         let chunks: Vec<Vec<Item>> = keys.chunks(BATCH_GET_KEYS).map(<[Item]>::to_vec).collect();
         let pages: Vec<Vec<Item>> = stream::iter(chunks)
             .map(|chunk| self.batch_get_chunk(chunk, projection))
@@ -321,11 +277,7 @@ impl DynamoDb {
         Ok(pages.into_iter().flatten().collect())
     }
 
-    async fn batch_get_chunk(
-        &self,
-        keys: Vec<Item>,
-        projection: Option<&str>,
-    ) -> anyhow::Result<Vec<Item>> {
+    async fn batch_get_chunk(&self, keys: Vec<Item>, projection: Option<&str>) -> anyhow::Result<Vec<Item>> {
         let mut found = Vec::with_capacity(keys.len());
         let mut pending = build(
             KeysAndAttributes::builder()
@@ -343,16 +295,10 @@ impl DynamoDb {
                 .send()
                 .await
                 .context("batch reading")?;
-            if let Some(items) = output
-                .responses
-                .and_then(|mut tables| tables.remove(&self.table))
-            {
+            if let Some(items) = output.responses.and_then(|mut tables| tables.remove(&self.table)) {
                 found.extend(items);
             }
-            match output
-                .unprocessed_keys
-                .and_then(|mut tables| tables.remove(&self.table))
-            {
+            match output.unprocessed_keys.and_then(|mut tables| tables.remove(&self.table)) {
                 Some(rest) if !rest.keys.is_empty() => {
                     attempt += 1;
                     backoff(attempt).await;
@@ -366,10 +312,8 @@ impl DynamoDb {
     /// Writes requests with BatchWriteItem, several calls in flight, retrying what
     /// DynamoDB leaves unprocessed.
     pub(super) async fn batch_write_all(&self, requests: Vec<WriteRequest>) -> anyhow::Result<()> {
-        let chunks: Vec<Vec<WriteRequest>> = requests
-            .chunks(BATCH_WRITE_REQUESTS)
-            .map(<[WriteRequest]>::to_vec)
-            .collect();
+        let chunks: Vec<Vec<WriteRequest>> =
+            requests.chunks(BATCH_WRITE_REQUESTS).map(<[WriteRequest]>::to_vec).collect();
         stream::iter(chunks)
             .map(|chunk| self.batch_write(chunk))
             .buffer_unordered(PARALLEL_REQUESTS)
@@ -388,10 +332,7 @@ impl DynamoDb {
                 .send()
                 .await
                 .context("batch writing")?;
-            requests = output
-                .unprocessed_items
-                .and_then(|mut tables| tables.remove(&self.table))
-                .unwrap_or_default();
+            requests = output.unprocessed_items.and_then(|mut tables| tables.remove(&self.table)).unwrap_or_default();
             if !requests.is_empty() {
                 attempt += 1;
                 backoff(attempt).await;
@@ -401,11 +342,7 @@ impl DynamoDb {
     }
 
     /// Deletes every entry under a store's partition (after the store item is gone).
-    pub(super) async fn purge_entries(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-    ) -> anyhow::Result<()> {
+    pub(super) async fn purge_entries(&self, organization: Uuid, store: Uuid) -> anyhow::Result<()> {
         let keys = self
             .query_all(entries_pk(organization, store), None, Some("pk, sk"))
             .await
@@ -418,8 +355,6 @@ impl DynamoDb {
                     .build())
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        self.batch_write_all(deletes)
-            .await
-            .context("deleting a store's entries")
+        self.batch_write_all(deletes).await.context("deleting a store's entries")
     }
 }

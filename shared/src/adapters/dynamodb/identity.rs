@@ -20,14 +20,8 @@ fn organization_key(id: Uuid) -> Item {
 
 impl DynamoDb {
     async fn get(&self, key: Item) -> anyhow::Result<Option<Item>> {
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key))
-            .consistent_read(true)
-            .send()
-            .await?;
+        let output =
+            self.client.get_item().table_name(&self.table).set_key(Some(key)).consistent_read(true).send().await?;
         Ok(output.item)
     }
 }
@@ -35,11 +29,7 @@ impl DynamoDb {
 #[async_trait]
 impl IdentityRepo for DynamoDb {
     async fn api_key(&self, key_hash: &str) -> anyhow::Result<Option<ApiKeyRecord>> {
-        let Some(item) = self
-            .get(api_key_key(key_hash))
-            .await
-            .context("reading an API key")?
-        else {
+        let Some(item) = self.get(api_key_key(key_hash)).await.context("reading an API key")? else {
             return Ok(None);
         };
         let organization_id = match item.get("organization_id") {
@@ -59,11 +49,7 @@ impl IdentityRepo for DynamoDb {
     }
 
     async fn organization(&self, id: Uuid) -> anyhow::Result<Option<Organization>> {
-        let Some(item) = self
-            .get(organization_key(id))
-            .await
-            .context("reading an organization")?
-        else {
+        let Some(item) = self.get(organization_key(id)).await.context("reading an organization")? else {
             return Ok(None);
         };
         Ok(Some(Organization {
@@ -115,12 +101,7 @@ impl IdentityRepo for DynamoDb {
         Ok(())
     }
 
-    async fn upsert_api_key(
-        &self,
-        key_hash: &str,
-        organization: Option<Uuid>,
-        at: Timestamp,
-    ) -> anyhow::Result<()> {
+    async fn upsert_api_key(&self, key_hash: &str, organization: Option<Uuid>, at: Timestamp) -> anyhow::Result<()> {
         let update = self
             .client
             .update_item()
@@ -129,13 +110,11 @@ impl IdentityRepo for DynamoDb {
             .expression_attribute_values(":created", s(at.to_string()));
         let update = match organization {
             Some(id) => update
-                .update_expression(
-                    "SET organization_id = :org, created_at = if_not_exists(created_at, :created)",
-                )
+                .update_expression("SET organization_id = :org, created_at = if_not_exists(created_at, :created)")
                 .expression_attribute_values(":org", s(id.to_string())),
-            None => update.update_expression(
-                "SET created_at = if_not_exists(created_at, :created) REMOVE organization_id",
-            ),
+            None => {
+                update.update_expression("SET created_at = if_not_exists(created_at, :created) REMOVE organization_id")
+            }
         };
         update.send().await.context("writing an API key")?;
         Ok(())

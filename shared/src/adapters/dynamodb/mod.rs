@@ -19,8 +19,8 @@ use anyhow::Context;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, CancellationReason, KeySchemaElement, KeyType,
-    ScalarAttributeType, TransactWriteItem,
+    AttributeDefinition, BillingMode, CancellationReason, KeySchemaElement, KeyType, ScalarAttributeType,
+    TransactWriteItem,
 };
 use aws_sdk_dynamodb::Client;
 
@@ -46,18 +46,12 @@ impl DynamoDb {
     /// `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_DYNAMODB`).
     pub async fn connect(table: impl Into<String>) -> Self {
         let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        Self {
-            client: Client::new(&config),
-            table: table.into(),
-        }
+        Self { client: Client::new(&config), table: table.into() }
     }
 
     /// Wraps an already configured SDK client.
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self {
-            client,
-            table: table.into(),
-        }
+        Self { client, table: table.into() }
     }
 
     /// The SDK client, for tools that compare against raw calls.
@@ -72,13 +66,7 @@ impl DynamoDb {
 
     /// Creates the table when it does not exist yet (local use; AWS gets it from SAM).
     pub async fn ensure_table(&self) -> anyhow::Result<()> {
-        match self
-            .client
-            .describe_table()
-            .table_name(&self.table)
-            .send()
-            .await
-        {
+        match self.client.describe_table().table_name(&self.table).send().await {
             Ok(_) => return Ok(()),
             Err(error) => {
                 let service = error.into_service_error();
@@ -87,17 +75,9 @@ impl DynamoDb {
                 }
             }
         }
-        let key = |name: &str, kind: KeyType| {
-            KeySchemaElement::builder()
-                .attribute_name(name)
-                .key_type(kind)
-                .build()
-        };
+        let key = |name: &str, kind: KeyType| KeySchemaElement::builder().attribute_name(name).key_type(kind).build();
         let attribute = |name: &str| {
-            AttributeDefinition::builder()
-                .attribute_name(name)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
+            AttributeDefinition::builder().attribute_name(name).attribute_type(ScalarAttributeType::S).build()
         };
         let created = self
             .client
@@ -122,18 +102,10 @@ impl DynamoDb {
 
     /// Runs a transaction, retrying while it only loses to concurrent transactions.
     /// Returns the cancellation reasons when a condition failed.
-    async fn transact(
-        &self,
-        items: Vec<TransactWriteItem>,
-    ) -> anyhow::Result<Result<(), Vec<CancellationReason>>> {
+    async fn transact(&self, items: Vec<TransactWriteItem>) -> anyhow::Result<Result<(), Vec<CancellationReason>>> {
         let mut attempt = 0;
         loop {
-            let sent = self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(items.clone()))
-                .send()
-                .await;
+            let sent = self.client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
             let error = match sent {
                 Ok(_) => return Ok(Ok(())),
                 Err(SdkError::ServiceError(context)) => context.into_err(),
@@ -143,9 +115,7 @@ impl DynamoDb {
             match error {
                 TransactWriteItemsError::TransactionCanceledException(cancelled) => {
                     let reasons = cancelled.cancellation_reasons().to_vec();
-                    let conflict = reasons
-                        .iter()
-                        .any(|reason| reason.code() == Some("TransactionConflict"));
+                    let conflict = reasons.iter().any(|reason| reason.code() == Some("TransactionConflict"));
                     if !conflict || attempt >= MAX_CONFLICT_ATTEMPTS {
                         if conflict {
                             anyhow::bail!("transaction still conflicting after {attempt} attempts");
@@ -153,8 +123,7 @@ impl DynamoDb {
                         return Ok(Err(reasons));
                     }
                 }
-                TransactWriteItemsError::TransactionInProgressException(_)
-                    if attempt < MAX_CONFLICT_ATTEMPTS => {}
+                TransactWriteItemsError::TransactionInProgressException(_) if attempt < MAX_CONFLICT_ATTEMPTS => {}
                 other => return Err(anyhow::Error::new(other).context("transaction")),
             }
             backoff(attempt).await;
@@ -195,15 +164,13 @@ fn text<'a>(item: &'a Item, name: &str) -> anyhow::Result<&'a str> {
 
 fn number<T: std::str::FromStr>(item: &Item, name: &str) -> anyhow::Result<T> {
     match item.get(name) {
-        Some(AttributeValue::N(value)) => value
-            .parse()
-            .ok()
-            .with_context(|| format!("item attribute {name} is not a number")),
+        Some(AttributeValue::N(value)) => {
+            value.parse().ok().with_context(|| format!("item attribute {name} is not a number"))
+        }
         _ => anyhow::bail!("item attribute {name} is missing or not a number"),
     }
 }
 
 fn timestamp(item: &Item, name: &str) -> anyhow::Result<Timestamp> {
-    Timestamp::parse(text(item, name)?)
-        .with_context(|| format!("item attribute {name} is not a timestamp"))
+    Timestamp::parse(text(item, name)?).with_context(|| format!("item attribute {name} is not a timestamp"))
 }

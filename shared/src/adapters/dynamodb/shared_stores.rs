@@ -11,16 +11,14 @@ use anyhow::Context;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    CancellationReason, ConditionCheck, Delete, Put, ReturnValue,
-    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+    CancellationReason, ConditionCheck, Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
 };
 use uuid::Uuid;
 
 use super::bulk::{lease_is_active, now_millis, wait_for_lease, STORE_WRITABLE};
 use super::{condition_failed, key, n, number, s, text, timestamp, DynamoDb, Item};
-use crate::domain::shared_stores::{
-    EntryRename, EntryWrite, Metadata, SharedStore, StoreEntry, StoreError,
-};
+use crate::domain::shared_stores::{EntryRename, EntryWrite, Metadata, SharedStore, StoreEntry, StoreError};
 use crate::domain::time::Timestamp;
 use crate::ports::SharedStoreRepo;
 
@@ -60,12 +58,7 @@ fn entry_from(item: &Item) -> anyhow::Result<StoreEntry> {
     })
 }
 
-pub(super) fn entry_item(
-    organization: Uuid,
-    store: Uuid,
-    entry: &StoreEntry,
-    now: Timestamp,
-) -> Item {
+pub(super) fn entry_item(organization: Uuid, store: Uuid, entry: &StoreEntry, now: Timestamp) -> Item {
     let mut item = entry_key(organization, store, &entry.entry_id);
     item.insert("entry_id".into(), s(&entry.entry_id));
     item.insert("display_name".into(), s(&entry.display_name));
@@ -115,11 +108,7 @@ enum Attempt<T> {
 
 impl DynamoDb {
     /// A condition check that the store exists and no bulk upsert holds it.
-    fn store_writable_check(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-    ) -> anyhow::Result<TransactWriteItem> {
+    fn store_writable_check(&self, organization: Uuid, store: Uuid) -> anyhow::Result<TransactWriteItem> {
         let check = ConditionCheck::builder()
             .table_name(&self.table)
             .set_key(Some(store_key(organization, store)))
@@ -127,9 +116,7 @@ impl DynamoDb {
             .expression_attribute_values(":now", n(now_millis()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build();
-        Ok(TransactWriteItem::builder()
-            .condition_check(build(check)?)
-            .build())
+        Ok(TransactWriteItem::builder().condition_check(build(check)?).build())
     }
 
     /// Interprets a failed store condition: an error to return, or (after waiting out a
@@ -149,36 +136,17 @@ impl DynamoDb {
         }
     }
 
-    pub(super) async fn store_item(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-    ) -> anyhow::Result<Option<Item>> {
-        self.get_consistent(store_key(organization, store))
-            .await
-            .context("reading a shared store")
+    pub(super) async fn store_item(&self, organization: Uuid, store: Uuid) -> anyhow::Result<Option<Item>> {
+        self.get_consistent(store_key(organization, store)).await.context("reading a shared store")
     }
 
-    async fn entry_item(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-        entry_id: &str,
-    ) -> anyhow::Result<Option<Item>> {
-        self.get_consistent(entry_key(organization, store, entry_id))
-            .await
-            .context("reading a shared store entry")
+    async fn entry_item(&self, organization: Uuid, store: Uuid, entry_id: &str) -> anyhow::Result<Option<Item>> {
+        self.get_consistent(entry_key(organization, store, entry_id)).await.context("reading a shared store entry")
     }
 
     async fn get_consistent(&self, key: Item) -> anyhow::Result<Option<Item>> {
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key))
-            .consistent_read(true)
-            .send()
-            .await?;
+        let output =
+            self.client.get_item().table_name(&self.table).set_key(Some(key)).consistent_read(true).send().await?;
         Ok(output.item)
     }
 
@@ -203,9 +171,7 @@ impl DynamoDb {
         ];
         match self.transact(items).await? {
             Ok(()) => Ok(Attempt::Done(entry.clone())),
-            Err(reasons) if condition_failed(reasons.first()) => {
-                self.store_blocked(reasons.first(), waiting).await
-            }
+            Err(reasons) if condition_failed(reasons.first()) => self.store_blocked(reasons.first(), waiting).await,
             // The entry was deleted or replaced meanwhile.
             Err(_) => Ok(Attempt::Retry),
         }
@@ -257,16 +223,12 @@ impl DynamoDb {
         // replace it in place, which needs no slot.
         let existing = match reasons.get(1).and_then(CancellationReason::item) {
             Some(item) if condition_failed(reasons.get(1)) => Some(item.clone()),
-            _ => {
-                self.entry_item(organization, store, &write.entry_id)
-                    .await?
-            }
+            _ => self.entry_item(organization, store, &write.entry_id).await?,
         };
         match existing {
             Some(existing) => {
                 let replacement = stored_entry(write, timestamp(&existing, "created_at")?);
-                self.replace_entry(organization, store, &replacement, now, waiting)
-                    .await
+                self.replace_entry(organization, store, &replacement, now, waiting).await
             }
             None if full => Err(StoreError::EntryLimitReached),
             None => Ok(Attempt::Retry),
@@ -296,9 +258,7 @@ impl DynamoDb {
             created_at: current.created_at,
         };
         if rename.new_entry_id == entry_id {
-            return self
-                .replace_entry(organization, store, &renamed, now, waiting)
-                .await;
+            return self.replace_entry(organization, store, &renamed, now, waiting).await;
         }
         let delete = Delete::builder()
             .table_name(&self.table)
@@ -318,9 +278,7 @@ impl DynamoDb {
         ];
         match self.transact(items).await? {
             Ok(()) => Ok(Attempt::Done(renamed)),
-            Err(reasons) if condition_failed(reasons.first()) => {
-                self.store_blocked(reasons.first(), waiting).await
-            }
+            Err(reasons) if condition_failed(reasons.first()) => self.store_blocked(reasons.first(), waiting).await,
             Err(reasons) if condition_failed(reasons.get(2)) => Err(StoreError::EntryIdTaken),
             // The old entry changed under us: look again.
             Err(_) => Ok(Attempt::Retry),
@@ -354,9 +312,7 @@ impl DynamoDb {
         ];
         match self.transact(items).await? {
             Ok(()) => Ok(Attempt::Done(())),
-            Err(reasons) if condition_failed(reasons.first()) => {
-                self.store_blocked(reasons.first(), waiting).await
-            }
+            Err(reasons) if condition_failed(reasons.first()) => self.store_blocked(reasons.first(), waiting).await,
             Err(_) => Err(StoreError::EntryNotFound),
         }
     }
@@ -388,9 +344,7 @@ impl DynamoDb {
         ];
         match self.transact(items).await? {
             Ok(()) => Ok(Attempt::Done(())),
-            Err(reasons) if condition_failed(reasons.first()) => {
-                self.store_blocked(reasons.first(), waiting).await
-            }
+            Err(reasons) if condition_failed(reasons.first()) => self.store_blocked(reasons.first(), waiting).await,
             Err(reasons) => Err(anyhow::anyhow!("store deletion cancelled: {reasons:?}").into()),
         }
     }
@@ -418,18 +372,10 @@ impl SharedStoreRepo for DynamoDb {
             .query_all(format!("ORG#{organization}"), Some("STORE#"), None)
             .await
             .context("listing shared stores")?;
-        Ok(items
-            .iter()
-            .map(store_from)
-            .collect::<anyhow::Result<_>>()?)
+        Ok(items.iter().map(store_from).collect::<anyhow::Result<_>>()?)
     }
 
-    async fn create_store(
-        &self,
-        organization: Uuid,
-        store: &SharedStore,
-        max_stores: u32,
-    ) -> Result<(), StoreError> {
+    async fn create_store(&self, organization: Uuid, store: &SharedStore, max_stores: u32) -> Result<(), StoreError> {
         let count = Update::builder()
             .table_name(&self.table)
             .set_key(Some(organization_key(organization)))
@@ -485,12 +431,8 @@ impl SharedStoreRepo for DynamoDb {
             .map_err(|error| error.into_service_error());
         match updated {
             Ok(output) => Ok(store_from(&output.attributes.unwrap_or_default())?),
-            Err(UpdateItemError::ConditionalCheckFailedException(_)) => {
-                Err(StoreError::StoreNotFound)
-            }
-            Err(other) => Err(anyhow::Error::new(other)
-                .context("renaming a shared store")
-                .into()),
+            Err(UpdateItemError::ConditionalCheckFailedException(_)) => Err(StoreError::StoreNotFound),
+            Err(other) => Err(anyhow::Error::new(other).context("renaming a shared store").into()),
         }
     }
 
@@ -501,11 +443,7 @@ impl SharedStoreRepo for DynamoDb {
         Ok(())
     }
 
-    async fn list_entries(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-    ) -> Result<Vec<StoreEntry>, StoreError> {
+    async fn list_entries(&self, organization: Uuid, store: Uuid) -> Result<Vec<StoreEntry>, StoreError> {
         let (store_item, items) = tokio::join!(
             self.store_item(organization, store),
             self.query_all(entries_pk(organization, store), None, None)
@@ -514,24 +452,14 @@ impl SharedStoreRepo for DynamoDb {
             return Err(StoreError::StoreNotFound);
         }
         let items = items.context("listing shared store entries")?;
-        Ok(items
-            .iter()
-            .map(entry_from)
-            .collect::<anyhow::Result<_>>()?)
+        Ok(items.iter().map(entry_from).collect::<anyhow::Result<_>>()?)
     }
 
-    async fn get_entry(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-        entry_id: &str,
-    ) -> Result<StoreEntry, StoreError> {
+    async fn get_entry(&self, organization: Uuid, store: Uuid, entry_id: &str) -> Result<StoreEntry, StoreError> {
         // Both reads at once: an entry is served only while its store exists, so nothing
         // of a deleted store is visible while its partition is purged.
-        let (store_item, entry) = tokio::join!(
-            self.store_item(organization, store),
-            self.entry_item(organization, store, entry_id)
-        );
+        let (store_item, entry) =
+            tokio::join!(self.store_item(organization, store), self.entry_item(organization, store, entry_id));
         if store_item?.is_none() {
             return Err(StoreError::StoreNotFound);
         }
@@ -549,14 +477,7 @@ impl SharedStoreRepo for DynamoDb {
         now: Timestamp,
         max_entries: u32,
     ) -> Result<StoreEntry, StoreError> {
-        Ok(until_done!(|waiting| self.try_put_entry(
-            organization,
-            store,
-            write,
-            now,
-            max_entries,
-            waiting
-        )))
+        Ok(until_done!(|waiting| self.try_put_entry(organization, store, write, now, max_entries, waiting)))
     }
 
     async fn rename_entry(
@@ -567,22 +488,10 @@ impl SharedStoreRepo for DynamoDb {
         rename: &EntryRename,
         now: Timestamp,
     ) -> Result<StoreEntry, StoreError> {
-        Ok(until_done!(|waiting| self.try_rename_entry(
-            organization,
-            store,
-            entry_id,
-            rename,
-            now,
-            waiting
-        )))
+        Ok(until_done!(|waiting| self.try_rename_entry(organization, store, entry_id, rename, now, waiting)))
     }
 
-    async fn delete_entry(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-        entry_id: &str,
-    ) -> Result<(), StoreError> {
+    async fn delete_entry(&self, organization: Uuid, store: Uuid, entry_id: &str) -> Result<(), StoreError> {
         until_done!(|waiting| self.try_delete_entry(organization, store, entry_id, waiting));
         Ok(())
     }
@@ -595,7 +504,6 @@ impl SharedStoreRepo for DynamoDb {
         now: Timestamp,
         max_entries: u32,
     ) -> Result<Vec<StoreEntry>, StoreError> {
-        self.bulk_upsert(organization, store, writes, now, max_entries)
-            .await
+        self.bulk_upsert(organization, store, writes, now, max_entries).await
     }
 }
