@@ -15,6 +15,7 @@ conformance!(
     concurrent_bulk_upserts_never_exceed_the_entry_limit,
     concurrent_replaces_of_one_entry_take_one_slot,
     a_bulk_racing_puts_and_deletes_of_the_same_ids_keeps_the_counter_exact,
+    deleting_a_store_while_entries_are_written_leaves_nothing_behind,
 );
 
 async fn forty_concurrent_new_entries_at_9990_give_exactly_ten(backend: Backend) {
@@ -135,4 +136,40 @@ async fn a_bulk_racing_puts_and_deletes_of_the_same_ids_keeps_the_counter_exact(
     // 6,000 IDs from fill and bulk and 20 y-IDs, less the 20 deletes that ran after the
     // bulk (those before it were undone by it).
     assert!((6000..=6020).contains(&listed), "{listed}");
+}
+
+async fn deleting_a_store_while_entries_are_written_leaves_nothing_behind(backend: Backend) {
+    let app = Arc::new(TestApp::new(backend).await);
+    let store = app.create_store("s").await;
+    app.fill(&store, "x", 1500).await;
+    let delete = {
+        let app = app.clone();
+        let path = format!("/shared-stores/{store}");
+        tokio::spawn(async move { app.call(Method::DELETE, &path, None).await })
+    };
+    let puts = (0..30).map(|i| {
+        let app = app.clone();
+        let path = format!("/shared-stores/{store}/entries/late-{i}");
+        let delay = std::time::Duration::from_millis(10 * i as u64);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            app.call(Method::PUT, &path, Some(json!({ "display_name": "late" }))).await
+        })
+    });
+    let puts: Vec<_> = join_all(puts).await.into_iter().map(|joined| joined.expect("task")).collect();
+    let (status, body) = delete.await.expect("task");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for (status, body) in &puts {
+        assert!(
+            *status == StatusCode::OK
+                || (*status == StatusCode::NOT_FOUND && body["error"] == "Shared store not found"),
+            "{status} {body}"
+        );
+    }
+    for id in ["x0", "x1499", "late-0", "late-29"] {
+        let (status, body) = app.call(Method::GET, &format!("/shared-stores/{store}/entries/{id}"), None).await;
+        assert_eq!((status, body), (StatusCode::NOT_FOUND, json!({ "error": "Shared store not found" })), "{id}");
+    }
+    let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
+    assert_eq!(stores["stores"], json!([]));
 }

@@ -13,13 +13,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    DeleteRequest, KeysAndAttributes, PutRequest, ReturnValuesOnConditionCheckFailure, WriteRequest,
+    Delete, KeysAndAttributes, PutRequest, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+    WriteRequest,
 };
 use futures::stream::{self, StreamExt, TryStreamExt};
 use uuid::Uuid;
 
-use super::shared_stores::{build, entries_pk, entry_item, entry_key, store_key, stored_entry};
-use super::{backoff, n, s, timestamp, AttributeValue, DynamoDb, Item};
+use super::shared_stores::{build, entries_pk, entry_item, entry_key, organization_key, store_key, stored_entry};
+use super::{backoff, n, number, s, timestamp, AttributeValue, DynamoDb, Item};
 use crate::domain::shared_stores::{EntryWrite, StoreEntry, StoreError};
 use crate::domain::time::Timestamp;
 
@@ -36,6 +37,8 @@ const LEASE_WAIT: Duration = Duration::from_secs(45);
 const BATCH_GET_KEYS: usize = 100;
 /// Requests per BatchWriteItem (DynamoDB's limit).
 const BATCH_WRITE_REQUESTS: usize = 25;
+/// Entries deleted per purge transaction (one more item moves the counter).
+const PURGE_TRANSACTION_ENTRIES: usize = 99;
 /// Requests kept in flight by batch reads and writes.
 const PARALLEL_REQUESTS: usize = 8;
 
@@ -77,8 +80,8 @@ impl DynamoDb {
         now: Timestamp,
         max_entries: u32,
     ) -> Result<Vec<StoreEntry>, StoreError> {
-        let lease = self.acquire_lease(organization, store).await?;
-        let result = self.upsert_leased(organization, store, lease, writes, now, max_entries).await;
+        let (lease, entry_count) = self.acquire_lease(organization, store).await?;
+        let result = self.upsert_leased(organization, store, lease, entry_count, writes, now, max_entries).await;
         if let Err(error) = self.release_lease(organization, store, lease).await {
             // It runs out by itself within LEASE.
             tracing::warn!(error = %format!("{error:#}"), %store, "could not release a bulk upsert lease");
@@ -86,7 +89,9 @@ impl DynamoDb {
         result
     }
 
-    async fn acquire_lease(&self, organization: Uuid, store: Uuid) -> Result<Uuid, StoreError> {
+    /// Takes the store's lease, waiting while another holds it; returns the lease and the
+    /// store's entry count at that moment.
+    async fn acquire_lease(&self, organization: Uuid, store: Uuid) -> Result<(Uuid, u32), StoreError> {
         let lease = Uuid::new_v4();
         let mut waiting = (0, Instant::now());
         loop {
@@ -101,12 +106,13 @@ impl DynamoDb {
                 .expression_attribute_values(":lease", s(lease.to_string()))
                 .expression_attribute_values(":until", n(now + LEASE.as_millis()))
                 .expression_attribute_values(":now", n(now))
+                .return_values(ReturnValue::AllNew)
                 .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
                 .send()
                 .await
                 .map_err(|error| error.into_service_error());
             match acquired {
-                Ok(_) => return Ok(lease),
+                Ok(output) => return Ok((lease, number(&output.attributes.unwrap_or_default(), "entry_count")?)),
                 Err(UpdateItemError::ConditionalCheckFailedException(failed)) if failed.item().is_none() => {
                     return Err(StoreError::StoreNotFound)
                 }
@@ -180,18 +186,23 @@ impl DynamoDb {
         organization: Uuid,
         store: Uuid,
         lease: Uuid,
+        entry_count: u32,
         writes: &[EntryWrite],
         now: Timestamp,
         max_entries: u32,
     ) -> Result<Vec<StoreEntry>, StoreError> {
         let started = Instant::now();
-        let keys = writes.iter().map(|write| entry_key(organization, store, &write.entry_id)).collect();
-        let existing: HashMap<String, Timestamp> = self
-            .batch_get(keys, Some("entry_id, created_at"))
-            .await?
-            .iter()
-            .map(|item| Ok((super::text(item, "entry_id")?.to_owned(), timestamp(item, "created_at")?)))
-            .collect::<anyhow::Result<_>>()?;
+        // An empty store (a first import) has nothing to read back.
+        let existing: HashMap<String, Timestamp> = if entry_count == 0 {
+            HashMap::new()
+        } else {
+            let keys = writes.iter().map(|write| entry_key(organization, store, &write.entry_id)).collect();
+            self.batch_get(keys, Some("entry_id, created_at"))
+                .await?
+                .iter()
+                .map(|item| Ok((super::text(item, "entry_id")?.to_owned(), timestamp(item, "created_at")?)))
+                .collect::<anyhow::Result<_>>()?
+        };
         let entries: Vec<StoreEntry> = writes
             .iter()
             .map(|write| stored_entry(write, existing.get(&write.entry_id).copied().unwrap_or(now)))
@@ -341,20 +352,65 @@ impl DynamoDb {
         Ok(())
     }
 
-    /// Deletes every entry under a store's partition (after the store item is gone).
-    pub(super) async fn purge_entries(&self, organization: Uuid, store: Uuid) -> anyhow::Result<()> {
+    /// Deletes a store: under its lease the entries go first, in transactions that also
+    /// move the entry counter, then the store item. If this stops half-way the store
+    /// still exists, exact, with fewer entries, and can be deleted again: entries never
+    /// outlive their store, so reading an entry needs no read of the store.
+    pub(super) async fn delete_store_leased(&self, organization: Uuid, store: Uuid) -> Result<(), StoreError> {
+        let (lease, _) = self.acquire_lease(organization, store).await?;
+        let deleted = self.purge_and_delete(organization, store, lease).await;
+        if deleted.is_err() {
+            if let Err(error) = self.release_lease(organization, store, lease).await {
+                tracing::warn!(error = %format!("{error:#}"), %store, "could not release a store deletion lease");
+            }
+        }
+        deleted
+    }
+
+    async fn purge_and_delete(&self, organization: Uuid, store: Uuid, lease: Uuid) -> Result<(), StoreError> {
         let keys = self
             .query_all(entries_pk(organization, store), None, Some("pk, sk"))
             .await
             .context("listing entries to delete")?;
-        let deletes = keys
-            .into_iter()
-            .map(|key| {
-                Ok(WriteRequest::builder()
-                    .delete_request(build(DeleteRequest::builder().set_key(Some(key)).build())?)
-                    .build())
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        self.batch_write_all(deletes).await.context("deleting a store's entries")
+        for chunk in keys.chunks(PURGE_TRANSACTION_ENTRIES) {
+            let count = Update::builder()
+                .table_name(&self.table)
+                .set_key(Some(store_key(organization, store)))
+                .update_expression("SET entry_count = entry_count - :count")
+                .condition_expression("lease_id = :lease")
+                .expression_attribute_values(":lease", s(lease.to_string()))
+                .expression_attribute_values(":count", n(chunk.len()))
+                .build();
+            let mut items = vec![TransactWriteItem::builder().update(build(count)?).build()];
+            for key in chunk {
+                let delete = build(Delete::builder().table_name(&self.table).set_key(Some(key.clone())).build())?;
+                items.push(TransactWriteItem::builder().delete(delete).build());
+            }
+            if let Err(reasons) = self.transact(items).await? {
+                return Err(anyhow::anyhow!("store purge cancelled, lease lost: {reasons:?}").into());
+            }
+        }
+        let delete = Delete::builder()
+            .table_name(&self.table)
+            .set_key(Some(store_key(organization, store)))
+            .condition_expression("lease_id = :lease")
+            .expression_attribute_values(":lease", s(lease.to_string()))
+            .build();
+        let count = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(organization_key(organization)))
+            .update_expression("SET store_count = store_count - :one")
+            .condition_expression("store_count > :zero")
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":zero", n(0))
+            .build();
+        let items = vec![
+            TransactWriteItem::builder().delete(build(delete)?).build(),
+            TransactWriteItem::builder().update(build(count)?).build(),
+        ];
+        match self.transact(items).await? {
+            Ok(()) => Ok(()),
+            Err(reasons) => Err(anyhow::anyhow!("store deletion cancelled: {reasons:?}").into()),
+        }
     }
 }

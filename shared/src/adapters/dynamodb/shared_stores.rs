@@ -316,38 +316,6 @@ impl DynamoDb {
             Err(_) => Err(StoreError::EntryNotFound),
         }
     }
-
-    async fn try_delete_store(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-        waiting: &mut (u32, Instant),
-    ) -> Result<Attempt<()>, StoreError> {
-        let delete = Delete::builder()
-            .table_name(&self.table)
-            .set_key(Some(store_key(organization, store)))
-            .condition_expression(STORE_WRITABLE)
-            .expression_attribute_values(":now", n(now_millis()))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build();
-        let count = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(organization_key(organization)))
-            .update_expression("SET store_count = store_count - :one")
-            .condition_expression("store_count > :zero")
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":zero", n(0))
-            .build();
-        let items = vec![
-            TransactWriteItem::builder().delete(build(delete)?).build(),
-            TransactWriteItem::builder().update(build(count)?).build(),
-        ];
-        match self.transact(items).await? {
-            Ok(()) => Ok(Attempt::Done(())),
-            Err(reasons) if condition_failed(reasons.first()) => self.store_blocked(reasons.first(), waiting).await,
-            Err(reasons) => Err(anyhow::anyhow!("store deletion cancelled: {reasons:?}").into()),
-        }
-    }
 }
 
 /// Repeats a guarded write until it is done or fails for good; `waiting` tracks how
@@ -437,10 +405,7 @@ impl SharedStoreRepo for DynamoDb {
     }
 
     async fn delete_store(&self, organization: Uuid, store: Uuid) -> Result<(), StoreError> {
-        until_done!(|waiting| self.try_delete_store(organization, store, waiting));
-        // The store is gone for every reader and writer now; its entries go after it.
-        self.purge_entries(organization, store).await?;
-        Ok(())
+        self.delete_store_leased(organization, store).await
     }
 
     async fn list_entries(&self, organization: Uuid, store: Uuid) -> Result<Vec<StoreEntry>, StoreError> {
@@ -456,16 +421,14 @@ impl SharedStoreRepo for DynamoDb {
     }
 
     async fn get_entry(&self, organization: Uuid, store: Uuid, entry_id: &str) -> Result<StoreEntry, StoreError> {
-        // Both reads at once: an entry is served only while its store exists, so nothing
-        // of a deleted store is visible while its partition is purged.
-        let (store_item, entry) =
-            tokio::join!(self.store_item(organization, store), self.entry_item(organization, store, entry_id));
-        if store_item?.is_none() {
-            return Err(StoreError::StoreNotFound);
-        }
-        match entry? {
+        // Entries never outlive their store (see `delete_store_leased`), so one read
+        // answers; the store is read only to tell which 404 a miss is.
+        match self.entry_item(organization, store, entry_id).await? {
             Some(item) => Ok(entry_from(&item)?),
-            None => Err(StoreError::EntryNotFound),
+            None => match self.store_item(organization, store).await? {
+                Some(_) => Err(StoreError::EntryNotFound),
+                None => Err(StoreError::StoreNotFound),
+            },
         }
     }
 
