@@ -19,7 +19,7 @@ cat >"$SEED" <<JSON
 {"organizations": [{"id": "$(cat /proc/sys/kernel/random/uuid)", "name": "Perf", "slug": "perf", "api_keys": ["$KEY"]}]}
 JSON
 ADDR="127.0.0.1:${PERF_PORT:-3900}"
-RUST_LOG=warn target/release/serve --backend aws --addr "$ADDR" --seed "$SEED" --data-dir "$(mktemp -d)" &
+RUST_LOG="${SERVE_LOG:-warn}" target/release/serve --backend aws --addr "$ADDR" --seed "$SEED" --data-dir "$(mktemp -d)" &
 SERVE_PID=$!
 for _ in $(seq 1 100); do curl -s -o /dev/null "http://$ADDR/whoami" && break; sleep 0.1; done
 

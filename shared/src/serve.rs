@@ -36,6 +36,10 @@ pub async fn run(app: Arc<App>, listener: TcpListener, shutdown: impl Future<Out
                         continue;
                     }
                 };
+                // Responses are written whole; don't let Nagle hold back the last segment.
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "could not set TCP_NODELAY");
+                }
                 let app = app.clone();
                 let service = hyper::service::service_fn(move |request| handle(app.clone(), request));
                 let connection = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);

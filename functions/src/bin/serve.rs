@@ -31,7 +31,7 @@ struct Args {
     backend: BackendArg,
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt().with_env_filter(env_filter()).init();
     let args = Args::parse();
