@@ -4,6 +4,7 @@
 //!   * bulk upsert of 5,000 new entries through the API, then of the same 5,000 again
 //!     (all replacements, which reads the existing ones first), vs. BatchWriteItem of the
 //!     same 5,000 items (200 requests of 25, as many in flight as the bulk path uses).
+//!
 //! Usage: perf --url http://127.0.0.1:3900 --key KEY [--gets 2000] [--bulk-runs 3]
 //! (scripts/perf.sh starts DynamoDB Local and serve, then runs this.)
 

@@ -1,4 +1,4 @@
-//! Bulk upserts, batch reads and writes, and store purges.
+//! The store lease, bulk upserts under it, batch reads and writes, and store deletion.
 //!
 //! A bulk upsert takes a short lease on its store: while it holds it, every other
 //! writer of the store's entries waits (their transactions require `STORE_WRITABLE`).
@@ -70,28 +70,17 @@ pub(super) async fn wait_for_lease(waiting: &mut (u32, Instant)) -> Result<(), S
     Ok(())
 }
 
-impl DynamoDb {
-    /// Upserts distinct entries under the store's lease.
-    pub(super) async fn bulk_upsert(
-        &self,
-        organization: Uuid,
-        store: Uuid,
-        writes: &[EntryWrite],
-        now: Timestamp,
-        max_entries: u32,
-    ) -> Result<Vec<StoreEntry>, StoreError> {
-        let (lease, entry_count) = self.acquire_lease(organization, store).await?;
-        let result = self.upsert_leased(organization, store, lease, entry_count, writes, now, max_entries).await;
-        if let Err(error) = self.release_lease(organization, store, lease).await {
-            // It runs out by itself within LEASE.
-            tracing::warn!(error = %format!("{error:#}"), %store, "could not release a bulk upsert lease");
-        }
-        result
-    }
+/// A held store lease.
+pub(super) struct Lease {
+    pub id: Uuid,
+    /// The store's entry count when the lease was taken (nobody else changes it since).
+    pub entry_count: u32,
+}
 
+impl DynamoDb {
     /// Takes the store's lease, waiting while another holds it; returns the lease and the
     /// store's entry count at that moment.
-    async fn acquire_lease(&self, organization: Uuid, store: Uuid) -> Result<(Uuid, u32), StoreError> {
+    pub(super) async fn acquire_lease(&self, organization: Uuid, store: Uuid) -> Result<Lease, StoreError> {
         let lease = Uuid::new_v4();
         let mut waiting = (0, Instant::now());
         loop {
@@ -112,7 +101,10 @@ impl DynamoDb {
                 .await
                 .map_err(|error| error.into_service_error());
             match acquired {
-                Ok(output) => return Ok((lease, number(&output.attributes.unwrap_or_default(), "entry_count")?)),
+                Ok(output) => {
+                    let entry_count = number(&output.attributes.unwrap_or_default(), "entry_count")?;
+                    return Ok(Lease { id: lease, entry_count });
+                }
                 Err(UpdateItemError::ConditionalCheckFailedException(failed)) if failed.item().is_none() => {
                     return Err(StoreError::StoreNotFound)
                 }
@@ -125,7 +117,7 @@ impl DynamoDb {
         }
     }
 
-    async fn release_lease(&self, organization: Uuid, store: Uuid, lease: Uuid) -> anyhow::Result<()> {
+    pub(super) async fn release_lease(&self, organization: Uuid, store: Uuid, lease: &Lease) -> anyhow::Result<()> {
         let released = self
             .client
             .update_item()
@@ -133,7 +125,7 @@ impl DynamoDb {
             .set_key(Some(store_key(organization, store)))
             .update_expression("REMOVE lease_id, lease_until")
             .condition_expression("lease_id = :lease")
-            .expression_attribute_values(":lease", s(lease.to_string()))
+            .expression_attribute_values(":lease", s(lease.id.to_string()))
             .send()
             .await
             .map_err(|error| error.into_service_error());
@@ -149,7 +141,7 @@ impl DynamoDb {
         &self,
         organization: Uuid,
         store: Uuid,
-        lease: Uuid,
+        lease: &Lease,
         delta: i64,
         max_entries: u32,
     ) -> Result<(), StoreError> {
@@ -161,7 +153,7 @@ impl DynamoDb {
             .update_expression("SET entry_count = entry_count + :delta")
             .condition_expression("lease_id = :lease AND entry_count <= :room")
             .expression_attribute_values(":delta", n(delta))
-            .expression_attribute_values(":lease", s(lease.to_string()))
+            .expression_attribute_values(":lease", s(lease.id.to_string()))
             .expression_attribute_values(":room", n(i64::from(max_entries) - delta.max(0)))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
@@ -170,7 +162,7 @@ impl DynamoDb {
         match moved {
             Ok(_) => Ok(()),
             Err(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                let ours = matches!(failed.item().and_then(|item| item.get("lease_id")), Some(AttributeValue::S(id)) if *id == lease.to_string());
+                let ours = matches!(failed.item().and_then(|item| item.get("lease_id")), Some(AttributeValue::S(id)) if *id == lease.id.to_string());
                 if ours {
                     Err(StoreError::EntryLimitReached)
                 } else {
@@ -181,19 +173,19 @@ impl DynamoDb {
         }
     }
 
-    async fn upsert_leased(
+    /// Upserts distinct entries while holding the store's lease.
+    pub(super) async fn upsert_leased(
         &self,
         organization: Uuid,
         store: Uuid,
-        lease: Uuid,
-        entry_count: u32,
+        lease: &Lease,
         writes: &[EntryWrite],
         now: Timestamp,
         max_entries: u32,
     ) -> Result<Vec<StoreEntry>, StoreError> {
         let started = Instant::now();
         // An empty store (a first import) has nothing to read back.
-        let existing: HashMap<String, Timestamp> = if entry_count == 0 {
+        let existing: HashMap<String, Timestamp> = if lease.entry_count == 0 {
             HashMap::new()
         } else {
             let keys = writes.iter().map(|write| entry_key(organization, store, &write.entry_id)).collect();
@@ -366,17 +358,17 @@ impl DynamoDb {
     /// still exists, exact, with fewer entries, and can be deleted again: entries never
     /// outlive their store, so reading an entry needs no read of the store.
     pub(super) async fn delete_store_leased(&self, organization: Uuid, store: Uuid) -> Result<(), StoreError> {
-        let (lease, _) = self.acquire_lease(organization, store).await?;
-        let deleted = self.purge_and_delete(organization, store, lease).await;
+        let lease = self.acquire_lease(organization, store).await?;
+        let deleted = self.purge_and_delete(organization, store, &lease).await;
         if deleted.is_err() {
-            if let Err(error) = self.release_lease(organization, store, lease).await {
+            if let Err(error) = self.release_lease(organization, store, &lease).await {
                 tracing::warn!(error = %format!("{error:#}"), %store, "could not release a store deletion lease");
             }
         }
         deleted
     }
 
-    async fn purge_and_delete(&self, organization: Uuid, store: Uuid, lease: Uuid) -> Result<(), StoreError> {
+    async fn purge_and_delete(&self, organization: Uuid, store: Uuid, lease: &Lease) -> Result<(), StoreError> {
         let keys = self
             .query_all(entries_pk(organization, store), None, Some("pk, sk"))
             .await
@@ -387,7 +379,7 @@ impl DynamoDb {
                 .set_key(Some(store_key(organization, store)))
                 .update_expression("SET entry_count = entry_count - :count")
                 .condition_expression("lease_id = :lease")
-                .expression_attribute_values(":lease", s(lease.to_string()))
+                .expression_attribute_values(":lease", s(lease.id.to_string()))
                 .expression_attribute_values(":count", n(chunk.len()))
                 .build();
             let mut items = vec![TransactWriteItem::builder().update(build(count)?).build()];
@@ -403,7 +395,7 @@ impl DynamoDb {
             .table_name(&self.table)
             .set_key(Some(store_key(organization, store)))
             .condition_expression("lease_id = :lease")
-            .expression_attribute_values(":lease", s(lease.to_string()))
+            .expression_attribute_values(":lease", s(lease.id.to_string()))
             .build();
         let count = Update::builder()
             .table_name(&self.table)

@@ -467,6 +467,12 @@ impl SharedStoreRepo for DynamoDb {
         now: Timestamp,
         max_entries: u32,
     ) -> Result<Vec<StoreEntry>, StoreError> {
-        self.bulk_upsert(organization, store, writes, now, max_entries).await
+        let lease = self.acquire_lease(organization, store).await?;
+        let result = self.upsert_leased(organization, store, &lease, writes, now, max_entries).await;
+        if let Err(error) = self.release_lease(organization, store, &lease).await {
+            // It runs out by itself within its lease time.
+            tracing::warn!(error = %format!("{error:#}"), %store, "could not release a bulk upsert lease");
+        }
+        result
     }
 }
