@@ -64,7 +64,9 @@ start_dynamodb() {
   if [ -n "${AWS_ENDPOINT_URL_DYNAMODB:-}" ]; then log "using DynamoDB at $AWS_ENDPOINT_URL_DYNAMODB"; return; fi
   local url="http://127.0.0.1:$DYNAMODB_PORT"
   if answers "$url"; then return; fi
-  (cd "$LOCAL/dynamodb" && nohup java -Djava.library.path=./DynamoDBLocal_lib -jar DynamoDBLocal.jar \
+  # `cd` on its own line, so that `$!` is the JVM itself and `stop` can end it.
+  (cd "$LOCAL/dynamodb" || exit 1
+    nohup java -Djava.library.path=./DynamoDBLocal_lib -jar DynamoDBLocal.jar \
       -inMemory -sharedDb -disableTelemetry -port "$DYNAMODB_PORT" >"$RUN/dynamodb.log" 2>&1 &
     echo $! >"$RUN/dynamodb.pid")
   wait_for "$url" dynamodb

@@ -5,6 +5,7 @@ mod helpers;
 mod auth;
 mod concurrency;
 mod failures;
+mod iam;
 mod lambda;
 mod serve;
 mod shared_stores;

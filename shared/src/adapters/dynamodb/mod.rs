@@ -12,7 +12,8 @@ mod bulk;
 mod identity;
 mod shared_stores;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -128,6 +129,81 @@ impl DynamoDb {
             }
             backoff(attempt).await;
         }
+    }
+}
+
+/// The IAM actions a client has performed, collected by [`DynamoDb::recording_actions`].
+#[derive(Clone, Debug, Default)]
+pub struct ActionLog(Arc<Mutex<BTreeSet<String>>>);
+
+impl ActionLog {
+    /// The actions recorded since the last call, e.g. `dynamodb:GetItem`.
+    pub fn take(&self) -> BTreeSet<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+}
+
+/// Maps every call to the IAM actions it needs; a transaction needs the action of each
+/// of its parts, not one of its own.
+#[derive(Debug)]
+struct RecordActions(ActionLog);
+
+impl aws_sdk_dynamodb::config::Intercept for RecordActions {
+    fn name(&self) -> &'static str {
+        "RecordActions"
+    }
+
+    fn read_before_execution(
+        &self,
+        context: &aws_sdk_dynamodb::config::interceptors::BeforeSerializationInterceptorContextRef<'_>,
+        _cfg: &mut aws_sdk_dynamodb::config::ConfigBag,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        use aws_sdk_dynamodb::operation as op;
+        let input = context.input();
+        let mut actions: Vec<&str> = Vec::new();
+        if let Some(transaction) = input.downcast_ref::<op::transact_write_items::TransactWriteItemsInput>() {
+            for item in transaction.transact_items() {
+                if item.put().is_some() {
+                    actions.push("PutItem");
+                }
+                if item.update().is_some() {
+                    actions.push("UpdateItem");
+                }
+                if item.delete().is_some() {
+                    actions.push("DeleteItem");
+                }
+                if item.condition_check().is_some() {
+                    actions.push("ConditionCheckItem");
+                }
+            }
+        } else {
+            let single = [
+                (input.downcast_ref::<op::get_item::GetItemInput>().is_some(), "GetItem"),
+                (input.downcast_ref::<op::put_item::PutItemInput>().is_some(), "PutItem"),
+                (input.downcast_ref::<op::update_item::UpdateItemInput>().is_some(), "UpdateItem"),
+                (input.downcast_ref::<op::delete_item::DeleteItemInput>().is_some(), "DeleteItem"),
+                (input.downcast_ref::<op::query::QueryInput>().is_some(), "Query"),
+                (input.downcast_ref::<op::batch_get_item::BatchGetItemInput>().is_some(), "BatchGetItem"),
+                (input.downcast_ref::<op::batch_write_item::BatchWriteItemInput>().is_some(), "BatchWriteItem"),
+                (input.downcast_ref::<op::describe_table::DescribeTableInput>().is_some(), "DescribeTable"),
+                (input.downcast_ref::<op::create_table::CreateTableInput>().is_some(), "CreateTable"),
+            ];
+            actions
+                .push(single.iter().find(|(matched, _)| *matched).map_or("unrecognized-operation", |(_, name)| name));
+        }
+        let mut log = self.0 .0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        log.extend(actions.into_iter().map(|action| format!("dynamodb:{action}")));
+        Ok(())
+    }
+}
+
+impl DynamoDb {
+    /// A copy of this backend whose client records the IAM action of every call, so
+    /// that tests can hold each function's least-privilege policy to what it really does.
+    pub fn recording_actions(&self) -> (Self, ActionLog) {
+        let log = ActionLog::default();
+        let config = self.client.config().to_builder().interceptor(RecordActions(log.clone())).build();
+        (Self { client: Client::from_conf(config), table: self.table.clone() }, log)
     }
 }
 

@@ -1,0 +1,74 @@
+//! Each function's IAM policy grants exactly the DynamoDB actions its endpoint performs:
+//! every endpoint runs its paths against DynamoDB Local with a client that records the
+//! action of each call (and of each part of a transaction).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
+use shared::api::ROUTES;
+use shared::app::App;
+use uuid::Uuid;
+
+use crate::helpers::{dynamodb, TestApp};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_function_is_granted_exactly_the_actions_it_performs() {
+    let (backend, log) = dynamodb().await.recording_actions();
+    let mut test = TestApp {
+        app: Arc::new(App::dynamodb(backend, Duration::ZERO)),
+        key: String::new(),
+        organization: Uuid::nil(),
+    };
+    let (organization, key) = test.add_organization(true).await;
+    (test.organization, test.key) = (organization, key);
+    let mut performed: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    let mut run = |function: &'static str, expected: StatusCode, (status, body): (StatusCode, Value)| {
+        assert_eq!(status, expected, "{function}: {body}");
+        performed.entry(function).or_default().extend(log.take());
+        body
+    };
+    log.take();
+
+    run("whoami", StatusCode::OK, test.call(Method::GET, "/whoami", None).await);
+    let created = run(
+        "create-shared-store",
+        StatusCode::OK,
+        test.call(Method::POST, "/shared-stores", Some(json!({ "name": "s" }))).await,
+    );
+    let store = created["store"]["id"].as_str().unwrap().to_owned();
+    let base = format!("/shared-stores/{store}");
+    run("list-shared-stores", StatusCode::OK, test.call(Method::GET, "/shared-stores", None).await);
+    run("rename-shared-store", StatusCode::OK, test.call(Method::PATCH, &base, Some(json!({ "name": "t" }))).await);
+    let entry = |id: &str| format!("{base}/entries/{id}");
+    let put = json!({ "display_name": "d" });
+    run("put-shared-store-entry", StatusCode::OK, test.call(Method::PUT, &entry("e1"), Some(put.clone())).await);
+    run("put-shared-store-entry", StatusCode::OK, test.call(Method::PUT, &entry("e1"), Some(put.clone())).await);
+    run("get-shared-store-entry", StatusCode::OK, test.call(Method::GET, &entry("e1"), None).await);
+    run("get-shared-store-entry", StatusCode::NOT_FOUND, test.call(Method::GET, &entry("none"), None).await);
+    run("list-shared-store-entries", StatusCode::OK, test.call(Method::GET, &format!("{base}/entries"), None).await);
+    let rename = json!({ "entry_id": "e2", "display_name": "d2" });
+    run("rename-shared-store-entry", StatusCode::OK, test.call(Method::PATCH, &entry("e1"), Some(rename)).await);
+    let same = json!({ "entry_id": "e2", "display_name": "d3" });
+    run("rename-shared-store-entry", StatusCode::OK, test.call(Method::PATCH, &entry("e2"), Some(same)).await);
+    run("delete-shared-store-entry", StatusCode::OK, test.call(Method::DELETE, &entry("e2"), None).await);
+    let bulk =
+        json!({ "entries": [{ "entry_id": "b1", "display_name": "b" }, { "entry_id": "b2", "display_name": "b" }] });
+    let bulk_path = format!("{base}/entries/bulk");
+    // Into an empty store (no read), then the same IDs again (the existing ones are read).
+    run(
+        "bulk-upsert-shared-store-entries",
+        StatusCode::OK,
+        test.call(Method::POST, &bulk_path, Some(bulk.clone())).await,
+    );
+    run("bulk-upsert-shared-store-entries", StatusCode::OK, test.call(Method::POST, &bulk_path, Some(bulk)).await);
+    run("delete-shared-store", StatusCode::OK, test.call(Method::DELETE, &base, None).await);
+
+    for route in ROUTES {
+        let granted: BTreeSet<String> = route.dynamodb_actions.iter().map(|action| (*action).to_owned()).collect();
+        let done = performed.get(route.function).unwrap_or_else(|| panic!("{} was not exercised", route.function));
+        assert_eq!(done, &granted, "{} performs exactly what its policy grants", route.function);
+    }
+}
