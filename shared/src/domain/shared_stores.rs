@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -124,9 +125,11 @@ fn required_text(value: Option<&Value>) -> Option<&str> {
     }
 }
 
-/// An entry's metadata: a JSON object of at most [`MAX_METADATA_BYTES`].
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct Metadata(Map<String, Value>);
+/// An entry's metadata: a JSON object of at most [`MAX_METADATA_BYTES`], held as the
+/// compact JSON text that is size-checked, stored and answered, so it is serialized
+/// once on the way in and never parsed into a tree on the way out.
+#[derive(Clone, Debug)]
+pub struct Metadata(Box<RawValue>);
 
 impl Metadata {
     /// Parses `metadata`: omitted or null is `{}`, anything but an object is refused.
@@ -134,29 +137,37 @@ impl Metadata {
         match value {
             None | Some(Value::Null) => Ok(Self::default()),
             Some(Value::Object(map)) => {
-                let metadata = Self(map.clone());
-                if metadata.to_json().len() > MAX_METADATA_BYTES {
+                let text = serde_json::to_string(map).map_err(anyhow::Error::from)?;
+                if text.len() > MAX_METADATA_BYTES {
                     return Err(StoreError::MetadataTooLarge);
                 }
-                Ok(metadata)
+                Ok(Self(RawValue::from_string(text).map_err(anyhow::Error::from)?))
             }
             Some(_) => Err(StoreError::MetadataNotObject),
         }
     }
 
-    /// Reads metadata back from its stored JSON text.
+    /// Reads metadata back from the JSON text it was stored as.
     pub fn from_json(text: &str) -> anyhow::Result<Self> {
-        Ok(Self(serde_json::from_str(text)?))
+        anyhow::ensure!(text.starts_with('{'), "stored metadata is not a JSON object");
+        Ok(Self(RawValue::from_string(text.to_owned())?))
     }
 
     /// Compact JSON text, the form that is stored and size-checked.
-    pub fn to_json(&self) -> String {
-        Value::Object(self.0.clone()).to_string()
+    pub fn to_json(&self) -> &str {
+        self.0.get()
     }
+}
 
-    /// The object.
-    pub fn as_map(&self) -> &Map<String, Value> {
-        &self.0
+impl Default for Metadata {
+    fn default() -> Self {
+        Self(RawValue::from_string("{}".to_owned()).unwrap_or_else(|_| unreachable!("{{}} is JSON")))
+    }
+}
+
+impl PartialEq for Metadata {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_json() == other.to_json()
     }
 }
 
