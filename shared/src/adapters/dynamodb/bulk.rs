@@ -13,13 +13,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    Delete, KeysAndAttributes, PutRequest, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
-    WriteRequest,
+    Delete, KeysAndAttributes, PutRequest, ReturnValue, ReturnValuesOnConditionCheckFailure, Update, WriteRequest,
 };
 use futures::stream::{self, StreamExt, TryStreamExt};
 use uuid::Uuid;
 
-use super::shared_stores::{build, entries_pk, entry_item, entry_key, organization_key, store_key, stored_entry};
+use super::shared_stores::{
+    build, entries_pk, entry_item, entry_key, organization_key, store_key, stored_entry, TransactPart,
+};
 use super::{backoff, n, number, s, timestamp, AttributeValue, DynamoDb, Item};
 use crate::domain::shared_stores::{EntryWrite, StoreEntry, StoreError};
 use crate::domain::time::Timestamp;
@@ -382,10 +383,9 @@ impl DynamoDb {
                 .expression_attribute_values(":lease", s(lease.id.to_string()))
                 .expression_attribute_values(":count", n(chunk.len()))
                 .build();
-            let mut items = vec![TransactWriteItem::builder().update(build(count)?).build()];
+            let mut items = vec![count.into_part()?];
             for key in chunk {
-                let delete = build(Delete::builder().table_name(&self.table).set_key(Some(key.clone())).build())?;
-                items.push(TransactWriteItem::builder().delete(delete).build());
+                items.push(Delete::builder().table_name(&self.table).set_key(Some(key.clone())).build().into_part()?);
             }
             if let Err(reasons) = self.transact(items).await? {
                 return Err(anyhow::anyhow!("store purge cancelled, lease lost: {reasons:?}").into());
@@ -405,10 +405,7 @@ impl DynamoDb {
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":zero", n(0))
             .build();
-        let items = vec![
-            TransactWriteItem::builder().delete(build(delete)?).build(),
-            TransactWriteItem::builder().update(build(count)?).build(),
-        ];
+        let items = vec![delete.into_part()?, count.into_part()?];
         match self.transact(items).await? {
             Ok(()) => Ok(()),
             Err(reasons) => Err(anyhow::anyhow!("store deletion cancelled: {reasons:?}").into()),

@@ -81,6 +81,24 @@ pub(super) fn build<T>(built: Result<T, aws_sdk_dynamodb::error::BuildError>) ->
     built.context("building a DynamoDB request")
 }
 
+/// A built put, update, delete or condition check, as one part of a transaction.
+pub(super) trait TransactPart {
+    /// Wraps the part, or reports why it could not be built.
+    fn into_part(self) -> anyhow::Result<TransactWriteItem>;
+}
+
+macro_rules! transact_part {
+    ($($kind:ty => $setter:ident),*) => {$(
+        impl TransactPart for Result<$kind, aws_sdk_dynamodb::error::BuildError> {
+            fn into_part(self) -> anyhow::Result<TransactWriteItem> {
+                Ok(TransactWriteItem::builder().$setter(build(self)?).build())
+            }
+        }
+    )*};
+}
+
+transact_part!(Put => put, Update => update, Delete => delete, ConditionCheck => condition_check);
+
 /// Why the store item's condition failed, from the item DynamoDB returned with it.
 enum StoreBlock {
     /// There is no such store.
@@ -116,7 +134,7 @@ impl DynamoDb {
             .expression_attribute_values(":now", n(now_millis()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build();
-        Ok(TransactWriteItem::builder().condition_check(build(check)?).build())
+        check.into_part()
     }
 
     /// Interprets a failed store condition: an error to return, or (after waiting out a
@@ -165,10 +183,7 @@ impl DynamoDb {
             .condition_expression("attribute_exists(pk) AND created_at = :created")
             .expression_attribute_values(":created", s(entry.created_at.to_string()))
             .build();
-        let items = vec![
-            self.store_writable_check(organization, store)?,
-            TransactWriteItem::builder().put(build(put)?).build(),
-        ];
+        let items = vec![self.store_writable_check(organization, store)?, put.into_part()?];
         match self.transact(items).await? {
             Ok(()) => Ok(Attempt::Done(entry.clone())),
             Err(reasons) if condition_failed(reasons.first()) => self.store_blocked(reasons.first(), waiting).await,
@@ -203,10 +218,7 @@ impl DynamoDb {
             .condition_expression("attribute_not_exists(pk)")
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build();
-        let items = vec![
-            TransactWriteItem::builder().update(build(count)?).build(),
-            TransactWriteItem::builder().put(build(put)?).build(),
-        ];
+        let items = vec![count.into_part()?, put.into_part()?];
         let reasons = match self.transact(items).await? {
             Ok(()) => return Ok(Attempt::Done(fresh)),
             Err(reasons) => reasons,
@@ -271,11 +283,7 @@ impl DynamoDb {
             .set_item(Some(entry_item(organization, store, &renamed, now)))
             .condition_expression("attribute_not_exists(pk)")
             .build();
-        let items = vec![
-            self.store_writable_check(organization, store)?,
-            TransactWriteItem::builder().delete(build(delete)?).build(),
-            TransactWriteItem::builder().put(build(put)?).build(),
-        ];
+        let items = vec![self.store_writable_check(organization, store)?, delete.into_part()?, put.into_part()?];
         match self.transact(items).await? {
             Ok(()) => Ok(Attempt::Done(renamed)),
             Err(reasons) if condition_failed(reasons.first()) => self.store_blocked(reasons.first(), waiting).await,
@@ -306,10 +314,7 @@ impl DynamoDb {
             .set_key(Some(entry_key(organization, store, entry_id)))
             .condition_expression("attribute_exists(pk)")
             .build();
-        let items = vec![
-            TransactWriteItem::builder().update(build(count)?).build(),
-            TransactWriteItem::builder().delete(build(delete)?).build(),
-        ];
+        let items = vec![count.into_part()?, delete.into_part()?];
         match self.transact(items).await? {
             Ok(()) => Ok(Attempt::Done(())),
             Err(reasons) if condition_failed(reasons.first()) => self.store_blocked(reasons.first(), waiting).await,
@@ -365,10 +370,7 @@ impl SharedStoreRepo for DynamoDb {
             .set_item(Some(item))
             .condition_expression("attribute_not_exists(pk)")
             .build();
-        let items = vec![
-            TransactWriteItem::builder().update(build(count)?).build(),
-            TransactWriteItem::builder().put(build(put)?).build(),
-        ];
+        let items = vec![count.into_part()?, put.into_part()?];
         match self.transact(items).await? {
             Ok(()) => Ok(()),
             Err(reasons) if condition_failed(reasons.first()) => Err(StoreError::StoreLimitReached),
