@@ -2,7 +2,9 @@
 # Runs the whole API locally on http://127.0.0.1:3000 with the embedded backend (no
 # services needed) and prints a development API key. Flags go to `serve`, e.g.
 #   ./scripts/serve.sh --seed seed.json --addr 127.0.0.1:8080
-#   ./scripts/serve.sh --backend aws      (DynamoDB at AWS_ENDPOINT_URL_DYNAMODB)
+#   ./scripts/serve.sh --backend aws      (DynamoDB and S3 at AWS_ENDPOINT_URL_*)
+# ffprobe (for finalizing uploads) is installed from Debian's ffmpeg package when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+infra/ffmpeg.sh
 exec cargo run --quiet --bin serve -- "$@"

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Runs the whole test suite on a fresh machine: installs and starts DynamoDB Local and
-# moto (SQS/S3), runs every Rust test on the dev profile against them, then lints the
-# SAM template. Emulators started here are stopped at the end (KEEP_EMULATORS=1 keeps them).
+# Runs the whole test suite on a fresh machine: installs ffmpeg (Debian package) when
+# missing, installs and starts DynamoDB Local and moto (SQS/S3), runs every Rust test on
+# the dev profile against them, then lints the SAM template. Emulators started here are
+# stopped at the end (KEEP_EMULATORS=1 keeps them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+infra/ffmpeg.sh
 infra/emulators.sh install
 infra/emulators.sh start
 [ "${KEEP_EMULATORS:-0}" = 1 ] || trap 'infra/emulators.sh stop' EXIT
 eval "$(infra/emulators.sh env)"
 
 # Each test run uses its own table, so runs never see each other's data.
-export TEST_TABLE_NAME="tests-$(date +%s)-$$"
+export TEST_TABLE_NAME="tests-$(date +%s)-$$" TEST_BUCKET_NAME="tests-$(date +%s)-$$"
 cargo test --workspace "$@"
 
 export SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION="$AWS_REGION"
