@@ -1,49 +1,88 @@
 //! The application state every handler receives: the ports, wired to one backend.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::adapters::dynamodb::DynamoDb;
+use crate::adapters::ffprobe::Ffprobe;
+use crate::adapters::fs::LocalBlobStore;
 use crate::adapters::memory::MemoryBackend;
+use crate::adapters::s3::S3BlobStore;
 use crate::config::Config;
 use crate::domain::identity::Authenticator;
-use crate::ports::{Clock, IdentityRepo, SharedStoreRepo, SystemClock};
+use crate::ports::{AgentRepo, BlobStore, Clock, IdentityRepo, MediaProbe, SharedStoreRepo, SystemClock, UploadRepo};
+
+/// Where media files live.
+#[derive(Clone)]
+pub enum Media {
+    /// A local folder that `serve` answers signed URLs for.
+    Local(Arc<LocalBlobStore>),
+    /// An S3 bucket (or the emulator).
+    S3(S3BlobStore),
+}
 
 /// Ports and services shared by all requests of a process.
 pub struct App {
     pub identity: Arc<dyn IdentityRepo>,
     pub stores: Arc<dyn SharedStoreRepo>,
+    pub agents: Arc<dyn AgentRepo>,
+    pub uploads: Arc<dyn UploadRepo>,
+    pub blobs: Arc<dyn BlobStore>,
+    pub probe: Arc<dyn MediaProbe>,
     pub clock: Arc<dyn Clock>,
     pub auth: Authenticator,
+    /// The local folder behind `blobs`, when media is local: `serve` answers its URLs.
+    pub local_blobs: Option<Arc<LocalBlobStore>>,
 }
 
 impl App {
-    /// Wires the given ports together.
-    pub fn new(
-        identity: Arc<dyn IdentityRepo>,
-        stores: Arc<dyn SharedStoreRepo>,
-        clock: Arc<dyn Clock>,
-        auth_cache_ttl: Duration,
-    ) -> Self {
-        let auth = Authenticator::new(identity.clone(), auth_cache_ttl);
-        Self { identity, stores, clock, auth }
+    /// Wires one storage backend, which implements every repository, to the media ports.
+    fn wire<B>(backend: Arc<B>, media: Media, probe: Arc<dyn MediaProbe>, auth_cache_ttl: Duration) -> Self
+    where
+        B: IdentityRepo + SharedStoreRepo + AgentRepo + UploadRepo + 'static,
+    {
+        let (blobs, local_blobs): (Arc<dyn BlobStore>, _) = match media {
+            Media::Local(local) => (local.clone(), Some(local)),
+            Media::S3(s3) => (Arc::new(s3), None),
+        };
+        Self {
+            auth: Authenticator::new(backend.clone(), auth_cache_ttl),
+            identity: backend.clone(),
+            stores: backend.clone(),
+            agents: backend.clone(),
+            uploads: backend,
+            blobs,
+            probe,
+            clock: Arc::new(SystemClock),
+            local_blobs,
+        }
     }
 
-    /// Everything in process memory; keys are checked on every request.
+    /// Everything in process memory, media in a new temporary folder; keys are checked
+    /// on every request. For tests and benchmarks: `serve` passes its own folder.
     pub fn embedded() -> Self {
-        let backend = Arc::new(MemoryBackend::new());
-        Self::new(backend.clone(), backend, Arc::new(SystemClock), Duration::ZERO)
+        let folder = std::env::temp_dir().join(format!("video-workflow-{}", uuid::Uuid::new_v4()));
+        let local = LocalBlobStore::open(folder, "http://127.0.0.1:3000")
+            .unwrap_or_else(|error| panic!("cannot create a temporary media folder: {error:#}"));
+        Self::embedded_with(Media::Local(Arc::new(local)))
     }
 
-    /// Everything in DynamoDB.
-    pub fn dynamodb(backend: DynamoDb, auth_cache_ttl: Duration) -> Self {
-        let backend = Arc::new(backend);
-        Self::new(backend.clone(), backend, Arc::new(SystemClock), auth_cache_ttl)
+    /// Everything in process memory, media where given.
+    pub fn embedded_with(media: Media) -> Self {
+        let probe = Arc::new(Ffprobe::new("ffprobe"));
+        Self::wire(Arc::new(MemoryBackend::new()), media, probe, Duration::ZERO)
     }
 
-    /// The state of a Lambda function: DynamoDB, configured from the environment.
+    /// State in DynamoDB, media where given.
+    pub fn dynamodb(backend: DynamoDb, media: Media, ffprobe: impl Into<PathBuf>, auth_cache_ttl: Duration) -> Self {
+        Self::wire(Arc::new(backend), media, Arc::new(Ffprobe::new(ffprobe)), auth_cache_ttl)
+    }
+
+    /// The state of a Lambda function: DynamoDB and S3, configured from the environment.
     pub async fn from_env() -> anyhow::Result<Self> {
         let config = Config::from_env()?;
-        Ok(Self::dynamodb(DynamoDb::connect(config.table_name).await, config.auth_cache_ttl))
+        let media = Media::S3(S3BlobStore::connect(&config.media_bucket).await);
+        Ok(Self::dynamodb(DynamoDb::connect(config.table_name).await, media, config.ffprobe, config.auth_cache_ttl))
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Parser, ValueEnum};
-use shared::serve::{self, Backend};
+use shared::serve::{self, Backend, MediaOptions};
 
 #[derive(Clone, Copy, ValueEnum)]
 enum BackendArg {
@@ -26,7 +26,11 @@ struct Args {
     /// Folder for local media (uploads and outputs).
     #[arg(long, default_value = "data")]
     data_dir: PathBuf,
-    /// Where state lives: in process, or DynamoDB at the standard AWS endpoint settings.
+    /// Base URL clients use to reach this server, for signed media URLs
+    /// (default: http:// and the bound address).
+    #[arg(long)]
+    public_url: Option<String>,
+    /// Where state lives: in process, or DynamoDB and S3 at the standard AWS endpoint settings.
     #[arg(long, value_enum, default_value = "embedded")]
     backend: BackendArg,
 }
@@ -40,8 +44,11 @@ async fn main() -> anyhow::Result<()> {
         BackendArg::Embedded => Backend::Embedded,
         BackendArg::Aws => Backend::Aws,
     };
-    let (app, development_key) = serve::build_app(backend, args.seed.as_deref()).await?;
     let listener = tokio::net::TcpListener::bind(args.addr).await?;
+    let public_url =
+        args.public_url.unwrap_or_else(|| format!("http://{}", listener.local_addr().unwrap_or(args.addr)));
+    let media = MediaOptions { data_dir: args.data_dir, public_url };
+    let (app, development_key) = serve::build_app(backend, args.seed.as_deref(), &media).await?;
     if let Some(key) = development_key {
         println!("Development organization created. API key: {key}");
         println!("  curl -H 'Authorization: Bearer {key}' http://{}/whoami", listener.local_addr()?);

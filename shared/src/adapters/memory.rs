@@ -1,22 +1,29 @@
 //! The embedded backend: every port in process memory, behind one lock, so each
 //! operation is atomic exactly like a conditional write.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use crate::domain::agents::{Agent, AgentQuery, AgentRecord};
 use crate::domain::identity::{ApiKeyRecord, Organization};
 use crate::domain::shared_stores::{EntryRename, EntryWrite, SharedStore, StoreEntry, StoreError};
 use crate::domain::time::Timestamp;
-use crate::ports::{IdentityRepo, SharedStoreRepo};
+use crate::domain::uploads::{MediaInfo, Upload, UploadStatus};
+use crate::domain::workspaces::Workspace;
+use crate::ports::{AgentRepo, IdentityRepo, SharedStoreRepo, UploadRepo};
 
 #[derive(Default)]
 struct State {
     organizations: HashMap<Uuid, Organization>,
     api_keys: HashMap<String, ApiKeyRecord>,
     stores: HashMap<Uuid, HashMap<Uuid, StoreState>>,
+    workspaces: HashMap<Uuid, BTreeMap<Uuid, Workspace>>,
+    /// Agents per organization, in ID (creation) order; the flag marks soft deletion.
+    agents: HashMap<Uuid, BTreeMap<Uuid, (AgentRecord, bool)>>,
+    uploads: HashMap<(Uuid, Uuid), Upload>,
 }
 
 struct StoreState {
@@ -97,6 +104,18 @@ impl IdentityRepo for MemoryBackend {
             last_used_at: None,
         });
         record.organization_id = organization;
+        Ok(())
+    }
+
+    async fn workspaces(&self, organization: Uuid) -> anyhow::Result<Vec<Workspace>> {
+        Ok(self.lock().workspaces.get(&organization).map(|all| all.values().cloned().collect()).unwrap_or_default())
+    }
+
+    async fn put_workspace(&self, organization: Uuid, workspace: &Workspace) -> anyhow::Result<()> {
+        let mut state = self.lock();
+        let all = state.workspaces.entry(organization).or_default();
+        let created_at = all.get(&workspace.id).map_or(workspace.created_at, |existing| existing.created_at);
+        all.insert(workspace.id, Workspace { created_at, ..workspace.clone() });
         Ok(())
     }
 }
@@ -231,5 +250,95 @@ impl SharedStoreRepo for MemoryBackend {
             found.entries.insert(entry.entry_id.clone(), entry.clone());
         }
         Ok(written)
+    }
+}
+
+#[async_trait]
+impl AgentRepo for MemoryBackend {
+    async fn create_agent(&self, organization: Uuid, record: &AgentRecord) -> anyhow::Result<()> {
+        let mut state = self.lock();
+        let agents = state.agents.entry(organization).or_default();
+        anyhow::ensure!(!agents.contains_key(&record.agent.id), "agent {} already exists", record.agent.id);
+        agents.insert(record.agent.id, (record.clone(), false));
+        Ok(())
+    }
+
+    async fn get_agent(&self, organization: Uuid, id: Uuid) -> anyhow::Result<Option<AgentRecord>> {
+        let state = self.lock();
+        let found = state.agents.get(&organization).and_then(|agents| agents.get(&id));
+        Ok(found.filter(|(_, deleted)| !deleted).map(|(record, _)| record.clone()))
+    }
+
+    async fn list_agents(&self, organization: Uuid, query: &AgentQuery) -> anyhow::Result<Vec<Agent>> {
+        let state = self.lock();
+        let Some(agents) = state.agents.get(&organization) else { return Ok(Vec::new()) };
+        let before = match query.after {
+            Some(after) => agents.range(..after),
+            None => agents.range(..),
+        };
+        Ok(before
+            .rev()
+            .filter(|(_, (record, deleted))| !deleted && query.matches(&record.agent))
+            .take(query.limit + 1)
+            .map(|(_, (record, _))| record.agent.clone())
+            .collect())
+    }
+
+    async fn replace_agent(
+        &self,
+        organization: Uuid,
+        record: &AgentRecord,
+        expected_version: u64,
+    ) -> anyhow::Result<bool> {
+        let mut state = self.lock();
+        let current = state.agents.get_mut(&organization).and_then(|agents| agents.get_mut(&record.agent.id));
+        match current {
+            Some((stored, false)) if stored.version == expected_version => {
+                *stored = record.clone();
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn delete_agent(&self, organization: Uuid, id: Uuid, at: Timestamp) -> anyhow::Result<bool> {
+        let mut state = self.lock();
+        match state.agents.get_mut(&organization).and_then(|agents| agents.get_mut(&id)) {
+            Some((record, deleted)) if !*deleted => {
+                *deleted = true;
+                record.agent.updated_at = at;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
+#[async_trait]
+impl UploadRepo for MemoryBackend {
+    async fn put_upload(&self, organization: Uuid, upload: &Upload) -> anyhow::Result<()> {
+        self.lock().uploads.insert((organization, upload.id), upload.clone());
+        Ok(())
+    }
+
+    async fn get_upload(&self, organization: Uuid, id: Uuid) -> anyhow::Result<Option<Upload>> {
+        Ok(self.lock().uploads.get(&(organization, id)).cloned())
+    }
+
+    async fn finalize_upload(
+        &self,
+        organization: Uuid,
+        id: Uuid,
+        media: &MediaInfo,
+        at: Timestamp,
+    ) -> anyhow::Result<Option<Upload>> {
+        let mut state = self.lock();
+        let Some(upload) = state.uploads.get_mut(&(organization, id)) else { return Ok(None) };
+        if upload.status == UploadStatus::PendingUpload {
+            upload.status = UploadStatus::Ready;
+            upload.finalized_at = Some(at);
+            upload.media = Some(media.clone());
+        }
+        Ok(Some(upload.clone()))
     }
 }

@@ -2,12 +2,15 @@
 //! Handlers parse, call one domain function and map its result; nothing here knows
 //! whether it runs in a Lambda or in `serve`.
 
+mod agents;
 mod auth;
 mod body;
 mod error;
 mod identity;
+mod query;
 pub mod routes;
 mod shared_stores;
+mod uploads;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;

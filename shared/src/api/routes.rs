@@ -4,7 +4,7 @@
 use http::Method;
 use percent_encoding::percent_decode_str;
 
-use super::{identity, shared_stores, Handler, PathParams};
+use super::{agents, identity, shared_stores, uploads, Handler, PathParams};
 
 /// One endpoint.
 pub struct Route {
@@ -16,16 +16,20 @@ pub struct Route {
     pub handler: Handler,
     /// The DynamoDB actions the function's IAM policy grants, and no others.
     pub dynamodb_actions: &'static [&'static str],
+    /// The S3 actions on the media bucket the function's IAM policy grants, and no others.
+    pub s3_actions: &'static [&'static str],
 }
 
 macro_rules! route {
-    ($method:ident $path:literal => $function:literal, $handler:path, [$($action:literal),* $(,)?]) => {
+    ($method:ident $path:literal => $function:literal, $handler:path, [$($action:literal),* $(,)?]
+        $(, s3: [$($s3:literal),* $(,)?])?) => {
         Route {
             method: Method::$method,
             path: $path,
             function: $function,
             handler: |app, call| Box::pin($handler(app, call)),
             dynamodb_actions: &[$($action),*],
+            s3_actions: &[$($($s3),*)?],
         }
     };
 }
@@ -52,6 +56,20 @@ pub static ROUTES: &[Route] = &[
         ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"]),
     route!(DELETE "/shared-stores/{store_id}/entries/{entry_id}" => "delete-shared-store-entry", shared_stores::delete_entry,
         ["dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"]),
+    route!(GET "/agents" => "list-agents", agents::list_agents, ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(POST "/agent/create" => "create-agent", agents::create_agent,
+        ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"]),
+    route!(GET "/agent/{agent_id}" => "get-agent", agents::get_agent, ["dynamodb:GetItem"]),
+    route!(POST "/agent/{agent_id}/update" => "update-agent", agents::update_agent, ["dynamodb:GetItem", "dynamodb:PutItem"]),
+    route!(POST "/agent/{agent_id}/duplicate" => "duplicate-agent", agents::duplicate_agent,
+        ["dynamodb:GetItem", "dynamodb:PutItem"]),
+    route!(POST "/agent/{agent_id}/delete" => "delete-agent", agents::delete_agent, ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
+    route!(GET "/node_types" => "list-node-types", agents::list_node_types, ["dynamodb:GetItem"]),
+    route!(POST "/uploads/{kind}/get_upload_url" => "get-upload-url", uploads::get_upload_url,
+        ["dynamodb:GetItem", "dynamodb:PutItem"], s3: ["s3:PutObject"]),
+    route!(POST "/uploads/{kind}/finalize_upload" => "finalize-upload", uploads::finalize_upload,
+        ["dynamodb:GetItem", "dynamodb:UpdateItem"], s3: ["s3:GetObject", "s3:ListBucket"]),
+    route!(GET "/uploads/{kind}/{upload_id}" => "get-upload", uploads::get_upload, ["dynamodb:GetItem"]),
 ];
 
 /// The result of looking a request up in the table.

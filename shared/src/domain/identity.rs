@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::time::Timestamp;
+use super::workspaces::{self, Workspace};
 use crate::ports::{Clock, IdentityRepo};
 
 /// An organization: the owner of every resource an API key can reach.
@@ -216,6 +217,11 @@ impl Seed {
             if let Some(workspaces) = &organization.workspaces {
                 let primaries = workspaces.iter().filter(|workspace| workspace.primary).count();
                 anyhow::ensure!(
+                    workspaces.iter().all(|workspace| !workspace.name.trim().is_empty()),
+                    "organization {} lists a workspace without a name",
+                    organization.id
+                );
+                anyhow::ensure!(
                     primaries == 1,
                     "organization {} must have exactly one primary workspace, has {primaries}",
                     organization.id
@@ -241,6 +247,22 @@ pub async fn apply_seed(repo: &dyn IdentityRepo, clock: &dyn Clock, seed: &Seed)
             created_at: now,
         };
         repo.upsert_organization(&organization).await?;
+        match &seeded.workspaces {
+            Some(workspaces) => {
+                for workspace in workspaces {
+                    let workspace = Workspace {
+                        id: workspace.id,
+                        name: workspace.name.trim().to_owned(),
+                        primary: workspace.primary,
+                        created_at: now,
+                    };
+                    repo.put_workspace(seeded.id, &workspace).await?;
+                }
+            }
+            None => {
+                workspaces::ensure_primary(repo, seeded.id, now).await?;
+            }
+        }
         for key in &seeded.api_keys {
             repo.upsert_api_key(&hash_api_key(key), Some(seeded.id), now).await?;
         }
@@ -268,6 +290,7 @@ pub async fn create_development_organization(
     };
     let key = generate_api_key();
     repo.upsert_organization(&organization).await?;
+    workspaces::ensure_primary(repo, organization.id, now).await?;
     repo.upsert_api_key(&hash_api_key(&key), Some(organization.id), now).await?;
     Ok((organization, key))
 }

@@ -3,9 +3,14 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use std::time::Duration;
+
+use crate::domain::agents::{Agent, AgentQuery, AgentRecord};
 use crate::domain::identity::{ApiKeyRecord, Organization};
 use crate::domain::shared_stores::{EntryRename, EntryWrite, SharedStore, StoreEntry, StoreError};
 use crate::domain::time::Timestamp;
+use crate::domain::uploads::{MediaInfo, ProbeReport, Upload};
+use crate::domain::workspaces::Workspace;
 
 /// The source of "now", replaceable in tests.
 pub trait Clock: Send + Sync {
@@ -36,6 +41,10 @@ pub trait IdentityRepo: Send + Sync {
     async fn upsert_organization(&self, organization: &Organization) -> anyhow::Result<()>;
     /// Creates or rebinds a key.
     async fn upsert_api_key(&self, key_hash: &str, organization: Option<Uuid>, at: Timestamp) -> anyhow::Result<()>;
+    /// All workspaces of an organization.
+    async fn workspaces(&self, organization: Uuid) -> anyhow::Result<Vec<Workspace>>;
+    /// Creates or renames a workspace (keeping its original `created_at`).
+    async fn put_workspace(&self, organization: Uuid, workspace: &Workspace) -> anyhow::Result<()>;
 }
 
 /// Shared stores and their entries, always addressed through the owning organization.
@@ -92,4 +101,74 @@ pub trait SharedStoreRepo: Send + Sync {
         now: Timestamp,
         max_entries: u32,
     ) -> Result<Vec<StoreEntry>, StoreError>;
+}
+
+/// Agents with their graphs, always addressed through the owning organization.
+/// Soft-deleted agents are invisible to every read.
+#[async_trait]
+pub trait AgentRepo: Send + Sync {
+    /// Stores a new agent.
+    async fn create_agent(&self, organization: Uuid, record: &AgentRecord) -> anyhow::Result<()>;
+    /// An agent with its graph and version, unless missing or deleted.
+    async fn get_agent(&self, organization: Uuid, id: Uuid) -> anyhow::Result<Option<AgentRecord>>;
+    /// Agents matching the query, newest first, created before `query.after` when set;
+    /// up to `query.limit + 1` of them, so the caller can tell whether a page follows.
+    async fn list_agents(&self, organization: Uuid, query: &AgentQuery) -> anyhow::Result<Vec<Agent>>;
+    /// Replaces an agent (metadata and graph) if it is still at `expected_version` and not
+    /// deleted; false when another write came first.
+    async fn replace_agent(
+        &self,
+        organization: Uuid,
+        record: &AgentRecord,
+        expected_version: u64,
+    ) -> anyhow::Result<bool>;
+    /// Marks an agent deleted; false when it is missing or already deleted.
+    async fn delete_agent(&self, organization: Uuid, id: Uuid, at: Timestamp) -> anyhow::Result<bool>;
+}
+
+/// Upload records (assets once finalized).
+#[async_trait]
+pub trait UploadRepo: Send + Sync {
+    /// Stores a new pending upload.
+    async fn put_upload(&self, organization: Uuid, upload: &Upload) -> anyhow::Result<()>;
+    /// An upload of the organization.
+    async fn get_upload(&self, organization: Uuid, id: Uuid) -> anyhow::Result<Option<Upload>>;
+    /// Marks an upload ready with what the probe found, unless it already is; returns the
+    /// upload as stored afterwards (the first finalize wins), None when it is missing.
+    async fn finalize_upload(
+        &self,
+        organization: Uuid,
+        id: Uuid,
+        media: &MediaInfo,
+        at: Timestamp,
+    ) -> anyhow::Result<Option<Upload>>;
+}
+
+/// Where media files live: S3, or a local folder served by `serve`.
+#[async_trait]
+pub trait BlobStore: Send + Sync {
+    /// A URL that accepts one HTTP PUT of the object for `ttl`.
+    async fn upload_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String>;
+    /// The object's size in bytes, or None when nothing was uploaded.
+    async fn size(&self, key: &str) -> anyhow::Result<Option<u64>>;
+    /// A path or short-lived URL from which the media toolkit can read the object.
+    async fn probe_location(&self, key: &str) -> anyhow::Result<String>;
+}
+
+/// Why a file could not be probed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The file is not media the toolkit can read; the text says why.
+    #[error("{0}")]
+    Unreadable(String),
+    /// The toolkit itself could not run.
+    #[error("media probe unavailable: {0:#}")]
+    Unavailable(anyhow::Error),
+}
+
+/// Reads media properties (ffprobe).
+#[async_trait]
+pub trait MediaProbe: Send + Sync {
+    /// Probes the file at a path or URL.
+    async fn probe(&self, location: &str) -> Result<ProbeReport, ProbeError>;
 }

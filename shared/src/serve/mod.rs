@@ -1,5 +1,8 @@
 //! The local server: every endpoint of the routes table in one process, over plain
-//! HTTP/1.1, with the same handlers the Lambda functions run.
+//! HTTP/1.1, with the same handlers the Lambda functions run, plus the signed URLs of
+//! the local media folder.
+
+mod blobs;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -15,6 +18,7 @@ use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
+use crate::adapters::fs::BLOB_PATH_PREFIX;
 use crate::api::{self, ApiError};
 use crate::app::App;
 
@@ -63,7 +67,15 @@ pub async fn run(app: Arc<App>, listener: TcpListener, shutdown: impl Future<Out
 /// Binds `addr` and serves in a background task; returns the bound address (useful
 /// with port 0) and a handle that stops the server when dropped or triggered.
 pub async fn spawn(app: Arc<App>, addr: SocketAddr) -> anyhow::Result<(SocketAddr, tokio::sync::oneshot::Sender<()>)> {
-    let listener = TcpListener::bind(addr).await?;
+    spawn_on(app, TcpListener::bind(addr).await?)
+}
+
+/// As [`spawn`], on a listener bound already (so that its address can be put into the
+/// application's media URLs first).
+pub fn spawn_on(
+    app: Arc<App>,
+    listener: TcpListener,
+) -> anyhow::Result<(SocketAddr, tokio::sync::oneshot::Sender<()>)> {
     let bound = listener.local_addr()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
@@ -81,15 +93,20 @@ async fn handle(app: Arc<App>, request: hyper::Request<Incoming>) -> Result<hype
     let started = Instant::now();
     let (parts, body) = request.into_parts();
     let (method, path) = (parts.method.clone(), parts.uri.path().to_owned());
-    let response = match Limited::new(body, MAX_BODY_BYTES).collect().await {
-        Ok(collected) => {
-            let request = http::Request::from_parts(parts, lambda_http::Body::from(collected.to_bytes().to_vec()));
-            api::dispatch(app, request).await
+    let local_blobs = app.local_blobs.clone().filter(|_| path.starts_with(BLOB_PATH_PREFIX));
+    let response = if let Some(store) = local_blobs {
+        blobs::handle(&store, &method, &parts.uri, body).await
+    } else {
+        match Limited::new(body, MAX_BODY_BYTES).collect().await {
+            Ok(collected) => {
+                let request = http::Request::from_parts(parts, lambda_http::Body::from(collected.to_bytes().to_vec()));
+                api::dispatch(app, request).await
+            }
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+                ApiError::detail(StatusCode::PAYLOAD_TOO_LARGE, "request body must be 10 MB or smaller").into_response()
+            }
+            Err(_) => ApiError::detail(StatusCode::BAD_REQUEST, "request body could not be read").into_response(),
         }
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
-            ApiError::detail(StatusCode::PAYLOAD_TOO_LARGE, "request body must be 10 MB or smaller").into_response()
-        }
-        Err(_) => ApiError::detail(StatusCode::BAD_REQUEST, "request body could not be read").into_response(),
     };
     tracing::info!(
         %method,
@@ -111,25 +128,50 @@ pub enum Backend {
     Aws,
 }
 
-/// Builds the application for `serve`: the backend (creating the DynamoDB table when
-/// missing), then the seed file, or a development organization whose new key is
-/// returned so that it can be printed.
-pub async fn build_app(backend: Backend, seed: Option<&std::path::Path>) -> anyhow::Result<(App, Option<String>)> {
+/// Where `serve` keeps local media and how clients reach it.
+#[derive(Clone, Debug)]
+pub struct MediaOptions {
+    /// Folder for uploads and outputs (embedded backend).
+    pub data_dir: std::path::PathBuf,
+    /// The address clients use to reach this server, for signed media URLs.
+    pub public_url: String,
+}
+
+/// Builds the application for `serve`: the backend (creating the DynamoDB table and the
+/// S3 bucket when missing), then the seed file, or a development organization whose new
+/// key is returned so that it can be printed.
+pub async fn build_app(
+    backend: Backend,
+    seed: Option<&std::path::Path>,
+    media: &MediaOptions,
+) -> anyhow::Result<(App, Option<String>)> {
     use anyhow::Context;
 
     use crate::adapters::dynamodb::DynamoDb;
+    use crate::adapters::fs::LocalBlobStore;
+    use crate::adapters::s3::S3BlobStore;
+    use crate::app::Media;
     use crate::config::Config;
     use crate::domain::identity::{apply_seed, create_development_organization, Seed};
 
     let app = match backend {
-        Backend::Embedded => App::embedded(),
+        Backend::Embedded => {
+            let folder = media.data_dir.join("blobs");
+            let local = LocalBlobStore::open(&folder, &media.public_url)
+                .with_context(|| format!("opening the media folder {}", folder.display()))?;
+            App::embedded_with(Media::Local(Arc::new(local)))
+        }
         Backend::Aws => {
             let config = Config::from_env()?;
             let dynamodb = DynamoDb::connect(&config.table_name).await;
             dynamodb.ensure_table().await.with_context(|| {
                 format!("DynamoDB table {} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)", config.table_name)
             })?;
-            App::dynamodb(dynamodb, config.auth_cache_ttl)
+            let s3 = S3BlobStore::connect(&config.media_bucket).await;
+            s3.ensure_bucket().await.with_context(|| {
+                format!("S3 bucket {} is not reachable (is AWS_ENDPOINT_URL_S3 set?)", config.media_bucket)
+            })?;
+            App::dynamodb(dynamodb, Media::S3(s3), config.ffprobe, config.auth_cache_ttl)
         }
     };
     let development_key = match seed {

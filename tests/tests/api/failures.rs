@@ -7,12 +7,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use http::{Method, StatusCode};
 use serde_json::json;
-use shared::adapters::memory::MemoryBackend;
 use shared::app::App;
 use shared::domain::identity::{apply_seed, Seed};
 use shared::domain::shared_stores::{EntryRename, EntryWrite, SharedStore, StoreEntry, StoreError};
 use shared::domain::time::Timestamp;
-use shared::ports::{SharedStoreRepo, SystemClock};
+use shared::ports::SharedStoreRepo;
 use uuid::Uuid;
 
 use crate::helpers::TestApp;
@@ -81,8 +80,9 @@ impl SharedStoreRepo for Unavailable {
 
 #[tokio::test]
 async fn every_shared_store_endpoint_has_its_own_500_body() {
-    let identity = Arc::new(MemoryBackend::new());
-    let app = Arc::new(App::new(identity, Arc::new(Unavailable), Arc::new(SystemClock), Duration::ZERO));
+    let mut app = App::embedded();
+    app.stores = Arc::new(Unavailable);
+    let app = Arc::new(app);
     let seed = Seed::from_json(
         r#"{"organizations":[{"id":"6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e01","name":"A","slug":"a","api_keys":["k"]}]}"#,
     )
@@ -143,7 +143,7 @@ async fn an_unreachable_dynamodb_is_a_500_not_a_panic() {
         .build();
     let dynamodb =
         shared::adapters::dynamodb::DynamoDb::new(aws_sdk_dynamodb::Client::from_conf(config), "unreachable");
-    let app = Arc::new(App::dynamodb(dynamodb, Duration::ZERO));
+    let app = Arc::new(App::dynamodb(dynamodb, crate::helpers::temp_media(), "ffprobe", Duration::ZERO));
     let test = TestApp { app, key: "k".into(), organization: Uuid::nil() };
     let (status, body) = test.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);

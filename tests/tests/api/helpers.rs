@@ -7,8 +7,10 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use shared::adapters::dynamodb::DynamoDb;
+use shared::adapters::fs::LocalBlobStore;
+use shared::adapters::s3::S3BlobStore;
 use shared::api::{self, Body};
-use shared::app::App;
+use shared::app::{App, Media};
 use shared::domain::identity::{apply_seed, Seed, SeedOrganization};
 use uuid::Uuid;
 
@@ -54,6 +56,31 @@ pub async fn dynamodb() -> DynamoDb {
     dynamodb
 }
 
+/// Media in a new temporary folder (kept until the process ends), with URLs for a
+/// server at `base_url`.
+pub fn local_media(base_url: &str) -> (Media, Arc<LocalBlobStore>) {
+    let folder = tempfile::tempdir().expect("temporary folder").keep();
+    let store = Arc::new(LocalBlobStore::open(folder, base_url).expect("media folder"));
+    (Media::Local(store.clone()), store)
+}
+
+/// Media in a temporary folder, for tests that do not fetch URLs.
+pub fn temp_media() -> Media {
+    local_media("http://127.0.0.1:9").0
+}
+
+/// Media in the S3 emulator's test bucket; the test script sets the endpoint.
+pub async fn s3_media() -> Media {
+    assert!(
+        std::env::var("AWS_ENDPOINT_URL_S3").is_ok(),
+        "AWS_ENDPOINT_URL_S3 is not set: run the tests with ./scripts/test.sh, which starts the S3 emulator"
+    );
+    let bucket = std::env::var("TEST_BUCKET_NAME").unwrap_or_else(|_| "tests-media".to_owned());
+    let s3 = S3BlobStore::connect(bucket).await;
+    s3.ensure_bucket().await.expect("creating the test bucket in the S3 emulator");
+    Media::S3(s3)
+}
+
 /// An application with one organization (API access on) and its key.
 pub struct TestApp {
     pub app: Arc<App>,
@@ -62,11 +89,17 @@ pub struct TestApp {
 }
 
 impl TestApp {
-    /// A fresh organization on `backend`; keys are checked on every request.
+    /// A fresh organization on `backend`, media in a temporary folder; keys are checked
+    /// on every request.
     pub async fn new(backend: Backend) -> Self {
+        Self::with_media(backend, temp_media()).await
+    }
+
+    /// A fresh organization on `backend` with the given media storage.
+    pub async fn with_media(backend: Backend, media: Media) -> Self {
         let app = match backend {
-            Backend::Embedded => App::embedded(),
-            Backend::DynamoDb => App::dynamodb(dynamodb().await, Duration::ZERO),
+            Backend::Embedded => App::embedded_with(media),
+            Backend::DynamoDb => App::dynamodb(dynamodb().await, media, "ffprobe", Duration::ZERO),
         };
         let mut test = Self { app: Arc::new(app), key: String::new(), organization: Uuid::nil() };
         let (organization, key) = test.add_organization(true).await;

@@ -12,13 +12,14 @@ use shared::api::ROUTES;
 use shared::app::App;
 use uuid::Uuid;
 
-use crate::helpers::{dynamodb, TestApp};
+use crate::helpers::{dynamodb, local_media, TestApp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_function_is_granted_exactly_the_actions_it_performs() {
     let (backend, log) = dynamodb().await.recording_actions();
+    let (media, blob_store) = local_media("http://127.0.0.1:9");
     let mut test = TestApp {
-        app: Arc::new(App::dynamodb(backend, Duration::ZERO)),
+        app: Arc::new(App::dynamodb(backend, media, "ffprobe", Duration::ZERO)),
         key: String::new(),
         organization: Uuid::nil(),
     };
@@ -65,6 +66,42 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
     );
     run("bulk-upsert-shared-store-entries", StatusCode::OK, test.call(Method::POST, &bulk_path, Some(bulk)).await);
     run("delete-shared-store", StatusCode::OK, test.call(Method::DELETE, &base, None).await);
+
+    let created = run("create-agent", StatusCode::CREATED, test.call(Method::POST, "/agent/create", None).await);
+    let agent = created["agent_id"].as_str().unwrap().to_owned();
+    let workspace = created["agent"]["workspace_id"].as_str().unwrap().to_owned();
+    run(
+        "list-agents",
+        StatusCode::OK,
+        test.call(Method::GET, &format!("/agents?workspace_id={workspace}"), None).await,
+    );
+    run("get-agent", StatusCode::OK, test.call(Method::GET, &format!("/agent/{agent}"), None).await);
+    let operations =
+        json!({ "operations": [{ "op": "create_node", "node_type_id": shared::domain::node_types::SPEED }] });
+    run(
+        "update-agent",
+        StatusCode::OK,
+        test.call(Method::POST, &format!("/agent/{agent}/update"), Some(operations)).await,
+    );
+    run(
+        "duplicate-agent",
+        StatusCode::CREATED,
+        test.call(Method::POST, &format!("/agent/{agent}/duplicate"), None).await,
+    );
+    run("delete-agent", StatusCode::OK, test.call(Method::POST, &format!("/agent/{agent}/delete"), None).await);
+    run("list-node-types", StatusCode::OK, test.call(Method::GET, "/node_types", None).await);
+
+    let ticket =
+        run("get-upload-url", StatusCode::OK, test.call(Method::POST, "/uploads/image/get_upload_url", None).await);
+    let upload = ticket["id"].as_str().unwrap().to_owned();
+    let finalize = || test.call(Method::POST, "/uploads/image/finalize_upload", Some(json!({ "id": upload })));
+    run("finalize-upload", StatusCode::BAD_REQUEST, finalize().await);
+    let path = blob_store.path(&format!("uploads/{}/{upload}", test.organization)).unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, crate::uploads::sample("image.png")).unwrap();
+    run("finalize-upload", StatusCode::OK, finalize().await);
+    run("finalize-upload", StatusCode::OK, finalize().await);
+    run("get-upload", StatusCode::OK, test.call(Method::GET, &format!("/uploads/image/{upload}"), None).await);
 
     for route in ROUTES {
         let granted: BTreeSet<String> = route.dynamodb_actions.iter().map(|action| (*action).to_owned()).collect();

@@ -2,11 +2,14 @@
 
 mod helpers;
 
+mod agents;
 mod auth;
 mod concurrency;
 mod failures;
 mod iam;
 mod lambda;
+mod node_types;
 mod serve;
 mod shared_stores;
 mod template;
+mod uploads;

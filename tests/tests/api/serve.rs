@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
-use shared::serve::{self, Backend};
+use shared::serve::{self, Backend, MediaOptions};
 
 async fn send(addr: SocketAddr, method: Method, path: &str, key: &str, body: Vec<u8>) -> (StatusCode, Value) {
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
@@ -23,6 +23,11 @@ async fn send(addr: SocketAddr, method: Method, path: &str, key: &str, body: Vec
     let status = response.status();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
     (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+/// A media folder for a server whose URLs are not fetched.
+fn media_options() -> MediaOptions {
+    MediaOptions { data_dir: tempfile::tempdir().unwrap().keep(), public_url: "http://127.0.0.1:9".into() }
 }
 
 fn seed_file() -> tempfile::NamedTempFile {
@@ -44,7 +49,8 @@ fn seed_file() -> tempfile::NamedTempFile {
 #[tokio::test]
 async fn serve_loads_a_seed_file_and_answers_over_http() {
     let seed = seed_file();
-    let (app, development_key) = serve::build_app(Backend::Embedded, Some(seed.path())).await.unwrap();
+    let (app, development_key) =
+        serve::build_app(Backend::Embedded, Some(seed.path()), &media_options()).await.unwrap();
     assert!(development_key.is_none(), "no development organization with a seed");
     let (addr, _stop) = serve::spawn(Arc::new(app), "127.0.0.1:0".parse().unwrap()).await.unwrap();
 
@@ -67,7 +73,7 @@ async fn serve_loads_a_seed_file_and_answers_over_http() {
 #[tokio::test]
 async fn serve_refuses_bodies_over_10_mb_and_writes_nothing() {
     let seed = seed_file();
-    let (app, _) = serve::build_app(Backend::Embedded, Some(seed.path())).await.unwrap();
+    let (app, _) = serve::build_app(Backend::Embedded, Some(seed.path()), &media_options()).await.unwrap();
     let (addr, _stop) = serve::spawn(Arc::new(app), "127.0.0.1:0".parse().unwrap()).await.unwrap();
     let (_, created) = send(addr, Method::POST, "/shared-stores", "acme-key", br#"{"name":"s"}"#.to_vec()).await;
     let store = created["store"]["id"].as_str().unwrap().to_owned();
@@ -81,7 +87,7 @@ async fn serve_refuses_bodies_over_10_mb_and_writes_nothing() {
 
 #[tokio::test]
 async fn serve_without_a_seed_creates_a_development_organization() {
-    let (app, key) = serve::build_app(Backend::Embedded, None).await.unwrap();
+    let (app, key) = serve::build_app(Backend::Embedded, None, &media_options()).await.unwrap();
     let key = key.expect("a development key is returned to print");
     let (addr, _stop) = serve::spawn(Arc::new(app), "127.0.0.1:0".parse().unwrap()).await.unwrap();
     let (status, body) = send(addr, Method::GET, "/whoami", &key, vec![]).await;
@@ -93,6 +99,6 @@ async fn serve_without_a_seed_creates_a_development_organization() {
 async fn a_bad_seed_file_is_refused_with_its_reason() {
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), r#"{"organizations": [{"id": "nope"}]}"#).unwrap();
-    let error = serve::build_app(Backend::Embedded, Some(file.path())).await.err().expect("refused");
+    let error = serve::build_app(Backend::Embedded, Some(file.path()), &media_options()).await.err().expect("refused");
     assert!(format!("{error:#}").contains("seed file"), "{error:#}");
 }

@@ -69,10 +69,16 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
         assert_eq!(event["Properties"]["Method"], route.method.as_str(), "{logical_id}");
         assert_eq!(event["Properties"]["Path"], route.path, "{logical_id}");
         let statements = function["Properties"]["Policies"][0]["Statement"].as_sequence().expect("one inline policy");
-        assert_eq!(statements.len(), 1, "{logical_id}");
-        let granted: BTreeSet<String> = strings(&statements[0]["Action"]).into_iter().collect();
-        let wanted: BTreeSet<String> = route.dynamodb_actions.iter().map(|action| (*action).to_owned()).collect();
-        assert_eq!(granted, wanted, "{logical_id} grants exactly its route's actions");
+        let expected_statements = if route.s3_actions.is_empty() { 1 } else { 2 };
+        assert_eq!(statements.len(), expected_statements, "{logical_id}: DynamoDB, then S3 if the route uses media");
+        let actions = |statement: &Value| -> BTreeSet<String> { strings(&statement["Action"]).into_iter().collect() };
+        let wanted = |list: &[&str]| -> BTreeSet<String> { list.iter().map(|action| (*action).to_owned()).collect() };
+        assert_eq!(actions(&statements[0]), wanted(route.dynamodb_actions), "{logical_id} grants its DynamoDB actions");
+        if let Some(s3) = statements.get(1) {
+            assert_eq!(actions(s3), wanted(route.s3_actions), "{logical_id} grants its S3 actions");
+            let resources = format!("{:?}", s3["Resource"]);
+            assert!(resources.contains("MediaBucket"), "{logical_id}: S3 actions apply to the media bucket only");
+        }
     }
     assert_eq!(binaries.len(), ROUTES.len() + 1, "every binary but serve is a route's function");
 }
@@ -85,11 +91,11 @@ fn functions_run_on_arm64_al2023_and_every_reference_resolves() {
     assert_eq!(strings(&globals["Architectures"]), ["arm64"]);
     assert_eq!(globals["Handler"], "bootstrap");
     let mut known: BTreeSet<String> =
-        ["AWS::Region", "AWS::URLSuffix", "AWS::AccountId", "AWS::StackName", "AWS::Partition"]
+        ["AWS::Region", "AWS::URLSuffix", "AWS::AccountId", "AWS::StackName", "AWS::Partition", "AWS::NoValue"]
             .into_iter()
             .map(str::to_owned)
             .collect();
-    for section in ["Resources", "Parameters"] {
+    for section in ["Resources", "Parameters", "Conditions"] {
         known.extend(template[section].as_mapping().unwrap().keys().map(|key| key.as_str().unwrap().to_owned()));
     }
     let mut references = Vec::new();
@@ -121,6 +127,17 @@ fn collect_references(value: &Value, found: &mut Vec<String>) {
                         );
                     }
                 }
+                // The first argument of `!If` names a condition.
+                "!If" => found.extend(
+                    tagged
+                        .value
+                        .as_sequence()
+                        .and_then(|items| items.first())
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                ),
+                // Arguments are references and literals, collected below.
+                "!Not" | "!Equals" => {}
                 other => panic!("unexpected tag {other}"),
             }
             collect_references(&tagged.value, found);

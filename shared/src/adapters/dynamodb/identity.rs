@@ -8,6 +8,7 @@ use uuid::Uuid;
 use super::{key, s, text, timestamp, DynamoDb, Item};
 use crate::domain::identity::{ApiKeyRecord, Organization};
 use crate::domain::time::Timestamp;
+use crate::domain::workspaces::Workspace;
 use crate::ports::IdentityRepo;
 
 fn api_key_key(key_hash: &str) -> Item {
@@ -19,7 +20,7 @@ fn organization_key(id: Uuid) -> Item {
 }
 
 impl DynamoDb {
-    async fn get(&self, key: Item) -> anyhow::Result<Option<Item>> {
+    pub(super) async fn get(&self, key: Item) -> anyhow::Result<Option<Item>> {
         let output =
             self.client.get_item().table_name(&self.table).set_key(Some(key)).consistent_read(true).send().await?;
         Ok(output.item)
@@ -117,6 +118,44 @@ impl IdentityRepo for DynamoDb {
             }
         };
         update.send().await.context("writing an API key")?;
+        Ok(())
+    }
+
+    async fn workspaces(&self, organization: Uuid) -> anyhow::Result<Vec<Workspace>> {
+        let items = self
+            .query_all(format!("ORG#{organization}"), Some("WORKSPACE#"), None)
+            .await
+            .context("listing workspaces")?;
+        items
+            .iter()
+            .map(|item| {
+                Ok(Workspace {
+                    id: Uuid::parse_str(text(item, "id")?)?,
+                    name: text(item, "name")?.to_owned(),
+                    primary: matches!(item.get("primary"), Some(AttributeValue::Bool(true))),
+                    created_at: timestamp(item, "created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn put_workspace(&self, organization: Uuid, workspace: &Workspace) -> anyhow::Result<()> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(format!("ORG#{organization}"), format!("WORKSPACE#{}", workspace.id))))
+            .update_expression(
+                "SET id = :id, #name = :name, #primary = :primary, created_at = if_not_exists(created_at, :created)",
+            )
+            .expression_attribute_names("#name", "name")
+            .expression_attribute_names("#primary", "primary")
+            .expression_attribute_values(":id", s(workspace.id.to_string()))
+            .expression_attribute_values(":name", s(&workspace.name))
+            .expression_attribute_values(":primary", AttributeValue::Bool(workspace.primary))
+            .expression_attribute_values(":created", s(workspace.created_at.to_string()))
+            .send()
+            .await
+            .context("writing a workspace")?;
         Ok(())
     }
 }

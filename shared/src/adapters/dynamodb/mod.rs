@@ -7,10 +7,15 @@
 //! | organization  | `ORG#{org}`                | `ORG`              |
 //! | shared store  | `ORG#{org}`                | `STORE#{store}`    |
 //! | store entry   | `ORG#{org}#STORE#{store}`  | `ENTRY#{entry_id}` |
+//! | workspace     | `ORG#{org}`                | `WORKSPACE#{id}`   |
+//! | agent + graph | `ORG#{org}`                | `AGENT#{id}` (v7 IDs: key order is creation order) |
+//! | upload/asset  | `ORG#{org}`                | `UPLOAD#{id}`      |
 
+mod agents;
 mod bulk;
 mod identity;
 mod shared_stores;
+mod uploads;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,173 @@
+//! Agents in DynamoDB: one item per agent holding its metadata, its graph as JSON text
+//! and a version number, so an update (metadata and every operation) is one
+//! conditional write. Lists read the metadata only.
+
+use anyhow::Context;
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::AttributeValue;
+use uuid::Uuid;
+
+use super::{key, n, number, s, text, timestamp, DynamoDb, Item};
+use crate::domain::agents::{Agent, AgentQuery, AgentRecord, Visibility};
+use crate::domain::graph::Graph;
+use crate::domain::time::Timestamp;
+use crate::ports::AgentRepo;
+
+const AGENT_PREFIX: &str = "AGENT#";
+/// The attributes of a list item: everything but the graph.
+const LIST_PROJECTION: &str = "id, #name, description, visibility, workspace_id, created_at, updated_at";
+/// Items read per list query page; filters may drop many of them.
+const LIST_PAGE_ITEMS: i32 = 200;
+
+fn agent_key(organization: Uuid, id: Uuid) -> Item {
+    key(format!("ORG#{organization}"), format!("{AGENT_PREFIX}{id}"))
+}
+
+fn agent_item(organization: Uuid, record: &AgentRecord) -> anyhow::Result<Item> {
+    let agent = &record.agent;
+    let mut item = agent_key(organization, agent.id);
+    item.extend([
+        ("id".to_owned(), s(agent.id.to_string())),
+        ("name".to_owned(), s(&agent.name)),
+        ("name_lower".to_owned(), s(agent.name.to_lowercase())),
+        ("description".to_owned(), s(&agent.description)),
+        ("visibility".to_owned(), s(agent.visibility.as_str())),
+        ("workspace_id".to_owned(), s(agent.workspace_id.to_string())),
+        ("created_at".to_owned(), s(agent.created_at.to_string())),
+        ("updated_at".to_owned(), s(agent.updated_at.to_string())),
+        ("version".to_owned(), n(record.version)),
+        ("graph".to_owned(), s(serde_json::to_string(&record.graph)?)),
+    ]);
+    Ok(item)
+}
+
+fn agent_from(item: &Item) -> anyhow::Result<Agent> {
+    Ok(Agent {
+        id: Uuid::parse_str(text(item, "id")?)?,
+        name: text(item, "name")?.to_owned(),
+        description: text(item, "description")?.to_owned(),
+        visibility: Visibility::parse(text(item, "visibility")?).context("stored visibility is not known")?,
+        workspace_id: Uuid::parse_str(text(item, "workspace_id")?)?,
+        created_at: timestamp(item, "created_at")?,
+        updated_at: timestamp(item, "updated_at")?,
+    })
+}
+
+#[async_trait]
+impl AgentRepo for DynamoDb {
+    async fn create_agent(&self, organization: Uuid, record: &AgentRecord) -> anyhow::Result<()> {
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(agent_item(organization, record)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await
+            .context("creating an agent")?;
+        Ok(())
+    }
+
+    async fn get_agent(&self, organization: Uuid, id: Uuid) -> anyhow::Result<Option<AgentRecord>> {
+        let Some(item) = self.get(agent_key(organization, id)).await.context("reading an agent")? else {
+            return Ok(None);
+        };
+        if item.contains_key("deleted_at") {
+            return Ok(None);
+        }
+        let graph: Graph = serde_json::from_str(text(&item, "graph")?).context("stored graph is not valid")?;
+        Ok(Some(AgentRecord { agent: agent_from(&item)?, graph, version: number(&item, "version")? }))
+    }
+
+    async fn list_agents(&self, organization: Uuid, query: &AgentQuery) -> anyhow::Result<Vec<Agent>> {
+        let mut filter = vec!["attribute_not_exists(deleted_at)"];
+        let mut request = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+            .expression_attribute_values(":pk", s(format!("ORG#{organization}")))
+            .expression_attribute_values(":prefix", s(AGENT_PREFIX))
+            .expression_attribute_names("#name", "name")
+            .projection_expression(LIST_PROJECTION)
+            .scan_index_forward(false)
+            .limit(LIST_PAGE_ITEMS);
+        if let Some(workspace) = query.workspace_id {
+            filter.push("workspace_id = :workspace");
+            request = request.expression_attribute_values(":workspace", s(workspace.to_string()));
+        }
+        if let Some(part) = &query.name_contains {
+            // `contains` compares literally: `%` and `_` are plain characters here.
+            filter.push("contains(name_lower, :name)");
+            request = request.expression_attribute_values(":name", s(part));
+        }
+        let request = request.filter_expression(filter.join(" AND "));
+        let mut start = query.after.map(|after| agent_key(organization, after));
+        let mut agents = Vec::new();
+        loop {
+            let page = request.clone().set_exclusive_start_key(start.take()).send().await.context("listing agents")?;
+            for item in page.items() {
+                agents.push(agent_from(item)?);
+                if agents.len() > query.limit {
+                    return Ok(agents);
+                }
+            }
+            match page.last_evaluated_key {
+                Some(last) => start = Some(last),
+                None => return Ok(agents),
+            }
+        }
+    }
+
+    async fn replace_agent(
+        &self,
+        organization: Uuid,
+        record: &AgentRecord,
+        expected_version: u64,
+    ) -> anyhow::Result<bool> {
+        let written = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(agent_item(organization, record)?))
+            .condition_expression("version = :expected AND attribute_not_exists(deleted_at)")
+            .expression_attribute_values(":expected", n(expected_version))
+            .send()
+            .await;
+        match written {
+            Ok(_) => Ok(true),
+            Err(error) => {
+                let service = error.into_service_error();
+                if service.is_conditional_check_failed_exception() {
+                    Ok(false)
+                } else {
+                    Err(anyhow::Error::new(service).context("updating an agent"))
+                }
+            }
+        }
+    }
+
+    async fn delete_agent(&self, organization: Uuid, id: Uuid, at: Timestamp) -> anyhow::Result<bool> {
+        let deleted = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(agent_key(organization, id)))
+            .update_expression("SET deleted_at = :at, updated_at = :at, version = version + :one")
+            .condition_expression("attribute_exists(pk) AND attribute_not_exists(deleted_at)")
+            .expression_attribute_values(":at", s(at.to_string()))
+            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .send()
+            .await;
+        match deleted {
+            Ok(_) => Ok(true),
+            Err(error) => {
+                let service = error.into_service_error();
+                if service.is_conditional_check_failed_exception() {
+                    Ok(false)
+                } else {
+                    Err(anyhow::Error::new(service).context("deleting an agent"))
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! The media probe: runs `ffprobe` on a local path or a presigned URL and reads its JSON.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::Context;
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use crate::domain::uploads::{ProbeReport, ProbedStream};
+use crate::ports::{MediaProbe, ProbeError};
+
+/// Longest a probe may take; a remote read of a large file only fetches its headers.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Demuxers ffprobe may use. Playlist and concat formats are left out on purpose: they
+/// would make ffprobe open other files or URLs named inside an uploaded file.
+const FORMATS: &str = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,flv,mpegts,mpeg,ogg,wav,mp3,aac,flac,asf,\
+                       image2,png_pipe,jpeg_pipe,webp_pipe,gif,bmp_pipe,tiff_pipe";
+
+/// `ffprobe` as a child process.
+pub struct Ffprobe {
+    program: PathBuf,
+}
+
+impl Ffprobe {
+    /// Uses the given program, e.g. `ffprobe` on the PATH or `/opt/bin/ffprobe` in a layer.
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        Self { program: program.into() }
+    }
+}
+
+#[derive(Deserialize)]
+struct Output {
+    #[serde(default)]
+    streams: Vec<Stream>,
+    format: Option<Format>,
+}
+
+#[derive(Deserialize)]
+struct Stream {
+    #[serde(default)]
+    codec_type: String,
+    #[serde(default)]
+    codec_name: String,
+    width: Option<u32>,
+    height: Option<u32>,
+    #[serde(default)]
+    disposition: Disposition,
+}
+
+#[derive(Default, Deserialize)]
+struct Disposition {
+    #[serde(default)]
+    attached_pic: u8,
+}
+
+#[derive(Deserialize)]
+struct Format {
+    #[serde(default)]
+    format_name: String,
+    duration: Option<String>,
+}
+
+#[async_trait]
+impl MediaProbe for Ffprobe {
+    async fn probe(&self, location: &str) -> Result<ProbeReport, ProbeError> {
+        let remote = location.starts_with("http://") || location.starts_with("https://");
+        let protocols = if remote { "http,https,tcp,tls,crypto" } else { "file" };
+        let child = tokio::process::Command::new(&self.program)
+            .args(["-v", "error", "-protocol_whitelist", protocols, "-format_whitelist", FORMATS])
+            .args(["-print_format", "json", "-show_format", "-show_streams", location])
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let output = match tokio::time::timeout(PROBE_TIMEOUT, child).await {
+            Err(_) => return Err(ProbeError::Unreadable(format!("ffprobe took longer than {PROBE_TIMEOUT:?}"))),
+            Ok(Err(error)) => {
+                let context = format!("running {}", self.program.display());
+                return Err(ProbeError::Unavailable(anyhow::Error::new(error).context(context)));
+            }
+            Ok(Ok(output)) => output,
+        };
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            // The last line is ffprobe's verdict; earlier ones repeat the location.
+            let reason = stderr.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or("ffprobe failed");
+            let reason = reason.strip_prefix(location).map_or(reason, |rest| rest.trim_start_matches(':')).trim();
+            return Err(ProbeError::Unreadable(reason.to_owned()));
+        }
+        let parsed: Output = serde_json::from_slice(&output.stdout)
+            .context("ffprobe printed JSON that could not be read")
+            .map_err(ProbeError::Unavailable)?;
+        let format = parsed.format.ok_or_else(|| ProbeError::Unreadable("no container format found".into()))?;
+        Ok(ProbeReport {
+            format_name: format.format_name,
+            duration_seconds: format.duration.and_then(|text| text.parse().ok()),
+            streams: parsed
+                .streams
+                .into_iter()
+                .map(|stream| ProbedStream {
+                    codec_type: stream.codec_type,
+                    codec_name: stream.codec_name,
+                    width: stream.width,
+                    height: stream.height,
+                    attached_pic: stream.disposition.attached_pic == 1,
+                })
+                .collect(),
+        })
+    }
+}

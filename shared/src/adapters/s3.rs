@@ -1,0 +1,89 @@
+//! Media in S3: presigned PUT URLs for uploads, HEAD for sizes, short presigned GET URLs
+//! from which ffprobe reads only the bytes it needs.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use async_trait::async_trait;
+use aws_sdk_s3::presigning::PresigningConfig;
+use aws_sdk_s3::Client;
+
+use crate::ports::BlobStore;
+
+/// How long ffprobe's read URL stays valid.
+const PROBE_URL_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// A bucket of media objects.
+#[derive(Clone)]
+pub struct S3BlobStore {
+    client: Client,
+    bucket: String,
+}
+
+impl S3BlobStore {
+    /// Connects with the standard AWS settings of the environment. With an endpoint
+    /// override (an emulator) addresses use the path style, which needs no DNS per bucket.
+    pub async fn connect(bucket: impl Into<String>) -> Self {
+        let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let emulated =
+            std::env::var_os("AWS_ENDPOINT_URL_S3").is_some() || std::env::var_os("AWS_ENDPOINT_URL").is_some();
+        let config = aws_sdk_s3::config::Builder::from(&shared).force_path_style(emulated).build();
+        Self { client: Client::from_conf(config), bucket: bucket.into() }
+    }
+
+    /// Creates the bucket when it does not exist (local use; AWS gets it from SAM).
+    pub async fn ensure_bucket(&self) -> anyhow::Result<()> {
+        if self.client.head_bucket().bucket(&self.bucket).send().await.is_ok() {
+            return Ok(());
+        }
+        let created = self.client.create_bucket().bucket(&self.bucket).send().await;
+        if let Err(error) = created {
+            let service = error.into_service_error();
+            if !service.is_bucket_already_owned_by_you() && !service.is_bucket_already_exists() {
+                return Err(anyhow::Error::new(service).context(format!("creating bucket {}", self.bucket)));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl BlobStore for S3BlobStore {
+    async fn upload_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String> {
+        let presigned = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .presigned(PresigningConfig::expires_in(ttl)?)
+            .await
+            .context("presigning an upload URL")?;
+        Ok(presigned.uri().to_owned())
+    }
+
+    async fn size(&self, key: &str) -> anyhow::Result<Option<u64>> {
+        match self.client.head_object().bucket(&self.bucket).key(key).send().await {
+            Ok(head) => Ok(Some(head.content_length().unwrap_or(0).max(0) as u64)),
+            Err(error) => {
+                let service = error.into_service_error();
+                if service.is_not_found() {
+                    Ok(None)
+                } else {
+                    Err(anyhow::Error::new(service).context("reading an object's size"))
+                }
+            }
+        }
+    }
+
+    async fn probe_location(&self, key: &str) -> anyhow::Result<String> {
+        let presigned = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .presigned(PresigningConfig::expires_in(PROBE_URL_TTL)?)
+            .await
+            .context("presigning a read URL")?;
+        Ok(presigned.uri().to_owned())
+    }
+}

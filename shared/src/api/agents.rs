@@ -1,0 +1,174 @@
+//! The agent endpoints and the node-type catalog. Each: auth (bearer or X-API-Key),
+//! parse, one domain call, map.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::auth::{authenticate, Scheme};
+use super::body::json_body;
+use super::query::query_params;
+use super::{json_response, respond, ApiError, Call, Response};
+use crate::app::App;
+use crate::domain::agents::{self, AgentCreate, AgentError, AgentQuery, AgentRecord, AgentUpdate};
+use crate::domain::node_types;
+use crate::domain::workspaces::WorkspaceError;
+
+/// The caller's organization.
+async fn organization(app: &App, call: &Call) -> Result<Uuid, ApiError> {
+    Ok(authenticate(app, call.request.headers(), Scheme::BearerOrApiKey).await?.organization_id())
+}
+
+/// Authenticates, then reads the `agent_id` path parameter.
+async fn agent_scope(app: &App, call: &Call) -> Result<(Uuid, Uuid), ApiError> {
+    let organization = organization(app, call).await?;
+    let agent = agents::parse_agent_id(call.params.get("agent_id")).map_err(fail("read"))?;
+    Ok((organization, agent))
+}
+
+/// Maps an agent error; a foreign workspace is a 400 in a body and a 403 as a list filter.
+fn map_error(error: AgentError, action: &'static str, foreign_workspace: StatusCode) -> ApiError {
+    let message = error.to_string();
+    match error {
+        AgentError::Invalid(_) | AgentError::Operation(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
+        AgentError::Workspace(WorkspaceError::Foreign) => ApiError::detail(foreign_workspace, message),
+        AgentError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
+        AgentError::Contended => ApiError::detail(StatusCode::CONFLICT, message),
+        AgentError::Workspace(_) | AgentError::Backend(_) => {
+            tracing::error!(error = %message, "agent {action} failed");
+            ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, format!("Failed to {action} the agent"))
+        }
+    }
+}
+
+fn fail(action: &'static str) -> impl Fn(AgentError) -> ApiError {
+    move |error| map_error(error, action, StatusCode::BAD_REQUEST)
+}
+
+/// The `GET /agent/{id}` body.
+fn agent_view(record: &AgentRecord) -> serde_json::Value {
+    let nodes: Vec<_> = record
+        .graph
+        .nodes
+        .iter()
+        .map(|node| {
+            let name = node_types::find(node.node_type_id).map_or("unknown", |node_type| node_type.name);
+            json!({
+                "agent_node_id": node.agent_node_id,
+                "node_type": { "node_type_id": node.node_type_id, "node_type_name": name },
+                "params_used": node.params_used,
+            })
+        })
+        .collect();
+    json!({ "agent": record.agent, "agent_nodes": nodes, "connections": record.graph.connections })
+}
+
+/// `GET /agents`
+pub async fn list_agents(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let organization = organization(&app, &call).await?;
+            let params = query_params(&call.request)?;
+            let param = |name: &str| params.get(name).map(String::as_str);
+            let query = AgentQuery::parse(param("limit"), param("cursor"), param("workspace_id"), param("name"))
+                .map_err(fail("list"))?;
+            let page = agents::list_agents(app.agents.as_ref(), app.identity.as_ref(), organization, query)
+                .await
+                .map_err(|error| map_error(error, "list", StatusCode::FORBIDDEN))?;
+            Ok(json_response(StatusCode::OK, &page))
+        }
+        .await,
+    )
+}
+
+/// `POST /agent/create`
+pub async fn create_agent(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let organization = organization(&app, &call).await?;
+            let body = json_body(&call.request)?;
+            let create = AgentCreate::parse(&body).map_err(fail("create"))?;
+            let agent = agents::create_agent(
+                app.agents.as_ref(),
+                app.identity.as_ref(),
+                app.clock.as_ref(),
+                organization,
+                create,
+            )
+            .await
+            .map_err(fail("create"))?;
+            Ok(json_response(StatusCode::CREATED, &json!({ "agent_id": agent.id, "agent": agent })))
+        }
+        .await,
+    )
+}
+
+/// `GET /agent/{agent_id}`
+pub async fn get_agent(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, agent) = agent_scope(&app, &call).await?;
+            let record = agents::get_agent(app.agents.as_ref(), organization, agent).await.map_err(fail("read"))?;
+            Ok(json_response(StatusCode::OK, &agent_view(&record)))
+        }
+        .await,
+    )
+}
+
+/// `POST /agent/{agent_id}/update`
+pub async fn update_agent(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, agent) = agent_scope(&app, &call).await?;
+            let body = json_body(&call.request)?;
+            let update = AgentUpdate::parse(&body).map_err(fail("update"))?;
+            let result = agents::update_agent(app.agents.as_ref(), app.clock.as_ref(), organization, agent, update)
+                .await
+                .map_err(fail("update"))?;
+            Ok(json_response(StatusCode::OK, &result))
+        }
+        .await,
+    )
+}
+
+/// `POST /agent/{agent_id}/duplicate`
+pub async fn duplicate_agent(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, agent) = agent_scope(&app, &call).await?;
+            let body = json_body(&call.request)?;
+            let copy = agents::duplicate_agent(app.agents.as_ref(), app.clock.as_ref(), organization, agent, &body)
+                .await
+                .map_err(fail("duplicate"))?;
+            Ok(json_response(StatusCode::CREATED, &json!({ "agent_id": copy.id, "agent": copy })))
+        }
+        .await,
+    )
+}
+
+/// `POST /agent/{agent_id}/delete`
+pub async fn delete_agent(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, agent) = agent_scope(&app, &call).await?;
+            agents::delete_agent(app.agents.as_ref(), app.clock.as_ref(), organization, agent)
+                .await
+                .map_err(fail("delete"))?;
+            Ok(json_response(StatusCode::OK, &json!({ "success": true })))
+        }
+        .await,
+    )
+}
+
+/// `GET /node_types`
+pub async fn list_node_types(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            organization(&app, &call).await?;
+            Ok(json_response(StatusCode::OK, &json!({ "node_types": node_types::catalog() })))
+        }
+        .await,
+    )
+}

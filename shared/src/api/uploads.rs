@@ -1,0 +1,101 @@
+//! The uploads flow: an upload URL, the finalize check, and reading the asset.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::auth::{authenticate, Scheme};
+use super::body::json_body;
+use super::{json_response, respond, ApiError, Call, Response};
+use crate::app::App;
+use crate::domain::uploads::{self, UploadError, UploadKind};
+
+/// Authenticates, then reads the `kind` path parameter.
+async fn upload_scope(app: &App, call: &Call) -> Result<(Uuid, UploadKind), ApiError> {
+    let organization = authenticate(app, call.request.headers(), Scheme::BearerOrApiKey).await?.organization_id();
+    let kind = call.params.get("kind");
+    let kind = UploadKind::parse(kind).ok_or_else(|| {
+        ApiError::detail(StatusCode::NOT_FOUND, format!("unknown upload kind {kind:?}: use video, audio or image"))
+    })?;
+    Ok((organization, kind))
+}
+
+fn fail(action: &'static str) -> impl Fn(UploadError) -> ApiError {
+    move |error| {
+        let message = error.to_string();
+        match error {
+            UploadError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
+            UploadError::NotUploaded | UploadError::TooLarge { .. } | UploadError::NotMedia(_) => {
+                ApiError::detail(StatusCode::BAD_REQUEST, message)
+            }
+            UploadError::Backend(_) => {
+                tracing::error!(error = %message, "upload {action} failed");
+                ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, format!("Failed to {action} the upload"))
+            }
+        }
+    }
+}
+
+/// `POST /uploads/{kind}/get_upload_url`
+pub async fn get_upload_url(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, kind) = upload_scope(&app, &call).await?;
+            let ticket = uploads::create_upload(
+                app.uploads.as_ref(),
+                app.blobs.as_ref(),
+                app.clock.as_ref(),
+                organization,
+                kind,
+            )
+            .await
+            .map_err(fail("create"))?;
+            Ok(json_response(StatusCode::OK, &ticket))
+        }
+        .await,
+    )
+}
+
+/// `POST /uploads/{kind}/finalize_upload`
+pub async fn finalize_upload(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, kind) = upload_scope(&app, &call).await?;
+            let body = json_body(&call.request)?;
+            let id = match body.get("id") {
+                Some(Value::String(id)) => uploads::parse_upload_id(id).map_err(fail("finalize"))?,
+                Some(_) => return Err(ApiError::detail(StatusCode::BAD_REQUEST, "id must be a UUID string")),
+                None => return Err(ApiError::detail(StatusCode::BAD_REQUEST, "id is required")),
+            };
+            let upload = uploads::finalize_upload(
+                app.uploads.as_ref(),
+                app.blobs.as_ref(),
+                app.probe.as_ref(),
+                app.clock.as_ref(),
+                organization,
+                kind,
+                id,
+            )
+            .await
+            .map_err(fail("finalize"))?;
+            Ok(json_response(StatusCode::OK, &upload))
+        }
+        .await,
+    )
+}
+
+/// `GET /uploads/{kind}/{upload_id}`
+pub async fn get_upload(app: Arc<App>, call: Call) -> Response {
+    respond(
+        async {
+            let (organization, kind) = upload_scope(&app, &call).await?;
+            let id = uploads::parse_upload_id(call.params.get("upload_id")).map_err(fail("read"))?;
+            let upload =
+                uploads::get_upload(app.uploads.as_ref(), organization, kind, id).await.map_err(fail("read"))?;
+            Ok(json_response(StatusCode::OK, &upload))
+        }
+        .await,
+    )
+}

@@ -1,0 +1,442 @@
+//! Agents: workflow templates of the organization, their metadata rules, listing and the
+//! use cases that create, edit, copy and delete them.
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::graph::{self, CreatedNode, Graph, Operation};
+use super::time::Timestamp;
+use super::workspaces::{self, WorkspaceError};
+use crate::ports::{AgentRepo, Clock, IdentityRepo};
+
+/// Longest agent name, in characters.
+pub const MAX_NAME_CHARS: usize = 120;
+/// Longest agent description, in characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 5_000;
+/// Largest and default page of `GET /agents`.
+pub const MAX_LIST_LIMIT: usize = 100;
+const DEFAULT_LIST_LIMIT: usize = 25;
+/// Longest `name` filter, in characters.
+pub const MAX_NAME_FILTER_CHARS: usize = 200;
+/// Name of an agent created without one.
+const DEFAULT_NAME: &str = "Untitled agent";
+/// Times an update is re-applied when concurrent updates keep changing the agent first.
+const MAX_UPDATE_ATTEMPTS: u32 = 25;
+
+/// Who may see an agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Visibility {
+    Public,
+    Private,
+}
+
+impl Visibility {
+    /// The stored and shown word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Public => "public",
+            Self::Private => "private",
+        }
+    }
+
+    /// Parses the stored word.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "public" => Some(Self::Public),
+            "private" => Some(Self::Private),
+            _ => None,
+        }
+    }
+}
+
+/// The agent record of list, create and read responses.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Agent {
+    pub id: Uuid,
+    pub name: String,
+    pub description: String,
+    pub visibility: Visibility,
+    pub workspace_id: Uuid,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// An agent with its graph, and the version that guards concurrent updates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentRecord {
+    pub agent: Agent,
+    pub graph: Graph,
+    pub version: u64,
+}
+
+/// Everything that can go wrong with an agent request.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// A malformed field; the text names it.
+    #[error("{0}")]
+    Invalid(String),
+    /// A graph operation was refused.
+    #[error(transparent)]
+    Operation(#[from] graph::OperationError),
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    #[error("Agent not found")]
+    NotFound,
+    #[error("the agent kept being changed by other requests; try again")]
+    Contended,
+    #[error("storage failed: {0:#}")]
+    Backend(#[from] anyhow::Error),
+}
+
+/// Metadata fields of a create or update, each optional.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AgentFields {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub visibility: Option<Visibility>,
+}
+
+impl AgentFields {
+    /// Parses `name`, `description` and `visibility` where present.
+    pub fn parse(body: &Map<String, Value>) -> Result<Self, AgentError> {
+        let name = match body.get("name") {
+            None => None,
+            Some(Value::String(text)) => {
+                let name = text.trim();
+                let length = name.chars().count();
+                if length == 0 || length > MAX_NAME_CHARS {
+                    return Err(invalid(format!("name must be 1 to {MAX_NAME_CHARS} characters")));
+                }
+                Some(name.to_owned())
+            }
+            Some(_) => return Err(invalid("name must be a string")),
+        };
+        let description = match body.get("description") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) if text.chars().count() <= MAX_DESCRIPTION_CHARS => Some(text.clone()),
+            Some(Value::String(_)) => {
+                return Err(invalid(format!("description must be at most {MAX_DESCRIPTION_CHARS} characters")))
+            }
+            Some(_) => return Err(invalid("description must be a string")),
+        };
+        let visibility = match body.get("visibility") {
+            None => None,
+            Some(Value::String(text)) => {
+                Some(Visibility::parse(text).ok_or_else(|| invalid("visibility must be \"public\" or \"private\""))?)
+            }
+            Some(_) => return Err(invalid("visibility must be \"public\" or \"private\"")),
+        };
+        Ok(Self { name, description, visibility })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.name.is_none() && self.description.is_none() && self.visibility.is_none()
+    }
+
+    fn apply_to(&self, agent: &mut Agent) {
+        if let Some(name) = &self.name {
+            agent.name.clone_from(name);
+        }
+        if let Some(description) = &self.description {
+            agent.description.clone_from(description);
+        }
+        if let Some(visibility) = self.visibility {
+            agent.visibility = visibility;
+        }
+    }
+}
+
+fn invalid(message: impl Into<String>) -> AgentError {
+    AgentError::Invalid(message.into())
+}
+
+/// Refuses properties outside `allowed`.
+fn deny_unknown(body: &Map<String, Value>, allowed: &[&str]) -> Result<(), AgentError> {
+    match body.keys().find(|key| !allowed.contains(&key.as_str())) {
+        Some(key) => Err(invalid(format!("unknown property: {key}"))),
+        None => Ok(()),
+    }
+}
+
+/// Parses an optional UUID field.
+fn optional_uuid(body: &Map<String, Value>, name: &str) -> Result<Option<Uuid>, AgentError> {
+    match body.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => {
+            Uuid::parse_str(text).map(Some).map_err(|_| invalid(format!("{name} must be a UUID")))
+        }
+        Some(_) => Err(invalid(format!("{name} must be a UUID string"))),
+    }
+}
+
+/// A parsed `POST /agent/create` body.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AgentCreate {
+    pub fields: AgentFields,
+    pub workspace_id: Option<Uuid>,
+}
+
+impl AgentCreate {
+    /// Parses the (optional) create body.
+    pub fn parse(body: &Map<String, Value>) -> Result<Self, AgentError> {
+        deny_unknown(body, &["name", "description", "visibility", "workspace_id"])?;
+        Ok(Self { fields: AgentFields::parse(body)?, workspace_id: optional_uuid(body, "workspace_id")? })
+    }
+}
+
+/// A parsed `POST /agent/{id}/update` body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentUpdate {
+    pub fields: AgentFields,
+    pub operations: Vec<Operation>,
+}
+
+impl AgentUpdate {
+    /// Parses metadata and ordered operations; at least one of them must be present.
+    pub fn parse(body: &Map<String, Value>) -> Result<Self, AgentError> {
+        deny_unknown(body, &["name", "description", "visibility", "operations"])?;
+        let fields = AgentFields::parse(body)?;
+        let operations = match body.get("operations") {
+            None => Vec::new(),
+            Some(value) => graph::parse_operations(value).map_err(AgentError::Invalid)?,
+        };
+        if fields.is_empty() && operations.is_empty() {
+            return Err(invalid("nothing to update: give name, description, visibility or operations"));
+        }
+        Ok(Self { fields, operations })
+    }
+}
+
+/// The result of an update.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct UpdateResult {
+    pub success: bool,
+    pub agent_id: Uuid,
+    pub operations_applied: usize,
+    pub created_nodes: Vec<CreatedNode>,
+}
+
+/// Filters and position of one `GET /agents` page, already validated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentQuery {
+    pub limit: usize,
+    /// List agents created before this one (the previous page's last).
+    pub after: Option<Uuid>,
+    pub workspace_id: Option<Uuid>,
+    /// Lower-cased substring the name must contain, matched literally.
+    pub name_contains: Option<String>,
+}
+
+impl AgentQuery {
+    /// Parses the query parameters of `GET /agents`.
+    pub fn parse(
+        limit: Option<&str>,
+        cursor: Option<&str>,
+        workspace_id: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<Self, AgentError> {
+        let limit = match limit {
+            None => DEFAULT_LIST_LIMIT,
+            Some(text) => match text.parse::<usize>() {
+                Ok(limit) if (1..=MAX_LIST_LIMIT).contains(&limit) => limit,
+                _ => return Err(invalid(format!("limit must be an integer from 1 to {MAX_LIST_LIMIT}"))),
+            },
+        };
+        let after =
+            cursor.map(|cursor| decode_cursor(cursor).ok_or_else(|| invalid("cursor is malformed"))).transpose()?;
+        let workspace_id = workspace_id
+            .map(|text| Uuid::parse_str(text).map_err(|_| invalid("workspace_id must be a UUID")))
+            .transpose()?;
+        let name_contains = match name {
+            Some(text) if text.chars().count() > MAX_NAME_FILTER_CHARS => {
+                return Err(invalid(format!("name must be at most {MAX_NAME_FILTER_CHARS} characters")))
+            }
+            Some("") | None => None,
+            Some(text) => Some(text.to_lowercase()),
+        };
+        Ok(Self { limit, after, workspace_id, name_contains })
+    }
+
+    /// True when an agent passes the filters (cursor aside).
+    pub fn matches(&self, agent: &Agent) -> bool {
+        self.workspace_id.is_none_or(|workspace| agent.workspace_id == workspace)
+            && self.name_contains.as_ref().is_none_or(|part| agent.name.to_lowercase().contains(part.as_str()))
+    }
+}
+
+/// One page of agents, newest first.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AgentPage {
+    pub agents: Vec<Agent>,
+    pub next_cursor: Option<String>,
+}
+
+const CURSOR_PREFIX: &str = "agents:v1:";
+
+fn encode_cursor(last: Uuid) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{CURSOR_PREFIX}{last}"))
+}
+
+fn decode_cursor(cursor: &str) -> Option<Uuid> {
+    let bytes = URL_SAFE_NO_PAD.decode(cursor.trim_end_matches('=')).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    Uuid::parse_str(text.strip_prefix(CURSOR_PREFIX)?).ok()
+}
+
+/// Creates an agent (empty graph) in the requested or the primary workspace.
+pub async fn create_agent(
+    repo: &dyn AgentRepo,
+    identity: &dyn IdentityRepo,
+    clock: &dyn Clock,
+    organization: Uuid,
+    create: AgentCreate,
+) -> Result<Agent, AgentError> {
+    let workspace_id = workspaces::resolve(identity, organization, create.workspace_id).await?;
+    let now = clock.now();
+    // Version 7 IDs start with their creation time, so the key order is the list order.
+    let mut agent = Agent {
+        id: Uuid::now_v7(),
+        name: DEFAULT_NAME.to_owned(),
+        description: String::new(),
+        visibility: Visibility::Private,
+        workspace_id,
+        created_at: now,
+        updated_at: now,
+    };
+    create.fields.apply_to(&mut agent);
+    repo.create_agent(organization, &AgentRecord { agent: agent.clone(), graph: Graph::default(), version: 1 }).await?;
+    Ok(agent)
+}
+
+/// An agent with its graph.
+pub async fn get_agent(repo: &dyn AgentRepo, organization: Uuid, id: Uuid) -> Result<AgentRecord, AgentError> {
+    repo.get_agent(organization, id).await?.ok_or(AgentError::NotFound)
+}
+
+/// One page of the organization's agents, newest first.
+pub async fn list_agents(
+    repo: &dyn AgentRepo,
+    identity: &dyn IdentityRepo,
+    organization: Uuid,
+    query: AgentQuery,
+) -> Result<AgentPage, AgentError> {
+    if let Some(workspace) = query.workspace_id {
+        workspaces::resolve(identity, organization, Some(workspace)).await?;
+    }
+    let mut agents = repo.list_agents(organization, &query).await?;
+    let next_cursor = if agents.len() > query.limit {
+        agents.truncate(query.limit);
+        agents.last().map(|agent| encode_cursor(agent.id))
+    } else {
+        None
+    };
+    Ok(AgentPage { agents, next_cursor })
+}
+
+/// Applies metadata and operations all-or-nothing; when another update lands first the
+/// payload is applied again to the newer graph.
+pub async fn update_agent(
+    repo: &dyn AgentRepo,
+    clock: &dyn Clock,
+    organization: Uuid,
+    id: Uuid,
+    update: AgentUpdate,
+) -> Result<UpdateResult, AgentError> {
+    for _ in 0..MAX_UPDATE_ATTEMPTS {
+        let current = get_agent(repo, organization, id).await?;
+        let (graph, created_nodes) = current.graph.apply(&update.operations)?;
+        let mut agent = current.agent.clone();
+        update.fields.apply_to(&mut agent);
+        agent.updated_at = clock.now();
+        let next = AgentRecord { agent, graph, version: current.version + 1 };
+        if repo.replace_agent(organization, &next, current.version).await? {
+            return Ok(UpdateResult {
+                success: true,
+                agent_id: id,
+                operations_applied: update.operations.len(),
+                created_nodes,
+            });
+        }
+    }
+    Err(AgentError::Contended)
+}
+
+/// Copies an agent with its graph (new node IDs) into a new agent of the same workspace.
+pub async fn duplicate_agent(
+    repo: &dyn AgentRepo,
+    clock: &dyn Clock,
+    organization: Uuid,
+    id: Uuid,
+    body: &Map<String, Value>,
+) -> Result<Agent, AgentError> {
+    deny_unknown(body, &["name"])?;
+    let fields = AgentFields::parse(body)?;
+    let source = get_agent(repo, organization, id).await?;
+    let now = clock.now();
+    let name = fields.name.unwrap_or_else(|| {
+        let suffix = " (copy)";
+        let kept: String = source.agent.name.chars().take(MAX_NAME_CHARS - suffix.len()).collect();
+        format!("{kept}{suffix}")
+    });
+    let agent = Agent { id: Uuid::now_v7(), name, created_at: now, updated_at: now, ..source.agent };
+    repo.create_agent(
+        organization,
+        &AgentRecord { agent: agent.clone(), graph: source.graph.with_new_ids(), version: 1 },
+    )
+    .await?;
+    Ok(agent)
+}
+
+/// Soft-deletes an agent: it leaves lists and reads; its runs keep their history.
+pub async fn delete_agent(
+    repo: &dyn AgentRepo,
+    clock: &dyn Clock,
+    organization: Uuid,
+    id: Uuid,
+) -> Result<(), AgentError> {
+    if repo.delete_agent(organization, id, clock.now()).await? {
+        Ok(())
+    } else {
+        Err(AgentError::NotFound)
+    }
+}
+
+/// Parses an agent ID from a path; anything but a UUID names no agent.
+pub fn parse_agent_id(text: &str) -> Result<Uuid, AgentError> {
+    Uuid::parse_str(text).map_err(|_| AgentError::NotFound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_garbage_is_refused() {
+        let id = Uuid::now_v7();
+        assert_eq!(decode_cursor(&encode_cursor(id)), Some(id));
+        assert_eq!(decode_cursor("not a cursor"), None);
+        assert_eq!(decode_cursor(&URL_SAFE_NO_PAD.encode("agents:v1:nope")), None);
+    }
+
+    #[test]
+    fn query_limits_and_filters() {
+        assert_eq!(AgentQuery::parse(None, None, None, None).unwrap().limit, 25);
+        for bad in ["0", "101", "1.5", "ten", "-1"] {
+            assert!(AgentQuery::parse(Some(bad), None, None, None).is_err(), "{bad}");
+        }
+        let long = "x".repeat(201);
+        assert!(AgentQuery::parse(None, None, None, Some(&long)).is_err());
+        assert_eq!(AgentQuery::parse(None, None, None, Some("AbC")).unwrap().name_contains.as_deref(), Some("abc"));
+    }
+
+    #[test]
+    fn duplicate_names_stay_within_the_limit() {
+        let suffix = " (copy)";
+        let kept: String = "n".repeat(120).chars().take(MAX_NAME_CHARS - suffix.len()).collect();
+        assert_eq!(format!("{kept}{suffix}").chars().count(), MAX_NAME_CHARS);
+    }
+}

@@ -1,0 +1,401 @@
+//! An agent's graph of nodes and connections, and the ordered operations that edit it.
+//! Operations apply to a copy, so a payload applies whole or not at all.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::node_types::{self, NodeType};
+
+/// Operations one update may carry.
+pub const MAX_OPERATIONS: usize = 1_000;
+/// Nodes one agent may have.
+pub const MAX_NODES: usize = 300;
+/// Connections one agent may have.
+pub const MAX_CONNECTIONS: usize = 1_000;
+/// Largest graph, as compact JSON: it is stored in one item, well inside DynamoDB's 400 KB.
+pub const MAX_GRAPH_BYTES: usize = 350_000;
+/// Longest `temp_ref_id`.
+const MAX_TEMP_REF_CHARS: usize = 200;
+
+/// A node of an agent: an instance of a node type with its parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentNode {
+    pub agent_node_id: Uuid,
+    pub node_type_id: Uuid,
+    pub params_used: Map<String, Value>,
+}
+
+/// A directed connection: the source's output feeds the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Connection {
+    pub source_agent_node_id: Uuid,
+    pub target_agent_node_id: Uuid,
+}
+
+/// Nodes and connections; connections keep their creation order, which is the order in
+/// which a node such as Concatenate takes its inputs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Graph {
+    pub nodes: Vec<AgentNode>,
+    pub connections: Vec<Connection>,
+}
+
+/// One end of a connection in an operation: an existing node or one created earlier in
+/// the same payload.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NodeRef {
+    Id(Uuid),
+    Temp(String),
+}
+
+/// One graph operation of an update payload.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Operation {
+    CreateNode {
+        node_type_id: Uuid,
+        temp_ref_id: Option<String>,
+        params_used: Map<String, Value>,
+    },
+    /// Sets the given parameters; a `null` value removes that parameter.
+    UpdateNode {
+        agent_node_id: Uuid,
+        params_used: Map<String, Value>,
+    },
+    DeleteNode {
+        agent_node_id: Uuid,
+    },
+    CreateConnection {
+        source: NodeRef,
+        target: NodeRef,
+    },
+    DeleteConnection {
+        source: NodeRef,
+        target: NodeRef,
+    },
+}
+
+/// A node made by a payload, reported with the reference the caller gave it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CreatedNode {
+    pub temp_ref_id: Option<String>,
+    pub agent_node_id: Uuid,
+}
+
+/// Why an operation was refused; `index` is its position in `operations`.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("operations[{index}]: {message}")]
+pub struct OperationError {
+    pub index: usize,
+    pub message: String,
+}
+
+const OPERATION_KINDS: &str = "create_node, update_node, delete_node, create_connection, delete_connection";
+
+/// Parses the `operations` array; every problem names the operation's index.
+pub fn parse_operations(value: &Value) -> Result<Vec<Operation>, String> {
+    let Value::Array(items) = value else {
+        return Err("operations must be an array".into());
+    };
+    if items.is_empty() {
+        return Err("operations must contain at least 1 item".into());
+    }
+    if items.len() > MAX_OPERATIONS {
+        return Err(format!("operations may contain at most {MAX_OPERATIONS} items, got {}", items.len()));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| parse_operation(item).map_err(|message| OperationError { index, message }.to_string()))
+        .collect()
+}
+
+fn parse_operation(item: &Value) -> Result<Operation, String> {
+    let Value::Object(fields) = item else {
+        return Err("each operation must be an object".into());
+    };
+    let op = match fields.get("op") {
+        Some(Value::String(op)) => op.as_str(),
+        Some(_) => return Err("op must be a string".into()),
+        None => return Err(format!("op is required (one of {OPERATION_KINDS})")),
+    };
+    let allow =
+        |allowed: &[&str]| match fields.keys().find(|key| key.as_str() != "op" && !allowed.contains(&key.as_str())) {
+            Some(key) => Err(format!("{op} does not take {key}")),
+            None => Ok(()),
+        };
+    match op {
+        "create_node" => {
+            allow(&["node_type_id", "temp_ref_id", "params_used"])?;
+            Ok(Operation::CreateNode {
+                node_type_id: uuid_field(fields, "node_type_id")?,
+                temp_ref_id: optional_temp_ref(fields.get("temp_ref_id"))?,
+                params_used: params(fields.get("params_used"), false)?,
+            })
+        }
+        "update_node" => {
+            allow(&["agent_node_id", "params_used"])?;
+            Ok(Operation::UpdateNode {
+                agent_node_id: uuid_field(fields, "agent_node_id")?,
+                params_used: params(fields.get("params_used"), true)?,
+            })
+        }
+        "delete_node" => {
+            allow(&["agent_node_id"])?;
+            Ok(Operation::DeleteNode { agent_node_id: uuid_field(fields, "agent_node_id")? })
+        }
+        "create_connection" | "delete_connection" => {
+            allow(&["source_agent_node_id", "source_temp_ref_id", "target_agent_node_id", "target_temp_ref_id"])?;
+            let source = node_ref(fields, "source")?;
+            let target = node_ref(fields, "target")?;
+            Ok(if op == "create_connection" {
+                Operation::CreateConnection { source, target }
+            } else {
+                Operation::DeleteConnection { source, target }
+            })
+        }
+        other => Err(format!("unknown op {other:?} (expected one of {OPERATION_KINDS})")),
+    }
+}
+
+fn uuid_field(fields: &Map<String, Value>, name: &str) -> Result<Uuid, String> {
+    match fields.get(name) {
+        Some(Value::String(text)) => Uuid::parse_str(text).map_err(|_| format!("{name} must be a UUID")),
+        Some(_) => Err(format!("{name} must be a UUID string")),
+        None => Err(format!("{name} is required")),
+    }
+}
+
+fn optional_temp_ref(value: Option<&Value>) -> Result<Option<String>, String> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => temp_ref(text).map(Some),
+        Some(_) => Err("temp_ref_id must be a string".into()),
+    }
+}
+
+fn temp_ref(text: &str) -> Result<String, String> {
+    if text.is_empty() || text.chars().count() > MAX_TEMP_REF_CHARS {
+        return Err(format!("temp_ref_id must be 1 to {MAX_TEMP_REF_CHARS} characters"));
+    }
+    Ok(text.to_owned())
+}
+
+fn params(value: Option<&Value>, required: bool) -> Result<Map<String, Value>, String> {
+    match value {
+        None | Some(Value::Null) if !required => Ok(Map::new()),
+        None | Some(Value::Null) => Err("params_used is required".into()),
+        Some(Value::Object(map)) => Ok(map.clone()),
+        Some(_) => Err("params_used must be an object".into()),
+    }
+}
+
+/// Reads `{end}_agent_node_id` or `{end}_temp_ref_id`: exactly one of them.
+fn node_ref(fields: &Map<String, Value>, end: &str) -> Result<NodeRef, String> {
+    let id_field = format!("{end}_agent_node_id");
+    let temp_field = format!("{end}_temp_ref_id");
+    match (fields.get(&id_field), fields.get(&temp_field)) {
+        (Some(_), Some(_)) => Err(format!("give either {id_field} or {temp_field}, not both")),
+        (Some(_), None) => Ok(NodeRef::Id(uuid_field(fields, &id_field)?)),
+        (None, Some(Value::String(text))) => Ok(NodeRef::Temp(temp_ref(text)?)),
+        (None, Some(_)) => Err(format!("{temp_field} must be a string")),
+        (None, None) => Err(format!("{id_field} or {temp_field} is required")),
+    }
+}
+
+impl Graph {
+    /// The node with this ID.
+    pub fn node(&self, id: Uuid) -> Option<&AgentNode> {
+        self.nodes.iter().find(|node| node.agent_node_id == id)
+    }
+
+    /// Applies `operations` in order to a copy of the graph and returns the new graph and
+    /// the nodes it created, or the first refusal; `self` is never changed.
+    pub fn apply(&self, operations: &[Operation]) -> Result<(Graph, Vec<CreatedNode>), OperationError> {
+        let mut graph = self.clone();
+        let mut temp_refs: HashMap<String, Uuid> = HashMap::new();
+        let mut created = Vec::new();
+        for (index, operation) in operations.iter().enumerate() {
+            let fail = |message: String| OperationError { index, message };
+            graph.apply_one(operation, &mut temp_refs, &mut created).map_err(fail)?;
+        }
+        let size = serde_json::to_vec(&graph).map_err(|error| OperationError {
+            index: operations.len().saturating_sub(1),
+            message: error.to_string(),
+        })?;
+        if size.len() > MAX_GRAPH_BYTES {
+            return Err(OperationError {
+                index: operations.len().saturating_sub(1),
+                message: format!(
+                    "the agent's graph would be {} bytes, over the limit of {MAX_GRAPH_BYTES}",
+                    size.len()
+                ),
+            });
+        }
+        Ok((graph, created))
+    }
+
+    fn apply_one(
+        &mut self,
+        operation: &Operation,
+        temp_refs: &mut HashMap<String, Uuid>,
+        created: &mut Vec<CreatedNode>,
+    ) -> Result<(), String> {
+        match operation {
+            Operation::CreateNode { node_type_id, temp_ref_id, params_used } => {
+                let node_type = node_types::find(*node_type_id)
+                    .ok_or_else(|| format!("unknown node_type_id {node_type_id} (see GET /node_types)"))?;
+                node_type.validate_params(params_used)?;
+                if self.nodes.len() >= MAX_NODES {
+                    return Err(format!("an agent may have at most {MAX_NODES} nodes"));
+                }
+                let agent_node_id = Uuid::new_v4();
+                if let Some(reference) = temp_ref_id {
+                    if temp_refs.insert(reference.clone(), agent_node_id).is_some() {
+                        return Err(format!("temp_ref_id {reference:?} is used twice in this payload"));
+                    }
+                }
+                self.nodes.push(AgentNode {
+                    agent_node_id,
+                    node_type_id: *node_type_id,
+                    params_used: params_used.clone(),
+                });
+                created.push(CreatedNode { temp_ref_id: temp_ref_id.clone(), agent_node_id });
+            }
+            Operation::UpdateNode { agent_node_id, params_used } => {
+                let node = self.node_mut(*agent_node_id)?;
+                let mut merged = node.params_used.clone();
+                for (name, value) in params_used {
+                    match value {
+                        Value::Null => merged.remove(name),
+                        value => merged.insert(name.clone(), value.clone()),
+                    };
+                }
+                node_type_of(node)?.validate_params(&merged)?;
+                node.params_used = merged;
+            }
+            Operation::DeleteNode { agent_node_id } => {
+                self.node_mut(*agent_node_id)?;
+                self.nodes.retain(|node| node.agent_node_id != *agent_node_id);
+                self.connections.retain(|connection| {
+                    connection.source_agent_node_id != *agent_node_id
+                        && connection.target_agent_node_id != *agent_node_id
+                });
+            }
+            Operation::CreateConnection { source, target } => {
+                let connection = self.resolve(source, target, temp_refs)?;
+                self.check_new_connection(connection)?;
+                self.connections.push(connection);
+            }
+            Operation::DeleteConnection { source, target } => {
+                let connection = self.resolve(source, target, temp_refs)?;
+                let before = self.connections.len();
+                self.connections.retain(|existing| *existing != connection);
+                if self.connections.len() == before {
+                    return Err(format!(
+                        "there is no connection from {} to {}",
+                        connection.source_agent_node_id, connection.target_agent_node_id
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn node_mut(&mut self, id: Uuid) -> Result<&mut AgentNode, String> {
+        self.nodes
+            .iter_mut()
+            .find(|node| node.agent_node_id == id)
+            .ok_or_else(|| format!("agent_node_id {id} is not a node of this agent"))
+    }
+
+    fn resolve(
+        &self,
+        source: &NodeRef,
+        target: &NodeRef,
+        temp_refs: &HashMap<String, Uuid>,
+    ) -> Result<Connection, String> {
+        let lookup = |reference: &NodeRef| -> Result<Uuid, String> {
+            let id = match reference {
+                NodeRef::Id(id) => *id,
+                NodeRef::Temp(name) => *temp_refs
+                    .get(name)
+                    .ok_or_else(|| format!("temp_ref_id {name:?} was not created earlier in this payload"))?,
+            };
+            self.node(id)
+                .map(|node| node.agent_node_id)
+                .ok_or_else(|| format!("agent_node_id {id} is not a node of this agent"))
+        };
+        Ok(Connection { source_agent_node_id: lookup(source)?, target_agent_node_id: lookup(target)? })
+    }
+
+    fn check_new_connection(&self, connection: Connection) -> Result<(), String> {
+        let Connection { source_agent_node_id: source, target_agent_node_id: target } = connection;
+        if self.connections.len() >= MAX_CONNECTIONS {
+            return Err(format!("an agent may have at most {MAX_CONNECTIONS} connections"));
+        }
+        let source_type = self.node(source).map(node_type_of).transpose()?;
+        let target_type = self.node(target).map(node_type_of).transpose()?;
+        if let Some(node_type) = source_type.filter(|node_type| !node_type.has_outputs()) {
+            return Err(format!("a {} node has no outgoing connections", node_type.name));
+        }
+        if let Some(node_type) = target_type.filter(|node_type| !node_type.accepts_inputs()) {
+            return Err(format!("nothing may connect into a {} node", node_type.name));
+        }
+        if self.connections.contains(&connection) {
+            return Err(format!("the connection from {source} to {target} already exists"));
+        }
+        if source == target || self.reaches(target, source) {
+            return Err(format!("the connection from {source} to {target} would create a cycle"));
+        }
+        Ok(())
+    }
+
+    /// True when a path of connections leads from `from` to `to`.
+    fn reaches(&self, from: Uuid, to: Uuid) -> bool {
+        let mut seen = HashSet::from([from]);
+        let mut pending = vec![from];
+        while let Some(node) = pending.pop() {
+            for connection in self.connections.iter().filter(|connection| connection.source_agent_node_id == node) {
+                let next = connection.target_agent_node_id;
+                if next == to {
+                    return true;
+                }
+                if seen.insert(next) {
+                    pending.push(next);
+                }
+            }
+        }
+        false
+    }
+
+    /// A copy with fresh node IDs (for duplicating an agent), connections remapped.
+    pub fn with_new_ids(&self) -> Graph {
+        let ids: HashMap<Uuid, Uuid> = self.nodes.iter().map(|node| (node.agent_node_id, Uuid::new_v4())).collect();
+        let remap = |id: Uuid| ids.get(&id).copied().unwrap_or(id);
+        Graph {
+            nodes: self
+                .nodes
+                .iter()
+                .map(|node| AgentNode { agent_node_id: remap(node.agent_node_id), ..node.clone() })
+                .collect(),
+            connections: self
+                .connections
+                .iter()
+                .map(|connection| Connection {
+                    source_agent_node_id: remap(connection.source_agent_node_id),
+                    target_agent_node_id: remap(connection.target_agent_node_id),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The catalog entry of a stored node; a type missing from the catalog is a data error.
+fn node_type_of(node: &AgentNode) -> Result<&'static NodeType, String> {
+    node_types::find(node.node_type_id).ok_or_else(|| {
+        format!("node {} has node type {}, which is not in the catalog", node.agent_node_id, node.node_type_id)
+    })
+}

@@ -1,0 +1,323 @@
+//! The uploads flow: a presigned PUT URL, then a finalize step that checks the object is
+//! real media of the announced kind (with ffprobe) and records it as an asset.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::time::Timestamp;
+use crate::ports::{BlobStore, Clock, MediaProbe, ProbeError, UploadRepo};
+
+/// How long an upload URL stays valid.
+pub const UPLOAD_URL_TTL: Duration = Duration::from_secs(3600);
+/// Longest video, in milliseconds (5 hours).
+pub const MAX_VIDEO_DURATION_MS: u64 = 5 * 3600 * 1000;
+
+/// What an upload holds; the path segment of the uploads endpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UploadKind {
+    Video,
+    Audio,
+    Image,
+}
+
+impl UploadKind {
+    /// Parses the path segment; anything else names no endpoint.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "video" => Some(Self::Video),
+            "audio" => Some(Self::Audio),
+            "image" => Some(Self::Image),
+            _ => None,
+        }
+    }
+
+    /// The stored and shown word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Video => "video",
+            Self::Audio => "audio",
+            Self::Image => "image",
+        }
+    }
+
+    /// Largest file of this kind, in bytes, and the same limit in words.
+    pub fn max_bytes(self) -> (u64, &'static str) {
+        match self {
+            Self::Video => (5_000_000_000, "5 GB"),
+            Self::Audio => (500_000_000, "500 MB"),
+            Self::Image => (50_000_000, "50 MB"),
+        }
+    }
+}
+
+/// Where an upload is in its flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UploadStatus {
+    /// The URL was handed out; the file is not checked yet.
+    PendingUpload,
+    /// Finalized: the file is media of its kind and usable as an input.
+    Ready,
+}
+
+/// What ffprobe found out about a finalized file.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MediaInfo {
+    pub size_bytes: u64,
+    pub duration_ms: Option<u64>,
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+    pub codec: String,
+    pub format: String,
+}
+
+/// An upload and, once finalized, the asset it became.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Upload {
+    pub id: Uuid,
+    pub kind: UploadKind,
+    pub status: UploadStatus,
+    pub created_at: Timestamp,
+    pub upload_expires_at: Timestamp,
+    pub finalized_at: Option<Timestamp>,
+    #[serde(flatten)]
+    pub media: Option<MediaInfo>,
+}
+
+impl Upload {
+    /// The blob-store key of the uploaded file.
+    pub fn object_key(organization: Uuid, id: Uuid) -> String {
+        format!("uploads/{organization}/{id}")
+    }
+}
+
+/// The answer of `get_upload_url`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct UploadTicket {
+    pub id: Uuid,
+    pub upload_url: String,
+    pub upload_method: &'static str,
+    pub expires_at: Timestamp,
+}
+
+/// The result of probing a file, in the domain's terms.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProbeReport {
+    /// ffprobe's `format_name`, e.g. `mov,mp4,m4a,3gp,3g2,mj2` or `png_pipe`.
+    pub format_name: String,
+    pub duration_seconds: Option<f64>,
+    pub streams: Vec<ProbedStream>,
+}
+
+/// One stream of a probed file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProbedStream {
+    /// `video`, `audio`, `subtitle`, ...
+    pub codec_type: String,
+    pub codec_name: String,
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+    /// Cover art inside an audio file: a picture, not a video.
+    pub attached_pic: bool,
+}
+
+/// Everything that can go wrong with an upload request.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    #[error("Upload not found")]
+    NotFound,
+    #[error("no file has been uploaded for this id yet: PUT it to the upload_url first")]
+    NotUploaded,
+    #[error("{kind} uploads may be at most {limit}; this file is {size} bytes")]
+    TooLarge { kind: &'static str, limit: &'static str, size: u64 },
+    /// The file is not media of the upload's kind; the text says why.
+    #[error("{0}")]
+    NotMedia(String),
+    #[error("media storage failed: {0:#}")]
+    Backend(#[from] anyhow::Error),
+}
+
+/// Hands out a presigned PUT URL for a new upload of `kind`.
+pub async fn create_upload(
+    repo: &dyn UploadRepo,
+    blobs: &dyn BlobStore,
+    clock: &dyn Clock,
+    organization: Uuid,
+    kind: UploadKind,
+) -> Result<UploadTicket, UploadError> {
+    let now = clock.now();
+    let id = Uuid::new_v4();
+    let expires_at = Timestamp::from_datetime(now.datetime() + UPLOAD_URL_TTL);
+    let upload_url = blobs.upload_url(&Upload::object_key(organization, id), UPLOAD_URL_TTL).await?;
+    let upload = Upload {
+        id,
+        kind,
+        status: UploadStatus::PendingUpload,
+        created_at: now,
+        upload_expires_at: expires_at,
+        finalized_at: None,
+        media: None,
+    };
+    repo.put_upload(organization, &upload).await?;
+    Ok(UploadTicket { id, upload_url, upload_method: "PUT", expires_at })
+}
+
+/// An upload of `kind` of the organization.
+pub async fn get_upload(
+    repo: &dyn UploadRepo,
+    organization: Uuid,
+    kind: UploadKind,
+    id: Uuid,
+) -> Result<Upload, UploadError> {
+    match repo.get_upload(organization, id).await? {
+        Some(upload) if upload.kind == kind => Ok(upload),
+        _ => Err(UploadError::NotFound),
+    }
+}
+
+/// Checks the uploaded file and records it as an asset; finalizing again returns the
+/// asset already recorded.
+pub async fn finalize_upload(
+    repo: &dyn UploadRepo,
+    blobs: &dyn BlobStore,
+    probe: &dyn MediaProbe,
+    clock: &dyn Clock,
+    organization: Uuid,
+    kind: UploadKind,
+    id: Uuid,
+) -> Result<Upload, UploadError> {
+    let upload = get_upload(repo, organization, kind, id).await?;
+    if upload.status == UploadStatus::Ready {
+        return Ok(upload);
+    }
+    let key = Upload::object_key(organization, id);
+    let size = blobs.size(&key).await?.ok_or(UploadError::NotUploaded)?;
+    let (limit_bytes, limit) = kind.max_bytes();
+    if size > limit_bytes {
+        return Err(UploadError::TooLarge { kind: kind.as_str(), limit, size });
+    }
+    let location = blobs.probe_location(&key).await?;
+    let report = match probe.probe(&location).await {
+        Ok(report) => report,
+        Err(ProbeError::Unreadable(reason)) => {
+            return Err(UploadError::NotMedia(format!(
+                "the uploaded file is not a media file ffprobe can read: {reason}"
+            )))
+        }
+        Err(ProbeError::Unavailable(error)) => return Err(UploadError::Backend(error)),
+    };
+    let media = classify(kind, &report, size)?;
+    let finalized = repo.finalize_upload(organization, id, &media, clock.now()).await?;
+    finalized.ok_or(UploadError::NotFound)
+}
+
+/// Image containers as ffprobe names them: a single picture, even though its stream's
+/// type is `video`.
+fn is_image_format(format_name: &str) -> bool {
+    format_name == "image2" || format_name.ends_with("_pipe") || format_name == "gif" || format_name == "webp"
+}
+
+/// Decides whether a probed file is media of `kind` and describes it.
+pub fn classify(kind: UploadKind, report: &ProbeReport, size_bytes: u64) -> Result<MediaInfo, UploadError> {
+    let picture_stream = report.streams.iter().find(|stream| stream.codec_type == "video");
+    let video_stream = report.streams.iter().find(|stream| stream.codec_type == "video" && !stream.attached_pic);
+    let audio_stream = report.streams.iter().find(|stream| stream.codec_type == "audio");
+    let image_format = is_image_format(&report.format_name);
+    let duration_ms = report
+        .duration_seconds
+        .filter(|seconds| seconds.is_finite() && *seconds > 0.0)
+        .map(|seconds| (seconds * 1000.0).round() as u64);
+    let not = |what: &str| UploadError::NotMedia(format!("the uploaded file is not {what}"));
+    let (stream, duration_ms) = match kind {
+        UploadKind::Video => {
+            let stream =
+                video_stream.filter(|_| !image_format).ok_or_else(|| not("a video: it has no video stream"))?;
+            let duration_ms = duration_ms.ok_or_else(|| not("a video: it has no duration"))?;
+            if duration_ms > MAX_VIDEO_DURATION_MS {
+                return Err(UploadError::NotMedia(format!(
+                    "videos may be at most 5 hours long; this one is {:.1} hours",
+                    duration_ms as f64 / 3_600_000.0
+                )));
+            }
+            (stream, Some(duration_ms))
+        }
+        UploadKind::Audio => {
+            if video_stream.is_some() {
+                return Err(not("audio: it has a video stream (upload it as a video)"));
+            }
+            let stream = audio_stream.ok_or_else(|| not("audio: it has no audio stream"))?;
+            (stream, Some(duration_ms.ok_or_else(|| not("audio: it has no duration"))?))
+        }
+        UploadKind::Image => {
+            let stream = picture_stream.filter(|_| image_format).ok_or_else(|| not("an image"))?;
+            (stream, None)
+        }
+    };
+    Ok(MediaInfo {
+        size_bytes,
+        duration_ms,
+        width: stream.width.filter(|_| kind != UploadKind::Audio),
+        height: stream.height.filter(|_| kind != UploadKind::Audio),
+        codec: stream.codec_name.clone(),
+        format: report.format_name.clone(),
+    })
+}
+
+/// Parses an upload ID from a path or body; anything but a UUID names no upload.
+pub fn parse_upload_id(text: &str) -> Result<Uuid, UploadError> {
+    Uuid::parse_str(text).map_err(|_| UploadError::NotFound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(codec_type: &str, codec_name: &str) -> ProbedStream {
+        ProbedStream {
+            codec_type: codec_type.into(),
+            codec_name: codec_name.into(),
+            width: Some(640),
+            height: Some(360),
+            attached_pic: false,
+        }
+    }
+
+    fn report(format_name: &str, duration: Option<f64>, streams: Vec<ProbedStream>) -> ProbeReport {
+        ProbeReport { format_name: format_name.into(), duration_seconds: duration, streams }
+    }
+
+    #[test]
+    fn a_video_needs_a_moving_picture_and_at_most_five_hours() {
+        let mp4 = report("mov,mp4", Some(2.5), vec![stream("video", "h264"), stream("audio", "aac")]);
+        let info = classify(UploadKind::Video, &mp4, 10).unwrap();
+        assert_eq!((info.duration_ms, info.width, info.codec.as_str()), (Some(2500), Some(640), "h264"));
+        let long = report("mov,mp4", Some(5.0 * 3600.0 + 1.0), vec![stream("video", "h264")]);
+        assert!(classify(UploadKind::Video, &long, 10).is_err());
+        let png = report("png_pipe", None, vec![stream("video", "png")]);
+        assert!(classify(UploadKind::Video, &png, 10).is_err());
+        let wav = report("wav", Some(1.0), vec![stream("audio", "pcm_s16le")]);
+        assert!(classify(UploadKind::Video, &wav, 10).is_err());
+    }
+
+    #[test]
+    fn audio_with_cover_art_is_audio_but_a_video_is_not() {
+        let mut cover = stream("video", "mjpeg");
+        cover.attached_pic = true;
+        let mp3 = report("mp3", Some(3.0), vec![stream("audio", "mp3"), cover]);
+        let info = classify(UploadKind::Audio, &mp3, 10).unwrap();
+        assert_eq!((info.codec.as_str(), info.width), ("mp3", None));
+        let mp4 = report("mov,mp4", Some(2.0), vec![stream("video", "h264"), stream("audio", "aac")]);
+        assert!(classify(UploadKind::Audio, &mp4, 10).is_err());
+    }
+
+    #[test]
+    fn an_image_is_a_single_picture_format() {
+        let png = report("png_pipe", None, vec![stream("video", "png")]);
+        assert_eq!(classify(UploadKind::Image, &png, 10).unwrap().codec, "png");
+        let mp4 = report("mov,mp4", Some(2.0), vec![stream("video", "h264")]);
+        assert!(classify(UploadKind::Image, &mp4, 10).is_err());
+    }
+}

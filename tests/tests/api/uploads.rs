@@ -1,0 +1,246 @@
+//! The uploads flow end to end: a signed URL, a real HTTP PUT of real media made by
+//! ffmpeg, and finalize with ffprobe — on a local folder served by `serve` (embedded
+//! backend) and on the S3 emulator (DynamoDB Local backend).
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{json, Value};
+use shared::serve;
+use uuid::Uuid;
+
+use crate::helpers::{local_media, s3_media, Backend, TestApp};
+
+/// Sample files made once per test run by ffmpeg: a 2 s video with sound, a 1 s
+/// tone, a PNG, and a text file.
+fn samples() -> &'static PathBuf {
+    static SAMPLES: OnceLock<PathBuf> = OnceLock::new();
+    SAMPLES.get_or_init(|| {
+        let folder = tempfile::tempdir().expect("temporary folder").keep();
+        let make = |args: &[&str]| {
+            let status = std::process::Command::new("ffmpeg")
+                .args(["-v", "error", "-y"])
+                .args(args)
+                .current_dir(&folder)
+                .status()
+                .expect("ffmpeg is installed (./scripts/test.sh installs it)");
+            assert!(status.success(), "ffmpeg {args:?}");
+        };
+        make(
+            &["-f", "lavfi", "-i", "testsrc=duration=2:size=320x240:rate=10", "-f", "lavfi", "-i", "sine=duration=2"]
+                .iter()
+                .chain(&["-shortest", "-pix_fmt", "yuv420p", "video.mp4"])
+                .copied()
+                .collect::<Vec<_>>(),
+        );
+        make(&["-f", "lavfi", "-i", "sine=duration=1", "audio.mp3"]);
+        make(&["-f", "lavfi", "-i", "color=red:size=64x48", "-frames:v", "1", "image.png"]);
+        std::fs::write(folder.join("notes.txt"), "just some words, not media\n".repeat(50)).unwrap();
+        folder
+    })
+}
+
+/// The bytes of one sample file.
+pub fn sample(name: &str) -> Vec<u8> {
+    std::fs::read(samples().join(name)).unwrap()
+}
+
+/// PUTs bytes to an upload URL, as a client would.
+async fn put(url: &str, bytes: Vec<u8>) -> StatusCode {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let request = http::Request::builder().method(Method::PUT).uri(url).body(Full::new(Bytes::from(bytes))).unwrap();
+    let response = client.request(request).await.expect("upload URL answers");
+    let status = response.status();
+    let _ = response.into_body().collect().await;
+    status
+}
+
+/// An app whose media is a local folder served by a running `serve`.
+async fn local_app() -> (TestApp, tokio::sync::oneshot::Sender<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (media, _) = local_media(&format!("http://{}", listener.local_addr().unwrap()));
+    let test = TestApp::with_media(Backend::Embedded, media).await;
+    let (_, stop) = serve::spawn_on(test.app.clone(), listener).unwrap();
+    (test, stop)
+}
+
+/// An app on DynamoDB Local with media in the S3 emulator.
+async fn s3_app() -> TestApp {
+    TestApp::with_media(Backend::DynamoDb, s3_media().await).await
+}
+
+async fn upload_url(app: &TestApp, kind: &str) -> (String, String) {
+    let (status, body) = app.call(Method::POST, &format!("/uploads/{kind}/get_upload_url"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["upload_method"], "PUT");
+    let expires = body["expires_at"].as_str().unwrap();
+    let hour = time::Duration::hours(1);
+    let expires = time::OffsetDateTime::parse(expires, &time::format_description::well_known::Rfc3339).unwrap();
+    let from_now = expires - time::OffsetDateTime::now_utc();
+    assert!(from_now > hour - time::Duration::minutes(1) && from_now <= hour, "valid for one hour: {from_now}");
+    (body["id"].as_str().unwrap().to_owned(), body["upload_url"].as_str().unwrap().to_owned())
+}
+
+async fn finalize(app: &TestApp, kind: &str, id: &str) -> (StatusCode, Value) {
+    app.call(Method::POST, &format!("/uploads/{kind}/finalize_upload"), Some(json!({ "id": id }))).await
+}
+
+/// Runs the whole flow for each kind and every refusal, on one app.
+async fn upload_flow(app: &TestApp) {
+    for (kind, file, codec, width, duration) in [
+        ("video", "video.mp4", "h264", Some(320), Some(2000)),
+        ("audio", "audio.mp3", "mp3", None, Some(1000)),
+        ("image", "image.png", "png", Some(64), None),
+    ] {
+        let (id, url) = upload_url(app, kind).await;
+        let (status, body) = finalize(app, kind, &id).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "finalize before the upload: {body}");
+        assert!(body["detail"].as_str().unwrap().starts_with("no file has been uploaded"), "{body}");
+        assert_eq!(put(&url, sample(file)).await, StatusCode::OK, "{kind} PUT");
+        let (status, asset) = finalize(app, kind, &id).await;
+        assert_eq!(status, StatusCode::OK, "{asset}");
+        assert_eq!(
+            (asset["id"].as_str(), asset["kind"].as_str(), asset["status"].as_str()),
+            (Some(id.as_str()), Some(kind), Some("ready"))
+        );
+        assert_eq!(asset["codec"], codec);
+        assert_eq!(asset["width"].as_u64(), width);
+        assert_eq!(asset["size_bytes"].as_u64(), Some(sample(file).len() as u64));
+        match duration {
+            Some(ms) => {
+                let measured = asset["duration_ms"].as_u64().expect("a duration");
+                assert!(measured.abs_diff(ms) <= 100, "{kind}: {measured} ms");
+            }
+            None => assert!(asset["duration_ms"].is_null()),
+        }
+        let (status, again) = finalize(app, kind, &id).await;
+        assert_eq!((status, &again), (StatusCode::OK, &asset), "finalize is idempotent");
+        let (status, read) = app.call(Method::GET, &format!("/uploads/{kind}/{id}"), None).await;
+        assert_eq!((status, read), (StatusCode::OK, asset));
+    }
+
+    // Not media at all, and media of another kind.
+    for (kind, file, reason) in [
+        ("video", "notes.txt", "the uploaded file is not a media file ffprobe can read"),
+        ("video", "image.png", "the uploaded file is not a video"),
+        ("video", "audio.mp3", "the uploaded file is not a video"),
+        ("audio", "video.mp4", "the uploaded file is not audio"),
+        ("image", "video.mp4", "the uploaded file is not an image"),
+    ] {
+        let (id, url) = upload_url(app, kind).await;
+        assert_eq!(put(&url, sample(file)).await, StatusCode::OK);
+        let (status, body) = finalize(app, kind, &id).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{kind} from {file}: {body}");
+        assert!(body["detail"].as_str().unwrap().starts_with(reason), "{kind} from {file}: {body}");
+        let (_, pending) = app.call(Method::GET, &format!("/uploads/{kind}/{id}"), None).await;
+        assert_eq!(pending["status"], "pending_upload", "a refused file is not an asset");
+    }
+
+    // Unknown IDs, IDs of another kind, malformed requests.
+    let not_found = (StatusCode::NOT_FOUND, json!({ "detail": "Upload not found" }));
+    let unknown = Uuid::new_v4().to_string();
+    assert_eq!(finalize(app, "video", &unknown).await, not_found);
+    assert_eq!(finalize(app, "video", "not-a-uuid").await, not_found);
+    assert_eq!(app.call(Method::GET, &format!("/uploads/video/{unknown}"), None).await, not_found);
+    let (image, _) = upload_url(app, "image").await;
+    assert_eq!(finalize(app, "video", &image).await, not_found, "an image upload is not a video upload");
+    let (status, body) = app.call(Method::POST, "/uploads/video/finalize_upload", Some(json!({}))).await;
+    assert_eq!((status, body), (StatusCode::BAD_REQUEST, json!({ "detail": "id is required" })));
+    let (status, body) = app.call(Method::POST, "/uploads/video/finalize_upload", Some(json!({ "id": 5 }))).await;
+    assert_eq!((status, body), (StatusCode::BAD_REQUEST, json!({ "detail": "id must be a UUID string" })));
+    let (status, body) = app.call(Method::POST, "/uploads/document/get_upload_url", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+
+    // Another organization sees none of it.
+    let (_, other_key) = app.add_organization(true).await;
+    let (id, url) = upload_url(app, "image").await;
+    assert_eq!(put(&url, sample("image.png")).await, StatusCode::OK);
+    let finalize_path = "/uploads/image/finalize_upload";
+    let (status, _) = app.call_as(&other_key, Method::POST, finalize_path, Some(json!({ "id": id }))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = app.call_as(&other_key, Method::GET, &format!("/uploads/image/{id}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(finalize(app, "image", &id).await.0, StatusCode::OK, "the owner still can");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_through_the_local_folder_of_serve() {
+    let (app, _stop) = local_app().await;
+    upload_flow(&app).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_through_the_s3_emulator() {
+    let app = s3_app().await;
+    upload_flow(&app).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_upload_urls_refuse_tampering_and_expiry() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (media, store) = local_media(&base);
+    let app = TestApp::with_media(Backend::Embedded, media).await;
+    let (_, _stop) = serve::spawn_on(app.app.clone(), listener).unwrap();
+    let (id, url) = upload_url(&app, "image").await;
+
+    let tampered_signature = {
+        let (head, signature) = url.rsplit_once('=').unwrap();
+        let flipped = if signature.starts_with('0') { "1" } else { "0" };
+        format!("{head}={flipped}{}", &signature[1..])
+    };
+    let other_key = url.replace(&id, &Uuid::new_v4().to_string());
+    let later = url.replace("expires=", "expires=9");
+    for refused in [tampered_signature, other_key, later] {
+        assert_eq!(put(&refused, sample("image.png")).await, StatusCode::FORBIDDEN, "{refused}");
+    }
+    let key = format!("uploads/{}/{id}", app.organization);
+    let expired = store.signed_url("PUT", &key, time::OffsetDateTime::now_utc().unix_timestamp() - 1);
+    assert_eq!(put(&expired, sample("image.png")).await, StatusCode::FORBIDDEN);
+    let (status, _) = finalize(&app, "image", &id).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "nothing was stored by refused PUTs");
+    assert_eq!(put(&url, sample("image.png")).await, StatusCode::OK);
+    assert_eq!(finalize(&app, "image", &id).await.0, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_over_the_size_limit_are_refused_at_finalize() {
+    let (app, _stop) = local_app().await;
+    let (id, url) = upload_url(&app, "image").await;
+    let mut big = sample("image.png");
+    big.resize(50_000_001, 0);
+    assert_eq!(put(&url, big).await, StatusCode::OK);
+    let (status, body) = finalize(&app, "image", &id).await;
+    assert_eq!(
+        (status, body),
+        (
+            StatusCode::BAD_REQUEST,
+            json!({ "detail": "image uploads may be at most 50 MB; this file is 50000001 bytes" })
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_finalizes_record_one_asset() {
+    let app = Arc::new(s3_app().await);
+    let (id, url) = upload_url(&app, "audio").await;
+    assert_eq!(put(&url, sample("audio.mp3")).await, StatusCode::OK);
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let (app, id) = (app.clone(), id.clone());
+            tokio::spawn(async move { finalize(&app, "audio", &id).await })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        let (status, body) = task.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{body}");
+        answers.push(body);
+    }
+    assert!(answers.windows(2).all(|pair| pair[0] == pair[1]), "every finalize reports the same asset: {answers:?}");
+}
