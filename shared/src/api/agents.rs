@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use http::StatusCode;
-use serde_json::json;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use super::auth::{authenticate, Scheme};
@@ -12,7 +13,8 @@ use super::body::json_body;
 use super::query::query_params;
 use super::{json_response, respond, ApiError, Call, Response};
 use crate::app::App;
-use crate::domain::agents::{self, AgentCreate, AgentError, AgentQuery, AgentRecord, AgentUpdate};
+use crate::domain::agents::{self, Agent, AgentCreate, AgentError, AgentQuery, AgentRecord, AgentUpdate};
+use crate::domain::graph::Connection;
 use crate::domain::node_types;
 use crate::domain::workspaces::WorkspaceError;
 
@@ -47,22 +49,44 @@ fn fail(action: &'static str) -> impl Fn(AgentError) -> ApiError {
     move |error| map_error(error, action, StatusCode::BAD_REQUEST)
 }
 
-/// The `GET /agent/{id}` body.
-fn agent_view(record: &AgentRecord) -> serde_json::Value {
-    let nodes: Vec<_> = record
-        .graph
-        .nodes
-        .iter()
-        .map(|node| {
-            let name = node_types::find(node.node_type_id).map_or("unknown", |node_type| node_type.name);
-            json!({
-                "agent_node_id": node.agent_node_id,
-                "node_type": { "node_type_id": node.node_type_id, "node_type_name": name },
-                "params_used": node.params_used,
+/// The `GET /agent/{id}` body, serialized straight from the record.
+#[derive(Serialize)]
+struct AgentView<'a> {
+    agent: &'a Agent,
+    agent_nodes: Vec<NodeView<'a>>,
+    connections: &'a [Connection],
+}
+
+#[derive(Serialize)]
+struct NodeView<'a> {
+    agent_node_id: Uuid,
+    node_type: NodeTypeRef,
+    params_used: &'a Map<String, Value>,
+}
+
+#[derive(Serialize)]
+struct NodeTypeRef {
+    node_type_id: Uuid,
+    node_type_name: &'static str,
+}
+
+impl<'a> AgentView<'a> {
+    fn of(record: &'a AgentRecord) -> Self {
+        let agent_nodes = record
+            .graph
+            .nodes
+            .iter()
+            .map(|node| NodeView {
+                agent_node_id: node.agent_node_id,
+                node_type: NodeTypeRef {
+                    node_type_id: node.node_type_id,
+                    node_type_name: node_types::find(node.node_type_id).map_or("unknown", |node_type| node_type.name),
+                },
+                params_used: &node.params_used,
             })
-        })
-        .collect();
-    json!({ "agent": record.agent, "agent_nodes": nodes, "connections": record.graph.connections })
+            .collect();
+        Self { agent: &record.agent, agent_nodes, connections: &record.graph.connections }
+    }
 }
 
 /// `GET /agents`
@@ -111,7 +135,7 @@ pub async fn get_agent(app: Arc<App>, call: Call) -> Response {
         async {
             let (organization, agent) = agent_scope(&app, &call).await?;
             let record = agents::get_agent(app.agents.as_ref(), organization, agent).await.map_err(fail("read"))?;
-            Ok(json_response(StatusCode::OK, &agent_view(&record)))
+            Ok(json_response(StatusCode::OK, &AgentView::of(&record)))
         }
         .await,
     )

@@ -68,6 +68,35 @@ async fn serve_loads_a_seed_file_and_answers_over_http() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _) = send(addr, Method::POST, "/whoami", "acme-key", vec![]).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    // Agents go to the seeded primary workspace.
+    let (status, body) = send(addr, Method::POST, "/agent/create", "acme-key", vec![]).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(body["agent"]["workspace_id"], "6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e02");
+}
+
+#[tokio::test]
+async fn agent_updates_of_10_mb_are_refused_and_change_nothing() {
+    let seed = seed_file();
+    let (app, _) = serve::build_app(Backend::Embedded, Some(seed.path()), &media_options()).await.unwrap();
+    let (addr, _stop) = serve::spawn(Arc::new(app), "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let (_, created) = send(addr, Method::POST, "/agent/create", "acme-key", br#"{"name":"a"}"#.to_vec()).await;
+    let agent = created["agent_id"].as_str().unwrap().to_owned();
+    let path = format!("/agent/{agent}/update");
+    let (_, before) = send(addr, Method::GET, &format!("/agent/{agent}"), "acme-key", vec![]).await;
+    let captions = shared::domain::node_types::CAPTIONS;
+    // Just under the body limit: a caption text far past what a node may hold.
+    let srt = "x".repeat(10 * 1024 * 1024 - 500);
+    let under =
+        json!({ "operations": [{ "op": "create_node", "node_type_id": captions, "params_used": { "srt": srt } }] });
+    let (status, body) = send(addr, Method::POST, &path, "acme-key", under.to_string().into_bytes()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["detail"].as_str().unwrap().starts_with("operations[0]: params_used.srt"), "{body}");
+    // Over it.
+    let over = format!(r#"{{"name":"{}"}}"#, "x".repeat(11 * 1024 * 1024));
+    let (status, body) = send(addr, Method::POST, &path, "acme-key", over.into_bytes()).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    let (_, after) = send(addr, Method::GET, &format!("/agent/{agent}"), "acme-key", vec![]).await;
+    assert_eq!(after, before);
 }
 
 #[tokio::test]

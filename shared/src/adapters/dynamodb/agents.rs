@@ -90,6 +90,8 @@ impl AgentRepo for DynamoDb {
             .expression_attribute_names("#name", "name")
             .projection_expression(LIST_PROJECTION)
             .scan_index_forward(false)
+            // A caller who just created an agent expects to see it listed.
+            .consistent_read(true)
             .limit(LIST_PAGE_ITEMS);
         if let Some(workspace) = query.workspace_id {
             filter.push("workspace_id = :workspace");
