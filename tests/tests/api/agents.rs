@@ -493,7 +493,21 @@ async fn delete_is_soft_and_final(backend: Backend) {
     assert_eq!(app.call(Method::POST, &format!("/agent/{gone}/duplicate"), None).await, not_found);
     let (_, body) = app.call(Method::GET, "/agents", None).await;
     let listed: Vec<String> = body["agents"].as_array().unwrap().iter().map(id).collect();
-    assert_eq!(listed, [keep]);
+    assert_eq!(listed, [keep.clone()]);
+
+    // A page still continues after its last agent is deleted.
+    let newer = id(&create(&app, json!({ "name": "newer" })).await);
+    let newest = id(&create(&app, json!({ "name": "newest" })).await);
+    let (_, page) = app.call(Method::GET, "/agents?limit=2", None).await;
+    let first: Vec<String> = page["agents"].as_array().unwrap().iter().map(id).collect();
+    assert_eq!(first, [newest, newer.clone()]);
+    let cursor = page["next_cursor"].as_str().unwrap().to_owned();
+    assert_eq!(app.call(Method::POST, &format!("/agent/{newer}/delete"), None).await.0, StatusCode::OK);
+    let (status, page) = app.call(Method::GET, &format!("/agents?limit=2&cursor={cursor}"), None).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let rest: Vec<String> = page["agents"].as_array().unwrap().iter().map(id).collect();
+    assert_eq!(rest, [keep]);
+    assert!(page["next_cursor"].is_null());
 }
 
 async fn another_organizations_agents_and_nodes_are_not_found(backend: Backend) {
