@@ -2,16 +2,15 @@
 //! against their JSON Schema, applying a payload of operations to a 200-node graph, and
 //! reading a graph through the router on the embedded backend.
 
-use std::hint::black_box;
-use std::sync::Arc;
+mod common;
 
+use std::hint::black_box;
+
+use common::BenchApp;
 use criterion::{criterion_group, criterion_main, Criterion};
 use http::Method;
 use serde_json::{json, Map, Value};
-use shared::api::{self, Body};
-use shared::app::App;
 use shared::domain::graph::{parse_operations, Graph};
-use shared::domain::identity::{apply_seed, Seed};
 use shared::domain::node_types::{self, CLIP, SPEED, VIDEO_GENERATION};
 
 fn object(value: Value) -> Map<String, Value> {
@@ -58,39 +57,17 @@ fn domain(c: &mut Criterion) {
 }
 
 fn dispatch(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let app = Arc::new(App::embedded());
-    let seed = Seed::from_json(
-        r#"{"organizations":[{"id":"6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e01","name":"B","slug":"b","api_keys":["bench-key"]}]}"#,
-    )
-    .unwrap();
-    let send = |method: Method, path: String, body: Option<Value>| {
-        let request = http::Request::builder()
-            .method(method)
-            .uri(path)
-            .header("authorization", "Bearer bench-key")
-            .body(Body::from(body.map(|b| b.to_string().into_bytes()).unwrap_or_default()))
-            .unwrap();
-        api::dispatch(app.clone(), request)
-    };
-    let agent = runtime.block_on(async {
-        apply_seed(app.identity.as_ref(), app.clock.as_ref(), &seed).await.unwrap();
-        let created = send(Method::POST, "/agent/create".into(), None).await;
-        let created: Value = serde_json::from_slice(created.body()).unwrap();
-        let agent = created["agent_id"].as_str().unwrap().to_owned();
-        let update = json!({ "operations": chain_operations(200) });
-        send(Method::POST, format!("/agent/{agent}/update"), Some(update)).await;
-        agent
-    });
+    let bench = BenchApp::new();
+    let created = bench.json(Method::POST, "/agent/create", None);
+    let agent = created["agent_id"].as_str().unwrap().to_owned();
+    let (read, update) = (format!("/agent/{agent}"), format!("/agent/{agent}/update"));
+    bench.send(Method::POST, &update, Some(&json!({ "operations": chain_operations(200) })));
     c.bench_function("embedded GET agent with 200 nodes through the router", |b| {
-        b.iter(|| runtime.block_on(send(Method::GET, format!("/agent/{agent}"), None)).status())
+        b.iter(|| bench.send(Method::GET, black_box(&read), None).status())
     });
+    let rename = json!({ "name": "n" });
     c.bench_function("embedded update (rename) of a 200-node agent through the router", |b| {
-        b.iter(|| {
-            runtime
-                .block_on(send(Method::POST, format!("/agent/{agent}/update"), Some(json!({ "name": "n" }))))
-                .status()
-        })
+        b.iter(|| bench.send(Method::POST, black_box(&update), Some(&rename)).status())
     });
 }
 

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::auth::{authenticate, Scheme};
 use super::body::json_body;
 use super::query::query_params;
-use super::{json_response, respond, ApiError, Call, Response};
+use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::agents::{self, Agent, AgentCreate, AgentError, AgentQuery, AgentRecord, AgentUpdate};
 use crate::domain::graph::Connection;
@@ -90,109 +90,67 @@ impl<'a> AgentView<'a> {
 }
 
 /// `GET /agents`
-pub async fn list_agents(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let organization = organization(&app, &call).await?;
-            let params = query_params(&call.request)?;
-            let param = |name: &str| params.get(name).map(String::as_str);
-            let query = AgentQuery::parse(param("limit"), param("cursor"), param("workspace_id"), param("name"))
-                .map_err(fail("list"))?;
-            let page = agents::list_agents(app.agents.as_ref(), app.identity.as_ref(), organization, query)
-                .await
-                .map_err(|error| map_error(error, "list", StatusCode::FORBIDDEN))?;
-            Ok(json_response(StatusCode::OK, &page))
-        }
-        .await,
-    )
+pub async fn list_agents(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let params = query_params(&call.request)?;
+    let param = |name: &str| params.get(name).map(String::as_str);
+    let query = AgentQuery::parse(param("limit"), param("cursor"), param("workspace_id"), param("name"))
+        .map_err(fail("list"))?;
+    let page = agents::list_agents(app.agents.as_ref(), app.identity.as_ref(), organization, query)
+        .await
+        .map_err(|error| map_error(error, "list", StatusCode::FORBIDDEN))?;
+    Ok(json_response(StatusCode::OK, &page))
 }
 
 /// `POST /agent/create`
-pub async fn create_agent(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let organization = organization(&app, &call).await?;
-            let body = json_body(&call.request)?;
-            let create = AgentCreate::parse(&body).map_err(fail("create"))?;
-            let agent = agents::create_agent(
-                app.agents.as_ref(),
-                app.identity.as_ref(),
-                app.clock.as_ref(),
-                organization,
-                create,
-            )
+pub async fn create_agent(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let body = json_body(&call.request)?;
+    let create = AgentCreate::parse(&body).map_err(fail("create"))?;
+    let agent =
+        agents::create_agent(app.agents.as_ref(), app.identity.as_ref(), app.clock.as_ref(), organization, create)
             .await
             .map_err(fail("create"))?;
-            Ok(json_response(StatusCode::CREATED, &json!({ "agent_id": agent.id, "agent": agent })))
-        }
-        .await,
-    )
+    Ok(json_response(StatusCode::CREATED, &json!({ "agent_id": agent.id, "agent": agent })))
 }
 
 /// `GET /agent/{agent_id}`
-pub async fn get_agent(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, agent) = agent_scope(&app, &call).await?;
-            let record = agents::get_agent(app.agents.as_ref(), organization, agent).await.map_err(fail("read"))?;
-            Ok(json_response(StatusCode::OK, &AgentView::of(&record)))
-        }
-        .await,
-    )
+pub async fn get_agent(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, agent) = agent_scope(&app, &call).await?;
+    let record = agents::get_agent(app.agents.as_ref(), organization, agent).await.map_err(fail("read"))?;
+    Ok(json_response(StatusCode::OK, &AgentView::of(&record)))
 }
 
 /// `POST /agent/{agent_id}/update`
-pub async fn update_agent(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, agent) = agent_scope(&app, &call).await?;
-            let body = json_body(&call.request)?;
-            let update = AgentUpdate::parse(&body).map_err(fail("update"))?;
-            let result = agents::update_agent(app.agents.as_ref(), app.clock.as_ref(), organization, agent, update)
-                .await
-                .map_err(fail("update"))?;
-            Ok(json_response(StatusCode::OK, &result))
-        }
-        .await,
-    )
+pub async fn update_agent(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, agent) = agent_scope(&app, &call).await?;
+    let body = json_body(&call.request)?;
+    let update = AgentUpdate::parse(&body).map_err(fail("update"))?;
+    let result = agents::update_agent(app.agents.as_ref(), app.clock.as_ref(), organization, agent, update)
+        .await
+        .map_err(fail("update"))?;
+    Ok(json_response(StatusCode::OK, &result))
 }
 
 /// `POST /agent/{agent_id}/duplicate`
-pub async fn duplicate_agent(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, agent) = agent_scope(&app, &call).await?;
-            let body = json_body(&call.request)?;
-            let copy = agents::duplicate_agent(app.agents.as_ref(), app.clock.as_ref(), organization, agent, &body)
-                .await
-                .map_err(fail("duplicate"))?;
-            Ok(json_response(StatusCode::CREATED, &json!({ "agent_id": copy.id, "agent": copy })))
-        }
-        .await,
-    )
+pub async fn duplicate_agent(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, agent) = agent_scope(&app, &call).await?;
+    let body = json_body(&call.request)?;
+    let copy = agents::duplicate_agent(app.agents.as_ref(), app.clock.as_ref(), organization, agent, &body)
+        .await
+        .map_err(fail("duplicate"))?;
+    Ok(json_response(StatusCode::CREATED, &json!({ "agent_id": copy.id, "agent": copy })))
 }
 
 /// `POST /agent/{agent_id}/delete`
-pub async fn delete_agent(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, agent) = agent_scope(&app, &call).await?;
-            agents::delete_agent(app.agents.as_ref(), app.clock.as_ref(), organization, agent)
-                .await
-                .map_err(fail("delete"))?;
-            Ok(json_response(StatusCode::OK, &json!({ "success": true })))
-        }
-        .await,
-    )
+pub async fn delete_agent(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, agent) = agent_scope(&app, &call).await?;
+    agents::delete_agent(app.agents.as_ref(), app.clock.as_ref(), organization, agent).await.map_err(fail("delete"))?;
+    Ok(json_response(StatusCode::OK, &json!({ "success": true })))
 }
 
 /// `GET /node_types`
-pub async fn list_node_types(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            organization(&app, &call).await?;
-            Ok(json_response(StatusCode::OK, &json!({ "node_types": node_types::catalog() })))
-        }
-        .await,
-    )
+pub async fn list_node_types(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    organization(&app, &call).await?;
+    Ok(json_response(StatusCode::OK, &json!({ "node_types": node_types::catalog() })))
 }

@@ -5,22 +5,16 @@ use std::sync::Arc;
 use http::StatusCode;
 
 use super::auth::{authenticate, Scheme};
-use super::{json_response, respond, ApiError, Call, Response};
+use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::identity;
 
 /// Describes the organization of the caller's key and records the key's use.
-pub async fn whoami(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let principal = authenticate(&app, call.request.headers(), Scheme::BearerOrApiKey).await?;
-            let record =
-                identity::whoami(app.identity.as_ref(), app.clock.as_ref(), &principal).await.map_err(|error| {
-                    tracing::error!(error = %format!("{error:#}"), "whoami failed");
-                    ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, "Failed to read the caller's identity")
-                })?;
-            Ok(json_response(StatusCode::OK, &record))
-        }
-        .await,
-    )
+pub async fn whoami(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let principal = authenticate(&app, call.request.headers(), Scheme::BearerOrApiKey).await?;
+    let record = identity::whoami(app.identity.as_ref(), app.clock.as_ref(), &principal).await.map_err(|error| {
+        tracing::error!(error = %format!("{error:#}"), "whoami failed");
+        ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, "Failed to read the caller's identity")
+    })?;
+    Ok(json_response(StatusCode::OK, &record))
 }

@@ -27,7 +27,7 @@ macro_rules! route {
             method: Method::$method,
             path: $path,
             function: $function,
-            handler: |app, call| Box::pin($handler(app, call)),
+            handler: |app, call| Box::pin(async move { super::respond($handler(app, call).await) }),
             dynamodb_actions: &[$($action),*],
             s3_actions: &[$($($s3),*)?],
         }

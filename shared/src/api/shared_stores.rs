@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::auth::{authenticate, Scheme};
 use super::body::{deny_unknown, json_object};
-use super::{json_response, respond, ApiError, Call, Response};
+use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::shared_stores::{self as stores, EntryRename, EntryWrite, SourceType, StoreError, StoreName};
 
@@ -47,157 +47,105 @@ fn fail(failure: &'static str) -> impl Fn(StoreError) -> ApiError {
 }
 
 /// `GET /shared-stores`
-pub async fn list_stores(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let organization = organization(&app, &call).await?;
-            let list =
-                stores::list_stores(app.stores.as_ref(), organization).await.map_err(fail(LIST_STORES_FAILED))?;
-            field("stores", &list)
-        }
-        .await,
-    )
+pub async fn list_stores(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let list = stores::list_stores(app.stores.as_ref(), organization).await.map_err(fail(LIST_STORES_FAILED))?;
+    field("stores", &list)
 }
 
 /// `POST /shared-stores`
-pub async fn create_store(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let organization = organization(&app, &call).await?;
-            let body = json_object(&call.request)?;
-            let name = StoreName::parse(body.get("name")).map_err(fail(CREATE_STORE_FAILED))?;
-            let source_type = SourceType::parse(body.get("source_type")).map_err(fail(CREATE_STORE_FAILED))?;
-            deny_unknown(&body, &["name", "source_type"])?;
-            let store = stores::create_store(app.stores.as_ref(), app.clock.as_ref(), organization, name, source_type)
-                .await
-                .map_err(fail(CREATE_STORE_FAILED))?;
-            field("store", &store)
-        }
-        .await,
-    )
+pub async fn create_store(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let body = json_object(&call.request)?;
+    let name = StoreName::parse(body.get("name")).map_err(fail(CREATE_STORE_FAILED))?;
+    let source_type = SourceType::parse(body.get("source_type")).map_err(fail(CREATE_STORE_FAILED))?;
+    deny_unknown(&body, &["name", "source_type"])?;
+    let store = stores::create_store(app.stores.as_ref(), app.clock.as_ref(), organization, name, source_type)
+        .await
+        .map_err(fail(CREATE_STORE_FAILED))?;
+    field("store", &store)
 }
 
 /// `PATCH /shared-stores/{store_id}`
-pub async fn rename_store(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, store) = store_scope(&app, &call, RENAME_STORE_FAILED).await?;
-            let body = json_object(&call.request)?;
-            let name = StoreName::parse(body.get("name")).map_err(fail(RENAME_STORE_FAILED))?;
-            let store = stores::rename_store(app.stores.as_ref(), app.clock.as_ref(), organization, store, name)
-                .await
-                .map_err(fail(RENAME_STORE_FAILED))?;
-            field("store", &store)
-        }
-        .await,
-    )
+pub async fn rename_store(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, store) = store_scope(&app, &call, RENAME_STORE_FAILED).await?;
+    let body = json_object(&call.request)?;
+    let name = StoreName::parse(body.get("name")).map_err(fail(RENAME_STORE_FAILED))?;
+    let store = stores::rename_store(app.stores.as_ref(), app.clock.as_ref(), organization, store, name)
+        .await
+        .map_err(fail(RENAME_STORE_FAILED))?;
+    field("store", &store)
 }
 
 /// `DELETE /shared-stores/{store_id}`
-pub async fn delete_store(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, store) = store_scope(&app, &call, DELETE_STORE_FAILED).await?;
-            stores::delete_store(app.stores.as_ref(), organization, store).await.map_err(fail(DELETE_STORE_FAILED))?;
-            field("success", &true)
-        }
-        .await,
-    )
+pub async fn delete_store(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, store) = store_scope(&app, &call, DELETE_STORE_FAILED).await?;
+    stores::delete_store(app.stores.as_ref(), organization, store).await.map_err(fail(DELETE_STORE_FAILED))?;
+    field("success", &true)
 }
 
 /// `GET /shared-stores/{store_id}/entries`
-pub async fn list_entries(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, store) = store_scope(&app, &call, LIST_ENTRIES_FAILED).await?;
-            let entries = stores::list_entries(app.stores.as_ref(), organization, store)
-                .await
-                .map_err(fail(LIST_ENTRIES_FAILED))?;
-            field("entries", &entries)
-        }
-        .await,
-    )
+pub async fn list_entries(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, store) = store_scope(&app, &call, LIST_ENTRIES_FAILED).await?;
+    let entries =
+        stores::list_entries(app.stores.as_ref(), organization, store).await.map_err(fail(LIST_ENTRIES_FAILED))?;
+    field("entries", &entries)
 }
 
 /// `GET /shared-stores/{store_id}/entries/{entry_id}`
-pub async fn get_entry(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, store) = store_scope(&app, &call, GET_ENTRY_FAILED).await?;
-            let entry = stores::get_entry(app.stores.as_ref(), organization, store, call.params.get("entry_id"))
-                .await
-                .map_err(fail(GET_ENTRY_FAILED))?;
-            field("entry", &entry)
-        }
-        .await,
-    )
+pub async fn get_entry(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, store) = store_scope(&app, &call, GET_ENTRY_FAILED).await?;
+    let entry = stores::get_entry(app.stores.as_ref(), organization, store, call.params.get("entry_id"))
+        .await
+        .map_err(fail(GET_ENTRY_FAILED))?;
+    field("entry", &entry)
 }
 
 /// `PUT /shared-stores/{store_id}/entries/{entry_id}`
-pub async fn put_entry(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, store) = store_scope(&app, &call, PUT_ENTRY_FAILED).await?;
-            let body = json_object(&call.request)?;
-            let write = EntryWrite::parse_put(call.params.get("entry_id"), &body).map_err(fail(PUT_ENTRY_FAILED))?;
-            let entry = stores::put_entry(app.stores.as_ref(), app.clock.as_ref(), organization, store, write)
-                .await
-                .map_err(fail(PUT_ENTRY_FAILED))?;
-            field("entry", &entry)
-        }
-        .await,
-    )
+pub async fn put_entry(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, store) = store_scope(&app, &call, PUT_ENTRY_FAILED).await?;
+    let body = json_object(&call.request)?;
+    let write = EntryWrite::parse_put(call.params.get("entry_id"), &body).map_err(fail(PUT_ENTRY_FAILED))?;
+    let entry = stores::put_entry(app.stores.as_ref(), app.clock.as_ref(), organization, store, write)
+        .await
+        .map_err(fail(PUT_ENTRY_FAILED))?;
+    field("entry", &entry)
 }
 
 /// `PATCH /shared-stores/{store_id}/entries/{entry_id}`
-pub async fn rename_entry(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, store) = store_scope(&app, &call, RENAME_ENTRY_FAILED).await?;
-            let body = json_object(&call.request)?;
-            let rename = EntryRename::parse(&body).map_err(fail(RENAME_ENTRY_FAILED))?;
-            let entry = stores::rename_entry(
-                app.stores.as_ref(),
-                app.clock.as_ref(),
-                organization,
-                store,
-                call.params.get("entry_id"),
-                rename,
-            )
-            .await
-            .map_err(fail(RENAME_ENTRY_FAILED))?;
-            field("entry", &entry)
-        }
-        .await,
+pub async fn rename_entry(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, store) = store_scope(&app, &call, RENAME_ENTRY_FAILED).await?;
+    let body = json_object(&call.request)?;
+    let rename = EntryRename::parse(&body).map_err(fail(RENAME_ENTRY_FAILED))?;
+    let entry = stores::rename_entry(
+        app.stores.as_ref(),
+        app.clock.as_ref(),
+        organization,
+        store,
+        call.params.get("entry_id"),
+        rename,
     )
+    .await
+    .map_err(fail(RENAME_ENTRY_FAILED))?;
+    field("entry", &entry)
 }
 
 /// `DELETE /shared-stores/{store_id}/entries/{entry_id}`
-pub async fn delete_entry(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, store) = store_scope(&app, &call, DELETE_ENTRY_FAILED).await?;
-            stores::delete_entry(app.stores.as_ref(), organization, store, call.params.get("entry_id"))
-                .await
-                .map_err(fail(DELETE_ENTRY_FAILED))?;
-            field("success", &true)
-        }
-        .await,
-    )
+pub async fn delete_entry(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, store) = store_scope(&app, &call, DELETE_ENTRY_FAILED).await?;
+    stores::delete_entry(app.stores.as_ref(), organization, store, call.params.get("entry_id"))
+        .await
+        .map_err(fail(DELETE_ENTRY_FAILED))?;
+    field("success", &true)
 }
 
 /// `POST /shared-stores/{store_id}/entries/bulk`
-pub async fn bulk_upsert(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, store) = store_scope(&app, &call, UPSERT_ENTRIES_FAILED).await?;
-            let body = json_object(&call.request)?;
-            let writes = stores::parse_bulk(&body).map_err(fail(UPSERT_ENTRIES_FAILED))?;
-            let result = stores::bulk_upsert(app.stores.as_ref(), app.clock.as_ref(), organization, store, writes)
-                .await
-                .map_err(fail(UPSERT_ENTRIES_FAILED))?;
-            Ok(json_response(StatusCode::OK, &result))
-        }
-        .await,
-    )
+pub async fn bulk_upsert(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, store) = store_scope(&app, &call, UPSERT_ENTRIES_FAILED).await?;
+    let body = json_object(&call.request)?;
+    let writes = stores::parse_bulk(&body).map_err(fail(UPSERT_ENTRIES_FAILED))?;
+    let result = stores::bulk_upsert(app.stores.as_ref(), app.clock.as_ref(), organization, store, writes)
+        .await
+        .map_err(fail(UPSERT_ENTRIES_FAILED))?;
+    Ok(json_response(StatusCode::OK, &result))
 }

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::auth::{authenticate, Scheme};
 use super::body::json_body;
-use super::{json_response, respond, ApiError, Call, Response};
+use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::uploads::{self, UploadError, UploadKind};
 
@@ -39,63 +39,42 @@ fn fail(action: &'static str) -> impl Fn(UploadError) -> ApiError {
 }
 
 /// `POST /uploads/{kind}/get_upload_url`
-pub async fn get_upload_url(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, kind) = upload_scope(&app, &call).await?;
-            let ticket = uploads::create_upload(
-                app.uploads.as_ref(),
-                app.blobs.as_ref(),
-                app.clock.as_ref(),
-                organization,
-                kind,
-            )
+pub async fn get_upload_url(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, kind) = upload_scope(&app, &call).await?;
+    let ticket =
+        uploads::create_upload(app.uploads.as_ref(), app.blobs.as_ref(), app.clock.as_ref(), organization, kind)
             .await
             .map_err(fail("create"))?;
-            Ok(json_response(StatusCode::OK, &ticket))
-        }
-        .await,
-    )
+    Ok(json_response(StatusCode::OK, &ticket))
 }
 
 /// `POST /uploads/{kind}/finalize_upload`
-pub async fn finalize_upload(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, kind) = upload_scope(&app, &call).await?;
-            let body = json_body(&call.request)?;
-            let id = match body.get("id") {
-                Some(Value::String(id)) => uploads::parse_upload_id(id).map_err(fail("finalize"))?,
-                Some(_) => return Err(ApiError::detail(StatusCode::BAD_REQUEST, "id must be a UUID string")),
-                None => return Err(ApiError::detail(StatusCode::BAD_REQUEST, "id is required")),
-            };
-            let upload = uploads::finalize_upload(
-                app.uploads.as_ref(),
-                app.blobs.as_ref(),
-                app.probe.as_ref(),
-                app.clock.as_ref(),
-                organization,
-                kind,
-                id,
-            )
-            .await
-            .map_err(fail("finalize"))?;
-            Ok(json_response(StatusCode::OK, &upload))
-        }
-        .await,
+pub async fn finalize_upload(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, kind) = upload_scope(&app, &call).await?;
+    let body = json_body(&call.request)?;
+    let id = match body.get("id") {
+        Some(Value::String(id)) => uploads::parse_upload_id(id).map_err(fail("finalize"))?,
+        Some(_) => return Err(ApiError::detail(StatusCode::BAD_REQUEST, "id must be a UUID string")),
+        None => return Err(ApiError::detail(StatusCode::BAD_REQUEST, "id is required")),
+    };
+    let upload = uploads::finalize_upload(
+        app.uploads.as_ref(),
+        app.blobs.as_ref(),
+        app.probe.as_ref(),
+        app.clock.as_ref(),
+        organization,
+        kind,
+        id,
     )
+    .await
+    .map_err(fail("finalize"))?;
+    Ok(json_response(StatusCode::OK, &upload))
 }
 
 /// `GET /uploads/{kind}/{upload_id}`
-pub async fn get_upload(app: Arc<App>, call: Call) -> Response {
-    respond(
-        async {
-            let (organization, kind) = upload_scope(&app, &call).await?;
-            let id = uploads::parse_upload_id(call.params.get("upload_id")).map_err(fail("read"))?;
-            let upload =
-                uploads::get_upload(app.uploads.as_ref(), organization, kind, id).await.map_err(fail("read"))?;
-            Ok(json_response(StatusCode::OK, &upload))
-        }
-        .await,
-    )
+pub async fn get_upload(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, kind) = upload_scope(&app, &call).await?;
+    let id = uploads::parse_upload_id(call.params.get("upload_id")).map_err(fail("read"))?;
+    let upload = uploads::get_upload(app.uploads.as_ref(), organization, kind, id).await.map_err(fail("read"))?;
+    Ok(json_response(StatusCode::OK, &upload))
 }

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use uuid::Uuid;
 
-use super::{key, n, number, s, text, timestamp, DynamoDb, Item};
+use super::{key, n, number, s, text, timestamp, unless_condition_failed, DynamoDb, Item};
 use crate::domain::agents::{Agent, AgentQuery, AgentRecord, Visibility};
 use crate::domain::graph::Graph;
 use crate::domain::time::Timestamp;
@@ -135,17 +135,7 @@ impl AgentRepo for DynamoDb {
             .expression_attribute_values(":expected", n(expected_version))
             .send()
             .await;
-        match written {
-            Ok(_) => Ok(true),
-            Err(error) => {
-                let service = error.into_service_error();
-                if service.is_conditional_check_failed_exception() {
-                    Ok(false)
-                } else {
-                    Err(anyhow::Error::new(service).context("updating an agent"))
-                }
-            }
-        }
+        Ok(unless_condition_failed(written, "updating an agent")?.is_some())
     }
 
     async fn delete_agent(&self, organization: Uuid, id: Uuid, at: Timestamp) -> anyhow::Result<bool> {
@@ -160,16 +150,6 @@ impl AgentRepo for DynamoDb {
             .expression_attribute_values(":one", AttributeValue::N("1".into()))
             .send()
             .await;
-        match deleted {
-            Ok(_) => Ok(true),
-            Err(error) => {
-                let service = error.into_service_error();
-                if service.is_conditional_check_failed_exception() {
-                    Ok(false)
-                } else {
-                    Err(anyhow::Error::new(service).context("deleting an agent"))
-                }
-            }
-        }
+        Ok(unless_condition_failed(deleted, "deleting an agent")?.is_some())
     }
 }

@@ -219,6 +219,21 @@ async fn backoff(attempt: u32) {
     tokio::time::sleep(Duration::from_millis(ceiling_ms / 2 + jitter)).await;
 }
 
+/// The output of a conditional write, or None when its condition did not hold; other
+/// failures are errors in the context `what`.
+fn unless_condition_failed<T, E, R>(result: Result<T, SdkError<E, R>>, what: &'static str) -> anyhow::Result<Option<T>>
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+    match result {
+        Ok(output) => Ok(Some(output)),
+        Err(error) if error.code() == Some("ConditionalCheckFailedException") => Ok(None),
+        Err(error) => Err(anyhow::Error::new(error).context(what)),
+    }
+}
+
 /// True when the reason says a condition of that item failed.
 fn condition_failed(reason: Option<&CancellationReason>) -> bool {
     reason.and_then(CancellationReason::code) == Some("ConditionalCheckFailed")

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::ReturnValue;
 use uuid::Uuid;
 
-use super::{key, n, number, s, text, timestamp, AttributeValue, DynamoDb, Item};
+use super::{key, n, number, s, text, timestamp, unless_condition_failed, AttributeValue, DynamoDb, Item};
 use crate::domain::time::Timestamp;
 use crate::domain::uploads::{MediaInfo, Upload, UploadKind, UploadStatus};
 use crate::ports::UploadRepo;
@@ -117,16 +117,11 @@ impl UploadRepo for DynamoDb {
                 update = update.expression_attribute_values(format!(":{name}"), n(value));
             }
         }
-        match update.update_expression(format!("SET {}", set.join(", "))).send().await {
-            Ok(output) => output.attributes.as_ref().map(upload_from).transpose(),
-            Err(error) => {
-                let service = error.into_service_error();
-                if !service.is_conditional_check_failed_exception() {
-                    return Err(anyhow::Error::new(service).context("finalizing an upload"));
-                }
-                // Already finalized by an earlier or concurrent request: that one wins.
-                self.get_upload(organization, id).await
-            }
+        let updated = update.update_expression(format!("SET {}", set.join(", "))).send().await;
+        match unless_condition_failed(updated, "finalizing an upload")? {
+            Some(output) => output.attributes.as_ref().map(upload_from).transpose(),
+            // Already finalized by an earlier or concurrent request: that one wins.
+            None => self.get_upload(organization, id).await,
         }
     }
 }
