@@ -82,7 +82,8 @@ impl App {
     /// The state of a Lambda function: DynamoDB and S3, configured from the environment.
     pub async fn from_env() -> anyhow::Result<Self> {
         let config = Config::from_env()?;
-        let media = Media::S3(S3BlobStore::connect(&config.media_bucket).await);
-        Ok(Self::dynamodb(DynamoDb::connect(config.table_name).await, media, config.ffprobe, config.auth_cache_ttl))
+        let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let media = Media::S3(S3BlobStore::from_config(&aws, &config.media_bucket));
+        Ok(Self::dynamodb(DynamoDb::from_config(&aws, config.table_name), media, config.ffprobe, config.auth_cache_ttl))
     }
 }

@@ -25,9 +25,14 @@ impl S3BlobStore {
     /// override (an emulator) addresses use the path style, which needs no DNS per bucket.
     pub async fn connect(bucket: impl Into<String>) -> Self {
         let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        Self::from_config(&shared, bucket)
+    }
+
+    /// Uses AWS settings loaded already (one load per process serves every client).
+    pub fn from_config(shared: &aws_config::SdkConfig, bucket: impl Into<String>) -> Self {
         let emulated =
             std::env::var_os("AWS_ENDPOINT_URL_S3").is_some() || std::env::var_os("AWS_ENDPOINT_URL").is_some();
-        let config = aws_sdk_s3::config::Builder::from(&shared).force_path_style(emulated).build();
+        let config = aws_sdk_s3::config::Builder::from(shared).force_path_style(emulated).build();
         Self { client: Client::from_conf(config), bucket: bucket.into() }
     }
 

@@ -163,11 +163,12 @@ pub async fn build_app(
         }
         Backend::Aws => {
             let config = Config::from_env()?;
-            let dynamodb = DynamoDb::connect(&config.table_name).await;
+            let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            let dynamodb = DynamoDb::from_config(&aws, &config.table_name);
             dynamodb.ensure_table().await.with_context(|| {
                 format!("DynamoDB table {} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)", config.table_name)
             })?;
-            let s3 = S3BlobStore::connect(&config.media_bucket).await;
+            let s3 = S3BlobStore::from_config(&aws, &config.media_bucket);
             s3.ensure_bucket().await.with_context(|| {
                 format!("S3 bucket {} is not reachable (is AWS_ENDPOINT_URL_S3 set?)", config.media_bucket)
             })?;

@@ -493,7 +493,7 @@ async fn delete_is_soft_and_final(backend: Backend) {
     assert_eq!(app.call(Method::POST, &format!("/agent/{gone}/duplicate"), None).await, not_found);
     let (_, body) = app.call(Method::GET, "/agents", None).await;
     let listed: Vec<String> = body["agents"].as_array().unwrap().iter().map(id).collect();
-    assert_eq!(listed, [keep.clone()]);
+    assert_eq!(listed, std::slice::from_ref(&keep));
 
     // A page still continues after its last agent is deleted.
     let newer = id(&create(&app, json!({ "name": "newer" })).await);

@@ -52,7 +52,12 @@ impl DynamoDb {
     /// `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_DYNAMODB`).
     pub async fn connect(table: impl Into<String>) -> Self {
         let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        Self { client: Client::new(&config), table: table.into() }
+        Self::from_config(&config, table)
+    }
+
+    /// Uses AWS settings loaded already (one load per process serves every client).
+    pub fn from_config(config: &aws_config::SdkConfig, table: impl Into<String>) -> Self {
+        Self { client: Client::new(config), table: table.into() }
     }
 
     /// Wraps an already configured SDK client.
