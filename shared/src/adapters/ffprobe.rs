@@ -11,8 +11,12 @@ use serde::Deserialize;
 use crate::domain::uploads::{ProbeReport, ProbedStream};
 use crate::ports::{MediaProbe, ProbeError};
 
-/// Longest a probe may take; a remote read of a large file only fetches its headers.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest a probe may take: inside API Gateway's 30 s, so that a slow read ends as an
+/// error the caller sees rather than a gateway timeout. A remote read of a large file
+/// fetches only its headers (and the index at its end).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+/// ffprobe's own limit on one network read, in microseconds.
+const READ_TIMEOUT_MICROS: &str = "10000000";
 /// Demuxers ffprobe may use. Playlist and concat formats are left out on purpose: they
 /// would make ffprobe open other files or URLs named inside an uploaded file.
 const FORMATS: &str = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,flv,mpegts,mpeg,ogg,wav,mp3,aac,flac,asf,\
@@ -68,13 +72,17 @@ impl MediaProbe for Ffprobe {
         let remote = location.starts_with("http://") || location.starts_with("https://");
         let protocols = if remote { "http,https,tcp,tls,crypto" } else { "file" };
         let child = tokio::process::Command::new(&self.program)
-            .args(["-v", "error", "-protocol_whitelist", protocols, "-format_whitelist", FORMATS])
+            .args(["-v", "error", "-rw_timeout", READ_TIMEOUT_MICROS])
+            .args(["-protocol_whitelist", protocols, "-format_whitelist", FORMATS])
             .args(["-print_format", "json", "-show_format", "-show_streams", location])
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .output();
         let output = match tokio::time::timeout(PROBE_TIMEOUT, child).await {
-            Err(_) => return Err(ProbeError::Unreadable(format!("ffprobe took longer than {PROBE_TIMEOUT:?}"))),
+            Err(_) => {
+                let error = anyhow::anyhow!("ffprobe took longer than {PROBE_TIMEOUT:?}");
+                return Err(ProbeError::Unavailable(error));
+            }
             Ok(Err(error)) => {
                 let context = format!("running {}", self.program.display());
                 return Err(ProbeError::Unavailable(anyhow::Error::new(error).context(context)));

@@ -10,6 +10,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use crate::domain::time::Timestamp;
+use crate::domain::uploads::SealedBlob;
 use crate::ports::BlobStore;
 
 /// The URL path under which `serve` answers blob requests.
@@ -42,6 +43,8 @@ impl LocalBlobStore {
     pub fn open(root: impl Into<PathBuf>, base_url: impl Into<String>) -> anyhow::Result<Self> {
         let root = root.into();
         std::fs::create_dir_all(root.join(INCOMING)).with_context(|| format!("creating {}", root.display()))?;
+        // Absolute, so that the paths handed to ffprobe do not depend on its working folder.
+        let root = root.canonicalize().with_context(|| format!("resolving {}", root.display()))?;
         let secret_path = root.join(SECRET_FILE);
         let secret = match std::fs::read_to_string(&secret_path) {
             Ok(text) => hex::decode(text.trim()).context("the signing secret file is not hex")?,
@@ -117,18 +120,33 @@ impl BlobStore for LocalBlobStore {
         Ok(self.signed_url("PUT", key, expires))
     }
 
-    async fn size(&self, key: &str) -> anyhow::Result<Option<u64>> {
-        let path = self.path(key).with_context(|| format!("object key {key:?} is not valid"))?;
-        match tokio::fs::metadata(&path).await {
-            Ok(metadata) => Ok(Some(metadata.len())),
+    async fn seal(&self, key: &str, sealed_key: &str) -> anyhow::Result<Option<SealedBlob>> {
+        let invalid = |key: &str| format!("object key {key:?} is not valid");
+        let uploaded = self.path(key).with_context(|| invalid(key))?;
+        let sealed = self.path(sealed_key).with_context(|| invalid(sealed_key))?;
+        if let Some(parent) = sealed.parent() {
+            tokio::fs::create_dir_all(parent).await.with_context(|| format!("creating {}", parent.display()))?;
+        }
+        // A rename is atomic: the sealed file is whole, and a later PUT to the upload URL
+        // makes a new file instead of changing this one.
+        match tokio::fs::rename(&uploaded, &sealed).await {
+            Ok(()) => {}
+            // Sealed by an earlier finalize whose check failed, and not uploaded again since.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(anyhow::Error::new(error).context(format!("sealing {}", uploaded.display()))),
+        }
+        match tokio::fs::metadata(&sealed).await {
+            Ok(metadata) => Ok(Some(SealedBlob { key: sealed_key.to_owned(), version: None, size: metadata.len() })),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(error) => Err(anyhow::Error::new(error).context(format!("reading {}", path.display()))),
+            Err(error) => Err(anyhow::Error::new(error).context(format!("reading {}", sealed.display()))),
         }
     }
 
-    async fn probe_location(&self, key: &str) -> anyhow::Result<String> {
-        let path = self.path(key).with_context(|| format!("object key {key:?} is not valid"))?;
-        Ok(path.to_string_lossy().into_owned())
+    async fn probe_location(&self, blob: &SealedBlob) -> anyhow::Result<String> {
+        let path = self.path(&blob.key).with_context(|| format!("object key {:?} is not valid", blob.key))?;
+        // The `file:` prefix keeps a path with a colon or a leading dash from being read
+        // as a protocol or an option.
+        Ok(format!("file:{}", path.display()))
     }
 }
 

@@ -11,7 +11,7 @@ use crate::domain::agents::{Agent, AgentQuery, AgentRecord};
 use crate::domain::identity::{ApiKeyRecord, Organization};
 use crate::domain::shared_stores::{EntryRename, EntryWrite, SharedStore, StoreEntry, StoreError};
 use crate::domain::time::Timestamp;
-use crate::domain::uploads::{MediaInfo, Upload, UploadStatus};
+use crate::domain::uploads::{MediaInfo, SealedBlob, Upload, UploadStatus};
 use crate::domain::workspaces::Workspace;
 use crate::ports::{AgentRepo, IdentityRepo, SharedStoreRepo, UploadRepo};
 
@@ -330,6 +330,7 @@ impl UploadRepo for MemoryBackend {
         organization: Uuid,
         id: Uuid,
         media: &MediaInfo,
+        blob: &SealedBlob,
         at: Timestamp,
     ) -> anyhow::Result<Option<Upload>> {
         let mut state = self.lock();
@@ -338,6 +339,7 @@ impl UploadRepo for MemoryBackend {
             upload.status = UploadStatus::Ready;
             upload.finalized_at = Some(at);
             upload.media = Some(media.clone());
+            upload.blob = Some(blob.clone());
         }
         Ok(Some(upload.clone()))
     }

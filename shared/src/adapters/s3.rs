@@ -6,8 +6,10 @@ use std::time::Duration;
 use anyhow::Context;
 use async_trait::async_trait;
 use aws_sdk_s3::presigning::PresigningConfig;
+use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use aws_sdk_s3::Client;
 
+use crate::domain::uploads::SealedBlob;
 use crate::ports::BlobStore;
 
 /// How long ffprobe's read URL stays valid.
@@ -36,7 +38,7 @@ impl S3BlobStore {
         Self { client: Client::from_conf(config), bucket: bucket.into() }
     }
 
-    /// Creates the bucket when it does not exist (local use; AWS gets it from SAM).
+    /// Creates the bucket, versioned, when it does not exist (local use; AWS gets it from SAM).
     pub async fn ensure_bucket(&self) -> anyhow::Result<()> {
         if self.client.head_bucket().bucket(&self.bucket).send().await.is_ok() {
             return Ok(());
@@ -48,6 +50,14 @@ impl S3BlobStore {
                 return Err(anyhow::Error::new(service).context(format!("creating bucket {}", self.bucket)));
             }
         }
+        let versioning = VersioningConfiguration::builder().status(BucketVersioningStatus::Enabled).build();
+        self.client
+            .put_bucket_versioning()
+            .bucket(&self.bucket)
+            .versioning_configuration(versioning)
+            .send()
+            .await
+            .with_context(|| format!("enabling versioning on bucket {}", self.bucket))?;
         Ok(())
     }
 }
@@ -66,26 +76,33 @@ impl BlobStore for S3BlobStore {
         Ok(presigned.uri().to_owned())
     }
 
-    async fn size(&self, key: &str) -> anyhow::Result<Option<u64>> {
+    async fn seal(&self, key: &str, _sealed_key: &str) -> anyhow::Result<Option<SealedBlob>> {
+        // The bucket is versioned: pinning the current version freezes the content without
+        // copying it (a copy of a 5 GB object would outlast the request).
         match self.client.head_object().bucket(&self.bucket).key(key).send().await {
-            Ok(head) => Ok(Some(head.content_length().unwrap_or(0).max(0) as u64)),
+            Ok(head) => Ok(Some(SealedBlob {
+                key: key.to_owned(),
+                version: head.version_id().filter(|version| *version != "null").map(str::to_owned),
+                size: head.content_length().unwrap_or(0).max(0) as u64,
+            })),
             Err(error) => {
                 let service = error.into_service_error();
                 if service.is_not_found() {
                     Ok(None)
                 } else {
-                    Err(anyhow::Error::new(service).context("reading an object's size"))
+                    Err(anyhow::Error::new(service).context("reading an uploaded object"))
                 }
             }
         }
     }
 
-    async fn probe_location(&self, key: &str) -> anyhow::Result<String> {
+    async fn probe_location(&self, blob: &SealedBlob) -> anyhow::Result<String> {
         let presigned = self
             .client
             .get_object()
             .bucket(&self.bucket)
-            .key(key)
+            .key(&blob.key)
+            .set_version_id(blob.version.clone())
             .presigned(PresigningConfig::expires_in(PROBE_URL_TTL)?)
             .await
             .context("presigning a read URL")?;

@@ -68,7 +68,7 @@ pub static ROUTES: &[Route] = &[
     route!(POST "/uploads/{kind}/get_upload_url" => "get-upload-url", uploads::get_upload_url,
         ["dynamodb:GetItem", "dynamodb:PutItem"], s3: ["s3:PutObject"]),
     route!(POST "/uploads/{kind}/finalize_upload" => "finalize-upload", uploads::finalize_upload,
-        ["dynamodb:GetItem", "dynamodb:UpdateItem"], s3: ["s3:GetObject", "s3:ListBucket"]),
+        ["dynamodb:GetItem", "dynamodb:UpdateItem"], s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket"]),
     route!(GET "/uploads/{kind}/{upload_id}" => "get-upload", uploads::get_upload, ["dynamodb:GetItem"]),
 ];
 

@@ -241,8 +241,9 @@ impl AgentQuery {
     ) -> Result<Self, AgentError> {
         let limit = match limit {
             None => DEFAULT_LIST_LIMIT,
-            Some(text) => match text.parse::<usize>() {
-                Ok(limit) if (1..=MAX_LIST_LIMIT).contains(&limit) => limit,
+            // Digits only: `+5` or ` 5` are not integers as a client would write them.
+            Some(text) => match text.parse::<usize>().ok().filter(|_| text.bytes().all(|b| b.is_ascii_digit())) {
+                Some(limit) if (1..=MAX_LIST_LIMIT).contains(&limit) => limit,
                 _ => return Err(invalid(format!("limit must be an integer from 1 to {MAX_LIST_LIMIT}"))),
             },
         };
@@ -425,7 +426,7 @@ mod tests {
     #[test]
     fn query_limits_and_filters() {
         assert_eq!(AgentQuery::parse(None, None, None, None).unwrap().limit, 25);
-        for bad in ["0", "101", "1.5", "ten", "-1"] {
+        for bad in ["0", "101", "1.5", "ten", "-1", "+5", " 5", ""] {
             assert!(AgentQuery::parse(Some(bad), None, None, None).is_err(), "{bad}");
         }
         let long = "x".repeat(201);

@@ -353,13 +353,17 @@ impl Graph {
         Ok(())
     }
 
-    /// True when a path of connections leads from `from` to `to`.
+    /// True when a path of connections leads from `from` to `to`: one pass over the
+    /// connections to index them, then a walk that visits each node once.
     fn reaches(&self, from: Uuid, to: Uuid) -> bool {
+        let mut outgoing: HashMap<Uuid, Vec<Uuid>> = HashMap::new();
+        for connection in &self.connections {
+            outgoing.entry(connection.source_agent_node_id).or_default().push(connection.target_agent_node_id);
+        }
         let mut seen = HashSet::from([from]);
         let mut pending = vec![from];
         while let Some(node) = pending.pop() {
-            for connection in self.connections.iter().filter(|connection| connection.source_agent_node_id == node) {
-                let next = connection.target_agent_node_id;
+            for &next in outgoing.get(&node).into_iter().flatten() {
                 if next == to {
                     return true;
                 }

@@ -249,15 +249,16 @@ pub async fn apply_seed(repo: &dyn IdentityRepo, clock: &dyn Clock, seed: &Seed)
         repo.upsert_organization(&organization).await?;
         match &seeded.workspaces {
             Some(workspaces) => {
-                for workspace in workspaces {
-                    let workspace = Workspace {
+                let workspaces: Vec<Workspace> = workspaces
+                    .iter()
+                    .map(|workspace| Workspace {
                         id: workspace.id,
                         name: workspace.name.trim().to_owned(),
                         primary: workspace.primary,
                         created_at: now,
-                    };
-                    repo.put_workspace(seeded.id, &workspace).await?;
-                }
+                    })
+                    .collect();
+                workspaces::apply_seeded(repo, seeded.id, &workspaces).await?;
             }
             None => {
                 workspaces::ensure_primary(repo, seeded.id, now).await?;

@@ -74,6 +74,15 @@ pub struct MediaInfo {
     pub format: String,
 }
 
+/// A finalized file, frozen where no upload URL can change it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealedBlob {
+    pub key: String,
+    /// The object version (S3), when the key alone does not pin the content.
+    pub version: Option<String>,
+    pub size: u64,
+}
+
 /// An upload and, once finalized, the asset it became.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Upload {
@@ -85,12 +94,20 @@ pub struct Upload {
     pub finalized_at: Option<Timestamp>,
     #[serde(flatten)]
     pub media: Option<MediaInfo>,
+    /// Where the finalized file is; internal, runs read their inputs from it.
+    #[serde(skip)]
+    pub blob: Option<SealedBlob>,
 }
 
 impl Upload {
-    /// The blob-store key of the uploaded file.
+    /// The blob-store key the upload URL writes to.
     pub fn object_key(organization: Uuid, id: Uuid) -> String {
         format!("uploads/{organization}/{id}")
+    }
+
+    /// The key a finalized file is moved to, out of reach of its upload URL.
+    pub fn asset_key(organization: Uuid, id: Uuid) -> String {
+        format!("assets/{organization}/{id}")
     }
 }
 
@@ -160,6 +177,7 @@ pub async fn create_upload(
         upload_expires_at: expires_at,
         finalized_at: None,
         media: None,
+        blob: None,
     };
     repo.put_upload(organization, &upload).await?;
     Ok(UploadTicket { id, upload_url, upload_method: "PUT", expires_at })
@@ -193,13 +211,15 @@ pub async fn finalize_upload(
     if upload.status == UploadStatus::Ready {
         return Ok(upload);
     }
-    let key = Upload::object_key(organization, id);
-    let size = blobs.size(&key).await?.ok_or(UploadError::NotUploaded)?;
+    // Sealed first, so that the file measured and probed is the one recorded, whatever is
+    // PUT to the upload URL afterwards.
+    let sealed = blobs.seal(&Upload::object_key(organization, id), &Upload::asset_key(organization, id)).await?;
+    let blob = sealed.ok_or(UploadError::NotUploaded)?;
     let (limit_bytes, limit) = kind.max_bytes();
-    if size > limit_bytes {
-        return Err(UploadError::TooLarge { kind: kind.as_str(), limit, size });
+    if blob.size > limit_bytes {
+        return Err(UploadError::TooLarge { kind: kind.as_str(), limit, size: blob.size });
     }
-    let location = blobs.probe_location(&key).await?;
+    let location = blobs.probe_location(&blob).await?;
     let report = match probe.probe(&location).await {
         Ok(report) => report,
         Err(ProbeError::Unreadable(reason)) => {
@@ -209,8 +229,8 @@ pub async fn finalize_upload(
         }
         Err(ProbeError::Unavailable(error)) => return Err(UploadError::Backend(error)),
     };
-    let media = classify(kind, &report, size)?;
-    let finalized = repo.finalize_upload(organization, id, &media, clock.now()).await?;
+    let media = classify(kind, &report, blob.size)?;
+    let finalized = repo.finalize_upload(organization, id, &media, &blob, clock.now()).await?;
     finalized.ok_or(UploadError::NotFound)
 }
 

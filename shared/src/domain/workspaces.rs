@@ -25,9 +25,6 @@ pub enum WorkspaceError {
     /// The ID names no workspace of the caller's organization (it may be another's).
     #[error("workspace_id does not belong to your organization")]
     Foreign,
-    /// The organization has no primary workspace (it was created without a seed step).
-    #[error("the organization has no primary workspace")]
-    NoPrimary,
     #[error("reading workspaces failed: {0:#}")]
     Backend(#[from] anyhow::Error),
 }
@@ -40,21 +37,57 @@ pub async fn resolve(
     requested: Option<Uuid>,
 ) -> Result<Uuid, WorkspaceError> {
     let workspaces = repo.workspaces(organization).await?;
-    let found = match requested {
-        Some(id) => workspaces.iter().find(|workspace| workspace.id == id).ok_or(WorkspaceError::Foreign)?,
-        None => workspaces.iter().find(|workspace| workspace.primary).ok_or(WorkspaceError::NoPrimary)?,
-    };
-    Ok(found.id)
+    match requested {
+        Some(id) => workspaces
+            .iter()
+            .find(|workspace| workspace.id == id)
+            .map(|workspace| workspace.id)
+            .ok_or(WorkspaceError::Foreign),
+        None => match primary_of(&workspaces) {
+            Some(primary) => Ok(primary.id),
+            // An organization stored before workspaces existed gets its primary now.
+            None => Ok(ensure_primary(repo, organization, Timestamp::now()).await?.id),
+        },
+    }
+}
+
+/// The primary workspace; should a stored list ever hold two, the same one is always chosen.
+fn primary_of(workspaces: &[Workspace]) -> Option<&Workspace> {
+    workspaces.iter().filter(|workspace| workspace.primary).min_by_key(|workspace| workspace.id)
+}
+
+/// The ID of the primary workspace made for an organization that lists none: derived
+/// from the organization, so concurrent first uses all write the same workspace.
+fn default_workspace_id(organization: Uuid) -> Uuid {
+    Uuid::new_v5(&organization, b"primary-workspace")
 }
 
 /// Makes sure the organization has a primary workspace, creating one when it has none.
 pub async fn ensure_primary(repo: &dyn IdentityRepo, organization: Uuid, now: Timestamp) -> anyhow::Result<Workspace> {
     let workspaces = repo.workspaces(organization).await?;
-    if let Some(primary) = workspaces.into_iter().find(|workspace| workspace.primary) {
-        return Ok(primary);
+    if let Some(primary) = primary_of(&workspaces) {
+        return Ok(primary.clone());
     }
-    let workspace =
-        Workspace { id: Uuid::new_v4(), name: DEFAULT_WORKSPACE_NAME.to_owned(), primary: true, created_at: now };
+    let workspace = Workspace {
+        id: default_workspace_id(organization),
+        name: DEFAULT_WORKSPACE_NAME.to_owned(),
+        primary: true,
+        created_at: now,
+    };
     repo.put_workspace(organization, &workspace).await?;
     Ok(workspace)
+}
+
+/// Stores the seeded workspaces of an organization; a primary stored earlier that is not
+/// the seeded one stops being primary, so there is always exactly one.
+pub async fn apply_seeded(repo: &dyn IdentityRepo, organization: Uuid, seeded: &[Workspace]) -> anyhow::Result<()> {
+    for stored in repo.workspaces(organization).await? {
+        if stored.primary && !seeded.iter().any(|workspace| workspace.id == stored.id) {
+            repo.put_workspace(organization, &Workspace { primary: false, ..stored }).await?;
+        }
+    }
+    for workspace in seeded {
+        repo.put_workspace(organization, workspace).await?;
+    }
+    Ok(())
 }

@@ -9,7 +9,7 @@ use crate::domain::agents::{Agent, AgentQuery, AgentRecord};
 use crate::domain::identity::{ApiKeyRecord, Organization};
 use crate::domain::shared_stores::{EntryRename, EntryWrite, SharedStore, StoreEntry, StoreError};
 use crate::domain::time::Timestamp;
-use crate::domain::uploads::{MediaInfo, ProbeReport, Upload};
+use crate::domain::uploads::{MediaInfo, ProbeReport, SealedBlob, Upload};
 use crate::domain::workspaces::Workspace;
 
 /// The source of "now", replaceable in tests.
@@ -140,6 +140,7 @@ pub trait UploadRepo: Send + Sync {
         organization: Uuid,
         id: Uuid,
         media: &MediaInfo,
+        blob: &SealedBlob,
         at: Timestamp,
     ) -> anyhow::Result<Option<Upload>>;
 }
@@ -147,12 +148,14 @@ pub trait UploadRepo: Send + Sync {
 /// Where media files live: S3, or a local folder served by `serve`.
 #[async_trait]
 pub trait BlobStore: Send + Sync {
-    /// A URL that accepts one HTTP PUT of the object for `ttl`.
+    /// A URL that accepts HTTP PUTs of the object at `key` for `ttl`.
     async fn upload_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String>;
-    /// The object's size in bytes, or None when nothing was uploaded.
-    async fn size(&self, key: &str) -> anyhow::Result<Option<u64>>;
-    /// A path or short-lived URL from which the media toolkit can read the object.
-    async fn probe_location(&self, key: &str) -> anyhow::Result<String>;
+    /// Freezes what was uploaded to `key` so that later PUTs cannot change it (moving it
+    /// to `sealed_key`, or pinning its version) and says where it now is; None when
+    /// nothing was uploaded.
+    async fn seal(&self, key: &str, sealed_key: &str) -> anyhow::Result<Option<SealedBlob>>;
+    /// A path or short-lived URL from which the media toolkit can read a sealed object.
+    async fn probe_location(&self, blob: &SealedBlob) -> anyhow::Result<String>;
 }
 
 /// Why a file could not be probed.

@@ -20,6 +20,7 @@ conformance!(
     list_pages_250_agents_newest_first_each_exactly_once,
     list_filters_by_name_literally_and_case_insensitively,
     list_and_create_refuse_foreign_workspaces,
+    reseeding_with_workspaces_leaves_one_primary,
     list_refuses_bad_limits_cursors_and_names,
     operations_build_a_graph_with_temp_refs,
     update_and_delete_node_edit_params_and_connections,
@@ -252,6 +253,38 @@ async fn list_and_create_refuse_foreign_workspaces(backend: Backend) {
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
+async fn reseeding_with_workspaces_leaves_one_primary(backend: Backend) {
+    let app = TestApp::new(backend).await;
+    let (status, created) = app.call(Method::POST, "/agent/create", None).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let default = created["agent"]["workspace_id"].clone();
+    let seeded = Uuid::new_v4();
+    let seed = Seed {
+        organizations: vec![SeedOrganization {
+            id: app.organization,
+            name: "Renamed".into(),
+            slug: format!("renamed-{}", app.organization),
+            api_access: true,
+            plan: "free".into(),
+            credits: 1000,
+            api_keys: vec![app.key.clone()],
+            workspaces: Some(vec![SeedWorkspace { id: seeded, name: "Seeded".into(), primary: true }]),
+        }],
+        unbound_api_keys: vec![],
+    };
+    for _ in 0..2 {
+        apply_seed(app.app.identity.as_ref(), app.app.clock.as_ref(), &seed).await.unwrap();
+        let workspaces = app.app.identity.workspaces(app.organization).await.unwrap();
+        let primaries: Vec<Uuid> = workspaces.iter().filter(|w| w.primary).map(|w| w.id).collect();
+        assert_eq!(primaries, [seeded], "exactly the seeded primary");
+        assert_eq!(workspaces.len(), 2, "the old default stays, no longer primary");
+    }
+    let (_, created) = app.call(Method::POST, "/agent/create", None).await;
+    assert_eq!(created["agent"]["workspace_id"], seeded.to_string());
+    let (status, _) = app.call(Method::GET, &format!("/agents?workspace_id={}", default.as_str().unwrap()), None).await;
+    assert_eq!(status, StatusCode::OK, "the old default is still the organization's");
+}
+
 async fn list_refuses_bad_limits_cursors_and_names(backend: Backend) {
     let app = TestApp::new(backend).await;
     create(&app, json!({})).await;
@@ -261,6 +294,7 @@ async fn list_refuses_bad_limits_cursors_and_names(backend: Backend) {
         ("limit=101", "limit must be an integer from 1 to 100"),
         ("limit=2.5", "limit must be an integer from 1 to 100"),
         ("limit=abc", "limit must be an integer from 1 to 100"),
+        ("limit=%2B5", "limit must be an integer from 1 to 100"),
         ("cursor=not-a-cursor", "cursor is malformed"),
         ("cursor=2026-01-01T00:00:00Z", "cursor is malformed"),
         (&format!("name={long}"), "name must be at most 200 characters"),

@@ -10,7 +10,33 @@ conformance!(
     shared_stores_accept_bearer_only_with_exact_bodies,
     unknown_unbound_and_no_access_keys_are_refused,
     whoami_accepts_both_schemes_and_updates_last_used_at,
+    general_endpoints_accept_both_schemes_and_refuse_bad_keys,
 );
+
+async fn general_endpoints_accept_both_schemes_and_refuse_bad_keys(backend: Backend) {
+    let app = TestApp::new(backend).await;
+    let bearer = format!("Bearer {}", app.key);
+    let (_, no_access) = app.add_organization(false).await;
+    let routes = [
+        (Method::GET, "/agents"),
+        (Method::POST, "/agent/create"),
+        (Method::GET, "/node_types"),
+        (Method::POST, "/uploads/image/get_upload_url"),
+    ];
+    for (method, path) in routes {
+        for headers in [vec![("x-api-key", app.key.as_str())], vec![("authorization", bearer.as_str())]] {
+            let (status, body) = app.raw(method.clone(), path, &headers, vec![]).await;
+            assert!(status.is_success(), "{method} {path} with {headers:?}: {status} {body}");
+        }
+        let (status, body) = app.raw(method.clone(), path, &[], vec![]).await;
+        let must_start = json!({ "detail": "Authorization header must start with Bearer" });
+        assert_eq!((status, body), (StatusCode::UNAUTHORIZED, must_start), "{method} {path}");
+        let (status, body) = app.raw(method.clone(), path, &[("x-api-key", "nope")], vec![]).await;
+        assert_eq!((status, body), (StatusCode::UNAUTHORIZED, json!({ "detail": "invalid_api_key" })), "{path}");
+        let (status, body) = app.call_as(&no_access, method.clone(), path, None).await;
+        assert_eq!((status, body), (StatusCode::FORBIDDEN, json!({ "detail": "api_access_required" })), "{path}");
+    }
+}
 
 async fn shared_stores_accept_bearer_only_with_exact_bodies(backend: Backend) {
     let app = TestApp::new(backend).await;

@@ -11,6 +11,8 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
+use shared::domain::uploads::{ProbeReport, ProbedStream, SealedBlob};
+use shared::ports::{BlobStore, MediaProbe, ProbeError};
 use shared::serve;
 use uuid::Uuid;
 
@@ -58,6 +60,19 @@ async fn put(url: &str, bytes: Vec<u8>) -> StatusCode {
     let status = response.status();
     let _ = response.into_body().collect().await;
     status
+}
+
+/// The bytes of a finalized upload's file, read where runs will read it.
+async fn sealed_bytes(app: &TestApp, id: &str) -> Vec<u8> {
+    let upload = app.app.uploads.get_upload(app.organization, Uuid::parse_str(id).unwrap()).await.unwrap().unwrap();
+    let location = app.app.blobs.probe_location(upload.blob.as_ref().expect("a sealed file")).await.unwrap();
+    if let Some(path) = location.strip_prefix("file:") {
+        return std::fs::read(path).unwrap();
+    }
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let response = client.get(location.parse().unwrap()).await.expect("the sealed object answers");
+    assert_eq!(response.status(), StatusCode::OK);
+    response.into_body().collect().await.unwrap().to_bytes().to_vec()
 }
 
 /// An app whose media is a local folder served by a running `serve`.
@@ -120,6 +135,11 @@ async fn upload_flow(app: &TestApp) {
         }
         let (status, again) = finalize(app, kind, &id).await;
         assert_eq!((status, &again), (StatusCode::OK, &asset), "finalize is idempotent");
+        // The URL still takes a PUT, but the asset stays the file that was checked.
+        assert_eq!(put(&url, sample("notes.txt")).await, StatusCode::OK);
+        let (status, again) = finalize(app, kind, &id).await;
+        assert_eq!((status, &again), (StatusCode::OK, &asset), "a PUT after finalize changes nothing");
+        assert_eq!(sealed_bytes(app, &id).await, sample(file), "the asset's file is the one that was checked");
         let (status, read) = app.call(Method::GET, &format!("/uploads/{kind}/{id}"), None).await;
         assert_eq!((status, read), (StatusCode::OK, asset));
     }
@@ -177,6 +197,8 @@ async fn uploads_through_the_local_folder_of_serve() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_through_the_s3_emulator() {
     let app = s3_app().await;
+    let (_, url) = upload_url(&app, "video").await;
+    assert!(url.contains("X-Amz-Expires=3600"), "the presigned PUT lives one hour: {url}");
     upload_flow(&app).await;
 }
 
@@ -243,4 +265,84 @@ async fn concurrent_finalizes_record_one_asset() {
         answers.push(body);
     }
     assert!(answers.windows(2).all(|pair| pair[0] == pair[1]), "every finalize reports the same asset: {answers:?}");
+}
+
+/// A blob store that reports every upload with a given size, and a probe that reports
+/// what it is told: the limits are checked without writing gigabytes.
+struct Sized(u64);
+struct Probed(ProbeReport);
+
+#[async_trait::async_trait]
+impl BlobStore for Sized {
+    async fn upload_url(&self, key: &str, _: std::time::Duration) -> anyhow::Result<String> {
+        Ok(format!("http://blobs.invalid/{key}"))
+    }
+    async fn seal(&self, key: &str, _: &str) -> anyhow::Result<Option<SealedBlob>> {
+        Ok(Some(SealedBlob { key: key.to_owned(), version: None, size: self.0 }))
+    }
+    async fn probe_location(&self, blob: &SealedBlob) -> anyhow::Result<String> {
+        Ok(blob.key.clone())
+    }
+}
+
+#[async_trait::async_trait]
+impl MediaProbe for Probed {
+    async fn probe(&self, _: &str) -> Result<ProbeReport, ProbeError> {
+        Ok(self.0.clone())
+    }
+}
+
+fn probed(format_name: &str, seconds: f64, codec_type: &str) -> ProbeReport {
+    let stream = ProbedStream { codec_type: codec_type.into(), codec_name: "c".into(), ..Default::default() };
+    ProbeReport { format_name: format_name.into(), duration_seconds: Some(seconds), streams: vec![stream] }
+}
+
+/// An embedded app whose media storage and probe are the given fakes.
+async fn faked(size: u64, report: ProbeReport) -> TestApp {
+    let mut test = TestApp::new(Backend::Embedded).await;
+    let app = Arc::get_mut(&mut test.app).expect("the test holds the only handle");
+    app.blobs = Arc::new(Sized(size));
+    app.probe = Arc::new(Probed(report));
+    test
+}
+
+#[tokio::test]
+async fn size_and_duration_limits_are_checked_at_finalize() {
+    let five_hours = 5.0 * 3600.0;
+    let refused = [
+        (
+            "video",
+            5_000_000_001,
+            probed("mov,mp4", 10.0, "video"),
+            "video uploads may be at most 5 GB; this file is 5000000001 bytes",
+        ),
+        (
+            "audio",
+            500_000_001,
+            probed("mp3", 10.0, "audio"),
+            "audio uploads may be at most 500 MB; this file is 500000001 bytes",
+        ),
+        (
+            "video",
+            1_000,
+            probed("mov,mp4", five_hours + 1.0, "video"),
+            "videos may be at most 5 hours long; this one is 5.0 hours",
+        ),
+    ];
+    for (kind, size, report, detail) in refused {
+        let test = faked(size, report).await;
+        let (id, _) = upload_url(&test, kind).await;
+        let (status, body) = finalize(&test, kind, &id).await;
+        assert_eq!((status, body), (StatusCode::BAD_REQUEST, json!({ "detail": detail })), "{kind} {size}");
+    }
+    let at_the_limits = [
+        ("video", 5_000_000_000, probed("mov,mp4", five_hours, "video")),
+        ("audio", 500_000_000, probed("mp3", 1.0, "audio")),
+    ];
+    for (kind, size, report) in at_the_limits {
+        let test = faked(size, report).await;
+        let (id, _) = upload_url(&test, kind).await;
+        let (status, body) = finalize(&test, kind, &id).await;
+        assert_eq!(status, StatusCode::OK, "{kind} {size}: {body}");
+    }
 }

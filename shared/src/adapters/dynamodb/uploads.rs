@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::{key, n, number, s, text, timestamp, unless_condition_failed, AttributeValue, DynamoDb, Item};
 use crate::domain::time::Timestamp;
-use crate::domain::uploads::{MediaInfo, Upload, UploadKind, UploadStatus};
+use crate::domain::uploads::{MediaInfo, SealedBlob, Upload, UploadKind, UploadStatus};
 use crate::ports::UploadRepo;
 
 const PENDING: &str = "pending_upload";
@@ -31,16 +31,27 @@ fn upload_from(item: &Item) -> anyhow::Result<Upload> {
         READY => UploadStatus::Ready,
         other => anyhow::bail!("stored upload status {other:?} is not known"),
     };
-    let media = match status {
-        UploadStatus::PendingUpload => None,
-        UploadStatus::Ready => Some(MediaInfo {
-            size_bytes: number(item, "size_bytes")?,
-            duration_ms: optional_number(item, "duration_ms")?,
-            width: optional_number(item, "width")?,
-            height: optional_number(item, "height")?,
-            codec: text(item, "codec")?.to_owned(),
-            format: text(item, "format")?.to_owned(),
-        }),
+    let (media, blob) = match status {
+        UploadStatus::PendingUpload => (None, None),
+        UploadStatus::Ready => (
+            Some(MediaInfo {
+                size_bytes: number(item, "size_bytes")?,
+                duration_ms: optional_number(item, "duration_ms")?,
+                width: optional_number(item, "width")?,
+                height: optional_number(item, "height")?,
+                codec: text(item, "codec")?.to_owned(),
+                format: text(item, "format")?.to_owned(),
+            }),
+            Some(SealedBlob {
+                key: text(item, "blob_key")?.to_owned(),
+                version: if item.contains_key("blob_version") {
+                    Some(text(item, "blob_version")?.to_owned())
+                } else {
+                    None
+                },
+                size: number(item, "size_bytes")?,
+            }),
+        ),
     };
     Ok(Upload {
         id: Uuid::parse_str(text(item, "id")?)?,
@@ -50,6 +61,7 @@ fn upload_from(item: &Item) -> anyhow::Result<Upload> {
         upload_expires_at: timestamp(item, "upload_expires_at")?,
         finalized_at: if item.contains_key("finalized_at") { Some(timestamp(item, "finalized_at")?) } else { None },
         media,
+        blob,
     })
 }
 
@@ -85,12 +97,19 @@ impl UploadRepo for DynamoDb {
         organization: Uuid,
         id: Uuid,
         media: &MediaInfo,
+        blob: &SealedBlob,
         at: Timestamp,
     ) -> anyhow::Result<Option<Upload>> {
-        let mut set: Vec<String> =
-            ["#status = :ready", "finalized_at = :at", "size_bytes = :size", "codec = :codec", "#format = :format"]
-                .map(str::to_owned)
-                .into();
+        let mut set: Vec<String> = [
+            "#status = :ready",
+            "finalized_at = :at",
+            "size_bytes = :size",
+            "codec = :codec",
+            "#format = :format",
+            "blob_key = :blob_key",
+        ]
+        .map(str::to_owned)
+        .into();
         let mut update = self
             .client
             .update_item()
@@ -105,7 +124,12 @@ impl UploadRepo for DynamoDb {
             .expression_attribute_values(":size", n(media.size_bytes))
             .expression_attribute_values(":codec", s(&media.codec))
             .expression_attribute_values(":format", s(&media.format))
+            .expression_attribute_values(":blob_key", s(&blob.key))
             .return_values(ReturnValue::AllNew);
+        if let Some(version) = &blob.version {
+            set.push("blob_version = :blob_version".to_owned());
+            update = update.expression_attribute_values(":blob_version", s(version));
+        }
         let optional = [
             ("duration_ms", media.duration_ms),
             ("width", media.width.map(u64::from)),
