@@ -1,7 +1,7 @@
 //! Media in a local folder, served by `serve` at `/blobs/{key}` through URLs signed
 //! with HMAC-SHA256 that carry their own expiry, like presigned S3 URLs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -56,11 +56,6 @@ impl LocalBlobStore {
             }
         };
         Ok(Self { root, base_url: base_url.into().trim_end_matches('/').to_owned(), secret })
-    }
-
-    /// The folder.
-    pub fn root(&self) -> &Path {
-        &self.root
     }
 
     fn signature(&self, method: &str, key: &str, expires: i64) -> Hmac<Sha256> {

@@ -296,8 +296,8 @@ pub async fn create_agent(
     organization: Uuid,
     create: AgentCreate,
 ) -> Result<Agent, AgentError> {
-    let workspace_id = workspaces::resolve(identity, organization, create.workspace_id).await?;
     let now = clock.now();
+    let workspace_id = workspaces::for_new_agent(identity, organization, create.workspace_id, now).await?;
     // Version 7 IDs start with their creation time, so the key order is the list order.
     let mut agent = Agent {
         id: Uuid::now_v7(),
@@ -326,7 +326,7 @@ pub async fn list_agents(
     query: AgentQuery,
 ) -> Result<AgentPage, AgentError> {
     if let Some(workspace) = query.workspace_id {
-        workspaces::resolve(identity, organization, Some(workspace)).await?;
+        workspaces::check_owned(identity, organization, workspace).await?;
     }
     let mut agents = repo.list_agents(organization, &query).await?;
     let next_cursor = if agents.len() > query.limit {

@@ -29,26 +29,30 @@ pub enum WorkspaceError {
     Backend(#[from] anyhow::Error),
 }
 
-/// The workspace an agent goes to: the requested one when it is the organization's, the
-/// primary one when none is requested.
-pub async fn resolve(
+/// Checks that a workspace is one of the organization's.
+pub async fn check_owned(repo: &dyn IdentityRepo, organization: Uuid, id: Uuid) -> Result<(), WorkspaceError> {
+    let workspaces = repo.workspaces(organization).await?;
+    if workspaces.iter().any(|workspace| workspace.id == id) {
+        Ok(())
+    } else {
+        Err(WorkspaceError::Foreign)
+    }
+}
+
+/// The workspace a new agent goes to: the requested one when it is the organization's,
+/// the primary one when none is requested.
+pub async fn for_new_agent(
     repo: &dyn IdentityRepo,
     organization: Uuid,
     requested: Option<Uuid>,
+    now: Timestamp,
 ) -> Result<Uuid, WorkspaceError> {
-    let workspaces = repo.workspaces(organization).await?;
-    match requested {
-        Some(id) => workspaces
-            .iter()
-            .find(|workspace| workspace.id == id)
-            .map(|workspace| workspace.id)
-            .ok_or(WorkspaceError::Foreign),
-        None => match primary_of(&workspaces) {
-            Some(primary) => Ok(primary.id),
-            // An organization stored before workspaces existed gets its primary now.
-            None => Ok(ensure_primary(repo, organization, Timestamp::now()).await?.id),
-        },
+    if let Some(id) = requested {
+        check_owned(repo, organization, id).await?;
+        return Ok(id);
     }
+    // An organization stored before workspaces existed gets its primary now.
+    Ok(ensure_primary(repo, organization, now).await?.id)
 }
 
 /// The primary workspace; should a stored list ever hold two, the same one is always chosen.
