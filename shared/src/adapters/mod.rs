@@ -5,3 +5,22 @@ pub mod ffprobe;
 pub mod fs;
 pub mod memory;
 pub mod s3;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+/// The IAM actions a client has performed, collected by the adapters' `recording_actions`
+/// so that tests can hold each function's least-privilege policy to what it really does.
+#[derive(Clone, Debug, Default)]
+pub struct ActionLog(Arc<Mutex<BTreeSet<String>>>);
+
+impl ActionLog {
+    /// The actions recorded since the last call, e.g. `dynamodb:GetItem`.
+    pub fn take(&self) -> BTreeSet<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+
+    fn record(&self, actions: impl IntoIterator<Item = String>) {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).extend(actions);
+    }
+}

@@ -9,6 +9,7 @@ use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use aws_sdk_s3::Client;
 
+use super::ActionLog;
 use crate::domain::uploads::SealedBlob;
 use crate::ports::BlobStore;
 
@@ -59,6 +60,51 @@ impl S3BlobStore {
             .await
             .with_context(|| format!("enabling versioning on bucket {}", self.bucket))?;
         Ok(())
+    }
+}
+
+/// Maps every call to the IAM actions it needs, presigned ones included (the URL is
+/// used with the signer's permissions).
+#[derive(Debug)]
+struct RecordActions(ActionLog);
+
+impl aws_sdk_s3::config::Intercept for RecordActions {
+    fn name(&self) -> &'static str {
+        "RecordActions"
+    }
+
+    fn read_before_execution(
+        &self,
+        context: &aws_sdk_s3::config::interceptors::BeforeSerializationInterceptorContextRef<'_>,
+        _cfg: &mut aws_sdk_s3::config::ConfigBag,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        use aws_sdk_s3::operation as op;
+        let input = context.input();
+        let actions: &[&str] = if input.downcast_ref::<op::put_object::PutObjectInput>().is_some() {
+            &["s3:PutObject"]
+        } else if input.downcast_ref::<op::head_object::HeadObjectInput>().is_some() {
+            // Without ListBucket, S3 answers 403 instead of 404 for a missing key.
+            &["s3:GetObject", "s3:ListBucket"]
+        } else if let Some(get) = input.downcast_ref::<op::get_object::GetObjectInput>() {
+            if get.version_id().is_some() {
+                &["s3:GetObjectVersion"]
+            } else {
+                &["s3:GetObject"]
+            }
+        } else {
+            &["s3:unrecognized-operation"]
+        };
+        self.0.record(actions.iter().map(|action| (*action).to_owned()));
+        Ok(())
+    }
+}
+
+impl S3BlobStore {
+    /// A copy of this store whose client records the IAM action of every call.
+    pub fn recording_actions(&self) -> (Self, ActionLog) {
+        let log = ActionLog::default();
+        let config = self.client.config().to_builder().interceptor(RecordActions(log.clone())).build();
+        (Self { client: Client::from_conf(config), bucket: self.bucket.clone() }, log)
     }
 }
 

@@ -71,6 +71,11 @@ pub fn temp_media() -> Media {
 
 /// Media in the S3 emulator's test bucket; the test script sets the endpoint.
 pub async fn s3_media() -> Media {
+    Media::S3(s3_store().await)
+}
+
+/// The S3 emulator's test bucket, created (versioned) when missing.
+pub async fn s3_store() -> S3BlobStore {
     assert!(
         std::env::var("AWS_ENDPOINT_URL_S3").is_ok(),
         "AWS_ENDPOINT_URL_S3 is not set: run the tests with ./scripts/test.sh, which starts the S3 emulator"
@@ -78,7 +83,7 @@ pub async fn s3_media() -> Media {
     let bucket = std::env::var("TEST_BUCKET_NAME").unwrap_or_else(|_| "tests-media".to_owned());
     let s3 = S3BlobStore::connect(bucket).await;
     s3.ensure_bucket().await.expect("creating the test bucket in the S3 emulator");
-    Media::S3(s3)
+    s3
 }
 
 /// An application with one organization (API access on) and its key.

@@ -1,6 +1,7 @@
-//! Each function's IAM policy grants exactly the DynamoDB actions its endpoint performs:
-//! every endpoint runs its paths against DynamoDB Local with a client that records the
-//! action of each call (and of each part of a transaction).
+//! Each function's IAM policy grants exactly the DynamoDB and S3 actions its endpoint
+//! performs: every endpoint runs its paths against DynamoDB Local and the S3 emulator with
+//! clients that record the action of each call (of each part of a transaction, and of
+//! each presigned URL, which is used with the signer's permissions).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -9,17 +10,17 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use shared::api::ROUTES;
-use shared::app::App;
+use shared::app::{App, Media};
 use uuid::Uuid;
 
-use crate::helpers::{dynamodb, local_media, TestApp};
+use crate::helpers::{dynamodb, s3_store, TestApp};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_function_is_granted_exactly_the_actions_it_performs() {
     let (backend, log) = dynamodb().await.recording_actions();
-    let (media, blob_store) = local_media("http://127.0.0.1:9");
+    let (media, s3_log) = s3_store().await.recording_actions();
     let mut test = TestApp {
-        app: Arc::new(App::dynamodb(backend, media, "ffprobe", Duration::ZERO)),
+        app: Arc::new(App::dynamodb(backend, Media::S3(media), "ffprobe", Duration::ZERO)),
         key: String::new(),
         organization: Uuid::nil(),
     };
@@ -28,10 +29,13 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
     let mut performed: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     let mut run = |function: &'static str, expected: StatusCode, (status, body): (StatusCode, Value)| {
         assert_eq!(status, expected, "{function}: {body}");
-        performed.entry(function).or_default().extend(log.take());
+        let done = performed.entry(function).or_default();
+        done.extend(log.take());
+        done.extend(s3_log.take());
         body
     };
     log.take();
+    s3_log.take();
 
     run("whoami", StatusCode::OK, test.call(Method::GET, "/whoami", None).await);
     let created = run(
@@ -96,15 +100,15 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
     let upload = ticket["id"].as_str().unwrap().to_owned();
     let finalize = || test.call(Method::POST, "/uploads/image/finalize_upload", Some(json!({ "id": upload })));
     run("finalize-upload", StatusCode::BAD_REQUEST, finalize().await);
-    let path = blob_store.path(&format!("uploads/{}/{upload}", test.organization)).unwrap();
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, crate::uploads::sample("image.png")).unwrap();
+    let url = ticket["upload_url"].as_str().unwrap();
+    assert_eq!(crate::uploads::put(url, crate::uploads::sample("image.png")).await, StatusCode::OK);
     run("finalize-upload", StatusCode::OK, finalize().await);
     run("finalize-upload", StatusCode::OK, finalize().await);
     run("get-upload", StatusCode::OK, test.call(Method::GET, &format!("/uploads/image/{upload}"), None).await);
 
     for route in ROUTES {
-        let granted: BTreeSet<String> = route.dynamodb_actions.iter().map(|action| (*action).to_owned()).collect();
+        let granted: BTreeSet<String> =
+            route.dynamodb_actions.iter().chain(route.s3_actions).map(|action| (*action).to_owned()).collect();
         let done = performed.get(route.function).unwrap_or_else(|| panic!("{} was not exercised", route.function));
         assert_eq!(done, &granted, "{} performs exactly what its policy grants", route.function);
     }

@@ -53,7 +53,7 @@ pub fn sample(name: &str) -> Vec<u8> {
 }
 
 /// PUTs bytes to an upload URL, as a client would.
-async fn put(url: &str, bytes: Vec<u8>) -> StatusCode {
+pub async fn put(url: &str, bytes: Vec<u8>) -> StatusCode {
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
     let request = http::Request::builder().method(Method::PUT).uri(url).body(Full::new(Bytes::from(bytes))).unwrap();
     let response = client.request(request).await.expect("upload URL answers");

@@ -17,8 +17,7 @@ mod identity;
 mod shared_stores;
 mod uploads;
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -30,6 +29,7 @@ use aws_sdk_dynamodb::types::{
 };
 use aws_sdk_dynamodb::Client;
 
+use super::ActionLog;
 use crate::domain::time::Timestamp;
 
 pub use aws_sdk_dynamodb::types::AttributeValue;
@@ -142,17 +142,6 @@ impl DynamoDb {
     }
 }
 
-/// The IAM actions a client has performed, collected by [`DynamoDb::recording_actions`].
-#[derive(Clone, Debug, Default)]
-pub struct ActionLog(Arc<Mutex<BTreeSet<String>>>);
-
-impl ActionLog {
-    /// The actions recorded since the last call, e.g. `dynamodb:GetItem`.
-    pub fn take(&self) -> BTreeSet<String> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
-    }
-}
-
 /// Maps every call to the IAM actions it needs; a transaction needs the action of each
 /// of its parts, not one of its own.
 #[derive(Debug)]
@@ -201,8 +190,7 @@ impl aws_sdk_dynamodb::config::Intercept for RecordActions {
             actions
                 .push(single.iter().find(|(matched, _)| *matched).map_or("unrecognized-operation", |(_, name)| name));
         }
-        let mut log = self.0 .0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        log.extend(actions.into_iter().map(|action| format!("dynamodb:{action}")));
+        self.0.record(actions.into_iter().map(|action| format!("dynamodb:{action}")));
         Ok(())
     }
 }
