@@ -64,9 +64,11 @@ pub fn local_media(base_url: &str) -> (Media, Arc<LocalBlobStore>) {
     (Media::Local(store.clone()), store)
 }
 
-/// Media in a temporary folder, for tests that do not fetch URLs.
+/// Media in one temporary folder shared by the tests that do not fetch URLs (keys start
+/// with each test's own organization, so they never meet).
 pub fn temp_media() -> Media {
-    local_media("http://127.0.0.1:9").0
+    static SHARED: std::sync::OnceLock<Media> = std::sync::OnceLock::new();
+    SHARED.get_or_init(|| local_media("http://127.0.0.1:9").0).clone()
 }
 
 /// Media in the S3 emulator's test bucket; the test script sets the endpoint.
