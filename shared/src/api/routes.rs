@@ -57,8 +57,9 @@ pub static ROUTES: &[Route] = &[
     route!(DELETE "/shared-stores/{store_id}/entries/{entry_id}" => "delete-shared-store-entry", shared_stores::delete_entry,
         ["dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"]),
     route!(GET "/agents" => "list-agents", agents::list_agents, ["dynamodb:GetItem", "dynamodb:Query"]),
+    // UpdateItem: an organization stored before workspaces existed gets its primary one.
     route!(POST "/agent/create" => "create-agent", agents::create_agent,
-        ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"]),
+        ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"]),
     route!(GET "/agent/{agent_id}" => "get-agent", agents::get_agent, ["dynamodb:GetItem"]),
     route!(POST "/agent/{agent_id}/update" => "update-agent", agents::update_agent, ["dynamodb:GetItem", "dynamodb:PutItem"]),
     route!(POST "/agent/{agent_id}/duplicate" => "duplicate-agent", agents::duplicate_agent,

@@ -11,6 +11,7 @@ use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use shared::api::ROUTES;
 use shared::app::{App, Media};
+use shared::domain::identity::{hash_api_key, Organization};
 use uuid::Uuid;
 
 use crate::helpers::{dynamodb, s3_store, TestApp};
@@ -72,6 +73,22 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
     run("delete-shared-store", StatusCode::OK, test.call(Method::DELETE, &base, None).await);
 
     let created = run("create-agent", StatusCode::CREATED, test.call(Method::POST, "/agent/create", None).await);
+    // An organization stored before workspaces existed: its first agent makes its primary.
+    let (older, older_key) = (Uuid::new_v4(), format!("older-{}", Uuid::new_v4()));
+    let now = shared::domain::time::Timestamp::now();
+    let organization = Organization {
+        id: older,
+        name: "Older".into(),
+        slug: format!("older-{older}"),
+        api_access: true,
+        plan: "free".into(),
+        credits: 0,
+        created_at: now,
+    };
+    test.app.identity.upsert_organization(&organization).await.unwrap();
+    test.app.identity.upsert_api_key(&hash_api_key(&older_key), Some(older), now).await.unwrap();
+    log.take();
+    run("create-agent", StatusCode::CREATED, test.call_as(&older_key, Method::POST, "/agent/create", None).await);
     let agent = created["agent_id"].as_str().unwrap().to_owned();
     let workspace = created["agent"]["workspace_id"].as_str().unwrap().to_owned();
     run(
