@@ -16,8 +16,9 @@ use crate::ports::AgentRepo;
 const AGENT_PREFIX: &str = "AGENT#";
 /// The attributes of a list item: everything but the graph.
 const LIST_PROJECTION: &str = "id, #name, description, visibility, workspace_id, created_at, updated_at";
-/// Items read per list query page; filters may drop many of them.
-const LIST_PAGE_ITEMS: i32 = 200;
+/// Items read per query page when filters may drop many of them; without filters a
+/// page reads just what the answer needs (deleted agents aside).
+const FILTERED_PAGE_ITEMS: i32 = 200;
 
 fn agent_key(organization: Uuid, id: Uuid) -> Item {
     key(format!("ORG#{organization}"), format!("{AGENT_PREFIX}{id}"))
@@ -92,7 +93,12 @@ impl AgentRepo for DynamoDb {
             .scan_index_forward(false)
             // A caller who just created an agent expects to see it listed.
             .consistent_read(true)
-            .limit(LIST_PAGE_ITEMS);
+            .limit(if query.workspace_id.is_some() || query.name_contains.is_some() {
+                FILTERED_PAGE_ITEMS
+            } else {
+                // limit + 1 tells whether another page follows.
+                query.limit as i32 + 1
+            });
         if let Some(workspace) = query.workspace_id {
             filter.push("workspace_id = :workspace");
             request = request.expression_attribute_values(":workspace", s(workspace.to_string()));
