@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::adapters::dynamodb::DynamoDb;
 use crate::adapters::ffprobe::Ffprobe;
 use crate::adapters::fs::LocalBlobStore;
-use crate::adapters::memory::MemoryBackend;
 use crate::adapters::s3::S3BlobStore;
+use crate::adapters::sqlite::Sqlite;
 use crate::config::Config;
 use crate::domain::identity::Authenticator;
 use crate::ports::{AgentRepo, BlobStore, Clock, IdentityRepo, MediaProbe, SharedStoreRepo, SystemClock, UploadRepo};
@@ -59,19 +59,17 @@ impl App {
         }
     }
 
-    /// Everything in process memory, media in a new temporary folder; keys are checked
-    /// on every request. For tests and benchmarks: `serve` passes its own folder.
-    pub fn embedded() -> Self {
+    /// State in a new in-memory SQLite database, media in a new temporary folder; keys
+    /// are checked on every request. For tests and benchmarks.
+    pub fn embedded() -> anyhow::Result<Self> {
         let folder = std::env::temp_dir().join(format!("video-workflow-{}", uuid::Uuid::new_v4()));
-        let local = LocalBlobStore::open(folder, "http://127.0.0.1:3000")
-            .unwrap_or_else(|error| panic!("cannot create a temporary media folder: {error:#}"));
-        Self::embedded_with(Media::Local(Arc::new(local)))
+        let local = LocalBlobStore::open(folder, "http://127.0.0.1:3000")?;
+        Ok(Self::sqlite(Sqlite::in_memory()?, Media::Local(Arc::new(local))))
     }
 
-    /// Everything in process memory, media where given.
-    pub fn embedded_with(media: Media) -> Self {
-        let probe = Arc::new(Ffprobe::new("ffprobe"));
-        Self::wire(Arc::new(MemoryBackend::new()), media, probe, Duration::ZERO)
+    /// State in SQLite, media where given; keys are checked on every request.
+    pub fn sqlite(database: Sqlite, media: Media) -> Self {
+        Self::wire(Arc::new(database), media, Arc::new(Ffprobe::new("ffprobe")), Duration::ZERO)
     }
 
     /// State in DynamoDB, media where given.

@@ -1,4 +1,4 @@
 //! Lambda function `bulk-upsert-shared-store-entries`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("bulk-upsert-shared-store-entries")
+    shared::runtime::http::run("bulk-upsert-shared-store-entries")
 }

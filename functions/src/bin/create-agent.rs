@@ -1,4 +1,4 @@
 //! Lambda function `create-agent`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("create-agent")
+    shared::runtime::http::run("create-agent")
 }

@@ -1,4 +1,4 @@
 //! Lambda function `create-shared-store`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("create-shared-store")
+    shared::runtime::http::run("create-shared-store")
 }

@@ -1,4 +1,4 @@
 //! Lambda function `delete-agent`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("delete-agent")
+    shared::runtime::http::run("delete-agent")
 }

@@ -1,4 +1,4 @@
 //! Lambda function `delete-shared-store-entry`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("delete-shared-store-entry")
+    shared::runtime::http::run("delete-shared-store-entry")
 }

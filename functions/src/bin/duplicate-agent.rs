@@ -1,4 +1,4 @@
 //! Lambda function `duplicate-agent`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("duplicate-agent")
+    shared::runtime::http::run("duplicate-agent")
 }

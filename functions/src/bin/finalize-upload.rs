@@ -1,4 +1,4 @@
 //! Lambda function `finalize-upload`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("finalize-upload")
+    shared::runtime::http::run("finalize-upload")
 }

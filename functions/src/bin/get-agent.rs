@@ -1,4 +1,4 @@
 //! Lambda function `get-agent`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("get-agent")
+    shared::runtime::http::run("get-agent")
 }

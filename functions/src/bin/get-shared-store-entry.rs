@@ -1,4 +1,4 @@
 //! Lambda function `get-shared-store-entry`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("get-shared-store-entry")
+    shared::runtime::http::run("get-shared-store-entry")
 }

@@ -1,4 +1,4 @@
 //! Lambda function `get-upload`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("get-upload")
+    shared::runtime::http::run("get-upload")
 }

@@ -1,4 +1,4 @@
 //! Lambda function `list-agents`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("list-agents")
+    shared::runtime::http::run("list-agents")
 }

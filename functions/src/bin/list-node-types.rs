@@ -1,4 +1,4 @@
 //! Lambda function `list-node-types`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("list-node-types")
+    shared::runtime::http::run("list-node-types")
 }

@@ -1,4 +1,4 @@
 //! Lambda function `list-shared-store-entries`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("list-shared-store-entries")
+    shared::runtime::http::run("list-shared-store-entries")
 }

@@ -1,4 +1,4 @@
 //! Lambda function `rename-shared-store-entry`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("rename-shared-store-entry")
+    shared::runtime::http::run("rename-shared-store-entry")
 }

@@ -1,4 +1,4 @@
 //! Lambda function `rename-shared-store`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("rename-shared-store")
+    shared::runtime::http::run("rename-shared-store")
 }

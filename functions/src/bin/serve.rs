@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Parser, ValueEnum};
-use shared::serve::{self, Backend, MediaOptions};
+use shared::serve::{self, Backend, ServeOptions};
 
 #[derive(Clone, Copy, ValueEnum)]
 enum BackendArg {
@@ -23,22 +23,32 @@ struct Args {
     /// JSON file of organizations and API keys to load at start.
     #[arg(long)]
     seed: Option<PathBuf>,
-    /// Folder for local media (uploads and outputs).
+    /// Folder for the state database (`state.sqlite`) and local media (uploads and outputs).
     #[arg(long, default_value = "data")]
     data_dir: PathBuf,
+    /// Keep state in process memory, lost at exit (media still goes to the data folder).
+    #[arg(long)]
+    in_memory: bool,
     /// Base URL clients use to reach this server, for signed media URLs
     /// (default: http:// and the bound address).
     #[arg(long)]
     public_url: Option<String>,
-    /// Where state lives: in process, or DynamoDB and S3 at the standard AWS endpoint settings.
+    /// Where state lives: SQLite in the data folder, or DynamoDB and S3 at the standard AWS endpoint settings.
     #[arg(long, value_enum, default_value = "embedded")]
     backend: BackendArg,
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> anyhow::Result<()> {
+async fn main() {
     tracing_subscriber::fmt().with_env_filter(env_filter()).init();
-    let args = Args::parse();
+    // A refusal to start (a bad state file, an unreachable table) is one clear line.
+    if let Err(error) = run(Args::parse()).await {
+        eprintln!("serve: {error:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir)?;
     let backend = match args.backend {
         BackendArg::Embedded => Backend::Embedded,
@@ -47,8 +57,8 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.addr).await?;
     let public_url =
         args.public_url.unwrap_or_else(|| format!("http://{}", listener.local_addr().unwrap_or(args.addr)));
-    let media = MediaOptions { data_dir: args.data_dir, public_url };
-    let (app, development_key) = serve::build_app(backend, args.seed.as_deref(), &media).await?;
+    let options = ServeOptions { data_dir: args.data_dir, public_url, in_memory: args.in_memory };
+    let (app, development_key) = serve::build_app(backend, args.seed.as_deref(), &options).await?;
     if let Some(key) = development_key {
         println!("Development organization created. API key: {key}");
         println!("  curl -H 'Authorization: Bearer {key}' http://{}/whoami", listener.local_addr()?);

@@ -1,4 +1,4 @@
 //! Lambda function `update-agent`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("update-agent")
+    shared::runtime::http::run("update-agent")
 }

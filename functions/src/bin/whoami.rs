@@ -1,4 +1,4 @@
 //! Lambda function `whoami`: its route and handler are in `shared::api::routes`.
 fn main() {
-    shared::lambda::run("whoami")
+    shared::runtime::http::run("whoami")
 }

@@ -12,7 +12,7 @@ use shared::domain::identity::{apply_seed, Seed};
 /// The bench organization's API key.
 const KEY: &str = "bench-key";
 
-/// An embedded application on a current-thread runtime.
+/// An embedded application (in-memory SQLite) on a current-thread runtime.
 pub struct BenchApp {
     pub runtime: tokio::runtime::Runtime,
     app: Arc<App>,
@@ -22,7 +22,7 @@ impl BenchApp {
     /// A fresh application with one organization.
     pub fn new() -> Self {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let app = Arc::new(App::embedded());
+        let app = Arc::new(App::embedded().unwrap());
         let seed = Seed::from_json(&format!(
             r#"{{"organizations":[{{"id":"6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e01","name":"B","slug":"b","api_keys":["{KEY}"]}}]}}"#
         ))

@@ -1,14 +1,15 @@
 //! Media in a local folder, served by `serve` at `/blobs/{key}` through URLs signed
 //! with HMAC-SHA256 that carry their own expiry, like presigned S3 URLs.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use bytes::Bytes;
 
+use crate::core::signing::{generate_secret, SignatureError, UrlSigner};
 use crate::domain::time::Timestamp;
 use crate::domain::uploads::SealedBlob;
 use crate::ports::BlobStore;
@@ -17,16 +18,14 @@ use crate::ports::BlobStore;
 pub const BLOB_PATH_PREFIX: &str = "/blobs/";
 /// Name of the file in the folder that keeps the signing secret across restarts.
 const SECRET_FILE: &str = ".signing-secret";
-/// Folder for PUT bodies still arriving; a finished upload is renamed into place.
+/// Folder for bodies still arriving; a finished file is renamed into place.
 const INCOMING: &str = ".incoming";
 
 /// Why a signed blob request is refused.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BlobAccessError {
-    #[error("the URL's signature does not match")]
-    BadSignature,
-    #[error("the URL has expired")]
-    Expired,
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
     #[error("not a valid object key")]
     BadKey,
 }
@@ -35,7 +34,54 @@ pub enum BlobAccessError {
 pub struct LocalBlobStore {
     root: PathBuf,
     base_url: String,
-    secret: Vec<u8>,
+    signer: UrlSigner,
+}
+
+/// Reads the folder's signing secret, creating it (readable by its owner only) when
+/// missing. Two processes opening the folder at once agree on one secret: a new secret
+/// is written to a private file and linked into place, which fails if one is there.
+fn load_or_create_secret(root: &Path) -> anyhow::Result<Vec<u8>> {
+    let path = root.join(SECRET_FILE);
+    if !path.exists() {
+        let temporary = root.join(INCOMING).join(format!("secret-{}", uuid::Uuid::new_v4()));
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(&temporary).with_context(|| format!("creating {}", temporary.display()))?;
+        file.write_all(hex::encode(generate_secret()).as_bytes())?;
+        file.sync_all()?;
+        let linked = std::fs::hard_link(&temporary, &path);
+        let _ = std::fs::remove_file(&temporary);
+        match linked {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(error).with_context(|| format!("writing {}", path.display())),
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            tracing::warn!(path = %path.display(), "the signing secret was readable by others: made it private (0600)");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    hex::decode(text.trim()).with_context(|| format!("{} is not a hex secret", path.display()))
+}
+
+/// The content type of an object, from its key's extension.
+pub fn content_type_of(key: &str) -> &'static str {
+    match key.rsplit_once('.').map(|(_, extension)| extension) {
+        Some("json") => "application/json",
+        Some("mp4") => "video/mp4",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("png") => "image/png",
+        Some("zip") => "application/zip",
+        _ => "application/octet-stream",
+    }
 }
 
 impl LocalBlobStore {
@@ -45,30 +91,13 @@ impl LocalBlobStore {
         std::fs::create_dir_all(root.join(INCOMING)).with_context(|| format!("creating {}", root.display()))?;
         // Absolute, so that the paths handed to ffprobe do not depend on its working folder.
         let root = root.canonicalize().with_context(|| format!("resolving {}", root.display()))?;
-        let secret_path = root.join(SECRET_FILE);
-        let secret = match std::fs::read_to_string(&secret_path) {
-            Ok(text) => hex::decode(text.trim()).context("the signing secret file is not hex")?,
-            Err(_) => {
-                let secret: Vec<u8> = (0..2).flat_map(|_| uuid::Uuid::new_v4().into_bytes()).collect();
-                std::fs::write(&secret_path, hex::encode(&secret))
-                    .with_context(|| format!("writing {}", secret_path.display()))?;
-                secret
-            }
-        };
-        Ok(Self { root, base_url: base_url.into().trim_end_matches('/').to_owned(), secret })
-    }
-
-    fn signature(&self, method: &str, key: &str, expires: i64) -> Hmac<Sha256> {
-        let mut mac =
-            Hmac::<Sha256>::new_from_slice(&self.secret).unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
-        mac.update(format!("{method}\n{key}\n{expires}").as_bytes());
-        mac
+        let secret = load_or_create_secret(&root)?;
+        Ok(Self { root, base_url: base_url.into().trim_end_matches('/').to_owned(), signer: UrlSigner::new(&secret) })
     }
 
     /// A URL allowing `method` on `key` until `expires` (Unix seconds).
     pub fn signed_url(&self, method: &str, key: &str, expires: i64) -> String {
-        let signature = hex::encode(self.signature(method, key, expires).finalize().into_bytes());
-        format!("{}{BLOB_PATH_PREFIX}{key}?expires={expires}&signature={signature}", self.base_url)
+        format!("{}{BLOB_PATH_PREFIX}{key}?{}", self.base_url, self.signer.query(method, key, expires))
     }
 
     /// Checks a request's signature and expiry and returns the object's path.
@@ -81,13 +110,7 @@ impl LocalBlobStore {
         now: Timestamp,
     ) -> Result<PathBuf, BlobAccessError> {
         let path = self.path(key).ok_or(BlobAccessError::BadKey)?;
-        let expires_at: i64 = expires.parse().map_err(|_| BlobAccessError::BadSignature)?;
-        let signature = hex::decode(signature).map_err(|_| BlobAccessError::BadSignature)?;
-        // Constant-time comparison: a mismatch says nothing about how close it was.
-        self.signature(method, key, expires_at).verify_slice(&signature).map_err(|_| BlobAccessError::BadSignature)?;
-        if now.datetime().unix_timestamp() > expires_at {
-            return Err(BlobAccessError::Expired);
-        }
+        self.signer.verify(method, key, expires, signature, now.unix_seconds())?;
         Ok(path)
     }
 
@@ -101,53 +124,95 @@ impl LocalBlobStore {
         key.split('/').all(plain).then(|| self.root.join(key))
     }
 
-    /// A fresh file name for a PUT body in progress, on the same file system as the objects.
+    /// A fresh file name for a body in progress, on the same file system as the objects.
     pub fn incoming_path(&self) -> PathBuf {
         self.root.join(INCOMING).join(uuid::Uuid::new_v4().to_string())
+    }
+
+    fn valid_path(&self, key: &str) -> anyhow::Result<PathBuf> {
+        self.path(key).with_context(|| format!("object key {key:?} is not valid"))
+    }
+
+    /// The newest file sealed under `folder` (sealed names are version 7 UUIDs, which
+    /// sort by time), if any.
+    async fn newest_sealed(folder: &Path) -> anyhow::Result<Option<PathBuf>> {
+        let mut entries = match tokio::fs::read_dir(folder).await {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(anyhow::Error::new(error).context(format!("reading {}", folder.display()))),
+        };
+        let mut newest: Option<PathBuf> = None;
+        while let Some(entry) = entries.next_entry().await? {
+            let path = entry.path();
+            if newest.as_ref().is_none_or(|best| path.file_name() > best.file_name()) {
+                newest = Some(path);
+            }
+        }
+        Ok(newest)
     }
 }
 
 #[async_trait]
 impl BlobStore for LocalBlobStore {
     async fn upload_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String> {
-        anyhow::ensure!(self.path(key).is_some(), "object key {key:?} is not valid");
-        let expires = Timestamp::now().datetime().unix_timestamp() + ttl.as_secs() as i64;
-        Ok(self.signed_url("PUT", key, expires))
+        self.valid_path(key)?;
+        Ok(self.signed_url("PUT", key, Timestamp::now().after(ttl).unix_seconds()))
     }
 
-    async fn seal(&self, key: &str, sealed_key: &str) -> anyhow::Result<Option<SealedBlob>> {
-        let invalid = |key: &str| format!("object key {key:?} is not valid");
-        let uploaded = self.path(key).with_context(|| invalid(key))?;
-        let sealed = self.path(sealed_key).with_context(|| invalid(sealed_key))?;
-        if let Some(parent) = sealed.parent() {
-            tokio::fs::create_dir_all(parent).await.with_context(|| format!("creating {}", parent.display()))?;
-        }
-        // A rename is atomic: the sealed file is whole, and a later PUT to the upload URL
-        // makes a new file instead of changing this one.
-        match tokio::fs::rename(&uploaded, &sealed).await {
-            Ok(()) => {}
-            // Sealed by an earlier finalize whose check failed, and not uploaded again since.
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+    async fn seal(&self, key: &str, sealed_prefix: &str) -> anyhow::Result<Option<SealedBlob>> {
+        let uploaded = self.valid_path(key)?;
+        let folder = self.valid_path(sealed_prefix)?;
+        tokio::fs::create_dir_all(&folder).await.with_context(|| format!("creating {}", folder.display()))?;
+        // Every seal moves the upload to a name of its own: a rename is atomic, so the
+        // sealed file is whole, a later PUT makes a new upload file, and two finalizes
+        // racing with a PUT each probe exactly the file they sealed.
+        let name = uuid::Uuid::now_v7().to_string();
+        let sealed = match tokio::fs::rename(&uploaded, folder.join(&name)).await {
+            Ok(()) => folder.join(name),
+            // Sealed by an earlier finalize (whose check failed, or which is still
+            // running) and not uploaded again since: the newest sealed file is the upload.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => match Self::newest_sealed(&folder).await? {
+                Some(path) => path,
+                None => return Ok(None),
+            },
             Err(error) => return Err(anyhow::Error::new(error).context(format!("sealing {}", uploaded.display()))),
-        }
-        match tokio::fs::metadata(&sealed).await {
-            Ok(metadata) => Ok(Some(SealedBlob { key: sealed_key.to_owned(), version: None, size: metadata.len() })),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(error) => Err(anyhow::Error::new(error).context(format!("reading {}", sealed.display()))),
-        }
+        };
+        let size = tokio::fs::metadata(&sealed).await.with_context(|| format!("reading {}", sealed.display()))?.len();
+        let name = sealed.file_name().and_then(|name| name.to_str()).context("a sealed file name is not text")?;
+        Ok(Some(SealedBlob { key: format!("{sealed_prefix}/{name}"), version: None, size }))
     }
 
     async fn probe_location(&self, blob: &SealedBlob) -> anyhow::Result<String> {
-        let path = self.path(&blob.key).with_context(|| format!("object key {:?} is not valid", blob.key))?;
+        let path = self.valid_path(&blob.key)?;
         // The `file:` prefix keeps a path with a colon or a leading dash from being read
         // as a protocol or an option.
         Ok(format!("file:{}", path.display()))
+    }
+
+    async fn put(&self, key: &str, bytes: Bytes, _content_type: &str) -> anyhow::Result<()> {
+        let path = self.valid_path(key)?;
+        let incoming = self.incoming_path();
+        tokio::fs::write(&incoming, &bytes).await.with_context(|| format!("writing {}", incoming.display()))?;
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent).await.with_context(|| format!("creating {}", parent.display()))?;
+        }
+        if let Err(error) = tokio::fs::rename(&incoming, &path).await {
+            let _ = tokio::fs::remove_file(&incoming).await;
+            return Err(anyhow::Error::new(error).context(format!("storing {}", path.display())));
+        }
+        Ok(())
+    }
+
+    async fn download_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String> {
+        self.valid_path(key)?;
+        Ok(self.signed_url("GET", key, Timestamp::now().after(ttl).unix_seconds()))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::signing::signed_query_values;
 
     fn store() -> (tempfile::TempDir, LocalBlobStore) {
         let dir = tempfile::tempdir().unwrap();
@@ -155,33 +220,18 @@ mod tests {
         (dir, store)
     }
 
-    fn query(url: &str) -> (String, String) {
-        let query = url.split_once('?').unwrap().1;
-        let (expires, signature) = query.split_once('&').unwrap();
-        (expires.trim_start_matches("expires=").to_owned(), signature.trim_start_matches("signature=").to_owned())
-    }
-
     #[test]
     fn signed_urls_are_checked_for_method_key_signature_and_time() {
         let (_dir, store) = store();
         let now = Timestamp::now();
-        let expires = now.datetime().unix_timestamp() + 60;
+        let expires = now.unix_seconds() + 60;
         let url = store.signed_url("PUT", "uploads/o/i", expires);
         assert!(url.starts_with("http://h:1/blobs/uploads/o/i?"));
-        let (expires_text, signature) = query(&url);
-        assert!(store.authorize("PUT", "uploads/o/i", &expires_text, &signature, now).is_ok());
-        let denied =
-            |method, key, expires: &str, signature: &str| store.authorize(method, key, expires, signature, now);
-        assert_eq!(denied("GET", "uploads/o/i", &expires_text, &signature), Err(BlobAccessError::BadSignature));
-        assert_eq!(denied("PUT", "uploads/o/j", &expires_text, &signature), Err(BlobAccessError::BadSignature));
-        let later = (expires + 3600).to_string();
-        assert_eq!(denied("PUT", "uploads/o/i", &later, &signature), Err(BlobAccessError::BadSignature));
-        let mut tampered = signature.clone();
-        tampered.replace_range(0..1, if signature.starts_with('0') { "1" } else { "0" });
-        assert_eq!(denied("PUT", "uploads/o/i", &expires_text, &tampered), Err(BlobAccessError::BadSignature));
-        let past = now.datetime().unix_timestamp() - 1;
-        let (past_text, past_signature) = query(&store.signed_url("PUT", "uploads/o/i", past));
-        assert_eq!(denied("PUT", "uploads/o/i", &past_text, &past_signature), Err(BlobAccessError::Expired));
+        let (expires_text, signature) = signed_query_values(url.split_once('?').unwrap().1);
+        assert!(store.authorize("PUT", "uploads/o/i", expires_text, signature, now).is_ok());
+        let refused = store.authorize("GET", "uploads/o/i", expires_text, signature, now);
+        assert_eq!(refused, Err(BlobAccessError::Signature(SignatureError::BadSignature)));
+        assert_eq!(store.authorize("PUT", "../x", expires_text, signature, now), Err(BlobAccessError::BadKey));
     }
 
     #[test]
@@ -194,9 +244,54 @@ mod tests {
     }
 
     #[test]
-    fn the_secret_survives_a_restart() {
+    fn the_secret_survives_a_restart_and_only_its_owner_can_read_it() {
         let (dir, store) = store();
         let again = LocalBlobStore::open(dir.path(), "http://h:1").unwrap();
         assert_eq!(store.signed_url("PUT", "k", 5), again.signed_url("PUT", "k", 5));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(SECRET_FILE)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_secret_readable_by_others_is_made_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, _store) = store();
+        let path = dir.path().join(SECRET_FILE);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        LocalBlobStore::open(dir.path(), "http://h:1").unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+
+    #[tokio::test]
+    async fn every_seal_gets_its_own_file_and_a_seal_without_an_upload_reuses_the_newest() {
+        let (_dir, store) = store();
+        let upload = store.path("uploads/o/i").unwrap();
+        std::fs::create_dir_all(upload.parent().unwrap()).unwrap();
+        assert!(store.seal("uploads/o/i", "assets/o/i").await.unwrap().is_none());
+        std::fs::write(&upload, b"first").unwrap();
+        let first = store.seal("uploads/o/i", "assets/o/i").await.unwrap().unwrap();
+        std::fs::write(&upload, b"second!").unwrap();
+        let second = store.seal("uploads/o/i", "assets/o/i").await.unwrap().unwrap();
+        assert_ne!(first.key, second.key);
+        assert_eq!(std::fs::read(store.path(&first.key).unwrap()).unwrap(), b"first");
+        assert_eq!((second.size, std::fs::read(store.path(&second.key).unwrap()).unwrap()), (7, b"second!".to_vec()));
+        let again = store.seal("uploads/o/i", "assets/o/i").await.unwrap().unwrap();
+        assert_eq!(again, second);
+    }
+
+    #[tokio::test]
+    async fn put_objects_are_read_through_signed_get_urls() {
+        let (_dir, store) = store();
+        store.put("responses/r.json", Bytes::from_static(b"{}"), "application/json").await.unwrap();
+        assert_eq!(std::fs::read(store.path("responses/r.json").unwrap()).unwrap(), b"{}");
+        let url = store.download_url("responses/r.json", Duration::from_secs(60)).await.unwrap();
+        let (expires, signature) = signed_query_values(url.split_once('?').unwrap().1);
+        assert!(store.authorize("GET", "responses/r.json", expires, signature, Timestamp::now()).is_ok());
+        assert_eq!(content_type_of("responses/r.json"), "application/json");
     }
 }

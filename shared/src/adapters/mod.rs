@@ -1,10 +1,10 @@
-//! Implementations of the ports: in-process memory, DynamoDB, S3, a local folder, ffprobe.
+//! Implementations of the ports: SQLite, DynamoDB, S3, a local folder, ffprobe.
 
 pub mod dynamodb;
 pub mod ffprobe;
 pub mod fs;
-pub mod memory;
 pub mod s3;
+pub mod sqlite;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

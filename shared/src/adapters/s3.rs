@@ -5,11 +5,16 @@ use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
+use aws_sdk_s3::config::retry::RetryConfig;
+use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::presigning::PresigningConfig;
+use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use aws_sdk_s3::Client;
+use bytes::Bytes;
 
 use super::ActionLog;
+use crate::core::retry::AWS_SDK_CALLS;
 use crate::domain::uploads::SealedBlob;
 use crate::ports::BlobStore;
 
@@ -35,7 +40,21 @@ impl S3BlobStore {
     pub fn from_config(shared: &aws_config::SdkConfig, bucket: impl Into<String>) -> Self {
         let emulated =
             std::env::var_os("AWS_ENDPOINT_URL_S3").is_some() || std::env::var_os("AWS_ENDPOINT_URL").is_some();
-        let config = aws_sdk_s3::config::Builder::from(shared).force_path_style(emulated).build();
+        // The retries of `AWS_SDK_CALLS`; an attempt may take the whole budget, since a
+        // PUT of a large response body is one attempt.
+        let retry = RetryConfig::standard()
+            .with_max_attempts(AWS_SDK_CALLS.max_attempts)
+            .with_initial_backoff(AWS_SDK_CALLS.first_delay)
+            .with_max_backoff(AWS_SDK_CALLS.max_delay);
+        let timeout = TimeoutConfig::builder()
+            .operation_attempt_timeout(AWS_SDK_CALLS.budget)
+            .operation_timeout(AWS_SDK_CALLS.budget)
+            .build();
+        let config = aws_sdk_s3::config::Builder::from(shared)
+            .force_path_style(emulated)
+            .retry_config(retry)
+            .timeout_config(timeout)
+            .build();
         Self { client: Client::from_conf(config), bucket: bucket.into() }
     }
 
@@ -122,7 +141,7 @@ impl BlobStore for S3BlobStore {
         Ok(presigned.uri().to_owned())
     }
 
-    async fn seal(&self, key: &str, _sealed_key: &str) -> anyhow::Result<Option<SealedBlob>> {
+    async fn seal(&self, key: &str, _sealed_prefix: &str) -> anyhow::Result<Option<SealedBlob>> {
         // The bucket is versioned: pinning the current version freezes the content without
         // copying it (a copy of a 5 GB object would outlast the request).
         match self.client.head_object().bucket(&self.bucket).key(key).send().await {
@@ -154,4 +173,43 @@ impl BlobStore for S3BlobStore {
             .context("presigning a read URL")?;
         Ok(presigned.uri().to_owned())
     }
+
+    async fn put(&self, key: &str, bytes: Bytes, content_type: &str) -> anyhow::Result<()> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(content_type)
+            .body(ByteStream::from(bytes))
+            .send()
+            .await
+            .map_err(|error| crate::adapters::s3::unavailable(error, "storing an object"))?;
+        Ok(())
+    }
+
+    async fn download_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String> {
+        let presigned = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .presigned(PresigningConfig::expires_in(ttl)?)
+            .await
+            .context("presigning a download URL")?;
+        Ok(presigned.uri().to_owned())
+    }
+}
+
+/// A failed S3 call: a timeout or network failure is [`Unavailable`](crate::core::retry::Unavailable).
+fn unavailable<E, R>(error: aws_sdk_s3::error::SdkError<E, R>, what: &'static str) -> anyhow::Error
+where
+    E: std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    use aws_sdk_s3::error::SdkError;
+    if matches!(error, SdkError::TimeoutError(_) | SdkError::DispatchFailure(_)) {
+        let reason = format!("S3 did not serve {what}: {}", aws_sdk_s3::error::DisplayErrorContext(&error));
+        return anyhow::Error::new(crate::core::retry::Unavailable(reason));
+    }
+    anyhow::Error::new(error).context(what)
 }

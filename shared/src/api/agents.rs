@@ -6,25 +6,25 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
-use uuid::Uuid;
 
 use super::auth::{authenticate, Scheme};
 use super::body::json_body;
 use super::query::query_params;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
-use crate::domain::agents::{self, Agent, AgentCreate, AgentError, AgentQuery, AgentRecord, AgentUpdate};
-use crate::domain::graph::Connection;
-use crate::domain::node_types;
+use crate::domain::agents::{self, Agent, AgentCreate, AgentError, AgentId, AgentQuery, AgentRecord, AgentUpdate};
+use crate::domain::graph::{AgentNodeId, Connection};
+use crate::domain::identity::OrganizationId;
+use crate::domain::node_types::{self, NodeTypeId};
 use crate::domain::workspaces::WorkspaceError;
 
 /// The caller's organization.
-async fn organization(app: &App, call: &Call) -> Result<Uuid, ApiError> {
+async fn organization(app: &App, call: &Call) -> Result<OrganizationId, ApiError> {
     Ok(authenticate(app, call.request.headers(), Scheme::BearerOrApiKey).await?.organization_id())
 }
 
 /// Authenticates, then reads the `agent_id` path parameter.
-async fn agent_scope(app: &App, call: &Call) -> Result<(Uuid, Uuid), ApiError> {
+async fn agent_scope(app: &App, call: &Call) -> Result<(OrganizationId, AgentId), ApiError> {
     let organization = organization(app, call).await?;
     let agent = agents::parse_agent_id(call.params.get("agent_id")).map_err(fail("read"))?;
     Ok((organization, agent))
@@ -38,9 +38,8 @@ fn map_error(error: AgentError, action: &'static str, foreign_workspace: StatusC
         AgentError::Workspace(WorkspaceError::Foreign) => ApiError::detail(foreign_workspace, message),
         AgentError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
         AgentError::Contended => ApiError::detail(StatusCode::CONFLICT, message),
-        AgentError::Workspace(_) | AgentError::Backend(_) => {
-            tracing::error!(error = %message, "agent {action} failed");
-            ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, format!("Failed to {action} the agent"))
+        AgentError::Workspace(WorkspaceError::Backend(cause)) | AgentError::Backend(cause) => {
+            ApiError::backend(&cause, format!("Failed to {action} the agent"))
         }
     }
 }
@@ -59,14 +58,14 @@ struct AgentView<'a> {
 
 #[derive(Serialize)]
 struct NodeView<'a> {
-    agent_node_id: Uuid,
+    agent_node_id: AgentNodeId,
     node_type: NodeTypeRef,
     params_used: &'a Map<String, Value>,
 }
 
 #[derive(Serialize)]
 struct NodeTypeRef {
-    node_type_id: Uuid,
+    node_type_id: NodeTypeId,
     node_type_name: &'static str,
 }
 

@@ -19,9 +19,13 @@ pub enum Scheme {
 const MUST_START_WITH_BEARER: &str = "Authorization header must start with Bearer";
 
 /// Verifies the request's key and returns whom it acts for.
+/// The organization is recorded on the request's span, so every later log line of the
+/// request carries it.
 pub async fn authenticate(app: &App, headers: &HeaderMap, scheme: Scheme) -> Result<Principal, ApiError> {
     let key = presented_key(headers, scheme)?;
-    Ok(app.auth.authenticate(key).await?)
+    let principal = app.auth.authenticate(key).await?;
+    tracing::Span::current().record("organization_id", tracing::field::display(principal.organization_id()));
+    Ok(principal)
 }
 
 fn presented_key(headers: &HeaderMap, scheme: Scheme) -> Result<&str, ApiError> {

@@ -4,6 +4,7 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 use super::{json_response, Response};
+use crate::core::retry::is_unavailable;
 use crate::domain::identity::AuthError;
 use crate::domain::shared_stores::{StoreError, MAX_ENTRIES_PER_STORE, MAX_STORES_PER_ORGANIZATION};
 
@@ -29,6 +30,23 @@ impl ApiError {
     pub fn internal(error: &dyn std::fmt::Display, message: &'static str) -> Self {
         tracing::error!(error = %error, "{message}");
         Self::error(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+
+    /// A 503 `{ detail }` that logs its cause: a dependency kept failing or did not
+    /// answer within its retry schedule, so the request may succeed if sent again.
+    pub fn unavailable(error: &anyhow::Error) -> Self {
+        tracing::error!(error = %format!("{error:#}"), "a dependency is unavailable");
+        Self::detail(StatusCode::SERVICE_UNAVAILABLE, "The service is temporarily unavailable; try again shortly")
+    }
+
+    /// A storage failure outside the shared stores: 503 when a dependency is unavailable,
+    /// otherwise a 500 `{ detail: message }` that logs its cause.
+    pub fn backend(error: &anyhow::Error, message: String) -> Self {
+        if is_unavailable(error) {
+            return Self::unavailable(error);
+        }
+        tracing::error!(error = %format!("{error:#}"), "{message}");
+        Self::detail(StatusCode::INTERNAL_SERVER_ERROR, message)
     }
 
     /// Renders the response.
@@ -59,6 +77,7 @@ impl ApiError {
                 status: StatusCode::CONFLICT,
                 body: json!({ "error": message, "code": "shared_store_entry_limit_reached", "limit": MAX_ENTRIES_PER_STORE }),
             },
+            // The contract's 500 body, also when a dependency is unavailable (retries spent).
             StoreError::Backend(cause) => Self::internal(&format!("{cause:#}"), failure),
         }
     }
@@ -73,7 +92,12 @@ impl From<AuthError> for ApiError {
             }
             AuthError::Backend(cause) => {
                 tracing::error!(error = %format!("{cause:#}"), "authentication failed");
-                Self::detail(StatusCode::INTERNAL_SERVER_ERROR, "authentication is unavailable, try again")
+                let status = if is_unavailable(&cause) {
+                    StatusCode::SERVICE_UNAVAILABLE
+                } else {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                };
+                Self::detail(status, "authentication is unavailable, try again")
             }
         }
     }

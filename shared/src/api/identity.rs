@@ -12,9 +12,8 @@ use crate::domain::identity;
 /// Describes the organization of the caller's key and records the key's use.
 pub async fn whoami(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let principal = authenticate(&app, call.request.headers(), Scheme::BearerOrApiKey).await?;
-    let record = identity::whoami(app.identity.as_ref(), app.clock.as_ref(), &principal).await.map_err(|error| {
-        tracing::error!(error = %format!("{error:#}"), "whoami failed");
-        ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, "Failed to read the caller's identity")
-    })?;
+    let record = identity::whoami(app.identity.as_ref(), app.clock.as_ref(), &principal)
+        .await
+        .map_err(|error| ApiError::backend(&error, "Failed to read the caller's identity".to_owned()))?;
     Ok(json_response(StatusCode::OK, &record))
 }

@@ -16,16 +16,19 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::FutureExt;
 use http::{header, StatusCode};
 use serde::Serialize;
+use tracing::Instrument;
 
 pub use error::ApiError;
 pub use lambda_http::Body;
 pub use routes::{Route, ROUTES};
 
 use crate::app::App;
+use crate::core::retry::{self, REQUEST_BUDGET};
 
 /// An HTTP request, as `lambda_http` delivers it.
 pub type Request = lambda_http::Request;
@@ -70,13 +73,13 @@ fn respond(result: Result<Response, ApiError>) -> Response {
 
 /// Routes a request by method and path: the local router of `serve` and the tests.
 pub async fn dispatch(app: Arc<App>, request: Request) -> Response {
-    match routes::find(request.method(), request.uri().path()) {
-        routes::Match::Found(route, params) => invoke(route, app, request, params).await,
-        routes::Match::MethodNotAllowed => {
-            ApiError::detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed").into_response()
-        }
-        routes::Match::NotFound => ApiError::detail(StatusCode::NOT_FOUND, "Not Found").into_response(),
-    }
+    let refusal = match routes::find(request.method(), request.uri().path()) {
+        routes::Match::Found(route, params) => return invoke(route, app, request, params).await,
+        routes::Match::MethodNotAllowed => ApiError::detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed"),
+        routes::Match::NotFound => ApiError::detail(StatusCode::NOT_FOUND, "Not Found"),
+    };
+    tracing::info!(method = %request.method(), path = request.uri().path(), status = refusal.status.as_u16(), "request");
+    refusal.into_response()
 }
 
 /// Serves a request in a Lambda that knows its route; a stage prefix before the
@@ -88,11 +91,46 @@ pub async fn invoke_route(route: &'static Route, app: Arc<App>, request: Request
     }
 }
 
-/// Runs a handler; a panic becomes a logged 500 instead of a dead process.
+/// The ID that ties a request's log lines together: the Lambda invocation's, or the
+/// caller's `x-request-id` (when it is short and printable), or a new one.
+fn request_id(request: &Request) -> String {
+    use lambda_http::RequestExt;
+    if let Some(context) = request.lambda_context_ref().filter(|context| !context.request_id.is_empty()) {
+        return context.request_id.clone();
+    }
+    let given = request.headers().get("x-request-id").and_then(|value| value.to_str().ok());
+    match given.filter(|id| !id.is_empty() && id.len() <= 128) {
+        Some(id) => id.to_owned(),
+        None => uuid::Uuid::new_v4().to_string(),
+    }
+}
+
+/// Runs a handler inside the request's span (request ID, organization once known) and
+/// deadline (every retry inside respects [`REQUEST_BUDGET`]), and logs one line for it;
+/// a panic becomes a logged 500 instead of a dead process.
 async fn invoke(route: &Route, app: Arc<App>, request: Request, params: PathParams) -> Response {
-    let handled = AssertUnwindSafe((route.handler)(app, Call { request, params })).catch_unwind().await;
-    handled.unwrap_or_else(|_| {
-        tracing::error!(function = route.function, "handler panicked");
+    let started = Instant::now();
+    let span = tracing::info_span!(
+        "request",
+        request_id = %request_id(&request),
+        organization_id = tracing::field::Empty,
+        function = route.function,
+    );
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let handler = AssertUnwindSafe((route.handler)(app, Call { request, params })).catch_unwind();
+    let handled = retry::with_deadline(started + REQUEST_BUDGET, handler).instrument(span.clone()).await;
+    let response = handled.unwrap_or_else(|_| {
+        span.in_scope(|| tracing::error!("handler panicked"));
         ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
-    })
+    });
+    span.in_scope(|| {
+        tracing::info!(
+            %method,
+            path,
+            status = response.status().as_u16(),
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "request"
+        )
+    });
+    response
 }

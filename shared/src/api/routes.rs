@@ -18,11 +18,15 @@ pub struct Route {
     pub dynamodb_actions: &'static [&'static str],
     /// The S3 actions on the media bucket the function's IAM policy grants, and no others.
     pub s3_actions: &'static [&'static str],
+    /// True when the function may answer more than a Lambda response holds (6 MB): it
+    /// then stores the body under `responses/` and answers a 303 to a short-lived link,
+    /// which takes `s3:PutObject` and `s3:GetObject` (see `runtime::http`).
+    pub large_responses: bool,
 }
 
 macro_rules! route {
     ($method:ident $path:literal => $function:literal, $handler:path, [$($action:literal),* $(,)?]
-        $(, s3: [$($s3:literal),* $(,)?])?) => {
+        $(, s3: [$($s3:literal),* $(,)?])? $(, large_responses: $large:literal)?) => {
         Route {
             method: Method::$method,
             path: $path,
@@ -30,6 +34,7 @@ macro_rules! route {
             handler: |app, call| Box::pin(async move { super::respond($handler(app, call).await) }),
             dynamodb_actions: &[$($action),*],
             s3_actions: &[$($($s3),*)?],
+            large_responses: false $(|| $large)?,
         }
     };
 }
@@ -43,11 +48,15 @@ pub static ROUTES: &[Route] = &[
     route!(PATCH "/shared-stores/{store_id}" => "rename-shared-store", shared_stores::rename_store,
         ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
     route!(DELETE "/shared-stores/{store_id}" => "delete-shared-store", shared_stores::delete_store,
-        ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:DeleteItem"]),
+        ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:DeleteItem", "dynamodb:BatchGetItem",
+         "dynamodb:BatchWriteItem"]),
+    // A list of 10,000 entries, and a bulk's answer, can be larger than a Lambda response.
     route!(GET "/shared-stores/{store_id}/entries" => "list-shared-store-entries", shared_stores::list_entries,
-        ["dynamodb:GetItem", "dynamodb:Query"]),
+        ["dynamodb:GetItem", "dynamodb:Query"], s3: ["s3:PutObject", "s3:GetObject"], large_responses: true),
+    // Query: a bulk repairing the store a killed bulk left reads that bulk's journal.
     route!(POST "/shared-stores/{store_id}/entries/bulk" => "bulk-upsert-shared-store-entries", shared_stores::bulk_upsert,
-        ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"]),
+        ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"],
+        s3: ["s3:PutObject", "s3:GetObject"], large_responses: true),
     route!(GET "/shared-stores/{store_id}/entries/{entry_id}" => "get-shared-store-entry", shared_stores::get_entry,
         ["dynamodb:GetItem"]),
     route!(PUT "/shared-stores/{store_id}/entries/{entry_id}" => "put-shared-store-entry", shared_stores::put_entry,
@@ -69,7 +78,7 @@ pub static ROUTES: &[Route] = &[
     route!(POST "/uploads/{kind}/get_upload_url" => "get-upload-url", uploads::get_upload_url,
         ["dynamodb:GetItem", "dynamodb:PutItem"], s3: ["s3:PutObject"]),
     route!(POST "/uploads/{kind}/finalize_upload" => "finalize-upload", uploads::finalize_upload,
-        ["dynamodb:GetItem", "dynamodb:UpdateItem"], s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket"]),
+        ["dynamodb:GetItem", "dynamodb:PutItem"], s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket"]),
     route!(GET "/uploads/{kind}/{upload_id}" => "get-upload", uploads::get_upload, ["dynamodb:GetItem"]),
 ];
 

@@ -3,13 +3,15 @@
 use std::sync::Arc;
 
 use http::StatusCode;
-use uuid::Uuid;
 
 use super::auth::{authenticate, Scheme};
 use super::body::{deny_unknown, json_object};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
-use crate::domain::shared_stores::{self as stores, EntryRename, EntryWrite, SourceType, StoreError, StoreName};
+use crate::domain::identity::OrganizationId;
+use crate::domain::shared_stores::{
+    self as stores, EntryId, EntryRename, EntryWrite, SourceType, StoreError, StoreId, StoreName,
+};
 
 const LIST_STORES_FAILED: &str = "Failed to list shared stores";
 const CREATE_STORE_FAILED: &str = "Failed to create shared store";
@@ -23,16 +25,21 @@ const DELETE_ENTRY_FAILED: &str = "Failed to delete shared store entry";
 const UPSERT_ENTRIES_FAILED: &str = "Failed to upsert shared store entries";
 
 /// The caller's organization, from a bearer key.
-async fn organization(app: &App, call: &Call) -> Result<Uuid, ApiError> {
+async fn organization(app: &App, call: &Call) -> Result<OrganizationId, ApiError> {
     Ok(authenticate(app, call.request.headers(), Scheme::Bearer).await?.organization_id())
 }
 
 /// Authenticates, then reads the `store_id` path parameter.
-async fn store_scope(app: &App, call: &Call, failure: &'static str) -> Result<(Uuid, Uuid), ApiError> {
+async fn store_scope(app: &App, call: &Call, failure: &'static str) -> Result<(OrganizationId, StoreId), ApiError> {
     let organization = organization(app, call).await?;
     let store =
         stores::parse_store_id(call.params.get("store_id")).map_err(|error| ApiError::from_store(error, failure))?;
     Ok((organization, store))
+}
+
+/// Reads the `entry_id` path parameter of a GET, PATCH or DELETE.
+fn path_entry_id(call: &Call, failure: &'static str) -> Result<EntryId, ApiError> {
+    stores::parse_path_entry_id(call.params.get("entry_id")).map_err(fail(failure))
 }
 
 /// A 200 whose body is one field, serialized straight from the value (metadata is
@@ -95,9 +102,9 @@ pub async fn list_entries(app: Arc<App>, call: Call) -> Result<Response, ApiErro
 /// `GET /shared-stores/{store_id}/entries/{entry_id}`
 pub async fn get_entry(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, store) = store_scope(&app, &call, GET_ENTRY_FAILED).await?;
-    let entry = stores::get_entry(app.stores.as_ref(), organization, store, call.params.get("entry_id"))
-        .await
-        .map_err(fail(GET_ENTRY_FAILED))?;
+    let entry_id = path_entry_id(&call, GET_ENTRY_FAILED)?;
+    let entry =
+        stores::get_entry(app.stores.as_ref(), organization, store, &entry_id).await.map_err(fail(GET_ENTRY_FAILED))?;
     field("entry", &entry)
 }
 
@@ -115,25 +122,20 @@ pub async fn put_entry(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
 /// `PATCH /shared-stores/{store_id}/entries/{entry_id}`
 pub async fn rename_entry(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, store) = store_scope(&app, &call, RENAME_ENTRY_FAILED).await?;
+    let entry_id = path_entry_id(&call, RENAME_ENTRY_FAILED)?;
     let body = json_object(&call.request)?;
     let rename = EntryRename::parse(&body).map_err(fail(RENAME_ENTRY_FAILED))?;
-    let entry = stores::rename_entry(
-        app.stores.as_ref(),
-        app.clock.as_ref(),
-        organization,
-        store,
-        call.params.get("entry_id"),
-        rename,
-    )
-    .await
-    .map_err(fail(RENAME_ENTRY_FAILED))?;
+    let entry = stores::rename_entry(app.stores.as_ref(), app.clock.as_ref(), organization, store, &entry_id, rename)
+        .await
+        .map_err(fail(RENAME_ENTRY_FAILED))?;
     field("entry", &entry)
 }
 
 /// `DELETE /shared-stores/{store_id}/entries/{entry_id}`
 pub async fn delete_entry(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, store) = store_scope(&app, &call, DELETE_ENTRY_FAILED).await?;
-    stores::delete_entry(app.stores.as_ref(), organization, store, call.params.get("entry_id"))
+    let entry_id = path_entry_id(&call, DELETE_ENTRY_FAILED)?;
+    stores::delete_entry(app.stores.as_ref(), organization, store, &entry_id)
         .await
         .map_err(fail(DELETE_ENTRY_FAILED))?;
     field("success", &true)

@@ -4,16 +4,16 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use serde_json::Value;
-use uuid::Uuid;
 
 use super::auth::{authenticate, Scheme};
 use super::body::json_body;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
+use crate::domain::identity::OrganizationId;
 use crate::domain::uploads::{self, UploadError, UploadKind};
 
 /// Authenticates, then reads the `kind` path parameter.
-async fn upload_scope(app: &App, call: &Call) -> Result<(Uuid, UploadKind), ApiError> {
+async fn upload_scope(app: &App, call: &Call) -> Result<(OrganizationId, UploadKind), ApiError> {
     let organization = authenticate(app, call.request.headers(), Scheme::BearerOrApiKey).await?.organization_id();
     let kind = call.params.get("kind");
     let kind = UploadKind::parse(kind).ok_or_else(|| {
@@ -30,10 +30,7 @@ fn fail(action: &'static str) -> impl Fn(UploadError) -> ApiError {
             UploadError::NotUploaded | UploadError::TooLarge { .. } | UploadError::NotMedia(_) => {
                 ApiError::detail(StatusCode::BAD_REQUEST, message)
             }
-            UploadError::Backend(_) => {
-                tracing::error!(error = %message, "upload {action} failed");
-                ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, format!("Failed to {action} the upload"))
-            }
+            UploadError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action} the upload")),
         }
     }
 }

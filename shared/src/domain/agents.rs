@@ -1,16 +1,21 @@
 //! Agents: workflow templates of the organization, their metadata rules, listing and the
 //! use cases that create, edit, copy and delete them.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use uuid::Uuid;
 
 use super::graph::{self, CreatedNode, Graph, Operation};
+use super::identity::OrganizationId;
 use super::time::Timestamp;
-use super::workspaces::{self, WorkspaceError};
+use super::workspaces::{self, WorkspaceError, WorkspaceId};
+use crate::core::cursor;
+use crate::core::retry::AGENT_UPDATE_CONFLICTS;
 use crate::ports::{AgentRepo, Clock, IdentityRepo};
+
+crate::typed_id!(
+    /// Identifies an agent. Agents get version 7 IDs, so their order is creation order.
+    AgentId
+);
 
 /// Longest agent name, in characters.
 pub const MAX_NAME_CHARS: usize = 120;
@@ -23,8 +28,6 @@ const DEFAULT_LIST_LIMIT: usize = 25;
 pub const MAX_NAME_FILTER_CHARS: usize = 200;
 /// Name of an agent created without one.
 const DEFAULT_NAME: &str = "Untitled agent";
-/// Times an update is re-applied when concurrent updates keep changing the agent first.
-const MAX_UPDATE_ATTEMPTS: u32 = 25;
 
 /// Who may see an agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,11 +59,11 @@ impl Visibility {
 /// The agent record of list, create and read responses.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Agent {
-    pub id: Uuid,
+    pub id: AgentId,
     pub name: String,
     pub description: String,
     pub visibility: Visibility,
-    pub workspace_id: Uuid,
+    pub workspace_id: WorkspaceId,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -162,14 +165,14 @@ fn deny_unknown(body: &Map<String, Value>, allowed: &[&str]) -> Result<(), Agent
     }
 }
 
-/// Parses an optional UUID field.
-fn optional_uuid(body: &Map<String, Value>, name: &str) -> Result<Option<Uuid>, AgentError> {
-    match body.get(name) {
+/// Parses the optional `workspace_id` field.
+fn optional_workspace(body: &Map<String, Value>) -> Result<Option<WorkspaceId>, AgentError> {
+    match body.get("workspace_id") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => {
-            Uuid::parse_str(text).map(Some).map_err(|_| invalid(format!("{name} must be a UUID")))
+            WorkspaceId::parse(text).map(Some).ok_or_else(|| invalid("workspace_id must be a UUID"))
         }
-        Some(_) => Err(invalid(format!("{name} must be a UUID string"))),
+        Some(_) => Err(invalid("workspace_id must be a UUID string")),
     }
 }
 
@@ -177,14 +180,14 @@ fn optional_uuid(body: &Map<String, Value>, name: &str) -> Result<Option<Uuid>, 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AgentCreate {
     pub fields: AgentFields,
-    pub workspace_id: Option<Uuid>,
+    pub workspace_id: Option<WorkspaceId>,
 }
 
 impl AgentCreate {
     /// Parses the (optional) create body.
     pub fn parse(body: &Map<String, Value>) -> Result<Self, AgentError> {
         deny_unknown(body, &["name", "description", "visibility", "workspace_id"])?;
-        Ok(Self { fields: AgentFields::parse(body)?, workspace_id: optional_uuid(body, "workspace_id")? })
+        Ok(Self { fields: AgentFields::parse(body)?, workspace_id: optional_workspace(body)? })
     }
 }
 
@@ -215,7 +218,7 @@ impl AgentUpdate {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct UpdateResult {
     pub success: bool,
-    pub agent_id: Uuid,
+    pub agent_id: AgentId,
     pub operations_applied: usize,
     pub created_nodes: Vec<CreatedNode>,
 }
@@ -225,8 +228,8 @@ pub struct UpdateResult {
 pub struct AgentQuery {
     pub limit: usize,
     /// List agents created before this one (the previous page's last).
-    pub after: Option<Uuid>,
-    pub workspace_id: Option<Uuid>,
+    pub after: Option<AgentId>,
+    pub workspace_id: Option<WorkspaceId>,
     /// Lower-cased substring the name must contain, matched literally.
     pub name_contains: Option<String>,
 }
@@ -250,7 +253,7 @@ impl AgentQuery {
         let after =
             cursor.map(|cursor| decode_cursor(cursor).ok_or_else(|| invalid("cursor is malformed"))).transpose()?;
         let workspace_id = workspace_id
-            .map(|text| Uuid::parse_str(text).map_err(|_| invalid("workspace_id must be a UUID")))
+            .map(|text| WorkspaceId::parse(text).ok_or_else(|| invalid("workspace_id must be a UUID")))
             .transpose()?;
         let name_contains = match name {
             Some(text) if text.chars().count() > MAX_NAME_FILTER_CHARS => {
@@ -276,16 +279,15 @@ pub struct AgentPage {
     pub next_cursor: Option<String>,
 }
 
-const CURSOR_PREFIX: &str = "agents:v1:";
+/// The list name inside agent cursors.
+const CURSOR_LIST: &str = "agents";
 
-fn encode_cursor(last: Uuid) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{CURSOR_PREFIX}{last}"))
+fn encode_cursor(last: AgentId) -> String {
+    cursor::encode(CURSOR_LIST, &last.to_string())
 }
 
-fn decode_cursor(cursor: &str) -> Option<Uuid> {
-    let bytes = URL_SAFE_NO_PAD.decode(cursor.trim_end_matches('=')).ok()?;
-    let text = String::from_utf8(bytes).ok()?;
-    Uuid::parse_str(text.strip_prefix(CURSOR_PREFIX)?).ok()
+fn decode_cursor(text: &str) -> Option<AgentId> {
+    AgentId::parse(&cursor::decode(CURSOR_LIST, text)?)
 }
 
 /// Creates an agent (empty graph) in the requested or the primary workspace.
@@ -293,14 +295,14 @@ pub async fn create_agent(
     repo: &dyn AgentRepo,
     identity: &dyn IdentityRepo,
     clock: &dyn Clock,
-    organization: Uuid,
+    organization: OrganizationId,
     create: AgentCreate,
 ) -> Result<Agent, AgentError> {
     let now = clock.now();
     let workspace_id = workspaces::for_new_agent(identity, organization, create.workspace_id, now).await?;
     // Version 7 IDs start with their creation time, so the key order is the list order.
     let mut agent = Agent {
-        id: Uuid::now_v7(),
+        id: AgentId::now_v7(),
         name: DEFAULT_NAME.to_owned(),
         description: String::new(),
         visibility: Visibility::Private,
@@ -314,7 +316,11 @@ pub async fn create_agent(
 }
 
 /// An agent with its graph.
-pub async fn get_agent(repo: &dyn AgentRepo, organization: Uuid, id: Uuid) -> Result<AgentRecord, AgentError> {
+pub async fn get_agent(
+    repo: &dyn AgentRepo,
+    organization: OrganizationId,
+    id: AgentId,
+) -> Result<AgentRecord, AgentError> {
     repo.get_agent(organization, id).await?.ok_or(AgentError::NotFound)
 }
 
@@ -322,7 +328,7 @@ pub async fn get_agent(repo: &dyn AgentRepo, organization: Uuid, id: Uuid) -> Re
 pub async fn list_agents(
     repo: &dyn AgentRepo,
     identity: &dyn IdentityRepo,
-    organization: Uuid,
+    organization: OrganizationId,
     query: AgentQuery,
 ) -> Result<AgentPage, AgentError> {
     if let Some(workspace) = query.workspace_id {
@@ -343,11 +349,12 @@ pub async fn list_agents(
 pub async fn update_agent(
     repo: &dyn AgentRepo,
     clock: &dyn Clock,
-    organization: Uuid,
-    id: Uuid,
+    organization: OrganizationId,
+    id: AgentId,
     update: AgentUpdate,
 ) -> Result<UpdateResult, AgentError> {
-    for _ in 0..MAX_UPDATE_ATTEMPTS {
+    let mut retry = AGENT_UPDATE_CONFLICTS.start();
+    loop {
         let current = get_agent(repo, organization, id).await?;
         let (graph, created_nodes) = current.graph.apply(&update.operations)?;
         let mut agent = current.agent.clone();
@@ -362,16 +369,18 @@ pub async fn update_agent(
                 created_nodes,
             });
         }
+        if retry.wait("another update of the agent landed first").await.is_err() {
+            return Err(AgentError::Contended);
+        }
     }
-    Err(AgentError::Contended)
 }
 
 /// Copies an agent with its graph (new node IDs) into a new agent of the same workspace.
 pub async fn duplicate_agent(
     repo: &dyn AgentRepo,
     clock: &dyn Clock,
-    organization: Uuid,
-    id: Uuid,
+    organization: OrganizationId,
+    id: AgentId,
     body: &Map<String, Value>,
 ) -> Result<Agent, AgentError> {
     deny_unknown(body, &["name"])?;
@@ -383,7 +392,7 @@ pub async fn duplicate_agent(
         let kept: String = source.agent.name.chars().take(MAX_NAME_CHARS - suffix.len()).collect();
         format!("{kept}{suffix}")
     });
-    let agent = Agent { id: Uuid::now_v7(), name, created_at: now, updated_at: now, ..source.agent };
+    let agent = Agent { id: AgentId::now_v7(), name, created_at: now, updated_at: now, ..source.agent };
     repo.create_agent(
         organization,
         &AgentRecord { agent: agent.clone(), graph: source.graph.with_new_ids(), version: 1 },
@@ -396,8 +405,8 @@ pub async fn duplicate_agent(
 pub async fn delete_agent(
     repo: &dyn AgentRepo,
     clock: &dyn Clock,
-    organization: Uuid,
-    id: Uuid,
+    organization: OrganizationId,
+    id: AgentId,
 ) -> Result<(), AgentError> {
     if repo.delete_agent(organization, id, clock.now()).await? {
         Ok(())
@@ -407,8 +416,8 @@ pub async fn delete_agent(
 }
 
 /// Parses an agent ID from a path; anything but a UUID names no agent.
-pub fn parse_agent_id(text: &str) -> Result<Uuid, AgentError> {
-    Uuid::parse_str(text).map_err(|_| AgentError::NotFound)
+pub fn parse_agent_id(text: &str) -> Result<AgentId, AgentError> {
+    AgentId::parse(text).ok_or(AgentError::NotFound)
 }
 
 #[cfg(test)]
@@ -417,10 +426,15 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_garbage_is_refused() {
-        let id = Uuid::now_v7();
+        let id = AgentId::now_v7();
         assert_eq!(decode_cursor(&encode_cursor(id)), Some(id));
+        assert_eq!(
+            encode_cursor(id),
+            cursor::encode("agents", &id.to_string()),
+            "cursors handed out earlier still work"
+        );
         assert_eq!(decode_cursor("not a cursor"), None);
-        assert_eq!(decode_cursor(&URL_SAFE_NO_PAD.encode("agents:v1:nope")), None);
+        assert_eq!(decode_cursor(&cursor::encode("agents", "nope")), None);
     }
 
     #[test]

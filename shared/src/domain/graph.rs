@@ -3,11 +3,14 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::node_types::{self, NodeType, NodeTypeId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use uuid::Uuid;
 
-use super::node_types::{self, NodeType};
+crate::typed_id!(
+    /// Identifies a node of an agent's graph (`agent_node_id`).
+    AgentNodeId
+);
 
 /// Operations one update may carry.
 pub const MAX_OPERATIONS: usize = 1_000;
@@ -23,16 +26,16 @@ const MAX_TEMP_REF_CHARS: usize = 200;
 /// A node of an agent: an instance of a node type with its parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AgentNode {
-    pub agent_node_id: Uuid,
-    pub node_type_id: Uuid,
+    pub agent_node_id: AgentNodeId,
+    pub node_type_id: NodeTypeId,
     pub params_used: Map<String, Value>,
 }
 
 /// A directed connection: the source's output feeds the target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Connection {
-    pub source_agent_node_id: Uuid,
-    pub target_agent_node_id: Uuid,
+    pub source_agent_node_id: AgentNodeId,
+    pub target_agent_node_id: AgentNodeId,
 }
 
 /// Nodes and connections; connections keep their creation order, which is the order in
@@ -47,7 +50,7 @@ pub struct Graph {
 /// the same payload.
 #[derive(Clone, Debug, PartialEq)]
 pub enum NodeRef {
-    Id(Uuid),
+    Id(AgentNodeId),
     Temp(String),
 }
 
@@ -55,17 +58,17 @@ pub enum NodeRef {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Operation {
     CreateNode {
-        node_type_id: Uuid,
+        node_type_id: NodeTypeId,
         temp_ref_id: Option<String>,
         params_used: Map<String, Value>,
     },
     /// Sets the given parameters; a `null` value removes that parameter.
     UpdateNode {
-        agent_node_id: Uuid,
+        agent_node_id: AgentNodeId,
         params_used: Map<String, Value>,
     },
     DeleteNode {
-        agent_node_id: Uuid,
+        agent_node_id: AgentNodeId,
     },
     CreateConnection {
         source: NodeRef,
@@ -81,7 +84,7 @@ pub enum Operation {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CreatedNode {
     pub temp_ref_id: Option<String>,
-    pub agent_node_id: Uuid,
+    pub agent_node_id: AgentNodeId,
 }
 
 /// Why an operation was refused; `index` is its position in `operations`.
@@ -160,9 +163,9 @@ fn parse_operation(item: &Value) -> Result<Operation, String> {
     }
 }
 
-fn uuid_field(fields: &Map<String, Value>, name: &str) -> Result<Uuid, String> {
+fn uuid_field<T: std::str::FromStr>(fields: &Map<String, Value>, name: &str) -> Result<T, String> {
     match fields.get(name) {
-        Some(Value::String(text)) => Uuid::parse_str(text).map_err(|_| format!("{name} must be a UUID")),
+        Some(Value::String(text)) => text.parse().map_err(|_| format!("{name} must be a UUID")),
         Some(_) => Err(format!("{name} must be a UUID string")),
         None => Err(format!("{name} is required")),
     }
@@ -207,7 +210,7 @@ fn node_ref(fields: &Map<String, Value>, end: &str) -> Result<NodeRef, String> {
 
 impl Graph {
     /// The node with this ID.
-    pub fn node(&self, id: Uuid) -> Option<&AgentNode> {
+    pub fn node(&self, id: AgentNodeId) -> Option<&AgentNode> {
         self.nodes.iter().find(|node| node.agent_node_id == id)
     }
 
@@ -215,7 +218,7 @@ impl Graph {
     /// the nodes it created, or the first refusal; `self` is never changed.
     pub fn apply(&self, operations: &[Operation]) -> Result<(Graph, Vec<CreatedNode>), OperationError> {
         let mut graph = self.clone();
-        let mut temp_refs: HashMap<String, Uuid> = HashMap::new();
+        let mut temp_refs: HashMap<String, AgentNodeId> = HashMap::new();
         let mut created = Vec::new();
         for (index, operation) in operations.iter().enumerate() {
             let fail = |message: String| OperationError { index, message };
@@ -240,7 +243,7 @@ impl Graph {
     fn apply_one(
         &mut self,
         operation: &Operation,
-        temp_refs: &mut HashMap<String, Uuid>,
+        temp_refs: &mut HashMap<String, AgentNodeId>,
         created: &mut Vec<CreatedNode>,
     ) -> Result<(), String> {
         match operation {
@@ -251,7 +254,7 @@ impl Graph {
                 if self.nodes.len() >= MAX_NODES {
                     return Err(format!("an agent may have at most {MAX_NODES} nodes"));
                 }
-                let agent_node_id = Uuid::new_v4();
+                let agent_node_id = AgentNodeId::new_v4();
                 if let Some(reference) = temp_ref_id {
                     if temp_refs.insert(reference.clone(), agent_node_id).is_some() {
                         return Err(format!("temp_ref_id {reference:?} is used twice in this payload"));
@@ -304,7 +307,7 @@ impl Graph {
         Ok(())
     }
 
-    fn node_mut(&mut self, id: Uuid) -> Result<&mut AgentNode, String> {
+    fn node_mut(&mut self, id: AgentNodeId) -> Result<&mut AgentNode, String> {
         self.nodes
             .iter_mut()
             .find(|node| node.agent_node_id == id)
@@ -315,9 +318,9 @@ impl Graph {
         &self,
         source: &NodeRef,
         target: &NodeRef,
-        temp_refs: &HashMap<String, Uuid>,
+        temp_refs: &HashMap<String, AgentNodeId>,
     ) -> Result<Connection, String> {
-        let lookup = |reference: &NodeRef| -> Result<Uuid, String> {
+        let lookup = |reference: &NodeRef| -> Result<AgentNodeId, String> {
             let id = match reference {
                 NodeRef::Id(id) => *id,
                 NodeRef::Temp(name) => *temp_refs
@@ -355,8 +358,8 @@ impl Graph {
 
     /// True when a path of connections leads from `from` to `to`: one pass over the
     /// connections to index them, then a walk that visits each node once.
-    fn reaches(&self, from: Uuid, to: Uuid) -> bool {
-        let mut outgoing: HashMap<Uuid, Vec<Uuid>> = HashMap::new();
+    fn reaches(&self, from: AgentNodeId, to: AgentNodeId) -> bool {
+        let mut outgoing: HashMap<AgentNodeId, Vec<AgentNodeId>> = HashMap::new();
         for connection in &self.connections {
             outgoing.entry(connection.source_agent_node_id).or_default().push(connection.target_agent_node_id);
         }
@@ -377,8 +380,9 @@ impl Graph {
 
     /// A copy with fresh node IDs (for duplicating an agent), connections remapped.
     pub fn with_new_ids(&self) -> Graph {
-        let ids: HashMap<Uuid, Uuid> = self.nodes.iter().map(|node| (node.agent_node_id, Uuid::new_v4())).collect();
-        let remap = |id: Uuid| ids.get(&id).copied().unwrap_or(id);
+        let ids: HashMap<AgentNodeId, AgentNodeId> =
+            self.nodes.iter().map(|node| (node.agent_node_id, AgentNodeId::new_v4())).collect();
+        let remap = |id: AgentNodeId| ids.get(&id).copied().unwrap_or(id);
         Graph {
             nodes: self
                 .nodes

@@ -6,16 +6,21 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use uuid::Uuid;
 
 use super::time::Timestamp;
-use super::workspaces::{self, Workspace};
+use super::workspaces::{self, Workspace, WorkspaceId};
+use super::MAX_LABEL_CHARS;
 use crate::ports::{Clock, IdentityRepo};
+
+crate::typed_id!(
+    /// Identifies an organization: the owner of every resource an API key can reach.
+    OrganizationId
+);
 
 /// An organization: the owner of every resource an API key can reach.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Organization {
-    pub id: Uuid,
+    pub id: OrganizationId,
     pub name: String,
     pub slug: String,
     /// False when the organization's plan gives no API access (403 `api_access_required`).
@@ -30,7 +35,7 @@ pub struct Organization {
 pub struct ApiKeyRecord {
     pub key_hash: String,
     /// None for a key that is not bound to any organization.
-    pub organization_id: Option<Uuid>,
+    pub organization_id: Option<OrganizationId>,
     pub created_at: Timestamp,
     pub last_used_at: Option<Timestamp>,
 }
@@ -44,7 +49,7 @@ pub struct Principal {
 
 impl Principal {
     /// The organization every resource of this request must belong to.
-    pub fn organization_id(&self) -> Uuid {
+    pub fn organization_id(&self) -> OrganizationId {
         self.organization.id
     }
 }
@@ -129,7 +134,7 @@ impl Authenticator {
 /// The record `GET /whoami` returns.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WhoAmI {
-    pub organization_id: Uuid,
+    pub organization_id: OrganizationId,
     pub organization_name: String,
     pub organization_slug: String,
     pub created_at: Timestamp,
@@ -164,7 +169,7 @@ pub struct Seed {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SeedOrganization {
-    pub id: Uuid,
+    pub id: OrganizationId,
     pub name: String,
     pub slug: String,
     #[serde(default = "default_true")]
@@ -184,7 +189,7 @@ pub struct SeedOrganization {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SeedWorkspace {
-    pub id: Uuid,
+    pub id: WorkspaceId,
     pub name: String,
     #[serde(default)]
     pub primary: bool,
@@ -206,9 +211,18 @@ impl Seed {
     /// Parses and checks a seed file's JSON.
     pub fn from_json(text: &str) -> anyhow::Result<Self> {
         let seed: Seed = serde_json::from_str(text)?;
+        let bounded = |text: &str| !text.trim().is_empty() && text.trim().chars().count() <= MAX_LABEL_CHARS;
         for organization in &seed.organizations {
-            anyhow::ensure!(!organization.name.trim().is_empty(), "organization {} has no name", organization.id);
-            anyhow::ensure!(!organization.slug.trim().is_empty(), "organization {} has no slug", organization.id);
+            anyhow::ensure!(
+                bounded(&organization.name),
+                "organization {} needs a name of 1 to {MAX_LABEL_CHARS} characters",
+                organization.id
+            );
+            anyhow::ensure!(
+                bounded(&organization.slug),
+                "organization {} needs a slug of 1 to {MAX_LABEL_CHARS} characters",
+                organization.id
+            );
             anyhow::ensure!(
                 organization.api_keys.iter().all(|key| !key.is_empty()),
                 "organization {} lists an empty API key",
@@ -217,8 +231,8 @@ impl Seed {
             if let Some(workspaces) = &organization.workspaces {
                 let primaries = workspaces.iter().filter(|workspace| workspace.primary).count();
                 anyhow::ensure!(
-                    workspaces.iter().all(|workspace| !workspace.name.trim().is_empty()),
-                    "organization {} lists a workspace without a name",
+                    workspaces.iter().all(|workspace| bounded(&workspace.name)),
+                    "organization {} lists a workspace without a name of 1 to {MAX_LABEL_CHARS} characters",
                     organization.id
                 );
                 anyhow::ensure!(
@@ -281,7 +295,7 @@ pub async fn create_development_organization(
 ) -> anyhow::Result<(Organization, String)> {
     let now = clock.now();
     let organization = Organization {
-        id: Uuid::new_v4(),
+        id: OrganizationId::new_v4(),
         name: "Development".to_owned(),
         slug: "development".to_owned(),
         api_access: true,
@@ -298,7 +312,7 @@ pub async fn create_development_organization(
 
 /// A new random API key in the form handed to developers.
 pub fn generate_api_key() -> String {
-    format!("vw_{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple())
+    format!("vw_{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
 }
 
 #[cfg(test)]

@@ -5,9 +5,10 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use uuid::Uuid;
 
+use super::identity::OrganizationId;
 use super::time::Timestamp;
+use super::MAX_LABEL_CHARS;
 use crate::ports::{Clock, SharedStoreRepo};
 
 /// Shared stores one organization may have.
@@ -18,11 +19,18 @@ pub const MAX_ENTRIES_PER_STORE: u32 = 10_000;
 pub const MAX_ENTRIES_PER_BULK: usize = 5_000;
 /// Largest metadata object, as compact UTF-8 JSON.
 pub const MAX_METADATA_BYTES: usize = 256_000;
+/// Longest entry ID, in UTF-8 bytes: DynamoDB's limit on a sort key.
+pub const MAX_ENTRY_ID_BYTES: usize = 1_024;
+
+crate::typed_id!(
+    /// Identifies a shared store.
+    StoreId
+);
 
 /// A shared store as the API shows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SharedStore {
-    pub id: Uuid,
+    pub id: StoreId,
     pub name: String,
     pub source_type: String,
     pub entry_count: u32,
@@ -33,7 +41,7 @@ pub struct SharedStore {
 /// An entry of a shared store as the API shows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StoreEntry {
-    pub entry_id: String,
+    pub entry_id: EntryId,
     pub display_name: String,
     pub metadata: Metadata,
     pub created_at: Timestamp,
@@ -75,7 +83,15 @@ pub enum StoreError {
     Backend(#[from] anyhow::Error),
 }
 
-/// A store's display name: a string, non-empty once trimmed.
+/// Refuses a label longer than [`MAX_LABEL_CHARS`], naming its field.
+fn bounded(field: &str, text: &str) -> Result<(), StoreError> {
+    if text.chars().count() > MAX_LABEL_CHARS {
+        return Err(StoreError::Invalid(format!("{field} must be at most {MAX_LABEL_CHARS} characters")));
+    }
+    Ok(())
+}
+
+/// A store's display name: a string, non-empty once trimmed, at most 1,000 characters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreName(String);
 
@@ -85,7 +101,10 @@ impl StoreName {
         match value {
             None | Some(Value::Null) => Err(StoreError::NameRequired),
             Some(Value::String(text)) if text.trim().is_empty() => Err(StoreError::NameRequired),
-            Some(Value::String(text)) => Ok(Self(text.trim().to_owned())),
+            Some(Value::String(text)) => {
+                bounded("name", text.trim())?;
+                Ok(Self(text.trim().to_owned()))
+            }
             Some(_) => Err(StoreError::Invalid("name must be a string".into())),
         }
     }
@@ -105,7 +124,10 @@ impl SourceType {
     pub fn parse(value: Option<&Value>) -> Result<Self, StoreError> {
         match value {
             None | Some(Value::Null) => Ok(Self("manual".into())),
-            Some(Value::String(text)) if !text.trim().is_empty() => Ok(Self(text.trim().to_owned())),
+            Some(Value::String(text)) if !text.trim().is_empty() => {
+                bounded("source_type", text.trim())?;
+                Ok(Self(text.trim().to_owned()))
+            }
             Some(_) => Err(StoreError::Invalid("source_type must be a non-empty string".into())),
         }
     }
@@ -116,12 +138,68 @@ impl SourceType {
     }
 }
 
+/// A caller-defined entry ID: non-empty, at most [`MAX_ENTRY_ID_BYTES`], kept exactly
+/// as sent (no trimming).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct EntryId(String);
+
+/// Why text is not an entry ID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryIdError {
+    Empty,
+    TooLong,
+}
+
+impl EntryId {
+    /// Parses an ID from a path or a body.
+    pub fn parse(text: &str) -> Result<Self, EntryIdError> {
+        match text.len() {
+            0 => Err(EntryIdError::Empty),
+            length if length > MAX_ENTRY_ID_BYTES => Err(EntryIdError::TooLong),
+            _ => Ok(Self(text.to_owned())),
+        }
+    }
+
+    /// An ID read back from storage, where only parsed IDs are ever written.
+    pub fn from_storage(text: String) -> Self {
+        Self(text)
+    }
+
+    /// The ID's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for EntryId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Parses an entry ID field; an empty one is `missing`, a long one names `field`.
+fn entry_id_field(text: &str, field: &str, missing: StoreError) -> Result<EntryId, StoreError> {
+    EntryId::parse(text).map_err(|error| match error {
+        EntryIdError::Empty => missing,
+        EntryIdError::TooLong => StoreError::Invalid(format!("{field} must be at most {MAX_ENTRY_ID_BYTES} bytes")),
+    })
+}
+
+/// Parses the entry ID of a GET, PATCH or DELETE path: an empty one names no entry.
+pub fn parse_path_entry_id(text: &str) -> Result<EntryId, StoreError> {
+    entry_id_field(text, "entry_id", StoreError::EntryNotFound)
+}
+
 /// Returns the trimmed text of a required string field, or None when it is missing,
-/// not a string, or blank.
-fn required_text(value: Option<&Value>) -> Option<&str> {
+/// not a string, or blank; a trimmed text over [`MAX_LABEL_CHARS`] is refused by name.
+fn required_label<'a>(value: Option<&'a Value>, field: &str) -> Result<Option<&'a str>, StoreError> {
     match value {
-        Some(Value::String(text)) if !text.trim().is_empty() => Some(text),
-        _ => None,
+        Some(Value::String(text)) if !text.trim().is_empty() => {
+            bounded(field, text.trim())?;
+            Ok(Some(text.trim()))
+        }
+        _ => Ok(None),
     }
 }
 
@@ -180,7 +258,7 @@ impl Serialize for Metadata {
 /// A full entry write: PUT, or one item of a bulk upsert.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EntryWrite {
-    pub entry_id: String,
+    pub entry_id: EntryId,
     pub display_name: String,
     pub metadata: Metadata,
 }
@@ -188,15 +266,10 @@ pub struct EntryWrite {
 impl EntryWrite {
     /// Parses a PUT: the entry ID comes from the path, the rest from the body.
     pub fn parse_put(entry_id: &str, body: &Map<String, Value>) -> Result<Self, StoreError> {
-        let display_name = required_text(body.get("display_name"));
-        let (false, Some(display_name)) = (entry_id.is_empty(), display_name) else {
-            return Err(StoreError::PutFieldsRequired);
-        };
-        Ok(Self {
-            entry_id: entry_id.to_owned(),
-            display_name: display_name.trim().to_owned(),
-            metadata: Metadata::parse(body.get("metadata"))?,
-        })
+        let entry_id = entry_id_field(entry_id, "entry_id", StoreError::PutFieldsRequired)?;
+        let display_name = required_label(body.get("display_name"), "display_name")?;
+        let display_name = display_name.ok_or(StoreError::PutFieldsRequired)?;
+        Ok(Self { entry_id, display_name: display_name.to_owned(), metadata: Metadata::parse(body.get("metadata"))? })
     }
 
     /// Parses one item of a bulk upsert.
@@ -205,22 +278,30 @@ impl EntryWrite {
             return Err(StoreError::EntriesIncomplete);
         };
         let entry_id = match item.get("entry_id") {
-            Some(Value::String(id)) if !id.is_empty() => id,
+            Some(Value::String(id)) => entry_id_field(id, "entry_id", StoreError::EntriesIncomplete)?,
             _ => return Err(StoreError::EntriesIncomplete),
         };
-        let display_name = required_text(item.get("display_name")).ok_or(StoreError::EntriesIncomplete)?;
-        Ok(Self {
-            entry_id: entry_id.clone(),
-            display_name: display_name.trim().to_owned(),
-            metadata: Metadata::parse(item.get("metadata"))?,
-        })
+        let display_name = required_label(item.get("display_name"), "display_name")?;
+        let display_name = display_name.ok_or(StoreError::EntriesIncomplete)?;
+        Ok(Self { entry_id, display_name: display_name.to_owned(), metadata: Metadata::parse(item.get("metadata"))? })
+    }
+
+    /// The entry this write leaves behind. Replacing an entry keeps the time it was
+    /// first created (`existing_created_at`); a new one is created `now`.
+    pub fn into_entry(self, existing_created_at: Option<Timestamp>, now: Timestamp) -> StoreEntry {
+        StoreEntry {
+            entry_id: self.entry_id,
+            display_name: self.display_name,
+            metadata: self.metadata,
+            created_at: existing_created_at.unwrap_or(now),
+        }
     }
 }
 
 /// A PATCH of an entry: a new ID, a new display name, and maybe new metadata.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EntryRename {
-    pub new_entry_id: String,
+    pub new_entry_id: EntryId,
     pub display_name: String,
     /// None keeps the current metadata.
     pub metadata: Option<Metadata>,
@@ -230,10 +311,10 @@ impl EntryRename {
     /// Parses a PATCH body.
     pub fn parse(body: &Map<String, Value>) -> Result<Self, StoreError> {
         let new_entry_id = match body.get("entry_id") {
-            Some(Value::String(id)) if !id.is_empty() => Some(id),
+            Some(Value::String(id)) => Some(entry_id_field(id, "entry_id", StoreError::PatchFieldsRequired)?),
             _ => None,
         };
-        let display_name = required_text(body.get("display_name"));
+        let display_name = required_label(body.get("display_name"), "display_name")?;
         let (Some(new_entry_id), Some(display_name)) = (new_entry_id, display_name) else {
             return Err(StoreError::PatchFieldsRequired);
         };
@@ -241,13 +322,24 @@ impl EntryRename {
             None => None,
             present => Some(Metadata::parse(present)?),
         };
-        Ok(Self { new_entry_id: new_entry_id.clone(), display_name: display_name.trim().to_owned(), metadata })
+        Ok(Self { new_entry_id, display_name: display_name.to_owned(), metadata })
+    }
+
+    /// The entry a rename of `current` leaves: the new ID and display name, the metadata
+    /// replaced only when the PATCH gave some, and the first creation time kept.
+    pub fn apply(&self, current: StoreEntry) -> StoreEntry {
+        StoreEntry {
+            entry_id: self.new_entry_id.clone(),
+            display_name: self.display_name.clone(),
+            metadata: self.metadata.clone().unwrap_or(current.metadata),
+            created_at: current.created_at,
+        }
     }
 }
 
 /// Parses a store ID from a path; text that is not a UUID names no store.
-pub fn parse_store_id(text: &str) -> Result<Uuid, StoreError> {
-    Uuid::parse_str(text).map_err(|_| StoreError::StoreNotFound)
+pub fn parse_store_id(text: &str) -> Result<StoreId, StoreError> {
+    StoreId::parse(text).ok_or(StoreError::StoreNotFound)
 }
 
 /// Parses the `entries` list of a bulk upsert, keeping the last occurrence of each ID.
@@ -260,7 +352,7 @@ pub fn parse_bulk(body: &Map<String, Value>) -> Result<Vec<EntryWrite>, StoreErr
         return Err(StoreError::BulkTooLarge);
     }
     let mut writes: Vec<EntryWrite> = Vec::with_capacity(items.len());
-    let mut position: HashMap<String, usize> = HashMap::with_capacity(items.len());
+    let mut position: HashMap<EntryId, usize> = HashMap::with_capacity(items.len());
     for item in items {
         let write = EntryWrite::parse_bulk_item(item)?;
         match position.get(&write.entry_id) {
@@ -283,7 +375,10 @@ pub struct BulkUpsert {
 }
 
 /// The organization's stores, sorted by name.
-pub async fn list_stores(repo: &dyn SharedStoreRepo, organization: Uuid) -> Result<Vec<SharedStore>, StoreError> {
+pub async fn list_stores(
+    repo: &dyn SharedStoreRepo,
+    organization: OrganizationId,
+) -> Result<Vec<SharedStore>, StoreError> {
     let mut stores = repo.list_stores(organization).await?;
     stores.sort_by(|a, b| a.name.cmp(&b.name).then(a.created_at.cmp(&b.created_at)).then(a.id.cmp(&b.id)));
     Ok(stores)
@@ -293,13 +388,13 @@ pub async fn list_stores(repo: &dyn SharedStoreRepo, organization: Uuid) -> Resu
 pub async fn create_store(
     repo: &dyn SharedStoreRepo,
     clock: &dyn Clock,
-    organization: Uuid,
+    organization: OrganizationId,
     name: StoreName,
     source_type: SourceType,
 ) -> Result<SharedStore, StoreError> {
     let now = clock.now();
     let store = SharedStore {
-        id: Uuid::new_v4(),
+        id: StoreId::new_v4(),
         name: name.0,
         source_type: source_type.0,
         entry_count: 0,
@@ -314,23 +409,27 @@ pub async fn create_store(
 pub async fn rename_store(
     repo: &dyn SharedStoreRepo,
     clock: &dyn Clock,
-    organization: Uuid,
-    store_id: Uuid,
+    organization: OrganizationId,
+    store_id: StoreId,
     name: StoreName,
 ) -> Result<SharedStore, StoreError> {
     repo.rename_store(organization, store_id, name.as_str(), clock.now()).await
 }
 
 /// Deletes a store and all its entries.
-pub async fn delete_store(repo: &dyn SharedStoreRepo, organization: Uuid, store_id: Uuid) -> Result<(), StoreError> {
+pub async fn delete_store(
+    repo: &dyn SharedStoreRepo,
+    organization: OrganizationId,
+    store_id: StoreId,
+) -> Result<(), StoreError> {
     repo.delete_store(organization, store_id).await
 }
 
 /// A store's entries, sorted by display name.
 pub async fn list_entries(
     repo: &dyn SharedStoreRepo,
-    organization: Uuid,
-    store_id: Uuid,
+    organization: OrganizationId,
+    store_id: StoreId,
 ) -> Result<Vec<StoreEntry>, StoreError> {
     let mut entries = repo.list_entries(organization, store_id).await?;
     entries.sort_by(|a, b| a.display_name.cmp(&b.display_name).then_with(|| a.entry_id.cmp(&b.entry_id)));
@@ -340,13 +439,10 @@ pub async fn list_entries(
 /// One entry.
 pub async fn get_entry(
     repo: &dyn SharedStoreRepo,
-    organization: Uuid,
-    store_id: Uuid,
-    entry_id: &str,
+    organization: OrganizationId,
+    store_id: StoreId,
+    entry_id: &EntryId,
 ) -> Result<StoreEntry, StoreError> {
-    if entry_id.is_empty() {
-        return Err(StoreError::EntryNotFound);
-    }
     repo.get_entry(organization, store_id, entry_id).await
 }
 
@@ -354,8 +450,8 @@ pub async fn get_entry(
 pub async fn put_entry(
     repo: &dyn SharedStoreRepo,
     clock: &dyn Clock,
-    organization: Uuid,
-    store_id: Uuid,
+    organization: OrganizationId,
+    store_id: StoreId,
     write: EntryWrite,
 ) -> Result<StoreEntry, StoreError> {
     repo.put_entry(organization, store_id, &write, clock.now(), MAX_ENTRIES_PER_STORE).await
@@ -365,27 +461,21 @@ pub async fn put_entry(
 pub async fn rename_entry(
     repo: &dyn SharedStoreRepo,
     clock: &dyn Clock,
-    organization: Uuid,
-    store_id: Uuid,
-    entry_id: &str,
+    organization: OrganizationId,
+    store_id: StoreId,
+    entry_id: &EntryId,
     rename: EntryRename,
 ) -> Result<StoreEntry, StoreError> {
-    if entry_id.is_empty() {
-        return Err(StoreError::EntryNotFound);
-    }
     repo.rename_entry(organization, store_id, entry_id, &rename, clock.now()).await
 }
 
 /// Deletes an entry.
 pub async fn delete_entry(
     repo: &dyn SharedStoreRepo,
-    organization: Uuid,
-    store_id: Uuid,
-    entry_id: &str,
+    organization: OrganizationId,
+    store_id: StoreId,
+    entry_id: &EntryId,
 ) -> Result<(), StoreError> {
-    if entry_id.is_empty() {
-        return Err(StoreError::EntryNotFound);
-    }
     repo.delete_entry(organization, store_id, entry_id).await
 }
 
@@ -393,8 +483,8 @@ pub async fn delete_entry(
 pub async fn bulk_upsert(
     repo: &dyn SharedStoreRepo,
     clock: &dyn Clock,
-    organization: Uuid,
-    store_id: Uuid,
+    organization: OrganizationId,
+    store_id: StoreId,
     writes: Vec<EntryWrite>,
 ) -> Result<BulkUpsert, StoreError> {
     let entries = repo.upsert_entries(organization, store_id, &writes, clock.now(), MAX_ENTRIES_PER_STORE).await?;
@@ -448,6 +538,63 @@ mod tests {
             EntryWrite::parse_put("a", &object(json!({"display_name": "   "}))),
             Err(StoreError::PutFieldsRequired)
         ));
+    }
+
+    #[test]
+    fn entry_ids_are_kept_exactly_and_bounded_in_bytes() {
+        let id = EntryWrite::parse_put(" a/b ", &object(json!({"display_name": "d"}))).unwrap().entry_id;
+        assert_eq!(id.as_str(), " a/b ");
+        let longest = "é".repeat(MAX_ENTRY_ID_BYTES / 2);
+        assert!(EntryWrite::parse_put(&longest, &object(json!({"display_name": "d"}))).is_ok());
+        let over = format!("{longest}x");
+        let refused = EntryWrite::parse_put(&over, &object(json!({"display_name": "d"}))).unwrap_err();
+        assert_eq!(refused.to_string(), "entry_id must be at most 1024 bytes");
+        let refused = parse_path_entry_id(&over).unwrap_err();
+        assert_eq!(refused.to_string(), "entry_id must be at most 1024 bytes");
+        assert!(matches!(parse_path_entry_id(""), Err(StoreError::EntryNotFound)));
+    }
+
+    #[test]
+    fn labels_are_bounded_in_characters_after_trimming() {
+        let fits = format!("  {}  ", "é".repeat(MAX_LABEL_CHARS));
+        let over = "é".repeat(MAX_LABEL_CHARS + 1);
+        assert_eq!(StoreName::parse(Some(&json!(fits))).unwrap().as_str().chars().count(), MAX_LABEL_CHARS);
+        assert_eq!(
+            StoreName::parse(Some(&json!(over))).unwrap_err().to_string(),
+            "name must be at most 1000 characters"
+        );
+        assert_eq!(
+            SourceType::parse(Some(&json!(over))).unwrap_err().to_string(),
+            "source_type must be at most 1000 characters"
+        );
+        let put = EntryWrite::parse_put("e", &object(json!({"display_name": over}))).unwrap_err();
+        assert_eq!(put.to_string(), "display_name must be at most 1000 characters");
+        let bulk = parse_bulk(&object(json!({"entries": [{"entry_id": "e", "display_name": over}]}))).unwrap_err();
+        assert_eq!(bulk.to_string(), "display_name must be at most 1000 characters");
+        let patch = EntryRename::parse(&object(json!({"entry_id": "e", "display_name": over}))).unwrap_err();
+        assert_eq!(patch.to_string(), "display_name must be at most 1000 characters");
+        let long_id = "x".repeat(MAX_ENTRY_ID_BYTES + 1);
+        let patch = EntryRename::parse(&object(json!({"entry_id": long_id, "display_name": "d"}))).unwrap_err();
+        assert_eq!(patch.to_string(), "entry_id must be at most 1024 bytes");
+    }
+
+    #[test]
+    fn a_replace_keeps_the_first_creation_time_and_a_rename_keeps_omitted_metadata() {
+        let (first, later) = (Timestamp::parse("2026-01-01T00:00:00.000Z").unwrap(), Timestamp::now());
+        let write = EntryWrite::parse_put("e", &object(json!({"display_name": "d"}))).unwrap();
+        assert_eq!(write.clone().into_entry(None, later).created_at, later);
+        let current = write.into_entry(Some(first), later);
+        assert_eq!(current.created_at, first);
+        let current = StoreEntry { metadata: Metadata::parse(Some(&json!({"k": 1}))).unwrap(), ..current };
+        let keep = EntryRename::parse(&object(json!({"entry_id": "f", "display_name": "n"}))).unwrap();
+        let renamed = keep.apply(current.clone());
+        assert_eq!(
+            (renamed.entry_id.as_str(), renamed.metadata.to_json(), renamed.created_at),
+            ("f", r#"{"k":1}"#, first)
+        );
+        let clear =
+            EntryRename::parse(&object(json!({"entry_id": "f", "display_name": "n", "metadata": null}))).unwrap();
+        assert_eq!(clear.apply(current).metadata.to_json(), "{}");
     }
 
     #[test]

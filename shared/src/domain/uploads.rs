@@ -4,10 +4,15 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use uuid::Uuid;
 
+use super::identity::OrganizationId;
 use super::time::Timestamp;
 use crate::ports::{BlobStore, Clock, MediaProbe, ProbeError, UploadRepo};
+
+crate::typed_id!(
+    /// Identifies an upload (and the asset it becomes).
+    UploadId
+);
 
 /// How long an upload URL stays valid.
 pub const UPLOAD_URL_TTL: Duration = Duration::from_secs(3600);
@@ -86,7 +91,7 @@ pub struct SealedBlob {
 /// An upload and, once finalized, the asset it became.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Upload {
-    pub id: Uuid,
+    pub id: UploadId,
     pub kind: UploadKind,
     pub status: UploadStatus,
     pub created_at: Timestamp,
@@ -101,20 +106,36 @@ pub struct Upload {
 
 impl Upload {
     /// The blob-store key the upload URL writes to.
-    pub fn object_key(organization: Uuid, id: Uuid) -> String {
+    pub fn object_key(organization: OrganizationId, id: UploadId) -> String {
         format!("uploads/{organization}/{id}")
     }
 
-    /// The key a finalized file is moved to, out of reach of its upload URL.
-    pub fn asset_key(organization: Uuid, id: Uuid) -> String {
+    /// Where finalized files are kept, out of reach of the upload URL (a store that
+    /// seals by moving gives each finalize its own key under this prefix).
+    pub fn sealed_prefix(organization: OrganizationId, id: UploadId) -> String {
         format!("assets/{organization}/{id}")
+    }
+
+    /// The asset this upload becomes once the sealed `blob` was probed as `media`: a
+    /// pending upload turns ready; one that is ready already stays as it is.
+    pub fn finalized(self, media: MediaInfo, blob: SealedBlob, at: Timestamp) -> Upload {
+        match self.status {
+            UploadStatus::Ready => self,
+            UploadStatus::PendingUpload => Upload {
+                status: UploadStatus::Ready,
+                finalized_at: Some(at),
+                media: Some(media),
+                blob: Some(blob),
+                ..self
+            },
+        }
     }
 }
 
 /// The answer of `get_upload_url`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct UploadTicket {
-    pub id: Uuid,
+    pub id: UploadId,
     pub upload_url: String,
     pub upload_method: &'static str,
     pub expires_at: Timestamp,
@@ -162,12 +183,12 @@ pub async fn create_upload(
     repo: &dyn UploadRepo,
     blobs: &dyn BlobStore,
     clock: &dyn Clock,
-    organization: Uuid,
+    organization: OrganizationId,
     kind: UploadKind,
 ) -> Result<UploadTicket, UploadError> {
     let now = clock.now();
-    let id = Uuid::new_v4();
-    let expires_at = Timestamp::from_datetime(now.datetime() + UPLOAD_URL_TTL);
+    let id = UploadId::new_v4();
+    let expires_at = now.after(UPLOAD_URL_TTL);
     let upload_url = blobs.upload_url(&Upload::object_key(organization, id), UPLOAD_URL_TTL).await?;
     let upload = Upload {
         id,
@@ -186,9 +207,9 @@ pub async fn create_upload(
 /// An upload of `kind` of the organization.
 pub async fn get_upload(
     repo: &dyn UploadRepo,
-    organization: Uuid,
+    organization: OrganizationId,
     kind: UploadKind,
-    id: Uuid,
+    id: UploadId,
 ) -> Result<Upload, UploadError> {
     match repo.get_upload(organization, id).await? {
         Some(upload) if upload.kind == kind => Ok(upload),
@@ -203,17 +224,18 @@ pub async fn finalize_upload(
     blobs: &dyn BlobStore,
     probe: &dyn MediaProbe,
     clock: &dyn Clock,
-    organization: Uuid,
+    organization: OrganizationId,
     kind: UploadKind,
-    id: Uuid,
+    id: UploadId,
 ) -> Result<Upload, UploadError> {
     let upload = get_upload(repo, organization, kind, id).await?;
     if upload.status == UploadStatus::Ready {
         return Ok(upload);
     }
     // Sealed first, so that the file measured and probed is the one recorded, whatever is
-    // PUT to the upload URL afterwards.
-    let sealed = blobs.seal(&Upload::object_key(organization, id), &Upload::asset_key(organization, id)).await?;
+    // PUT to the upload URL afterwards or however many finalizes run at once: each one
+    // probes the sealed file it got, and only the first to record wins.
+    let sealed = blobs.seal(&Upload::object_key(organization, id), &Upload::sealed_prefix(organization, id)).await?;
     let blob = sealed.ok_or(UploadError::NotUploaded)?;
     let (limit_bytes, limit) = kind.max_bytes();
     if blob.size > limit_bytes {
@@ -230,8 +252,8 @@ pub async fn finalize_upload(
         Err(ProbeError::Unavailable(error)) => return Err(UploadError::Backend(error)),
     };
     let media = classify(kind, &report, blob.size)?;
-    let finalized = repo.finalize_upload(organization, id, &media, &blob, clock.now()).await?;
-    finalized.ok_or(UploadError::NotFound)
+    let finalized = upload.finalized(media, blob, clock.now());
+    repo.record_finalized(organization, &finalized).await?.ok_or(UploadError::NotFound)
 }
 
 /// Image containers as ffprobe names them: a single picture, even though its stream's
@@ -287,8 +309,8 @@ pub fn classify(kind: UploadKind, report: &ProbeReport, size_bytes: u64) -> Resu
 }
 
 /// Parses an upload ID from a path or body; anything but a UUID names no upload.
-pub fn parse_upload_id(text: &str) -> Result<Uuid, UploadError> {
-    Uuid::parse_str(text).map_err(|_| UploadError::NotFound)
+pub fn parse_upload_id(text: &str) -> Result<UploadId, UploadError> {
+    UploadId::parse(text).ok_or(UploadError::NotFound)
 }
 
 #[cfg(test)]
@@ -331,6 +353,37 @@ mod tests {
         assert_eq!((info.codec.as_str(), info.width), ("mp3", None));
         let mp4 = report("mov,mp4", Some(2.0), vec![stream("video", "h264"), stream("audio", "aac")]);
         assert!(classify(UploadKind::Audio, &mp4, 10).is_err());
+    }
+
+    #[test]
+    fn finalizing_turns_a_pending_upload_ready_once() {
+        let now = Timestamp::now();
+        let pending = Upload {
+            id: UploadId::new_v4(),
+            kind: UploadKind::Image,
+            status: UploadStatus::PendingUpload,
+            created_at: now,
+            upload_expires_at: now,
+            finalized_at: None,
+            media: None,
+            blob: None,
+        };
+        let media = |codec: &str| MediaInfo {
+            size_bytes: 1,
+            duration_ms: None,
+            width: Some(1),
+            height: Some(1),
+            codec: codec.into(),
+            format: "png_pipe".into(),
+        };
+        let blob = |key: &str| SealedBlob { key: key.into(), version: None, size: 1 };
+        let ready = pending.finalized(media("png"), blob("a"), now);
+        assert_eq!(
+            (ready.status, ready.finalized_at, ready.blob.as_ref().unwrap().key.as_str()),
+            (UploadStatus::Ready, Some(now), "a")
+        );
+        let again = ready.clone().finalized(media("gif"), blob("b"), Timestamp::now());
+        assert_eq!(again, ready, "a ready asset keeps what it was finalized with");
     }
 
     #[test]

@@ -2,10 +2,15 @@
 //! belongs to a workspace of its organization.
 
 use serde::Serialize;
-use uuid::Uuid;
 
+use super::identity::OrganizationId;
 use super::time::Timestamp;
 use crate::ports::IdentityRepo;
+
+crate::typed_id!(
+    /// Identifies a workspace of an organization.
+    WorkspaceId
+);
 
 /// Name of the primary workspace made for an organization that lists none.
 pub const DEFAULT_WORKSPACE_NAME: &str = "Default workspace";
@@ -13,7 +18,7 @@ pub const DEFAULT_WORKSPACE_NAME: &str = "Default workspace";
 /// A workspace of an organization.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Workspace {
-    pub id: Uuid,
+    pub id: WorkspaceId,
     pub name: String,
     pub primary: bool,
     pub created_at: Timestamp,
@@ -30,7 +35,11 @@ pub enum WorkspaceError {
 }
 
 /// Checks that a workspace is one of the organization's.
-pub async fn check_owned(repo: &dyn IdentityRepo, organization: Uuid, id: Uuid) -> Result<(), WorkspaceError> {
+pub async fn check_owned(
+    repo: &dyn IdentityRepo,
+    organization: OrganizationId,
+    id: WorkspaceId,
+) -> Result<(), WorkspaceError> {
     let workspaces = repo.workspaces(organization).await?;
     if workspaces.iter().any(|workspace| workspace.id == id) {
         Ok(())
@@ -43,10 +52,10 @@ pub async fn check_owned(repo: &dyn IdentityRepo, organization: Uuid, id: Uuid) 
 /// the primary one when none is requested.
 pub async fn for_new_agent(
     repo: &dyn IdentityRepo,
-    organization: Uuid,
-    requested: Option<Uuid>,
+    organization: OrganizationId,
+    requested: Option<WorkspaceId>,
     now: Timestamp,
-) -> Result<Uuid, WorkspaceError> {
+) -> Result<WorkspaceId, WorkspaceError> {
     if let Some(id) = requested {
         check_owned(repo, organization, id).await?;
         return Ok(id);
@@ -62,12 +71,16 @@ fn primary_of(workspaces: &[Workspace]) -> Option<&Workspace> {
 
 /// The ID of the primary workspace made for an organization that lists none: derived
 /// from the organization, so concurrent first uses all write the same workspace.
-fn default_workspace_id(organization: Uuid) -> Uuid {
-    Uuid::new_v5(&organization, b"primary-workspace")
+fn default_workspace_id(organization: OrganizationId) -> WorkspaceId {
+    WorkspaceId::from_uuid(uuid::Uuid::new_v5(&organization.as_uuid(), b"primary-workspace"))
 }
 
 /// Makes sure the organization has a primary workspace, creating one when it has none.
-pub async fn ensure_primary(repo: &dyn IdentityRepo, organization: Uuid, now: Timestamp) -> anyhow::Result<Workspace> {
+pub async fn ensure_primary(
+    repo: &dyn IdentityRepo,
+    organization: OrganizationId,
+    now: Timestamp,
+) -> anyhow::Result<Workspace> {
     let workspaces = repo.workspaces(organization).await?;
     if let Some(primary) = primary_of(&workspaces) {
         return Ok(primary.clone());
@@ -84,7 +97,11 @@ pub async fn ensure_primary(repo: &dyn IdentityRepo, organization: Uuid, now: Ti
 
 /// Stores the seeded workspaces of an organization; a primary stored earlier that is not
 /// the seeded one stops being primary, so there is always exactly one.
-pub async fn apply_seeded(repo: &dyn IdentityRepo, organization: Uuid, seeded: &[Workspace]) -> anyhow::Result<()> {
+pub async fn apply_seeded(
+    repo: &dyn IdentityRepo,
+    organization: OrganizationId,
+    seeded: &[Workspace],
+) -> anyhow::Result<()> {
     for stored in repo.workspaces(organization).await? {
         if stored.primary && !seeded.iter().any(|workspace| workspace.id == stored.id) {
             repo.put_workspace(organization, &Workspace { primary: false, ..stored }).await?;

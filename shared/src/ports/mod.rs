@@ -1,15 +1,15 @@
 //! The traits the domain needs from the outside world; adapters implement them.
 
-use async_trait::async_trait;
-use uuid::Uuid;
-
 use std::time::Duration;
 
-use crate::domain::agents::{Agent, AgentQuery, AgentRecord};
-use crate::domain::identity::{ApiKeyRecord, Organization};
-use crate::domain::shared_stores::{EntryRename, EntryWrite, SharedStore, StoreEntry, StoreError};
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::domain::agents::{Agent, AgentId, AgentQuery, AgentRecord};
+use crate::domain::identity::{ApiKeyRecord, Organization, OrganizationId};
+use crate::domain::shared_stores::{EntryId, EntryRename, EntryWrite, SharedStore, StoreEntry, StoreError, StoreId};
 use crate::domain::time::Timestamp;
-use crate::domain::uploads::{MediaInfo, ProbeReport, SealedBlob, Upload};
+use crate::domain::uploads::{ProbeReport, SealedBlob, Upload, UploadId};
 use crate::domain::workspaces::Workspace;
 
 /// The source of "now", replaceable in tests.
@@ -33,49 +33,66 @@ pub trait IdentityRepo: Send + Sync {
     /// The key with this SHA-256 hash, if any.
     async fn api_key(&self, key_hash: &str) -> anyhow::Result<Option<ApiKeyRecord>>;
     /// An organization by ID.
-    async fn organization(&self, id: Uuid) -> anyhow::Result<Option<Organization>>;
+    async fn organization(&self, id: OrganizationId) -> anyhow::Result<Option<Organization>>;
     /// Records that a key was used at `at`.
     async fn touch_api_key(&self, key_hash: &str, at: Timestamp) -> anyhow::Result<()>;
     /// Creates an organization or updates its descriptive fields, keeping its counters
     /// and its original `created_at`.
     async fn upsert_organization(&self, organization: &Organization) -> anyhow::Result<()>;
     /// Creates or rebinds a key.
-    async fn upsert_api_key(&self, key_hash: &str, organization: Option<Uuid>, at: Timestamp) -> anyhow::Result<()>;
+    async fn upsert_api_key(
+        &self,
+        key_hash: &str,
+        organization: Option<OrganizationId>,
+        at: Timestamp,
+    ) -> anyhow::Result<()>;
     /// All workspaces of an organization.
-    async fn workspaces(&self, organization: Uuid) -> anyhow::Result<Vec<Workspace>>;
+    async fn workspaces(&self, organization: OrganizationId) -> anyhow::Result<Vec<Workspace>>;
     /// Creates or renames a workspace (keeping its original `created_at`).
-    async fn put_workspace(&self, organization: Uuid, workspace: &Workspace) -> anyhow::Result<()>;
+    async fn put_workspace(&self, organization: OrganizationId, workspace: &Workspace) -> anyhow::Result<()>;
 }
 
 /// Shared stores and their entries, always addressed through the owning organization.
 ///
 /// Every limit is enforced atomically by the implementation, also under concurrent
-/// writers; a missing store (or one of another organization) is `StoreNotFound`.
+/// writers; a missing store (or one of another organization) is `StoreNotFound`. What an
+/// entry becomes on a write is the domain's rule ([`EntryWrite::into_entry`],
+/// [`EntryRename::apply`]); implementations supply what is stored now.
 #[async_trait]
 pub trait SharedStoreRepo: Send + Sync {
     /// All stores of the organization, in no particular order.
-    async fn list_stores(&self, organization: Uuid) -> Result<Vec<SharedStore>, StoreError>;
+    async fn list_stores(&self, organization: OrganizationId) -> Result<Vec<SharedStore>, StoreError>;
     /// Adds a store unless the organization already has `max_stores`.
-    async fn create_store(&self, organization: Uuid, store: &SharedStore, max_stores: u32) -> Result<(), StoreError>;
+    async fn create_store(
+        &self,
+        organization: OrganizationId,
+        store: &SharedStore,
+        max_stores: u32,
+    ) -> Result<(), StoreError>;
     /// Sets a store's name and returns the store.
     async fn rename_store(
         &self,
-        organization: Uuid,
-        store: Uuid,
+        organization: OrganizationId,
+        store: StoreId,
         name: &str,
         now: Timestamp,
     ) -> Result<SharedStore, StoreError>;
     /// Removes a store and all its entries.
-    async fn delete_store(&self, organization: Uuid, store: Uuid) -> Result<(), StoreError>;
+    async fn delete_store(&self, organization: OrganizationId, store: StoreId) -> Result<(), StoreError>;
     /// All entries of a store, in no particular order.
-    async fn list_entries(&self, organization: Uuid, store: Uuid) -> Result<Vec<StoreEntry>, StoreError>;
+    async fn list_entries(&self, organization: OrganizationId, store: StoreId) -> Result<Vec<StoreEntry>, StoreError>;
     /// One entry.
-    async fn get_entry(&self, organization: Uuid, store: Uuid, entry_id: &str) -> Result<StoreEntry, StoreError>;
+    async fn get_entry(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
+    ) -> Result<StoreEntry, StoreError>;
     /// Creates (taking a slot, if fewer than `max_entries` are used) or replaces an entry.
     async fn put_entry(
         &self,
-        organization: Uuid,
-        store: Uuid,
+        organization: OrganizationId,
+        store: StoreId,
         entry: &EntryWrite,
         now: Timestamp,
         max_entries: u32,
@@ -83,20 +100,25 @@ pub trait SharedStoreRepo: Send + Sync {
     /// Moves an entry to a new ID (which must be free) with a new display name.
     async fn rename_entry(
         &self,
-        organization: Uuid,
-        store: Uuid,
-        entry_id: &str,
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
         rename: &EntryRename,
         now: Timestamp,
     ) -> Result<StoreEntry, StoreError>;
     /// Removes an entry, freeing its slot.
-    async fn delete_entry(&self, organization: Uuid, store: Uuid, entry_id: &str) -> Result<(), StoreError>;
+    async fn delete_entry(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
+    ) -> Result<(), StoreError>;
     /// Upserts entries with distinct IDs; refuses the whole request, writing nothing,
     /// when the new IDs would take the store past `max_entries`.
     async fn upsert_entries(
         &self,
-        organization: Uuid,
-        store: Uuid,
+        organization: OrganizationId,
+        store: StoreId,
         entries: &[EntryWrite],
         now: Timestamp,
         max_entries: u32,
@@ -108,41 +130,35 @@ pub trait SharedStoreRepo: Send + Sync {
 #[async_trait]
 pub trait AgentRepo: Send + Sync {
     /// Stores a new agent.
-    async fn create_agent(&self, organization: Uuid, record: &AgentRecord) -> anyhow::Result<()>;
+    async fn create_agent(&self, organization: OrganizationId, record: &AgentRecord) -> anyhow::Result<()>;
     /// An agent with its graph and version, unless missing or deleted.
-    async fn get_agent(&self, organization: Uuid, id: Uuid) -> anyhow::Result<Option<AgentRecord>>;
+    async fn get_agent(&self, organization: OrganizationId, id: AgentId) -> anyhow::Result<Option<AgentRecord>>;
     /// Agents matching the query, newest first, created before `query.after` when set;
     /// up to `query.limit + 1` of them, so the caller can tell whether a page follows.
-    async fn list_agents(&self, organization: Uuid, query: &AgentQuery) -> anyhow::Result<Vec<Agent>>;
+    async fn list_agents(&self, organization: OrganizationId, query: &AgentQuery) -> anyhow::Result<Vec<Agent>>;
     /// Replaces an agent (metadata and graph) if it is still at `expected_version` and not
     /// deleted; false when another write came first.
     async fn replace_agent(
         &self,
-        organization: Uuid,
+        organization: OrganizationId,
         record: &AgentRecord,
         expected_version: u64,
     ) -> anyhow::Result<bool>;
     /// Marks an agent deleted; false when it is missing or already deleted.
-    async fn delete_agent(&self, organization: Uuid, id: Uuid, at: Timestamp) -> anyhow::Result<bool>;
+    async fn delete_agent(&self, organization: OrganizationId, id: AgentId, at: Timestamp) -> anyhow::Result<bool>;
 }
 
 /// Upload records (assets once finalized).
 #[async_trait]
 pub trait UploadRepo: Send + Sync {
     /// Stores a new pending upload.
-    async fn put_upload(&self, organization: Uuid, upload: &Upload) -> anyhow::Result<()>;
+    async fn put_upload(&self, organization: OrganizationId, upload: &Upload) -> anyhow::Result<()>;
     /// An upload of the organization.
-    async fn get_upload(&self, organization: Uuid, id: Uuid) -> anyhow::Result<Option<Upload>>;
-    /// Marks an upload ready with what the probe found, unless it already is; returns the
-    /// upload as stored afterwards (the first finalize wins), None when it is missing.
-    async fn finalize_upload(
-        &self,
-        organization: Uuid,
-        id: Uuid,
-        media: &MediaInfo,
-        blob: &SealedBlob,
-        at: Timestamp,
-    ) -> anyhow::Result<Option<Upload>>;
+    async fn get_upload(&self, organization: OrganizationId, id: UploadId) -> anyhow::Result<Option<Upload>>;
+    /// Records a finalized upload (see [`Upload::finalized`]) if the stored one is still
+    /// pending, so that the first finalize wins; returns the upload as stored afterwards,
+    /// None when there is no such upload.
+    async fn record_finalized(&self, organization: OrganizationId, upload: &Upload) -> anyhow::Result<Option<Upload>>;
 }
 
 /// Where media files live: S3, or a local folder served by `serve`.
@@ -150,12 +166,16 @@ pub trait UploadRepo: Send + Sync {
 pub trait BlobStore: Send + Sync {
     /// A URL that accepts HTTP PUTs of the object at `key` for `ttl`.
     async fn upload_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String>;
-    /// Freezes what was uploaded to `key` so that later PUTs cannot change it (moving it
-    /// to `sealed_key`, or pinning its version) and says where it now is; None when
-    /// nothing was uploaded.
-    async fn seal(&self, key: &str, sealed_key: &str) -> anyhow::Result<Option<SealedBlob>>;
+    /// Freezes what was uploaded to `key` so that later PUTs cannot change it and says
+    /// where it now is (a new key under `sealed_prefix`, or a pinned version); None when
+    /// nothing was uploaded. Two seals never give the same place different contents.
+    async fn seal(&self, key: &str, sealed_prefix: &str) -> anyhow::Result<Option<SealedBlob>>;
     /// A path or short-lived URL from which the media toolkit can read a sealed object.
     async fn probe_location(&self, blob: &SealedBlob) -> anyhow::Result<String>;
+    /// Stores `bytes` at `key`.
+    async fn put(&self, key: &str, bytes: Bytes, content_type: &str) -> anyhow::Result<()>;
+    /// A URL that answers HTTP GETs of the object at `key` for `ttl`.
+    async fn download_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String>;
 }
 
 /// Why a file could not be probed.

@@ -1,40 +1,72 @@
-//! The local media folder's URL endpoint: `PUT /blobs/{key}?expires=..&signature=..`
-//! streams the body to disk, like a presigned S3 PUT.
+//! The local media folder's signed URLs: `PUT /blobs/{key}?expires=..&signature=..`
+//! streams the body to disk, like a presigned S3 PUT; `GET` streams the file back, with
+//! HTTP Range support, like a presigned S3 GET.
 
-use http::{Method, StatusCode, Uri};
-use http_body_util::BodyExt;
-use hyper::body::Incoming;
-use tokio::io::AsyncWriteExt;
+use bytes::Bytes;
+use futures::stream;
+use http::{header, HeaderValue, Method, StatusCode, Uri};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use crate::adapters::fs::{BlobAccessError, LocalBlobStore, BLOB_PATH_PREFIX};
-use crate::api::{ApiError, Response};
+use crate::adapters::fs::{content_type_of, BlobAccessError, LocalBlobStore, BLOB_PATH_PREFIX};
+use crate::api::ApiError;
+use crate::core::signing::signed_query_values;
 use crate::domain::time::Timestamp;
 use crate::domain::uploads::UploadKind;
 
+/// The body of every `serve` response: whole, or streamed from a file.
+pub type ResponseBody = BoxBody<Bytes, std::io::Error>;
+
+/// Bytes read from a file per frame.
+const CHUNK_BYTES: usize = 256 * 1024;
+
+/// A whole body.
+pub fn full_body(bytes: Bytes) -> ResponseBody {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
+
+fn respond(refusal: ApiError) -> hyper::Response<ResponseBody> {
+    let (parts, body) = refusal.into_response().into_parts();
+    hyper::Response::from_parts(parts, full_body(Bytes::copy_from_slice(&body)))
+}
+
+fn empty(status: StatusCode) -> hyper::Response<ResponseBody> {
+    let mut response = hyper::Response::new(full_body(Bytes::new()));
+    *response.status_mut() = status;
+    response
+}
+
 /// Serves one request under [`BLOB_PATH_PREFIX`].
-pub async fn handle(store: &LocalBlobStore, method: &Method, uri: &Uri, body: Incoming) -> Response {
-    if method != Method::PUT {
-        return ApiError::detail(StatusCode::METHOD_NOT_ALLOWED, "upload URLs accept PUT only").into_response();
+pub async fn handle(
+    store: &LocalBlobStore,
+    method: &Method,
+    uri: &Uri,
+    range: Option<&HeaderValue>,
+    body: Incoming,
+) -> hyper::Response<ResponseBody> {
+    if method != Method::PUT && method != Method::GET {
+        return respond(ApiError::detail(StatusCode::METHOD_NOT_ALLOWED, "media URLs accept PUT and GET only"));
     }
     let key = uri.path().strip_prefix(BLOB_PATH_PREFIX).unwrap_or_default();
-    let (mut expires, mut signature) = ("", "");
-    for pair in uri.query().unwrap_or_default().split('&') {
-        match pair.split_once('=') {
-            Some(("expires", value)) => expires = value,
-            Some(("signature", value)) => signature = value,
-            _ => {}
-        }
-    }
-    let path = match store.authorize("PUT", key, expires, signature, Timestamp::now()) {
+    let (expires, signature) = signed_query_values(uri.query().unwrap_or_default());
+    let path = match store.authorize(method.as_str(), key, expires, signature, Timestamp::now()) {
         Ok(path) => path,
         Err(error @ BlobAccessError::BadKey) => {
-            return ApiError::detail(StatusCode::NOT_FOUND, error.to_string()).into_response()
+            return respond(ApiError::detail(StatusCode::NOT_FOUND, error.to_string()))
         }
-        Err(error) => return ApiError::detail(StatusCode::FORBIDDEN, error.to_string()).into_response(),
+        Err(error) => return respond(ApiError::detail(StatusCode::FORBIDDEN, error.to_string())),
     };
+    if method == Method::GET {
+        return match send_file(&path, content_type_of(key), range).await {
+            Ok(response) => response,
+            Err(refusal) => respond(refusal),
+        };
+    }
     match receive(store, &path, body).await {
-        Ok(()) => http::Response::builder().status(StatusCode::OK).body(lambda_http::Body::Empty).unwrap_or_default(),
-        Err(refusal) => refusal.into_response(),
+        Ok(()) => empty(StatusCode::OK),
+        Err(refusal) => respond(refusal),
     }
 }
 
@@ -72,4 +104,103 @@ async fn receive(store: &LocalBlobStore, path: &std::path::Path, mut body: Incom
         let _ = tokio::fs::remove_file(&incoming).await;
     }
     outcome
+}
+
+/// The byte range asked for by a `Range: bytes=…` header (one range), as `start..end`
+/// within a file of `size` bytes; None when the header asks for no part of the file.
+fn byte_range(header: &str, size: u64) -> Option<(u64, u64)> {
+    let spec = header.trim().strip_prefix("bytes=")?;
+    let (first, last) = spec.split_once('-')?;
+    let (start, end) = match (first.trim(), last.trim()) {
+        ("", suffix) => {
+            let suffix: u64 = suffix.parse().ok()?;
+            (size.saturating_sub(suffix), size)
+        }
+        (first, "") => (first.parse().ok()?, size),
+        (first, last) => (first.parse().ok()?, last.parse::<u64>().ok()?.saturating_add(1).min(size)),
+    };
+    (start < end).then_some((start, end))
+}
+
+/// Streams a file, or the part of it a Range header asks for.
+async fn send_file(
+    path: &std::path::Path,
+    content_type: &'static str,
+    range: Option<&HeaderValue>,
+) -> Result<hyper::Response<ResponseBody>, ApiError> {
+    let mut file = match tokio::fs::File::open(path).await {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ApiError::detail(StatusCode::NOT_FOUND, "no such object"))
+        }
+        Err(error) => {
+            tracing::error!(%error, path = %path.display(), "reading a stored object failed");
+            return Err(ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, "the object could not be read"));
+        }
+    };
+    let size = file
+        .metadata()
+        .await
+        .map_err(|_| ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, "the object could not be read"))?
+        .len();
+    let asked = range.and_then(|value| value.to_str().ok());
+    let (status, start, end) = match asked {
+        None => (StatusCode::OK, 0, size),
+        Some(text) => match byte_range(text, size) {
+            Some((start, end)) => (StatusCode::PARTIAL_CONTENT, start, end),
+            None => {
+                let mut refused =
+                    respond(ApiError::detail(StatusCode::RANGE_NOT_SATISFIABLE, "the range is outside the object"));
+                if let Ok(value) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                    refused.headers_mut().insert(header::CONTENT_RANGE, value);
+                }
+                return Ok(refused);
+            }
+        },
+    };
+    file.seek(std::io::SeekFrom::Start(start))
+        .await
+        .map_err(|_| ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, "the object could not be read"))?;
+    let frames = stream::unfold((file, end - start), |(mut file, left)| async move {
+        if left == 0 {
+            return None;
+        }
+        let mut buffer = vec![0; CHUNK_BYTES.min(left as usize)];
+        match file.read(&mut buffer).await {
+            Ok(0) => None,
+            Ok(read) => {
+                buffer.truncate(read);
+                Some((Ok(Frame::data(Bytes::from(buffer))), (file, left - read as u64)))
+            }
+            Err(error) => Some((Err(error), (file, 0))),
+        }
+    });
+    let mut response = hyper::Response::new(BodyExt::boxed(StreamBody::new(frames)));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
+    if status == StatusCode::PARTIAL_CONTENT {
+        if let Ok(value) = HeaderValue::from_str(&format!("bytes {start}-{}/{size}", end - 1)) {
+            headers.insert(header::CONTENT_RANGE, value);
+        }
+    }
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_read_as_http_defines_them() {
+        assert_eq!(byte_range("bytes=0-99", 1000), Some((0, 100)));
+        assert_eq!(byte_range("bytes=900-", 1000), Some((900, 1000)));
+        assert_eq!(byte_range("bytes=-100", 1000), Some((900, 1000)));
+        assert_eq!(byte_range("bytes=990-2000", 1000), Some((990, 1000)));
+        assert_eq!(byte_range("bytes=1000-", 1000), None);
+        assert_eq!(byte_range("items=0-1", 1000), None);
+        assert_eq!(byte_range("bytes=5-1", 1000), None);
+    }
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::StatusCode;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -89,77 +89,94 @@ pub fn spawn_on(
     Ok((bound, stop))
 }
 
-async fn handle(app: Arc<App>, request: hyper::Request<Incoming>) -> Result<hyper::Response<Full<Bytes>>, Infallible> {
+async fn handle(
+    app: Arc<App>,
+    request: hyper::Request<Incoming>,
+) -> Result<hyper::Response<blobs::ResponseBody>, Infallible> {
     let started = Instant::now();
     let (parts, body) = request.into_parts();
     let (method, path) = (parts.method.clone(), parts.uri.path().to_owned());
     let local_blobs = app.local_blobs.clone().filter(|_| path.starts_with(BLOB_PATH_PREFIX));
-    let response = if let Some(store) = local_blobs {
-        blobs::handle(&store, &method, &parts.uri, body).await
-    } else {
-        match Limited::new(body, MAX_BODY_BYTES).collect().await {
-            Ok(collected) => {
-                let request = http::Request::from_parts(parts, lambda_http::Body::from(collected.to_bytes().to_vec()));
-                api::dispatch(app, request).await
-            }
-            Err(error) if error.is::<http_body_util::LengthLimitError>() => {
-                ApiError::detail(StatusCode::PAYLOAD_TOO_LARGE, "request body must be 10 MB or smaller").into_response()
-            }
-            Err(_) => ApiError::detail(StatusCode::BAD_REQUEST, "request body could not be read").into_response(),
+    if let Some(store) = local_blobs {
+        let response = blobs::handle(&store, &method, &parts.uri, parts.headers.get(http::header::RANGE), body).await;
+        let status = response.status().as_u16();
+        tracing::info!(%method, path, status, ms = started.elapsed().as_secs_f64() * 1000.0, "request");
+        return Ok(response);
+    }
+    // The API logs its own line per request, with the request's ID and organization.
+    let response = match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        Ok(collected) => {
+            let request = http::Request::from_parts(parts, lambda_http::Body::from(collected.to_bytes().to_vec()));
+            api::dispatch(app, request).await
+        }
+        Err(error) => {
+            let refusal = if error.is::<http_body_util::LengthLimitError>() {
+                ApiError::detail(StatusCode::PAYLOAD_TOO_LARGE, "request body must be 10 MB or smaller")
+            } else {
+                ApiError::detail(StatusCode::BAD_REQUEST, "request body could not be read")
+            };
+            tracing::info!(%method, path, status = refusal.status.as_u16(), "request");
+            refusal.into_response()
         }
     };
-    tracing::info!(
-        %method,
-        path,
-        status = response.status().as_u16(),
-        ms = started.elapsed().as_secs_f64() * 1000.0,
-        "request"
-    );
     let (parts, body) = response.into_parts();
-    Ok(hyper::Response::from_parts(parts, Full::new(Bytes::copy_from_slice(&body))))
+    Ok(hyper::Response::from_parts(parts, blobs::full_body(Bytes::copy_from_slice(&body))))
 }
 
 /// Where `serve` keeps its state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
-    /// In process memory: no services needed.
+    /// SQLite in the data folder (or in memory): no services needed.
     Embedded,
-    /// DynamoDB at the standard AWS endpoint settings (e.g. `AWS_ENDPOINT_URL_DYNAMODB`).
+    /// DynamoDB and S3 at the standard AWS endpoint settings (e.g. `AWS_ENDPOINT_URL_DYNAMODB`).
     Aws,
 }
 
-/// Where `serve` keeps local media and how clients reach it.
+/// Name of the embedded backend's database in the data folder.
+pub const STATE_FILE: &str = "state.sqlite";
+
+/// Where `serve` keeps local state and media, and how clients reach it.
 #[derive(Clone, Debug)]
-pub struct MediaOptions {
-    /// Folder for uploads and outputs (embedded backend).
+pub struct ServeOptions {
+    /// Folder for the state database and local media (embedded backend).
     pub data_dir: std::path::PathBuf,
     /// The address clients use to reach this server, for signed media URLs.
     pub public_url: String,
+    /// Keep state in process memory (lost at exit) instead of `data_dir/state.sqlite`.
+    pub in_memory: bool,
 }
 
-/// Builds the application for `serve`: the backend (creating the DynamoDB table and the
-/// S3 bucket when missing), then the seed file, or a development organization whose new
-/// key is returned so that it can be printed.
+/// Builds the application for `serve`: the backend (opening or creating its database,
+/// or the DynamoDB table and S3 bucket), then the seed file, or a development
+/// organization whose new key is returned so that it can be printed.
 pub async fn build_app(
     backend: Backend,
     seed: Option<&std::path::Path>,
-    media: &MediaOptions,
+    options: &ServeOptions,
 ) -> anyhow::Result<(App, Option<String>)> {
     use anyhow::Context;
 
     use crate::adapters::dynamodb::DynamoDb;
     use crate::adapters::fs::LocalBlobStore;
     use crate::adapters::s3::S3BlobStore;
+    use crate::adapters::sqlite::Sqlite;
     use crate::app::Media;
     use crate::config::Config;
     use crate::domain::identity::{apply_seed, create_development_organization, Seed};
 
     let app = match backend {
         Backend::Embedded => {
-            let folder = media.data_dir.join("blobs");
-            let local = LocalBlobStore::open(&folder, &media.public_url)
+            let folder = options.data_dir.join("blobs");
+            let local = LocalBlobStore::open(&folder, &options.public_url)
                 .with_context(|| format!("opening the media folder {}", folder.display()))?;
-            App::embedded_with(Media::Local(Arc::new(local)))
+            let database = if options.in_memory {
+                Sqlite::in_memory()?
+            } else {
+                let path = options.data_dir.join(STATE_FILE);
+                // Blocking file work before serving starts: nothing else runs yet.
+                tokio::task::spawn_blocking(move || Sqlite::open(path)).await??
+            };
+            App::sqlite(database, Media::Local(Arc::new(local)))
         }
         Backend::Aws => {
             let config = Config::from_env()?;

@@ -1,13 +1,14 @@
-//! Agents and their graphs, run against the embedded backend and DynamoDB Local.
+//! Agents and their graphs, run against SQLite and DynamoDB Local.
 
 use std::collections::HashSet;
 
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
-use shared::domain::identity::{apply_seed, Seed, SeedOrganization, SeedWorkspace};
+use shared::domain::identity::{apply_seed, OrganizationId, Seed, SeedOrganization, SeedWorkspace};
 use shared::domain::node_types::{
-    CLIP, CONCATENATE, DESTINATION, SCHEDULE_TRIGGER, SPEED, VIDEO_GENERATION, VIDEO_INPUT,
+    NodeTypeId, CLIP, CONCATENATE, DESTINATION, SCHEDULE_TRIGGER, SPEED, VIDEO_GENERATION, VIDEO_INPUT,
 };
+use shared::domain::workspaces::WorkspaceId;
 use uuid::Uuid;
 
 use crate::conformance;
@@ -53,7 +54,7 @@ fn id(value: &Value) -> String {
     value["id"].as_str().expect("id").to_owned()
 }
 
-fn node(node_type: Uuid, temp: &str, params: Value) -> Value {
+fn node(node_type: NodeTypeId, temp: &str, params: Value) -> Value {
     json!({ "op": "create_node", "node_type_id": node_type, "temp_ref_id": temp, "params_used": params })
 }
 
@@ -206,8 +207,8 @@ async fn list_filters_by_name_literally_and_case_insensitively(backend: Backend)
 }
 
 /// Seeds an organization with two workspaces and returns (key, primary, other).
-async fn organization_with_two_workspaces(app: &TestApp) -> (String, Uuid, Uuid) {
-    let (organization, primary, other) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+async fn organization_with_two_workspaces(app: &TestApp) -> (String, WorkspaceId, WorkspaceId) {
+    let (organization, primary, other) = (OrganizationId::new_v4(), WorkspaceId::new_v4(), WorkspaceId::new_v4());
     let key = format!("two-workspaces-{organization}");
     let seed = Seed {
         organizations: vec![SeedOrganization {
@@ -258,7 +259,7 @@ async fn reseeding_with_workspaces_leaves_one_primary(backend: Backend) {
     let (status, created) = app.call(Method::POST, "/agent/create", None).await;
     assert_eq!(status, StatusCode::CREATED);
     let default = created["agent"]["workspace_id"].clone();
-    let seeded = Uuid::new_v4();
+    let seeded = WorkspaceId::new_v4();
     let seed = Seed {
         organizations: vec![SeedOrganization {
             id: app.organization,
@@ -275,7 +276,7 @@ async fn reseeding_with_workspaces_leaves_one_primary(backend: Backend) {
     for _ in 0..2 {
         apply_seed(app.app.identity.as_ref(), app.app.clock.as_ref(), &seed).await.unwrap();
         let workspaces = app.app.identity.workspaces(app.organization).await.unwrap();
-        let primaries: Vec<Uuid> = workspaces.iter().filter(|w| w.primary).map(|w| w.id).collect();
+        let primaries: Vec<WorkspaceId> = workspaces.iter().filter(|w| w.primary).map(|w| w.id).collect();
         assert_eq!(primaries, [seeded], "exactly the seeded primary");
         assert_eq!(workspaces.len(), 2, "the old default stays, no longer primary");
     }

@@ -1,52 +1,61 @@
-//! When storage fails, each endpoint answers 500 with its own contract message and
-//! leaks nothing of the cause.
+//! When storage fails, each endpoint answers its contract 500 body (shared stores) or a
+//! 503, leaks nothing of the cause, and does so within its retry schedule: every wait
+//! is bounded.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use http::{Method, StatusCode};
 use serde_json::json;
+use shared::adapters::dynamodb::{keys, AttributeValue, DynamoDb};
 use shared::app::App;
-use shared::domain::identity::{apply_seed, Seed};
-use shared::domain::shared_stores::{EntryRename, EntryWrite, SharedStore, StoreEntry, StoreError};
+use shared::core::retry::{AWS_SDK_CALLS, STORE_LEASE_WAIT, TRANSACTION_CONFLICTS};
+use shared::domain::identity::OrganizationId;
+use shared::domain::shared_stores::{EntryId, EntryRename, EntryWrite, SharedStore, StoreEntry, StoreError, StoreId};
 use shared::domain::time::Timestamp;
 use shared::ports::SharedStoreRepo;
-use uuid::Uuid;
 
-use crate::helpers::TestApp;
+use crate::faults;
+use crate::helpers::{dynamodb, temp_media, TestApp};
 
 /// A store repository whose storage is always down.
-struct Unavailable;
+struct Down;
 
 fn down() -> StoreError {
     StoreError::Backend(anyhow::anyhow!("connection refused: secret-host:8000"))
 }
 
 #[async_trait]
-impl SharedStoreRepo for Unavailable {
-    async fn list_stores(&self, _: Uuid) -> Result<Vec<SharedStore>, StoreError> {
+impl SharedStoreRepo for Down {
+    async fn list_stores(&self, _: OrganizationId) -> Result<Vec<SharedStore>, StoreError> {
         Err(down())
     }
-    async fn create_store(&self, _: Uuid, _: &SharedStore, _: u32) -> Result<(), StoreError> {
+    async fn create_store(&self, _: OrganizationId, _: &SharedStore, _: u32) -> Result<(), StoreError> {
         Err(down())
     }
-    async fn rename_store(&self, _: Uuid, _: Uuid, _: &str, _: Timestamp) -> Result<SharedStore, StoreError> {
+    async fn rename_store(
+        &self,
+        _: OrganizationId,
+        _: StoreId,
+        _: &str,
+        _: Timestamp,
+    ) -> Result<SharedStore, StoreError> {
         Err(down())
     }
-    async fn delete_store(&self, _: Uuid, _: Uuid) -> Result<(), StoreError> {
+    async fn delete_store(&self, _: OrganizationId, _: StoreId) -> Result<(), StoreError> {
         Err(down())
     }
-    async fn list_entries(&self, _: Uuid, _: Uuid) -> Result<Vec<StoreEntry>, StoreError> {
+    async fn list_entries(&self, _: OrganizationId, _: StoreId) -> Result<Vec<StoreEntry>, StoreError> {
         Err(down())
     }
-    async fn get_entry(&self, _: Uuid, _: Uuid, _: &str) -> Result<StoreEntry, StoreError> {
+    async fn get_entry(&self, _: OrganizationId, _: StoreId, _: &EntryId) -> Result<StoreEntry, StoreError> {
         Err(down())
     }
     async fn put_entry(
         &self,
-        _: Uuid,
-        _: Uuid,
+        _: OrganizationId,
+        _: StoreId,
         _: &EntryWrite,
         _: Timestamp,
         _: u32,
@@ -55,21 +64,21 @@ impl SharedStoreRepo for Unavailable {
     }
     async fn rename_entry(
         &self,
-        _: Uuid,
-        _: Uuid,
-        _: &str,
+        _: OrganizationId,
+        _: StoreId,
+        _: &EntryId,
         _: &EntryRename,
         _: Timestamp,
     ) -> Result<StoreEntry, StoreError> {
         Err(down())
     }
-    async fn delete_entry(&self, _: Uuid, _: Uuid, _: &str) -> Result<(), StoreError> {
+    async fn delete_entry(&self, _: OrganizationId, _: StoreId, _: &EntryId) -> Result<(), StoreError> {
         Err(down())
     }
     async fn upsert_entries(
         &self,
-        _: Uuid,
-        _: Uuid,
+        _: OrganizationId,
+        _: StoreId,
         _: &[EntryWrite],
         _: Timestamp,
         _: u32,
@@ -80,16 +89,10 @@ impl SharedStoreRepo for Unavailable {
 
 #[tokio::test]
 async fn every_shared_store_endpoint_has_its_own_500_body() {
-    let mut app = App::embedded();
-    app.stores = Arc::new(Unavailable);
-    let app = Arc::new(app);
-    let seed = Seed::from_json(
-        r#"{"organizations":[{"id":"6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e01","name":"A","slug":"a","api_keys":["k"]}]}"#,
-    )
-    .unwrap();
-    apply_seed(app.identity.as_ref(), app.clock.as_ref(), &seed).await.unwrap();
-    let test = TestApp { app, key: "k".into(), organization: Uuid::nil() };
-    let store = Uuid::new_v4();
+    let mut app = App::embedded().unwrap();
+    app.stores = Arc::new(Down);
+    let test = TestApp::seeded(app).await;
+    let store = StoreId::new_v4();
     let cases = [
         (Method::GET, "/shared-stores".to_owned(), None, "Failed to list shared stores"),
         (Method::POST, "/shared-stores".to_owned(), Some(json!({ "name": "n" })), "Failed to create shared store"),
@@ -132,20 +135,148 @@ async fn every_shared_store_endpoint_has_its_own_500_body() {
     }
 }
 
-#[tokio::test]
-async fn an_unreachable_dynamodb_is_a_500_not_a_panic() {
-    // Port 9 (discard) has no listener here: every call is refused at once.
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
-        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("local", "local", None, None, "test"))
-        .endpoint_url("http://127.0.0.1:9")
+/// A DynamoDB client for `endpoint`, with the retries and timeouts the service uses.
+fn dynamodb_at(endpoint: &str) -> DynamoDb {
+    let shared = aws_config::SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::SharedCredentialsProvider::new(
+            aws_sdk_dynamodb::config::Credentials::new("local", "local", None, None, "test"),
+        ))
+        .endpoint_url(endpoint)
         .build();
-    let dynamodb =
-        shared::adapters::dynamodb::DynamoDb::new(aws_sdk_dynamodb::Client::from_conf(config), "unreachable");
-    let app = Arc::new(App::dynamodb(dynamodb, crate::helpers::temp_media(), "ffprobe", Duration::ZERO));
-    let test = TestApp { app, key: "k".into(), organization: Uuid::nil() };
+    DynamoDb::from_config(&shared, "unreachable")
+}
+
+fn app_on(dynamodb: DynamoDb) -> TestApp {
+    let app = Arc::new(App::dynamodb(dynamodb, temp_media(), "ffprobe", Duration::ZERO));
+    TestApp { app, key: "k".into(), organization: OrganizationId::new_v4() }
+}
+
+#[tokio::test]
+async fn an_unreachable_dynamodb_is_a_503_not_a_panic() {
+    // Port 9 (discard) has no listener here: every call is refused at once.
+    let test = app_on(dynamodb_at("http://127.0.0.1:9"));
     let (status, body) = test.call(Method::GET, "/shared-stores", None).await;
-    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(body, json!({ "detail": "authentication is unavailable, try again" }));
+}
+
+#[tokio::test]
+async fn a_dynamodb_that_never_answers_is_a_503_within_the_sdk_budget() {
+    // A listener that accepts connections and never answers: each attempt times out.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((connection, _)) = listener.accept().await {
+            held.push(connection);
+        }
+    });
+    let test = app_on(dynamodb_at(&format!("http://{address}")));
+    let started = Instant::now();
+    let (status, body) = test.call(Method::GET, "/agents", None).await;
+    let took = started.elapsed();
+    assert_eq!(
+        (status, body),
+        (StatusCode::SERVICE_UNAVAILABLE, json!({ "detail": "authentication is unavailable, try again" }))
+    );
+    assert!(took <= AWS_SDK_CALLS.budget + Duration::from_secs(2), "answered after {took:?}");
+    assert!(took >= Duration::from_secs(2), "attempts waited for an answer first: {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_that_keep_conflicting_give_the_contract_500_within_their_budget() {
+    let plain = dynamodb().await;
+    let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await;
+    let store = test.create_store("s").await;
+    let conflicted = TestApp {
+        app: Arc::new(App::dynamodb(
+            plain.with_interceptor(faults::conflicting_transactions()),
+            temp_media(),
+            "ffprobe",
+            Duration::ZERO,
+        )),
+        key: test.key.clone(),
+        organization: test.organization,
+    };
+    let started = Instant::now();
+    let (status, body) = conflicted
+        .call(Method::PUT, &format!("/shared-stores/{store}/entries/e"), Some(json!({ "display_name": "d" })))
+        .await;
+    let took = started.elapsed();
+    assert_eq!(
+        (status, body),
+        (StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": "Failed to put shared store entry" }))
+    );
+    assert!(took >= TRANSACTION_CONFLICTS.budget / 2, "it retried first: {took:?}");
+    assert!(took <= TRANSACTION_CONFLICTS.budget + Duration::from_secs(2), "answered after {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_batch_writes_give_the_contract_500_and_leave_an_exact_store() {
+    let plain = dynamodb().await;
+    let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await;
+    let store = test.create_store("s").await;
+    test.fill(&store, "kept", 10).await;
+    let throttled = TestApp {
+        app: Arc::new(App::dynamodb(
+            plain.with_interceptor(faults::throttled_batch_writes()),
+            temp_media(),
+            "ffprobe",
+            Duration::ZERO,
+        )),
+        key: test.key.clone(),
+        organization: test.organization,
+    };
+    let entries: Vec<_> = (0..60).map(|i| json!({ "entry_id": format!("new-{i}"), "display_name": "d" })).collect();
+    let started = Instant::now();
+    let (status, body) = throttled
+        .call(Method::POST, &format!("/shared-stores/{store}/entries/bulk"), Some(json!({ "entries": entries })))
+        .await;
+    let took = started.elapsed();
+    assert_eq!(
+        (status, body),
+        (StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": "Failed to upsert shared store entries" }))
+    );
+    assert!(took <= AWS_SDK_CALLS.budget + Duration::from_secs(5), "answered after {took:?}");
+    // The slots reserved for the 60 entries that never landed were given back.
+    let (_, stores) = test.call(Method::GET, "/shared-stores", None).await;
+    assert_eq!(stores["stores"][0]["entry_count"], 10);
+    let (status, _) = test
+        .call(Method::PUT, &format!("/shared-stores/{store}/entries/after"), Some(json!({ "display_name": "d" })))
+        .await;
+    assert_eq!(status, StatusCode::OK, "the lease was released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writers_of_a_store_whose_lease_never_ends_give_up_within_the_lease_wait_budget() {
+    let plain = dynamodb().await;
+    let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await;
+    let store = test.create_store("s").await;
+    // A holder that keeps its lease for an hour.
+    let far = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() + 3_600_000)
+        .to_string();
+    plain
+        .client()
+        .update_item()
+        .table_name(plain.table())
+        .set_key(Some(keys::store(test.organization, store.parse().unwrap())))
+        .update_expression("SET lease_id = :lease, lease_until = :until")
+        .expression_attribute_values(":lease", AttributeValue::S("someone-else".into()))
+        .expression_attribute_values(":until", AttributeValue::N(far))
+        .send()
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let (status, body) = test
+        .call(Method::PUT, &format!("/shared-stores/{store}/entries/e"), Some(json!({ "display_name": "d" })))
+        .await;
+    let took = started.elapsed();
+    assert_eq!(
+        (status, body),
+        (StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": "Failed to put shared store entry" }))
+    );
+    assert!(took >= STORE_LEASE_WAIT.budget / 2, "it waited for the lease first: {took:?}");
+    assert!(took <= STORE_LEASE_WAIT.budget + Duration::from_secs(2), "answered after {took:?}");
 }

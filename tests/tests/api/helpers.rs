@@ -1,5 +1,5 @@
-//! Test harness: a fresh organization per test on the embedded backend or DynamoDB
-//! Local, and requests through the same router `serve` uses.
+//! Test harness: a fresh organization per test on SQLite (a new database file per test)
+//! or DynamoDB Local, and requests through the same router `serve` uses.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,15 +9,17 @@ use serde_json::{json, Value};
 use shared::adapters::dynamodb::DynamoDb;
 use shared::adapters::fs::LocalBlobStore;
 use shared::adapters::s3::S3BlobStore;
+use shared::adapters::sqlite::Sqlite;
 use shared::api::{self, Body};
 use shared::app::{App, Media};
-use shared::domain::identity::{apply_seed, Seed, SeedOrganization};
+use shared::domain::identity::{apply_seed, OrganizationId, Seed, SeedOrganization};
 use uuid::Uuid;
 
 /// Which storage backend a conformance test runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
-    Embedded,
+    /// The embedded backend: SQLite in a file of its own.
+    Sqlite,
     DynamoDb,
 }
 
@@ -25,11 +27,11 @@ pub enum Backend {
 #[macro_export]
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
-        mod embedded {
+        mod sqlite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    super::$name($crate::helpers::Backend::Embedded).await
+                    super::$name($crate::helpers::Backend::Sqlite).await
                 }
             )*
         }
@@ -54,6 +56,13 @@ pub async fn dynamodb() -> DynamoDb {
     let dynamodb = DynamoDb::connect(table).await;
     dynamodb.ensure_table().await.expect("creating the test table in DynamoDB Local");
     dynamodb
+}
+
+/// A new SQLite database in a file of its own (the folder is kept until the process
+/// ends, so a test can reopen it).
+pub fn sqlite() -> Sqlite {
+    let folder = tempfile::tempdir().expect("temporary folder").keep();
+    Sqlite::open(folder.join("state.sqlite")).expect("opening a test database")
 }
 
 /// Media in a new temporary folder (kept until the process ends), with URLs for a
@@ -92,7 +101,7 @@ pub async fn s3_store() -> S3BlobStore {
 pub struct TestApp {
     pub app: Arc<App>,
     pub key: String,
-    pub organization: Uuid,
+    pub organization: OrganizationId,
 }
 
 impl TestApp {
@@ -105,10 +114,15 @@ impl TestApp {
     /// A fresh organization on `backend` with the given media storage.
     pub async fn with_media(backend: Backend, media: Media) -> Self {
         let app = match backend {
-            Backend::Embedded => App::embedded_with(media),
+            Backend::Sqlite => App::sqlite(sqlite(), media),
             Backend::DynamoDb => App::dynamodb(dynamodb().await, media, "ffprobe", Duration::ZERO),
         };
-        let mut test = Self { app: Arc::new(app), key: String::new(), organization: Uuid::nil() };
+        Self::seeded(app).await
+    }
+
+    /// A fresh organization in an application built already.
+    pub async fn seeded(app: App) -> Self {
+        let mut test = Self { app: Arc::new(app), key: String::new(), organization: OrganizationId::new_v4() };
         let (organization, key) = test.add_organization(true).await;
         test.organization = organization;
         test.key = key;
@@ -116,8 +130,8 @@ impl TestApp {
     }
 
     /// Seeds another organization in the same backend and returns its ID and key.
-    pub async fn add_organization(&self, api_access: bool) -> (Uuid, String) {
-        let id = Uuid::new_v4();
+    pub async fn add_organization(&self, api_access: bool) -> (OrganizationId, String) {
+        let id = OrganizationId::new_v4();
         let key = format!("test-key-{}", Uuid::new_v4());
         let seed = Seed {
             organizations: vec![SeedOrganization {
@@ -202,4 +216,101 @@ impl TestApp {
             assert_eq!(status, StatusCode::OK, "{body}");
         }
     }
+}
+
+/// An API Gateway HTTP API (v2) event as a Lambda function receives it.
+pub fn lambda_event(method: &str, raw_path: &str, query: &str, key: &str, body: Option<&str>) -> lambda_http::Request {
+    let event = json!({
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": raw_path,
+        "rawQueryString": query,
+        "headers": { "authorization": format!("Bearer {key}"), "content-type": "application/json" },
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "api",
+            "domainName": "api.execute-api.us-east-1.amazonaws.com",
+            "domainPrefix": "api",
+            "http": { "method": method, "path": raw_path, "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1", "userAgent": "test" },
+            "requestId": "request",
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "22/Nov/2026:00:00:00 +0000",
+            "timeEpoch": 0
+        },
+        "body": body,
+        "isBase64Encoded": false
+    });
+    lambda_http::request::from_str(&event.to_string()).expect("an API Gateway event")
+}
+
+/// Sends a request to the Lambda function of `function` as the runtime would, and
+/// returns its status, headers and JSON body.
+pub async fn call_function(
+    app: &TestApp,
+    function: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (StatusCode, http::HeaderMap, Value) {
+    let route = api::routes::by_function(function).expect("a function of the routes table");
+    let body = body.map(Value::to_string);
+    let request = lambda_event(method, path, "", &app.key, body.as_deref());
+    let response = shared::runtime::http::handle(route, app.app.clone(), request).await;
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes: &[u8] = response.body();
+    (status, headers, if bytes.is_empty() { Value::Null } else { serde_json::from_slice(bytes).expect("JSON") })
+}
+
+/// GETs a URL over plain HTTP and returns the status and body.
+pub async fn http_get(url: &str) -> (StatusCode, bytes::Bytes) {
+    use http_body_util::BodyExt;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let response = client.get(url.parse().expect("a URL")).await.expect("the URL answers");
+    let status = response.status();
+    (status, response.into_body().collect().await.expect("a body").to_bytes())
+}
+
+/// `count` entries whose metadata holds `bytes` bytes each.
+pub fn large_entries(prefix: &str, count: usize, bytes: usize) -> Vec<Value> {
+    (0..count)
+        .map(|i| json!({ "entry_id": format!("{prefix}{i}"), "display_name": format!("{prefix}{i}"), "metadata": { "blob": "x".repeat(bytes) } }))
+        .collect()
+}
+
+/// Sends a request over TCP to a server at `addr`, with a bearer key, and returns its
+/// status and JSON body (null when the body is not JSON); None when the connection fails.
+pub async fn try_send(
+    addr: std::net::SocketAddr,
+    method: Method,
+    path: &str,
+    key: &str,
+    body: Vec<u8>,
+) -> Option<(StatusCode, Value)> {
+    use http_body_util::BodyExt;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let request = http::Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"))
+        .header("authorization", format!("Bearer {key}"))
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .expect("request");
+    let response = client.request(request).await.ok()?;
+    let status = response.status();
+    let bytes = response.into_body().collect().await.ok()?.to_bytes();
+    Some((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
+}
+
+/// As [`try_send`], for a server that must answer.
+pub async fn send(
+    addr: std::net::SocketAddr,
+    method: Method,
+    path: &str,
+    key: &str,
+    body: Vec<u8>,
+) -> (StatusCode, Value) {
+    try_send(addr, method, path, key, body).await.expect("the server answers")
 }

@@ -1,74 +1,87 @@
 //! A Lambda function fed a real API Gateway HTTP API (v2) event.
 
 use http::StatusCode;
-use serde_json::json;
+use serde_json::{json, Value};
 use shared::api::{self, routes};
+use shared::runtime::http::MAX_INLINE_BODY_BYTES;
 
-use crate::helpers::{Backend, TestApp};
-
-fn event(method: &str, raw_path: &str, key: &str, body: Option<&str>) -> String {
-    event_with_query(method, raw_path, "", key, body)
-}
-
-fn event_with_query(method: &str, raw_path: &str, query: &str, key: &str, body: Option<&str>) -> String {
-    json!({
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": raw_path,
-        "rawQueryString": query,
-        "headers": { "authorization": format!("Bearer {key}"), "content-type": "application/json" },
-        "requestContext": {
-            "accountId": "123456789012",
-            "apiId": "api",
-            "domainName": "api.execute-api.us-east-1.amazonaws.com",
-            "domainPrefix": "api",
-            "http": { "method": method, "path": raw_path, "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1", "userAgent": "test" },
-            "requestId": "request",
-            "routeKey": "$default",
-            "stage": "$default",
-            "time": "22/Nov/2026:00:00:00 +0000",
-            "timeEpoch": 0
-        },
-        "body": body,
-        "isBase64Encoded": false
-    })
-    .to_string()
-}
+use crate::helpers::{call_function, http_get, lambda_event, large_entries, s3_media, Backend, TestApp};
 
 #[tokio::test]
 async fn a_function_serves_its_route_from_an_api_gateway_event() {
-    let app = TestApp::new(Backend::Embedded).await;
+    let app = TestApp::new(Backend::Sqlite).await;
     let store = app.create_store("s").await;
     let put = routes::by_function("put-shared-store-entry").unwrap();
     let raw_path = format!("/shared-stores/{store}/entries/a%2Fb");
-    let request =
-        lambda_http::request::from_str(&event("PUT", &raw_path, &app.key, Some(r#"{"display_name":"x"}"#))).unwrap();
+    let request = lambda_event("PUT", &raw_path, "", &app.key, Some(r#"{"display_name":"x"}"#));
     let response = api::invoke_route(put, app.app.clone(), request).await;
     assert_eq!(response.status(), StatusCode::OK);
     let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
     assert_eq!(body["entry"]["entry_id"], "a/b");
 
     let get = routes::by_function("get-shared-store-entry").unwrap();
-    let request = lambda_http::request::from_str(&event("GET", &format!("/prod{raw_path}"), &app.key, None)).unwrap();
+    let request = lambda_event("GET", &format!("/prod{raw_path}"), "", &app.key, None);
     let response = api::invoke_route(get, app.app.clone(), request).await;
     assert_eq!(response.status(), StatusCode::OK, "a stage prefix is ignored");
 }
 
 #[tokio::test]
 async fn a_function_reads_its_query_string_from_the_event() {
-    let app = TestApp::new(Backend::Embedded).await;
+    let app = TestApp::new(Backend::Sqlite).await;
     for name in ["100% real", "100 percent"] {
         let (status, _) = app.call(http::Method::POST, "/agent/create", Some(json!({ "name": name }))).await;
         assert_eq!(status, StatusCode::CREATED);
     }
     let list = routes::by_function("list-agents").unwrap();
-    let request =
-        lambda_http::request::from_str(&event_with_query("GET", "/agents", "limit=1&name=100%25", &app.key, None))
-            .unwrap();
+    let request = lambda_event("GET", "/agents", "limit=1&name=100%25", &app.key, None);
     let response = api::invoke_route(list, app.app.clone(), request).await;
     assert_eq!(response.status(), StatusCode::OK);
     let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
     assert_eq!(body["agents"].as_array().unwrap().len(), 1);
     assert_eq!(body["agents"][0]["name"], "100% real");
     assert!(body["next_cursor"].is_null(), "the name filter left one agent");
+}
+
+/// Follows a 303 to the link it names and returns the JSON found there.
+async fn follow(status: StatusCode, headers: &http::HeaderMap, body: &Value) -> Value {
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    let location = headers.get(http::header::LOCATION).expect("a Location").to_str().unwrap();
+    assert_eq!(body["location"], location);
+    let (status, bytes) = http_get(location).await;
+    assert_eq!(status, StatusCode::OK);
+    serde_json::from_slice(&bytes).expect("the whole JSON answer")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_larger_than_a_lambda_response_are_delivered_whole_through_a_link() {
+    let app = TestApp::with_media(Backend::DynamoDb, s3_media().await).await;
+    let store = app.create_store("big").await;
+    // 26 entries of 255,000 bytes of metadata: 6.6 MB, more than a Lambda may return.
+    let entries = large_entries("e", 26, 255_000);
+    let bulk = json!({ "entries": entries });
+    let (status, headers, body) = call_function(
+        &app,
+        "bulk-upsert-shared-store-entries",
+        "POST",
+        &format!("/shared-stores/{store}/entries/bulk"),
+        Some(&bulk),
+    )
+    .await;
+    let upserted = follow(status, &headers, &body).await;
+    assert_eq!((upserted["success"].clone(), upserted["count"].clone()), (json!(true), json!(26)));
+
+    let path = format!("/shared-stores/{store}/entries");
+    let (status, headers, body) = call_function(&app, "list-shared-store-entries", "GET", &path, None).await;
+    let listed = follow(status, &headers, &body).await;
+    assert!(serde_json::to_vec(&listed).unwrap().len() > MAX_INLINE_BODY_BYTES);
+    // The same list as `serve` answers it directly.
+    let (status, direct) = app.call(http::Method::GET, &path, None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(listed, direct);
+    assert_eq!(listed["entries"].as_array().unwrap().len(), 26);
+    assert_eq!(listed["entries"][25]["metadata"]["blob"].as_str().unwrap().len(), 255_000);
+
+    // Smaller answers come back as they are.
+    let (status, _, body) = call_function(&app, "get-shared-store-entry", "GET", &format!("{path}/e1"), None).await;
+    assert_eq!((status, body["entry"]["entry_id"].as_str()), (StatusCode::OK, Some("e1")));
 }

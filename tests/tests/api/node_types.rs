@@ -9,7 +9,7 @@ use crate::helpers::{Backend, TestApp};
 
 #[tokio::test]
 async fn the_catalog_lists_every_kind_with_schemas_costs_and_the_contracts_ids() {
-    let app = TestApp::new(Backend::Embedded).await;
+    let app = TestApp::new(Backend::Sqlite).await;
     let (status, body) = app.call(Method::GET, "/node_types", None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let types = body["node_types"].as_array().unwrap();

@@ -1,33 +1,20 @@
 //! `serve` over real TCP: startup from a seed file, routing and body limits.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::{Method, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
-use serde_json::{json, Value};
-use shared::serve::{self, Backend, MediaOptions};
+use serde_json::json;
+use shared::serve::{self, Backend, ServeOptions};
 
-async fn send(addr: SocketAddr, method: Method, path: &str, key: &str, body: Vec<u8>) -> (StatusCode, Value) {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let request = http::Request::builder()
-        .method(method)
-        .uri(format!("http://{addr}{path}"))
-        .header("authorization", format!("Bearer {key}"))
-        .body(Full::new(Bytes::from(body)))
-        .unwrap();
-    let response = client.request(request).await.expect("response");
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
-}
+use crate::helpers::send;
 
-/// A media folder for a server whose URLs are not fetched.
-fn media_options() -> MediaOptions {
-    MediaOptions { data_dir: tempfile::tempdir().unwrap().keep(), public_url: "http://127.0.0.1:9".into() }
+/// A data folder for a server whose URLs are not fetched.
+fn media_options() -> ServeOptions {
+    ServeOptions {
+        data_dir: tempfile::tempdir().unwrap().keep(),
+        public_url: "http://127.0.0.1:9".into(),
+        in_memory: false,
+    }
 }
 
 fn seed_file() -> tempfile::NamedTempFile {

@@ -1,4 +1,4 @@
-//! The shared-store contract, run against the embedded backend and DynamoDB Local.
+//! The shared-store contract, run against SQLite and DynamoDB Local.
 
 use http::{Method, StatusCode};
 use serde_json::{json, Value};

@@ -78,9 +78,32 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
             assert_eq!(actions(s3), wanted(route.s3_actions), "{logical_id} grants its S3 actions");
             let resources = format!("{:?}", s3["Resource"]);
             assert!(resources.contains("MediaBucket"), "{logical_id}: S3 actions apply to the media bucket only");
+            if route.large_responses {
+                assert!(
+                    resources.contains("/responses/*"),
+                    "{logical_id}: large responses are written under responses/ only: {resources}"
+                );
+            }
         }
     }
     assert_eq!(binaries.len(), ROUTES.len() + 1, "every binary but serve is a route's function");
+}
+
+#[test]
+fn a_bulk_lease_and_its_writes_fit_inside_the_function_timeout() {
+    use shared::adapters::dynamodb::{LEASE, WRITE_WINDOW};
+    use shared::core::retry::{AWS_SDK_CALLS, REQUEST_BUDGET};
+    let template = template();
+    let timeout = std::time::Duration::from_secs(template["Globals"]["Function"]["Timeout"].as_u64().expect("Timeout"));
+    // A store left by a killed function is free again before a waiter's function times out.
+    assert!(LEASE + std::time::Duration::from_secs(3) <= timeout, "lease {LEASE:?}, timeout {timeout:?}");
+    // The last write starts inside the window and ends within one SDK call's budget,
+    // inside the lease.
+    assert!(WRITE_WINDOW + AWS_SDK_CALLS.budget < LEASE);
+    // Every request gives up retrying well before the function times out.
+    assert!(REQUEST_BUDGET + std::time::Duration::from_secs(5) <= timeout);
+    let lifecycle = format!("{:?}", template["Resources"]["MediaBucket"]["Properties"]["LifecycleConfiguration"]);
+    assert!(lifecycle.contains("responses/"), "large responses expire: {lifecycle}");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! The uploads flow end to end: a signed URL, a real HTTP PUT of real media made by
-//! ffmpeg, and finalize with ffprobe — on a local folder served by `serve` (embedded
+//! ffmpeg, and finalize with ffprobe — on a local folder served by `serve` (SQLite
 //! backend) and on the S3 emulator (DynamoDB Local backend).
 
 use std::path::PathBuf;
@@ -11,9 +11,12 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
-use shared::domain::uploads::{ProbeReport, ProbedStream, SealedBlob};
+use shared::adapters::ffprobe::Ffprobe;
+use shared::domain::time::Timestamp;
+use shared::domain::uploads::{ProbeReport, ProbedStream, SealedBlob, UploadId};
 use shared::ports::{BlobStore, MediaProbe, ProbeError};
 use shared::serve;
+use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::helpers::{local_media, s3_media, Backend, TestApp};
@@ -40,6 +43,7 @@ fn samples() -> &'static PathBuf {
                 .copied()
                 .collect::<Vec<_>>(),
         );
+        make(&["-f", "lavfi", "-i", "testsrc=duration=1:size=160x120:rate=10", "-pix_fmt", "yuv420p", "short.mp4"]);
         make(&["-f", "lavfi", "-i", "sine=duration=1", "audio.mp3"]);
         make(&["-f", "lavfi", "-i", "color=red:size=64x48", "-frames:v", "1", "image.png"]);
         std::fs::write(folder.join("notes.txt"), "just some words, not media\n".repeat(50)).unwrap();
@@ -64,7 +68,7 @@ pub async fn put(url: &str, bytes: Vec<u8>) -> StatusCode {
 
 /// The bytes of a finalized upload's file, read where runs will read it.
 async fn sealed_bytes(app: &TestApp, id: &str) -> Vec<u8> {
-    let upload = app.app.uploads.get_upload(app.organization, Uuid::parse_str(id).unwrap()).await.unwrap().unwrap();
+    let upload = app.app.uploads.get_upload(app.organization, UploadId::parse(id).unwrap()).await.unwrap().unwrap();
     let location = app.app.blobs.probe_location(upload.blob.as_ref().expect("a sealed file")).await.unwrap();
     if let Some(path) = location.strip_prefix("file:") {
         return std::fs::read(path).unwrap();
@@ -77,9 +81,17 @@ async fn sealed_bytes(app: &TestApp, id: &str) -> Vec<u8> {
 
 /// An app whose media is a local folder served by a running `serve`.
 async fn local_app() -> (TestApp, tokio::sync::oneshot::Sender<()>) {
+    local_app_probing_with(None).await
+}
+
+/// As [`local_app`], with another media probe when given.
+async fn local_app_probing_with(probe: Option<Arc<dyn MediaProbe>>) -> (TestApp, tokio::sync::oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (media, _) = local_media(&format!("http://{}", listener.local_addr().unwrap()));
-    let test = TestApp::with_media(Backend::Embedded, media).await;
+    let mut test = TestApp::with_media(Backend::Sqlite, media).await;
+    if let Some(probe) = probe {
+        Arc::get_mut(&mut test.app).expect("the test holds the only handle").probe = probe;
+    }
     let (_, stop) = serve::spawn_on(test.app.clone(), listener).unwrap();
     (test, stop)
 }
@@ -93,11 +105,9 @@ async fn upload_url(app: &TestApp, kind: &str) -> (String, String) {
     let (status, body) = app.call(Method::POST, &format!("/uploads/{kind}/get_upload_url"), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["upload_method"], "PUT");
-    let expires = body["expires_at"].as_str().unwrap();
-    let hour = time::Duration::hours(1);
-    let expires = time::OffsetDateTime::parse(expires, &time::format_description::well_known::Rfc3339).unwrap();
-    let from_now = expires - time::OffsetDateTime::now_utc();
-    assert!(from_now > hour - time::Duration::minutes(1) && from_now <= hour, "valid for one hour: {from_now}");
+    let expires = Timestamp::parse(body["expires_at"].as_str().unwrap()).unwrap();
+    let from_now = expires.unix_seconds() - Timestamp::now().unix_seconds();
+    assert!((3540..=3600).contains(&from_now), "valid for one hour: {from_now} s");
     (body["id"].as_str().unwrap().to_owned(), body["upload_url"].as_str().unwrap().to_owned())
 }
 
@@ -207,7 +217,7 @@ async fn local_upload_urls_refuse_tampering_and_expiry() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (media, store) = local_media(&base);
-    let app = TestApp::with_media(Backend::Embedded, media).await;
+    let app = TestApp::with_media(Backend::Sqlite, media).await;
     let (_, _stop) = serve::spawn_on(app.app.clone(), listener).unwrap();
     let (id, url) = upload_url(&app, "image").await;
 
@@ -222,7 +232,7 @@ async fn local_upload_urls_refuse_tampering_and_expiry() {
         assert_eq!(put(&refused, sample("image.png")).await, StatusCode::FORBIDDEN, "{refused}");
     }
     let key = format!("uploads/{}/{id}", app.organization);
-    let expired = store.signed_url("PUT", &key, time::OffsetDateTime::now_utc().unix_timestamp() - 1);
+    let expired = store.signed_url("PUT", &key, Timestamp::now().unix_seconds() - 1);
     assert_eq!(put(&expired, sample("image.png")).await, StatusCode::FORBIDDEN);
     let (status, _) = finalize(&app, "image", &id).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "nothing was stored by refused PUTs");
@@ -283,6 +293,12 @@ impl BlobStore for Sized {
     async fn probe_location(&self, blob: &SealedBlob) -> anyhow::Result<String> {
         Ok(blob.key.clone())
     }
+    async fn put(&self, _: &str, _: Bytes, _: &str) -> anyhow::Result<()> {
+        anyhow::bail!("not used by these tests")
+    }
+    async fn download_url(&self, key: &str, _: std::time::Duration) -> anyhow::Result<String> {
+        Ok(format!("http://blobs.invalid/{key}"))
+    }
 }
 
 #[async_trait::async_trait]
@@ -299,7 +315,7 @@ fn probed(format_name: &str, seconds: f64, codec_type: &str) -> ProbeReport {
 
 /// An embedded app whose media storage and probe are the given fakes.
 async fn faked(size: u64, report: ProbeReport) -> TestApp {
-    let mut test = TestApp::new(Backend::Embedded).await;
+    let mut test = TestApp::new(Backend::Sqlite).await;
     let app = Arc::get_mut(&mut test.app).expect("the test holds the only handle");
     app.blobs = Arc::new(Sized(size));
     app.probe = Arc::new(Probed(report));
@@ -345,4 +361,66 @@ async fn size_and_duration_limits_are_checked_at_finalize() {
         let (status, body) = finalize(&test, kind, &id).await;
         assert_eq!(status, StatusCode::OK, "{kind} {size}: {body}");
     }
+}
+
+/// ffprobe that, on its first call, reports only after it is let go: the first finalize
+/// is held between its probe and its record while the test makes a second one happen.
+struct HeldFirstProbe {
+    probe: Ffprobe,
+    calls: std::sync::atomic::AtomicUsize,
+    first_probed: Arc<Notify>,
+    second_probed: Arc<Notify>,
+}
+
+#[async_trait::async_trait]
+impl MediaProbe for HeldFirstProbe {
+    async fn probe(&self, location: &str) -> Result<ProbeReport, ProbeError> {
+        let report = self.probe.probe(location).await;
+        match self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => {
+                self.first_probed.notify_one();
+                self.second_probed.notified().await;
+            }
+            1 => self.second_probed.notify_one(),
+            _ => {}
+        }
+        report
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finalizes_racing_a_new_put_record_the_probe_of_the_file_they_sealed() {
+    let (first_probed, second_probed) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let probe = Arc::new(HeldFirstProbe {
+        probe: Ffprobe::new("ffprobe"),
+        calls: Default::default(),
+        first_probed: first_probed.clone(),
+        second_probed: second_probed.clone(),
+    });
+    let (app, _stop) = local_app_probing_with(Some(probe)).await;
+    let app = Arc::new(app);
+    let (id, url) = upload_url(&app, "video").await;
+    assert_eq!(put(&url, sample("video.mp4")).await, StatusCode::OK);
+    // The first finalize seals and probes the 2 s video, then is held before recording.
+    let first = tokio::spawn({
+        let (app, id) = (app.clone(), id.clone());
+        async move { finalize(&app, "video", &id).await }
+    });
+    first_probed.notified().await;
+    // Meanwhile the URL receives a 1 s video, and a second finalize seals and probes it.
+    assert_eq!(put(&url, sample("short.mp4")).await, StatusCode::OK);
+    let second = finalize(&app, "video", &id).await;
+    let first = first.await.unwrap();
+    assert_eq!(first.0, StatusCode::OK, "{}", first.1);
+    assert_eq!(second.0, StatusCode::OK, "{}", second.1);
+    assert_eq!(first.1, second.1, "one asset is recorded");
+    let recorded_ms = first.1["duration_ms"].as_u64().unwrap();
+    // Whatever won, the recorded probe describes the file the asset points to.
+    let sealed = sealed_bytes(&app, &id).await;
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &sealed).unwrap();
+    let actual = Ffprobe::new("ffprobe").probe(&format!("file:{}", file.path().display())).await.unwrap();
+    let actual_ms = (actual.duration_seconds.unwrap() * 1000.0).round() as u64;
+    assert!(recorded_ms.abs_diff(actual_ms) <= 100, "recorded {recorded_ms} ms for a file of {actual_ms} ms");
+    assert_eq!(first.1["size_bytes"].as_u64(), Some(sealed.len() as u64));
 }

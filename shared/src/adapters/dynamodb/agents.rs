@@ -4,29 +4,24 @@
 
 use anyhow::Context;
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::AttributeValue;
-use uuid::Uuid;
 
-use super::{key, n, number, s, text, timestamp, unless_condition_failed, DynamoDb, Item};
-use crate::domain::agents::{Agent, AgentQuery, AgentRecord, Visibility};
+use super::table::{failure, id, n, number, s, text, timestamp, unless_condition_failed, Item};
+use super::{keys, DynamoDb};
+use crate::domain::agents::{Agent, AgentId, AgentQuery, AgentRecord, Visibility};
 use crate::domain::graph::Graph;
+use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::ports::AgentRepo;
 
-const AGENT_PREFIX: &str = "AGENT#";
 /// The attributes of a list item: everything but the graph.
 const LIST_PROJECTION: &str = "id, #name, description, visibility, workspace_id, created_at, updated_at";
 /// Items read per query page when filters may drop many of them; without filters a
 /// page reads just what the answer needs (deleted agents aside).
 const FILTERED_PAGE_ITEMS: i32 = 200;
 
-fn agent_key(organization: Uuid, id: Uuid) -> Item {
-    key(format!("ORG#{organization}"), format!("{AGENT_PREFIX}{id}"))
-}
-
-fn agent_item(organization: Uuid, record: &AgentRecord) -> anyhow::Result<Item> {
+fn agent_item(organization: OrganizationId, record: &AgentRecord) -> anyhow::Result<Item> {
     let agent = &record.agent;
-    let mut item = agent_key(organization, agent.id);
+    let mut item = keys::agent(organization, agent.id);
     item.extend([
         ("id".to_owned(), s(agent.id.to_string())),
         ("name".to_owned(), s(&agent.name)),
@@ -44,11 +39,11 @@ fn agent_item(organization: Uuid, record: &AgentRecord) -> anyhow::Result<Item> 
 
 fn agent_from(item: &Item) -> anyhow::Result<Agent> {
     Ok(Agent {
-        id: Uuid::parse_str(text(item, "id")?)?,
+        id: id(item, "id")?,
         name: text(item, "name")?.to_owned(),
         description: text(item, "description")?.to_owned(),
         visibility: Visibility::parse(text(item, "visibility")?).context("stored visibility is not known")?,
-        workspace_id: Uuid::parse_str(text(item, "workspace_id")?)?,
+        workspace_id: id(item, "workspace_id")?,
         created_at: timestamp(item, "created_at")?,
         updated_at: timestamp(item, "updated_at")?,
     })
@@ -56,20 +51,23 @@ fn agent_from(item: &Item) -> anyhow::Result<Agent> {
 
 #[async_trait]
 impl AgentRepo for DynamoDb {
-    async fn create_agent(&self, organization: Uuid, record: &AgentRecord) -> anyhow::Result<()> {
-        self.client
+    async fn create_agent(&self, organization: OrganizationId, record: &AgentRecord) -> anyhow::Result<()> {
+        let created = self
+            .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(agent_item(organization, record)?))
             .condition_expression("attribute_not_exists(pk)")
             .send()
-            .await
-            .context("creating an agent")?;
-        Ok(())
+            .await;
+        match unless_condition_failed(created, "creating an agent")? {
+            Some(_) => Ok(()),
+            None => anyhow::bail!("agent {} already exists", record.agent.id),
+        }
     }
 
-    async fn get_agent(&self, organization: Uuid, id: Uuid) -> anyhow::Result<Option<AgentRecord>> {
-        let Some(item) = self.get(agent_key(organization, id)).await.context("reading an agent")? else {
+    async fn get_agent(&self, organization: OrganizationId, id: AgentId) -> anyhow::Result<Option<AgentRecord>> {
+        let Some(item) = self.get(keys::agent(organization, id), "reading an agent").await? else {
             return Ok(None);
         };
         if item.contains_key("deleted_at") {
@@ -79,15 +77,15 @@ impl AgentRepo for DynamoDb {
         Ok(Some(AgentRecord { agent: agent_from(&item)?, graph, version: number(&item, "version")? }))
     }
 
-    async fn list_agents(&self, organization: Uuid, query: &AgentQuery) -> anyhow::Result<Vec<Agent>> {
+    async fn list_agents(&self, organization: OrganizationId, query: &AgentQuery) -> anyhow::Result<Vec<Agent>> {
         let mut filter = vec!["attribute_not_exists(deleted_at)"];
         let mut request = self
             .client
             .query()
             .table_name(&self.table)
             .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-            .expression_attribute_values(":pk", s(format!("ORG#{organization}")))
-            .expression_attribute_values(":prefix", s(AGENT_PREFIX))
+            .expression_attribute_values(":pk", s(keys::organization_pk(organization)))
+            .expression_attribute_values(":prefix", s(keys::AGENT_PREFIX))
             .expression_attribute_names("#name", "name")
             .projection_expression(LIST_PROJECTION)
             .scan_index_forward(false)
@@ -109,10 +107,15 @@ impl AgentRepo for DynamoDb {
             request = request.expression_attribute_values(":name", s(part));
         }
         let request = request.filter_expression(filter.join(" AND "));
-        let mut start = query.after.map(|after| agent_key(organization, after));
+        let mut start = query.after.map(|after| keys::agent(organization, after));
         let mut agents = Vec::new();
         loop {
-            let page = request.clone().set_exclusive_start_key(start.take()).send().await.context("listing agents")?;
+            let page = request
+                .clone()
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|error| failure(error, "listing agents"))?;
             for item in page.items() {
                 agents.push(agent_from(item)?);
                 if agents.len() > query.limit {
@@ -128,7 +131,7 @@ impl AgentRepo for DynamoDb {
 
     async fn replace_agent(
         &self,
-        organization: Uuid,
+        organization: OrganizationId,
         record: &AgentRecord,
         expected_version: u64,
     ) -> anyhow::Result<bool> {
@@ -144,16 +147,16 @@ impl AgentRepo for DynamoDb {
         Ok(unless_condition_failed(written, "updating an agent")?.is_some())
     }
 
-    async fn delete_agent(&self, organization: Uuid, id: Uuid, at: Timestamp) -> anyhow::Result<bool> {
+    async fn delete_agent(&self, organization: OrganizationId, id: AgentId, at: Timestamp) -> anyhow::Result<bool> {
         let deleted = self
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(agent_key(organization, id)))
+            .set_key(Some(keys::agent(organization, id)))
             .update_expression("SET deleted_at = :at, updated_at = :at, version = version + :one")
             .condition_expression("attribute_exists(pk) AND attribute_not_exists(deleted_at)")
             .expression_attribute_values(":at", s(at.to_string()))
-            .expression_attribute_values(":one", AttributeValue::N("1".into()))
+            .expression_attribute_values(":one", n(1))
             .send()
             .await;
         Ok(unless_condition_failed(deleted, "deleting an agent")?.is_some())

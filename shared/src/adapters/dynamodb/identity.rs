@@ -1,56 +1,35 @@
-//! Organizations and API keys in DynamoDB.
+//! Organizations, API keys and workspaces in DynamoDB.
 
-use anyhow::Context;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
-use uuid::Uuid;
 
-use super::{key, s, text, timestamp, DynamoDb, Item};
-use crate::domain::identity::{ApiKeyRecord, Organization};
+use super::table::{failure, id, n, number, optional_timestamp, s, text, timestamp};
+use super::{keys, DynamoDb};
+use crate::domain::identity::{ApiKeyRecord, Organization, OrganizationId};
 use crate::domain::time::Timestamp;
 use crate::domain::workspaces::Workspace;
 use crate::ports::IdentityRepo;
 
-fn api_key_key(key_hash: &str) -> Item {
-    key(format!("APIKEY#{key_hash}"), "APIKEY")
-}
-
-fn organization_key(id: Uuid) -> Item {
-    key(format!("ORG#{id}"), "ORG")
-}
-
-impl DynamoDb {
-    pub(super) async fn get(&self, key: Item) -> anyhow::Result<Option<Item>> {
-        let output =
-            self.client.get_item().table_name(&self.table).set_key(Some(key)).consistent_read(true).send().await?;
-        Ok(output.item)
-    }
-}
-
 #[async_trait]
 impl IdentityRepo for DynamoDb {
     async fn api_key(&self, key_hash: &str) -> anyhow::Result<Option<ApiKeyRecord>> {
-        let Some(item) = self.get(api_key_key(key_hash)).await.context("reading an API key")? else {
+        let Some(item) = self.get(keys::api_key(key_hash), "reading an API key").await? else {
             return Ok(None);
         };
         let organization_id = match item.get("organization_id") {
-            Some(AttributeValue::S(id)) => Some(Uuid::parse_str(id)?),
-            _ => None,
-        };
-        let last_used_at = match item.get("last_used_at") {
-            Some(AttributeValue::S(_)) => Some(timestamp(&item, "last_used_at")?),
+            Some(AttributeValue::S(_)) => Some(id(&item, "organization_id")?),
             _ => None,
         };
         Ok(Some(ApiKeyRecord {
             key_hash: key_hash.to_owned(),
             organization_id,
             created_at: timestamp(&item, "created_at")?,
-            last_used_at,
+            last_used_at: optional_timestamp(&item, "last_used_at")?,
         }))
     }
 
-    async fn organization(&self, id: Uuid) -> anyhow::Result<Option<Organization>> {
-        let Some(item) = self.get(organization_key(id)).await.context("reading an organization")? else {
+    async fn organization(&self, id: OrganizationId) -> anyhow::Result<Option<Organization>> {
+        let Some(item) = self.get(keys::organization(id), "reading an organization").await? else {
             return Ok(None);
         };
         Ok(Some(Organization {
@@ -59,7 +38,7 @@ impl IdentityRepo for DynamoDb {
             slug: text(&item, "slug")?.to_owned(),
             api_access: matches!(item.get("api_access"), Some(AttributeValue::Bool(true))),
             plan: text(&item, "plan")?.to_owned(),
-            credits: super::number(&item, "credits")?,
+            credits: number(&item, "credits")?,
             created_at: timestamp(&item, "created_at")?,
         }))
     }
@@ -68,13 +47,13 @@ impl IdentityRepo for DynamoDb {
         self.client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(api_key_key(key_hash)))
+            .set_key(Some(keys::api_key(key_hash)))
             .update_expression("SET last_used_at = :at")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_values(":at", s(at.to_string()))
             .send()
             .await
-            .context("recording API key use")?;
+            .map_err(|error| failure(error, "recording API key use"))?;
         Ok(())
     }
 
@@ -82,7 +61,7 @@ impl IdentityRepo for DynamoDb {
         self.client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(organization_key(organization.id)))
+            .set_key(Some(keys::organization(organization.id)))
             .update_expression(
                 "SET #name = :name, slug = :slug, api_access = :access, #plan = :plan, credits = :credits, \
                  created_at = if_not_exists(created_at, :created), store_count = if_not_exists(store_count, :zero)",
@@ -93,21 +72,26 @@ impl IdentityRepo for DynamoDb {
             .expression_attribute_values(":slug", s(&organization.slug))
             .expression_attribute_values(":access", AttributeValue::Bool(organization.api_access))
             .expression_attribute_values(":plan", s(&organization.plan))
-            .expression_attribute_values(":credits", super::n(organization.credits))
+            .expression_attribute_values(":credits", n(organization.credits))
             .expression_attribute_values(":created", s(organization.created_at.to_string()))
-            .expression_attribute_values(":zero", super::n(0))
+            .expression_attribute_values(":zero", n(0))
             .send()
             .await
-            .context("writing an organization")?;
+            .map_err(|error| failure(error, "writing an organization"))?;
         Ok(())
     }
 
-    async fn upsert_api_key(&self, key_hash: &str, organization: Option<Uuid>, at: Timestamp) -> anyhow::Result<()> {
+    async fn upsert_api_key(
+        &self,
+        key_hash: &str,
+        organization: Option<OrganizationId>,
+        at: Timestamp,
+    ) -> anyhow::Result<()> {
         let update = self
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(api_key_key(key_hash)))
+            .set_key(Some(keys::api_key(key_hash)))
             .expression_attribute_values(":created", s(at.to_string()));
         let update = match organization {
             Some(id) => update
@@ -117,20 +101,19 @@ impl IdentityRepo for DynamoDb {
                 update.update_expression("SET created_at = if_not_exists(created_at, :created) REMOVE organization_id")
             }
         };
-        update.send().await.context("writing an API key")?;
+        update.send().await.map_err(|error| failure(error, "writing an API key"))?;
         Ok(())
     }
 
-    async fn workspaces(&self, organization: Uuid) -> anyhow::Result<Vec<Workspace>> {
+    async fn workspaces(&self, organization: OrganizationId) -> anyhow::Result<Vec<Workspace>> {
         let items = self
-            .query_all(format!("ORG#{organization}"), Some("WORKSPACE#"), None)
-            .await
-            .context("listing workspaces")?;
+            .query_all(keys::organization_pk(organization), Some(keys::WORKSPACE_PREFIX), None, "listing workspaces")
+            .await?;
         items
             .iter()
             .map(|item| {
                 Ok(Workspace {
-                    id: Uuid::parse_str(text(item, "id")?)?,
+                    id: id(item, "id")?,
                     name: text(item, "name")?.to_owned(),
                     primary: matches!(item.get("primary"), Some(AttributeValue::Bool(true))),
                     created_at: timestamp(item, "created_at")?,
@@ -139,11 +122,11 @@ impl IdentityRepo for DynamoDb {
             .collect()
     }
 
-    async fn put_workspace(&self, organization: Uuid, workspace: &Workspace) -> anyhow::Result<()> {
+    async fn put_workspace(&self, organization: OrganizationId, workspace: &Workspace) -> anyhow::Result<()> {
         self.client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(format!("ORG#{organization}"), format!("WORKSPACE#{}", workspace.id))))
+            .set_key(Some(keys::workspace(organization, workspace.id)))
             .update_expression(
                 "SET id = :id, #name = :name, #primary = :primary, created_at = if_not_exists(created_at, :created)",
             )
@@ -155,7 +138,7 @@ impl IdentityRepo for DynamoDb {
             .expression_attribute_values(":created", s(workspace.created_at.to_string()))
             .send()
             .await
-            .context("writing a workspace")?;
+            .map_err(|error| failure(error, "writing a workspace"))?;
         Ok(())
     }
 }

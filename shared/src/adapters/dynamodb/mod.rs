@@ -1,50 +1,45 @@
-//! DynamoDB adapter: one table, keys that start with the organization ID, conditional
-//! writes and transactions for every limit.
-//!
-//! | item          | pk                         | sk                 |
-//! |---------------|----------------------------|--------------------|
-//! | API key       | `APIKEY#{sha256}`          | `APIKEY`           |
-//! | organization  | `ORG#{org}`                | `ORG`              |
-//! | shared store  | `ORG#{org}`                | `STORE#{store}`    |
-//! | store entry   | `ORG#{org}#STORE#{store}`  | `ENTRY#{entry_id}` |
-//! | workspace     | `ORG#{org}`                | `WORKSPACE#{id}`   |
-//! | agent + graph | `ORG#{org}`                | `AGENT#{id}` (v7 IDs: key order is creation order) |
-//! | upload/asset  | `ORG#{org}`                | `UPLOAD#{id}`      |
+//! DynamoDB adapter: one table, keys that start with the organization ID (`keys.rs`),
+//! conditional writes and transactions for every limit, and table helpers whose every
+//! retry follows a schedule of `core::retry` (`table.rs`).
 
 mod agents;
 mod bulk;
 mod identity;
+pub mod keys;
 mod shared_stores;
+pub mod table;
 mod uploads;
 
-use std::collections::HashMap;
-use std::time::Duration;
-
-use anyhow::Context;
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, CancellationReason, KeySchemaElement, KeyType, ScalarAttributeType,
-    TransactWriteItem,
-};
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
 use aws_sdk_dynamodb::Client;
 
 use super::ActionLog;
-use crate::domain::time::Timestamp;
+use crate::core::retry::{RetryPolicy, AWS_ATTEMPT_TIMEOUT, AWS_SDK_CALLS};
 
-pub use aws_sdk_dynamodb::types::AttributeValue;
-
-/// A DynamoDB item.
-pub type Item = HashMap<String, AttributeValue>;
-
-/// Attempts at a transaction that keeps losing to concurrent writers of the same items.
-const MAX_CONFLICT_ATTEMPTS: u32 = 60;
+pub use bulk::{LEASE, WRITE_WINDOW};
+pub use table::{AttributeValue, Item};
 
 /// The DynamoDB backend; cheap to clone.
 #[derive(Clone)]
 pub struct DynamoDb {
     client: Client,
     table: String,
+}
+
+/// The SDK's retry settings for a schedule: standard mode (which retries throttling and
+/// transient errors), its attempts and its backoff.
+pub fn sdk_retry_config(policy: &RetryPolicy) -> RetryConfig {
+    RetryConfig::standard()
+        .with_max_attempts(policy.max_attempts)
+        .with_initial_backoff(policy.first_delay)
+        .with_max_backoff(policy.max_delay)
+}
+
+/// The SDK's timeouts for a schedule: each attempt, and the whole call with its retries.
+pub fn sdk_timeout_config(policy: &RetryPolicy, attempt: std::time::Duration) -> TimeoutConfig {
+    TimeoutConfig::builder().operation_attempt_timeout(attempt).operation_timeout(policy.budget).build()
 }
 
 impl DynamoDb {
@@ -55,9 +50,14 @@ impl DynamoDb {
         Self::from_config(&config, table)
     }
 
-    /// Uses AWS settings loaded already (one load per process serves every client).
+    /// Uses AWS settings loaded already (one load per process serves every client), with
+    /// the retries and timeouts of [`AWS_SDK_CALLS`].
     pub fn from_config(config: &aws_config::SdkConfig, table: impl Into<String>) -> Self {
-        Self { client: Client::new(config), table: table.into() }
+        let config = aws_sdk_dynamodb::config::Builder::from(config)
+            .retry_config(sdk_retry_config(&AWS_SDK_CALLS))
+            .timeout_config(sdk_timeout_config(&AWS_SDK_CALLS, AWS_ATTEMPT_TIMEOUT))
+            .build();
+        Self { client: Client::from_conf(config), table: table.into() }
     }
 
     /// Wraps an already configured SDK client.
@@ -111,34 +111,19 @@ impl DynamoDb {
         Ok(())
     }
 
-    /// Runs a transaction, retrying while it only loses to concurrent transactions.
-    /// Returns the cancellation reasons when a condition failed.
-    async fn transact(&self, items: Vec<TransactWriteItem>) -> anyhow::Result<Result<(), Vec<CancellationReason>>> {
-        let mut attempt = 0;
-        loop {
-            let sent = self.client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
-            let error = match sent {
-                Ok(_) => return Ok(Ok(())),
-                Err(SdkError::ServiceError(context)) => context.into_err(),
-                Err(other) => return Err(anyhow::Error::new(other).context("transaction")),
-            };
-            attempt += 1;
-            match error {
-                TransactWriteItemsError::TransactionCanceledException(cancelled) => {
-                    let reasons = cancelled.cancellation_reasons().to_vec();
-                    let conflict = reasons.iter().any(|reason| reason.code() == Some("TransactionConflict"));
-                    if !conflict || attempt >= MAX_CONFLICT_ATTEMPTS {
-                        if conflict {
-                            anyhow::bail!("transaction still conflicting after {attempt} attempts");
-                        }
-                        return Ok(Err(reasons));
-                    }
-                }
-                TransactWriteItemsError::TransactionInProgressException(_) if attempt < MAX_CONFLICT_ATTEMPTS => {}
-                other => return Err(anyhow::Error::new(other).context("transaction")),
-            }
-            backoff(attempt).await;
-        }
+    /// A copy of this backend whose client records the IAM action of every call, so
+    /// that tests can hold each function's least-privilege policy to what it really does.
+    pub fn recording_actions(&self) -> (Self, ActionLog) {
+        let log = ActionLog::default();
+        let config = self.client.config().to_builder().interceptor(RecordActions(log.clone())).build();
+        (Self { client: Client::from_conf(config), table: self.table.clone() }, log)
+    }
+
+    /// A copy of this backend whose client also runs `interceptor` (tests use one to
+    /// inject failures).
+    pub fn with_interceptor(&self, interceptor: impl aws_sdk_dynamodb::config::Intercept + 'static) -> Self {
+        let config = self.client.config().to_builder().interceptor(interceptor).build();
+        Self { client: Client::from_conf(config), table: self.table.clone() }
     }
 }
 
@@ -193,73 +178,4 @@ impl aws_sdk_dynamodb::config::Intercept for RecordActions {
         self.0.record(actions.into_iter().map(|action| format!("dynamodb:{action}")));
         Ok(())
     }
-}
-
-impl DynamoDb {
-    /// A copy of this backend whose client records the IAM action of every call, so
-    /// that tests can hold each function's least-privilege policy to what it really does.
-    pub fn recording_actions(&self) -> (Self, ActionLog) {
-        let log = ActionLog::default();
-        let config = self.client.config().to_builder().interceptor(RecordActions(log.clone())).build();
-        (Self { client: Client::from_conf(config), table: self.table.clone() }, log)
-    }
-}
-
-/// Sleeps a jittered, growing delay before attempt `attempt + 1`.
-async fn backoff(attempt: u32) {
-    let ceiling_ms = (5u64 << attempt.min(6)).min(250);
-    let jitter = (uuid::Uuid::new_v4().as_u128() % u128::from(ceiling_ms)) as u64;
-    tokio::time::sleep(Duration::from_millis(ceiling_ms / 2 + jitter)).await;
-}
-
-/// The output of a conditional write, or None when its condition did not hold; other
-/// failures are errors in the context `what`.
-fn unless_condition_failed<T, E, R>(result: Result<T, SdkError<E, R>>, what: &'static str) -> anyhow::Result<Option<T>>
-where
-    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-    match result {
-        Ok(output) => Ok(Some(output)),
-        Err(error) if error.code() == Some("ConditionalCheckFailedException") => Ok(None),
-        Err(error) => Err(anyhow::Error::new(error).context(what)),
-    }
-}
-
-/// True when the reason says a condition of that item failed.
-fn condition_failed(reason: Option<&CancellationReason>) -> bool {
-    reason.and_then(CancellationReason::code) == Some("ConditionalCheckFailed")
-}
-
-fn s(value: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(value.into())
-}
-
-fn n(value: impl ToString) -> AttributeValue {
-    AttributeValue::N(value.to_string())
-}
-
-fn key(pk: String, sk: impl Into<String>) -> Item {
-    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
-}
-
-fn text<'a>(item: &'a Item, name: &str) -> anyhow::Result<&'a str> {
-    match item.get(name) {
-        Some(AttributeValue::S(value)) => Ok(value),
-        _ => anyhow::bail!("item attribute {name} is missing or not a string"),
-    }
-}
-
-fn number<T: std::str::FromStr>(item: &Item, name: &str) -> anyhow::Result<T> {
-    match item.get(name) {
-        Some(AttributeValue::N(value)) => {
-            value.parse().ok().with_context(|| format!("item attribute {name} is not a number"))
-        }
-        _ => anyhow::bail!("item attribute {name} is missing or not a number"),
-    }
-}
-
-fn timestamp(item: &Item, name: &str) -> anyhow::Result<Timestamp> {
-    Timestamp::parse(text(item, name)?).with_context(|| format!("item attribute {name} is not a timestamp"))
 }

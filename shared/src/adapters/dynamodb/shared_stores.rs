@@ -2,45 +2,33 @@
 //! counts entries; every write that creates or removes a store or entry moves the
 //! counter in the same transaction, under a condition, so limits hold under concurrency.
 //!
-//! Every write to a store's entries also requires that no bulk upsert holds the store's
-//! lease (see `bulk.rs`), and waits while one does.
+//! Every write to a store's entries also requires that no bulk upsert or store delete
+//! holds the store's lease (see `bulk.rs`), and waits while one does, on the
+//! `STORE_LEASE_WAIT` schedule.
 
-use std::time::Instant;
+use std::future::Future;
 
-use anyhow::Context;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     CancellationReason, ConditionCheck, Delete, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
     TransactWriteItem, Update,
 };
-use uuid::Uuid;
 
-use super::bulk::{lease_is_active, now_millis, wait_for_lease, STORE_WRITABLE};
-use super::{condition_failed, key, n, number, s, text, timestamp, DynamoDb, Item};
-use crate::domain::shared_stores::{EntryRename, EntryWrite, Metadata, SharedStore, StoreEntry, StoreError};
+use super::bulk::{lease_is_active, now_millis, STORE_WRITABLE};
+use super::table::{condition_failed, failure, id, n, number, s, text, timestamp, Item, TransactPart};
+use super::{keys, DynamoDb};
+use crate::core::retry::{STORE_LEASE_WAIT, TRANSACTION_CONFLICTS};
+use crate::domain::identity::OrganizationId;
+use crate::domain::shared_stores::{
+    EntryId, EntryRename, EntryWrite, Metadata, SharedStore, StoreEntry, StoreError, StoreId,
+};
 use crate::domain::time::Timestamp;
 use crate::ports::SharedStoreRepo;
 
-pub(super) fn organization_key(organization: Uuid) -> Item {
-    key(format!("ORG#{organization}"), "ORG")
-}
-
-pub(super) fn store_key(organization: Uuid, store: Uuid) -> Item {
-    key(format!("ORG#{organization}"), format!("STORE#{store}"))
-}
-
-pub(super) fn entries_pk(organization: Uuid, store: Uuid) -> String {
-    format!("ORG#{organization}#STORE#{store}")
-}
-
-pub(super) fn entry_key(organization: Uuid, store: Uuid, entry_id: &str) -> Item {
-    key(entries_pk(organization, store), format!("ENTRY#{entry_id}"))
-}
-
 fn store_from(item: &Item) -> anyhow::Result<SharedStore> {
     Ok(SharedStore {
-        id: Uuid::parse_str(text(item, "id")?)?,
+        id: id(item, "id")?,
         name: text(item, "name")?.to_owned(),
         source_type: text(item, "source_type")?.to_owned(),
         entry_count: number(item, "entry_count")?,
@@ -51,16 +39,17 @@ fn store_from(item: &Item) -> anyhow::Result<SharedStore> {
 
 fn entry_from(item: &Item) -> anyhow::Result<StoreEntry> {
     Ok(StoreEntry {
-        entry_id: text(item, "entry_id")?.to_owned(),
+        entry_id: EntryId::from_storage(text(item, "entry_id")?.to_owned()),
         display_name: text(item, "display_name")?.to_owned(),
         metadata: Metadata::from_json(text(item, "metadata")?)?,
         created_at: timestamp(item, "created_at")?,
     })
 }
 
-pub(super) fn entry_item(organization: Uuid, store: Uuid, entry: &StoreEntry, now: Timestamp) -> Item {
-    let mut item = entry_key(organization, store, &entry.entry_id);
-    item.insert("entry_id".into(), s(&entry.entry_id));
+/// The item of an entry as stored at `now`.
+pub(super) fn entry_item(organization: OrganizationId, store: StoreId, entry: &StoreEntry, now: Timestamp) -> Item {
+    let mut item = keys::entry(organization, store, &entry.entry_id);
+    item.insert("entry_id".into(), s(entry.entry_id.as_str()));
     item.insert("display_name".into(), s(&entry.display_name));
     item.insert("metadata".into(), s(entry.metadata.to_json()));
     item.insert("created_at".into(), s(entry.created_at.to_string()));
@@ -68,49 +57,18 @@ pub(super) fn entry_item(organization: Uuid, store: Uuid, entry: &StoreEntry, no
     item
 }
 
-pub(super) fn stored_entry(write: &EntryWrite, created_at: Timestamp) -> StoreEntry {
-    StoreEntry {
-        entry_id: write.entry_id.clone(),
-        display_name: write.display_name.clone(),
-        metadata: write.metadata.clone(),
-        created_at,
-    }
-}
-
-pub(super) fn build<T>(built: Result<T, aws_sdk_dynamodb::error::BuildError>) -> anyhow::Result<T> {
-    built.context("building a DynamoDB request")
-}
-
-/// A built put, update, delete or condition check, as one part of a transaction.
-pub(super) trait TransactPart {
-    /// Wraps the part, or reports why it could not be built.
-    fn into_part(self) -> anyhow::Result<TransactWriteItem>;
-}
-
-macro_rules! transact_part {
-    ($($kind:ty => $setter:ident),*) => {$(
-        impl TransactPart for Result<$kind, aws_sdk_dynamodb::error::BuildError> {
-            fn into_part(self) -> anyhow::Result<TransactWriteItem> {
-                Ok(TransactWriteItem::builder().$setter(build(self)?).build())
-            }
-        }
-    )*};
-}
-
-transact_part!(Put => put, Update => update, Delete => delete, ConditionCheck => condition_check);
-
 /// Why the store item's condition failed, from the item DynamoDB returned with it.
 enum StoreBlock {
     /// There is no such store.
     Missing,
-    /// A bulk upsert holds the store: wait and try again.
+    /// A bulk upsert or a store delete holds the store: wait and try again.
     Leased,
     /// The store exists and is free, so the rest of the condition failed (a limit).
     Other,
 }
 
-fn store_block(item: Option<&Item>) -> StoreBlock {
-    match item {
+fn store_block(reason: Option<&CancellationReason>) -> StoreBlock {
+    match reason.and_then(CancellationReason::item) {
         None => StoreBlock::Missing,
         Some(item) if lease_is_active(item) => StoreBlock::Leased,
         Some(_) => StoreBlock::Other,
@@ -120,62 +78,92 @@ fn store_block(item: Option<&Item>) -> StoreBlock {
 /// The outcome of one attempt at a guarded write.
 enum Attempt<T> {
     Done(T),
-    /// Something changed meanwhile (or a lease was waited out): look again.
-    Retry,
+    /// Something changed meanwhile (the text says what): look again.
+    Changed(&'static str),
+    /// The store's lease is held by someone else: wait for it.
+    Leased,
+}
+
+impl<T> Attempt<T> {
+    /// The attempt after a failed store condition: an error, or a wait for the lease.
+    fn store_blocked(reason: Option<&CancellationReason>) -> Result<Self, StoreError> {
+        match store_block(reason) {
+            StoreBlock::Missing => Err(StoreError::StoreNotFound),
+            StoreBlock::Leased => Ok(Attempt::Leased),
+            StoreBlock::Other => Err(anyhow::anyhow!("store condition failed unexpectedly").into()),
+        }
+    }
+}
+
+/// Repeats a guarded write until it is done or fails for good: writes that lost to a
+/// concurrent change retry on the `TRANSACTION_CONFLICTS` schedule, writes that found the
+/// store leased wait on the `STORE_LEASE_WAIT` schedule. Either ends, when spent, as an
+/// unavailable backend.
+async fn until_done<T, F, Fut>(mut attempt: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt<T>, StoreError>>,
+{
+    let mut changes = TRANSACTION_CONFLICTS.start();
+    let mut lease = STORE_LEASE_WAIT.start();
+    loop {
+        match attempt().await? {
+            Attempt::Done(value) => return Ok(value),
+            Attempt::Changed(why) => changes.wait(why).await.map_err(anyhow::Error::from)?,
+            Attempt::Leased => {
+                lease.wait("a bulk upsert or a store delete holds the store").await.map_err(anyhow::Error::from)?
+            }
+        }
+    }
 }
 
 impl DynamoDb {
     /// A condition check that the store exists and no bulk upsert holds it.
-    fn store_writable_check(&self, organization: Uuid, store: Uuid) -> anyhow::Result<TransactWriteItem> {
-        let check = ConditionCheck::builder()
+    fn store_writable_check(&self, organization: OrganizationId, store: StoreId) -> anyhow::Result<TransactWriteItem> {
+        ConditionCheck::builder()
             .table_name(&self.table)
-            .set_key(Some(store_key(organization, store)))
+            .set_key(Some(keys::store(organization, store)))
             .condition_expression(STORE_WRITABLE)
             .expression_attribute_values(":now", n(now_millis()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build();
-        check.into_part()
+            .build()
+            .into_part()
     }
 
-    /// Interprets a failed store condition: an error to return, or (after waiting out a
-    /// lease) a retry.
-    async fn store_blocked<T>(
+    pub(super) async fn store_item(
         &self,
-        reason: Option<&CancellationReason>,
-        waiting: &mut (u32, Instant),
-    ) -> Result<Attempt<T>, StoreError> {
-        match store_block(reason.and_then(CancellationReason::item)) {
-            StoreBlock::Missing => Err(StoreError::StoreNotFound),
-            StoreBlock::Leased => {
-                wait_for_lease(waiting).await?;
-                Ok(Attempt::Retry)
-            }
-            StoreBlock::Other => Err(anyhow::anyhow!("store condition failed unexpectedly").into()),
+        organization: OrganizationId,
+        store: StoreId,
+    ) -> anyhow::Result<Option<Item>> {
+        self.get(keys::store(organization, store), "reading a shared store").await
+    }
+
+    async fn entry_item(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
+    ) -> anyhow::Result<Option<Item>> {
+        self.get(keys::entry(organization, store, entry_id), "reading a shared store entry").await
+    }
+
+    /// Which 404 a missing entry is: the entry's, or the store's.
+    async fn entry_missing(&self, organization: OrganizationId, store: StoreId) -> StoreError {
+        match self.store_item(organization, store).await {
+            Ok(Some(_)) => StoreError::EntryNotFound,
+            Ok(None) => StoreError::StoreNotFound,
+            Err(error) => error.into(),
         }
     }
 
-    pub(super) async fn store_item(&self, organization: Uuid, store: Uuid) -> anyhow::Result<Option<Item>> {
-        self.get_consistent(store_key(organization, store)).await.context("reading a shared store")
-    }
-
-    async fn entry_item(&self, organization: Uuid, store: Uuid, entry_id: &str) -> anyhow::Result<Option<Item>> {
-        self.get_consistent(entry_key(organization, store, entry_id)).await.context("reading a shared store entry")
-    }
-
-    async fn get_consistent(&self, key: Item) -> anyhow::Result<Option<Item>> {
-        let output =
-            self.client.get_item().table_name(&self.table).set_key(Some(key)).consistent_read(true).send().await?;
-        Ok(output.item)
-    }
-
-    /// Replaces an existing entry in place, keeping its `created_at`.
+    /// Replaces an existing entry in place, as long as it is still the one created at
+    /// `entry.created_at`.
     async fn replace_entry(
         &self,
-        organization: Uuid,
-        store: Uuid,
+        organization: OrganizationId,
+        store: StoreId,
         entry: &StoreEntry,
         now: Timestamp,
-        waiting: &mut (u32, Instant),
     ) -> Result<Attempt<StoreEntry>, StoreError> {
         let put = Put::builder()
             .table_name(&self.table)
@@ -184,27 +172,25 @@ impl DynamoDb {
             .expression_attribute_values(":created", s(entry.created_at.to_string()))
             .build();
         let items = vec![self.store_writable_check(organization, store)?, put.into_part()?];
-        match self.transact(items).await? {
+        match self.transact(items, "replacing an entry").await? {
             Ok(()) => Ok(Attempt::Done(entry.clone())),
-            Err(reasons) if condition_failed(reasons.first()) => self.store_blocked(reasons.first(), waiting).await,
-            // The entry was deleted or replaced meanwhile.
-            Err(_) => Ok(Attempt::Retry),
+            Err(reasons) if condition_failed(reasons.first()) => Attempt::store_blocked(reasons.first()),
+            Err(_) => Ok(Attempt::Changed("the entry was deleted or replaced meanwhile")),
         }
     }
 
     async fn try_put_entry(
         &self,
-        organization: Uuid,
-        store: Uuid,
+        organization: OrganizationId,
+        store: StoreId,
         write: &EntryWrite,
         now: Timestamp,
         max_entries: u32,
-        waiting: &mut (u32, Instant),
     ) -> Result<Attempt<StoreEntry>, StoreError> {
-        let fresh = stored_entry(write, now);
+        let fresh = write.clone().into_entry(None, now);
         let count = Update::builder()
             .table_name(&self.table)
-            .set_key(Some(store_key(organization, store)))
+            .set_key(Some(keys::store(organization, store)))
             .update_expression("SET entry_count = entry_count + :one")
             .condition_expression(format!("{STORE_WRITABLE} AND entry_count < :max"))
             .expression_attribute_values(":one", n(1))
@@ -219,17 +205,13 @@ impl DynamoDb {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build();
         let items = vec![count.into_part()?, put.into_part()?];
-        let reasons = match self.transact(items).await? {
+        let reasons = match self.transact(items, "creating an entry").await? {
             Ok(()) => return Ok(Attempt::Done(fresh)),
             Err(reasons) => reasons,
         };
-        let store_reason = reasons.first();
-        let full = condition_failed(store_reason);
-        if full {
-            match store_block(store_reason.and_then(CancellationReason::item)) {
-                StoreBlock::Other => {}
-                _ => return self.store_blocked(store_reason, waiting).await,
-            }
+        let full = condition_failed(reasons.first());
+        if full && !matches!(store_block(reasons.first()), StoreBlock::Other) {
+            return Attempt::store_blocked(reasons.first());
         }
         // The entry exists (reported directly, or read back when the store is full):
         // replace it in place, which needs no slot.
@@ -239,44 +221,34 @@ impl DynamoDb {
         };
         match existing {
             Some(existing) => {
-                let replacement = stored_entry(write, timestamp(&existing, "created_at")?);
-                self.replace_entry(organization, store, &replacement, now, waiting).await
+                let replacement = write.clone().into_entry(Some(timestamp(&existing, "created_at")?), now);
+                self.replace_entry(organization, store, &replacement, now).await
             }
             None if full => Err(StoreError::EntryLimitReached),
-            None => Ok(Attempt::Retry),
+            None => Ok(Attempt::Changed("the entry was deleted meanwhile")),
         }
     }
 
     async fn try_rename_entry(
         &self,
-        organization: Uuid,
-        store: Uuid,
-        entry_id: &str,
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
         rename: &EntryRename,
         now: Timestamp,
-        waiting: &mut (u32, Instant),
     ) -> Result<Attempt<StoreEntry>, StoreError> {
         let Some(current) = self.entry_item(organization, store, entry_id).await? else {
-            return Err(match self.store_item(organization, store).await? {
-                Some(_) => StoreError::EntryNotFound,
-                None => StoreError::StoreNotFound,
-            });
+            return Err(self.entry_missing(organization, store).await);
         };
-        let current = entry_from(&current)?;
-        let renamed = StoreEntry {
-            entry_id: rename.new_entry_id.clone(),
-            display_name: rename.display_name.clone(),
-            metadata: rename.metadata.clone().unwrap_or(current.metadata),
-            created_at: current.created_at,
-        };
-        if rename.new_entry_id == entry_id {
-            return self.replace_entry(organization, store, &renamed, now, waiting).await;
+        let renamed = rename.apply(entry_from(&current)?);
+        if rename.new_entry_id == *entry_id {
+            return self.replace_entry(organization, store, &renamed, now).await;
         }
         let delete = Delete::builder()
             .table_name(&self.table)
-            .set_key(Some(entry_key(organization, store, entry_id)))
+            .set_key(Some(keys::entry(organization, store, entry_id)))
             .condition_expression("attribute_exists(pk) AND created_at = :created")
-            .expression_attribute_values(":created", s(current.created_at.to_string()))
+            .expression_attribute_values(":created", s(renamed.created_at.to_string()))
             .build();
         let put = Put::builder()
             .table_name(&self.table)
@@ -284,25 +256,23 @@ impl DynamoDb {
             .condition_expression("attribute_not_exists(pk)")
             .build();
         let items = vec![self.store_writable_check(organization, store)?, delete.into_part()?, put.into_part()?];
-        match self.transact(items).await? {
+        match self.transact(items, "renaming an entry").await? {
             Ok(()) => Ok(Attempt::Done(renamed)),
-            Err(reasons) if condition_failed(reasons.first()) => self.store_blocked(reasons.first(), waiting).await,
+            Err(reasons) if condition_failed(reasons.first()) => Attempt::store_blocked(reasons.first()),
             Err(reasons) if condition_failed(reasons.get(2)) => Err(StoreError::EntryIdTaken),
-            // The old entry changed under us: look again.
-            Err(_) => Ok(Attempt::Retry),
+            Err(_) => Ok(Attempt::Changed("the entry changed meanwhile")),
         }
     }
 
     async fn try_delete_entry(
         &self,
-        organization: Uuid,
-        store: Uuid,
-        entry_id: &str,
-        waiting: &mut (u32, Instant),
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
     ) -> Result<Attempt<()>, StoreError> {
         let count = Update::builder()
             .table_name(&self.table)
-            .set_key(Some(store_key(organization, store)))
+            .set_key(Some(keys::store(organization, store)))
             .update_expression("SET entry_count = entry_count - :one")
             .condition_expression(STORE_WRITABLE)
             .expression_attribute_values(":one", n(1))
@@ -311,54 +281,43 @@ impl DynamoDb {
             .build();
         let delete = Delete::builder()
             .table_name(&self.table)
-            .set_key(Some(entry_key(organization, store, entry_id)))
+            .set_key(Some(keys::entry(organization, store, entry_id)))
             .condition_expression("attribute_exists(pk)")
             .build();
         let items = vec![count.into_part()?, delete.into_part()?];
-        match self.transact(items).await? {
+        match self.transact(items, "deleting an entry").await? {
             Ok(()) => Ok(Attempt::Done(())),
-            Err(reasons) if condition_failed(reasons.first()) => self.store_blocked(reasons.first(), waiting).await,
+            Err(reasons) if condition_failed(reasons.first()) => Attempt::store_blocked(reasons.first()),
             Err(_) => Err(StoreError::EntryNotFound),
         }
     }
 }
 
-/// Repeats a guarded write until it is done or fails for good; `waiting` tracks how
-/// long it has waited for a bulk upsert's lease.
-macro_rules! until_done {
-    (|$waiting:ident| $call:expr) => {{
-        let mut state = (0u32, Instant::now());
-        loop {
-            let $waiting = &mut state;
-            match $call.await? {
-                Attempt::Done(value) => break value,
-                Attempt::Retry => continue,
-            }
-        }
-    }};
-}
-
 #[async_trait]
 impl SharedStoreRepo for DynamoDb {
-    async fn list_stores(&self, organization: Uuid) -> Result<Vec<SharedStore>, StoreError> {
+    async fn list_stores(&self, organization: OrganizationId) -> Result<Vec<SharedStore>, StoreError> {
         let items = self
-            .query_all(format!("ORG#{organization}"), Some("STORE#"), None)
-            .await
-            .context("listing shared stores")?;
+            .query_all(keys::organization_pk(organization), Some(keys::STORE_PREFIX), None, "listing shared stores")
+            .await?;
         Ok(items.iter().map(store_from).collect::<anyhow::Result<_>>()?)
     }
 
-    async fn create_store(&self, organization: Uuid, store: &SharedStore, max_stores: u32) -> Result<(), StoreError> {
+    async fn create_store(
+        &self,
+        organization: OrganizationId,
+        store: &SharedStore,
+        max_stores: u32,
+    ) -> Result<(), StoreError> {
         let count = Update::builder()
             .table_name(&self.table)
-            .set_key(Some(organization_key(organization)))
+            .set_key(Some(keys::organization(organization)))
             .update_expression("SET store_count = if_not_exists(store_count, :zero) + :one")
             .condition_expression("attribute_not_exists(store_count) OR store_count < :max")
             .expression_attribute_values(":zero", n(0))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":max", n(max_stores))
             .build();
-        let mut item = store_key(organization, store.id);
+        let mut item = keys::store(organization, store.id);
         item.insert("id".into(), s(store.id.to_string()));
         item.insert("name".into(), s(&store.name));
         item.insert("source_type".into(), s(&store.source_type));
@@ -371,7 +330,7 @@ impl SharedStoreRepo for DynamoDb {
             .condition_expression("attribute_not_exists(pk)")
             .build();
         let items = vec![count.into_part()?, put.into_part()?];
-        match self.transact(items).await? {
+        match self.transact(items, "creating a shared store").await? {
             Ok(()) => Ok(()),
             Err(reasons) if condition_failed(reasons.first()) => Err(StoreError::StoreLimitReached),
             Err(reasons) => Err(anyhow::anyhow!("store creation cancelled: {reasons:?}").into()),
@@ -380,8 +339,8 @@ impl SharedStoreRepo for DynamoDb {
 
     async fn rename_store(
         &self,
-        organization: Uuid,
-        store: Uuid,
+        organization: OrganizationId,
+        store: StoreId,
         name: &str,
         now: Timestamp,
     ) -> Result<SharedStore, StoreError> {
@@ -389,7 +348,7 @@ impl SharedStoreRepo for DynamoDb {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(store_key(organization, store)))
+            .set_key(Some(keys::store(organization, store)))
             .update_expression("SET #name = :name, updated_at = :now")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_names("#name", "name")
@@ -397,84 +356,86 @@ impl SharedStoreRepo for DynamoDb {
             .expression_attribute_values(":now", s(now.to_string()))
             .return_values(ReturnValue::AllNew)
             .send()
-            .await
-            .map_err(|error| error.into_service_error());
+            .await;
         match updated {
             Ok(output) => Ok(store_from(&output.attributes.unwrap_or_default())?),
-            Err(UpdateItemError::ConditionalCheckFailedException(_)) => Err(StoreError::StoreNotFound),
-            Err(other) => Err(anyhow::Error::new(other).context("renaming a shared store").into()),
+            Err(error)
+                if matches!(error.as_service_error(), Some(UpdateItemError::ConditionalCheckFailedException(_))) =>
+            {
+                Err(StoreError::StoreNotFound)
+            }
+            Err(error) => Err(failure(error, "renaming a shared store").into()),
         }
     }
 
-    async fn delete_store(&self, organization: Uuid, store: Uuid) -> Result<(), StoreError> {
+    async fn delete_store(&self, organization: OrganizationId, store: StoreId) -> Result<(), StoreError> {
         self.delete_store_leased(organization, store).await
     }
 
-    async fn list_entries(&self, organization: Uuid, store: Uuid) -> Result<Vec<StoreEntry>, StoreError> {
+    async fn list_entries(&self, organization: OrganizationId, store: StoreId) -> Result<Vec<StoreEntry>, StoreError> {
         let (store_item, items) = tokio::join!(
             self.store_item(organization, store),
-            self.query_all(entries_pk(organization, store), None, None)
+            self.query_all(keys::entries_pk(organization, store), None, None, "listing shared store entries")
         );
         if store_item?.is_none() {
             return Err(StoreError::StoreNotFound);
         }
-        let items = items.context("listing shared store entries")?;
-        Ok(items.iter().map(entry_from).collect::<anyhow::Result<_>>()?)
+        Ok(items?.iter().map(entry_from).collect::<anyhow::Result<_>>()?)
     }
 
-    async fn get_entry(&self, organization: Uuid, store: Uuid, entry_id: &str) -> Result<StoreEntry, StoreError> {
+    async fn get_entry(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
+    ) -> Result<StoreEntry, StoreError> {
         // Entries never outlive their store (see `delete_store_leased`), so one read
         // answers; the store is read only to tell which 404 a miss is.
         match self.entry_item(organization, store, entry_id).await? {
             Some(item) => Ok(entry_from(&item)?),
-            None => match self.store_item(organization, store).await? {
-                Some(_) => Err(StoreError::EntryNotFound),
-                None => Err(StoreError::StoreNotFound),
-            },
+            None => Err(self.entry_missing(organization, store).await),
         }
     }
 
     async fn put_entry(
         &self,
-        organization: Uuid,
-        store: Uuid,
+        organization: OrganizationId,
+        store: StoreId,
         write: &EntryWrite,
         now: Timestamp,
         max_entries: u32,
     ) -> Result<StoreEntry, StoreError> {
-        Ok(until_done!(|waiting| self.try_put_entry(organization, store, write, now, max_entries, waiting)))
+        until_done(|| self.try_put_entry(organization, store, write, now, max_entries)).await
     }
 
     async fn rename_entry(
         &self,
-        organization: Uuid,
-        store: Uuid,
-        entry_id: &str,
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
         rename: &EntryRename,
         now: Timestamp,
     ) -> Result<StoreEntry, StoreError> {
-        Ok(until_done!(|waiting| self.try_rename_entry(organization, store, entry_id, rename, now, waiting)))
+        until_done(|| self.try_rename_entry(organization, store, entry_id, rename, now)).await
     }
 
-    async fn delete_entry(&self, organization: Uuid, store: Uuid, entry_id: &str) -> Result<(), StoreError> {
-        until_done!(|waiting| self.try_delete_entry(organization, store, entry_id, waiting));
-        Ok(())
+    async fn delete_entry(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
+    ) -> Result<(), StoreError> {
+        until_done(|| self.try_delete_entry(organization, store, entry_id)).await
     }
 
     async fn upsert_entries(
         &self,
-        organization: Uuid,
-        store: Uuid,
+        organization: OrganizationId,
+        store: StoreId,
         writes: &[EntryWrite],
         now: Timestamp,
         max_entries: u32,
     ) -> Result<Vec<StoreEntry>, StoreError> {
-        let lease = self.acquire_lease(organization, store).await?;
-        let result = self.upsert_leased(organization, store, &lease, writes, now, max_entries).await;
-        if let Err(error) = self.release_lease(organization, store, &lease).await {
-            // It runs out by itself within its lease time.
-            tracing::warn!(error = %format!("{error:#}"), %store, "could not release a bulk upsert lease");
-        }
-        result
+        self.upsert_under_lease(organization, store, writes, now, max_entries).await
     }
 }

@@ -1,7 +1,6 @@
 //! The catalog's contents: every node type with its parameter schema and price.
 
 use serde_json::{json, Value};
-use uuid::Uuid;
 
 use super::*;
 
@@ -52,7 +51,7 @@ fn cron_pattern() -> String {
     format!("^{field} {field} {field} {field} {field}$")
 }
 
-fn node(id: Uuid, name: &'static str, kind: NodeKind, schema: Value, credit_cost: CreditCost) -> NodeType {
+fn node(id: NodeTypeId, name: &'static str, kind: NodeKind, schema: Value, credit_cost: CreditCost) -> NodeType {
     // The schemas are constants written in this file and every one is compiled by the unit
     // tests, so a failure here is a programming error that cannot depend on input.
     let validator = jsonschema::validator_for(&schema)

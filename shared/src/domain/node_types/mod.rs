@@ -9,38 +9,43 @@ use std::sync::OnceLock;
 use jsonschema::Validator;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use uuid::{uuid, Uuid};
+use uuid::uuid;
 
 use messages::{describe_error, MAX_MESSAGES};
 
+crate::typed_id!(
+    /// Identifies a node type of the catalog; the IDs never change once published.
+    NodeTypeId
+);
+
 /// AI Avatar: a talking avatar reading a script (fixed by the contract).
-pub const AI_AVATAR: Uuid = uuid!("b3b4c9e2-2a47-4fa9-8ce8-0c1fa1d7b6ef");
+pub const AI_AVATAR: NodeTypeId = NodeTypeId::from_uuid(uuid!("b3b4c9e2-2a47-4fa9-8ce8-0c1fa1d7b6ef"));
 /// Video Generation: text-to-video (fixed by the contract).
-pub const VIDEO_GENERATION: Uuid = uuid!("a2eb3ec2-da7a-4f97-94d2-a9a537548522");
+pub const VIDEO_GENERATION: NodeTypeId = NodeTypeId::from_uuid(uuid!("a2eb3ec2-da7a-4f97-94d2-a9a537548522"));
 /// Audio Generation: music or sound effects (fixed by the contract).
-pub const AUDIO_GENERATION: Uuid = uuid!("14687f30-5fd0-468f-8239-2784d83df95b");
+pub const AUDIO_GENERATION: NodeTypeId = NodeTypeId::from_uuid(uuid!("14687f30-5fd0-468f-8239-2784d83df95b"));
 /// Image Generation: text-to-image (fixed by the contract).
-pub const IMAGE_GENERATION: Uuid = uuid!("18b998a0-2ea7-4676-a5d3-3ae6c8ac0b72");
+pub const IMAGE_GENERATION: NodeTypeId = NodeTypeId::from_uuid(uuid!("18b998a0-2ea7-4676-a5d3-3ae6c8ac0b72"));
 /// Video Input: the video a run is started with.
-pub const VIDEO_INPUT: Uuid = uuid!("87a28532-ca1d-4652-9a23-a5b9d452e79a");
+pub const VIDEO_INPUT: NodeTypeId = NodeTypeId::from_uuid(uuid!("87a28532-ca1d-4652-9a23-a5b9d452e79a"));
 /// Destination: where a finished video is delivered.
-pub const DESTINATION: Uuid = uuid!("96600cea-d346-4a43-a262-cc54579cfe1e");
+pub const DESTINATION: NodeTypeId = NodeTypeId::from_uuid(uuid!("96600cea-d346-4a43-a262-cc54579cfe1e"));
 /// Schedule trigger: starts runs on a cron schedule.
-pub const SCHEDULE_TRIGGER: Uuid = uuid!("ca4a4af1-9622-4018-ae48-a107c46bd14b");
+pub const SCHEDULE_TRIGGER: NodeTypeId = NodeTypeId::from_uuid(uuid!("ca4a4af1-9622-4018-ae48-a107c46bd14b"));
 /// Clip: keeps one time range of its input.
-pub const CLIP: Uuid = uuid!("774577c0-7d6c-42fa-9f2d-fbc179081641");
+pub const CLIP: NodeTypeId = NodeTypeId::from_uuid(uuid!("774577c0-7d6c-42fa-9f2d-fbc179081641"));
 /// Reframe: changes the aspect ratio by cropping or padding.
-pub const REFRAME: Uuid = uuid!("3c86da6e-c0b0-4ac6-a4e3-23ff638dceae");
+pub const REFRAME: NodeTypeId = NodeTypeId::from_uuid(uuid!("3c86da6e-c0b0-4ac6-a4e3-23ff638dceae"));
 /// Captions: burns subtitles into the picture.
-pub const CAPTIONS: Uuid = uuid!("d4ad2388-2f79-4d9c-9cb1-b953460ffedb");
+pub const CAPTIONS: NodeTypeId = NodeTypeId::from_uuid(uuid!("d4ad2388-2f79-4d9c-9cb1-b953460ffedb"));
 /// Background music: mixes an audio track under the video's sound.
-pub const BACKGROUND_MUSIC: Uuid = uuid!("e1da61bb-803c-4518-8c72-3794867512a7");
+pub const BACKGROUND_MUSIC: NodeTypeId = NodeTypeId::from_uuid(uuid!("e1da61bb-803c-4518-8c72-3794867512a7"));
 /// Overlay: places an image (e.g. a watermark) over the video.
-pub const OVERLAY: Uuid = uuid!("5aa5e31c-34be-4cd1-b618-7a7544f6e4c0");
+pub const OVERLAY: NodeTypeId = NodeTypeId::from_uuid(uuid!("5aa5e31c-34be-4cd1-b618-7a7544f6e4c0"));
 /// Speed: plays the video faster or slower.
-pub const SPEED: Uuid = uuid!("47a6bc12-618b-47a6-b0ad-7b3983640b2d");
+pub const SPEED: NodeTypeId = NodeTypeId::from_uuid(uuid!("47a6bc12-618b-47a6-b0ad-7b3983640b2d"));
 /// Concatenate: joins its inputs end to end, in the order they were connected.
-pub const CONCATENATE: Uuid = uuid!("2d56a739-616f-497a-b979-cee33ec9b857");
+pub const CONCATENATE: NodeTypeId = NodeTypeId::from_uuid(uuid!("2d56a739-616f-497a-b979-cee33ec9b857"));
 
 /// Prefix of every parameter path in validation messages: the field clients send parameters in.
 const PARAMS_FIELD: &str = "params_used";
@@ -65,7 +70,7 @@ pub enum NodeKind {
 #[derive(Debug, Serialize)]
 pub struct NodeType {
     /// Stable identifier; never changes once published.
-    pub id: Uuid,
+    pub id: NodeTypeId,
     /// Human-readable name.
     pub name: &'static str,
     /// Role in a graph.
@@ -142,7 +147,7 @@ pub fn catalog() -> &'static [NodeType] {
 }
 
 /// The node type with this id, if there is one.
-pub fn find(id: Uuid) -> Option<&'static NodeType> {
+pub fn find(id: NodeTypeId) -> Option<&'static NodeType> {
     catalog().iter().find(|node_type| node_type.id == id)
 }
 
@@ -214,11 +219,11 @@ mod tests {
         }
     }
 
-    fn node_type(id: Uuid) -> &'static NodeType {
+    fn node_type(id: NodeTypeId) -> &'static NodeType {
         find(id).unwrap()
     }
 
-    fn refusal(id: Uuid, value: Value) -> String {
+    fn refusal(id: NodeTypeId, value: Value) -> String {
         node_type(id).validate_params(&params(value)).unwrap_err()
     }
 
@@ -232,7 +237,7 @@ mod tests {
 
     #[test]
     fn ids_are_unique_and_generation_ids_match_the_contract() {
-        let ids: Vec<Uuid> = catalog().iter().map(|n| n.id).collect();
+        let ids: Vec<NodeTypeId> = catalog().iter().map(|n| n.id).collect();
         assert_eq!(ids.len(), 14);
         for (i, id) in ids.iter().enumerate() {
             assert!(!ids[i + 1..].contains(id), "duplicate id {id}");
@@ -244,12 +249,12 @@ mod tests {
         for id in [AI_AVATAR, VIDEO_GENERATION, AUDIO_GENERATION, IMAGE_GENERATION] {
             assert_eq!(node_type(id).kind, NodeKind::Generation);
         }
-        assert!(find(Uuid::nil()).is_none());
+        assert!(find(NodeTypeId::from_uuid(uuid::Uuid::nil())).is_none());
     }
 
     #[test]
     fn catalog_order_is_stable() {
-        let order: Vec<Uuid> = catalog().iter().map(|n| n.id).collect();
+        let order: Vec<NodeTypeId> = catalog().iter().map(|n| n.id).collect();
         assert_eq!(
             order,
             [

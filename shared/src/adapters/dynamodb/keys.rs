@@ -1,0 +1,95 @@
+//! Every key of the table, in one place. Keys start with the organization, so one
+//! organization's items can never be read through another's.
+//!
+//! | item            | pk                              | sk                          |
+//! |-----------------|---------------------------------|-----------------------------|
+//! | API key         | `APIKEY#{sha256}`               | `APIKEY`                    |
+//! | organization    | `ORG#{org}`                     | `ORG`                       |
+//! | shared store    | `ORG#{org}`                     | `STORE#{store}`             |
+//! | store entry     | `ORG#{org}#STORE#{store}`       | `{entry_id}` (≤ 1,024 bytes, DynamoDB's sort-key limit) |
+//! | bulk journal    | `ORG#{org}#STORE#{store}#BULK`  | `{lease}#{chunk}`           |
+//! | workspace       | `ORG#{org}`                     | `WORKSPACE#{id}`            |
+//! | agent + graph   | `ORG#{org}`                     | `AGENT#{id}` (v7 IDs: key order is creation order) |
+//! | upload/asset    | `ORG#{org}`                     | `UPLOAD#{id}`               |
+
+use std::collections::HashMap;
+
+use uuid::Uuid;
+
+use super::table::{s, Item};
+use crate::domain::agents::AgentId;
+use crate::domain::identity::OrganizationId;
+use crate::domain::shared_stores::{EntryId, StoreId};
+use crate::domain::uploads::UploadId;
+use crate::domain::workspaces::WorkspaceId;
+
+/// Sort-key prefix of stores in an organization's partition.
+pub const STORE_PREFIX: &str = "STORE#";
+/// Sort-key prefix of workspaces in an organization's partition.
+pub const WORKSPACE_PREFIX: &str = "WORKSPACE#";
+/// Sort-key prefix of agents in an organization's partition.
+pub const AGENT_PREFIX: &str = "AGENT#";
+
+fn key(pk: String, sk: impl Into<String>) -> Item {
+    HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
+}
+
+/// The partition of an organization's own items (stores, workspaces, agents, uploads).
+pub fn organization_pk(organization: OrganizationId) -> String {
+    format!("ORG#{organization}")
+}
+
+/// An API key, by the hash of the key.
+pub fn api_key(key_hash: &str) -> Item {
+    key(format!("APIKEY#{key_hash}"), "APIKEY")
+}
+
+/// The organization item, which also counts its stores.
+pub fn organization(organization: OrganizationId) -> Item {
+    key(organization_pk(organization), "ORG")
+}
+
+/// A store item, which also counts its entries and carries its lease.
+pub fn store(organization: OrganizationId, store: StoreId) -> Item {
+    key(organization_pk(organization), format!("{STORE_PREFIX}{store}"))
+}
+
+/// The partition of a store's entries, which holds nothing else.
+pub fn entries_pk(organization: OrganizationId, store: StoreId) -> String {
+    format!("ORG#{organization}#STORE#{store}")
+}
+
+/// One entry.
+pub fn entry(organization: OrganizationId, store: StoreId, entry_id: &EntryId) -> Item {
+    key(entries_pk(organization, store), entry_id.as_str())
+}
+
+/// The partition of the journals of a store's bulk upserts.
+pub fn journal_pk(organization: OrganizationId, store: StoreId) -> String {
+    format!("ORG#{organization}#STORE#{store}#BULK")
+}
+
+/// The sort-key prefix of the journal of the bulk upsert holding `lease`.
+pub fn journal_prefix(lease: Uuid) -> String {
+    format!("{lease}#")
+}
+
+/// One chunk of a bulk upsert's journal.
+pub fn journal(organization: OrganizationId, store: StoreId, lease: Uuid, chunk: usize) -> Item {
+    key(journal_pk(organization, store), format!("{}{chunk:05}", journal_prefix(lease)))
+}
+
+/// A workspace.
+pub fn workspace(organization: OrganizationId, id: WorkspaceId) -> Item {
+    key(organization_pk(organization), format!("{WORKSPACE_PREFIX}{id}"))
+}
+
+/// An agent with its graph.
+pub fn agent(organization: OrganizationId, id: AgentId) -> Item {
+    key(organization_pk(organization), format!("{AGENT_PREFIX}{id}"))
+}
+
+/// An upload (an asset once finalized).
+pub fn upload(organization: OrganizationId, id: UploadId) -> Item {
+    key(organization_pk(organization), format!("UPLOAD#{id}"))
+}

@@ -1,0 +1,355 @@
+//! The table helpers every resource uses, each in one place: consistent get, query of a
+//! whole partition, batch reads and writes that retry what DynamoDB leaves unprocessed,
+//! transactions that retry conflicts, conditional writes, attribute readers, and the
+//! classification of SDK failures. Every retry follows a schedule of `core::retry`.
+
+use std::collections::HashMap;
+
+use anyhow::Context;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    CancellationReason, ConditionCheck, Delete, DeleteRequest, KeysAndAttributes, Put, PutRequest, TransactWriteItem,
+    Update, WriteRequest,
+};
+use futures::stream::{self, StreamExt, TryStreamExt};
+
+use super::DynamoDb;
+use crate::core::retry::{Unavailable, TRANSACTION_CONFLICTS, UNPROCESSED_ITEMS};
+use crate::domain::time::Timestamp;
+
+pub use aws_sdk_dynamodb::types::AttributeValue;
+
+/// A DynamoDB item.
+pub type Item = HashMap<String, AttributeValue>;
+
+/// Keys per BatchGetItem (DynamoDB's limit).
+const BATCH_GET_KEYS: usize = 100;
+/// Requests per BatchWriteItem (DynamoDB's limit).
+pub const BATCH_WRITE_REQUESTS: usize = 25;
+/// Requests kept in flight by batch reads and writes (16 measured slower for reads).
+pub const PARALLEL_REQUESTS: usize = 8;
+
+/// Error codes meaning DynamoDB is overloaded or failing, not that the request is wrong:
+/// after the SDK's own retries they make the request [`Unavailable`].
+const UNAVAILABLE_CODES: [&str; 6] = [
+    "ThrottlingException",
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "InternalServerError",
+    "ServiceUnavailable",
+    "LimitExceededException",
+];
+
+/// Turns a failed SDK call into an error in the context `what`: a timeout, a network
+/// failure or throttling that outlasted the SDK's retries is [`Unavailable`].
+pub fn failure<E, R>(error: SdkError<E, R>, what: &'static str) -> anyhow::Error
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let unavailable = match &error {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) => true,
+        SdkError::ServiceError(service) => UNAVAILABLE_CODES.contains(&service.err().code().unwrap_or_default()),
+        _ => false,
+    };
+    if unavailable {
+        let reason = format!("DynamoDB did not serve {what}: {}", aws_sdk_dynamodb::error::DisplayErrorContext(&error));
+        return anyhow::Error::new(Unavailable(reason));
+    }
+    anyhow::Error::new(error).context(what)
+}
+
+/// The output of a conditional write, or None when its condition did not hold; other
+/// failures are errors in the context `what`.
+pub fn unless_condition_failed<T, E, R>(
+    result: Result<T, SdkError<E, R>>,
+    what: &'static str,
+) -> anyhow::Result<Option<T>>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match result {
+        Ok(output) => Ok(Some(output)),
+        Err(error) if error.code() == Some("ConditionalCheckFailedException") => Ok(None),
+        Err(error) => Err(failure(error, what)),
+    }
+}
+
+/// True when the reason says a condition of that item failed.
+pub fn condition_failed(reason: Option<&CancellationReason>) -> bool {
+    reason.and_then(CancellationReason::code) == Some("ConditionalCheckFailed")
+}
+
+/// Reports a request the code itself built wrong.
+pub fn build<T>(built: Result<T, aws_sdk_dynamodb::error::BuildError>) -> anyhow::Result<T> {
+    built.context("building a DynamoDB request")
+}
+
+/// A built put, update, delete or condition check, as one part of a transaction.
+pub trait TransactPart {
+    /// Wraps the part, or reports why it could not be built.
+    fn into_part(self) -> anyhow::Result<TransactWriteItem>;
+}
+
+macro_rules! transact_part {
+    ($($kind:ty => $setter:ident),*) => {$(
+        impl TransactPart for Result<$kind, aws_sdk_dynamodb::error::BuildError> {
+            fn into_part(self) -> anyhow::Result<TransactWriteItem> {
+                Ok(TransactWriteItem::builder().$setter(build(self)?).build())
+            }
+        }
+    )*};
+}
+
+transact_part!(Put => put, Update => update, Delete => delete, ConditionCheck => condition_check);
+
+/// A string attribute.
+pub fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+/// A number attribute.
+pub fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+/// A string attribute of an item.
+pub fn text<'a>(item: &'a Item, name: &str) -> anyhow::Result<&'a str> {
+    match item.get(name) {
+        Some(AttributeValue::S(value)) => Ok(value),
+        _ => anyhow::bail!("item attribute {name} is missing or not a string"),
+    }
+}
+
+/// A string attribute that may be absent.
+pub fn optional_text<'a>(item: &'a Item, name: &str) -> anyhow::Result<Option<&'a str>> {
+    match item.get(name) {
+        None | Some(AttributeValue::Null(_)) => Ok(None),
+        Some(_) => text(item, name).map(Some),
+    }
+}
+
+/// A number attribute of an item.
+pub fn number<T: std::str::FromStr>(item: &Item, name: &str) -> anyhow::Result<T> {
+    match item.get(name) {
+        Some(AttributeValue::N(value)) => {
+            value.parse().ok().with_context(|| format!("item attribute {name} is not a number of the expected range"))
+        }
+        _ => anyhow::bail!("item attribute {name} is missing or not a number"),
+    }
+}
+
+/// A number attribute that may be absent.
+pub fn optional_number<T: std::str::FromStr>(item: &Item, name: &str) -> anyhow::Result<Option<T>> {
+    match item.get(name) {
+        None | Some(AttributeValue::Null(_)) => Ok(None),
+        Some(_) => number(item, name).map(Some),
+    }
+}
+
+/// A timestamp attribute, stored as its text.
+pub fn timestamp(item: &Item, name: &str) -> anyhow::Result<Timestamp> {
+    Ok(Timestamp::parse(text(item, name)?)?)
+}
+
+/// A timestamp attribute that may be absent.
+pub fn optional_timestamp(item: &Item, name: &str) -> anyhow::Result<Option<Timestamp>> {
+    optional_text(item, name)?.map(Timestamp::parse).transpose().map_err(anyhow::Error::from)
+}
+
+/// A parsed ID attribute.
+pub fn id<T: std::str::FromStr>(item: &Item, name: &str) -> anyhow::Result<T> {
+    text(item, name)?.parse().ok().with_context(|| format!("item attribute {name} is not an ID"))
+}
+
+impl DynamoDb {
+    /// One item, read strongly consistent.
+    pub(super) async fn get(&self, key: Item, what: &'static str) -> anyhow::Result<Option<Item>> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|error| failure(error, what))?;
+        Ok(output.item)
+    }
+
+    /// Every item of a partition (optionally with a sort-key prefix), page after page,
+    /// strongly consistent.
+    pub(super) async fn query_all(
+        &self,
+        pk: String,
+        sk_prefix: Option<&str>,
+        projection: Option<&str>,
+        what: &'static str,
+    ) -> anyhow::Result<Vec<Item>> {
+        let mut query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .expression_attribute_values(":pk", s(&pk))
+            .consistent_read(true)
+            .set_projection_expression(projection.map(str::to_owned));
+        query = match sk_prefix {
+            Some(prefix) => query
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":prefix", s(prefix)),
+            None => query.key_condition_expression("pk = :pk"),
+        };
+        let mut items = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = query
+                .clone()
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|error| failure(error, what))?;
+            items.extend(page.items.unwrap_or_default());
+            match page.last_evaluated_key {
+                Some(next) => start = Some(next),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    /// Reads many keys with strongly consistent BatchGetItem calls, several in flight;
+    /// keys with no item are left out.
+    pub(super) async fn batch_get(&self, keys: Vec<Item>, projection: Option<&str>) -> anyhow::Result<Vec<Item>> {
+        let chunks: Vec<Vec<Item>> = keys.chunks(BATCH_GET_KEYS).map(<[Item]>::to_vec).collect();
+        let pages: Vec<Vec<Item>> = stream::iter(chunks)
+            .map(|chunk| self.batch_get_chunk(chunk, projection))
+            .buffer_unordered(PARALLEL_REQUESTS)
+            .try_collect()
+            .await?;
+        Ok(pages.into_iter().flatten().collect())
+    }
+
+    async fn batch_get_chunk(&self, keys: Vec<Item>, projection: Option<&str>) -> anyhow::Result<Vec<Item>> {
+        let mut found = Vec::with_capacity(keys.len());
+        let mut pending = build(
+            KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .consistent_read(true)
+                .set_projection_expression(projection.map(str::to_owned))
+                .build(),
+        )?;
+        let mut retry = UNPROCESSED_ITEMS.start();
+        loop {
+            let output = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, pending)
+                .send()
+                .await
+                .map_err(|error| failure(error, "batch reading"))?;
+            if let Some(items) = output.responses.and_then(|mut tables| tables.remove(&self.table)) {
+                found.extend(items);
+            }
+            match output.unprocessed_keys.and_then(|mut tables| tables.remove(&self.table)) {
+                Some(rest) if !rest.keys.is_empty() => {
+                    retry.wait(format!("{} keys left unprocessed", rest.keys.len())).await?;
+                    pending = rest;
+                }
+                _ => return Ok(found),
+            }
+        }
+    }
+
+    /// Writes requests with BatchWriteItem, several calls in flight, retrying what
+    /// DynamoDB leaves unprocessed. `keep_going` is asked before each call is started:
+    /// once it says no, no new call starts (calls in flight finish) and the writes end
+    /// with an error.
+    pub(super) async fn batch_write(
+        &self,
+        requests: Vec<WriteRequest>,
+        keep_going: &(dyn Fn() -> bool + Sync),
+    ) -> anyhow::Result<()> {
+        let chunks: Vec<Vec<WriteRequest>> =
+            requests.chunks(BATCH_WRITE_REQUESTS).map(<[WriteRequest]>::to_vec).collect();
+        stream::iter(chunks)
+            .map(|chunk| async move {
+                anyhow::ensure!(keep_going(), "batch writes stopped at their deadline");
+                self.batch_write_chunk(chunk).await
+            })
+            .buffer_unordered(PARALLEL_REQUESTS)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
+    async fn batch_write_chunk(&self, mut requests: Vec<WriteRequest>) -> anyhow::Result<()> {
+        let mut retry = UNPROCESSED_ITEMS.start();
+        loop {
+            let output = self
+                .client
+                .batch_write_item()
+                .request_items(&self.table, requests)
+                .send()
+                .await
+                .map_err(|error| failure(error, "batch writing"))?;
+            requests = output.unprocessed_items.and_then(|mut tables| tables.remove(&self.table)).unwrap_or_default();
+            if requests.is_empty() {
+                return Ok(());
+            }
+            retry.wait(format!("{} writes left unprocessed", requests.len())).await?;
+        }
+    }
+
+    /// Runs a transaction, retrying while it only loses to concurrent transactions.
+    /// Returns the cancellation reasons when a condition failed.
+    pub(super) async fn transact(
+        &self,
+        items: Vec<TransactWriteItem>,
+        what: &'static str,
+    ) -> anyhow::Result<Result<(), Vec<CancellationReason>>> {
+        let mut retry = TRANSACTION_CONFLICTS.start();
+        loop {
+            let sent = self.client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
+            let error = match sent {
+                Ok(_) => return Ok(Ok(())),
+                Err(SdkError::ServiceError(context)) => context.into_err(),
+                Err(other) => return Err(failure(other, what)),
+            };
+            match error {
+                TransactWriteItemsError::TransactionCanceledException(cancelled) => {
+                    let reasons = cancelled.cancellation_reasons().to_vec();
+                    if !reasons.iter().any(|reason| reason.code() == Some("TransactionConflict")) {
+                        return Ok(Err(reasons));
+                    }
+                    retry.wait(format!("{what}: a concurrent transaction on the same items")).await?;
+                }
+                TransactWriteItemsError::TransactionInProgressException(_) => {
+                    retry.wait(format!("{what}: the same transaction is still in progress")).await?;
+                }
+                other => {
+                    let code = other.code().unwrap_or_default().to_owned();
+                    if UNAVAILABLE_CODES.contains(&code.as_str()) {
+                        return Err(Unavailable(format!("DynamoDB did not serve {what}: {code}")).into());
+                    }
+                    return Err(anyhow::Error::new(other).context(what));
+                }
+            }
+        }
+    }
+}
+
+/// A BatchWriteItem put of `item`.
+pub fn put_request(item: Item) -> anyhow::Result<WriteRequest> {
+    Ok(WriteRequest::builder().put_request(build(PutRequest::builder().set_item(Some(item)).build())?).build())
+}
+
+/// A BatchWriteItem delete of the item at `key`.
+pub fn delete_request(key: Item) -> anyhow::Result<WriteRequest> {
+    Ok(WriteRequest::builder().delete_request(build(DeleteRequest::builder().set_key(Some(key)).build())?).build())
+}
+
+/// Only the `pk` and `sk` attributes of an item.
+pub fn key_of(item: &Item) -> Item {
+    item.iter().filter(|(name, _)| *name == "pk" || *name == "sk").map(|(k, v)| (k.clone(), v.clone())).collect()
+}

@@ -1,0 +1,159 @@
+//! The schema as versioned migrations, applied in order at start: `user_version` counts
+//! the migrations applied, and `application_id` marks the file as this service's, so a
+//! database of another program is refused rather than changed.
+
+use anyhow::Context;
+use rusqlite::{Connection, TransactionBehavior};
+
+/// `application_id` of this service's databases ("VWF1").
+pub const APPLICATION_ID: i64 = 0x5657_4631;
+
+/// Every migration, oldest first; a migration, once released, never changes.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: organizations, keys, workspaces, shared stores, agents, uploads.
+    "CREATE TABLE organizations (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        slug TEXT NOT NULL,
+        api_access INTEGER NOT NULL,
+        plan TEXT NOT NULL,
+        credits INTEGER NOT NULL,
+        created_at TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE api_keys (
+        key_hash TEXT PRIMARY KEY,
+        organization_id TEXT,
+        created_at TEXT NOT NULL,
+        last_used_at TEXT
+    ) STRICT;
+    CREATE TABLE workspaces (
+        organization_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        is_primary INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (organization_id, id)
+    ) STRICT;
+    CREATE TABLE shared_stores (
+        organization_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        source_type TEXT NOT NULL,
+        entry_count INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (organization_id, id)
+    ) STRICT;
+    CREATE TABLE store_entries (
+        organization_id TEXT NOT NULL,
+        store_id TEXT NOT NULL,
+        entry_id TEXT NOT NULL,
+        display_name TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (organization_id, store_id, entry_id),
+        FOREIGN KEY (organization_id, store_id) REFERENCES shared_stores (organization_id, id) ON DELETE CASCADE
+    ) STRICT;
+    CREATE TABLE agents (
+        organization_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        name_lower TEXT NOT NULL,
+        description TEXT NOT NULL,
+        visibility TEXT NOT NULL,
+        workspace_id TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        graph TEXT NOT NULL,
+        deleted_at TEXT,
+        PRIMARY KEY (organization_id, id)
+    ) STRICT;
+    CREATE TABLE uploads (
+        organization_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        upload_expires_at TEXT NOT NULL,
+        finalized_at TEXT,
+        size_bytes INTEGER,
+        duration_ms INTEGER,
+        width INTEGER,
+        height INTEGER,
+        codec TEXT,
+        format TEXT,
+        blob_key TEXT,
+        blob_version TEXT,
+        PRIMARY KEY (organization_id, id)
+    ) STRICT;",
+];
+
+/// Refuses a file that is not a readable SQLite database or fails SQLite's own check.
+pub fn check_integrity(connection: &Connection) -> anyhow::Result<()> {
+    let verdict: String = connection
+        .query_row("PRAGMA quick_check", [], |row| row.get(0))
+        .map_err(|error| anyhow::anyhow!("it is not a SQLite database, or SQLite cannot read it ({error})"))?;
+    anyhow::ensure!(verdict == "ok", "SQLite finds it corrupt: {verdict}");
+    Ok(())
+}
+
+/// Applies the migrations not applied yet, each in its own write transaction (two
+/// processes starting at once apply each migration once).
+pub fn migrate(connection: &mut Connection) -> anyhow::Result<()> {
+    loop {
+        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let application_id: i64 = transaction.query_row("PRAGMA application_id", [], |row| row.get(0))?;
+        let version: i64 = transaction.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        let tables: i64 = transaction.query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))?;
+        match application_id {
+            APPLICATION_ID => {}
+            0 if tables == 0 => transaction.pragma_update(None, "application_id", APPLICATION_ID)?,
+            other => anyhow::bail!(
+                "it belongs to another program (its SQLite application_id is {other:#x}, this service's is \
+                 {APPLICATION_ID:#x}); give serve another --data-dir"
+            ),
+        }
+        let known = MIGRATIONS.len() as i64;
+        anyhow::ensure!(
+            version <= known,
+            "it was written by a newer version of this service (schema version {version}, this one knows {known})"
+        );
+        if version == known {
+            return Ok(transaction.commit()?);
+        }
+        transaction
+            .execute_batch(MIGRATIONS[version as usize])
+            .with_context(|| format!("applying schema migration {}", version + 1))?;
+        transaction.pragma_update(None, "user_version", version + 1)?;
+        transaction.commit()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_apply_once_and_record_their_version() {
+        let mut connection = Connection::open_in_memory().unwrap();
+        migrate(&mut connection).unwrap();
+        migrate(&mut connection).unwrap();
+        let version: i64 = connection.query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
+        assert_eq!(version, MIGRATIONS.len() as i64);
+        let id: i64 = connection.query_row("PRAGMA application_id", [], |row| row.get(0)).unwrap();
+        assert_eq!(id, APPLICATION_ID);
+    }
+
+    #[test]
+    fn a_database_of_another_program_or_a_newer_version_is_refused() {
+        let mut foreign = Connection::open_in_memory().unwrap();
+        foreign.execute_batch("CREATE TABLE notes (body TEXT)").unwrap();
+        assert!(format!("{:#}", migrate(&mut foreign).unwrap_err()).contains("another program"));
+        let mut newer = Connection::open_in_memory().unwrap();
+        migrate(&mut newer).unwrap();
+        newer.pragma_update(None, "user_version", 99).unwrap();
+        assert!(format!("{:#}", migrate(&mut newer).unwrap_err()).contains("newer version"));
+    }
+}

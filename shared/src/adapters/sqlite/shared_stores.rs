@@ -1,0 +1,364 @@
+//! Shared stores in SQLite. Each store row counts its entries; every write that adds or
+//! removes an entry moves that counter in the same `BEGIN IMMEDIATE` transaction after
+//! checking the limit, so the limits hold under concurrent writers and the counter always
+//! equals the entries, even when the process is killed in the middle.
+
+use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension, Row, Transaction};
+
+use super::{parsed, Db, Sqlite};
+use crate::domain::identity::OrganizationId;
+use crate::domain::shared_stores::{
+    EntryId, EntryRename, EntryWrite, Metadata, SharedStore, StoreEntry, StoreError, StoreId,
+};
+use crate::domain::time::Timestamp;
+use crate::ports::SharedStoreRepo;
+
+const STORE_COLUMNS: &str = "id, name, source_type, entry_count, created_at, updated_at";
+const ENTRY_COLUMNS: &str = "entry_id, display_name, metadata, created_at";
+
+fn store_from(row: &Row<'_>) -> rusqlite::Result<SharedStore> {
+    Ok(SharedStore {
+        id: parsed(row, 0)?,
+        name: row.get(1)?,
+        source_type: row.get(2)?,
+        entry_count: row.get(3)?,
+        created_at: parsed(row, 4)?,
+        updated_at: parsed(row, 5)?,
+    })
+}
+
+fn entry_from(row: &Row<'_>) -> rusqlite::Result<StoreEntry> {
+    let metadata: String = row.get(2)?;
+    Ok(StoreEntry {
+        entry_id: EntryId::from_storage(row.get(0)?),
+        display_name: row.get(1)?,
+        metadata: Metadata::from_json(&metadata)
+            .map_err(|error| rusqlite::Error::FromSqlConversionFailure(2, rusqlite::types::Type::Text, error.into()))?,
+        created_at: parsed(row, 3)?,
+    })
+}
+
+/// The store's entry count, or `StoreNotFound`.
+fn entry_count(transaction: &Transaction<'_>, organization: OrganizationId, store: StoreId) -> Result<u32, StoreError> {
+    let count = transaction
+        .prepare_cached("SELECT entry_count FROM shared_stores WHERE organization_id = ?1 AND id = ?2")
+        .db("reading a shared store")?
+        .query_row([organization.to_string(), store.to_string()], |row| row.get(0))
+        .optional()
+        .db("reading a shared store")?;
+    count.ok_or(StoreError::StoreNotFound)
+}
+
+fn find_entry(
+    transaction: &Transaction<'_>,
+    organization: OrganizationId,
+    store: StoreId,
+    entry_id: &EntryId,
+) -> anyhow::Result<Option<StoreEntry>> {
+    transaction
+        .prepare_cached(&format!(
+            "SELECT {ENTRY_COLUMNS} FROM store_entries WHERE organization_id = ?1 AND store_id = ?2 AND entry_id = ?3"
+        ))
+        .db("reading a shared store entry")?
+        .query_row(params![organization.to_string(), store.to_string(), entry_id.as_str()], entry_from)
+        .optional()
+        .db("reading a shared store entry")
+}
+
+fn existing_created_at(
+    transaction: &Transaction<'_>,
+    organization: OrganizationId,
+    store: StoreId,
+    entry_id: &EntryId,
+) -> anyhow::Result<Option<Timestamp>> {
+    transaction
+        .prepare_cached(
+            "SELECT created_at FROM store_entries WHERE organization_id = ?1 AND store_id = ?2 AND entry_id = ?3",
+        )
+        .db("reading a shared store entry")?
+        .query_row(params![organization.to_string(), store.to_string(), entry_id.as_str()], |row| parsed(row, 0))
+        .optional()
+        .db("reading a shared store entry")
+}
+
+/// Writes an entry as the domain made it (a replacement carries its first `created_at`).
+fn upsert_row(
+    transaction: &Transaction<'_>,
+    organization: OrganizationId,
+    store: StoreId,
+    entry: &StoreEntry,
+    now: Timestamp,
+) -> anyhow::Result<()> {
+    transaction
+        .prepare_cached(
+            "INSERT INTO store_entries (organization_id, store_id, entry_id, display_name, metadata, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (organization_id, store_id, entry_id) DO UPDATE SET display_name = excluded.display_name,
+                 metadata = excluded.metadata, created_at = excluded.created_at, updated_at = excluded.updated_at",
+        )
+        .db("writing a shared store entry")?
+        .execute(params![
+            organization.to_string(),
+            store.to_string(),
+            entry.entry_id.as_str(),
+            entry.display_name,
+            entry.metadata.to_json(),
+            entry.created_at.to_string(),
+            now.to_string()
+        ])
+        .db("writing a shared store entry")?;
+    Ok(())
+}
+
+fn move_count(
+    transaction: &Transaction<'_>,
+    organization: OrganizationId,
+    store: StoreId,
+    delta: i64,
+) -> anyhow::Result<()> {
+    transaction
+        .prepare_cached(
+            "UPDATE shared_stores SET entry_count = entry_count + ?3 WHERE organization_id = ?1 AND id = ?2",
+        )
+        .db("counting shared store entries")?
+        .execute(params![organization.to_string(), store.to_string(), delta])
+        .db("counting shared store entries")?;
+    Ok(())
+}
+
+#[async_trait]
+impl SharedStoreRepo for Sqlite {
+    async fn list_stores(&self, organization: OrganizationId) -> Result<Vec<SharedStore>, StoreError> {
+        self.read(move |transaction| {
+            let mut statement = transaction
+                .prepare_cached(&format!("SELECT {STORE_COLUMNS} FROM shared_stores WHERE organization_id = ?1"))
+                .db("listing shared stores")?;
+            let stores = statement.query_map([organization.to_string()], store_from).db("listing shared stores")?;
+            Ok(stores.collect::<Result<Vec<_>, _>>().db("listing shared stores")?)
+        })
+        .await
+    }
+
+    async fn create_store(
+        &self,
+        organization: OrganizationId,
+        store: &SharedStore,
+        max_stores: u32,
+    ) -> Result<(), StoreError> {
+        let store = store.clone();
+        self.write(move |transaction| {
+            let count: u32 = transaction
+                .query_row("SELECT count(*) FROM shared_stores WHERE organization_id = ?1", [organization.to_string()], |row| {
+                    row.get(0)
+                })
+                .db("counting shared stores")?;
+            if count >= max_stores {
+                return Err(StoreError::StoreLimitReached);
+            }
+            transaction
+                .execute(
+                    &format!("INSERT INTO shared_stores (organization_id, {STORE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6)"),
+                    params![
+                        organization.to_string(),
+                        store.id.to_string(),
+                        store.name,
+                        store.source_type,
+                        store.created_at.to_string(),
+                        store.updated_at.to_string()
+                    ],
+                )
+                .db("creating a shared store")?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn rename_store(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        name: &str,
+        now: Timestamp,
+    ) -> Result<SharedStore, StoreError> {
+        let name = name.to_owned();
+        self.write(move |transaction| {
+            let renamed = transaction
+                .query_row(
+                    &format!(
+                        "UPDATE shared_stores SET name = ?3, updated_at = ?4 WHERE organization_id = ?1 AND id = ?2
+                         RETURNING {STORE_COLUMNS}"
+                    ),
+                    params![organization.to_string(), store.to_string(), name, now.to_string()],
+                    store_from,
+                )
+                .optional()
+                .db("renaming a shared store")?;
+            renamed.ok_or(StoreError::StoreNotFound)
+        })
+        .await
+    }
+
+    async fn delete_store(&self, organization: OrganizationId, store: StoreId) -> Result<(), StoreError> {
+        self.write(move |transaction| {
+            // Its entries go with it (ON DELETE CASCADE), in the same transaction.
+            let deleted = transaction
+                .execute(
+                    "DELETE FROM shared_stores WHERE organization_id = ?1 AND id = ?2",
+                    [organization.to_string(), store.to_string()],
+                )
+                .db("deleting a shared store")?;
+            if deleted == 0 {
+                return Err(StoreError::StoreNotFound);
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn list_entries(&self, organization: OrganizationId, store: StoreId) -> Result<Vec<StoreEntry>, StoreError> {
+        self.read(move |transaction| {
+            entry_count(transaction, organization, store)?;
+            let mut statement = transaction
+                .prepare_cached(&format!(
+                    "SELECT {ENTRY_COLUMNS} FROM store_entries WHERE organization_id = ?1 AND store_id = ?2"
+                ))
+                .db("listing shared store entries")?;
+            let entries = statement
+                .query_map([organization.to_string(), store.to_string()], entry_from)
+                .db("listing shared store entries")?;
+            Ok(entries.collect::<Result<Vec<_>, _>>().db("listing shared store entries")?)
+        })
+        .await
+    }
+
+    async fn get_entry(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
+    ) -> Result<StoreEntry, StoreError> {
+        let entry_id = entry_id.clone();
+        self.read(move |transaction| match find_entry(transaction, organization, store, &entry_id)? {
+            Some(entry) => Ok(entry),
+            None => {
+                entry_count(transaction, organization, store)?;
+                Err(StoreError::EntryNotFound)
+            }
+        })
+        .await
+    }
+
+    async fn put_entry(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        write: &EntryWrite,
+        now: Timestamp,
+        max_entries: u32,
+    ) -> Result<StoreEntry, StoreError> {
+        let write = write.clone();
+        self.write(move |transaction| {
+            let count = entry_count(transaction, organization, store)?;
+            let created_at = existing_created_at(transaction, organization, store, &write.entry_id)?;
+            if created_at.is_none() && count >= max_entries {
+                return Err(StoreError::EntryLimitReached);
+            }
+            let entry = write.into_entry(created_at, now);
+            upsert_row(transaction, organization, store, &entry, now)?;
+            if created_at.is_none() {
+                move_count(transaction, organization, store, 1)?;
+            }
+            Ok(entry)
+        })
+        .await
+    }
+
+    async fn rename_entry(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
+        rename: &EntryRename,
+        now: Timestamp,
+    ) -> Result<StoreEntry, StoreError> {
+        let (entry_id, rename) = (entry_id.clone(), rename.clone());
+        self.write(move |transaction| {
+            let Some(current) = find_entry(transaction, organization, store, &entry_id)? else {
+                entry_count(transaction, organization, store)?;
+                return Err(StoreError::EntryNotFound);
+            };
+            let moving = rename.new_entry_id != entry_id;
+            if moving && existing_created_at(transaction, organization, store, &rename.new_entry_id)?.is_some() {
+                return Err(StoreError::EntryIdTaken);
+            }
+            let renamed = rename.apply(current);
+            if moving {
+                transaction
+                    .execute(
+                        "DELETE FROM store_entries WHERE organization_id = ?1 AND store_id = ?2 AND entry_id = ?3",
+                        params![organization.to_string(), store.to_string(), entry_id.as_str()],
+                    )
+                    .db("renaming a shared store entry")?;
+            }
+            upsert_row(transaction, organization, store, &renamed, now)?;
+            Ok(renamed)
+        })
+        .await
+    }
+
+    async fn delete_entry(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
+    ) -> Result<(), StoreError> {
+        let entry_id = entry_id.clone();
+        self.write(move |transaction| {
+            entry_count(transaction, organization, store)?;
+            let deleted = transaction
+                .execute(
+                    "DELETE FROM store_entries WHERE organization_id = ?1 AND store_id = ?2 AND entry_id = ?3",
+                    params![organization.to_string(), store.to_string(), entry_id.as_str()],
+                )
+                .db("deleting a shared store entry")?;
+            if deleted == 0 {
+                return Err(StoreError::EntryNotFound);
+            }
+            move_count(transaction, organization, store, -1)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn upsert_entries(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        writes: &[EntryWrite],
+        now: Timestamp,
+        max_entries: u32,
+    ) -> Result<Vec<StoreEntry>, StoreError> {
+        let writes = writes.to_vec();
+        self.write(move |transaction| {
+            let count = entry_count(transaction, organization, store)?;
+            let mut new_ids = 0u32;
+            let mut entries = Vec::with_capacity(writes.len());
+            for write in writes {
+                let created_at = existing_created_at(transaction, organization, store, &write.entry_id)?;
+                new_ids += u32::from(created_at.is_none());
+                entries.push(write.into_entry(created_at, now));
+            }
+            // Nothing is written until the whole request is known to fit.
+            if count + new_ids > max_entries {
+                return Err(StoreError::EntryLimitReached);
+            }
+            for entry in &entries {
+                upsert_row(transaction, organization, store, entry, now)?;
+            }
+            move_count(transaction, organization, store, i64::from(new_ids))?;
+            Ok(entries)
+        })
+        .await
+    }
+}

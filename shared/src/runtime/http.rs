@@ -1,0 +1,138 @@
+//! The one runner every HTTP Lambda binary calls, compiled once here so each binary is
+//! a single line and rebuilds stay short; and the delivery of responses larger than a
+//! Lambda function may return.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, StatusCode};
+use serde_json::json;
+
+use crate::api::{self, routes, Response, Route};
+use crate::app::App;
+
+/// Largest body a function answers itself. Lambda refuses responses over 6 MB, counting
+/// the JSON envelope the body travels in, where every `"` and `\` of the body is escaped.
+pub const MAX_INLINE_BODY_BYTES: usize = 6 * 1024 * 1024 - 64 * 1024;
+/// How long the link to a larger response stays valid.
+pub const LARGE_RESPONSE_LINK_TTL: Duration = Duration::from_secs(10 * 60);
+/// Where larger responses are kept (the bucket expires them after a day).
+pub const LARGE_RESPONSE_PREFIX: &str = "responses/";
+
+/// Runs the Lambda function `function` (a name from the routes table) until the
+/// runtime stops it; exits the process with an error code if it cannot start.
+pub fn run(function: &str) -> ! {
+    tracing_subscriber::fmt().json().with_env_filter(env_filter()).with_current_span(true).init();
+    let Some(route) = routes::by_function(function) else {
+        tracing::error!(function, "no route in the routes table has this function name");
+        std::process::exit(2);
+    };
+    let result =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow::Error::from).and_then(
+            |runtime| {
+                runtime.block_on(async move {
+                    let app = Arc::new(App::from_env().await?);
+                    let service = lambda_http::service_fn(move |request: lambda_http::Request| {
+                        let app = app.clone();
+                        async move { Ok::<_, Infallible>(handle(route, app, request).await) }
+                    });
+                    lambda_http::run(service).await.map_err(|error| anyhow::anyhow!("{error}"))
+                })
+            },
+        );
+    match result {
+        Ok(()) => std::process::exit(0),
+        Err(error) => {
+            tracing::error!(error = %format!("{error:#}"), function, "lambda runtime stopped");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Serves one request of a function's route as the Lambda runtime hands it over.
+pub async fn handle(route: &'static Route, app: Arc<App>, request: lambda_http::Request) -> Response {
+    let response = api::invoke_route(route, app.clone(), request).await;
+    deliver(route, &app, response).await
+}
+
+/// The size of a body once escaped inside the Lambda response's JSON envelope.
+pub fn envelope_size(body: &[u8]) -> usize {
+    body.len()
+        + body
+            .iter()
+            .map(|byte| match byte {
+                b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+                0..=0x1f => 5,
+                _ => 0,
+            })
+            .sum::<usize>()
+}
+
+/// Answers a response a function can return as it is; a larger one (a list of 10,000
+/// entries with large metadata) is stored in the blob store and answered with a 303 to a
+/// short-lived link from which clients GET it whole.
+async fn deliver(route: &Route, app: &App, response: Response) -> Response {
+    if envelope_size(response.body()) <= MAX_INLINE_BODY_BYTES {
+        return response;
+    }
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("application/json")
+        .to_owned();
+    let size = response.body().len();
+    if !route.large_responses {
+        tracing::error!(
+            function = route.function,
+            size,
+            "the response is too large for Lambda and the route may not park it"
+        );
+        return api::ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, "the response is too large to return")
+            .into_response();
+    }
+    let key = format!("{LARGE_RESPONSE_PREFIX}{}.json", uuid::Uuid::new_v4());
+    let body = Bytes::copy_from_slice(response.body());
+    let parked = async {
+        app.blobs.put(&key, body, &content_type).await?;
+        app.blobs.download_url(&key, LARGE_RESPONSE_LINK_TTL).await
+    };
+    match parked.await {
+        Ok(url) => {
+            tracing::info!(function = route.function, size, key, "answered a large response through the blob store");
+            let body = json!({
+                "detail": format!(
+                    "The response ({size} bytes) is larger than a function may return: GET it from the Location URL \
+                     within {} minutes",
+                    LARGE_RESPONSE_LINK_TTL.as_secs() / 60
+                ),
+                "location": url,
+            });
+            let mut redirect = api::json_response(StatusCode::SEE_OTHER, &body);
+            if let Ok(location) = http::HeaderValue::from_str(&url) {
+                redirect.headers_mut().insert(header::LOCATION, location);
+            }
+            redirect
+        }
+        Err(error) => api::ApiError::backend(&error, "the response could not be delivered".to_owned()).into_response(),
+    }
+}
+
+fn env_filter() -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_envelope_counts_escapes_as_json_writes_them() {
+        for body in [r#"{"a":"b\\"}"#, "\x01\n\t\u{7f}", "é", "\u{8}\u{c}\r"] {
+            let escaped = serde_json::to_string(body).unwrap().len() - 2;
+            assert_eq!(envelope_size(body.as_bytes()), escaped, "{body:?}");
+        }
+    }
+}

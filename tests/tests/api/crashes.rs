@@ -1,0 +1,303 @@
+//! What survives: `serve` restarted on its data folder, `serve` killed with SIGKILL in
+//! the middle of writes, a bulk upsert killed after reserving slots on DynamoDB, and
+//! state files that are not this service's.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use futures::future::join_all;
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
+use shared::app::App;
+
+use crate::faults::kill_a_bulk_after_it_reserved;
+use crate::helpers::{dynamodb, send, temp_media, try_send, TestApp};
+
+const KEY: &str = "crash-key";
+
+/// The `serve` binary of this checkout, built (once per test run) if it is missing or
+/// older than the code.
+fn serve_binary() -> &'static PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "functions", "--bin", "serve"])
+            .current_dir(&workspace)
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building serve");
+        let deps = std::env::current_exe().expect("the test binary").parent().expect("deps").to_path_buf();
+        deps.parent().expect("the profile folder").join("serve")
+    })
+}
+
+/// A `serve` process on a data folder; killed (SIGKILL) when dropped.
+struct ServeProcess {
+    child: Child,
+    addr: SocketAddr,
+}
+
+fn seed_file(folder: &Path) -> PathBuf {
+    let path = folder.join("seed.json");
+    let seed = json!({ "organizations": [{ "id": "6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e11", "name": "Crash", "slug": "crash", "api_keys": [KEY] }] });
+    std::fs::write(&path, seed.to_string()).unwrap();
+    path
+}
+
+impl ServeProcess {
+    /// Starts `serve` on `data_dir` with the test seed and waits until it answers.
+    async fn start(data_dir: &Path, extra: &[&str]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let child = Command::new(serve_binary())
+            .args(["--addr", &addr.to_string(), "--data-dir"])
+            .arg(data_dir)
+            .arg("--seed")
+            .arg(seed_file(data_dir))
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("serve starts");
+        let process = Self { child, addr };
+        for _ in 0..150 {
+            if try_send(addr, Method::GET, "/whoami", KEY, vec![]).await.is_some() {
+                return process;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("serve did not answer within 15 s");
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        send(self.addr, method, path, KEY, body.map(|body| body.to_string().into_bytes()).unwrap_or_default()).await
+    }
+
+    /// SIGKILL: nothing of the process runs after this.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_serve_reads_back_everything_it_wrote() {
+    let data = tempfile::tempdir().unwrap();
+    let mut first = ServeProcess::start(data.path(), &[]).await;
+    let (_, created) =
+        first.call(Method::POST, "/shared-stores", Some(json!({ "name": "Products", "source_type": "crm" }))).await;
+    let store = created["store"]["id"].as_str().unwrap().to_owned();
+    let (status, entry) = first
+        .call(
+            Method::PUT,
+            &format!("/shared-stores/{store}/entries/sku%2F1"),
+            Some(json!({ "display_name": "One", "metadata": { "price": 5 } })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, agent) = first.call(Method::POST, "/agent/create", Some(json!({ "name": "Promo" }))).await;
+    let agent = agent["agent_id"].as_str().unwrap().to_owned();
+    let speed = json!({ "operations": [{ "op": "create_node", "node_type_id": shared::domain::node_types::SPEED, "params_used": { "factor": 2 } }] });
+    assert_eq!(first.call(Method::POST, &format!("/agent/{agent}/update"), Some(speed)).await.0, StatusCode::OK);
+    let (_, graph) = first.call(Method::GET, &format!("/agent/{agent}"), None).await;
+    let (_, ticket) = first.call(Method::POST, "/uploads/image/get_upload_url", None).await;
+    let upload = ticket["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        crate::uploads::put(ticket["upload_url"].as_str().unwrap(), crate::uploads::sample("image.png")).await,
+        StatusCode::OK
+    );
+    let (status, asset) =
+        first.call(Method::POST, "/uploads/image/finalize_upload", Some(json!({ "id": upload }))).await;
+    assert_eq!(status, StatusCode::OK, "{asset}");
+    let (_, whoami) = first.call(Method::GET, "/whoami", None).await;
+    first.kill();
+
+    let second = ServeProcess::start(data.path(), &[]).await;
+    let (_, again) = second.call(Method::GET, "/whoami", None).await;
+    assert_eq!(again["organization_id"], whoami["organization_id"], "the organization and its key are kept");
+    assert_eq!(again["created_at"], whoami["created_at"], "seeding again changes nothing");
+    let (_, stores) = second.call(Method::GET, "/shared-stores", None).await;
+    assert_eq!(stores["stores"][0]["name"], "Products");
+    assert_eq!(stores["stores"][0]["entry_count"], 1);
+    let (_, read) = second.call(Method::GET, &format!("/shared-stores/{store}/entries/sku%2F1"), None).await;
+    assert_eq!(read, entry);
+    assert_eq!(second.call(Method::GET, &format!("/agent/{agent}"), None).await.1, graph);
+    assert_eq!(second.call(Method::GET, &format!("/uploads/image/{upload}"), None).await.1, asset);
+    assert!(data.path().join("state.sqlite").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_killed_in_the_middle_of_40_concurrent_puts_keeps_an_exact_store() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = ServeProcess::start(data.path(), &[]).await;
+    let (_, created) = server.call(Method::POST, "/shared-stores", Some(json!({ "name": "s" }))).await;
+    let store = created["store"]["id"].as_str().unwrap().to_owned();
+    let addr = server.addr;
+    // Large metadata makes each commit take a while, so the kill lands among them.
+    let metadata = json!({ "blob": "x".repeat(200_000) });
+    let (acknowledged_tx, mut acknowledged_rx) = tokio::sync::mpsc::unbounded_channel();
+    let puts: Vec<_> = (0..40)
+        .map(|i| {
+            let (path, body, acknowledged) = (
+                format!("/shared-stores/{store}/entries/e{i}"),
+                json!({ "display_name": "d", "metadata": metadata }),
+                acknowledged_tx.clone(),
+            );
+            tokio::spawn(async move {
+                let answer = try_send(addr, Method::PUT, &path, KEY, body.to_string().into_bytes()).await;
+                if matches!(answer, Some((StatusCode::OK, _))) {
+                    let _ = acknowledged.send(i);
+                }
+                (i, answer)
+            })
+        })
+        .collect();
+    for _ in 0..3 {
+        acknowledged_rx.recv().await.expect("a first few writes are answered");
+    }
+    server.kill();
+    let answers: Vec<_> = join_all(puts).await.into_iter().map(|joined| joined.unwrap()).collect();
+    let acknowledged: Vec<usize> =
+        answers.iter().filter(|(_, answer)| matches!(answer, Some((StatusCode::OK, _)))).map(|(i, _)| *i).collect();
+    assert!(acknowledged.len() < 40, "the kill landed in the middle of the writes");
+
+    let restarted = ServeProcess::start(data.path(), &[]).await;
+    let (_, stores) = restarted.call(Method::GET, "/shared-stores", None).await;
+    let (_, entries) = restarted.call(Method::GET, &format!("/shared-stores/{store}/entries"), None).await;
+    let ids: Vec<&str> =
+        entries["entries"].as_array().unwrap().iter().map(|entry| entry["entry_id"].as_str().unwrap()).collect();
+    assert_eq!(stores["stores"][0]["entry_count"], ids.len(), "the count equals the entries");
+    for i in acknowledged {
+        assert!(ids.contains(&format!("e{i}").as_str()), "acknowledged write e{i} survived");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_in_memory_keeps_nothing_on_disk() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = ServeProcess::start(data.path(), &["--in-memory"]).await;
+    assert_eq!(server.call(Method::POST, "/shared-stores", Some(json!({ "name": "s" }))).await.0, StatusCode::OK);
+    server.kill();
+    assert!(!data.path().join("state.sqlite").exists());
+    let again = ServeProcess::start(data.path(), &["--in-memory"]).await;
+    assert_eq!(again.call(Method::GET, "/shared-stores", None).await.1, json!({ "stores": [] }));
+}
+
+/// Runs `serve` on a data folder whose state file is `contents` and returns its exit
+/// status and what it printed.
+fn serve_on_state_file(write_state: impl FnOnce(&Path)) -> (std::process::ExitStatus, String) {
+    let data = tempfile::tempdir().unwrap();
+    write_state(&data.path().join("state.sqlite"));
+    let output = Command::new(serve_binary())
+        .args(["--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(data.path())
+        .output()
+        .expect("serve runs");
+    (output.status, format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr)))
+}
+
+fn garbage_state(path: &Path) {
+    std::fs::write(path, "these are notes, not a database\n".repeat(200)).unwrap();
+}
+
+fn foreign_state(path: &Path) {
+    let connection = rusqlite::Connection::open(path).unwrap();
+    connection.execute_batch("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('hello');").unwrap();
+}
+
+/// A SQLite database of 200 rows whose middle pages are then overwritten.
+fn damaged_state(path: &Path) {
+    let connection = rusqlite::Connection::open(path).unwrap();
+    connection
+        .execute_batch(
+            "CREATE TABLE t (x TEXT);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200)
+             INSERT INTO t SELECT hex(randomblob(500)) FROM n;",
+        )
+        .unwrap();
+    drop(connection);
+    let mut bytes = std::fs::read(path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle..middle + 4096].fill(0xa5);
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_corrupt_or_foreign_state_file_stops_serve_with_a_message_naming_it() {
+    type WriteState = fn(&Path);
+    let cases = [
+        ("garbage", garbage_state as WriteState, "it is not a SQLite database"),
+        ("foreign", foreign_state, "it belongs to another program"),
+        ("damaged", damaged_state, "cannot be used as this service's state"),
+    ];
+    for (name, write, reason) in cases {
+        let (status, printed) = serve_on_state_file(write);
+        assert_eq!(status.code(), Some(1), "{name}: serve refused to start: {printed}");
+        assert!(printed.contains("state.sqlite") && printed.contains(reason), "{name}: {printed}");
+        assert!(!printed.contains("panicked"), "{name}: {printed}");
+    }
+}
+
+/// The entry count of the organization's only store.
+async fn entry_count(test: &TestApp) -> Value {
+    test.call(Method::GET, "/shared-stores", None).await.1["stores"][0]["entry_count"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_killed_after_reserving_slots_is_repaired_by_the_next_bulk() {
+    let plain = dynamodb().await;
+    let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await;
+    let store = test.create_store("s").await;
+    test.fill(&store, "kept", 5).await;
+    let lost: Vec<String> = (0..7).map(|i| format!("lost-{i}")).collect();
+    kill_a_bulk_after_it_reserved(&plain, test.organization, &test.key, &store, &lost).await;
+    assert_eq!(entry_count(&test).await, 12, "the killed bulk left 7 slots reserved for entries that never came");
+
+    let next = json!({ "entries": [{ "entry_id": "next-0", "display_name": "n" }, { "entry_id": "kept0", "display_name": "n" }] });
+    let (status, body) = test.call(Method::POST, &format!("/shared-stores/{store}/entries/bulk"), Some(next)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, entries) = test.call(Method::GET, &format!("/shared-stores/{store}/entries"), None).await;
+    assert_eq!(entries["entries"].as_array().unwrap().len(), 6);
+    assert_eq!(entry_count(&test).await, 6, "the next bulk gave the slots back");
+    // The store is writable up to its limit again.
+    test.fill(&store, "more", 9_994).await;
+    let (status, _) = test
+        .call(
+            Method::PUT,
+            &format!("/shared-stores/{store}/entries/one-too-many"),
+            Some(json!({ "display_name": "x" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_left_by_a_killed_bulk_can_be_deleted_and_frees_its_slot() {
+    let plain = dynamodb().await;
+    let test = Arc::new(TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await);
+    let store = test.create_store("s").await;
+    let lost: Vec<String> = (0..4).map(|i| format!("lost-{i}")).collect();
+    kill_a_bulk_after_it_reserved(&plain, test.organization, &test.key, &store, &lost).await;
+    assert_eq!(
+        test.call(Method::DELETE, &format!("/shared-stores/{store}"), None).await,
+        (StatusCode::OK, json!({ "success": true }))
+    );
+    for i in 0..10 {
+        assert_eq!(
+            test.call(Method::POST, "/shared-stores", Some(json!({ "name": format!("s{i}") }))).await.0,
+            StatusCode::OK
+        );
+    }
+}
