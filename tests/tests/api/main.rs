@@ -10,6 +10,7 @@ mod failures;
 mod faults;
 mod iam;
 mod lambda;
+mod logs;
 mod node_types;
 mod serve;
 mod shared_stores;

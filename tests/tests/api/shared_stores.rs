@@ -26,7 +26,15 @@ conformance!(
     put_at_the_entry_limit_refuses_new_ids_but_replaces_existing,
     another_organizations_store_is_not_found,
     malformed_ids_and_bodies_are_client_errors,
+    stored_strings_are_bounded_alike_on_every_backend,
 );
+
+/// Percent-encodes every byte but ASCII letters and digits, as a client encodes a path.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| if byte.is_ascii_alphanumeric() { (byte as char).to_string() } else { format!("%{byte:02X}") })
+        .collect()
+}
 
 fn entries_path(store: &str) -> String {
     format!("/shared-stores/{store}/entries")
@@ -477,4 +485,85 @@ async fn malformed_ids_and_bodies_are_client_errors(backend: Backend) {
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(list_entries(&app, &store).await.is_empty());
+}
+
+async fn stored_strings_are_bounded_alike_on_every_backend(backend: Backend) {
+    let app = TestApp::new(backend).await;
+    let store = app.create_store("s").await;
+    let refused = |message: &str| (StatusCode::BAD_REQUEST, json!({ "error": message }));
+
+    // A 200 KB display name with 250 KB of metadata is a 400 naming the field.
+    let huge = json!({ "display_name": "d".repeat(200_000), "metadata": { "k": "x".repeat(250_000) } });
+    let too_long_name = refused("display_name must be at most 1000 characters");
+    assert_eq!(app.call(Method::PUT, &entry_path(&store, "e"), Some(huge.clone())).await, too_long_name);
+    let mut item = huge.clone();
+    item["entry_id"] = json!("e");
+    let bulk_path = format!("{}/bulk", entries_path(&store));
+    assert_eq!(app.call(Method::POST, &bulk_path, Some(json!({ "entries": [item] }))).await, too_long_name);
+
+    // Entry IDs up to 1,024 bytes are kept exactly, also in DynamoDB keys.
+    let longest = "é".repeat(512);
+    let other = "ü".repeat(512);
+    let (status, body) =
+        app.call(Method::PUT, &entry_path(&store, &encode(&longest)), Some(json!({ "display_name": "d" }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = app.call(Method::GET, &entry_path(&store, &encode(&longest)), None).await;
+    assert_eq!((status, body["entry"]["entry_id"].as_str()), (StatusCode::OK, Some(longest.as_str())));
+    let rename = json!({ "entry_id": other, "display_name": "d" });
+    let (status, body) = app.call(Method::PATCH, &entry_path(&store, &encode(&longest)), Some(rename)).await;
+    assert_eq!((status, body["entry"]["entry_id"].as_str()), (StatusCode::OK, Some(other.as_str())));
+    let bulk = json!({ "entries": [{ "entry_id": longest, "display_name": "b" }] });
+    assert_eq!(app.call(Method::POST, &bulk_path, Some(bulk)).await.0, StatusCode::OK);
+
+    // One byte more is refused everywhere, naming the field.
+    let over = format!("{longest}x");
+    let too_long_id = refused("entry_id must be at most 1024 bytes");
+    let path = entry_path(&store, &encode(&over));
+    assert_eq!(app.call(Method::PUT, &path, Some(json!({ "display_name": "d" }))).await, too_long_id);
+    assert_eq!(app.call(Method::GET, &path, None).await, too_long_id);
+    assert_eq!(app.call(Method::DELETE, &path, None).await, too_long_id);
+    assert_eq!(
+        app.call(Method::PATCH, &path, Some(json!({ "entry_id": "n", "display_name": "d" }))).await,
+        too_long_id
+    );
+    let patch = json!({ "entry_id": over, "display_name": "d" });
+    assert_eq!(app.call(Method::PATCH, &entry_path(&store, &encode(&other)), Some(patch)).await, too_long_id);
+    let bulk = json!({ "entries": [{ "entry_id": over, "display_name": "d" }] });
+    assert_eq!(app.call(Method::POST, &bulk_path, Some(bulk)).await, too_long_id);
+
+    // Names and source types up to 1,000 characters (of any width).
+    let widest = "𝄞".repeat(1000);
+    let (status, body) =
+        app.call(Method::POST, "/shared-stores", Some(json!({ "name": widest, "source_type": widest }))).await;
+    assert_eq!((status, body["store"]["name"].as_str()), (StatusCode::OK, Some(widest.as_str())));
+    let (status, _) = app
+        .call(
+            Method::PUT,
+            &entry_path(&store, "wide"),
+            Some(json!({ "display_name": widest, "metadata": { "k": "x".repeat(250_000) } })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "the largest entry fits an item");
+    let over = "a".repeat(1001);
+    let cases = [
+        (Method::POST, "/shared-stores".to_owned(), json!({ "name": over }), "name must be at most 1000 characters"),
+        (
+            Method::PATCH,
+            format!("/shared-stores/{store}"),
+            json!({ "name": over }),
+            "name must be at most 1000 characters",
+        ),
+        (
+            Method::POST,
+            "/shared-stores".to_owned(),
+            json!({ "name": "n", "source_type": over }),
+            "source_type must be at most 1000 characters",
+        ),
+    ];
+    for (method, path, body, message) in cases {
+        assert_eq!(app.call(method.clone(), &path, Some(body)).await, refused(message), "{method} {path}");
+    }
+    let entries = list_entries(&app, &store).await;
+    let ids: Vec<&str> = entries.iter().map(|entry| entry["entry_id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 3, "nothing refused was written: {ids:?}");
 }
