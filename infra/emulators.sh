@@ -7,6 +7,8 @@
 #   start     start what is not already answering; endpoints already set in the
 #             environment (AWS_ENDPOINT_URL_DYNAMODB / _SQS / _S3, e.g. from
 #             infra/docker-compose.yml) are used as they are
+#   warm      exercise DynamoDB Local's hot paths until its JVM has compiled them, so
+#             the first tests do not run on a cold, interpreted emulator
 #   env       print the export lines for the endpoints and fake credentials
 #   stop      stop what `start` launched
 set -euo pipefail
@@ -66,7 +68,9 @@ start_dynamodb() {
   if answers "$url"; then return; fi
   # `cd` on its own line, so that `$!` is the JVM itself and `stop` can end it.
   (cd "$LOCAL/dynamodb" || exit 1
-    nohup java -Djava.library.path=./DynamoDBLocal_lib -jar DynamoDBLocal.jar \
+    # C1 only and a serial collector: a short-lived emulator on 2 cores reaches full
+    # speed sooner, and leaves the other core to the tests.
+    nohup java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Djava.library.path=./DynamoDBLocal_lib -jar DynamoDBLocal.jar \
       -inMemory -sharedDb -disableTelemetry -port "$DYNAMODB_PORT" >"$RUN/dynamodb.log" 2>&1 &
     echo $! >"$RUN/dynamodb.pid")
   wait_for "$url" dynamodb
@@ -81,6 +85,44 @@ start_moto() {
   echo $! >"$RUN/moto.pid"
   wait_for "$url/moto-api/" moto
   log "moto (SQS, S3) on $url"
+}
+
+warm_dynamodb() {
+  local url="${AWS_ENDPOINT_URL_DYNAMODB:-http://127.0.0.1:$DYNAMODB_PORT}"
+  local started=$SECONDS
+  "$LOCAL/venv/bin/python" - "$url" <<'PY'
+import sys, uuid
+import boto3
+client = boto3.client("dynamodb", endpoint_url=sys.argv[1], region_name="us-east-1",
+                      aws_access_key_id="local", aws_secret_access_key="local")
+table = f"warm-{uuid.uuid4().hex}"
+key = [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
+attributes = [{"AttributeName": name, "AttributeType": "S"} for name in ("pk", "sk")]
+client.create_table(TableName=table, KeySchema=key, AttributeDefinitions=attributes, BillingMode="PAY_PER_REQUEST")
+item = lambda pk, i: {"pk": {"S": pk}, "sk": {"S": f"e{i:05}"}, "display_name": {"S": f"Entry {i}"},
+                      "metadata": {"S": '{"i": %d, "note": "%s"}' % (i, "x" * 200)}}
+for round in range(3):
+    pk = f"p{round}"
+    for start in range(0, 5000, 25):
+        requests = [{"PutRequest": {"Item": item(pk, i)}} for i in range(start, start + 25)]
+        client.batch_write_item(RequestItems={table: requests})
+    for start in range(0, 2000, 100):
+        keys = [{"pk": {"S": pk}, "sk": {"S": f"e{i:05}"}} for i in range(start, start + 100)]
+        client.batch_get_item(RequestItems={table: {"Keys": keys, "ConsistentRead": True}})
+    pages = client.get_paginator("query").paginate(TableName=table, KeyConditionExpression="pk = :pk",
+                                                   ExpressionAttributeValues={":pk": {"S": pk}})
+    for _ in pages:
+        pass
+    for i in range(300):
+        client.transact_write_items(TransactItems=[
+            {"Update": {"TableName": table, "Key": {"pk": {"S": "counter"}, "sk": {"S": "c"}},
+                        "UpdateExpression": "ADD n :one", "ExpressionAttributeValues": {":one": {"N": "1"}}}},
+            {"Put": {"TableName": table, "Item": item(f"t{round}", i), "ConditionExpression": "attribute_not_exists(pk)"}},
+        ])
+        client.get_item(TableName=table, Key={"pk": {"S": f"t{round}"}, "sk": {"S": f"e{i:05}"}}, ConsistentRead=True)
+client.delete_table(TableName=table)
+PY
+  log "DynamoDB Local warmed up in $((SECONDS - started)) s"
 }
 
 print_env() {
@@ -106,7 +148,8 @@ mkdir -p "$RUN"
 case "${1:-}" in
   install) install_java; install_dynamodb; install_python ;;
   start) start_dynamodb; start_moto ;;
+  warm) warm_dynamodb ;;
   env) print_env ;;
   stop) stop_all ;;
-  *) echo "usage: $0 install|start|env|stop" >&2; exit 2 ;;
+  *) echo "usage: $0 install|start|warm|env|stop" >&2; exit 2 ;;
 esac

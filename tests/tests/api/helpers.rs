@@ -46,6 +46,17 @@ macro_rules! conformance {
     };
 }
 
+/// Sends the service's warnings and errors (or what `RUST_LOG` asks for) to the test's
+/// captured output, so that a failing test shows why the service failed.
+pub fn capture_logs() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+    });
+}
+
 /// The DynamoDB Local table of this test run; the test script sets both variables.
 pub async fn dynamodb() -> DynamoDb {
     assert!(
@@ -122,6 +133,7 @@ impl TestApp {
 
     /// A fresh organization in an application built already.
     pub async fn seeded(app: App) -> Self {
+        capture_logs();
         let mut test = Self { app: Arc::new(app), key: String::new(), organization: OrganizationId::new_v4() };
         let (organization, key) = test.add_organization(true).await;
         test.organization = organization;
