@@ -40,13 +40,15 @@ pub const TRANSACTION_CONFLICTS: RetryPolicy = RetryPolicy {
 
 /// Writers of a store's entries waiting while a bulk upsert or a store delete holds the
 /// store's lease: slower than conflicts, since a bulk holds a store for a second or more
-/// and each refused attempt costs write capacity.
+/// and each refused attempt costs write capacity. A holder may keep the store until its
+/// writes in flight end (up to about 18 s), so waiters wait as long as their request's
+/// deadline lets them.
 pub const STORE_LEASE_WAIT: RetryPolicy = RetryPolicy {
     name: "waiting for a shared store's bulk lease",
     max_attempts: 60,
     first_delay: Duration::from_millis(50),
     max_delay: Duration::from_secs(1),
-    budget: Duration::from_secs(10),
+    budget: Duration::from_secs(18),
 };
 
 /// Items DynamoDB leaves unprocessed in BatchGetItem and BatchWriteItem (throttling).

@@ -107,9 +107,8 @@ impl Authenticator {
     }
 
     async fn lookup(&self, key_hash: &str) -> Result<Principal, AuthError> {
-        let record = self.repo.api_key(key_hash).await?.ok_or(AuthError::InvalidApiKey)?;
-        let organization_id = record.organization_id.ok_or(AuthError::NoOrganization)?;
-        let organization = self.repo.organization(organization_id).await?.ok_or(AuthError::NoOrganization)?;
+        let (_, organization) = self.repo.api_key_with_organization(key_hash).await?.ok_or(AuthError::InvalidApiKey)?;
+        let organization = organization.ok_or(AuthError::NoOrganization)?;
         Ok(Principal { key_hash: key_hash.to_owned(), organization })
     }
 

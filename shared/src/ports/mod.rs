@@ -34,6 +34,20 @@ pub trait IdentityRepo: Send + Sync {
     async fn api_key(&self, key_hash: &str) -> anyhow::Result<Option<ApiKeyRecord>>;
     /// An organization by ID.
     async fn organization(&self, id: OrganizationId) -> anyhow::Result<Option<Organization>>;
+    /// The key with this hash and the organization it is bound to (None when it is
+    /// unbound or its organization is missing): what authenticating a request reads.
+    /// A backend that can read both at once overrides this.
+    async fn api_key_with_organization(
+        &self,
+        key_hash: &str,
+    ) -> anyhow::Result<Option<(ApiKeyRecord, Option<Organization>)>> {
+        let Some(record) = self.api_key(key_hash).await? else { return Ok(None) };
+        let organization = match record.organization_id {
+            Some(id) => self.organization(id).await?,
+            None => None,
+        };
+        Ok(Some((record, organization)))
+    }
     /// Records that a key was used at `at`.
     async fn touch_api_key(&self, key_hash: &str, at: Timestamp) -> anyhow::Result<()>;
     /// Creates an organization or updates its descriptive fields, keeping its counters

@@ -55,6 +55,48 @@ impl IdentityRepo for Sqlite {
         .await
     }
 
+    async fn api_key_with_organization(
+        &self,
+        key_hash: &str,
+    ) -> anyhow::Result<Option<(ApiKeyRecord, Option<Organization>)>> {
+        let key_hash = key_hash.to_owned();
+        // One read for both: authentication runs on every request.
+        self.call(move |connection| {
+            connection
+                .prepare_cached(
+                    "SELECT k.organization_id, k.created_at, k.last_used_at,
+                            o.id, o.name, o.slug, o.api_access, o.plan, o.credits, o.created_at
+                     FROM api_keys k LEFT JOIN organizations o ON o.id = k.organization_id
+                     WHERE k.key_hash = ?1",
+                )
+                .db("reading an API key")?
+                .query_row([&key_hash], |row| {
+                    let record = ApiKeyRecord {
+                        key_hash: key_hash.clone(),
+                        organization_id: parsed_optional(row, 0)?,
+                        created_at: parsed(row, 1)?,
+                        last_used_at: parsed_optional(row, 2)?,
+                    };
+                    let organization = match parsed_optional(row, 3)? {
+                        Some(id) => Some(Organization {
+                            id,
+                            name: row.get(4)?,
+                            slug: row.get(5)?,
+                            api_access: row.get(6)?,
+                            plan: row.get(7)?,
+                            credits: row.get(8)?,
+                            created_at: parsed(row, 9)?,
+                        }),
+                        None => None,
+                    };
+                    Ok((record, organization))
+                })
+                .optional()
+                .db("reading an API key")
+        })
+        .await
+    }
+
     async fn touch_api_key(&self, key_hash: &str, at: Timestamp) -> anyhow::Result<()> {
         let key_hash = key_hash.to_owned();
         self.write(move |transaction| {

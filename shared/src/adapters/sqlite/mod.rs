@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
-use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
 use tokio::sync::Semaphore;
 
 use crate::core::retry::{Unavailable, SQLITE_BUSY};
@@ -121,37 +121,49 @@ impl Sqlite {
         joined.unwrap_or_else(|error| Err(anyhow::anyhow!("a database call did not finish: {error}").into()))
     }
 
-    /// Runs `work` in a write transaction (`BEGIN IMMEDIATE`), committed when it returns Ok.
-    async fn write<T, E>(&self, work: impl FnOnce(&Transaction<'_>) -> Result<T, E> + Send + 'static) -> Result<T, E>
+    /// Runs `work` in a write transaction (`BEGIN IMMEDIATE`: SQLite's write lock is
+    /// taken first, so the reads inside see what the writes will build on), committed
+    /// when it returns Ok and rolled back otherwise.
+    async fn write<T, E>(&self, work: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static) -> Result<T, E>
     where
         T: Send + 'static,
         E: From<anyhow::Error> + Send + 'static,
     {
-        self.call(move |connection| {
-            let transaction =
-                connection.transaction_with_behavior(TransactionBehavior::Immediate).db("starting a write")?;
-            let value = work(&transaction)?;
-            transaction.commit().db("committing a write")?;
-            Ok(value)
-        })
-        .await
+        self.call(move |connection| in_transaction(connection, "BEGIN IMMEDIATE", work)).await
     }
 
     /// Runs `work` in a read transaction: one consistent snapshot for all its reads.
-    async fn read<T, E>(&self, work: impl FnOnce(&Transaction<'_>) -> Result<T, E> + Send + 'static) -> Result<T, E>
+    async fn read<T, E>(&self, work: impl FnOnce(&Connection) -> Result<T, E> + Send + 'static) -> Result<T, E>
     where
         T: Send + 'static,
         E: From<anyhow::Error> + Send + 'static,
     {
-        self.call(move |connection| {
-            let transaction =
-                connection.transaction_with_behavior(TransactionBehavior::Deferred).db("starting a read")?;
-            let value = work(&transaction)?;
-            transaction.finish().db("ending a read")?;
-            Ok(value)
-        })
-        .await
+        self.call(move |connection| in_transaction(connection, "BEGIN DEFERRED", work)).await
     }
+}
+
+/// Runs `work` between `begin` and COMMIT, or ROLLBACK when it fails. The three are
+/// prepared once per connection (preparing them anew on each call costs as much as a
+/// read). A connection left inside a transaction (a panic) is not put back in the pool.
+fn in_transaction<T, E>(
+    connection: &mut Connection,
+    begin: &'static str,
+    work: impl FnOnce(&Connection) -> Result<T, E>,
+) -> Result<T, E>
+where
+    E: From<anyhow::Error>,
+{
+    let run = |connection: &Connection, sql: &'static str| -> anyhow::Result<()> {
+        connection.prepare_cached(sql).and_then(|mut statement| statement.execute([])).map(drop).db(sql)
+    };
+    run(connection, begin)?;
+    let outcome = work(connection).and_then(|value| Ok(run(connection, "COMMIT").map(|()| value)?));
+    if outcome.is_err() && !connection.is_autocommit() {
+        if let Err(error) = run(connection, "ROLLBACK") {
+            tracing::warn!(error = %format!("{error:#}"), "rolling back a failed transaction failed");
+        }
+    }
+    outcome
 }
 
 impl Pool {

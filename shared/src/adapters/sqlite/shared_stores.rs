@@ -3,8 +3,10 @@
 //! checking the limit, so the limits hold under concurrent writers and the counter always
 //! equals the entries, even when the process is killed in the middle.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
-use rusqlite::{params, OptionalExtension, Row, Transaction};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{parsed, Db, Sqlite};
 use crate::domain::identity::OrganizationId;
@@ -40,7 +42,7 @@ fn entry_from(row: &Row<'_>) -> rusqlite::Result<StoreEntry> {
 }
 
 /// The store's entry count, or `StoreNotFound`.
-fn entry_count(transaction: &Transaction<'_>, organization: OrganizationId, store: StoreId) -> Result<u32, StoreError> {
+fn entry_count(transaction: &Connection, organization: OrganizationId, store: StoreId) -> Result<u32, StoreError> {
     let count = transaction
         .prepare_cached("SELECT entry_count FROM shared_stores WHERE organization_id = ?1 AND id = ?2")
         .db("reading a shared store")?
@@ -51,7 +53,7 @@ fn entry_count(transaction: &Transaction<'_>, organization: OrganizationId, stor
 }
 
 fn find_entry(
-    transaction: &Transaction<'_>,
+    transaction: &Connection,
     organization: OrganizationId,
     store: StoreId,
     entry_id: &EntryId,
@@ -67,7 +69,7 @@ fn find_entry(
 }
 
 fn existing_created_at(
-    transaction: &Transaction<'_>,
+    transaction: &Connection,
     organization: OrganizationId,
     store: StoreId,
     entry_id: &EntryId,
@@ -82,9 +84,45 @@ fn existing_created_at(
         .db("reading a shared store entry")
 }
 
+/// IDs looked up per statement by [`existing_created_ats`].
+const LOOKUP_CHUNK: usize = 500;
+
+/// When each of the written IDs that exist was created, a few hundred IDs per statement.
+fn existing_created_ats(
+    transaction: &Connection,
+    organization: OrganizationId,
+    store: StoreId,
+    writes: &[EntryWrite],
+) -> anyhow::Result<HashMap<EntryId, Timestamp>> {
+    let mut found = HashMap::new();
+    for chunk in writes.chunks(LOOKUP_CHUNK) {
+        let placeholders = (0..chunk.len()).map(|i| format!("?{}", i + 3)).collect::<Vec<_>>().join(", ");
+        let mut statement = transaction
+            .prepare_cached(&format!(
+                "SELECT entry_id, created_at FROM store_entries
+                 WHERE organization_id = ?1 AND store_id = ?2 AND entry_id IN ({placeholders})"
+            ))
+            .db("reading shared store entries")?;
+        let (organization, store) = (organization.to_string(), store.to_string());
+        let values = [organization.as_str(), store.as_str()]
+            .into_iter()
+            .chain(chunk.iter().map(|write| write.entry_id.as_str()));
+        let rows = statement
+            .query_map(rusqlite::params_from_iter(values), |row| {
+                Ok((EntryId::from_storage(row.get(0)?), parsed(row, 1)?))
+            })
+            .db("reading shared store entries")?;
+        for row in rows {
+            let (id, created_at) = row.db("reading shared store entries")?;
+            found.insert(id, created_at);
+        }
+    }
+    Ok(found)
+}
+
 /// Writes an entry as the domain made it (a replacement carries its first `created_at`).
 fn upsert_row(
-    transaction: &Transaction<'_>,
+    transaction: &Connection,
     organization: OrganizationId,
     store: StoreId,
     entry: &StoreEntry,
@@ -112,7 +150,7 @@ fn upsert_row(
 }
 
 fn move_count(
-    transaction: &Transaction<'_>,
+    transaction: &Connection,
     organization: OrganizationId,
     store: StoreId,
     delta: i64,
@@ -130,7 +168,7 @@ fn move_count(
 #[async_trait]
 impl SharedStoreRepo for Sqlite {
     async fn list_stores(&self, organization: OrganizationId) -> Result<Vec<SharedStore>, StoreError> {
-        self.read(move |transaction| {
+        self.call(move |transaction| {
             let mut statement = transaction
                 .prepare_cached(&format!("SELECT {STORE_COLUMNS} FROM shared_stores WHERE organization_id = ?1"))
                 .db("listing shared stores")?;
@@ -239,10 +277,12 @@ impl SharedStoreRepo for Sqlite {
         entry_id: &EntryId,
     ) -> Result<StoreEntry, StoreError> {
         let entry_id = entry_id.clone();
-        self.read(move |transaction| match find_entry(transaction, organization, store, &entry_id)? {
+        // One statement, so no transaction around it; the store is read only to tell
+        // which 404 a miss is.
+        self.call(move |connection| match find_entry(connection, organization, store, &entry_id)? {
             Some(entry) => Ok(entry),
             None => {
-                entry_count(transaction, organization, store)?;
+                entry_count(connection, organization, store)?;
                 Err(StoreError::EntryNotFound)
             }
         })
@@ -342,10 +382,16 @@ impl SharedStoreRepo for Sqlite {
         let writes = writes.to_vec();
         self.write(move |transaction| {
             let count = entry_count(transaction, organization, store)?;
+            // An empty store (a first import) has nothing to look up.
+            let existing = if count == 0 {
+                HashMap::new()
+            } else {
+                existing_created_ats(transaction, organization, store, &writes)?
+            };
             let mut new_ids = 0u32;
             let mut entries = Vec::with_capacity(writes.len());
             for write in writes {
-                let created_at = existing_created_at(transaction, organization, store, &write.entry_id)?;
+                let created_at = existing.get(&write.entry_id).copied();
                 new_ids += u32::from(created_at.is_none());
                 entries.push(write.into_entry(created_at, now));
             }
