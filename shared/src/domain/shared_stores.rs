@@ -215,11 +215,13 @@ impl Metadata {
         match value {
             None | Some(Value::Null) => Ok(Self::default()),
             Some(Value::Object(map)) => {
-                let text = serde_json::to_string(map).map_err(anyhow::Error::from)?;
-                if text.len() > MAX_METADATA_BYTES {
+                // Serialized straight into a raw value: JSON that serde_json wrote needs
+                // no second parse to be known valid.
+                let raw = serde_json::value::to_raw_value(map).map_err(anyhow::Error::from)?;
+                if raw.get().len() > MAX_METADATA_BYTES {
                     return Err(StoreError::MetadataTooLarge);
                 }
-                Ok(Self(RawValue::from_string(text).map_err(anyhow::Error::from)?))
+                Ok(Self(raw))
             }
             Some(_) => Err(StoreError::MetadataNotObject),
         }
@@ -487,7 +489,7 @@ pub async fn bulk_upsert(
     store_id: StoreId,
     writes: Vec<EntryWrite>,
 ) -> Result<BulkUpsert, StoreError> {
-    let entries = repo.upsert_entries(organization, store_id, &writes, clock.now(), MAX_ENTRIES_PER_STORE).await?;
+    let entries = repo.upsert_entries(organization, store_id, writes, clock.now(), MAX_ENTRIES_PER_STORE).await?;
     Ok(BulkUpsert { success: true, count: entries.len(), entries })
 }
 

@@ -133,7 +133,7 @@ pub trait SharedStoreRepo: Send + Sync {
         &self,
         organization: OrganizationId,
         store: StoreId,
-        entries: &[EntryWrite],
+        entries: Vec<EntryWrite>,
         now: Timestamp,
         max_entries: u32,
     ) -> Result<Vec<StoreEntry>, StoreError>;

@@ -106,7 +106,7 @@ async fn handle(
     // The API logs its own line per request, with the request's ID and organization.
     let response = match Limited::new(body, MAX_BODY_BYTES).collect().await {
         Ok(collected) => {
-            let request = http::Request::from_parts(parts, lambda_http::Body::from(collected.to_bytes().to_vec()));
+            let request = http::Request::from_parts(parts, lambda_http::Body::from(Vec::from(collected.to_bytes())));
             api::dispatch(app, request).await
         }
         Err(error) => {
@@ -120,7 +120,13 @@ async fn handle(
         }
     };
     let (parts, body) = response.into_parts();
-    Ok(hyper::Response::from_parts(parts, blobs::full_body(Bytes::copy_from_slice(&body))))
+    let body = match body {
+        lambda_http::Body::Empty => Bytes::new(),
+        lambda_http::Body::Text(text) => Bytes::from(text),
+        lambda_http::Body::Binary(bytes) => Bytes::from(bytes),
+        _ => Bytes::new(),
+    };
+    Ok(hyper::Response::from_parts(parts, blobs::full_body(body)))
 }
 
 /// Where `serve` keeps its state.

@@ -79,7 +79,7 @@ impl SharedStoreRepo for Down {
         &self,
         _: OrganizationId,
         _: StoreId,
-        _: &[EntryWrite],
+        _: Vec<EntryWrite>,
         _: Timestamp,
         _: u32,
     ) -> Result<Vec<StoreEntry>, StoreError> {

@@ -432,10 +432,10 @@ impl SharedStoreRepo for DynamoDb {
         &self,
         organization: OrganizationId,
         store: StoreId,
-        writes: &[EntryWrite],
+        writes: Vec<EntryWrite>,
         now: Timestamp,
         max_entries: u32,
     ) -> Result<Vec<StoreEntry>, StoreError> {
-        self.upsert_under_lease(organization, store, writes, now, max_entries).await
+        self.upsert_under_lease(organization, store, &writes, now, max_entries).await
     }
 }

@@ -17,7 +17,7 @@ mod schema;
 mod shared_stores;
 mod uploads;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
@@ -91,14 +91,6 @@ impl Sqlite {
                 permits: Arc::new(Semaphore::new(size)),
                 _anchor: anchor.map(Mutex::new),
             }),
-        }
-    }
-
-    /// The database file, or None in memory.
-    pub fn path(&self) -> Option<&Path> {
-        match &self.inner.target {
-            Target::File(path) => Some(path),
-            Target::Memory(_) => None,
         }
     }
 

@@ -120,33 +120,48 @@ fn existing_created_ats(
     Ok(found)
 }
 
-/// Writes an entry as the domain made it (a replacement carries its first `created_at`).
-fn upsert_row(
-    transaction: &Connection,
-    organization: OrganizationId,
-    store: StoreId,
-    entry: &StoreEntry,
-    now: Timestamp,
-) -> anyhow::Result<()> {
-    transaction
-        .prepare_cached(
-            "INSERT INTO store_entries (organization_id, store_id, entry_id, display_name, metadata, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT (organization_id, store_id, entry_id) DO UPDATE SET display_name = excluded.display_name,
-                 metadata = excluded.metadata, created_at = excluded.created_at, updated_at = excluded.updated_at",
-        )
-        .db("writing a shared store entry")?
-        .execute(params![
-            organization.to_string(),
-            store.to_string(),
-            entry.entry_id.as_str(),
-            entry.display_name,
-            entry.metadata.to_json(),
-            entry.created_at.to_string(),
-            now.to_string()
-        ])
-        .db("writing a shared store entry")?;
-    Ok(())
+/// Writes entries of one store as the domain made them (a replacement carries its first
+/// `created_at`), with one prepared statement and the store's key formatted once.
+struct EntryRows<'c> {
+    statement: rusqlite::CachedStatement<'c>,
+    organization: String,
+    store: String,
+    now: String,
+}
+
+impl<'c> EntryRows<'c> {
+    fn new(
+        connection: &'c Connection,
+        organization: OrganizationId,
+        store: StoreId,
+        now: Timestamp,
+    ) -> anyhow::Result<Self> {
+        let statement = connection
+            .prepare_cached(
+                "INSERT INTO store_entries (organization_id, store_id, entry_id, display_name, metadata, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (organization_id, store_id, entry_id) DO UPDATE SET display_name = excluded.display_name,
+                     metadata = excluded.metadata, created_at = excluded.created_at, updated_at = excluded.updated_at",
+            )
+            .db("writing a shared store entry")?;
+        Ok(Self { statement, organization: organization.to_string(), store: store.to_string(), now: now.to_string() })
+    }
+
+    fn write(&mut self, entry: &StoreEntry) -> anyhow::Result<()> {
+        let created_at = entry.created_at.to_string();
+        self.statement
+            .execute(params![
+                self.organization,
+                self.store,
+                entry.entry_id.as_str(),
+                entry.display_name,
+                entry.metadata.to_json(),
+                created_at,
+                self.now
+            ])
+            .db("writing a shared store entry")?;
+        Ok(())
+    }
 }
 
 fn move_count(
@@ -305,7 +320,7 @@ impl SharedStoreRepo for Sqlite {
                 return Err(StoreError::EntryLimitReached);
             }
             let entry = write.into_entry(created_at, now);
-            upsert_row(transaction, organization, store, &entry, now)?;
+            EntryRows::new(transaction, organization, store, now)?.write(&entry)?;
             if created_at.is_none() {
                 move_count(transaction, organization, store, 1)?;
             }
@@ -341,7 +356,7 @@ impl SharedStoreRepo for Sqlite {
                     )
                     .db("renaming a shared store entry")?;
             }
-            upsert_row(transaction, organization, store, &renamed, now)?;
+            EntryRows::new(transaction, organization, store, now)?.write(&renamed)?;
             Ok(renamed)
         })
         .await
@@ -375,12 +390,12 @@ impl SharedStoreRepo for Sqlite {
         &self,
         organization: OrganizationId,
         store: StoreId,
-        writes: &[EntryWrite],
+        writes: Vec<EntryWrite>,
         now: Timestamp,
         max_entries: u32,
     ) -> Result<Vec<StoreEntry>, StoreError> {
-        let writes = writes.to_vec();
         self.write(move |transaction| {
+            let started = std::time::Instant::now();
             let count = entry_count(transaction, organization, store)?;
             // An empty store (a first import) has nothing to look up.
             let existing = if count == 0 {
@@ -399,10 +414,20 @@ impl SharedStoreRepo for Sqlite {
             if count + new_ids > max_entries {
                 return Err(StoreError::EntryLimitReached);
             }
+            let looked_up = started.elapsed();
+            let mut rows = EntryRows::new(transaction, organization, store, now)?;
             for entry in &entries {
-                upsert_row(transaction, organization, store, entry, now)?;
+                rows.write(entry)?;
             }
             move_count(transaction, organization, store, i64::from(new_ids))?;
+            tracing::debug!(
+                %store,
+                entries = entries.len(),
+                new = new_ids,
+                look_up_ms = looked_up.as_secs_f64() * 1000.0,
+                write_ms = (started.elapsed() - looked_up).as_secs_f64() * 1000.0,
+                "bulk upsert written (before commit)"
+            );
             Ok(entries)
         })
         .await
