@@ -262,7 +262,7 @@ async fn a_bulk_killed_after_reserving_slots_is_repaired_by_the_next_bulk() {
     let store = test.create_store("s").await;
     test.fill(&store, "kept", 5).await;
     let lost: Vec<String> = (0..7).map(|i| format!("lost-{i}")).collect();
-    kill_a_bulk_after_it_reserved(&plain, test.organization, &test.key, &store, &lost).await;
+    kill_a_bulk_after_it_reserved(&test, &plain, &store, &lost).await;
     assert_eq!(entry_count(&test).await, 12, "the killed bulk left 7 slots reserved for entries that never came");
 
     let next = json!({ "entries": [{ "entry_id": "next-0", "display_name": "n" }, { "entry_id": "kept0", "display_name": "n" }] });
@@ -289,7 +289,7 @@ async fn a_store_left_by_a_killed_bulk_can_be_deleted_and_frees_its_slot() {
     let test = Arc::new(TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await);
     let store = test.create_store("s").await;
     let lost: Vec<String> = (0..4).map(|i| format!("lost-{i}")).collect();
-    kill_a_bulk_after_it_reserved(&plain, test.organization, &test.key, &store, &lost).await;
+    kill_a_bulk_after_it_reserved(&test, &plain, &store, &lost).await;
     assert_eq!(
         test.call(Method::DELETE, &format!("/shared-stores/{store}"), None).await,
         (StatusCode::OK, json!({ "success": true }))

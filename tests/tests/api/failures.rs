@@ -190,27 +190,23 @@ async fn transactions_that_keep_conflicting_give_the_contract_500_within_their_b
     let plain = dynamodb().await;
     let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await;
     let store = test.create_store("s").await;
-    let conflicted = TestApp {
-        app: Arc::new(App::dynamodb(
-            plain.with_interceptor(faults::conflicting_transactions()),
-            temp_media(),
-            "ffprobe",
-            Duration::ZERO,
-        )),
-        key: test.key.clone(),
-        organization: test.organization,
-    };
+    let conflicted = test.through(plain.with_interceptor(faults::conflicting_transactions()));
+    put_gives_up_within(&conflicted, &store, TRANSACTION_CONFLICTS.budget).await;
+}
+
+/// A PUT of a new entry answers the contract's 500 body after retrying for at least half
+/// of `budget`, and no later than two seconds after it.
+async fn put_gives_up_within(app: &TestApp, store: &str, budget: Duration) {
     let started = Instant::now();
-    let (status, body) = conflicted
-        .call(Method::PUT, &format!("/shared-stores/{store}/entries/e"), Some(json!({ "display_name": "d" })))
-        .await;
+    let (status, body) =
+        app.call(Method::PUT, &format!("/shared-stores/{store}/entries/e"), Some(json!({ "display_name": "d" }))).await;
     let took = started.elapsed();
     assert_eq!(
         (status, body),
         (StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": "Failed to put shared store entry" }))
     );
-    assert!(took >= TRANSACTION_CONFLICTS.budget / 2, "it retried first: {took:?}");
-    assert!(took <= TRANSACTION_CONFLICTS.budget + Duration::from_secs(2), "answered after {took:?}");
+    assert!(took >= budget / 2, "it retried first: {took:?}");
+    assert!(took <= budget + Duration::from_secs(2), "answered after {took:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,16 +215,7 @@ async fn throttled_batch_writes_give_the_contract_500_and_leave_an_exact_store()
     let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await;
     let store = test.create_store("s").await;
     test.fill(&store, "kept", 10).await;
-    let throttled = TestApp {
-        app: Arc::new(App::dynamodb(
-            plain.with_interceptor(faults::throttled_batch_writes()),
-            temp_media(),
-            "ffprobe",
-            Duration::ZERO,
-        )),
-        key: test.key.clone(),
-        organization: test.organization,
-    };
+    let throttled = test.through(plain.with_interceptor(faults::throttled_batch_writes()));
     let entries: Vec<_> = (0..60).map(|i| json!({ "entry_id": format!("new-{i}"), "display_name": "d" })).collect();
     let started = Instant::now();
     let (status, body) = throttled
@@ -268,15 +255,5 @@ async fn writers_of_a_store_whose_lease_never_ends_give_up_within_the_lease_wait
         .send()
         .await
         .unwrap();
-    let started = Instant::now();
-    let (status, body) = test
-        .call(Method::PUT, &format!("/shared-stores/{store}/entries/e"), Some(json!({ "display_name": "d" })))
-        .await;
-    let took = started.elapsed();
-    assert_eq!(
-        (status, body),
-        (StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": "Failed to put shared store entry" }))
-    );
-    assert!(took >= STORE_LEASE_WAIT.budget / 2, "it waited for the lease first: {took:?}");
-    assert!(took <= STORE_LEASE_WAIT.budget + Duration::from_secs(2), "answered after {took:?}");
+    put_gives_up_within(&test, &store, STORE_LEASE_WAIT.budget).await;
 }

@@ -14,6 +14,8 @@ use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
 use shared::adapters::dynamodb::DynamoDb;
 
+use crate::helpers::TestApp;
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Replaces every answer to `operation` with the DynamoDB error `error_type` and its
@@ -109,21 +111,9 @@ impl Intercept for DieAfterReserving {
 /// then lets its lease run out (by moving its end into the past: the time it would
 /// take is not what is tested). Leaves the store as a killed bulk does: the counter
 /// raised by the new IDs, their entries missing.
-pub async fn kill_a_bulk_after_it_reserved(
-    dynamodb: &DynamoDb,
-    organization: shared::domain::identity::OrganizationId,
-    key: &str,
-    store: &str,
-    ids: &[String],
-) {
+pub async fn kill_a_bulk_after_it_reserved(test: &TestApp, dynamodb: &DynamoDb, store: &str, ids: &[String]) {
     use http::{Method, StatusCode};
-    let app = shared::app::App::dynamodb(
-        dynamodb.with_interceptor(DieAfterReserving::default()),
-        crate::helpers::temp_media(),
-        "ffprobe",
-        std::time::Duration::ZERO,
-    );
-    let dying = crate::helpers::TestApp { app: Arc::new(app), key: key.to_owned(), organization };
+    let dying = test.through(dynamodb.with_interceptor(DieAfterReserving::default()));
     let entries: Vec<_> = ids.iter().map(|id| serde_json::json!({ "entry_id": id, "display_name": "lost" })).collect();
     let (status, body) = dying
         .call(
@@ -133,7 +123,7 @@ pub async fn kill_a_bulk_after_it_reserved(
         )
         .await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "the bulk died: {body}");
-    let store_key = shared::adapters::dynamodb::keys::store(organization, store.parse().expect("store id"));
+    let store_key = shared::adapters::dynamodb::keys::store(test.organization, store.parse().expect("store id"));
     dynamodb
         .client()
         .update_item()

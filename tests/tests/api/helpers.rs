@@ -141,6 +141,13 @@ impl TestApp {
         test
     }
 
+    /// The same organization, served through another DynamoDB client of the same table
+    /// (e.g. one whose calls fail on purpose).
+    pub fn through(&self, dynamodb: DynamoDb) -> TestApp {
+        let app = App::dynamodb(dynamodb, temp_media(), "ffprobe", Duration::ZERO);
+        TestApp { app: Arc::new(app), key: self.key.clone(), organization: self.organization }
+    }
+
     /// Seeds another organization in the same backend and returns its ID and key.
     pub async fn add_organization(&self, api_access: bool) -> (OrganizationId, String) {
         let id = OrganizationId::new_v4();

@@ -82,7 +82,7 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
         let store = test.create_store("repaired").await;
         log.take();
         let lost: Vec<String> = (0..3).map(|i| format!("lost-{i}")).collect();
-        kill_a_bulk_after_it_reserved(&plain, test.organization, &test.key, &store, &lost).await;
+        kill_a_bulk_after_it_reserved(&test, &plain, &store, &lost).await;
         let next = json!({ "entries": [{ "entry_id": "next", "display_name": "n" }] });
         let (path, body) = match method {
             Method::POST => (format!("/shared-stores/{store}/entries/bulk"), Some(next)),

@@ -1,13 +1,31 @@
 //! Organizations, API keys and workspaces in SQLite.
 
 use async_trait::async_trait;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::{params, OptionalExtension, Row};
 
 use super::{parsed, parsed_optional, Db, Sqlite};
 use crate::domain::identity::{ApiKeyRecord, Organization, OrganizationId};
 use crate::domain::time::Timestamp;
 use crate::domain::workspaces::Workspace;
 use crate::ports::IdentityRepo;
+
+/// The columns [`organization_at`] reads, in its order.
+const ORGANIZATION_COLUMNS: &str = "o.id, o.name, o.slug, o.api_access, o.plan, o.credits, o.created_at";
+
+/// An organization from the columns of [`ORGANIZATION_COLUMNS`] starting at `first`;
+/// None when they are NULL (a key bound to no organization, in a join).
+fn organization_at(row: &Row<'_>, first: usize) -> rusqlite::Result<Option<Organization>> {
+    let Some(id) = parsed_optional(row, first)? else { return Ok(None) };
+    Ok(Some(Organization {
+        id,
+        name: row.get(first + 1)?,
+        slug: row.get(first + 2)?,
+        api_access: row.get(first + 3)?,
+        plan: row.get(first + 4)?,
+        credits: row.get(first + 5)?,
+        created_at: parsed(row, first + 6)?,
+    }))
+}
 
 #[async_trait]
 impl IdentityRepo for Sqlite {
@@ -33,24 +51,13 @@ impl IdentityRepo for Sqlite {
 
     async fn organization(&self, id: OrganizationId) -> anyhow::Result<Option<Organization>> {
         self.call(move |connection| {
-            connection
-                .prepare_cached(
-                    "SELECT name, slug, api_access, plan, credits, created_at FROM organizations WHERE id = ?1",
-                )
+            let found = connection
+                .prepare_cached(&format!("SELECT {ORGANIZATION_COLUMNS} FROM organizations o WHERE o.id = ?1"))
                 .db("reading an organization")?
-                .query_row([id.to_string()], |row| {
-                    Ok(Organization {
-                        id,
-                        name: row.get(0)?,
-                        slug: row.get(1)?,
-                        api_access: row.get(2)?,
-                        plan: row.get(3)?,
-                        credits: row.get(4)?,
-                        created_at: parsed(row, 5)?,
-                    })
-                })
+                .query_row([id.to_string()], |row| organization_at(row, 0))
                 .optional()
-                .db("reading an organization")
+                .db("reading an organization")?;
+            Ok(found.flatten())
         })
         .await
     }
@@ -63,12 +70,11 @@ impl IdentityRepo for Sqlite {
         // One read for both: authentication runs on every request.
         self.call(move |connection| {
             connection
-                .prepare_cached(
-                    "SELECT k.organization_id, k.created_at, k.last_used_at,
-                            o.id, o.name, o.slug, o.api_access, o.plan, o.credits, o.created_at
+                .prepare_cached(&format!(
+                    "SELECT k.organization_id, k.created_at, k.last_used_at, {ORGANIZATION_COLUMNS}
                      FROM api_keys k LEFT JOIN organizations o ON o.id = k.organization_id
-                     WHERE k.key_hash = ?1",
-                )
+                     WHERE k.key_hash = ?1"
+                ))
                 .db("reading an API key")?
                 .query_row([&key_hash], |row| {
                     let record = ApiKeyRecord {
@@ -77,19 +83,7 @@ impl IdentityRepo for Sqlite {
                         created_at: parsed(row, 1)?,
                         last_used_at: parsed_optional(row, 2)?,
                     };
-                    let organization = match parsed_optional(row, 3)? {
-                        Some(id) => Some(Organization {
-                            id,
-                            name: row.get(4)?,
-                            slug: row.get(5)?,
-                            api_access: row.get(6)?,
-                            plan: row.get(7)?,
-                            credits: row.get(8)?,
-                            created_at: parsed(row, 9)?,
-                        }),
-                        None => None,
-                    };
-                    Ok((record, organization))
+                    Ok((record, organization_at(row, 3)?))
                 })
                 .optional()
                 .db("reading an API key")
