@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole API locally on http://127.0.0.1:3000 with the embedded backend (no
-# services needed) and prints a development API key. Flags go to `serve`, e.g.
+# services needed: state in data/state.sqlite, kept across restarts) and prints a
+# development API key. Flags go to `serve`, e.g.
 #   ./scripts/serve.sh --seed seed.json --addr 127.0.0.1:8080
 #   ./scripts/serve.sh --backend aws      (DynamoDB and S3 at AWS_ENDPOINT_URL_*)
 # ffprobe (for finalizing uploads) is installed from Debian's ffmpeg package when missing.

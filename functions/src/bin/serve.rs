@@ -60,7 +60,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let options = ServeOptions { data_dir: args.data_dir, public_url, in_memory: args.in_memory };
     let (app, development_key) = serve::build_app(backend, args.seed.as_deref(), &options).await?;
     if let Some(key) = development_key {
-        println!("Development organization created. API key: {key}");
+        println!("Development organization ready. New API key: {key} (keys printed before keep working)");
         println!("  curl -H 'Authorization: Bearer {key}' http://{}/whoami", listener.local_addr()?);
     }
     println!("Listening on http://{}", listener.local_addr()?);

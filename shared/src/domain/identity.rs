@@ -287,24 +287,37 @@ pub async fn apply_seed(repo: &dyn IdentityRepo, clock: &dyn Clock, seed: &Seed)
     Ok(())
 }
 
-/// Creates an organization with API access and one new key, for local development.
-pub async fn create_development_organization(
+/// The organization `serve` makes for local development when it is given no seed file:
+/// always the same one, so that what was made with an earlier key is still there.
+pub const DEVELOPMENT_ORGANIZATION: OrganizationId =
+    OrganizationId::from_uuid(uuid::uuid!("d5e1e10b-0000-4000-8000-000000000001"));
+
+/// Makes sure the development organization exists (with API access and a primary
+/// workspace) and gives it one new key, which is returned to be printed: only hashes are
+/// stored, so earlier keys cannot be shown again, but they keep working.
+pub async fn development_organization_key(
     repo: &dyn IdentityRepo,
     clock: &dyn Clock,
 ) -> anyhow::Result<(Organization, String)> {
     let now = clock.now();
-    let organization = Organization {
-        id: OrganizationId::new_v4(),
-        name: "Development".to_owned(),
-        slug: "development".to_owned(),
-        api_access: true,
-        plan: default_plan(),
-        credits: default_credits(),
-        created_at: now,
+    let organization = match repo.organization(DEVELOPMENT_ORGANIZATION).await? {
+        Some(existing) => existing,
+        None => {
+            let organization = Organization {
+                id: DEVELOPMENT_ORGANIZATION,
+                name: "Development".to_owned(),
+                slug: "development".to_owned(),
+                api_access: true,
+                plan: default_plan(),
+                credits: default_credits(),
+                created_at: now,
+            };
+            repo.upsert_organization(&organization).await?;
+            organization
+        }
     };
-    let key = generate_api_key();
-    repo.upsert_organization(&organization).await?;
     workspaces::ensure_primary(repo, organization.id, now).await?;
+    let key = generate_api_key();
     repo.upsert_api_key(&hash_api_key(&key), Some(organization.id), now).await?;
     Ok((organization, key))
 }

@@ -153,8 +153,8 @@ pub struct ServeOptions {
 }
 
 /// Builds the application for `serve`: the backend (opening or creating its database,
-/// or the DynamoDB table and S3 bucket), then the seed file, or a development
-/// organization whose new key is returned so that it can be printed.
+/// or the DynamoDB table and S3 bucket), then the seed file, or the development
+/// organization, whose new key is returned so that it can be printed.
 pub async fn build_app(
     backend: Backend,
     seed: Option<&std::path::Path>,
@@ -168,7 +168,7 @@ pub async fn build_app(
     use crate::adapters::sqlite::Sqlite;
     use crate::app::Media;
     use crate::config::Config;
-    use crate::domain::identity::{apply_seed, create_development_organization, Seed};
+    use crate::domain::identity::{apply_seed, development_organization_key, Seed};
 
     let app = match backend {
         Backend::Embedded => {
@@ -206,7 +206,7 @@ pub async fn build_app(
             apply_seed(app.identity.as_ref(), app.clock.as_ref(), &seed).await?;
             None
         }
-        None => Some(create_development_organization(app.identity.as_ref(), app.clock.as_ref()).await?.1),
+        None => Some(development_organization_key(app.identity.as_ref(), app.clock.as_ref()).await?.1),
     };
     Ok((app, development_key))
 }

@@ -102,13 +102,27 @@ async fn serve_refuses_bodies_over_10_mb_and_writes_nothing() {
 }
 
 #[tokio::test]
-async fn serve_without_a_seed_creates_a_development_organization() {
-    let (app, key) = serve::build_app(Backend::Embedded, None, &media_options()).await.unwrap();
-    let key = key.expect("a development key is returned to print");
-    let (addr, _stop) = serve::spawn(Arc::new(app), "127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let (status, body) = send(addr, Method::GET, "/whoami", &key, vec![]).await;
+async fn serve_without_a_seed_gives_the_same_development_organization_a_new_key_at_each_start() {
+    let options = media_options();
+    let (app, key) = serve::build_app(Backend::Embedded, None, &options).await.unwrap();
+    let first = key.expect("a development key is returned to print");
+    let (addr, stop) = serve::spawn(Arc::new(app), "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let (status, body) = send(addr, Method::GET, "/whoami", &first, vec![]).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["organization_slug"], "development");
+    let (status, _) = send(addr, Method::POST, "/shared-stores", &first, br#"{"name":"kept"}"#.to_vec()).await;
+    assert_eq!(status, StatusCode::OK);
+    drop(stop);
+
+    // Started again on the same folder: a new key, the same organization and its store.
+    let (app, key) = serve::build_app(Backend::Embedded, None, &options).await.unwrap();
+    let second = key.expect("a new key");
+    assert_ne!(second, first);
+    let (addr, _stop) = serve::spawn(Arc::new(app), "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let (_, stores) = send(addr, Method::GET, "/shared-stores", &second, vec![]).await;
+    assert_eq!(stores["stores"][0]["name"], "kept");
+    let (status, _) = send(addr, Method::GET, "/whoami", &first, vec![]).await;
+    assert_eq!(status, StatusCode::OK, "the earlier key keeps working");
 }
 
 #[tokio::test]
