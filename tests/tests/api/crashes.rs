@@ -1,20 +1,17 @@
 //! What survives: `serve` restarted on its data folder, `serve` killed with SIGKILL in
-//! the middle of writes, a bulk upsert killed after reserving slots on DynamoDB, and
-//! state files that are not this service's.
+//! the middle of writes, and state files that are not this service's (a bulk killed on
+//! DynamoDB is in `bulk_faults.rs`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::helpers::{send, try_send};
 use futures::future::join_all;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
-use shared::app::App;
-
-use crate::faults::kill_a_bulk_after_it_reserved;
-use crate::helpers::{dynamodb, send, temp_media, try_send, TestApp};
 
 const KEY: &str = "crash-key";
 
@@ -217,20 +214,22 @@ fn foreign_state(path: &Path) {
     connection.execute_batch("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('hello');").unwrap();
 }
 
-/// A SQLite database of 200 rows whose middle pages are then overwritten.
+/// This service's own database, with 300 organizations, whose pages after the first
+/// are then overwritten: only SQLite's integrity check can tell.
 fn damaged_state(path: &Path) {
+    drop(shared::adapters::sqlite::Sqlite::open(path).unwrap());
     let connection = rusqlite::Connection::open(path).unwrap();
     connection
         .execute_batch(
-            "CREATE TABLE t (x TEXT);
-             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200)
-             INSERT INTO t SELECT hex(randomblob(500)) FROM n;",
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300)
+             INSERT INTO organizations SELECT hex(randomblob(16)), hex(randomblob(200)), 'slug', 1, 'free', 1000,
+                 '2026-01-01T00:00:00.000Z' FROM n;",
         )
         .unwrap();
     drop(connection);
     let mut bytes = std::fs::read(path).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle..middle + 4096].fill(0xa5);
+    assert!(bytes.len() > 8 * 4096, "several pages were written");
+    bytes[4096..].iter_mut().enumerate().for_each(|(i, byte)| *byte = (i % 251) as u8);
     std::fs::write(path, bytes).unwrap();
 }
 
@@ -240,64 +239,12 @@ fn a_corrupt_or_foreign_state_file_stops_serve_with_a_message_naming_it() {
     let cases = [
         ("garbage", garbage_state as WriteState, "it is not a SQLite database"),
         ("foreign", foreign_state, "it belongs to another program"),
-        ("damaged", damaged_state, "cannot be used as this service's state"),
+        ("damaged", damaged_state, "SQLite finds it corrupt"),
     ];
     for (name, write, reason) in cases {
         let (status, printed) = serve_on_state_file(write);
         assert_eq!(status.code(), Some(1), "{name}: serve refused to start: {printed}");
         assert!(printed.contains("state.sqlite") && printed.contains(reason), "{name}: {printed}");
         assert!(!printed.contains("panicked"), "{name}: {printed}");
-    }
-}
-
-/// The entry count of the organization's only store.
-async fn entry_count(test: &TestApp) -> Value {
-    test.call(Method::GET, "/shared-stores", None).await.1["stores"][0]["entry_count"].clone()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bulk_killed_after_reserving_slots_is_repaired_by_the_next_bulk() {
-    let plain = dynamodb().await;
-    let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await;
-    let store = test.create_store("s").await;
-    test.fill(&store, "kept", 5).await;
-    let lost: Vec<String> = (0..7).map(|i| format!("lost-{i}")).collect();
-    kill_a_bulk_after_it_reserved(&test, &plain, &store, &lost).await;
-    assert_eq!(entry_count(&test).await, 12, "the killed bulk left 7 slots reserved for entries that never came");
-
-    let next = json!({ "entries": [{ "entry_id": "next-0", "display_name": "n" }, { "entry_id": "kept0", "display_name": "n" }] });
-    let (status, body) = test.call(Method::POST, &format!("/shared-stores/{store}/entries/bulk"), Some(next)).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let (_, entries) = test.call(Method::GET, &format!("/shared-stores/{store}/entries"), None).await;
-    assert_eq!(entries["entries"].as_array().unwrap().len(), 6);
-    assert_eq!(entry_count(&test).await, 6, "the next bulk gave the slots back");
-    // The store is writable up to its limit again.
-    test.fill(&store, "more", 9_994).await;
-    let (status, _) = test
-        .call(
-            Method::PUT,
-            &format!("/shared-stores/{store}/entries/one-too-many"),
-            Some(json!({ "display_name": "x" })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_store_left_by_a_killed_bulk_can_be_deleted_and_frees_its_slot() {
-    let plain = dynamodb().await;
-    let test = Arc::new(TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await);
-    let store = test.create_store("s").await;
-    let lost: Vec<String> = (0..4).map(|i| format!("lost-{i}")).collect();
-    kill_a_bulk_after_it_reserved(&test, &plain, &store, &lost).await;
-    assert_eq!(
-        test.call(Method::DELETE, &format!("/shared-stores/{store}"), None).await,
-        (StatusCode::OK, json!({ "success": true }))
-    );
-    for i in 0..10 {
-        assert_eq!(
-            test.call(Method::POST, "/shared-stores", Some(json!({ "name": format!("s{i}") }))).await.0,
-            StatusCode::OK
-        );
     }
 }

@@ -215,7 +215,9 @@ async fn throttled_batch_writes_give_the_contract_500_and_leave_an_exact_store()
     let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await;
     let store = test.create_store("s").await;
     test.fill(&store, "kept", 10).await;
-    let throttled = test.through(plain.with_interceptor(faults::throttled_batch_writes()));
+    let fault = faults::throttled_batch_writes();
+    let refused = fault.refused();
+    let throttled = test.through(plain.with_interceptor(fault));
     let entries: Vec<_> = (0..60).map(|i| json!({ "entry_id": format!("new-{i}"), "display_name": "d" })).collect();
     let started = Instant::now();
     let (status, body) = throttled
@@ -227,6 +229,7 @@ async fn throttled_batch_writes_give_the_contract_500_and_leave_an_exact_store()
         (StatusCode::INTERNAL_SERVER_ERROR, json!({ "error": "Failed to upsert shared store entries" }))
     );
     assert!(took <= AWS_SDK_CALLS.budget + Duration::from_secs(5), "answered after {took:?}");
+    assert!(refused.load(std::sync::atomic::Ordering::SeqCst) >= 3, "the entry writes were throttled, and retried");
     // The slots reserved for the 60 entries that never landed were given back.
     let (_, stores) = test.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(stores["stores"][0]["entry_count"], 10);

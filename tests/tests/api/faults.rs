@@ -1,36 +1,145 @@
-//! DynamoDB clients that fail on purpose, for the tests of bounded retries and of crash
-//! repair: an interceptor that replaces DynamoDB's answer to one operation with an
-//! error, and one that cuts a bulk upsert off right after it reserved its slots.
+//! DynamoDB clients that fail on purpose, for the tests of bounded retries and of the
+//! bulk protocol: an interceptor that replaces DynamoDB's answer to chosen calls with an
+//! error (the call itself still reaches DynamoDB Local and may be applied), and one that
+//! cuts a bulk upsert off right after it reserved its slots.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::config::interceptors::{
     BeforeDeserializationInterceptorContextMut, BeforeSerializationInterceptorContextRef,
+    BeforeTransmitInterceptorContextMut,
 };
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
-use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_sdk_dynamodb::operation::batch_write_item::BatchWriteItemInput;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemInput;
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_smithy_runtime_api::client::interceptors::context::Input;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use shared::adapters::dynamodb::DynamoDb;
 
 use crate::helpers::TestApp;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Replaces every answer to `operation` with the DynamoDB error `error_type` and its
-/// extra JSON fields: the request still reaches DynamoDB Local, the client sees a
-/// failure every time.
-#[derive(Debug)]
+/// The [`Refuse`] interceptors that chose a call (across the SDK's attempts at it); one
+/// client may run several.
+#[derive(Clone, Debug, Default)]
+struct Chosen(Vec<usize>);
+
+impl Storable for Chosen {
+    type Storer = StoreReplace<Self>;
+}
+
+/// The [`Refuse`] interceptors that refuse the current attempt at a call.
+#[derive(Clone, Debug, Default)]
+struct Refusing(Vec<usize>);
+
+impl Storable for Refusing {
+    type Storer = StoreReplace<Self>;
+}
+
+/// Gives each [`Refuse`] its own ID.
+static NEXT_REFUSE: AtomicUsize = AtomicUsize::new(0);
+
+/// Answers the calls `choose` picks with the error `error_type` (HTTP `status`, extra
+/// JSON `fields`), for the first `times` attempts at those calls, or all of them. With
+/// `applied`, the request still reaches DynamoDB Local and is applied, as when an answer
+/// is lost; without, it reaches DynamoDB Local under an operation name that does not
+/// exist, so nothing is applied, as when DynamoDB throttles or fails.
 pub struct Refuse {
-    pub operation: &'static str,
-    pub error_type: &'static str,
-    pub fields: &'static str,
+    id: usize,
+    choose: Box<dyn Fn(&Input) -> bool + Send + Sync>,
+    status: u16,
+    error_type: &'static str,
+    fields: &'static str,
+    applied: bool,
+    times: Option<usize>,
+    /// Chosen calls answered so far, and how many of those answers were replaced.
+    seen: AtomicUsize,
+    refused: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for Refuse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Refuse").field("error_type", &self.error_type).finish()
+    }
+}
+
+impl Refuse {
+    fn new(
+        choose: impl Fn(&Input) -> bool + Send + Sync + 'static,
+        applied: bool,
+        status: u16,
+        error_type: &'static str,
+    ) -> Self {
+        Self {
+            id: NEXT_REFUSE.fetch_add(1, Ordering::SeqCst),
+            choose: Box::new(choose),
+            status,
+            error_type,
+            fields: "",
+            applied,
+            times: None,
+            seen: AtomicUsize::new(0),
+            refused: Arc::default(),
+        }
+    }
+
+    /// Refuses only the first `times` answers.
+    pub fn times(self, times: usize) -> Self {
+        Self { times: Some(times), ..self }
+    }
+
+    fn with_fields(self, fields: &'static str) -> Self {
+        Self { fields, ..self }
+    }
+
+    /// A counter of the answers replaced, to read once the interceptor is in a client.
+    pub fn refused(&self) -> Arc<AtomicUsize> {
+        self.refused.clone()
+    }
 }
 
 impl Intercept for Refuse {
     fn name(&self) -> &'static str {
         "Refuse"
+    }
+
+    fn read_before_execution(
+        &self,
+        context: &BeforeSerializationInterceptorContextRef<'_>,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if (self.choose)(context.input()) {
+            let mut chosen = cfg.load::<Chosen>().cloned().unwrap_or_default();
+            chosen.0.push(self.id);
+            cfg.interceptor_state().store_put(chosen);
+        }
+        Ok(())
+    }
+
+    fn modify_before_transmit(
+        &self,
+        context: &mut BeforeTransmitInterceptorContextMut<'_>,
+        _components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let chosen = cfg.load::<Chosen>().is_some_and(|chosen| chosen.0.contains(&self.id));
+        let refusing = chosen && self.times.is_none_or(|times| self.seen.fetch_add(1, Ordering::SeqCst) < times);
+        let mut attempt = cfg.load::<Refusing>().cloned().unwrap_or_default();
+        attempt.0.retain(|id| *id != self.id);
+        if refusing {
+            attempt.0.push(self.id);
+        }
+        cfg.interceptor_state().store_put(attempt);
+        if refusing && !self.applied {
+            context.request_mut().headers_mut().insert("x-amz-target", "DynamoDB_20120810.RefusedByTheTest");
+        }
+        Ok(())
     }
 
     fn modify_before_deserialization(
@@ -39,15 +148,16 @@ impl Intercept for Refuse {
         _components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        if cfg.load::<Metadata>().map(Metadata::name) != Some(self.operation) {
+        if !cfg.load::<Refusing>().is_some_and(|refusing| refusing.0.contains(&self.id)) {
             return Ok(());
         }
+        self.refused.fetch_add(1, Ordering::SeqCst);
         let body = format!(
             r#"{{"__type":"com.amazonaws.dynamodb.v20120810#{}","message":"injected by the test"{}}}"#,
             self.error_type, self.fields
         );
         let response = context.response_mut();
-        *response.status_mut() = StatusCode::try_from(400).expect("status");
+        *response.status_mut() = StatusCode::try_from(self.status).expect("status");
         response.headers_mut().insert("content-length", body.len().to_string());
         *response.body_mut() = SdkBody::from(body);
         Ok(())
@@ -56,16 +166,79 @@ impl Intercept for Refuse {
 
 /// Every TransactWriteItems loses to a concurrent transaction.
 pub fn conflicting_transactions() -> Refuse {
-    Refuse {
-        operation: "TransactWriteItems",
-        error_type: "TransactionCanceledException",
-        fields: r#","CancellationReasons":[{"Code":"TransactionConflict"},{"Code":"TransactionConflict"}]"#,
-    }
+    Refuse::new(
+        |input| input.downcast_ref::<TransactWriteItemsInput>().is_some(),
+        false,
+        400,
+        "TransactionCanceledException",
+    )
+    .with_fields(r#","CancellationReasons":[{"Code":"TransactionConflict"},{"Code":"TransactionConflict"}]"#)
 }
 
-/// Every BatchWriteItem is throttled.
+/// The entry IDs a BatchWriteItem puts.
+fn batch_put_ids(input: &Input) -> Vec<String> {
+    let Some(batch) = input.downcast_ref::<BatchWriteItemInput>() else { return Vec::new() };
+    batch
+        .request_items()
+        .into_iter()
+        .flat_map(|tables| tables.values().flatten())
+        .filter_map(|request| request.put_request())
+        .filter_map(|put| match put.item().get("entry_id") {
+            Some(AttributeValue::S(id)) => Some(id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every BatchWriteItem that writes one of these entry IDs is throttled (the journal
+/// and other batch writes go through).
+pub fn throttled_entry_writes(ids: &[&str]) -> Refuse {
+    let ids: Vec<String> = ids.iter().map(|id| (*id).to_owned()).collect();
+    Refuse::new(
+        move |input| batch_put_ids(input).iter().any(|id| ids.contains(id)),
+        false,
+        400,
+        "ProvisionedThroughputExceededException",
+    )
+}
+
+/// Every BatchWriteItem that writes any entry is throttled.
 pub fn throttled_batch_writes() -> Refuse {
-    Refuse { operation: "BatchWriteItem", error_type: "ProvisionedThroughputExceededException", fields: "" }
+    Refuse::new(|input| !batch_put_ids(input).is_empty(), false, 400, "ProvisionedThroughputExceededException")
+}
+
+/// Every BatchWriteItem that deletes (a bulk's journal, once settled) fails.
+pub fn failing_batch_deletes() -> Refuse {
+    Refuse::new(
+        |input| {
+            input.downcast_ref::<BatchWriteItemInput>().is_some_and(|batch| {
+                batch
+                    .request_items()
+                    .into_iter()
+                    .flat_map(|tables| tables.values().flatten())
+                    .any(|r| r.delete_request().is_some())
+            })
+        },
+        false,
+        500,
+        "InternalServerError",
+    )
+}
+
+/// The answer to UpdateItems whose update expression contains `part` is lost (a 500
+/// the SDK retries) after DynamoDB applied the update.
+pub fn lost_update_answers(part: &'static str) -> Refuse {
+    Refuse::new(
+        move |input| {
+            input
+                .downcast_ref::<UpdateItemInput>()
+                .and_then(UpdateItemInput::update_expression)
+                .is_some_and(|expression| expression.contains(part))
+        },
+        true,
+        500,
+        "InternalServerError",
+    )
 }
 
 /// Lets calls through until a bulk upsert has reserved its slots, then fails every
@@ -73,8 +246,8 @@ pub fn throttled_batch_writes() -> Refuse {
 /// giving slots back, releasing the lease) reaches the table.
 #[derive(Debug, Default)]
 pub struct DieAfterReserving {
-    dead: Arc<AtomicBool>,
-    dying: Arc<AtomicBool>,
+    dead: AtomicBool,
+    dying: AtomicBool,
 }
 
 impl Intercept for DieAfterReserving {
@@ -94,7 +267,6 @@ impl Intercept for DieAfterReserving {
             self.dead.store(true, Ordering::SeqCst);
             return Err("the process is gone".into());
         }
-        use aws_sdk_dynamodb::operation::update_item::UpdateItemInput;
         let reserving = context
             .input()
             .downcast_ref::<UpdateItemInput>()
@@ -110,7 +282,7 @@ impl Intercept for DieAfterReserving {
 /// Runs a bulk upsert of `ids` into `store` that dies right after reserving its slots,
 /// then lets its lease run out (by moving its end into the past: the time it would
 /// take is not what is tested). Leaves the store as a killed bulk does: the counter
-/// raised by the new IDs, their entries missing.
+/// raised by the new IDs, their entries missing, the store marked with the reservation.
 pub async fn kill_a_bulk_after_it_reserved(test: &TestApp, dynamodb: &DynamoDb, store: &str, ids: &[String]) {
     use http::{Method, StatusCode};
     let dying = test.through(dynamodb.with_interceptor(DieAfterReserving::default()));
@@ -130,7 +302,7 @@ pub async fn kill_a_bulk_after_it_reserved(test: &TestApp, dynamodb: &DynamoDb, 
         .table_name(dynamodb.table())
         .set_key(Some(store_key))
         .update_expression("SET lease_until = :past")
-        .expression_attribute_values(":past", shared::adapters::dynamodb::AttributeValue::N("0".into()))
+        .expression_attribute_values(":past", AttributeValue::N("0".into()))
         .send()
         .await
         .expect("ending the dead bulk's lease");

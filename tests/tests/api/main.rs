@@ -4,6 +4,7 @@ mod helpers;
 
 mod agents;
 mod auth;
+mod bulk_faults;
 mod concurrency;
 mod crashes;
 mod failures;

@@ -9,16 +9,21 @@
 //!
 //! A bulk that dies between reserving and writing (a killed process) would leave slots
 //! reserved for entries that never came. So before reserving it writes a journal of its
-//! new IDs, and the reservation marks the store `reserved_by` its lease; a bulk that
-//! finishes clears both. Whoever takes the lease next and finds the mark of a lease that
-//! ran out reads that journal, counts the IDs that never landed, and gives their slots
-//! back: the next bulk or delete repairs the store.
+//! new IDs, and the reservation marks the store `reserved_by` its lease. The mark goes
+//! when every reserved slot is accounted for: when the writes all landed (the lease's
+//! release clears it), or when the slots of those that did not were given back (in the
+//! same update). While a store carries the mark of a lease that ran out, nobody writes
+//! its entries (`STORE_WRITABLE` requires no mark): whoever comes next takes the lease,
+//! reads the dead bulk's journal, counts the IDs that never landed and gives their slots
+//! back, then goes on. Every update that moves the counter is conditioned on the mark,
+//! so the SDK's retry of an update whose answer was lost is recognised as done, never
+//! applied twice.
 //!
-//! Timing (function timeout 29 s): a holder starts no write later than [`WRITE_WINDOW`]
-//! after taking the lease; writes in flight then finish within one SDK call's budget;
-//! the lease runs [`LEASE`], longer than all of that, and shorter than the function
-//! timeout, so a store left by a killed function is free again before the waiters'
-//! own function would time out.
+//! Timing (function timeout 29 s): a holder starts no write, and no retry of one, later
+//! than [`WRITE_WINDOW`] after asking for the lease; a write started then ends within
+//! one SDK call's budget; the lease runs [`LEASE`] from that same instant, longer than
+//! all of that and shorter than the function timeout, so a store left by a killed
+//! function is free again before the waiters' own function would time out.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -39,8 +44,13 @@ use crate::domain::shared_stores::{EntryId, EntryWrite, StoreEntry, StoreError, 
 use crate::domain::time::Timestamp;
 
 /// Condition on a store item: it exists and no lease on it is current (needs `:now`).
+const LEASE_FREE: &str = "attribute_exists(pk) AND (attribute_not_exists(lease_until) OR lease_until < :now)";
+
+/// Condition for writing a store's entries one at a time: no lease is current and no
+/// reservation of a dead bulk waits for repair (needs `:now`).
 pub(super) const STORE_WRITABLE: &str =
-    "attribute_exists(pk) AND (attribute_not_exists(lease_until) OR lease_until < :now)";
+    "attribute_exists(pk) AND (attribute_not_exists(lease_until) OR lease_until < :now) \
+     AND attribute_not_exists(reserved_by)";
 
 /// How long a bulk upsert or store delete holds a store.
 pub const LEASE: Duration = Duration::from_secs(25);
@@ -64,16 +74,38 @@ pub(super) fn lease_is_active(item: &Item) -> bool {
     }
 }
 
+/// True when the store item carries the reservation mark of some bulk.
+pub(super) fn is_reserved(item: &Item) -> bool {
+    item.contains_key("reserved_by")
+}
+
+/// True when the item's `name` attribute is the ID of `lease`.
+fn names(item: &Item, name: &str, lease: Uuid) -> bool {
+    matches!(item.get(name), Some(AttributeValue::S(id)) if *id == lease.to_string())
+}
+
+/// What became of a reservation.
+enum Reservation {
+    /// The slots are reserved and the store marked.
+    Made,
+    /// Refused, with nothing changed (no room, or the lease is lost).
+    Refused(StoreError),
+    /// Unknown: the update may have been applied. The journal and the mark (if made)
+    /// stay for the next holder to repair.
+    Unknown(anyhow::Error),
+}
+
 /// A held store lease.
 pub(super) struct Lease {
     pub id: Uuid,
     /// The store's entry count once the lease was taken (nobody else changes it since).
     pub entry_count: u32,
+    /// Just before the lease was asked for: its end was counted from then.
     taken: Instant,
 }
 
 impl Lease {
-    /// True while new writes may still start under this lease.
+    /// True while new writes (and retries of writes) may still start under this lease.
     fn may_start_writes(&self) -> bool {
         self.taken.elapsed() < WRITE_WINDOW && retry::deadline().is_none_or(|deadline| Instant::now() < deadline)
     }
@@ -98,7 +130,7 @@ fn journal_chunks<'a>(ids: &[&'a EntryId]) -> Vec<Vec<&'a EntryId>> {
 
 impl DynamoDb {
     /// Takes the store's lease, waiting while another holds it, and repairs the store if
-    /// the previous holder died after reserving slots.
+    /// a bulk died after reserving slots in it.
     pub(super) async fn acquire_lease(
         &self,
         organization: OrganizationId,
@@ -107,6 +139,7 @@ impl DynamoDb {
         let lease = Uuid::new_v4();
         let mut waiting = STORE_LEASE_WAIT.start();
         loop {
+            let taken = Instant::now();
             let now = now_millis();
             let acquired = self
                 .client
@@ -114,52 +147,65 @@ impl DynamoDb {
                 .table_name(&self.table)
                 .set_key(Some(keys::store(organization, store)))
                 .update_expression("SET lease_id = :lease, lease_until = :until")
-                .condition_expression(STORE_WRITABLE)
+                .condition_expression(LEASE_FREE)
                 .expression_attribute_values(":lease", s(lease.to_string()))
                 .expression_attribute_values(":until", n(now + LEASE.as_millis()))
                 .expression_attribute_values(":now", n(now))
-                .return_values(ReturnValue::AllOld)
+                .return_values(ReturnValue::AllNew)
                 .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
                 .send()
                 .await;
-            let error = match acquired {
-                Ok(output) => {
-                    let before = output.attributes.unwrap_or_default();
-                    let mut held =
-                        Lease { id: lease, entry_count: number(&before, "entry_count")?, taken: Instant::now() };
-                    if let Some(AttributeValue::S(dead)) = before.get("reserved_by") {
-                        let repaired = match Uuid::parse_str(dead) {
-                            Ok(dead) => self.repair(organization, store, &held, dead).await,
-                            Err(error) => Err(anyhow::Error::from(error).context("a store's reservation mark").into()),
-                        };
-                        match repaired {
-                            Ok(missing) => held.entry_count = held.entry_count.saturating_sub(missing),
-                            Err(error) => {
-                                if let Err(release) = self.release_lease(organization, store, &held, false).await {
-                                    tracing::warn!(error = %format!("{release:#}"), %store, "could not release a lease after a failed repair");
-                                }
-                                return Err(error);
-                            }
+            let state = match acquired {
+                Ok(output) => output.attributes.unwrap_or_default(),
+                Err(error) => match error.as_service_error() {
+                    Some(UpdateItemError::ConditionalCheckFailedException(failed)) => match failed.item() {
+                        None => return Err(StoreError::StoreNotFound),
+                        // The SDK retried an attempt whose answer was lost: it is ours.
+                        Some(item) if names(item, "lease_id", lease) => item.clone(),
+                        Some(_) => {
+                            waiting
+                                .wait("another bulk upsert or store delete holds the store")
+                                .await
+                                .map_err(anyhow::Error::from)?;
+                            continue;
                         }
+                    },
+                    Some(UpdateItemError::TransactionConflictException(_)) => {
+                        waiting.wait("a transaction on the store item").await.map_err(anyhow::Error::from)?;
+                        continue;
                     }
-                    return Ok(held);
-                }
-                Err(error) => error,
+                    _ => return Err(failure(error, "taking the store's bulk lease").into()),
+                },
             };
-            match error.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(failed)) if failed.item().is_none() => {
-                    return Err(StoreError::StoreNotFound)
+            let mut held = Lease { id: lease, entry_count: 0, taken };
+            match self.take_over(organization, store, &mut held, &state).await {
+                Ok(()) => return Ok(held),
+                Err(error) => {
+                    if let Err(release) = self.release_lease(organization, store, &held, false).await {
+                        tracing::warn!(error = %format!("{release:#}"), %store, "could not release a lease after a failed take-over");
+                    }
+                    return Err(error);
                 }
-                Some(
-                    UpdateItemError::ConditionalCheckFailedException(_)
-                    | UpdateItemError::TransactionConflictException(_),
-                ) => waiting
-                    .wait("another bulk upsert or store delete holds the store")
-                    .await
-                    .map_err(anyhow::Error::from)?,
-                _ => return Err(failure(error, "taking the store's bulk lease").into()),
             }
         }
+    }
+
+    /// Reads the state of a store just leased, repairing the reservation of a dead bulk.
+    async fn take_over(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        held: &mut Lease,
+        state: &Item,
+    ) -> Result<(), StoreError> {
+        held.entry_count = number(state, "entry_count")?;
+        if let Some(AttributeValue::S(dead)) = state.get("reserved_by") {
+            let dead =
+                Uuid::parse_str(dead).map_err(|error| anyhow::Error::from(error).context("a reservation mark"))?;
+            let missing = self.repair(organization, store, held, dead).await?;
+            held.entry_count -= missing;
+        }
+        Ok(())
     }
 
     /// Releases a lease; with `settled`, also clears the store's reservation mark (the
@@ -188,7 +234,7 @@ impl DynamoDb {
     }
 
     /// Gives back the slots that the bulk upsert of the lease `dead` reserved for entries
-    /// it never wrote; returns how many. Runs under `held`.
+    /// it never wrote, and clears its mark; returns how many. Runs under `held`.
     async fn repair(
         &self,
         organization: OrganizationId,
@@ -215,26 +261,48 @@ impl DynamoDb {
             }
         }
         let landed = if reserved.is_empty() { 0 } else { self.batch_get(reserved.clone(), Some("pk")).await?.len() };
-        let missing = (reserved.len() - landed) as u32;
-        self.client
+        let mut missing = (reserved.len() - landed) as u32;
+        if missing > held.entry_count {
+            // Cannot happen while every writer respects the mark; never go below zero.
+            tracing::error!(%store, missing, count = held.entry_count, "a store counts fewer entries than a dead bulk reserved");
+            missing = held.entry_count;
+        }
+        let repaired = self
+            .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(keys::store(organization, store)))
             .update_expression("SET entry_count = entry_count - :missing REMOVE reserved_by")
-            .condition_expression("lease_id = :lease")
+            .condition_expression("lease_id = :lease AND reserved_by = :dead")
             .expression_attribute_values(":missing", n(missing))
             .expression_attribute_values(":lease", s(held.id.to_string()))
+            .expression_attribute_values(":dead", s(dead.to_string()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
-            .await
-            .map_err(|error| failure(error, "repairing a store's entry count"))?;
+            .await;
+        if let Err(error) = repaired {
+            let applied = match error.as_service_error() {
+                // A retried attempt finds its own work done: our lease, no mark.
+                Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                    failed.item().is_some_and(|item| names(item, "lease_id", held.id) && !is_reserved(item))
+                }
+                _ => false,
+            };
+            if !applied {
+                return Err(failure(error, "repairing a store's entry count").into());
+            }
+        }
         tracing::warn!(
             %store,
             reserved = reserved.len(),
             missing,
             "repaired a store left by a bulk upsert that did not finish: gave back the slots of entries it never wrote"
         );
-        let journal = journal.iter().map(|item| delete_request(key_of(item))).collect::<anyhow::Result<Vec<_>>>()?;
-        self.batch_write(journal, &|| true).await?;
+        // Only clean-up from here: the journal of a settled reservation is never read.
+        let keys: Vec<Item> = journal.iter().map(key_of).collect();
+        if let Err(error) = self.delete_items(keys).await {
+            tracing::warn!(error = %format!("{error:#}"), %store, "could not delete a repaired bulk's journal");
+        }
         Ok(missing)
     }
 
@@ -263,7 +331,7 @@ impl DynamoDb {
         self.batch_write(requests, &|| true).await
     }
 
-    /// Reserves `count` slots for `lease`, marking the store as holding a reservation;
+    /// Reserves `count` slots for `lease` and marks the store with the reservation;
     /// refused when they do not fit in `max_entries`.
     async fn reserve(
         &self,
@@ -272,36 +340,34 @@ impl DynamoDb {
         lease: &Lease,
         count: u32,
         max_entries: u32,
-    ) -> Result<(), StoreError> {
+    ) -> Reservation {
         let reserved = self
             .client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(keys::store(organization, store)))
             .update_expression("SET entry_count = entry_count + :count, reserved_by = :lease")
-            .condition_expression("lease_id = :lease AND entry_count <= :room")
+            .condition_expression("lease_id = :lease AND attribute_not_exists(reserved_by) AND entry_count <= :room")
             .expression_attribute_values(":count", n(count))
             .expression_attribute_values(":lease", s(lease.id.to_string()))
             .expression_attribute_values(":room", n(i64::from(max_entries) - i64::from(count)))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        let Err(error) = reserved else { return Ok(()) };
+        let Err(error) = reserved else { return Reservation::Made };
         match error.as_service_error() {
-            Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
-                let ours = matches!(failed.item().and_then(|item| item.get("lease_id")),
-                    Some(AttributeValue::S(id)) if *id == lease.id.to_string());
-                if ours {
-                    Err(StoreError::EntryLimitReached)
-                } else {
-                    Err(anyhow::anyhow!("the bulk upsert lost its lease on the store").into())
-                }
-            }
-            _ => Err(failure(error, "reserving entry slots").into()),
+            Some(UpdateItemError::ConditionalCheckFailedException(failed)) => match failed.item() {
+                // A retried attempt finds its own reservation made.
+                Some(item) if names(item, "reserved_by", lease.id) => Reservation::Made,
+                Some(item) if names(item, "lease_id", lease.id) => Reservation::Refused(StoreError::EntryLimitReached),
+                _ => Reservation::Refused(anyhow::anyhow!("the bulk upsert lost its lease on the store").into()),
+            },
+            _ => Reservation::Unknown(failure(error, "reserving entry slots")),
         }
     }
 
-    /// Gives back `count` reserved slots whose entries were not written.
+    /// Gives back `count` reserved slots whose entries were not written, and clears the
+    /// reservation mark in the same update.
     async fn give_back(
         &self,
         organization: OrganizationId,
@@ -314,15 +380,25 @@ impl DynamoDb {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(keys::store(organization, store)))
-            .update_expression("SET entry_count = entry_count - :count")
-            .condition_expression("lease_id = :lease")
+            .update_expression("SET entry_count = entry_count - :count REMOVE reserved_by")
+            .condition_expression("lease_id = :lease AND reserved_by = :lease")
             .expression_attribute_values(":count", n(count))
             .expression_attribute_values(":lease", s(lease.id.to_string()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        match unless_condition_failed(given, "giving back reserved slots")? {
-            Some(_) => Ok(()),
-            None => anyhow::bail!("the bulk upsert lost its lease on the store before giving back its slots"),
+        let Err(error) = given else { return Ok(()) };
+        match error.as_service_error() {
+            // A retried attempt finds its own work done: our lease, no mark.
+            Some(UpdateItemError::ConditionalCheckFailedException(failed))
+                if failed.item().is_some_and(|item| names(item, "lease_id", lease.id) && !is_reserved(item)) =>
+            {
+                Ok(())
+            }
+            Some(UpdateItemError::ConditionalCheckFailedException(_)) => {
+                anyhow::bail!("the bulk upsert lost its lease on the store before giving back its slots")
+            }
+            _ => Err(failure(error, "giving back reserved slots")),
         }
     }
 
@@ -387,13 +463,17 @@ impl DynamoDb {
         } else {
             let journal = match self.write_journal(organization, store, lease, &new_ids).await {
                 Ok(journal) => journal,
+                // Nothing is reserved: what was written of the journal is never read.
                 Err(error) => return (Err(error.into()), true),
             };
-            if let Err(refused) = self.reserve(organization, store, lease, new_count, max_entries).await {
-                let cleaned = self.delete_items(journal).await;
-                return (Err(refused), cleaned.is_ok());
+            match self.reserve(organization, store, lease, new_count, max_entries).await {
+                Reservation::Made => journal,
+                Reservation::Refused(refusal) => {
+                    self.drop_journal(store, journal).await;
+                    return (Err(refusal), true);
+                }
+                Reservation::Unknown(error) => return (Err(error.into()), false),
             }
-            journal
         };
         let entries: Vec<StoreEntry> =
             writes.iter().map(|write| write.clone().into_entry(existing.get(&write.entry_id).copied(), now)).collect();
@@ -413,40 +493,52 @@ impl DynamoDb {
                     write_ms = (started.elapsed() - reserved_at).as_millis() as u64,
                     "bulk upsert written"
                 );
-                let settled = self.delete_items(journal).await.is_ok();
-                (Ok(entries), settled)
+                // Every reserved slot has its entry: releasing the lease clears the mark.
+                self.drop_journal(store, journal).await;
+                (Ok(entries), true)
             }
             Err(error) => {
                 // Still under our lease, so the store is exactly as we left it: give back
                 // the slots of new entries that were not written before reporting.
-                let settled = self.settle(organization, store, lease, &new_ids, journal).await;
-                if let Err(problem) = &settled {
-                    tracing::warn!(error = %format!("{problem:#}"), %store, "left a bulk reservation for the next holder to repair");
+                let settled = self.settle(organization, store, lease, &new_ids).await;
+                match &settled {
+                    Ok(()) => self.drop_journal(store, journal).await,
+                    Err(problem) => {
+                        tracing::warn!(error = %format!("{problem:#}"), %store, "left a bulk reservation for the next holder to repair")
+                    }
                 }
                 (Err(error.context("bulk upsert writes").into()), settled.is_ok())
             }
         }
     }
 
-    /// After failed writes: gives back the slots of new IDs that did not land, then drops
-    /// the journal.
+    /// Deletes a journal whose reservation is settled; a journal left behind is never
+    /// read (repairs read the journal of a marked lease only), so failing is harmless.
+    async fn drop_journal(&self, store: StoreId, journal: Vec<Item>) {
+        if let Err(error) = self.delete_items(journal).await {
+            tracing::warn!(error = %format!("{error:#}"), %store, "could not delete a settled bulk's journal");
+        }
+    }
+
+    /// After failed writes: gives back the slots of new IDs that did not land (which
+    /// clears the mark); with all of them landed, the release will clear it.
     async fn settle(
         &self,
         organization: OrganizationId,
         store: StoreId,
         lease: &Lease,
         new_ids: &[&EntryId],
-        journal: Vec<Item>,
     ) -> anyhow::Result<()> {
-        if !new_ids.is_empty() {
-            let new_keys: Vec<Item> = new_ids.iter().map(|id| keys::entry(organization, store, id)).collect();
-            let landed = self.batch_get(new_keys, Some("pk")).await?.len() as u32;
-            let missing = new_ids.len() as u32 - landed;
-            if missing > 0 {
-                self.give_back(organization, store, lease, missing).await?;
-            }
+        if new_ids.is_empty() {
+            return Ok(());
         }
-        self.delete_items(journal).await
+        let new_keys: Vec<Item> = new_ids.iter().map(|id| keys::entry(organization, store, id)).collect();
+        let landed = self.batch_get(new_keys, Some("pk")).await?.len() as u32;
+        let missing = new_ids.len() as u32 - landed;
+        if missing > 0 {
+            self.give_back(organization, store, lease, missing).await?;
+        }
+        Ok(())
     }
 
     /// Deletes a store: under its lease the entries go first, in transactions that also

@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::types::{
     TransactWriteItem, Update,
 };
 
-use super::bulk::{lease_is_active, now_millis, STORE_WRITABLE};
+use super::bulk::{is_reserved, lease_is_active, now_millis, STORE_WRITABLE};
 use super::table::{condition_failed, failure, id, n, number, s, text, timestamp, Item, TransactPart};
 use super::{keys, DynamoDb};
 use crate::core::retry::{STORE_LEASE_WAIT, TRANSACTION_CONFLICTS};
@@ -63,6 +63,8 @@ enum StoreBlock {
     Missing,
     /// A bulk upsert or a store delete holds the store: wait and try again.
     Leased,
+    /// A bulk died after reserving slots: repair the store, then try again.
+    Unrepaired,
     /// The store exists and is free, so the rest of the condition failed (a limit).
     Other,
 }
@@ -71,6 +73,7 @@ fn store_block(reason: Option<&CancellationReason>) -> StoreBlock {
     match reason.and_then(CancellationReason::item) {
         None => StoreBlock::Missing,
         Some(item) if lease_is_active(item) => StoreBlock::Leased,
+        Some(item) if is_reserved(item) => StoreBlock::Unrepaired,
         Some(_) => StoreBlock::Other,
     }
 }
@@ -82,42 +85,57 @@ enum Attempt<T> {
     Changed(&'static str),
     /// The store's lease is held by someone else: wait for it.
     Leased,
+    /// The store carries the reservation of a dead bulk: repair it first.
+    Unrepaired,
 }
 
 impl<T> Attempt<T> {
-    /// The attempt after a failed store condition: an error, or a wait for the lease.
+    /// The attempt after a failed store condition: an error, a wait for the lease, or a
+    /// repair.
     fn store_blocked(reason: Option<&CancellationReason>) -> Result<Self, StoreError> {
         match store_block(reason) {
             StoreBlock::Missing => Err(StoreError::StoreNotFound),
             StoreBlock::Leased => Ok(Attempt::Leased),
+            StoreBlock::Unrepaired => Ok(Attempt::Unrepaired),
             StoreBlock::Other => Err(anyhow::anyhow!("store condition failed unexpectedly").into()),
         }
     }
 }
 
-/// Repeats a guarded write until it is done or fails for good: writes that lost to a
-/// concurrent change retry on the `TRANSACTION_CONFLICTS` schedule, writes that found the
-/// store leased wait on the `STORE_LEASE_WAIT` schedule. Either ends, when spent, as an
-/// unavailable backend.
-async fn until_done<T, F, Fut>(mut attempt: F) -> Result<T, StoreError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Attempt<T>, StoreError>>,
-{
-    let mut changes = TRANSACTION_CONFLICTS.start();
-    let mut lease = STORE_LEASE_WAIT.start();
-    loop {
-        match attempt().await? {
-            Attempt::Done(value) => return Ok(value),
-            Attempt::Changed(why) => changes.wait(why).await.map_err(anyhow::Error::from)?,
-            Attempt::Leased => {
-                lease.wait("a bulk upsert or a store delete holds the store").await.map_err(anyhow::Error::from)?
+impl DynamoDb {
+    /// Repeats a guarded write until it is done or fails for good: writes that lost to a
+    /// concurrent change (or repaired the store first) retry on the `TRANSACTION_CONFLICTS`
+    /// schedule, writes that found the store leased wait on the `STORE_LEASE_WAIT`
+    /// schedule. Either ends, when spent, as an unavailable backend.
+    async fn until_done<T, F, Fut>(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        mut attempt: F,
+    ) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Attempt<T>, StoreError>>,
+    {
+        let mut changes = TRANSACTION_CONFLICTS.start();
+        let mut lease = STORE_LEASE_WAIT.start();
+        loop {
+            match attempt().await? {
+                Attempt::Done(value) => return Ok(value),
+                Attempt::Changed(why) => changes.wait(why).await.map_err(anyhow::Error::from)?,
+                Attempt::Leased => {
+                    lease.wait("a bulk upsert or a store delete holds the store").await.map_err(anyhow::Error::from)?
+                }
+                Attempt::Unrepaired => {
+                    // Taking the lease repairs what a dead bulk left; the write then goes on.
+                    let held = self.acquire_lease(organization, store).await?;
+                    self.release_lease(organization, store, &held, true).await?;
+                    changes.wait("repaired the store a dead bulk upsert left").await.map_err(anyhow::Error::from)?;
+                }
             }
         }
     }
-}
 
-impl DynamoDb {
     /// A condition check that the store exists and no bulk upsert holds it.
     fn store_writable_check(&self, organization: OrganizationId, store: StoreId) -> anyhow::Result<TransactWriteItem> {
         ConditionCheck::builder()
@@ -405,7 +423,7 @@ impl SharedStoreRepo for DynamoDb {
         now: Timestamp,
         max_entries: u32,
     ) -> Result<StoreEntry, StoreError> {
-        until_done(|| self.try_put_entry(organization, store, write, now, max_entries)).await
+        self.until_done(organization, store, || self.try_put_entry(organization, store, write, now, max_entries)).await
     }
 
     async fn rename_entry(
@@ -416,7 +434,7 @@ impl SharedStoreRepo for DynamoDb {
         rename: &EntryRename,
         now: Timestamp,
     ) -> Result<StoreEntry, StoreError> {
-        until_done(|| self.try_rename_entry(organization, store, entry_id, rename, now)).await
+        self.until_done(organization, store, || self.try_rename_entry(organization, store, entry_id, rename, now)).await
     }
 
     async fn delete_entry(
@@ -425,7 +443,7 @@ impl SharedStoreRepo for DynamoDb {
         store: StoreId,
         entry_id: &EntryId,
     ) -> Result<(), StoreError> {
-        until_done(|| self.try_delete_entry(organization, store, entry_id)).await
+        self.until_done(organization, store, || self.try_delete_entry(organization, store, entry_id)).await
     }
 
     async fn upsert_entries(

@@ -4,6 +4,7 @@
 //! classification of SDK failures. Every retry follows a schedule of `core::retry`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
@@ -41,6 +42,10 @@ const UNAVAILABLE_CODES: [&str; 6] = [
     "LimitExceededException",
 ];
 
+/// Reasons of a cancelled transaction that another attempt may not meet: another
+/// transaction on the same items, or throttling.
+const RETRIED_CANCELLATIONS: [&str; 3] = ["TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"];
+
 /// Turns a failed SDK call into an error in the context `what`: a timeout, a network
 /// failure or throttling that outlasted the SDK's retries is [`Unavailable`].
 pub fn failure<E, R>(error: SdkError<E, R>, what: &'static str) -> anyhow::Error
@@ -49,7 +54,7 @@ where
     R: std::fmt::Debug + Send + Sync + 'static,
 {
     let unavailable = match &error {
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) => true,
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => true,
         SdkError::ServiceError(service) => UNAVAILABLE_CODES.contains(&service.err().code().unwrap_or_default()),
         _ => false,
     };
@@ -262,9 +267,10 @@ impl DynamoDb {
     }
 
     /// Writes requests with BatchWriteItem, several calls in flight, retrying what
-    /// DynamoDB leaves unprocessed. `keep_going` is asked before each call is started:
-    /// once it says no, no new call starts (calls in flight finish) and the writes end
-    /// with an error.
+    /// DynamoDB leaves unprocessed. `keep_going` is asked before every call: once it says
+    /// no, no new call starts. When a call fails, no new call starts either, and the
+    /// writes end with the error only after every call already started has finished, so
+    /// that whoever counts what landed afterwards sees all of it.
     pub(super) async fn batch_write(
         &self,
         requests: Vec<WriteRequest>,
@@ -272,18 +278,37 @@ impl DynamoDb {
     ) -> anyhow::Result<()> {
         let chunks: Vec<Vec<WriteRequest>> =
             requests.chunks(BATCH_WRITE_REQUESTS).map(<[WriteRequest]>::to_vec).collect();
-        stream::iter(chunks)
-            .map(|chunk| async move {
-                anyhow::ensure!(keep_going(), "batch writes stopped at their deadline");
-                self.batch_write_chunk(chunk).await
+        let failed = AtomicBool::new(false);
+        let outcomes: Vec<Option<anyhow::Result<()>>> = stream::iter(chunks)
+            .map(|chunk| {
+                let failed = &failed;
+                async move {
+                    if failed.load(Ordering::SeqCst) || !keep_going() {
+                        return None;
+                    }
+                    let written = self.batch_write_chunk(chunk, keep_going).await;
+                    if written.is_err() {
+                        failed.store(true, Ordering::SeqCst);
+                    }
+                    Some(written)
+                }
             })
             .buffer_unordered(PARALLEL_REQUESTS)
-            .try_collect::<Vec<()>>()
-            .await?;
+            .collect()
+            .await;
+        let skipped = outcomes.iter().any(Option::is_none);
+        for outcome in outcomes.into_iter().flatten() {
+            outcome?;
+        }
+        anyhow::ensure!(!skipped, "batch writes stopped at their deadline");
         Ok(())
     }
 
-    async fn batch_write_chunk(&self, mut requests: Vec<WriteRequest>) -> anyhow::Result<()> {
+    async fn batch_write_chunk(
+        &self,
+        mut requests: Vec<WriteRequest>,
+        keep_going: &(dyn Fn() -> bool + Sync),
+    ) -> anyhow::Result<()> {
         let mut retry = UNPROCESSED_ITEMS.start();
         loop {
             let output = self
@@ -297,12 +322,18 @@ impl DynamoDb {
             if requests.is_empty() {
                 return Ok(());
             }
+            anyhow::ensure!(
+                keep_going(),
+                "batch writes stopped at their deadline, {} left unprocessed",
+                requests.len()
+            );
             retry.wait(format!("{} writes left unprocessed", requests.len())).await?;
         }
     }
 
-    /// Runs a transaction, retrying while it only loses to concurrent transactions.
-    /// Returns the cancellation reasons when a condition failed.
+    /// Runs a transaction, retrying while it only loses to concurrent transactions or is
+    /// throttled. Returns the cancellation reasons when a condition failed; any other
+    /// cancellation is an error.
     pub(super) async fn transact(
         &self,
         items: Vec<TransactWriteItem>,
@@ -319,10 +350,17 @@ impl DynamoDb {
             match error {
                 TransactWriteItemsError::TransactionCanceledException(cancelled) => {
                     let reasons = cancelled.cancellation_reasons().to_vec();
-                    if !reasons.iter().any(|reason| reason.code() == Some("TransactionConflict")) {
+                    let code = |reason: &CancellationReason| reason.code().unwrap_or("None").to_owned();
+                    if reasons.iter().any(|reason| code(reason) == "ConditionalCheckFailed") {
                         return Ok(Err(reasons));
                     }
-                    retry.wait(format!("{what}: a concurrent transaction on the same items")).await?;
+                    match reasons.iter().map(code).find(|code| RETRIED_CANCELLATIONS.contains(&code.as_str())) {
+                        Some(code) => retry.wait(format!("{what}: cancelled ({code})")).await?,
+                        None => {
+                            let codes: Vec<String> = reasons.iter().map(code).collect();
+                            anyhow::bail!("{what}: the transaction was cancelled: {codes:?}");
+                        }
+                    }
                 }
                 TransactWriteItemsError::TransactionInProgressException(_) => {
                     retry.wait(format!("{what}: the same transaction is still in progress")).await?;
