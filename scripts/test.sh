@@ -17,6 +17,8 @@ eval "$(infra/emulators.sh env)"
 
 # Each test run uses its own table, so runs never see each other's data.
 export TEST_TABLE_NAME="tests-$(date +%s)-$$" TEST_BUCKET_NAME="tests-$(date +%s)-$$"
+# The crash tests run `serve` as a process; built first, not inside a running test.
+cargo build --bin serve
 cargo test --workspace "$@"
 
 export SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION="$AWS_REGION"

@@ -8,6 +8,7 @@ use anyhow::Context;
 use async_trait::async_trait;
 use serde::Deserialize;
 
+use crate::core::retry::Unavailable;
 use crate::domain::uploads::{ProbeReport, ProbedStream};
 use crate::ports::{MediaProbe, ProbeError};
 
@@ -80,8 +81,9 @@ impl MediaProbe for Ffprobe {
             .output();
         let output = match tokio::time::timeout(PROBE_TIMEOUT, child).await {
             Err(_) => {
-                let error = anyhow::anyhow!("ffprobe took longer than {PROBE_TIMEOUT:?}");
-                return Err(ProbeError::Unavailable(error));
+                // A slow read (of a presigned URL, say) may well succeed if tried again.
+                let error = Unavailable(format!("ffprobe took longer than {PROBE_TIMEOUT:?} to read the file"));
+                return Err(ProbeError::Unavailable(error.into()));
             }
             Ok(Err(error)) => {
                 let context = format!("running {}", self.program.display());

@@ -150,14 +150,8 @@ impl BlobStore for S3BlobStore {
                 version: head.version_id().filter(|version| *version != "null").map(str::to_owned),
                 size: head.content_length().unwrap_or(0).max(0) as u64,
             })),
-            Err(error) => {
-                let service = error.into_service_error();
-                if service.is_not_found() {
-                    Ok(None)
-                } else {
-                    Err(anyhow::Error::new(service).context("reading an uploaded object"))
-                }
-            }
+            Err(error) if error.as_service_error().is_some_and(|service| service.is_not_found()) => Ok(None),
+            Err(error) => Err(unavailable(error, "reading an uploaded object")),
         }
     }
 
@@ -183,7 +177,7 @@ impl BlobStore for S3BlobStore {
             .body(ByteStream::from(bytes))
             .send()
             .await
-            .map_err(|error| crate::adapters::s3::unavailable(error, "storing an object"))?;
+            .map_err(|error| unavailable(error, "storing an object"))?;
         Ok(())
     }
 
@@ -200,14 +194,25 @@ impl BlobStore for S3BlobStore {
     }
 }
 
-/// A failed S3 call: a timeout or network failure is [`Unavailable`](crate::core::retry::Unavailable).
-fn unavailable<E, R>(error: aws_sdk_s3::error::SdkError<E, R>, what: &'static str) -> anyhow::Error
+/// A failed S3 call in the context `what`: a timeout, a network failure, an answer that
+/// could not be read, or an answer of S3's own trouble (5xx, `SlowDown`) that outlasted
+/// the SDK's retries is [`Unavailable`](crate::core::retry::Unavailable).
+fn unavailable<E>(
+    error: aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+    what: &'static str,
+) -> anyhow::Error
 where
-    E: std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
+    E: aws_sdk_s3::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     use aws_sdk_s3::error::SdkError;
-    if matches!(error, SdkError::TimeoutError(_) | SdkError::DispatchFailure(_)) {
+    let unavailable = match &error {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => true,
+        SdkError::ServiceError(service) => {
+            service.raw().status().is_server_error() || service.err().code() == Some("SlowDown")
+        }
+        _ => false,
+    };
+    if unavailable {
         let reason = format!("S3 did not serve {what}: {}", aws_sdk_s3::error::DisplayErrorContext(&error));
         return anyhow::Error::new(crate::core::retry::Unavailable(reason));
     }

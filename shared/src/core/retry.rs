@@ -29,6 +29,10 @@ pub struct RetryPolicy {
 /// API Gateway's 30 s), with room left to write the answer and release what it holds.
 pub const REQUEST_BUDGET: Duration = Duration::from_secs(20);
 
+/// Time a function may take in all, delivering its answer included (a large answer is
+/// stored in S3 first): inside its 29 s timeout.
+pub const FUNCTION_BUDGET: Duration = Duration::from_secs(27);
+
 /// DynamoDB transactions that lose to concurrent transactions on the same items.
 pub const TRANSACTION_CONFLICTS: RetryPolicy = RetryPolicy {
     name: "DynamoDB transaction conflicts",

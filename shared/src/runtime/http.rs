@@ -4,7 +4,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{header, StatusCode};
@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::api::{self, routes, Response, Route};
 use crate::app::App;
+use crate::core::retry::{Unavailable, FUNCTION_BUDGET};
 
 /// Largest body a function answers itself. Lambda refuses responses over 6 MB, counting
 /// the JSON envelope the body travels in, where every `"` and `\` of the body is escaped.
@@ -53,8 +54,9 @@ pub fn run(function: &str) -> ! {
 
 /// Serves one request of a function's route as the Lambda runtime hands it over.
 pub async fn handle(route: &'static Route, app: Arc<App>, request: lambda_http::Request) -> Response {
+    let deadline = Instant::now() + FUNCTION_BUDGET;
     let response = api::invoke_route(route, app.clone(), request).await;
-    deliver(route, &app, response).await
+    deliver(route, &app, response, deadline).await
 }
 
 /// The size of a body once escaped inside the Lambda response's JSON envelope.
@@ -73,7 +75,7 @@ pub fn envelope_size(body: &[u8]) -> usize {
 /// Answers a response a function can return as it is; a larger one (a list of 10,000
 /// entries with large metadata) is stored in the blob store and answered with a 303 to a
 /// short-lived link from which clients GET it whole.
-async fn deliver(route: &Route, app: &App, response: Response) -> Response {
+async fn deliver(route: &Route, app: &App, response: Response, deadline: Instant) -> Response {
     if envelope_size(response.body()) <= MAX_INLINE_BODY_BYTES {
         return response;
     }
@@ -99,7 +101,12 @@ async fn deliver(route: &Route, app: &App, response: Response) -> Response {
         app.blobs.put(&key, body, &content_type).await?;
         app.blobs.download_url(&key, LARGE_RESPONSE_LINK_TTL).await
     };
-    match parked.await {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let parked = tokio::time::timeout(left, parked).await.unwrap_or_else(|_| {
+        let reason = format!("storing a large response did not finish within the function's {FUNCTION_BUDGET:?}");
+        Err(Unavailable(reason).into())
+    });
+    match parked {
         Ok(url) => {
             tracing::info!(function = route.function, size, key, "answered a large response through the blob store");
             let body = json!({

@@ -106,20 +106,41 @@ async fn receive(store: &LocalBlobStore, path: &std::path::Path, mut body: Incom
     outcome
 }
 
-/// The byte range asked for by a `Range: bytes=…` header (one range), as `start..end`
-/// within a file of `size` bytes; None when the header asks for no part of the file.
-fn byte_range(header: &str, size: u64) -> Option<(u64, u64)> {
-    let spec = header.trim().strip_prefix("bytes=")?;
-    let (first, last) = spec.split_once('-')?;
+/// What a `Range` header asks of a file of `size` bytes.
+#[derive(Debug, PartialEq, Eq)]
+enum Wanted {
+    /// The whole file: no header, or one this server does not serve (several ranges, or
+    /// not a byte range), which RFC 9110 says to ignore.
+    Whole,
+    /// Bytes `start..end`.
+    Part(u64, u64),
+    /// A byte range that starts past the end of the file (416).
+    Outside,
+}
+
+fn wanted(header: Option<&str>, size: u64) -> Wanted {
+    let Some(spec) = header.and_then(|header| header.trim().strip_prefix("bytes=")) else { return Wanted::Whole };
+    let Some((first, last)) = spec.split_once('-').filter(|_| !spec.contains(',')) else { return Wanted::Whole };
+    let number = |text: &str| text.trim().parse::<u64>().ok();
     let (start, end) = match (first.trim(), last.trim()) {
-        ("", suffix) => {
-            let suffix: u64 = suffix.parse().ok()?;
-            (size.saturating_sub(suffix), size)
-        }
-        (first, "") => (first.parse().ok()?, size),
-        (first, last) => (first.parse().ok()?, last.parse::<u64>().ok()?.saturating_add(1).min(size)),
+        ("", suffix) => match number(suffix) {
+            Some(0) => return Wanted::Outside,
+            Some(suffix) => (size.saturating_sub(suffix), size),
+            None => return Wanted::Whole,
+        },
+        (first, "") => match number(first) {
+            Some(start) => (start, size),
+            None => return Wanted::Whole,
+        },
+        (first, last) => match (number(first), number(last)) {
+            (Some(start), Some(last)) if start <= last => (start, last.saturating_add(1).min(size)),
+            _ => return Wanted::Whole,
+        },
     };
-    (start < end).then_some((start, end))
+    if start >= end {
+        return Wanted::Outside;
+    }
+    Wanted::Part(start, end)
 }
 
 /// Streams a file, or the part of it a Range header asks for.
@@ -143,20 +164,17 @@ async fn send_file(
         .await
         .map_err(|_| ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, "the object could not be read"))?
         .len();
-    let asked = range.and_then(|value| value.to_str().ok());
-    let (status, start, end) = match asked {
-        None => (StatusCode::OK, 0, size),
-        Some(text) => match byte_range(text, size) {
-            Some((start, end)) => (StatusCode::PARTIAL_CONTENT, start, end),
-            None => {
-                let mut refused =
-                    respond(ApiError::detail(StatusCode::RANGE_NOT_SATISFIABLE, "the range is outside the object"));
-                if let Ok(value) = HeaderValue::from_str(&format!("bytes */{size}")) {
-                    refused.headers_mut().insert(header::CONTENT_RANGE, value);
-                }
-                return Ok(refused);
+    let (status, start, end) = match wanted(range.and_then(|value| value.to_str().ok()), size) {
+        Wanted::Whole => (StatusCode::OK, 0, size),
+        Wanted::Part(start, end) => (StatusCode::PARTIAL_CONTENT, start, end),
+        Wanted::Outside => {
+            let outside = ApiError::detail(StatusCode::RANGE_NOT_SATISFIABLE, "the range is outside the object");
+            let mut refused = respond(outside);
+            if let Ok(value) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                refused.headers_mut().insert(header::CONTENT_RANGE, value);
             }
-        },
+            return Ok(refused);
+        }
     };
     file.seek(std::io::SeekFrom::Start(start))
         .await
@@ -195,12 +213,16 @@ mod tests {
 
     #[test]
     fn ranges_are_read_as_http_defines_them() {
-        assert_eq!(byte_range("bytes=0-99", 1000), Some((0, 100)));
-        assert_eq!(byte_range("bytes=900-", 1000), Some((900, 1000)));
-        assert_eq!(byte_range("bytes=-100", 1000), Some((900, 1000)));
-        assert_eq!(byte_range("bytes=990-2000", 1000), Some((990, 1000)));
-        assert_eq!(byte_range("bytes=1000-", 1000), None);
-        assert_eq!(byte_range("items=0-1", 1000), None);
-        assert_eq!(byte_range("bytes=5-1", 1000), None);
+        assert_eq!(wanted(Some("bytes=0-99"), 1000), Wanted::Part(0, 100));
+        assert_eq!(wanted(Some("bytes=900-"), 1000), Wanted::Part(900, 1000));
+        assert_eq!(wanted(Some("bytes=-100"), 1000), Wanted::Part(900, 1000));
+        assert_eq!(wanted(Some("bytes=990-2000"), 1000), Wanted::Part(990, 1000));
+        assert_eq!(wanted(Some("bytes=1000-"), 1000), Wanted::Outside);
+        assert_eq!(wanted(Some("bytes=-0"), 1000), Wanted::Outside);
+        // Headers this server does not serve are ignored: the whole object.
+        for ignored in ["items=0-1", "bytes=5-1", "bytes=0-1,5-9", "bytes=x-y", "bytes=5"] {
+            assert_eq!(wanted(Some(ignored), 1000), Wanted::Whole, "{ignored}");
+        }
+        assert_eq!(wanted(None, 1000), Wanted::Whole);
     }
 }

@@ -92,7 +92,7 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
 #[test]
 fn a_bulk_lease_and_its_writes_fit_inside_the_function_timeout() {
     use shared::adapters::dynamodb::{LEASE, WRITE_WINDOW};
-    use shared::core::retry::{AWS_SDK_CALLS, REQUEST_BUDGET};
+    use shared::core::retry::{AWS_SDK_CALLS, FUNCTION_BUDGET, REQUEST_BUDGET};
     let template = template();
     let timeout = std::time::Duration::from_secs(template["Globals"]["Function"]["Timeout"].as_u64().expect("Timeout"));
     // A store left by a killed function is free again before a waiter's function times out.
@@ -100,8 +100,10 @@ fn a_bulk_lease_and_its_writes_fit_inside_the_function_timeout() {
     // The last write starts inside the window and ends within one SDK call's budget,
     // inside the lease.
     assert!(WRITE_WINDOW + AWS_SDK_CALLS.budget < LEASE);
-    // Every request gives up retrying well before the function times out.
+    // Every request gives up retrying well before the function times out, and a large
+    // answer is stored (or refused) before it does too.
     assert!(REQUEST_BUDGET + std::time::Duration::from_secs(5) <= timeout);
+    assert!(REQUEST_BUDGET < FUNCTION_BUDGET && FUNCTION_BUDGET < timeout);
     let lifecycle = format!("{:?}", template["Resources"]["MediaBucket"]["Properties"]["LifecycleConfiguration"]);
     assert!(lifecycle.contains("responses/"), "large responses expire: {lifecycle}");
 }

@@ -61,6 +61,8 @@ impl Sqlite {
             |problem: String| anyhow::anyhow!("{} cannot be used as this service's state: {problem}", path.display());
         let target = Target::File(path.clone());
         let mut connection = open_connection(&target).map_err(|error| refused(format!("{error:#}")))?;
+        // Wait out another process that is creating or migrating the same file.
+        connection.busy_timeout(SQLITE_BUSY.budget).map_err(|error| refused(format!("{error}")))?;
         // Checked before anything is written to it.
         schema::check_integrity(&connection).map_err(|problem| refused(format!("{problem:#}")))?;
         configure(&connection).map_err(|error| refused(format!("{error:#}")))?;

@@ -95,7 +95,14 @@ pub fn check_integrity(connection: &Connection) -> anyhow::Result<()> {
     let verdict: String = connection
         .query_row("PRAGMA quick_check", [], |row| row.get(0))
         .map_err(|error| anyhow::anyhow!("it is not a SQLite database, or SQLite cannot read it ({error})"))?;
-    anyhow::ensure!(verdict == "ok", "SQLite finds it corrupt: {verdict}");
+    if verdict != "ok" {
+        let lines: Vec<&str> = verdict.lines().filter(|line| !line.starts_with("***")).collect();
+        let more = if lines.len() > 3 { format!(" (and {} more problems)", lines.len() - 3) } else { String::new() };
+        anyhow::bail!(
+            "SQLite finds it corrupt: {}{more}",
+            lines.iter().take(3).copied().collect::<Vec<_>>().join("; ")
+        );
+    }
     Ok(())
 }
 
