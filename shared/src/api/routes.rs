@@ -59,12 +59,17 @@ pub static ROUTES: &[Route] = &[
         s3: ["s3:PutObject", "s3:GetObject"], large_responses: true),
     route!(GET "/shared-stores/{store_id}/entries/{entry_id}" => "get-shared-store-entry", shared_stores::get_entry,
         ["dynamodb:GetItem"]),
+    // Writers of one entry repair a store a dead bulk left first (lease, journal, counts):
+    // UpdateItem, Query, BatchGetItem and BatchWriteItem.
     route!(PUT "/shared-stores/{store_id}/entries/{entry_id}" => "put-shared-store-entry", shared_stores::put_entry,
-        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"]),
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:Query",
+         "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"]),
     route!(PATCH "/shared-stores/{store_id}/entries/{entry_id}" => "rename-shared-store-entry", shared_stores::rename_entry,
-        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"]),
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem",
+         "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"]),
     route!(DELETE "/shared-stores/{store_id}/entries/{entry_id}" => "delete-shared-store-entry", shared_stores::delete_entry,
-        ["dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"]),
+        ["dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem",
+         "dynamodb:BatchWriteItem"]),
     route!(GET "/agents" => "list-agents", agents::list_agents, ["dynamodb:GetItem", "dynamodb:Query"]),
     // UpdateItem: an organization stored before workspaces existed gets its primary one.
     route!(POST "/agent/create" => "create-agent", agents::create_agent,

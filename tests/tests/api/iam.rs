@@ -73,22 +73,34 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
     run("bulk-upsert-shared-store-entries", StatusCode::OK, test.call(Method::POST, &bulk_path, Some(bulk)).await);
     run("delete-shared-store", StatusCode::OK, test.call(Method::DELETE, &base, None).await);
 
-    // A bulk that died after reserving slots is repaired by the next bulk, and by a delete
-    // (the dying bulk runs on a client of its own, so its calls are not recorded).
+    // A bulk that died after reserving slots is repaired by the next writer of the store:
+    // a bulk, a store delete, or a writer of one entry (the dying bulk runs on a client of
+    // its own, so its calls are not recorded).
     let plain = dynamodb().await;
-    for (function, method) in
-        [("bulk-upsert-shared-store-entries", Method::POST), ("delete-shared-store", Method::DELETE)]
-    {
+    let next_bulk = json!({ "entries": [{ "entry_id": "next", "display_name": "n" }] });
+    let repairers = [
+        ("bulk-upsert-shared-store-entries", Method::POST, "/entries/bulk", Some(next_bulk)),
+        ("delete-shared-store", Method::DELETE, "", None),
+        ("put-shared-store-entry", Method::PUT, "/entries/kept", Some(json!({ "display_name": "d" }))),
+        (
+            "rename-shared-store-entry",
+            Method::PATCH,
+            "/entries/kept",
+            Some(json!({ "entry_id": "moved", "display_name": "d" })),
+        ),
+        ("delete-shared-store-entry", Method::DELETE, "/entries/kept", None),
+    ];
+    for (function, method, path, body) in repairers {
         let store = test.create_store("repaired").await;
-        log.take();
+        let kept = format!("/shared-stores/{store}/entries/kept");
+        assert_eq!(test.call(Method::PUT, &kept, Some(json!({ "display_name": "k" }))).await.0, StatusCode::OK);
         let lost: Vec<String> = (0..3).map(|i| format!("lost-{i}")).collect();
         kill_a_bulk_after_it_reserved(&test, &plain, &store, &lost).await;
-        let next = json!({ "entries": [{ "entry_id": "next", "display_name": "n" }] });
-        let (path, body) = match method {
-            Method::POST => (format!("/shared-stores/{store}/entries/bulk"), Some(next)),
-            _ => (format!("/shared-stores/{store}"), None),
-        };
-        run(function, StatusCode::OK, test.call(method, &path, body).await);
+        log.take();
+        run(function, StatusCode::OK, test.call(method, &format!("/shared-stores/{store}{path}"), body).await);
+        if function != "delete-shared-store" {
+            assert_eq!(test.call(Method::DELETE, &format!("/shared-stores/{store}"), None).await.0, StatusCode::OK);
+        }
     }
 
     // Answers larger than a Lambda response go through the bucket.
