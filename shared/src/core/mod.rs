@@ -5,3 +5,4 @@ pub mod cursor;
 pub mod id;
 pub mod retry;
 pub mod signing;
+pub mod ssrf;

@@ -97,6 +97,16 @@ pub const AGENT_UPDATE_CONFLICTS: RetryPolicy = RetryPolicy {
     budget: Duration::from_secs(5),
 };
 
+/// Changes of one run re-applied because another change of it landed first (the tasks
+/// of a wide graph finish together).
+pub const RUN_UPDATE_CONFLICTS: RetryPolicy = RetryPolicy {
+    name: "concurrent changes of one run",
+    max_attempts: 100,
+    first_delay: Duration::from_millis(2),
+    max_delay: Duration::from_millis(100),
+    budget: Duration::from_secs(15),
+};
+
 /// A dependency kept failing, or did not answer in time: the request cannot be served
 /// now but may be later (HTTP 503, or the endpoint's contract 500 body).
 #[derive(Debug, thiserror::Error)]

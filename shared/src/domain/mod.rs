@@ -3,7 +3,9 @@
 pub mod agents;
 pub mod graph;
 pub mod identity;
+pub mod media;
 pub mod node_types;
+pub mod runs;
 pub mod shared_stores;
 pub mod time;
 pub mod uploads;

@@ -1,0 +1,213 @@
+//! What a task asks of the media toolkit, in the domain's words: the inputs, the edits in
+//! order, and where the result goes. The toolkit (ffmpeg) turns this into one pass.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::node_types::{BACKGROUND_MUSIC, CAPTIONS, CLIP, OVERLAY, REFRAME, SPEED};
+use super::runs::RuntimeNode;
+
+/// A media file a job reads, with what is known of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RenderInput {
+    /// A path (`file:` prefixed) or URL.
+    pub location: String,
+    pub duration_ms: u64,
+    pub width: u32,
+    pub height: u32,
+    pub has_audio: bool,
+}
+
+/// Where a picture element goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Corner {
+    TopLeft,
+    TopRight,
+    BottomLeft,
+    BottomRight,
+    Center,
+}
+
+/// Where captions go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptionPosition {
+    Bottom,
+    Top,
+    Center,
+}
+
+/// One edit of a chain.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Edit {
+    /// Keeps `start_ms..end_ms` (to the end when None).
+    Clip { start_ms: u64, end_ms: Option<u64> },
+    /// Crops or pads to `width:height`.
+    Reframe { width: u32, height: u32, pad_color: Option<String> },
+    /// Burns in the SRT file at `srt` (written by the worker).
+    Captions { srt: PathBuf, font_size: u32, color: String, position: CaptionPosition },
+    /// Mixes the audio at `location` under the sound.
+    Music { location: String, volume: f64, ducking: bool },
+    /// Places the image at `location` over the picture.
+    Overlay { location: String, position: Corner, opacity: f64, scale: f64 },
+    /// Plays `factor` times faster, keeping the audio's pitch.
+    Speed { factor: f64 },
+}
+
+/// A render: the inputs (joined end to end when there are several), then the edits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RenderJob {
+    pub inputs: Vec<RenderInput>,
+    pub edits: Vec<Edit>,
+    /// Where the MP4 goes.
+    pub output: PathBuf,
+    /// Longest the render may take.
+    pub budget: Duration,
+}
+
+/// Why a render failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MediaError {
+    /// The media or the edit is the problem (the task fails with this message).
+    #[error("{0}")]
+    Invalid(String),
+    /// Stopped because the run was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+    /// Took longer than its budget.
+    #[error("the edit took longer than its time budget of {0:?}")]
+    TimedOut(Duration),
+    /// The toolkit could not run.
+    #[error("media toolkit unavailable: {0:#}")]
+    Unavailable(anyhow::Error),
+}
+
+/// The duration of a media after an edit, from the duration before it.
+pub fn duration_after(edit: &Edit, duration_ms: u64) -> u64 {
+    match edit {
+        Edit::Clip { start_ms, end_ms } => end_ms.unwrap_or(duration_ms).min(duration_ms).saturating_sub(*start_ms),
+        Edit::Speed { factor } => (duration_ms as f64 / factor).round() as u64,
+        _ => duration_ms,
+    }
+}
+
+/// The size of a picture cropped or padded to `aspect` (w:h), kept even for yuv420p.
+pub fn reframed_size(width: u32, height: u32, aspect: (u32, u32), pad: bool) -> (u32, u32) {
+    let even = |value: f64| ((value / 2.0).round() as u32 * 2).max(2);
+    let (w, h) = (width as f64, height as f64);
+    let target = aspect.0 as f64 / aspect.1 as f64;
+    let wider = w / h > target;
+    match (pad, wider) {
+        // Crop a wide picture's sides, or a tall one's top and bottom.
+        (false, true) => (even(h * target), even(h)),
+        (false, false) => (even(w), even(w / target)),
+        // Pad a wide picture above and below, or a tall one's sides.
+        (true, true) => (even(w), even(w / target)),
+        (true, false) => (even(h * target), even(h)),
+    }
+}
+
+/// What a runtime node's parameters ask for, given where its media files are; None for
+/// nodes that leave the media as it is (Destination, a Clip without a window). Files
+/// (`audio_id`, `image_id`) are resolved by the caller through `file`.
+pub fn edit_of(
+    node: &RuntimeNode,
+    file: &dyn Fn(&str) -> Option<String>,
+    srt_path: &dyn Fn() -> PathBuf,
+) -> Result<Option<Edit>, String> {
+    let params = &node.params;
+    let number = |name: &str, default: f64| params.get(name).and_then(Value::as_f64).unwrap_or(default);
+    let text = |name: &str| params.get(name).and_then(Value::as_str);
+    let id = node.node_type_id;
+    let edit = if id == CLIP {
+        let start_ms = params.get("start_ms").and_then(Value::as_u64).unwrap_or(0);
+        let end_ms = params.get("end_ms").and_then(Value::as_u64);
+        if let Some(end) = end_ms.filter(|end| *end <= start_ms) {
+            return Err(format!("Clip: end_ms ({end}) must be greater than start_ms ({start_ms})"));
+        }
+        if start_ms == 0 && end_ms.is_none() {
+            return Ok(None);
+        }
+        Edit::Clip { start_ms, end_ms }
+    } else if id == REFRAME {
+        let aspect = match text("aspect_ratio").unwrap_or("16:9") {
+            "9:16" => (9, 16),
+            "1:1" => (1, 1),
+            "4:5" => (4, 5),
+            _ => (16, 9),
+        };
+        let pad = text("mode") == Some("pad");
+        Edit::Reframe {
+            width: aspect.0,
+            height: aspect.1,
+            pad_color: pad.then(|| text("pad_color").unwrap_or("#000000").to_owned()),
+        }
+    } else if id == CAPTIONS {
+        let style = params.get("style").and_then(Value::as_object).cloned().unwrap_or_else(Map::new);
+        let position = match style.get("position").and_then(Value::as_str) {
+            Some("top") => CaptionPosition::Top,
+            Some("center") => CaptionPosition::Center,
+            _ => CaptionPosition::Bottom,
+        };
+        Edit::Captions {
+            srt: srt_path(),
+            font_size: style.get("font_size").and_then(Value::as_u64).unwrap_or(24) as u32,
+            color: style.get("color").and_then(Value::as_str).unwrap_or("#FFFFFF").to_owned(),
+            position,
+        }
+    } else if id == BACKGROUND_MUSIC {
+        let audio = text("audio_id").ok_or("Background Music needs audio_id")?;
+        Edit::Music {
+            location: file(audio).ok_or_else(|| format!("Background Music: audio {audio} is not available"))?,
+            volume: number("volume", 1.0),
+            ducking: params.get("ducking").and_then(Value::as_bool).unwrap_or(false),
+        }
+    } else if id == OVERLAY {
+        let image = text("image_id").ok_or("Overlay needs image_id")?;
+        let position = match text("position") {
+            Some("top_left") => Corner::TopLeft,
+            Some("top_right") => Corner::TopRight,
+            Some("bottom_left") => Corner::BottomLeft,
+            Some("center") => Corner::Center,
+            _ => Corner::BottomRight,
+        };
+        Edit::Overlay {
+            location: file(image).ok_or_else(|| format!("Overlay: image {image} is not available"))?,
+            position,
+            opacity: number("opacity", 1.0),
+            scale: number("scale", 0.2),
+        }
+    } else if id == SPEED {
+        let factor = number("factor", 1.0);
+        if (factor - 1.0).abs() < f64::EPSILON {
+            return Ok(None);
+        }
+        Edit::Speed { factor }
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(edit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reframing_keeps_the_picture_inside_its_source_and_even() {
+        assert_eq!(reframed_size(320, 240, (16, 9), false), (320, 180));
+        assert_eq!(reframed_size(320, 240, (9, 16), false), (136, 240));
+        assert_eq!(reframed_size(320, 240, (1, 1), false), (240, 240));
+        assert_eq!(reframed_size(320, 240, (16, 9), true), (426, 240));
+        assert_eq!(reframed_size(320, 240, (9, 16), true), (320, 568));
+        assert_eq!(reframed_size(1920, 1080, (4, 5), false), (864, 1080));
+    }
+
+    #[test]
+    fn durations_follow_clips_and_speed() {
+        assert_eq!(duration_after(&Edit::Clip { start_ms: 500, end_ms: Some(1500) }, 2000), 1000);
+        assert_eq!(duration_after(&Edit::Clip { start_ms: 500, end_ms: Some(9000) }, 2000), 1500);
+        assert_eq!(duration_after(&Edit::Speed { factor: 2.0 }, 2000), 1000);
+    }
+}

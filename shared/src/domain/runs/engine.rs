@@ -1,0 +1,330 @@
+//! The state machine of a run. Every function changes a [`Run`] in memory and says what
+//! the caller must do next (which task messages to send); the caller stores the run
+//! under its version, so each change is applied by exactly one writer.
+
+use std::time::Duration;
+
+use super::{AgentStateId, MediaId, NodeStatus, Resume, Run, RunOutput, RunStatus, TaskSource, TaskStatus, MAX_CLAIMS};
+use crate::domain::time::Timestamp;
+
+/// What a worker's claim on a task message found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// The task is now running under this worker.
+    Claimed,
+    /// Nothing to do: a duplicate or stale message, or the run is not running.
+    Refused(String),
+    /// Workers stopped on this task too often; it was failed (store the run).
+    GaveUp,
+}
+
+/// Links made for a finished task.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Delivered {
+    pub video: MediaId,
+    pub thumbnail: Option<MediaId>,
+}
+
+/// What a cancel did.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Cancelled {
+    pub tasks_cancelled: usize,
+    pub nodes_reset: usize,
+}
+
+/// What a resume did.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Resumed {
+    pub agent_state_id: AgentStateId,
+    pub nodes_queued: usize,
+    pub nodes_considered: usize,
+    pub requeued_nodes: usize,
+    pub requeued_node_tasks_detached: usize,
+    pub requeued_node_active_tasks_cancelled: usize,
+    pub requeued_node_active_tasks_total: usize,
+}
+
+/// Why a cancel or resume is refused (409).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct WrongStatus(pub String);
+
+impl Run {
+    fn touch(&mut self, now: Timestamp) {
+        self.updated_at = now;
+    }
+
+    /// Moves waiting tasks whose inputs are all there to `queued`, and fails (as skipped)
+    /// those with an input that failed or was cancelled; then ends the run when every
+    /// task is final. Returns the tasks queued now, whose messages the caller sends.
+    pub fn settle(&mut self, now: Timestamp) -> Vec<usize> {
+        let mut queued = Vec::new();
+        if self.status != RunStatus::Running {
+            return queued;
+        }
+        // Tasks only depend on earlier tasks, so one pass in order settles everything.
+        for index in 0..self.tasks.len() {
+            if self.tasks[index].status != TaskStatus::Waiting {
+                continue;
+            }
+            let sources: Vec<TaskStatus> = match &self.tasks[index].source {
+                TaskSource::Input { .. } => Vec::new(),
+                TaskSource::Tasks { tasks } => tasks.iter().map(|source| self.tasks[*source].status).collect(),
+            };
+            if sources.iter().all(|status| *status == TaskStatus::Completed) {
+                self.tasks[index].status = TaskStatus::Queued;
+                self.tasks[index].sent = true;
+                queued.push(index);
+            } else if sources.iter().any(|status| matches!(status, TaskStatus::Failed | TaskStatus::Cancelled)) {
+                let task = &mut self.tasks[index];
+                task.status = TaskStatus::Failed;
+                task.error = None;
+            }
+        }
+        self.finish_if_done(now);
+        queued
+    }
+
+    /// Ends the run once every task is final: completed when every expected output was
+    /// produced, partially when some were, failed when none was.
+    fn finish_if_done(&mut self, now: Timestamp) {
+        if self.status != RunStatus::Running || !self.tasks.iter().all(|task| task.status.is_final()) {
+            return;
+        }
+        let expected = self.output_tasks().count();
+        let produced = self.outputs.len();
+        let (status, message) = if produced >= expected {
+            (RunStatus::Completed, None)
+        } else if produced > 0 {
+            (RunStatus::PartialComplete, Some(format!("{produced} of {expected} outputs were produced; see errors")))
+        } else {
+            let first = self.tasks.iter().find_map(|task| task.error.clone());
+            let reason = first.unwrap_or_else(|| "every task failed".to_owned());
+            (RunStatus::Failed, Some(format!("No output was produced: {reason}")))
+        };
+        self.status = status;
+        self.status_message = message;
+        self.finished_at = Some(now);
+        self.touch(now);
+    }
+
+    /// A worker's claim on attempt `attempt` of task `index`, held until `now + lease`.
+    pub fn claim(&mut self, index: usize, attempt: u32, now: Timestamp, lease: Duration) -> Claim {
+        if self.status != RunStatus::Running {
+            return Claim::Refused(format!("the run is {}", self.status.as_str()));
+        }
+        let Some(task) = self.tasks.get_mut(index) else { return Claim::Refused("no such task".into()) };
+        if task.attempt != attempt {
+            return Claim::Refused(format!("attempt {attempt} was replaced by attempt {}", task.attempt));
+        }
+        let abandoned = task.status == TaskStatus::Running && task.lease_until.is_some_and(|until| until < now);
+        if task.status != TaskStatus::Queued && !abandoned {
+            return Claim::Refused(format!("the task is {:?}", task.status).to_lowercase());
+        }
+        if task.claims >= MAX_CLAIMS {
+            task.status = TaskStatus::Failed;
+            task.error = Some(format!("the task was started {MAX_CLAIMS} times and its worker stopped each time"));
+            task.lease_until = None;
+            self.touch(now);
+            self.settle(now);
+            return Claim::GaveUp;
+        }
+        task.claims += 1;
+        task.status = TaskStatus::Running;
+        task.lease_until = Some(now.after(lease));
+        self.touch(now);
+        Claim::Claimed
+    }
+
+    /// Whether attempt `attempt` of task `index` is still running (its worker should go on).
+    pub fn still_running(&self, index: usize, attempt: u32) -> bool {
+        self.status == RunStatus::Running
+            && self.tasks.get(index).is_some_and(|task| task.attempt == attempt && task.status == TaskStatus::Running)
+    }
+
+    /// Records a task's result; false (and nothing changed) when the attempt is no longer
+    /// running (a duplicate, cancelled or superseded), so a result is recorded once.
+    /// Returns the tasks queued now.
+    pub fn complete(
+        &mut self,
+        index: usize,
+        attempt: u32,
+        result: super::MediaFile,
+        delivered: Option<Delivered>,
+        now: Timestamp,
+    ) -> Option<Vec<usize>> {
+        if !self.still_running(index, attempt) {
+            return None;
+        }
+        let task = &mut self.tasks[index];
+        task.status = TaskStatus::Completed;
+        task.result = Some(result);
+        task.lease_until = None;
+        let (source, last) = (task.source.clone(), *task.nodes.last().unwrap_or(&0));
+        if let (Some(delivered), TaskSource::Input { input }) = (delivered, &source) {
+            if let Some(bound) = self.inputs.get_mut(*input) {
+                bound.clipped = Some(super::MediaLinkIds { video: delivered.video, thumbnail: delivered.thumbnail });
+            }
+        }
+        if let Some(delivered) = delivered.filter(|_| self.is_output_node(last)) {
+            self.outputs.push(RunOutput {
+                id: delivered.video,
+                thumbnail: delivered.thumbnail,
+                node: self.nodes[last].agent_node_id,
+                original_node_id: self.nodes[last].original_node_id,
+                task: index,
+                completed_at: now,
+            });
+        }
+        self.touch(now);
+        Some(self.settle(now))
+    }
+
+    /// Records a task's failure (see [`Run::complete`] for when nothing changes).
+    pub fn fail(&mut self, index: usize, attempt: u32, message: String, now: Timestamp) -> Option<Vec<usize>> {
+        if !self.still_running(index, attempt) {
+            return None;
+        }
+        let task = &mut self.tasks[index];
+        task.status = TaskStatus::Failed;
+        task.error = Some(message);
+        task.lease_until = None;
+        self.touch(now);
+        Some(self.settle(now))
+    }
+
+    /// Puts a running task back in the queue for the same attempt (its worker is shutting
+    /// down), returning it to be sent again.
+    pub fn release(&mut self, index: usize, attempt: u32, now: Timestamp) -> bool {
+        if !self.still_running(index, attempt) {
+            return false;
+        }
+        let task = &mut self.tasks[index];
+        task.status = TaskStatus::Queued;
+        task.lease_until = None;
+        task.claims = task.claims.saturating_sub(1);
+        self.touch(now);
+        true
+    }
+
+    /// After the only process that runs this run's tasks restarted: tasks it was running
+    /// are queued again (same attempt; they run again from their inputs). Returns every
+    /// queued task, whose messages the caller sends again (duplicates are refused by the
+    /// claim).
+    pub fn recover(&mut self, now: Timestamp) -> Vec<usize> {
+        if self.status != RunStatus::Running {
+            return Vec::new();
+        }
+        for task in &mut self.tasks {
+            if task.status == TaskStatus::Running {
+                task.status = TaskStatus::Queued;
+                task.lease_until = None;
+            }
+        }
+        let mut queued = self.settle(now);
+        queued.extend((0..self.tasks.len()).filter(|index| self.tasks[*index].status == TaskStatus::Queued));
+        queued.sort_unstable();
+        queued.dedup();
+        queued
+    }
+
+    /// Cancels a running run: unfinished tasks stop, nothing downstream starts.
+    pub fn cancel(&mut self, now: Timestamp) -> Result<Cancelled, WrongStatus> {
+        match self.status {
+            RunStatus::Cancelled => return Ok(Cancelled { tasks_cancelled: 0, nodes_reset: 0 }),
+            RunStatus::Running => {}
+            finished => {
+                return Err(WrongStatus(format!(
+                    "run {} is already {} and cannot be cancelled",
+                    self.id,
+                    finished.as_str()
+                )))
+            }
+        }
+        let before: Vec<NodeStatus> = (0..self.nodes.len()).map(|index| self.node_status(index)).collect();
+        let mut tasks_cancelled = 0;
+        for task in &mut self.tasks {
+            if task.status.is_active() {
+                tasks_cancelled += 1;
+            }
+            if !task.status.is_final() {
+                task.status = TaskStatus::Cancelled;
+                task.lease_until = None;
+            }
+        }
+        let nodes_reset = (0..self.nodes.len())
+            .filter(|index| {
+                before[*index] != NodeStatus::Cancelled && self.node_status(*index) == NodeStatus::Cancelled
+            })
+            .count();
+        self.status = RunStatus::Cancelled;
+        self.status_message = Some("Cancelled by the caller".into());
+        self.finished_at = Some(now);
+        self.touch(now);
+        Ok(Cancelled { tasks_cancelled, nodes_reset })
+    }
+
+    /// Resumes a failed or cancelled run: nodes that are not started, blocked, cancelled
+    /// or failed are reset (their completed tasks are kept) and queued as their inputs
+    /// allow. Returns the counts and the tasks to send.
+    pub fn resume(&mut self, now: Timestamp) -> Result<(Resumed, Vec<usize>), WrongStatus> {
+        if !matches!(self.status, RunStatus::Failed | RunStatus::Cancelled) {
+            return Err(WrongStatus(format!(
+                "only a failed or cancelled run can be resumed; run {} is {}",
+                self.id,
+                self.status.as_str()
+            )));
+        }
+        let work: Vec<usize> = self.work_nodes().collect();
+        let requeued: Vec<usize> = work
+            .iter()
+            .copied()
+            .filter(|index| {
+                matches!(
+                    self.node_status(*index),
+                    NodeStatus::NotStarted | NodeStatus::Blocked | NodeStatus::Cancelled | NodeStatus::Failed
+                )
+            })
+            .collect();
+        let (mut detached, mut active_total) = (0, 0);
+        for task in &mut self.tasks {
+            if task.status == TaskStatus::Completed || !task.nodes.iter().any(|node| requeued.contains(node)) {
+                continue;
+            }
+            if task.status.is_active() {
+                active_total += 1;
+            }
+            if task.sent {
+                detached += 1;
+                task.detached_attempts += 1;
+            }
+            task.sent = false;
+            task.status = TaskStatus::Waiting;
+            task.attempt += 1;
+            task.claims = 0;
+            task.error = None;
+            task.result = None;
+            task.lease_until = None;
+        }
+        self.status = RunStatus::Running;
+        self.status_message = None;
+        self.finished_at = None;
+        self.agent_state_id = AgentStateId::new_v4();
+        self.touch(now);
+        let queued = self.settle(now);
+        let nodes_queued =
+            requeued.iter().filter(|node| queued.iter().any(|task| self.tasks[*task].nodes.contains(node))).count();
+        self.resumes.push(Resume { at: now, agent_state_id: self.agent_state_id, nodes_queued });
+        let resumed = Resumed {
+            agent_state_id: self.agent_state_id,
+            nodes_queued,
+            nodes_considered: work.len(),
+            requeued_nodes: requeued.len(),
+            requeued_node_tasks_detached: detached,
+            // Every task of a failed or cancelled run is final: none is left to stop.
+            requeued_node_active_tasks_cancelled: active_total,
+            requeued_node_active_tasks_total: active_total,
+        };
+        Ok((resumed, queued))
+    }
+}

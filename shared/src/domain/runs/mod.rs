@@ -1,0 +1,398 @@
+//! Runs: the runtime copy of an agent's graph, its items and tasks, and the rules that
+//! move them (ARCHITECTURE §3). A run is one document, changed only by the functions of
+//! [`engine`] and stored under a version so that concurrent writers take turns.
+
+pub mod engine;
+pub mod plan;
+pub mod service;
+pub mod start;
+pub mod views;
+pub mod worker;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::agents::AgentId;
+use super::graph::AgentNodeId;
+use super::identity::OrganizationId;
+use super::node_types::{self, NodeKind, NodeTypeId};
+use super::time::Timestamp;
+use super::uploads::UploadId;
+
+crate::typed_id!(
+    /// Identifies a run.
+    RunId
+);
+crate::typed_id!(
+    /// Identifies a stored media file reachable through a signed `/media/{id}` link: a
+    /// run output (its render ID), a thumbnail or a run input.
+    MediaId
+);
+crate::typed_id!(
+    /// Identifies one version of a run's runtime state; resume makes a new one.
+    AgentStateId
+);
+
+/// Inputs one run may bind, over all forms.
+pub const MAX_INPUTS: usize = 100;
+/// Tasks one run may plan (items × nodes, after chains are joined).
+pub const MAX_TASKS: usize = 5_000;
+/// Times a task may be claimed by workers that then stopped before finishing it.
+pub const MAX_CLAIMS: u32 = 3;
+
+/// Status of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Completed,
+    PartialComplete,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 5] =
+        [Self::Running, Self::Completed, Self::PartialComplete, Self::Failed, Self::Cancelled];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::PartialComplete => "partial_complete",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == text)
+    }
+}
+
+/// Status of a task. `Waiting` is a task whose inputs are not all there yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Waiting,
+    Queued,
+    Running,
+    Completed,
+    Failed,
+    Blocked,
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// Queued, running or blocked: work that was promised and not finished.
+    pub fn is_active(self) -> bool {
+        matches!(self, Self::Queued | Self::Running | Self::Blocked)
+    }
+
+    /// Completed, failed or cancelled.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
+    }
+}
+
+/// Status of a runtime node, aggregated from its tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    NotStarted,
+    Queued,
+    Running,
+    Completed,
+    PartialComplete,
+    Failed,
+    Blocked,
+    Cancelled,
+}
+
+/// A node of the runtime graph.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeNode {
+    pub agent_node_id: AgentNodeId,
+    pub original_node_id: AgentNodeId,
+    pub node_type_id: NodeTypeId,
+    /// The template's parameters with `update_params` merged in.
+    pub params: Map<String, Value>,
+    /// Nodes feeding this one, in connection order.
+    pub upstream: Vec<AgentNodeId>,
+}
+
+impl RuntimeNode {
+    pub fn kind(&self) -> Option<NodeKind> {
+        node_types::find(self.node_type_id).map(|node_type| node_type.kind)
+    }
+
+    pub fn type_name(&self) -> &'static str {
+        node_types::find(self.node_type_id).map_or("unknown", |node_type| node_type.name)
+    }
+}
+
+/// Where a bound input comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum InputSource {
+    /// A ready video upload.
+    Upload { id: UploadId, key: String, media: MediaId },
+    /// An output of an earlier run.
+    Render { id: MediaId, key: String },
+    /// A plain HTTP(S) URL, downloaded by the Video Input task.
+    Url { url: String },
+}
+
+/// One video bound to a Video Input node: an item of the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BoundInput {
+    /// The runtime Video Input node.
+    pub node: AgentNodeId,
+    pub source: InputSource,
+    pub clip_start_ms: Option<u64>,
+    pub clip_end_ms: Option<u64>,
+    /// The clipped input and its thumbnail, once the Video Input task made them.
+    pub clipped: Option<MediaLinkIds>,
+}
+
+/// A video and its thumbnail, by media ID.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MediaLinkIds {
+    pub video: MediaId,
+    pub thumbnail: Option<MediaId>,
+}
+
+/// A media file a task made, and what it holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MediaFile {
+    pub key: String,
+    pub duration_ms: u64,
+    pub width: u32,
+    pub height: u32,
+    pub has_audio: bool,
+}
+
+/// What a task works on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TaskSource {
+    /// The bound input with this index (a Video Input task).
+    Input { input: usize },
+    /// The results of these tasks: one for a single-input chain, all of them (in
+    /// connection order, then item order) for Concatenate.
+    Tasks { tasks: Vec<usize> },
+}
+
+/// A unit of work: one execution of a chain of nodes on one item (or, for Concatenate,
+/// on all the items reaching it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    /// Indexes into [`Run::nodes`]: a chain of single-input nodes done in one pass.
+    pub nodes: Vec<usize>,
+    pub source: TaskSource,
+    /// Counts the times the task was (re)queued; messages name the attempt they are for.
+    pub attempt: u32,
+    /// Workers that claimed this attempt (more than one: earlier ones stopped).
+    pub claims: u32,
+    pub status: TaskStatus,
+    /// A claim is held until then; after it a redelivered message may claim again.
+    pub lease_until: Option<Timestamp>,
+    /// Why the task failed; None for a task skipped because an upstream task failed.
+    pub error: Option<String>,
+    pub result: Option<MediaFile>,
+    /// Earlier attempts dropped by resume, kept as history only.
+    pub detached_attempts: u32,
+    /// Whether the current attempt was ever queued (a task that never was is not
+    /// history when a resume resets it).
+    #[serde(default)]
+    pub sent: bool,
+}
+
+/// A finished video of the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunOutput {
+    /// The render ID.
+    pub id: MediaId,
+    pub thumbnail: Option<MediaId>,
+    /// The runtime node that produced it.
+    pub node: AgentNodeId,
+    pub original_node_id: AgentNodeId,
+    pub task: usize,
+    pub completed_at: Timestamp,
+}
+
+/// One resume of the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Resume {
+    pub at: Timestamp,
+    pub agent_state_id: AgentStateId,
+    pub nodes_queued: usize,
+}
+
+/// The whole state of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    pub id: RunId,
+    pub organization_id: OrganizationId,
+    pub agent_id: AgentId,
+    pub status: RunStatus,
+    pub status_message: Option<String>,
+    pub needs_credits: bool,
+    pub started_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+    pub triggered_by: Option<Value>,
+    pub callback_url: Option<String>,
+    pub agent_state_id: AgentStateId,
+    pub resumes: Vec<Resume>,
+    /// Incremented by every stored change; a write names the version it read.
+    pub version: u64,
+    pub nodes: Vec<RuntimeNode>,
+    pub inputs: Vec<BoundInput>,
+    pub tasks: Vec<Task>,
+    pub outputs: Vec<RunOutput>,
+    /// Uploaded files the nodes' parameters name (`audio_id`, `image_id`): upload ID to
+    /// blob key, resolved when the run started.
+    #[serde(default)]
+    pub assets: std::collections::BTreeMap<UploadId, String>,
+}
+
+/// What a media ID points at, for links and for later runs' `node_render_ids`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MediaRecord {
+    pub id: MediaId,
+    pub organization_id: OrganizationId,
+    pub run_id: RunId,
+    pub kind: MediaKind,
+    pub key: String,
+    pub content_type: String,
+    pub duration_ms: Option<u64>,
+    pub created_at: Timestamp,
+}
+
+/// What kind of file a media record is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MediaKind {
+    /// A run output: usable as `node_render_ids`.
+    Render,
+    Thumbnail,
+    /// A run's (clipped) input, or the source it was bound to.
+    Input,
+}
+
+impl MediaKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Render => "render",
+            Self::Thumbnail => "thumbnail",
+            Self::Input => "input",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Render, Self::Thumbnail, Self::Input].into_iter().find(|kind| kind.as_str() == text)
+    }
+}
+
+/// `node_status_counts`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct NodeStatusCounts {
+    pub completed: usize,
+    pub in_progress: usize,
+    pub failed: usize,
+}
+
+impl Run {
+    /// Index of a runtime node.
+    pub fn node_index(&self, id: AgentNodeId) -> Option<usize> {
+        self.nodes.iter().position(|node| node.agent_node_id == id)
+    }
+
+    /// The tasks that run node `index`.
+    pub fn tasks_of(&self, index: usize) -> impl Iterator<Item = (usize, &Task)> {
+        self.tasks.iter().enumerate().filter(move |(_, task)| task.nodes.contains(&index))
+    }
+
+    /// A node's status from its tasks; a node without tasks (a trigger) is completed.
+    pub fn node_status(&self, index: usize) -> NodeStatus {
+        let statuses: Vec<TaskStatus> = self.tasks_of(index).map(|(_, task)| task.status).collect();
+        let any = |wanted: TaskStatus| statuses.contains(&wanted);
+        if statuses.is_empty() {
+            return NodeStatus::Completed;
+        }
+        if any(TaskStatus::Running) {
+            return NodeStatus::Running;
+        }
+        if any(TaskStatus::Queued) {
+            return NodeStatus::Queued;
+        }
+        if any(TaskStatus::Blocked) {
+            return NodeStatus::Blocked;
+        }
+        if any(TaskStatus::Waiting) {
+            let started = statuses.iter().any(|status| *status != TaskStatus::Waiting);
+            return if started { NodeStatus::Running } else { NodeStatus::NotStarted };
+        }
+        if any(TaskStatus::Cancelled) {
+            return NodeStatus::Cancelled;
+        }
+        match (any(TaskStatus::Completed), any(TaskStatus::Failed)) {
+            (true, true) => NodeStatus::PartialComplete,
+            (false, true) => NodeStatus::Failed,
+            _ => NodeStatus::Completed,
+        }
+    }
+
+    /// `node_status_counts` over the runtime nodes that are not triggers.
+    pub fn node_status_counts(&self) -> NodeStatusCounts {
+        let mut counts = NodeStatusCounts::default();
+        for index in self.work_nodes() {
+            match self.node_status(index) {
+                NodeStatus::Completed | NodeStatus::PartialComplete => counts.completed += 1,
+                NodeStatus::Failed => counts.failed += 1,
+                NodeStatus::Queued | NodeStatus::Running | NodeStatus::Blocked => counts.in_progress += 1,
+                NodeStatus::NotStarted | NodeStatus::Cancelled => {}
+            }
+        }
+        counts
+    }
+
+    /// Indexes of the runtime nodes that are not triggers.
+    pub fn work_nodes(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.nodes.len()).filter(|index| self.nodes[*index].kind() != Some(NodeKind::Trigger))
+    }
+
+    /// Task error messages grouped by template node, in node order.
+    pub fn errors(&self) -> Vec<(AgentNodeId, Vec<String>)> {
+        let mut groups: Vec<(AgentNodeId, Vec<String>)> = Vec::new();
+        for task in &self.tasks {
+            let Some(message) = &task.error else { continue };
+            let Some(&last) = task.nodes.last() else { continue };
+            let original = self.nodes[last].original_node_id;
+            match groups.iter_mut().find(|(node, _)| *node == original) {
+                Some((_, messages)) => messages.push(message.clone()),
+                None => groups.push((original, vec![message.clone()])),
+            }
+        }
+        groups
+    }
+
+    /// Whether a task's last node delivers outputs: a Destination, or (in a graph
+    /// without one) a node nothing leaves.
+    pub fn is_output_node(&self, index: usize) -> bool {
+        let has_destination = self.nodes.iter().any(|node| node.kind() == Some(NodeKind::Destination));
+        let node = &self.nodes[index];
+        if has_destination {
+            return node.kind() == Some(NodeKind::Destination);
+        }
+        node.kind() != Some(NodeKind::Trigger)
+            && !self.nodes.iter().any(|other| other.upstream.contains(&node.agent_node_id))
+    }
+
+    /// The tasks whose results are run outputs.
+    pub fn output_tasks(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.tasks.len())
+            .filter(|index| self.tasks[*index].nodes.last().is_some_and(|last| self.is_output_node(*last)))
+    }
+}

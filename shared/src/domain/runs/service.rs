@@ -1,0 +1,469 @@
+//! The run endpoints' domain operations: start (validate everything, create nothing on
+//! a refusal), read, list, cancel and resume. Every change is a versioned write of the
+//! run; task messages are sent after the write that queued them.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::engine::{Cancelled, Resumed, WrongStatus};
+use super::plan::{plan_tasks, runtime_graph};
+use super::start::{InputRef, Inputs, StartRequest};
+use super::{
+    AgentStateId, BoundInput, InputSource, MediaId, MediaKind, MediaRecord, Run, RunId, RunStatus, RuntimeNode,
+};
+use crate::core::cursor;
+use crate::core::retry::{RetryPolicy, RUN_UPDATE_CONFLICTS};
+use crate::domain::agents::AgentId;
+use crate::domain::graph::AgentNodeId;
+use crate::domain::identity::OrganizationId;
+use crate::domain::node_types::{NodeKind, BACKGROUND_MUSIC, CAPTIONS, OVERLAY};
+use crate::domain::time::Timestamp;
+use crate::domain::uploads::{UploadId, UploadKind, UploadStatus};
+use crate::ports::{AgentRepo, Clock, RunQuery, RunRepo, TaskMessage, TaskQueue, UploadRepo};
+
+/// Everything that can go wrong with a run request.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The request is refused; the text names the problem (400).
+    #[error("{0}")]
+    Invalid(String),
+    #[error("Agent not found")]
+    AgentNotFound,
+    #[error("Run not found")]
+    NotFound,
+    /// Wrong status for the operation (409).
+    #[error("{0}")]
+    Conflict(String),
+    #[error("storage failed: {0:#}")]
+    Backend(#[from] anyhow::Error),
+}
+
+impl From<WrongStatus> for RunError {
+    fn from(error: WrongStatus) -> Self {
+        Self::Conflict(error.0)
+    }
+}
+
+/// The ports the run operations use.
+pub struct RunPorts<'a> {
+    pub runs: &'a dyn RunRepo,
+    pub queue: &'a dyn TaskQueue,
+    pub clock: &'a dyn Clock,
+}
+
+/// Sends the messages of queued tasks.
+pub async fn send_tasks(queue: &dyn TaskQueue, run: &Run, tasks: &[usize]) -> anyhow::Result<()> {
+    if tasks.is_empty() {
+        return Ok(());
+    }
+    let messages: Vec<TaskMessage> = tasks
+        .iter()
+        .map(|task| TaskMessage {
+            organization_id: run.organization_id,
+            run_id: run.id,
+            task: *task,
+            attempt: run.tasks[*task].attempt,
+        })
+        .collect();
+    queue.send(&messages).await
+}
+
+/// Starts a run of an agent: validates the request against the agent's graph and the
+/// organization's media, plans the tasks, stores the run and queues its first tasks.
+#[allow(clippy::too_many_arguments)]
+pub async fn start_run(
+    ports: &RunPorts<'_>,
+    agents: &dyn AgentRepo,
+    uploads: &dyn UploadRepo,
+    organization: OrganizationId,
+    agent_id: AgentId,
+    request: StartRequest,
+    allow_private_urls: bool,
+) -> Result<RunId, RunError> {
+    let record = agents.get_agent(organization, agent_id).await?.ok_or(RunError::AgentNotFound)?;
+    if let Some(url) = &request.callback_url {
+        check_target(url, "callback_url", allow_private_urls).await?;
+    }
+    let nodes =
+        runtime_graph(&record.graph, &request.ignore_nodes, &request.update_params).map_err(RunError::Invalid)?;
+    let now = ports.clock.now();
+    let run_id = RunId::now_v7();
+    let mut media = Vec::new();
+    let inputs =
+        bind_inputs(ports, uploads, organization, run_id, &nodes, request.inputs, allow_private_urls, now, &mut media)
+            .await?;
+    let assets = resolve_assets(uploads, organization, &nodes).await?;
+    let mut run = Run {
+        id: run_id,
+        organization_id: organization,
+        agent_id,
+        status: RunStatus::Running,
+        status_message: None,
+        needs_credits: false,
+        started_at: now,
+        updated_at: now,
+        finished_at: None,
+        triggered_by: None,
+        callback_url: request.callback_url,
+        agent_state_id: AgentStateId::new_v4(),
+        resumes: Vec::new(),
+        version: 0,
+        nodes,
+        inputs,
+        tasks: Vec::new(),
+        outputs: Vec::new(),
+        assets,
+    };
+    let outputs: Vec<bool> = (0..run.nodes.len()).map(|index| run.is_output_node(index)).collect();
+    run.tasks = plan_tasks(&run.nodes, &run.inputs, |index| outputs[index]).map_err(RunError::Invalid)?;
+    if run.output_tasks().next().is_none() {
+        return Err(RunError::Invalid(
+            "nothing to run: no input reaches a Destination (or, without one, a node with no outgoing connection)"
+                .into(),
+        ));
+    }
+    let queued = run.settle(now);
+    ports.runs.create_run(&run, &media).await?;
+    send_tasks(ports.queue, &run, &queued).await?;
+    tracing::info!(run_id = %run.id, tasks = run.tasks.len(), "run started");
+    Ok(run.id)
+}
+
+/// A URL the service will connect to must not reach private addresses.
+async fn check_target(text: &str, field: &str, allow_private: bool) -> Result<(), RunError> {
+    let url =
+        url::Url::parse(text).map_err(|error| RunError::Invalid(format!("{field} is not a valid URL: {error}")))?;
+    crate::core::ssrf::resolve_allowed(&url, allow_private)
+        .await
+        .map(drop)
+        .map_err(|problem| RunError::Invalid(format!("{field}: {problem}")))
+}
+
+/// Binds the request's inputs to the runtime Video Input nodes (rules 1, 2, 6, 7), each
+/// checked: uploads ready videos of the organization, renders its outputs, clip windows
+/// starting inside the media, URLs allowed.
+#[allow(clippy::too_many_arguments)]
+async fn bind_inputs(
+    ports: &RunPorts<'_>,
+    uploads: &dyn UploadRepo,
+    organization: OrganizationId,
+    run_id: RunId,
+    nodes: &[RuntimeNode],
+    inputs: Inputs,
+    allow_private_urls: bool,
+    now: Timestamp,
+    media: &mut Vec<MediaRecord>,
+) -> Result<Vec<BoundInput>, RunError> {
+    let video_inputs: Vec<&RuntimeNode> = nodes.iter().filter(|node| node.kind() == Some(NodeKind::Input)).collect();
+    let tiles: Vec<(AgentNodeId, Vec<super::start::InputItem>)> = match inputs {
+        Inputs::None if video_inputs.is_empty() => Vec::new(),
+        Inputs::None => {
+            return Err(RunError::Invalid(format!(
+                "this agent has {} Video Input tile(s): give the videos in video_ids, node_render_ids or video_urls \
+                 (or video_inputs, one entry per tile)",
+                video_inputs.len()
+            )))
+        }
+        _ if video_inputs.is_empty() => {
+            return Err(RunError::Invalid(
+                "this agent has no Video Input tile (a generation-only workflow): it takes none of video_inputs, \
+                 video_ids, video_urls, node_render_ids"
+                    .into(),
+            ))
+        }
+        Inputs::TopLevel(items) => match video_inputs.as_slice() {
+            [only] => vec![(only.agent_node_id, items)],
+            several => {
+                let ids: Vec<String> = several.iter().map(|node| node.original_node_id.to_string()).collect();
+                return Err(RunError::Invalid(format!(
+                    "this agent has {} Video Input tiles: send video_inputs with one entry per tile ({})",
+                    several.len(),
+                    ids.join(", ")
+                )));
+            }
+        },
+        Inputs::PerTile(entries) => {
+            let mut tiles = Vec::new();
+            for (index, (original, items)) in entries.into_iter().enumerate() {
+                let node = video_inputs.iter().find(|node| node.original_node_id == original).ok_or_else(|| {
+                    RunError::Invalid(format!(
+                        "video_inputs[{index}].agent_node_id {original} is not a Video Input tile of this run"
+                    ))
+                })?;
+                tiles.push((node.agent_node_id, items));
+            }
+            if let Some(missing) =
+                video_inputs.iter().find(|node| !tiles.iter().any(|(id, _)| *id == node.agent_node_id))
+            {
+                return Err(RunError::Invalid(format!(
+                    "video_inputs has no entry for the Video Input tile {}: send one entry per tile",
+                    missing.original_node_id
+                )));
+            }
+            tiles
+        }
+    };
+    let mut bound = Vec::new();
+    for (node, items) in tiles {
+        for item in items {
+            let field = item.field.clone();
+            let (source, duration_ms) = match item.reference {
+                InputRef::Upload(id) => {
+                    let upload = uploads.get_upload(organization, id).await?;
+                    let upload =
+                        upload.ok_or_else(|| RunError::Invalid(format!("{field}: video {id} was not found")))?;
+                    if upload.kind != UploadKind::Video {
+                        return Err(RunError::Invalid(format!("{field}: upload {id} is not a video")));
+                    }
+                    let (UploadStatus::Ready, Some(blob)) = (upload.status, upload.blob.as_ref()) else {
+                        return Err(RunError::Invalid(format!(
+                            "{field}: video {id} is not ready (finalize the upload first)"
+                        )));
+                    };
+                    let link = MediaId::new_v4();
+                    media.push(MediaRecord {
+                        id: link,
+                        organization_id: organization,
+                        run_id,
+                        kind: MediaKind::Input,
+                        key: blob.key.clone(),
+                        content_type: "video/mp4".into(),
+                        duration_ms: upload.media.as_ref().and_then(|media| media.duration_ms),
+                        created_at: now,
+                    });
+                    let duration = upload.media.as_ref().and_then(|media| media.duration_ms);
+                    (InputSource::Upload { id, key: blob.key.clone(), media: link }, duration)
+                }
+                InputRef::Render(id) => {
+                    let record = ports.runs.get_media(id).await?;
+                    let record = record
+                        .filter(|record| record.organization_id == organization && record.kind == MediaKind::Render)
+                        .ok_or_else(|| RunError::Invalid(format!("{field}: render {id} was not found")))?;
+                    (InputSource::Render { id, key: record.key }, record.duration_ms)
+                }
+                InputRef::Url(url) => {
+                    check_target(&url, &field, allow_private_urls).await?;
+                    (InputSource::Url { url }, None)
+                }
+            };
+            if let (Some(start), Some(duration)) = (item.clip_start_ms, duration_ms) {
+                if start >= duration {
+                    return Err(RunError::Invalid(format!(
+                        "{field}: the clip window starts at {start} ms, after the end of the video ({duration} ms)"
+                    )));
+                }
+            }
+            bound.push(BoundInput {
+                node,
+                source,
+                clip_start_ms: item.clip_start_ms,
+                clip_end_ms: item.clip_end_ms,
+                clipped: None,
+            });
+        }
+    }
+    Ok(bound)
+}
+
+/// The uploads the nodes' parameters name must be ready files of the right kind, and
+/// the nodes that need one must have it.
+async fn resolve_assets(
+    uploads: &dyn UploadRepo,
+    organization: OrganizationId,
+    nodes: &[RuntimeNode],
+) -> Result<BTreeMap<UploadId, String>, RunError> {
+    let mut assets = BTreeMap::new();
+    for node in nodes {
+        let name = node.type_name();
+        let wanted = if node.node_type_id == BACKGROUND_MUSIC {
+            Some(("audio_id", UploadKind::Audio))
+        } else if node.node_type_id == OVERLAY {
+            Some(("image_id", UploadKind::Image))
+        } else {
+            None
+        };
+        if node.node_type_id == CAPTIONS {
+            if node.params.contains_key("caption_file_id") {
+                return Err(RunError::Invalid(format!(
+                    "node {} (Captions): caption_file_id is not supported by this deployment yet; give the captions \
+                     inline as srt",
+                    node.original_node_id
+                )));
+            }
+            if node.params.get("srt").and_then(Value::as_str).is_none_or(|srt| srt.trim().is_empty()) {
+                return Err(RunError::Invalid(format!("node {} (Captions) needs srt", node.original_node_id)));
+            }
+        }
+        let Some((param, kind)) = wanted else { continue };
+        let Some(text) = node.params.get(param).and_then(Value::as_str) else {
+            return Err(RunError::Invalid(format!("node {} ({name}) needs {param}", node.original_node_id)));
+        };
+        let id = UploadId::parse(text).ok_or_else(|| {
+            RunError::Invalid(format!("node {} ({name}): {param} is not a UUID", node.original_node_id))
+        })?;
+        let upload = uploads.get_upload(organization, id).await?;
+        match upload {
+            Some(upload) if upload.kind == kind && upload.status == UploadStatus::Ready => {
+                let key = upload.blob.map(|blob| blob.key).unwrap_or_default();
+                assets.insert(id, key);
+            }
+            Some(upload) if upload.kind != kind => {
+                return Err(RunError::Invalid(format!(
+                    "node {} ({name}): {param} {id} is not an {} upload",
+                    node.original_node_id,
+                    kind.as_str()
+                )))
+            }
+            Some(_) => {
+                return Err(RunError::Invalid(format!(
+                    "node {} ({name}): {param} {id} is not ready (finalize the upload first)",
+                    node.original_node_id
+                )))
+            }
+            None => {
+                return Err(RunError::Invalid(format!(
+                    "node {} ({name}): {param} {id} was not found",
+                    node.original_node_id
+                )))
+            }
+        }
+    }
+    Ok(assets)
+}
+
+/// A run of the organization.
+pub async fn get_run(runs: &dyn RunRepo, organization: OrganizationId, id: RunId) -> Result<Run, RunError> {
+    runs.get_run(organization, id).await?.ok_or(RunError::NotFound)
+}
+
+/// Applies `change` to the stored run until a write wins (another writer may store the
+/// run in between; the change is then made again on what it stored).
+pub async fn change_run<T>(
+    runs: &dyn RunRepo,
+    organization: OrganizationId,
+    id: RunId,
+    policy: &RetryPolicy,
+    mut change: impl FnMut(&mut Run) -> Result<Option<(T, Vec<MediaRecord>)>, RunError>,
+) -> Result<Option<(Run, T)>, RunError> {
+    let mut retry = policy.start();
+    loop {
+        let mut run = runs.get_run(organization, id).await?.ok_or(RunError::NotFound)?;
+        let Some((value, media)) = change(&mut run)? else { return Ok(None) };
+        run.version += 1;
+        if runs.update_run(&run, &media).await? {
+            return Ok(Some((run, value)));
+        }
+        retry.wait(format!("run {id} was changed by another writer")).await.map_err(anyhow::Error::from)?;
+    }
+}
+
+/// `POST /agent_run/{id}/cancel`.
+pub async fn cancel_run(ports: &RunPorts<'_>, organization: OrganizationId, id: RunId) -> Result<Cancelled, RunError> {
+    let now = ports.clock.now();
+    let changed = change_run(ports.runs, organization, id, &RUN_UPDATE_CONFLICTS, |run| {
+        if run.status == RunStatus::Cancelled {
+            return Ok(None);
+        }
+        Ok(Some((run.cancel(now)?, Vec::new())))
+    })
+    .await?;
+    Ok(changed.map_or(Cancelled { tasks_cancelled: 0, nodes_reset: 0 }, |(_, cancelled)| cancelled))
+}
+
+/// `POST /agent_run/{id}/resume`.
+pub async fn resume_run(ports: &RunPorts<'_>, organization: OrganizationId, id: RunId) -> Result<Resumed, RunError> {
+    let now = ports.clock.now();
+    let changed =
+        change_run(ports.runs, organization, id, &RUN_UPDATE_CONFLICTS, |run| Ok(Some((run.resume(now)?, Vec::new()))))
+            .await?;
+    let (run, (resumed, queued)) = changed.ok_or(RunError::NotFound)?;
+    send_tasks(ports.queue, &run, &queued).await?;
+    Ok(resumed)
+}
+
+/// A parsed run-list request.
+pub struct ListRequest {
+    pub query: RunQuery,
+}
+
+/// Most runs one page may have.
+pub const MAX_LIST_LIMIT: usize = 100;
+const CURSOR_LIST: &str = "runs";
+
+/// Parses `limit`, `cursor`, `status`, `from`, `to` (and `agent_id` when `agent_filter`).
+pub fn parse_list(param: impl Fn(&str) -> Option<String>, agent_filter: bool) -> Result<RunQuery, RunError> {
+    let invalid = |message: String| RunError::Invalid(message);
+    let limit = match param("limit") {
+        None => 25,
+        Some(text) => match text.parse::<usize>() {
+            Ok(limit) if (1..=MAX_LIST_LIMIT).contains(&limit) => limit,
+            _ => return Err(invalid(format!("limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {text:?}"))),
+        },
+    };
+    let mut statuses = Vec::new();
+    if let Some(text) = param("status") {
+        for part in text.split(',').map(str::trim).filter(|part| !part.is_empty()) {
+            let status = RunStatus::parse(part).ok_or_else(|| {
+                invalid(format!(
+                    "status {part:?} is not one of running, completed, partial_complete, failed, cancelled"
+                ))
+            })?;
+            if !statuses.contains(&status) {
+                statuses.push(status);
+            }
+        }
+    }
+    let time = |name: &str| -> Result<Option<Timestamp>, RunError> {
+        param(name)
+            .map(|text| {
+                Timestamp::parse(&text)
+                    .map_err(|_| invalid(format!("{name} must be an ISO 8601 date-time, got {text:?}")))
+            })
+            .transpose()
+    };
+    let (from, to) = (time("from")?, time("to")?);
+    if let (Some(from), Some(to)) = (from, to) {
+        if from > to {
+            return Err(invalid("from must not be after to".into()));
+        }
+    }
+    let after = match param("cursor") {
+        None => None,
+        Some(text) => {
+            let position = cursor::decode(CURSOR_LIST, &text).ok_or_else(|| invalid("cursor is not valid".into()))?;
+            let (at, id) = position.split_once('|').ok_or_else(|| invalid("cursor is not valid".into()))?;
+            Some((
+                Timestamp::parse(at).map_err(|_| invalid("cursor is not valid".into()))?,
+                RunId::parse(id).ok_or_else(|| invalid("cursor is not valid".into()))?,
+            ))
+        }
+    };
+    let agent_id = match param("agent_id").filter(|_| agent_filter) {
+        None => None,
+        Some(text) => {
+            Some(AgentId::parse(&text).ok_or_else(|| invalid(format!("agent_id must be a UUID, got {text:?}")))?)
+        }
+    };
+    Ok(RunQuery { agent_id, statuses, from, to, after, limit })
+}
+
+/// One page of runs and the cursor of the next.
+pub async fn list_runs(
+    runs: &dyn RunRepo,
+    agents: &dyn AgentRepo,
+    organization: OrganizationId,
+    query: RunQuery,
+) -> Result<(Vec<Run>, Option<String>), RunError> {
+    if let Some(agent) = query.agent_id {
+        agents.get_agent(organization, agent).await?.ok_or(RunError::AgentNotFound)?;
+    }
+    let mut page = runs.list_runs(organization, &query).await?;
+    let next = if page.len() > query.limit {
+        page.truncate(query.limit);
+        page.last().map(|run| cursor::encode(CURSOR_LIST, &format!("{}|{}", run.started_at, run.id)))
+    } else {
+        None
+    };
+    Ok((page, next))
+}

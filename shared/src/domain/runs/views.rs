@@ -1,0 +1,172 @@
+//! How runs are shown: the run record, the nodes view and list items, with 7-day signed
+//! links to their media (`{public_url}/media/{id}?expires=…&signature=…`).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::{InputSource, MediaId, Run};
+use crate::core::signing::{SignatureError, UrlSigner};
+use crate::domain::time::Timestamp;
+
+/// How long a link handed out stays valid.
+pub const LINK_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+/// The path under which links are answered.
+pub const MEDIA_PATH_PREFIX: &str = "/media/";
+
+/// Signs and checks media links.
+#[derive(Clone, Debug)]
+pub struct MediaLinks {
+    signer: UrlSigner,
+    public_url: String,
+}
+
+impl MediaLinks {
+    pub fn new(secret: &[u8], public_url: &str) -> Self {
+        Self { signer: UrlSigner::new(secret), public_url: public_url.trim_end_matches('/').to_owned() }
+    }
+
+    fn path(id: MediaId) -> String {
+        format!("{MEDIA_PATH_PREFIX}{id}")
+    }
+
+    /// A link to the media valid for [`LINK_TTL`] from `now`.
+    pub fn link(&self, id: MediaId, now: Timestamp) -> String {
+        let path = Self::path(id);
+        format!("{}{path}?{}", self.public_url, self.signer.query("GET", &path, now.after(LINK_TTL).unix_seconds()))
+    }
+
+    /// Checks a link's `expires` and `signature` query values.
+    pub fn verify(&self, id: MediaId, expires: &str, signature: &str, now: Timestamp) -> Result<(), SignatureError> {
+        self.signer.verify("GET", &Self::path(id), expires, signature, now.unix_seconds())
+    }
+}
+
+impl Run {
+    fn output_views(&self, links: &MediaLinks, now: Timestamp, node: Option<usize>) -> Vec<Value> {
+        self.outputs
+            .iter()
+            .filter(|output| node.is_none_or(|index| self.nodes[index].agent_node_id == output.node))
+            .map(|output| {
+                json!({
+                    "id": output.id,
+                    "video_url": links.link(output.id, now),
+                    "thumbnail_url": output.thumbnail.map(|id| links.link(id, now)),
+                    "completed_at": output.completed_at,
+                    "original_node_id": output.original_node_id,
+                    "timeline_prproj_url": null,
+                    "sources": self.sources(),
+                })
+            })
+            .collect()
+    }
+
+    /// Citations of external media: one per URL input.
+    fn sources(&self) -> Vec<Value> {
+        self.inputs
+            .iter()
+            .filter_map(|input| match &input.source {
+                InputSource::Url { url } => Some(json!({
+                    "provider": "url",
+                    "source_kind": "video_url",
+                    "media_type": "video",
+                    "render_asset_id": input.clipped.map(|clipped| clipped.video),
+                    "query": url,
+                    "start_ms": input.clip_start_ms.unwrap_or(0),
+                    "end_ms": input.clip_end_ms,
+                    "placement": "main",
+                    "layout": "full_frame",
+                })),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn input_views(&self, links: &MediaLinks, now: Timestamp) -> Vec<Value> {
+        self.inputs
+            .iter()
+            .map(|input| match (&input.clipped, &input.source) {
+                (Some(clipped), _) => json!({
+                    "video_url": links.link(clipped.video, now),
+                    "thumbnail_url": clipped.thumbnail.map(|id| links.link(id, now)),
+                }),
+                (None, InputSource::Upload { media, .. }) => {
+                    json!({ "video_url": links.link(*media, now), "thumbnail_url": null })
+                }
+                (None, InputSource::Render { id, .. }) => {
+                    json!({ "video_url": links.link(*id, now), "thumbnail_url": null })
+                }
+                (None, InputSource::Url { url }) => json!({ "video_url": url, "thumbnail_url": null }),
+            })
+            .collect()
+    }
+
+    fn error_views(&self) -> Vec<Value> {
+        self.errors()
+            .into_iter()
+            .map(|(node, messages)| json!({ "original_node_id": node, "messages": messages }))
+            .collect()
+    }
+
+    /// `GET /agent_run/{id}`.
+    pub fn record_view(&self, links: &MediaLinks, now: Timestamp) -> Value {
+        json!({
+            "run_id": self.id,
+            "agent_id": self.agent_id,
+            "started_at": self.started_at,
+            "updated_at": self.updated_at,
+            "finished_at": self.finished_at,
+            "status": self.status.as_str(),
+            "status_message": self.status_message,
+            "node_status_counts": self.node_status_counts(),
+            "inputs": self.input_views(links, now),
+            "outputs": self.output_views(links, now, None),
+            "needs_credits": self.needs_credits,
+            "errors": self.error_views(),
+            "triggered_by": self.triggered_by,
+        })
+    }
+
+    /// An item of the run lists.
+    pub fn summary_view(&self, links: &MediaLinks, now: Timestamp) -> Value {
+        json!({
+            "run_id": self.id,
+            "agent_id": self.agent_id,
+            "status": self.status.as_str(),
+            "status_message": self.status_message,
+            "started_at": self.started_at,
+            "updated_at": self.updated_at,
+            "node_status_counts": self.node_status_counts(),
+            "inputs": self.input_views(links, now),
+            "outputs": self.output_views(links, now, None),
+            "triggered_by": self.triggered_by,
+        })
+    }
+
+    /// `GET /agent_run/{id}/nodes`.
+    pub fn nodes_view(&self, links: &MediaLinks, now: Timestamp) -> Value {
+        let nodes: Vec<Value> = (0..self.nodes.len())
+            .map(|index| {
+                let node = &self.nodes[index];
+                let status = self.node_status(index);
+                let errors: Vec<&String> = self.tasks_of(index).filter_map(|(_, task)| task.error.as_ref()).collect();
+                let status_message = match errors.len() {
+                    0 => None,
+                    1 => Some(errors[0].clone()),
+                    count => Some(format!("{count} tasks failed; first: {}", errors[0])),
+                };
+                json!({
+                    "agent_node_id": node.agent_node_id,
+                    "original_node_id": node.original_node_id,
+                    "node_type": { "node_type_id": node.node_type_id, "node_type_name": node.type_name() },
+                    "status": status,
+                    "status_message": status_message,
+                    "errors": errors,
+                    "outputs": self.output_views(links, now, Some(index)),
+                    "needs_credits": self.tasks_of(index).any(|(_, task)| task.status == super::TaskStatus::Blocked),
+                })
+            })
+            .collect();
+        json!({ "run_id": self.id, "status": self.status.as_str(), "nodes": nodes })
+    }
+}

@@ -1,0 +1,409 @@
+//! Running one task message: claim the attempt, do the media work in a scratch folder,
+//! store the files, then record the result — each step idempotent, so a duplicate
+//! message does nothing and a worker that dies leaves a task that runs again.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::engine::{Claim, Delivered};
+use super::service::{change_run, send_tasks, RunError};
+use super::{InputSource, MediaFile, MediaId, MediaKind, MediaRecord, Run, TaskSource};
+use crate::core::retry::RUN_UPDATE_CONFLICTS;
+use crate::domain::media::{edit_of, Edit, MediaError, RenderInput, RenderJob};
+use crate::domain::node_types::CAPTIONS;
+use crate::domain::uploads::ProbeReport;
+use crate::ports::{
+    BlobStore, Clock, DownloadError, Downloader, MediaProbe, MediaToolkit, RunRepo, TaskMessage, TaskQueue,
+};
+
+/// Largest URL input (the contract's limit).
+pub const MAX_DOWNLOAD_BYTES: u64 = 5 * 1024 * 1024 * 1024;
+/// Longest input video (the contract's limit).
+pub const MAX_INPUT_MS: u64 = 5 * 60 * 60 * 1000;
+/// How often a running task checks whether its run was cancelled.
+pub const CANCEL_POLL: Duration = Duration::from_millis(500);
+
+/// What a worker needs.
+#[derive(Clone)]
+pub struct Worker {
+    pub runs: Arc<dyn RunRepo>,
+    pub queue: Arc<dyn TaskQueue>,
+    pub blobs: Arc<dyn BlobStore>,
+    pub toolkit: Arc<dyn MediaToolkit>,
+    pub probe: Arc<dyn MediaProbe>,
+    pub downloader: Arc<dyn Downloader>,
+    pub clock: Arc<dyn Clock>,
+    /// Longest one task's media work may take.
+    pub task_budget: Duration,
+    /// Folder for scratch files (a folder per task inside it).
+    pub scratch: PathBuf,
+}
+
+/// How a task's work ended.
+enum Outcome {
+    Done { file: MediaFile, delivered: Option<Delivered>, media: Vec<MediaRecord> },
+    Failed(String),
+    Cancelled,
+}
+
+impl Worker {
+    /// A claim is held this long: the work's budget and time to store its files.
+    pub fn lease(&self) -> Duration {
+        self.task_budget + Duration::from_secs(120)
+    }
+
+    /// Handles one message. Ok means the message is done with (worked, or nothing to
+    /// do); an error means it should be delivered again later.
+    pub async fn process(&self, message: TaskMessage) -> anyhow::Result<()> {
+        let TaskMessage { organization_id: organization, run_id, task, attempt } = message;
+        let now = self.clock.now();
+        let lease = self.lease();
+        let mut outcome = None;
+        let claimed = change_run(self.runs.as_ref(), organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
+            match run.claim(task, attempt, now, lease) {
+                Claim::Claimed => {
+                    outcome = Some(true);
+                    Ok(Some(((), Vec::new())))
+                }
+                Claim::GaveUp => {
+                    outcome = Some(false);
+                    Ok(Some(((), Vec::new())))
+                }
+                Claim::Refused(why) => {
+                    tracing::info!(%run_id, task, attempt, why, "task message needs no work");
+                    Ok(None)
+                }
+            }
+        })
+        .await;
+        let run = match claimed {
+            Ok(Some((run, ()))) => run,
+            Ok(None) | Err(RunError::NotFound) => return Ok(()),
+            Err(error) => return Err(anyhow::anyhow!("{error}")),
+        };
+        if outcome == Some(false) {
+            let queued: Vec<usize> = queued_tasks(&run);
+            return send_tasks(self.queue.as_ref(), &run, &queued).await;
+        }
+        let started = std::time::Instant::now();
+        let node_names: Vec<&str> = run.tasks[task].nodes.iter().map(|node| run.nodes[*node].type_name()).collect();
+        let node_names = node_names.join(" → ");
+        let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        let watcher = tokio::spawn(watch_cancel(self.runs.clone(), organization, run_id, task, attempt, cancel));
+        let result = self.execute(&run, task, attempt, cancelled).await;
+        watcher.abort();
+        let outcome = match result {
+            Ok(outcome) => outcome,
+            // Ours, not the media's: say so plainly in the task's error.
+            Err(error) => Outcome::Failed(format!("internal error while running the task: {error:#}")),
+        };
+        let now = self.clock.now();
+        let (status, changed) = match outcome {
+            Outcome::Cancelled => ("cancelled", Ok(None)),
+            Outcome::Done { file, delivered, media } => (
+                "completed",
+                change_run(self.runs.as_ref(), organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
+                    Ok(run.complete(task, attempt, file.clone(), delivered, now).map(|queued| (queued, media.clone())))
+                })
+                .await,
+            ),
+            Outcome::Failed(message) => (
+                "failed",
+                change_run(self.runs.as_ref(), organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
+                    Ok(run.fail(task, attempt, message.clone(), now).map(|queued| (queued, Vec::new())))
+                })
+                .await,
+            ),
+        };
+        tracing::info!(
+            %run_id,
+            task,
+            attempt,
+            nodes = node_names,
+            status,
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "node task"
+        );
+        match changed {
+            Ok(Some((run, queued))) => {
+                if run.status != super::RunStatus::Running {
+                    tracing::info!(%run_id, status = run.status.as_str(), "run finished");
+                }
+                send_tasks(self.queue.as_ref(), &run, &queued).await
+            }
+            Ok(None) | Err(RunError::NotFound) => Ok(()),
+            Err(error) => Err(anyhow::anyhow!("{error}")),
+        }
+    }
+
+    async fn execute(
+        &self,
+        run: &Run,
+        index: usize,
+        attempt: u32,
+        cancelled: tokio::sync::watch::Receiver<bool>,
+    ) -> anyhow::Result<Outcome> {
+        tokio::fs::create_dir_all(&self.scratch).await?;
+        let scratch = tempfile::Builder::new().prefix("task-").tempdir_in(&self.scratch)?;
+        let task = &run.tasks[index];
+        let base =
+            format!("runs/{}/{}/{index}-{attempt}-{}", run.organization_id, run.id, uuid::Uuid::new_v4().simple());
+        let output = scratch.path().join("output.mp4");
+        let last = *task.nodes.last().unwrap_or(&0);
+        let delivers = run.is_output_node(last) || matches!(task.source, TaskSource::Input { .. });
+        let made = match &task.source {
+            TaskSource::Input { input } => self.input_task(run, *input, scratch.path(), &output, cancelled).await?,
+            TaskSource::Tasks { tasks } => {
+                self.edit_task(run, index, tasks, scratch.path(), &output, cancelled).await?
+            }
+        };
+        let file = match made {
+            Made::Failed(message) => return Ok(Outcome::Failed(message)),
+            Made::Cancelled => return Ok(Outcome::Cancelled),
+            Made::Existing(file) => file,
+            Made::Rendered => {
+                let key = format!("{base}.mp4");
+                let facts = match self.facts(&format!("file:{}", output.display())).await {
+                    Ok(facts) => facts,
+                    Err(problem) => {
+                        return Ok(Outcome::Failed(format!("the rendered video is not readable: {problem}")))
+                    }
+                };
+                self.blobs.put_file(&key, &output, "video/mp4").await?;
+                MediaFile { key, ..facts }
+            }
+        };
+        if !delivers {
+            return Ok(Outcome::Done { file, delivered: None, media: Vec::new() });
+        }
+        let thumbnail_path = scratch.path().join("thumbnail.jpg");
+        let location = self.blobs.read_location(&file.key).await?;
+        let thumbnail = match self.toolkit.thumbnail(&location, file.duration_ms, &thumbnail_path).await {
+            Ok(()) => {
+                let key = format!("{base}.jpg");
+                self.blobs.put_file(&key, &thumbnail_path, "image/jpeg").await?;
+                Some(key)
+            }
+            Err(error) => {
+                tracing::warn!(run_id = %run.id, task = index, error = %error, "no thumbnail");
+                None
+            }
+        };
+        let now = self.clock.now();
+        let kind = if run.is_output_node(last) { MediaKind::Render } else { MediaKind::Input };
+        let record = |key: &str, kind: MediaKind, content_type: &str, duration_ms: Option<u64>| MediaRecord {
+            id: MediaId::now_v7(),
+            organization_id: run.organization_id,
+            run_id: run.id,
+            kind,
+            key: key.to_owned(),
+            content_type: content_type.to_owned(),
+            duration_ms,
+            created_at: now,
+        };
+        let mut media = vec![record(&file.key, kind, "video/mp4", Some(file.duration_ms))];
+        if let Some(key) = &thumbnail {
+            media.push(record(key, MediaKind::Thumbnail, "image/jpeg", None));
+        }
+        let delivered = Delivered { video: media[0].id, thumbnail: media.get(1).map(|record| record.id) };
+        Ok(Outcome::Done { file, delivered: Some(delivered), media })
+    }
+
+    /// Probes a file for what the engine tracks about it.
+    async fn facts(&self, location: &str) -> Result<MediaFile, String> {
+        let report = self.probe.probe(location).await.map_err(|error| error.to_string())?;
+        facts_of(&report).map(|(file, _)| file)
+    }
+
+    /// A Video Input task: the bound input, downloaded when it is a URL, cut to its
+    /// window. A source already in the output format and not cut is used as it is.
+    async fn input_task(
+        &self,
+        run: &Run,
+        input: usize,
+        scratch: &Path,
+        output: &Path,
+        cancelled: tokio::sync::watch::Receiver<bool>,
+    ) -> anyhow::Result<Made> {
+        let bound = &run.inputs[input];
+        let (location, key) = match &bound.source {
+            InputSource::Upload { key, .. } | InputSource::Render { key, .. } => {
+                (self.blobs.read_location(key).await?, Some(key.clone()))
+            }
+            InputSource::Url { url } => {
+                let path = scratch.join("download");
+                match self.downloader.download(url, &path, MAX_DOWNLOAD_BYTES).await {
+                    Ok(_) => (format!("file:{}", path.display()), None),
+                    Err(DownloadError::Refused(problem)) => return Ok(Made::Failed(format!("{url}: {problem}"))),
+                    Err(DownloadError::Failed(error)) => {
+                        return Ok(Made::Failed(format!("{url} could not be downloaded: {error:#}")))
+                    }
+                }
+            }
+        };
+        let report = match self.probe.probe(&location).await {
+            Ok(report) => report,
+            Err(error) => return Ok(Made::Failed(format!("the input video is not readable media: {error}"))),
+        };
+        let (facts, ready) = match facts_of(&report) {
+            Ok(facts) => facts,
+            Err(problem) => return Ok(Made::Failed(format!("the input is not usable: {problem}"))),
+        };
+        if facts.duration_ms > MAX_INPUT_MS {
+            return Ok(Made::Failed(format!(
+                "the input video is {} s long; at most 5 hours (18000 s) are accepted",
+                facts.duration_ms / 1000
+            )));
+        }
+        let start = bound.clip_start_ms.unwrap_or(0);
+        if start >= facts.duration_ms {
+            return Ok(Made::Failed(format!(
+                "the clip window starts at {start} ms, after the end of the video ({} ms)",
+                facts.duration_ms
+            )));
+        }
+        let window = start > 0 || bound.clip_end_ms.is_some_and(|end| end < facts.duration_ms);
+        if !window && ready {
+            if let Some(key) = key {
+                return Ok(Made::Existing(MediaFile { key, ..facts }));
+            }
+        }
+        let edits = if window { vec![Edit::Clip { start_ms: start, end_ms: bound.clip_end_ms }] } else { Vec::new() };
+        let input = RenderInput {
+            location,
+            duration_ms: facts.duration_ms,
+            width: facts.width,
+            height: facts.height,
+            has_audio: facts.has_audio,
+        };
+        self.render(vec![input], edits, output, cancelled).await
+    }
+
+    /// An edit task: the chain's edits on its one input, or (Concatenate) its inputs
+    /// joined. A chain that changes nothing passes its input on.
+    async fn edit_task(
+        &self,
+        run: &Run,
+        index: usize,
+        sources: &[usize],
+        scratch: &Path,
+        output: &Path,
+        cancelled: tokio::sync::watch::Receiver<bool>,
+    ) -> anyhow::Result<Made> {
+        let mut inputs = Vec::new();
+        for source in sources {
+            let Some(file) = &run.tasks[*source].result else {
+                return Ok(Made::Failed(format!("the result of task {source} is missing")));
+            };
+            inputs.push(RenderInput {
+                location: self.blobs.read_location(&file.key).await?,
+                duration_ms: file.duration_ms,
+                width: file.width,
+                height: file.height,
+                has_audio: file.has_audio,
+            });
+        }
+        let mut assets = HashMap::new();
+        for (id, key) in &run.assets {
+            assets.insert(id.to_string(), self.blobs.read_location(key).await?);
+        }
+        let mut edits = Vec::new();
+        for (position, node) in run.tasks[index].nodes.iter().enumerate() {
+            let node = &run.nodes[*node];
+            let srt = scratch.join(format!("captions-{position}.srt"));
+            if node.node_type_id == CAPTIONS {
+                let text = node.params.get("srt").and_then(serde_json::Value::as_str).unwrap_or_default();
+                tokio::fs::write(&srt, text).await?;
+            }
+            match edit_of(node, &|id| assets.get(id).cloned(), &|| srt.clone()) {
+                Ok(Some(edit)) => edits.push(edit),
+                Ok(None) => {}
+                Err(problem) => return Ok(Made::Failed(problem)),
+            }
+        }
+        if let ([_], true) = (sources, edits.is_empty()) {
+            let file = run.tasks[sources[0]].result.clone().unwrap_or_else(|| unreachable!("checked above"));
+            return Ok(Made::Existing(file));
+        }
+        self.render(inputs, edits, output, cancelled).await
+    }
+
+    async fn render(
+        &self,
+        inputs: Vec<RenderInput>,
+        edits: Vec<Edit>,
+        output: &Path,
+        cancelled: tokio::sync::watch::Receiver<bool>,
+    ) -> anyhow::Result<Made> {
+        let job = RenderJob { inputs, edits, output: output.to_owned(), budget: self.task_budget };
+        match self.toolkit.render(&job, cancelled).await {
+            Ok(()) => Ok(Made::Rendered),
+            Err(MediaError::Cancelled) => Ok(Made::Cancelled),
+            Err(MediaError::Unavailable(error)) => Err(error),
+            Err(error) => Ok(Made::Failed(error.to_string())),
+        }
+    }
+}
+
+/// What a task's media work produced.
+enum Made {
+    /// A new file at the task's output path.
+    Rendered,
+    /// An existing file, passed on.
+    Existing(MediaFile),
+    Failed(String),
+    Cancelled,
+}
+
+/// The tasks of a run that are queued.
+fn queued_tasks(run: &Run) -> Vec<usize> {
+    (0..run.tasks.len()).filter(|index| run.tasks[*index].status == super::TaskStatus::Queued).collect()
+}
+
+/// What the engine tracks of a probed video, and whether it is already in the output
+/// format (MP4, H.264, AAC or no sound) so that it can be used without re-encoding.
+fn facts_of(report: &ProbeReport) -> Result<(MediaFile, bool), String> {
+    let video = report
+        .streams
+        .iter()
+        .find(|stream| stream.codec_type == "video" && !stream.attached_pic)
+        .ok_or("it has no video stream")?;
+    let audio = report.streams.iter().find(|stream| stream.codec_type == "audio");
+    let duration_ms = report.duration_seconds.map(|seconds| (seconds * 1000.0).round() as u64).unwrap_or(0);
+    if duration_ms == 0 {
+        return Err("its duration is unknown or zero".into());
+    }
+    let (Some(width), Some(height)) = (video.width, video.height) else {
+        return Err("its picture size is unknown".into());
+    };
+    let ready = report.format_name.split(',').any(|name| name == "mp4")
+        && video.codec_name == "h264"
+        && audio.is_none_or(|audio| audio.codec_name == "aac");
+    let file = MediaFile { key: String::new(), duration_ms, width, height, has_audio: audio.is_some() };
+    Ok((file, ready))
+}
+
+/// Sets `cancel` once the task's attempt is no longer running (the run was cancelled,
+/// or the task superseded); checks every [`CANCEL_POLL`].
+async fn watch_cancel(
+    runs: Arc<dyn RunRepo>,
+    organization: crate::domain::identity::OrganizationId,
+    run_id: super::RunId,
+    task: usize,
+    attempt: u32,
+    cancel: tokio::sync::watch::Sender<bool>,
+) {
+    loop {
+        tokio::time::sleep(CANCEL_POLL).await;
+        match runs.get_run(organization, run_id).await {
+            Ok(Some(run)) if run.still_running(task, attempt) => {}
+            Ok(_) => {
+                let _ = cancel.send(true);
+                return;
+            }
+            Err(error) => tracing::warn!(%run_id, error = %format!("{error:#}"), "could not check for cancellation"),
+        }
+    }
+}
