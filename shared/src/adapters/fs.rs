@@ -35,6 +35,7 @@ pub struct LocalBlobStore {
     root: PathBuf,
     base_url: String,
     signer: UrlSigner,
+    secret: Vec<u8>,
 }
 
 /// Reads the folder's signing secret, creating it (readable by its owner only) when
@@ -92,7 +93,12 @@ impl LocalBlobStore {
         // Absolute, so that the paths handed to ffprobe do not depend on its working folder.
         let root = root.canonicalize().with_context(|| format!("resolving {}", root.display()))?;
         let secret = load_or_create_secret(&root)?;
-        Ok(Self { root, base_url: base_url.into().trim_end_matches('/').to_owned(), signer: UrlSigner::new(&secret) })
+        Ok(Self {
+            root,
+            base_url: base_url.into().trim_end_matches('/').to_owned(),
+            signer: UrlSigner::new(&secret),
+            secret,
+        })
     }
 
     /// A URL allowing `method` on `key` until `expires` (Unix seconds).
@@ -112,6 +118,16 @@ impl LocalBlobStore {
         let path = self.path(key).ok_or(BlobAccessError::BadKey)?;
         self.signer.verify(method, key, expires, signature, now.unix_seconds())?;
         Ok(path)
+    }
+
+    /// The address URLs start with.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The secret the folder's URLs are signed with (media links use it too).
+    pub fn secret(&self) -> &[u8] {
+        &self.secret
     }
 
     /// The file of a key made of plain segments (no `..`, no hidden names).
@@ -206,6 +222,26 @@ impl BlobStore for LocalBlobStore {
     async fn download_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String> {
         self.valid_path(key)?;
         Ok(self.signed_url("GET", key, Timestamp::now().after(ttl).unix_seconds()))
+    }
+
+    async fn put_file(&self, key: &str, source: &Path, _content_type: &str) -> anyhow::Result<()> {
+        let path = self.valid_path(key)?;
+        // Copied next to the objects first (the source may be on another file system),
+        // then renamed: an object is never seen half written.
+        let incoming = self.incoming_path();
+        tokio::fs::copy(source, &incoming).await.with_context(|| format!("copying {}", source.display()))?;
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent).await.with_context(|| format!("creating {}", parent.display()))?;
+        }
+        if let Err(error) = tokio::fs::rename(&incoming, &path).await {
+            let _ = tokio::fs::remove_file(&incoming).await;
+            return Err(anyhow::Error::new(error).context(format!("storing {}", path.display())));
+        }
+        Ok(())
+    }
+
+    async fn read_location(&self, key: &str) -> anyhow::Result<String> {
+        Ok(format!("file:{}", self.valid_path(key)?.display()))
     }
 }
 

@@ -1,8 +1,10 @@
 //! Implementations of the ports: SQLite, DynamoDB, S3, a local folder, ffprobe.
 
 pub mod dynamodb;
+pub mod ffmpeg;
 pub mod ffprobe;
 pub mod fs;
+pub mod http_download;
 pub mod s3;
 pub mod sqlite;
 

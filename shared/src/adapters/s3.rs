@@ -192,7 +192,28 @@ impl BlobStore for S3BlobStore {
             .context("presigning a download URL")?;
         Ok(presigned.uri().to_owned())
     }
+
+    async fn put_file(&self, key: &str, path: &std::path::Path, content_type: &str) -> anyhow::Result<()> {
+        let body = ByteStream::from_path(path).await.with_context(|| format!("reading {}", path.display()))?;
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(content_type)
+            .body(body)
+            .send()
+            .await
+            .map_err(|error| unavailable(error, "storing a file"))?;
+        Ok(())
+    }
+
+    async fn read_location(&self, key: &str) -> anyhow::Result<String> {
+        self.download_url(key, READ_URL_TTL).await
+    }
 }
+
+/// How long the media toolkit may read an object through its presigned URL: the longest task.
+const READ_URL_TTL: Duration = Duration::from_secs(60 * 60);
 
 /// A failed S3 call in the context `what`: a timeout, a network failure, an answer that
 /// could not be read, or an answer of S3's own trouble (5xx, `SlowDown`) that outlasted

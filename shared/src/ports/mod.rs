@@ -7,6 +7,8 @@ use bytes::Bytes;
 
 use crate::domain::agents::{Agent, AgentId, AgentQuery, AgentRecord};
 use crate::domain::identity::{ApiKeyRecord, Organization, OrganizationId};
+use crate::domain::media::{MediaError, RenderJob};
+use crate::domain::runs::{MediaId, MediaRecord, Run, RunId, RunStatus};
 use crate::domain::shared_stores::{EntryId, EntryRename, EntryWrite, SharedStore, StoreEntry, StoreError, StoreId};
 use crate::domain::time::Timestamp;
 use crate::domain::uploads::{ProbeReport, SealedBlob, Upload, UploadId};
@@ -190,6 +192,88 @@ pub trait BlobStore: Send + Sync {
     async fn put(&self, key: &str, bytes: Bytes, content_type: &str) -> anyhow::Result<()>;
     /// A URL that answers HTTP GETs of the object at `key` for `ttl`.
     async fn download_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String>;
+    /// Stores the file at `path` as the object at `key` (streamed, not read into memory).
+    async fn put_file(&self, key: &str, path: &std::path::Path, content_type: &str) -> anyhow::Result<()>;
+    /// A path or short-lived URL from which the media toolkit can read the object at `key`.
+    async fn read_location(&self, key: &str) -> anyhow::Result<String>;
+}
+
+/// Which runs a list returns: newest first, `limit + 1` of them (so the caller can tell
+/// whether a page follows), all of one organization.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunQuery {
+    pub agent_id: Option<crate::domain::agents::AgentId>,
+    /// Empty: every status.
+    pub statuses: Vec<RunStatus>,
+    /// `started_at` at or after.
+    pub from: Option<Timestamp>,
+    /// `started_at` at or before.
+    pub to: Option<Timestamp>,
+    /// Only runs after this one in the order (started_at descending, then ID descending).
+    pub after: Option<(Timestamp, RunId)>,
+    pub limit: usize,
+}
+
+/// Runs and the media records of the files they made.
+#[async_trait]
+pub trait RunRepo: Send + Sync {
+    /// Stores a new run (version 0) and the media records it starts with.
+    async fn create_run(&self, run: &Run, media: &[MediaRecord]) -> anyhow::Result<()>;
+    /// A run of the organization.
+    async fn get_run(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<Run>>;
+    /// Stores `run` if the stored one is still at `run.version - 1`, with new media
+    /// records, in one atomic write; false when another writer came first.
+    async fn update_run(&self, run: &Run, media: &[MediaRecord]) -> anyhow::Result<bool>;
+    /// One page of the organization's runs (see [`RunQuery`]); one query.
+    async fn list_runs(&self, organization: OrganizationId, query: &RunQuery) -> anyhow::Result<Vec<Run>>;
+    /// A media record by ID (links carry no organization: their signature is the authority).
+    async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>>;
+    /// Runs that are `running`, of every organization: what a restarted local worker pool
+    /// picks up again.
+    async fn running_runs(&self) -> anyhow::Result<Vec<(OrganizationId, RunId)>>;
+}
+
+/// The message that asks a worker to run one attempt of one task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct TaskMessage {
+    pub organization_id: OrganizationId,
+    pub run_id: RunId,
+    pub task: usize,
+    pub attempt: u32,
+}
+
+/// Where task messages go: the durable local task table, or SQS.
+#[async_trait]
+pub trait TaskQueue: Send + Sync {
+    /// Sends the messages (at least once each).
+    async fn send(&self, messages: &[TaskMessage]) -> anyhow::Result<()>;
+}
+
+/// Edits media (ffmpeg).
+#[async_trait]
+pub trait MediaToolkit: Send + Sync {
+    /// Renders `job` to its output file; stops (killing the work) as soon as `cancelled`
+    /// becomes true.
+    async fn render(&self, job: &RenderJob, cancelled: tokio::sync::watch::Receiver<bool>) -> Result<(), MediaError>;
+    /// Writes a JPEG thumbnail of the video at `location` to `output`.
+    async fn thumbnail(&self, location: &str, duration_ms: u64, output: &std::path::Path) -> Result<(), MediaError>;
+}
+
+/// Why a download failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DownloadError {
+    /// The URL cannot be used; the text says why (status, size, address).
+    #[error("{0}")]
+    Refused(String),
+    #[error("download failed: {0:#}")]
+    Failed(anyhow::Error),
+}
+
+/// Fetches URL inputs.
+#[async_trait]
+pub trait Downloader: Send + Sync {
+    /// Streams `url` into the file `output`, refusing more than `max_bytes`; returns the size.
+    async fn download(&self, url: &str, output: &std::path::Path, max_bytes: u64) -> Result<u64, DownloadError>;
 }
 
 /// Why a file could not be probed.

@@ -13,8 +13,10 @@
 
 mod agents;
 mod identity;
+mod runs;
 mod schema;
 mod shared_stores;
+pub mod tasks;
 mod uploads;
 
 use std::path::PathBuf;

@@ -88,6 +88,38 @@ pub const MIGRATIONS: &[&str] = &[
         blob_version TEXT,
         PRIMARY KEY (organization_id, id)
     ) STRICT;",
+    // 2: runs (one document each, with the columns lists filter on), media records, and
+    // the durable queue of task messages.
+    "CREATE TABLE runs (
+        organization_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        document TEXT NOT NULL,
+        PRIMARY KEY (organization_id, id)
+    ) STRICT;
+    CREATE INDEX runs_by_start ON runs (organization_id, started_at DESC, id DESC);
+    CREATE INDEX runs_by_agent ON runs (organization_id, agent_id, started_at DESC, id DESC);
+    CREATE INDEX runs_running ON runs (status) WHERE status = 'running';
+    CREATE TABLE media (
+        id TEXT PRIMARY KEY,
+        organization_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL,
+        content_type TEXT NOT NULL,
+        duration_ms INTEGER,
+        created_at TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE task_queue (
+        id INTEGER PRIMARY KEY,
+        message TEXT NOT NULL UNIQUE,
+        visible_at INTEGER NOT NULL,
+        receives INTEGER NOT NULL DEFAULT 0
+    ) STRICT;
+    CREATE INDEX task_queue_visible ON task_queue (visible_at, id);",
 ];
 
 /// Refuses a file that is not a readable SQLite database or fails SQLite's own check.

@@ -1,0 +1,375 @@
+//! The media toolkit on ffmpeg: a render job becomes one ffmpeg command (an argument
+//! vector, never a shell) whose filter graph does every edit of the chain in one pass,
+//! encoding once to MP4 (H.264 yuv420p, AAC, `+faststart`).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::domain::media::{duration_after, reframed_size, CaptionPosition, Corner, Edit, MediaError, RenderJob};
+use crate::ports::MediaToolkit;
+
+/// Encoder settings of every output (the performance script's reference command uses
+/// the same).
+pub const VIDEO_ENCODER: [&str; 8] = ["-c:v", "libx264", "-preset", "veryfast", "-crf", "23", "-pix_fmt", "yuv420p"];
+pub const AUDIO_ENCODER: [&str; 6] = ["-c:a", "aac", "-b:a", "128k", "-ar", "48000"];
+/// Frame rate of joined videos.
+const CONCAT_FPS: u32 = 30;
+/// Longest a thumbnail may take.
+const THUMBNAIL_BUDGET: Duration = Duration::from_secs(60);
+
+/// `ffmpeg` as a child process.
+pub struct Ffmpeg {
+    program: PathBuf,
+}
+
+impl Ffmpeg {
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        Self { program: program.into() }
+    }
+}
+
+/// The ffmpeg arguments of a job (without the program), and the folder to run in (where
+/// caption files are, so that the filter names them without any path quoting).
+pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), MediaError> {
+    let mut args: Vec<String> = ["-nostdin", "-hide_banner", "-loglevel", "error", "-y"].map(String::from).to_vec();
+    let mut graph = String::new();
+    let mut label = 0usize;
+    let mut next = |prefix: &str| {
+        label += 1;
+        format!("{prefix}{label}")
+    };
+    let mut edits: &[Edit] = &job.edits;
+    let (mut video, mut audio, mut width, mut height, mut duration);
+    let mut extra_inputs = job.inputs.len();
+    match job.inputs.as_slice() {
+        [] => return Err(MediaError::Invalid("a render needs at least one input".into())),
+        [only] => {
+            // A leading clip is a seek on the input: nothing before the window is decoded.
+            if let Some(Edit::Clip { start_ms, end_ms }) = edits.first() {
+                let end = end_ms.unwrap_or(only.duration_ms).min(only.duration_ms);
+                if *start_ms >= end {
+                    return Err(MediaError::Invalid(format!(
+                        "Clip: start_ms ({start_ms}) is not before the end of its input ({} ms)",
+                        only.duration_ms
+                    )));
+                }
+                args.extend(["-ss".into(), seconds(*start_ms), "-t".into(), seconds(end - start_ms)]);
+                duration = end - start_ms;
+                edits = &edits[1..];
+            } else {
+                duration = only.duration_ms;
+            }
+            args.extend(["-i".into(), only.location.clone()]);
+            // Even dimensions, as yuv420p needs.
+            let (w, h) = (only.width / 2 * 2, only.height / 2 * 2);
+            let out = next("v");
+            let _ = write!(graph, "[0:v]scale={w}:{h},setsar=1[{out}];");
+            (video, width, height) = (out, w, h);
+            audio = only.has_audio.then(|| "0:a".to_owned());
+        }
+        several => {
+            let (w, h) = (several[0].width / 2 * 2, several[0].height / 2 * 2);
+            let mut pairs = String::new();
+            for (index, input) in several.iter().enumerate() {
+                args.extend(["-i".into(), input.location.clone()]);
+                let (v, a) = (next("v"), next("a"));
+                let _ = write!(
+                    graph,
+                    "[{index}:v]scale={w}:{h}:force_original_aspect_ratio=decrease,pad={w}:{h}:(ow-iw)/2:(oh-ih)/2,\
+                     setsar=1,fps={CONCAT_FPS},format=yuv420p[{v}];"
+                );
+                if input.has_audio {
+                    let _ = write!(graph, "[{index}:a]aformat=sample_rates=48000:channel_layouts=stereo[{a}];");
+                } else {
+                    let _ =
+                        write!(graph, "anullsrc=r=48000:cl=stereo,atrim=duration={}[{a}];", seconds(input.duration_ms));
+                }
+                let _ = write!(pairs, "[{v}][{a}]");
+            }
+            let (v, a) = (next("v"), next("a"));
+            let _ = write!(graph, "{pairs}concat=n={}:v=1:a=1[{v}][{a}];", several.len());
+            (video, width, height) = (v, w, h);
+            audio = Some(a);
+            duration = several.iter().map(|input| input.duration_ms).sum();
+        }
+    }
+    let mut folder = None;
+    for edit in edits {
+        match edit {
+            Edit::Clip { start_ms, end_ms } => {
+                let end = end_ms.unwrap_or(duration).min(duration);
+                if *start_ms >= end {
+                    return Err(MediaError::Invalid(format!(
+                        "Clip: start_ms ({start_ms}) is not before the end of its input ({duration} ms)"
+                    )));
+                }
+                let range = format!("start={}:end={}", seconds(*start_ms), seconds(end));
+                let out = next("v");
+                let _ = write!(graph, "[{video}]trim={range},setpts=PTS-STARTPTS[{out}];");
+                video = out;
+                if let Some(current) = &audio {
+                    let out = next("a");
+                    let _ = write!(graph, "[{current}]atrim={range},asetpts=PTS-STARTPTS[{out}];");
+                    audio = Some(out);
+                }
+            }
+            Edit::Reframe { width: aw, height: ah, pad_color } => {
+                let (w, h) = reframed_size(width, height, (*aw, *ah), pad_color.is_some());
+                let out = next("v");
+                match pad_color {
+                    Some(color) => {
+                        let color = color.trim_start_matches('#');
+                        let _ =
+                            write!(graph, "[{video}]pad={w}:{h}:(ow-iw)/2:(oh-ih)/2:color=0x{color},setsar=1[{out}];");
+                    }
+                    None => {
+                        let _ = write!(graph, "[{video}]crop={w}:{h},setsar=1[{out}];");
+                    }
+                }
+                (video, width, height) = (out, w, h);
+            }
+            Edit::Captions { srt, font_size, color, position } => {
+                let name = srt.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+                folder = srt.parent().map(Path::to_path_buf);
+                // ASS colours are &HBBGGRR.
+                let rgb = color.trim_start_matches('#');
+                let bgr = if rgb.len() == 6 {
+                    format!("{}{}{}", &rgb[4..6], &rgb[2..4], &rgb[0..2])
+                } else {
+                    "FFFFFF".into()
+                };
+                let alignment = match position {
+                    CaptionPosition::Bottom => 2,
+                    CaptionPosition::Center => 5,
+                    CaptionPosition::Top => 8,
+                };
+                let out = next("v");
+                let _ = write!(
+                    graph,
+                    "[{video}]subtitles=filename={name}:force_style='FontSize={font_size},PrimaryColour=&H00{bgr},\
+                     Alignment={alignment}'[{out}];"
+                );
+                video = out;
+            }
+            Edit::Music { location, volume, ducking } => {
+                args.extend(["-stream_loop", "-1", "-i"].map(String::from));
+                args.push(location.clone());
+                let music = next("m");
+                let _ = write!(
+                    graph,
+                    "[{extra_inputs}:a]aformat=sample_rates=48000:channel_layouts=stereo,volume={volume}[{music}];"
+                );
+                extra_inputs += 1;
+                let out = next("a");
+                match &audio {
+                    None => {
+                        let _ = write!(graph, "[{music}]atrim=duration={}[{out}];", seconds(duration));
+                    }
+                    Some(current) => {
+                        let voice = next("a");
+                        let _ = write!(graph, "[{current}]aformat=sample_rates=48000:channel_layouts=stereo[{voice}];");
+                        if *ducking {
+                            let (mix, side, ducked) = (next("a"), next("a"), next("m"));
+                            let _ = write!(
+                                graph,
+                                "[{voice}]asplit[{mix}][{side}];[{music}][{side}]sidechaincompress=threshold=0.03:\
+                                 ratio=8:attack=20:release=300[{ducked}];[{mix}][{ducked}]amix=inputs=2:duration=first:\
+                                 normalize=0[{out}];"
+                            );
+                        } else {
+                            let _ = write!(graph, "[{voice}][{music}]amix=inputs=2:duration=first:normalize=0[{out}];");
+                        }
+                    }
+                }
+                audio = Some(out);
+            }
+            Edit::Overlay { location, position, opacity, scale } => {
+                args.extend(["-i".into(), location.clone()]);
+                let image_width = ((width as f64 * scale / 2.0).round() as u32 * 2).max(2);
+                let (x, y) = match position {
+                    Corner::TopLeft => ("10", "10"),
+                    Corner::TopRight => ("main_w-overlay_w-10", "10"),
+                    Corner::BottomLeft => ("10", "main_h-overlay_h-10"),
+                    Corner::BottomRight => ("main_w-overlay_w-10", "main_h-overlay_h-10"),
+                    Corner::Center => ("(main_w-overlay_w)/2", "(main_h-overlay_h)/2"),
+                };
+                let (image, out) = (next("i"), next("v"));
+                let _ = write!(
+                    graph,
+                    "[{extra_inputs}:v]scale={image_width}:-1,format=rgba,colorchannelmixer=aa={opacity}[{image}];\
+                     [{video}][{image}]overlay=x={x}:y={y}:eof_action=repeat[{out}];"
+                );
+                extra_inputs += 1;
+                video = out;
+            }
+            Edit::Speed { factor } => {
+                let out = next("v");
+                let _ = write!(graph, "[{video}]setpts=PTS/{factor}[{out}];");
+                video = out;
+                if let Some(current) = &audio {
+                    let out = next("a");
+                    let tempos: Vec<String> =
+                        atempo_steps(*factor).iter().map(|step| format!("atempo={step}")).collect();
+                    let _ = write!(graph, "[{current}]{}[{out}];", tempos.join(","));
+                    audio = Some(out);
+                }
+            }
+        }
+        duration = duration_after(edit, duration);
+    }
+    let _ = write!(graph, "[{video}]format=yuv420p[vout]");
+    args.extend(["-filter_complex".into(), graph, "-map".into(), "[vout]".into()]);
+    if let Some(audio) = audio {
+        // A stream label from the graph is bracketed; an input's stream is not.
+        let map = if audio.contains(':') { audio } else { format!("[{audio}]") };
+        args.extend(["-map".into(), map]);
+        args.extend(AUDIO_ENCODER.map(String::from));
+    }
+    args.extend(VIDEO_ENCODER.map(String::from));
+    args.extend(["-t".into(), seconds(duration), "-movflags".into(), "+faststart".into()]);
+    args.push(job.output.display().to_string());
+    Ok((args, folder))
+}
+
+/// atempo factors (each within 0.5..=2) whose product is `factor`.
+fn atempo_steps(mut factor: f64) -> Vec<f64> {
+    let mut steps = Vec::new();
+    while factor > 2.0 {
+        steps.push(2.0);
+        factor /= 2.0;
+    }
+    while factor < 0.5 {
+        steps.push(0.5);
+        factor /= 0.5;
+    }
+    steps.push(factor);
+    steps
+}
+
+fn seconds(ms: u64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+impl Ffmpeg {
+    /// Runs ffmpeg with `args` until it ends, the budget passes or `cancelled` is set
+    /// (the child is killed in both cases).
+    async fn run(
+        &self,
+        args: &[String],
+        folder: Option<&Path>,
+        budget: Duration,
+        mut cancelled: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), MediaError> {
+        let mut command = tokio::process::Command::new(&self.program);
+        command.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).kill_on_drop(true);
+        if let Some(folder) = folder {
+            command.current_dir(folder);
+        }
+        let child = command.spawn().map_err(|error| {
+            MediaError::Unavailable(anyhow::Error::new(error).context(format!("running {}", self.program.display())))
+        })?;
+        let output = child.wait_with_output();
+        tokio::pin!(output);
+        let cancel = async {
+            loop {
+                if *cancelled.borrow_and_update() {
+                    return;
+                }
+                if cancelled.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        let output = tokio::select! {
+            output = &mut output => output,
+            () = tokio::time::sleep(budget) => return Err(MediaError::TimedOut(budget)),
+            () = cancel => return Err(MediaError::Cancelled),
+        };
+        let output = output.map_err(|error| MediaError::Unavailable(error.into()))?;
+        if output.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let lines: Vec<&str> = stderr.lines().filter(|line| !line.trim().is_empty()).collect();
+        let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
+        Err(MediaError::Invalid(format!(
+            "ffmpeg could not make the video: {}",
+            if tail.is_empty() { "no message" } else { &tail }
+        )))
+    }
+}
+
+#[async_trait]
+impl MediaToolkit for Ffmpeg {
+    async fn render(&self, job: &RenderJob, cancelled: tokio::sync::watch::Receiver<bool>) -> Result<(), MediaError> {
+        let (args, folder) = arguments(job)?;
+        self.run(&args, folder.as_deref(), job.budget, cancelled).await
+    }
+
+    async fn thumbnail(&self, location: &str, duration_ms: u64, output: &Path) -> Result<(), MediaError> {
+        let at = seconds((duration_ms / 2).min(1000));
+        let args: Vec<String> = [
+            "-nostdin",
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-y",
+            "-ss",
+            &at,
+            "-i",
+            location,
+            "-frames:v",
+            "1",
+            "-vf",
+            "scale=320:-2",
+            "-q:v",
+            "4",
+        ]
+        .iter()
+        .map(|arg| arg.to_string())
+        .chain([output.display().to_string()])
+        .collect();
+        let (_never, cancelled) = tokio::sync::watch::channel(false);
+        self.run(&args, None, THUMBNAIL_BUDGET, cancelled).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::media::RenderInput;
+
+    fn input(duration_ms: u64) -> RenderInput {
+        RenderInput { location: "file:/in.mp4".into(), duration_ms, width: 320, height: 240, has_audio: true }
+    }
+
+    #[test]
+    fn a_chain_is_one_command_with_a_leading_clip_as_a_seek() {
+        let job = RenderJob {
+            inputs: vec![input(4000)],
+            edits: vec![
+                Edit::Clip { start_ms: 1000, end_ms: Some(3000) },
+                Edit::Reframe { width: 9, height: 16, pad_color: None },
+                Edit::Speed { factor: 4.0 },
+            ],
+            output: "/out.mp4".into(),
+            budget: Duration::from_secs(1),
+        };
+        let (args, _) = arguments(&job).unwrap();
+        let text = args.join(" ");
+        assert!(text.contains("-ss 1.000 -t 2.000 -i file:/in.mp4"), "{text}");
+        assert!(text.contains("crop=136:240"), "{text}");
+        assert!(text.contains("atempo=2,atempo=2"), "{text}");
+        assert!(text.ends_with("-t 0.500 -movflags +faststart /out.mp4"), "{text}");
+    }
+
+    #[test]
+    fn atempo_steps_stay_in_range() {
+        assert_eq!(atempo_steps(0.25), vec![0.5, 0.5]);
+        assert_eq!(atempo_steps(3.0), vec![2.0, 1.5]);
+    }
+}

@@ -1,0 +1,143 @@
+//! The durable local task queue: messages in a table of the state database, received
+//! under a lease (a message whose worker stopped becomes visible again when the lease
+//! ends), deleted when done. Sending wakes idle workers at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension};
+use tokio::sync::Notify;
+
+use super::{Db, Sqlite};
+use crate::ports::{TaskMessage, TaskQueue};
+
+/// A received message and the row to acknowledge.
+#[derive(Debug)]
+pub struct Received {
+    pub id: i64,
+    pub message: TaskMessage,
+    /// Times it was received, this one included.
+    pub receives: u32,
+}
+
+/// The task queue of an embedded backend.
+#[derive(Clone)]
+pub struct SqliteTaskQueue {
+    database: Sqlite,
+    wake: Arc<Notify>,
+}
+
+fn millis_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as i64)
+}
+
+impl SqliteTaskQueue {
+    pub fn new(database: Sqlite) -> Self {
+        Self { database, wake: Arc::new(Notify::new()) }
+    }
+
+    /// Waits until a message may have been sent, or `timeout` passed.
+    pub async fn wait(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.wake.notified()).await;
+    }
+
+    /// Takes the oldest visible message and hides it for `lease`.
+    pub async fn receive(&self, lease: Duration) -> anyhow::Result<Option<Received>> {
+        let found = self
+            .database
+            .write(move |transaction| {
+                let now = millis_now();
+                let row: Option<(i64, String, i64)> = transaction
+                    .prepare_cached(
+                        "SELECT id, message, receives FROM task_queue WHERE visible_at <= ?1 ORDER BY id LIMIT 1",
+                    )
+                    .db("receiving a task")?
+                    .query_row([now], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+                    .optional()
+                    .db("receiving a task")?;
+                let Some((id, text, receives)) = row else { return Ok(None) };
+                transaction
+                    .prepare_cached("UPDATE task_queue SET visible_at = ?2, receives = receives + 1 WHERE id = ?1")
+                    .db("receiving a task")?
+                    .execute(params![id, now + lease.as_millis() as i64])
+                    .db("receiving a task")?;
+                Ok::<_, anyhow::Error>(Some((id, text, receives + 1)))
+            })
+            .await?;
+        let Some((id, text, receives)) = found else { return Ok(None) };
+        let message = serde_json::from_str(&text)?;
+        Ok(Some(Received { id, message, receives: receives as u32 }))
+    }
+
+    /// Deletes a handled message.
+    pub async fn acknowledge(&self, id: i64) -> anyhow::Result<()> {
+        self.database
+            .write(move |transaction| {
+                transaction
+                    .prepare_cached("DELETE FROM task_queue WHERE id = ?1")
+                    .db("acknowledging a task")?
+                    .execute([id])
+                    .db("acknowledging a task")?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// Makes a message visible again after `delay`.
+    pub async fn retry_later(&self, id: i64, delay: Duration) -> anyhow::Result<()> {
+        self.database
+            .write(move |transaction| {
+                transaction
+                    .prepare_cached("UPDATE task_queue SET visible_at = ?2 WHERE id = ?1")
+                    .db("delaying a task")?
+                    .execute(params![id, millis_now() + delay.as_millis() as i64])
+                    .db("delaying a task")?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// Makes every message visible now: at start, when no worker of an earlier process
+    /// can still hold one (the data folder is locked by this process).
+    pub async fn release_all(&self) -> anyhow::Result<()> {
+        self.database
+            .write(|transaction| {
+                transaction.execute("UPDATE task_queue SET visible_at = 0", []).db("releasing tasks")?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// Messages waiting or in work.
+    pub async fn len(&self) -> anyhow::Result<u64> {
+        self.database
+            .call(|connection| {
+                connection
+                    .query_row("SELECT count(*) FROM task_queue", [], |row| row.get::<_, i64>(0))
+                    .db("counting tasks")
+            })
+            .await
+            .map(|count| count as u64)
+    }
+}
+
+#[async_trait]
+impl TaskQueue for SqliteTaskQueue {
+    async fn send(&self, messages: &[TaskMessage]) -> anyhow::Result<()> {
+        let texts = messages.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>()?;
+        self.database
+            .write(move |transaction| {
+                let mut statement = transaction
+                    .prepare_cached("INSERT OR IGNORE INTO task_queue (message, visible_at) VALUES (?1, 0)")
+                    .db("queueing a task")?;
+                for text in &texts {
+                    statement.execute([text]).db("queueing a task")?;
+                }
+                Ok::<_, anyhow::Error>(())
+            })
+            .await?;
+        self.wake.notify_waiters();
+        Ok(())
+    }
+}
