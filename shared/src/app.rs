@@ -5,13 +5,34 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::adapters::dynamodb::DynamoDb;
+use crate::adapters::ffmpeg::Ffmpeg;
 use crate::adapters::ffprobe::Ffprobe;
 use crate::adapters::fs::LocalBlobStore;
+use crate::adapters::http_download::HttpDownloader;
 use crate::adapters::s3::S3BlobStore;
+use crate::adapters::sqlite::tasks::SqliteTaskQueue;
 use crate::adapters::sqlite::Sqlite;
 use crate::config::Config;
 use crate::domain::identity::Authenticator;
-use crate::ports::{AgentRepo, BlobStore, Clock, IdentityRepo, MediaProbe, SharedStoreRepo, SystemClock, UploadRepo};
+use crate::domain::runs::views::MediaLinks;
+use crate::domain::runs::worker::Worker;
+use crate::ports::{
+    AgentRepo, BlobStore, Clock, IdentityRepo, MediaProbe, RunRepo, SharedStoreRepo, SystemClock, TaskQueue, UploadRepo,
+};
+
+/// Default time budget of one node task's media work.
+pub const DEFAULT_TASK_BUDGET: Duration = Duration::from_secs(15 * 60);
+
+/// The run engine's ports: where runs are stored, where task messages go, and the worker
+/// that executes them.
+#[derive(Clone)]
+pub struct Engine {
+    pub runs: Arc<dyn RunRepo>,
+    pub queue: Arc<dyn TaskQueue>,
+    pub worker: Worker,
+    /// The local task table, when tasks run in this process.
+    pub local_queue: Option<SqliteTaskQueue>,
+}
 
 /// Where media files live.
 #[derive(Clone)]
@@ -34,6 +55,12 @@ pub struct App {
     pub auth: Authenticator,
     /// The local folder behind `blobs`, when media is local: `serve` answers its URLs.
     pub local_blobs: Option<Arc<LocalBlobStore>>,
+    /// Signs the 7-day media links of runs.
+    pub links: MediaLinks,
+    /// Whether URL inputs and callbacks may reach private addresses (local `serve`).
+    pub allow_private_urls: bool,
+    /// The run engine; None on a backend that does not store runs yet (DynamoDB).
+    pub engine: Option<Engine>,
 }
 
 impl App {
@@ -46,6 +73,10 @@ impl App {
             Media::Local(local) => (local.clone(), Some(local)),
             Media::S3(s3) => (Arc::new(s3), None),
         };
+        let links = match &local_blobs {
+            Some(local) => MediaLinks::new(local.secret(), local.base_url()),
+            None => MediaLinks::new(&crate::core::signing::generate_secret(), "http://127.0.0.1:3000"),
+        };
         Self {
             auth: Authenticator::new(backend.clone(), auth_cache_ttl),
             identity: backend.clone(),
@@ -56,15 +87,50 @@ impl App {
             probe,
             clock: Arc::new(SystemClock),
             local_blobs,
+            links,
+            allow_private_urls: false,
+            engine: None,
         }
+    }
+
+    /// Adds the embedded run engine: runs in `database`, tasks in its durable task table,
+    /// executed by workers of this process with ffmpeg, scratch files under `scratch`.
+    pub fn with_embedded_engine(mut self, database: Sqlite, scratch: PathBuf, task_budget: Duration) -> Self {
+        let queue = SqliteTaskQueue::new(database.clone());
+        let runs: Arc<dyn RunRepo> = Arc::new(database);
+        let worker = Worker {
+            runs: runs.clone(),
+            queue: Arc::new(queue.clone()),
+            blobs: self.blobs.clone(),
+            toolkit: Arc::new(Ffmpeg::new("ffmpeg")),
+            probe: self.probe.clone(),
+            downloader: Arc::new(HttpDownloader::new(self.allow_private_urls)),
+            clock: self.clock.clone(),
+            task_budget,
+            scratch,
+        };
+        self.engine = Some(Engine { runs, queue: Arc::new(queue.clone()), worker, local_queue: Some(queue) });
+        self
+    }
+
+    /// Lets URL inputs and callbacks reach private addresses (a local `serve`); call
+    /// before adding the engine.
+    pub fn allowing_private_urls(mut self) -> Self {
+        self.allow_private_urls = true;
+        self
     }
 
     /// State in a new in-memory SQLite database, media in a new temporary folder; keys
     /// are checked on every request. For tests and benchmarks.
     pub fn embedded() -> anyhow::Result<Self> {
         let folder = std::env::temp_dir().join(format!("video-workflow-{}", uuid::Uuid::new_v4()));
-        let local = LocalBlobStore::open(folder, "http://127.0.0.1:3000")?;
-        Ok(Self::sqlite(Sqlite::in_memory()?, Media::Local(Arc::new(local))))
+        let local = LocalBlobStore::open(&folder, "http://127.0.0.1:3000")?;
+        let database = Sqlite::in_memory()?;
+        Ok(Self::sqlite(database.clone(), Media::Local(Arc::new(local))).with_embedded_engine(
+            database,
+            folder.join("scratch"),
+            DEFAULT_TASK_BUDGET,
+        ))
     }
 
     /// State in SQLite, media where given; keys are checked on every request.

@@ -36,9 +36,15 @@ struct Args {
     /// Where state lives: SQLite in the data folder, or DynamoDB and S3 at the standard AWS endpoint settings.
     #[arg(long, value_enum, default_value = "embedded")]
     backend: BackendArg,
+    /// Node-task workers in this process (default: one per core).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Longest one node task's media work may take, in seconds.
+    #[arg(long, default_value_t = 900)]
+    task_timeout: u64,
 }
 
-#[tokio::main(flavor = "current_thread")]
+#[tokio::main]
 async fn main() {
     tracing_subscriber::fmt().with_env_filter(env_filter()).init();
     // A refusal to start (a bad state file, an unreachable table) is one clear line.
@@ -57,8 +63,24 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.addr).await?;
     let public_url =
         args.public_url.unwrap_or_else(|| format!("http://{}", listener.local_addr().unwrap_or(args.addr)));
-    let options = ServeOptions { data_dir: args.data_dir, public_url, in_memory: args.in_memory };
+    // One process per data folder: its workers own the folder's task table.
+    let lock_path = args.data_dir.join(".lock");
+    let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)?;
+    lock.try_lock().map_err(|_| {
+        anyhow::anyhow!(
+            "{} is in use by another serve process; give this one another --data-dir",
+            args.data_dir.display()
+        )
+    })?;
+    let options = ServeOptions {
+        data_dir: args.data_dir,
+        public_url,
+        in_memory: args.in_memory,
+        task_budget: std::time::Duration::from_secs(args.task_timeout.max(1)),
+    };
     let (app, development_key) = serve::build_app(backend, args.seed.as_deref(), &options).await?;
+    let workers = args.workers.unwrap_or_else(serve::workers::default_count);
+    let _workers = serve::workers::start(&app, workers).await?;
     if let Some(key) = development_key {
         println!("Development organization ready. New API key: {key} (keys printed before keep working)");
         println!("  curl -H 'Authorization: Bearer {key}' http://{}/whoami", listener.local_addr()?);

@@ -9,6 +9,7 @@ mod error;
 mod identity;
 mod query;
 pub mod routes;
+pub mod runs;
 mod shared_stores;
 mod uploads;
 

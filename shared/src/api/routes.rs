@@ -4,7 +4,7 @@
 use http::Method;
 use percent_encoding::percent_decode_str;
 
-use super::{agents, identity, shared_stores, uploads, Handler, PathParams};
+use super::{agents, identity, runs, shared_stores, uploads, Handler, PathParams};
 
 /// One endpoint.
 pub struct Route {
@@ -22,11 +22,14 @@ pub struct Route {
     /// then stores the body under `responses/` and answers a 303 to a short-lived link,
     /// which takes `s3:PutObject` and `s3:GetObject` (see `runtime::http`).
     pub large_responses: bool,
+    /// True while the endpoint works only on the embedded backend (`serve`): it has no
+    /// Lambda function in `template.yaml` yet, and answers 503 on DynamoDB.
+    pub embedded_only: bool,
 }
 
 macro_rules! route {
     ($method:ident $path:literal => $function:literal, $handler:path, [$($action:literal),* $(,)?]
-        $(, s3: [$($s3:literal),* $(,)?])? $(, large_responses: $large:literal)?) => {
+        $(, s3: [$($s3:literal),* $(,)?])? $(, large_responses: $large:literal)? $(, embedded_only: $embedded:literal)?) => {
         Route {
             method: Method::$method,
             path: $path,
@@ -35,6 +38,7 @@ macro_rules! route {
             dynamodb_actions: &[$($action),*],
             s3_actions: &[$($($s3),*)?],
             large_responses: false $(|| $large)?,
+            embedded_only: false $(|| $embedded)?,
         }
     };
 }
@@ -85,6 +89,15 @@ pub static ROUTES: &[Route] = &[
     route!(POST "/uploads/{kind}/finalize_upload" => "finalize-upload", uploads::finalize_upload,
         ["dynamodb:GetItem", "dynamodb:PutItem"], s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket"]),
     route!(GET "/uploads/{kind}/{upload_id}" => "get-upload", uploads::get_upload, ["dynamodb:GetItem"]),
+    // The run engine: embedded backend only until runs are stored in DynamoDB.
+    route!(POST "/agent/{agent_id}/run" => "start-run", runs::start_run, [], embedded_only: true),
+    route!(GET "/agent_run/{run_id}" => "get-run", runs::get_run, [], embedded_only: true),
+    route!(GET "/agent_run/{run_id}/nodes" => "get-run-nodes", runs::get_run_nodes, [], embedded_only: true),
+    route!(POST "/agent_run/{run_id}/cancel" => "cancel-run", runs::cancel_run, [], embedded_only: true),
+    route!(POST "/agent_run/{run_id}/resume" => "resume-run", runs::resume_run, [], embedded_only: true),
+    route!(GET "/agent/{agent_id}/runs" => "list-agent-runs", runs::list_agent_runs, [], embedded_only: true),
+    route!(GET "/agent_runs" => "list-runs", runs::list_runs, [], embedded_only: true),
+    route!(GET "/media/{media_id}" => "get-media", runs::get_media, [], embedded_only: true),
 ];
 
 /// The result of looking a request up in the table.

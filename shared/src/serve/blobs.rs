@@ -70,6 +70,26 @@ pub async fn handle(
     }
 }
 
+/// Serves a run's media link: checks its signature and streams the file (with Range).
+pub async fn media(app: &crate::app::App, uri: &Uri, range: Option<&HeaderValue>) -> hyper::Response<ResponseBody> {
+    use crate::domain::runs::views::MEDIA_PATH_PREFIX;
+    let (Some(engine), Some(store)) = (app.engine.as_ref(), app.local_blobs.as_ref()) else {
+        return respond(ApiError::detail(StatusCode::NOT_FOUND, "Not Found"));
+    };
+    let id = uri.path().strip_prefix(MEDIA_PATH_PREFIX).unwrap_or_default();
+    let record = match crate::api::runs::verified_media(app, engine, id, uri.query()).await {
+        Ok(record) => record,
+        Err(refusal) => return respond(refusal),
+    };
+    let Some(path) = store.path(&record.key) else {
+        return respond(ApiError::detail(StatusCode::NOT_FOUND, "Media not found"));
+    };
+    match send_file(&path, content_type_of(&record.key), range).await {
+        Ok(response) => response,
+        Err(refusal) => respond(refusal),
+    }
+}
+
 /// Streams the body to a temporary file, then moves it into place, so a reader never
 /// sees half an upload and an interrupted upload leaves nothing behind.
 async fn receive(store: &LocalBlobStore, path: &std::path::Path, mut body: Incoming) -> Result<(), ApiError> {

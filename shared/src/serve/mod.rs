@@ -3,6 +3,7 @@
 //! the local media folder.
 
 mod blobs;
+pub mod workers;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -96,6 +97,15 @@ async fn handle(
     let started = Instant::now();
     let (parts, body) = request.into_parts();
     let (method, path) = (parts.method.clone(), parts.uri.path().to_owned());
+    if method == http::Method::GET
+        && path.starts_with(crate::domain::runs::views::MEDIA_PATH_PREFIX)
+        && app.local_blobs.is_some()
+    {
+        let response = blobs::media(&app, &parts.uri, parts.headers.get(http::header::RANGE)).await;
+        let status = response.status().as_u16();
+        tracing::info!(%method, path, status, ms = started.elapsed().as_secs_f64() * 1000.0, "request");
+        return Ok(response);
+    }
     let local_blobs = app.local_blobs.clone().filter(|_| path.starts_with(BLOB_PATH_PREFIX));
     if let Some(store) = local_blobs {
         let response = blobs::handle(&store, &method, &parts.uri, parts.headers.get(http::header::RANGE), body).await;
@@ -150,6 +160,8 @@ pub struct ServeOptions {
     pub public_url: String,
     /// Keep state in process memory (lost at exit) instead of `data_dir/state.sqlite`.
     pub in_memory: bool,
+    /// Longest one node task's media work may take.
+    pub task_budget: Duration,
 }
 
 /// Builds the application for `serve`: the backend (opening or creating its database,
@@ -170,34 +182,37 @@ pub async fn build_app(
     use crate::config::Config;
     use crate::domain::identity::{apply_seed, development_organization_key, Seed};
 
-    let app = match backend {
-        Backend::Embedded => {
-            let folder = options.data_dir.join("blobs");
-            let local = LocalBlobStore::open(&folder, &options.public_url)
-                .with_context(|| format!("opening the media folder {}", folder.display()))?;
-            let database = if options.in_memory {
-                Sqlite::in_memory()?
-            } else {
-                let path = options.data_dir.join(STATE_FILE);
-                // Blocking file work before serving starts: nothing else runs yet.
-                tokio::task::spawn_blocking(move || Sqlite::open(path)).await??
-            };
-            App::sqlite(database, Media::Local(Arc::new(local)))
-        }
-        Backend::Aws => {
-            let config = Config::from_env()?;
-            let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-            let dynamodb = DynamoDb::from_config(&aws, &config.table_name);
-            dynamodb.ensure_table().await.with_context(|| {
-                format!("DynamoDB table {} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)", config.table_name)
-            })?;
-            let s3 = S3BlobStore::from_config(&aws, &config.media_bucket);
-            s3.ensure_bucket().await.with_context(|| {
-                format!("S3 bucket {} is not reachable (is AWS_ENDPOINT_URL_S3 set?)", config.media_bucket)
-            })?;
-            App::dynamodb(dynamodb, Media::S3(s3), config.ffprobe, config.auth_cache_ttl)
-        }
-    };
+    let app =
+        match backend {
+            Backend::Embedded => {
+                let folder = options.data_dir.join("blobs");
+                let local = LocalBlobStore::open(&folder, &options.public_url)
+                    .with_context(|| format!("opening the media folder {}", folder.display()))?;
+                let database = if options.in_memory {
+                    Sqlite::in_memory()?
+                } else {
+                    let path = options.data_dir.join(STATE_FILE);
+                    // Blocking file work before serving starts: nothing else runs yet.
+                    tokio::task::spawn_blocking(move || Sqlite::open(path)).await??
+                };
+                App::sqlite(database.clone(), Media::Local(Arc::new(local)))
+                    .allowing_private_urls()
+                    .with_embedded_engine(database, options.data_dir.join("scratch"), options.task_budget)
+            }
+            Backend::Aws => {
+                let config = Config::from_env()?;
+                let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                let dynamodb = DynamoDb::from_config(&aws, &config.table_name);
+                dynamodb.ensure_table().await.with_context(|| {
+                    format!("DynamoDB table {} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)", config.table_name)
+                })?;
+                let s3 = S3BlobStore::from_config(&aws, &config.media_bucket);
+                s3.ensure_bucket().await.with_context(|| {
+                    format!("S3 bucket {} is not reachable (is AWS_ENDPOINT_URL_S3 set?)", config.media_bucket)
+                })?;
+                App::dynamodb(dynamodb, Media::S3(s3), config.ffprobe, config.auth_cache_ttl)
+            }
+        };
     let development_key = match seed {
         Some(path) => {
             let text =

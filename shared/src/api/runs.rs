@@ -1,0 +1,211 @@
+//! The run endpoints: start, read, list, cancel, resume, and the media links. Each:
+//! auth (bearer or X-API-Key), parse, one domain call, map.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::json;
+
+use super::auth::{authenticate, Scheme};
+use super::body::json_body;
+use super::query::query_params;
+use super::{json_response, ApiError, Call, Response};
+use crate::app::{App, Engine};
+use crate::domain::agents::{self, AgentError};
+use crate::domain::identity::OrganizationId;
+use crate::domain::runs::service::{self, RunError, RunPorts};
+use crate::domain::runs::start::StartRequest;
+use crate::domain::runs::RunId;
+
+/// The caller's organization.
+async fn organization(app: &App, call: &Call) -> Result<OrganizationId, ApiError> {
+    Ok(authenticate(app, call.request.headers(), Scheme::BearerOrApiKey).await?.organization_id())
+}
+
+fn engine(app: &App) -> Result<&Engine, ApiError> {
+    app.engine.as_ref().ok_or_else(|| {
+        ApiError::detail(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "runs are not available on this deployment's storage backend yet",
+        )
+    })
+}
+
+fn ports<'a>(app: &'a App, engine: &'a Engine) -> RunPorts<'a> {
+    RunPorts { runs: engine.runs.as_ref(), queue: engine.queue.as_ref(), clock: app.clock.as_ref() }
+}
+
+fn map_error(error: RunError, action: &'static str) -> ApiError {
+    let message = error.to_string();
+    match error {
+        RunError::Invalid(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
+        RunError::AgentNotFound | RunError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
+        RunError::Conflict(_) => ApiError::detail(StatusCode::CONFLICT, message),
+        RunError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action}")),
+    }
+}
+
+fn run_id(call: &Call) -> Result<RunId, ApiError> {
+    let text = call.params.get("run_id");
+    // Not a UUID: no such run (as for any other ID the caller cannot see).
+    RunId::parse(text).ok_or_else(|| ApiError::detail(StatusCode::NOT_FOUND, "Run not found"))
+}
+
+/// `POST /agent/{agent_id}/run`
+pub async fn start_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let engine = engine(&app)?;
+    let agent = agents::parse_agent_id(call.params.get("agent_id"))
+        .map_err(|error: AgentError| ApiError::detail(StatusCode::NOT_FOUND, error.to_string()))?;
+    let body = json_body(&call.request)?;
+    let request = StartRequest::parse(&body).map_err(|message| ApiError::detail(StatusCode::BAD_REQUEST, message))?;
+    let run = service::start_run(
+        &ports(&app, engine),
+        app.agents.as_ref(),
+        app.uploads.as_ref(),
+        organization,
+        agent,
+        request,
+        app.allow_private_urls,
+    )
+    .await
+    .map_err(|error| map_error(error, "start the run"))?;
+    Ok(json_response(StatusCode::OK, &json!({ "run_id": run })))
+}
+
+/// `GET /agent_run/{run_id}`
+pub async fn get_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let engine = engine(&app)?;
+    let run = service::get_run(engine.runs.as_ref(), organization, run_id(&call)?)
+        .await
+        .map_err(|error| map_error(error, "read the run"))?;
+    Ok(json_response(StatusCode::OK, &run.record_view(&app.links, app.clock.now())))
+}
+
+/// `GET /agent_run/{run_id}/nodes`
+pub async fn get_run_nodes(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let engine = engine(&app)?;
+    let run = service::get_run(engine.runs.as_ref(), organization, run_id(&call)?)
+        .await
+        .map_err(|error| map_error(error, "read the run"))?;
+    Ok(json_response(StatusCode::OK, &run.nodes_view(&app.links, app.clock.now())))
+}
+
+async fn list(app: &App, call: &Call, agent_in_path: bool) -> Result<Response, ApiError> {
+    let organization = organization(app, call).await?;
+    let engine = engine(app)?;
+    let params = query_params(&call.request)?;
+    let mut query = service::parse_list(|name| params.get(name).cloned(), !agent_in_path)
+        .map_err(|error| map_error(error, "list runs"))?;
+    if agent_in_path {
+        let agent = agents::parse_agent_id(call.params.get("agent_id"))
+            .map_err(|error| ApiError::detail(StatusCode::NOT_FOUND, error.to_string()))?;
+        query.agent_id = Some(agent);
+    }
+    let (runs, next_cursor) = service::list_runs(engine.runs.as_ref(), app.agents.as_ref(), organization, query)
+        .await
+        .map_err(|error| map_error(error, "list runs"))?;
+    let now = app.clock.now();
+    let runs: Vec<_> = runs.iter().map(|run| run.summary_view(&app.links, now)).collect();
+    Ok(json_response(StatusCode::OK, &json!({ "runs": runs, "next_cursor": next_cursor })))
+}
+
+/// `GET /agent/{agent_id}/runs`
+pub async fn list_agent_runs(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    list(&app, &call, true).await
+}
+
+/// `GET /agent_runs`
+pub async fn list_runs(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    list(&app, &call, false).await
+}
+
+/// `POST /agent_run/{run_id}/cancel`
+pub async fn cancel_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let engine = engine(&app)?;
+    let run = run_id(&call)?;
+    let cancelled = service::cancel_run(&ports(&app, engine), organization, run)
+        .await
+        .map_err(|error| map_error(error, "cancel the run"))?;
+    let message = if cancelled.tasks_cancelled + cancelled.nodes_reset == 0 {
+        "The run is cancelled."
+    } else {
+        "The run was cancelled: running tasks are stopped and nothing downstream starts."
+    };
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({
+            "success": true,
+            "run_id": run,
+            "tasks_cancelled": cancelled.tasks_cancelled,
+            "nodes_reset": cancelled.nodes_reset,
+            "message": message,
+        }),
+    ))
+}
+
+/// `POST /agent_run/{run_id}/resume`
+pub async fn resume_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let engine = engine(&app)?;
+    let run = run_id(&call)?;
+    let resumed = service::resume_run(&ports(&app, engine), organization, run)
+        .await
+        .map_err(|error| map_error(error, "resume the run"))?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({
+            "success": true,
+            "run_id": run,
+            "agent_state_id": resumed.agent_state_id,
+            "nodes_queued": resumed.nodes_queued,
+            "nodes_considered": resumed.nodes_considered,
+            "requeued_nodes": resumed.requeued_nodes,
+            "requeued_node_tasks_detached": resumed.requeued_node_tasks_detached,
+            "requeued_node_active_tasks_cancelled": resumed.requeued_node_active_tasks_cancelled,
+            "requeued_node_active_tasks_total": resumed.requeued_node_active_tasks_total,
+        }),
+    ))
+}
+
+/// `GET /media/{media_id}`: a signed link (no API key) → a 302 to a 15-minute link of the
+/// file. `serve` answers these links itself, streaming the file.
+pub async fn get_media(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let engine = engine(&app)?;
+    let record = verified_media(&app, engine, call.params.get("media_id"), call.request.uri().query()).await?;
+    let url = app
+        .blobs
+        .download_url(&record.key, std::time::Duration::from_secs(15 * 60))
+        .await
+        .map_err(|error| ApiError::backend(&error, "Failed to read the media".into()))?;
+    Ok(http::Response::builder()
+        .status(StatusCode::FOUND)
+        .header(http::header::LOCATION, url)
+        .header(http::header::CACHE_CONTROL, "no-store")
+        .body(lambda_http::Body::Empty)
+        .unwrap_or_default())
+}
+
+/// Checks a media link and finds its record: 403 for a bad or expired signature, 404 for
+/// a media that does not exist.
+pub async fn verified_media(
+    app: &App,
+    engine: &Engine,
+    id: &str,
+    query: Option<&str>,
+) -> Result<crate::domain::runs::MediaRecord, ApiError> {
+    use crate::domain::runs::MediaId;
+    let forbidden = |message: String| ApiError::detail(StatusCode::FORBIDDEN, message);
+    let id = MediaId::parse(id).ok_or_else(|| forbidden("the link's signature does not match".into()))?;
+    let (expires, signature) = crate::core::signing::signed_query_values(query.unwrap_or_default());
+    app.links.verify(id, expires, signature, app.clock.now()).map_err(|error| forbidden(error.to_string()))?;
+    engine
+        .runs
+        .get_media(id)
+        .await
+        .map_err(|error| ApiError::backend(&error, "Failed to read the media".into()))?
+        .ok_or_else(|| ApiError::detail(StatusCode::NOT_FOUND, "Media not found"))
+}
