@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Makes sure ffmpeg and ffprobe are on the PATH: the uploads flow probes files with
-# ffprobe, and edit nodes render with ffmpeg. Installs Debian's ffmpeg package when
-# missing (as root), or says how to.
+# Makes sure ffmpeg and ffprobe are on the PATH, with a font for burned-in captions
+# (libass): the uploads flow probes files with ffprobe, and edit nodes render with
+# ffmpeg. Installs Debian's packages when missing (as root), or says how to.
 set -euo pipefail
 
-if command -v ffprobe >/dev/null 2>&1 && command -v ffmpeg >/dev/null 2>&1; then
+packages=()
+command -v ffprobe >/dev/null 2>&1 && command -v ffmpeg >/dev/null 2>&1 || packages+=(ffmpeg)
+[ -n "$(fc-list 2>/dev/null | head -n 1)" ] || packages+=(fonts-dejavu-core fontconfig)
+if [ ${#packages[@]} = 0 ]; then
   exit 0
 fi
-echo "[ffmpeg] ffmpeg/ffprobe not found: installing Debian's ffmpeg package (about 30 s)" >&2
+echo "[ffmpeg] installing Debian's ${packages[*]} (about 30 s)" >&2
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 elif command -v sudo >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
   sudo apt-get update -qq
-  sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null
+  sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 else
   echo "[ffmpeg] install ffmpeg (which includes ffprobe) with your package manager and retry" >&2
   exit 1

@@ -166,7 +166,7 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
     run("finalize-upload", StatusCode::OK, finalize().await);
     run("get-upload", StatusCode::OK, test.call(Method::GET, &format!("/uploads/image/{upload}"), None).await);
 
-    for route in ROUTES {
+    for route in ROUTES.iter().filter(|route| !route.embedded_only) {
         let granted: BTreeSet<String> =
             route.dynamodb_actions.iter().chain(route.s3_actions).map(|action| (*action).to_owned()).collect();
         let done = performed.get(route.function).unwrap_or_else(|| panic!("{} was not exercised", route.function));

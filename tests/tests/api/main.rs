@@ -13,6 +13,7 @@ mod iam;
 mod lambda;
 mod logs;
 mod node_types;
+mod runs;
 mod serve;
 mod shared_stores;
 mod template;

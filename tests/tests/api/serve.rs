@@ -14,6 +14,7 @@ fn media_options() -> ServeOptions {
         data_dir: tempfile::tempdir().unwrap().keep(),
         public_url: "http://127.0.0.1:9".into(),
         in_memory: false,
+        task_budget: shared::app::DEFAULT_TASK_BUDGET,
     }
 }
 

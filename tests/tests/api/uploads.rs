@@ -299,6 +299,12 @@ impl BlobStore for Sized {
     async fn download_url(&self, key: &str, _: std::time::Duration) -> anyhow::Result<String> {
         Ok(format!("http://blobs.invalid/{key}"))
     }
+    async fn put_file(&self, _: &str, _: &std::path::Path, _: &str) -> anyhow::Result<()> {
+        anyhow::bail!("not used by these tests")
+    }
+    async fn read_location(&self, key: &str) -> anyhow::Result<String> {
+        Ok(format!("http://blobs.invalid/{key}"))
+    }
 }
 
 #[async_trait::async_trait]

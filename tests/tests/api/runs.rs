@@ -1,0 +1,569 @@
+//! The run engine on the embedded backend: real uploads, real ffmpeg work by in-process
+//! workers, outputs fetched through their signed links and probed with ffprobe.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
+use shared::adapters::sqlite::Sqlite;
+use shared::app::{App, Media, DEFAULT_TASK_BUDGET};
+use shared::domain::node_types::{
+    BACKGROUND_MUSIC, CAPTIONS, CLIP, CONCATENATE, DESTINATION, OVERLAY, REFRAME, SPEED, VIDEO_INPUT,
+};
+use shared::domain::runs::RunId;
+use shared::ports::TaskMessage;
+use shared::serve::{self, workers::Workers};
+
+use crate::helpers::{http_get, local_media, sqlite, TestApp};
+use crate::uploads::{put, sample};
+
+/// An embedded app with its engine, served (for media links and uploads) and worked.
+struct Harness {
+    test: TestApp,
+    database: Sqlite,
+    _stop: tokio::sync::oneshot::Sender<()>,
+    _workers: Option<Workers>,
+}
+
+impl Harness {
+    async fn new() -> Self {
+        Self::with_workers(2).await
+    }
+
+    async fn with_workers(count: usize) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (media, store) = local_media(&format!("http://{}", listener.local_addr().unwrap()));
+        let database = sqlite();
+        let scratch = tempfile::tempdir().unwrap().keep();
+        let app = App::sqlite(database.clone(), media).allowing_private_urls().with_embedded_engine(
+            database.clone(),
+            scratch,
+            DEFAULT_TASK_BUDGET,
+        );
+        let _ = store;
+        let test = TestApp::seeded(app).await;
+        let (_, stop) = serve::spawn_on(test.app.clone(), listener).unwrap();
+        let workers = if count > 0 { serve::workers::start(&test.app, count).await.unwrap() } else { None };
+        Self { test, database, _stop: stop, _workers: workers }
+    }
+
+    async fn upload(&self, kind: &str, file: &str) -> String {
+        let (status, body) = self.test.call(Method::POST, &format!("/uploads/{kind}/get_upload_url"), None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let id = body["id"].as_str().unwrap().to_owned();
+        assert_eq!(put(body["upload_url"].as_str().unwrap(), sample(file)).await, StatusCode::OK);
+        let (status, body) =
+            self.test.call(Method::POST, &format!("/uploads/{kind}/finalize_upload"), Some(json!({ "id": id }))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        id
+    }
+
+    /// Creates an agent from nodes `(name, type, params)` and connections by name;
+    /// returns its ID and the node IDs by name.
+    async fn agent(
+        &self,
+        nodes: &[(&str, shared::domain::node_types::NodeTypeId, Value)],
+        edges: &[(&str, &str)],
+    ) -> (String, HashMap<String, String>) {
+        let (status, body) = self.test.call(Method::POST, "/agent/create", Some(json!({ "name": "runs" }))).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let agent = body["agent_id"].as_str().unwrap().to_owned();
+        let mut operations: Vec<Value> = nodes
+            .iter()
+            .map(|(name, kind, params)| json!({ "op": "create_node", "node_type_id": kind.to_string(), "temp_ref_id": name, "params_used": params }))
+            .collect();
+        operations.extend(edges.iter().map(
+            |(from, to)| json!({ "op": "create_connection", "source_temp_ref_id": from, "target_temp_ref_id": to }),
+        ));
+        let (status, body) = self
+            .test
+            .call(Method::POST, &format!("/agent/{agent}/update"), Some(json!({ "operations": operations })))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let ids = body["created_nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|node| {
+                (node["temp_ref_id"].as_str().unwrap().to_owned(), node["agent_node_id"].as_str().unwrap().to_owned())
+            })
+            .collect();
+        (agent, ids)
+    }
+
+    async fn start(&self, agent: &str, body: Value) -> String {
+        let (status, answer) = self.test.call(Method::POST, &format!("/agent/{agent}/run"), Some(body)).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        answer["run_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Polls a run until it leaves `running` (bounded).
+    async fn finished(&self, run: &str) -> Value {
+        for _ in 0..1200 {
+            let (status, body) = self.test.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            if body["status"] != "running" {
+                return body;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("run {run} still running after 120 s");
+    }
+}
+
+/// What ffprobe says about a fetched file.
+#[derive(Debug)]
+struct Probed {
+    duration: f64,
+    width: u64,
+    height: u64,
+    video_codec: String,
+    audio_codec: Option<String>,
+}
+
+async fn fetch_and_probe(url: &str) -> Probed {
+    let (status, bytes) = http_get(url).await;
+    assert_eq!(status, StatusCode::OK, "{url}");
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &bytes).unwrap();
+    let output = std::process::Command::new("ffprobe")
+        .args(["-v", "error", "-print_format", "json", "-show_format", "-show_streams"])
+        .arg(file.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "ffprobe reads the output: {}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let streams = report["streams"].as_array().unwrap();
+    let video = streams.iter().find(|stream| stream["codec_type"] == "video").expect("a video stream");
+    assert_eq!(video["pix_fmt"], "yuv420p");
+    assert!(report["format"]["format_name"].as_str().unwrap().contains("mp4"));
+    Probed {
+        duration: report["format"]["duration"].as_str().unwrap().parse().unwrap(),
+        width: video["width"].as_u64().unwrap(),
+        height: video["height"].as_u64().unwrap(),
+        video_codec: video["codec_name"].as_str().unwrap().to_owned(),
+        audio_codec: streams
+            .iter()
+            .find(|stream| stream["codec_type"] == "audio")
+            .map(|audio| audio["codec_name"].as_str().unwrap().to_owned()),
+    }
+}
+
+fn assert_close(actual: f64, expected: f64, what: &str) {
+    assert!((actual - expected).abs() <= 0.1, "{what}: {actual} s, expected {expected} ± 0.1 s");
+}
+
+fn chain() -> Vec<(&'static str, shared::domain::node_types::NodeTypeId, Value)> {
+    vec![
+        ("in", VIDEO_INPUT, json!({})),
+        ("clip", CLIP, json!({ "start_ms": 500, "end_ms": 1500 })),
+        ("reframe", REFRAME, json!({ "aspect_ratio": "9:16", "mode": "crop" })),
+        ("speed", SPEED, json!({ "factor": 2 })),
+        ("out", DESTINATION, json!({})),
+    ]
+}
+
+const CHAIN_EDGES: [(&str, &str); 4] = [("in", "clip"), ("clip", "reframe"), ("reframe", "speed"), ("speed", "out")];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_chain_of_edits_makes_a_playable_video_reachable_by_its_signed_links() {
+    let harness = Harness::new().await;
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, nodes) = harness.agent(&chain(), &CHAIN_EDGES).await;
+    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["run_id"], run.as_str());
+    assert_eq!(record["node_status_counts"], json!({ "completed": 5, "in_progress": 0, "failed": 0 }));
+    assert_eq!(record["errors"], json!([]));
+    assert_eq!(record["needs_credits"], false);
+    let outputs = record["outputs"].as_array().unwrap();
+    assert_eq!(outputs.len(), 1, "{record}");
+    let output = &outputs[0];
+    assert_eq!(output["original_node_id"], nodes["out"].as_str());
+    assert_eq!(output["sources"], json!([]));
+    let probed = fetch_and_probe(output["video_url"].as_str().unwrap()).await;
+    assert_close(probed.duration, 0.5, "1 s clip at double speed");
+    assert_eq!((probed.width, probed.height), (136, 240), "9:16 crop of 320x240");
+    assert_eq!((probed.video_codec.as_str(), probed.audio_codec.as_deref()), ("h264", Some("aac")));
+    let (status, thumbnail) = http_get(output["thumbnail_url"].as_str().unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(&thumbnail[..3], &[0xFF, 0xD8, 0xFF], "a JPEG thumbnail");
+    // Inputs show the clipped input and its thumbnail once the Video Input task ran.
+    let inputs = record["inputs"].as_array().unwrap();
+    assert_eq!(inputs.len(), 1);
+    assert!(inputs[0]["thumbnail_url"].is_string(), "{record}");
+
+    // The link expires in 7 days; a changed signature or path is refused.
+    let link = output["video_url"].as_str().unwrap();
+    let expires: i64 = link.split("expires=").nth(1).unwrap().split('&').next().unwrap().parse().unwrap();
+    let from_now = expires - shared::domain::time::Timestamp::now().unix_seconds();
+    assert!((7 * 86_400 - 60..=7 * 86_400).contains(&from_now), "{from_now}");
+    let tampered = format!("{}0", &link[..link.len() - 1]);
+    assert_eq!(http_get(&tampered).await.0, StatusCode::FORBIDDEN);
+    let other = link.replace(output["id"].as_str().unwrap(), &RunId::new_v4().to_string());
+    assert_eq!(http_get(&other).await.0, StatusCode::FORBIDDEN);
+    let expired = format!(
+        "{}/media/{}?expires=1&signature=00",
+        link.split("/media/").next().unwrap(),
+        output["id"].as_str().unwrap()
+    );
+    assert_eq!(http_get(&expired).await.0, StatusCode::FORBIDDEN);
+
+    // The nodes view: every node completed, the destination with its output.
+    let (status, view) = harness.test.call(Method::GET, &format!("/agent_run/{run}/nodes"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let views = view["nodes"].as_array().unwrap();
+    assert_eq!(views.len(), 5);
+    for node in views {
+        assert_eq!(node["status"], "completed", "{node}");
+        assert_ne!(node["agent_node_id"], node["original_node_id"], "runtime nodes have IDs of their own");
+    }
+    let destination = views.iter().find(|node| node["original_node_id"] == nodes["out"].as_str()).unwrap();
+    assert_eq!(destination["outputs"].as_array().unwrap().len(), 1);
+    assert_eq!(destination["node_type"]["node_type_name"], "Destination");
+
+    // The output is an input of a later run.
+    let (second_agent, _) =
+        harness.agent(&[("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))], &[("in", "out")]).await;
+    let second = harness.start(&second_agent, json!({ "node_render_ids": [output["id"]] })).await;
+    let record = harness.finished(&second).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    let probed = fetch_and_probe(record["outputs"][0]["video_url"].as_str().unwrap()).await;
+    assert_close(probed.duration, 0.5, "the earlier output, passed through");
+
+    // Lists: newest first, filtered by agent and status, paged by cursor.
+    let (status, list) = harness.test.call(Method::GET, "/agent_runs?limit=1", None).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert_eq!(list["runs"][0]["run_id"], second.as_str());
+    let cursor = list["next_cursor"].as_str().expect("a second page");
+    let (_, page) = harness.test.call(Method::GET, &format!("/agent_runs?limit=1&cursor={cursor}"), None).await;
+    assert_eq!(page["runs"][0]["run_id"], run.as_str());
+    assert_eq!(page["next_cursor"], Value::Null);
+    let (_, by_agent) = harness.test.call(Method::GET, &format!("/agent/{agent}/runs"), None).await;
+    assert_eq!(by_agent["runs"].as_array().unwrap().len(), 1);
+    let (_, filtered) =
+        harness.test.call(Method::GET, &format!("/agent_runs?agent_id={agent}&status=failed,cancelled"), None).await;
+    assert_eq!(filtered["runs"], json!([]));
+    let (status, _) = harness.test.call(Method::GET, "/agent_runs?status=done", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_executor_makes_the_size_duration_and_streams_the_graph_asks_for() {
+    let harness = Harness::new().await;
+    let video = harness.upload("video", "video.mp4").await;
+    let short = harness.upload("video", "short.mp4").await;
+    let audio = harness.upload("audio", "audio.mp3").await;
+    let image = harness.upload("image", "image.png").await;
+    let srt = "1\n00:00:00,000 --> 00:00:02,000\nHello\n";
+    let (agent, nodes) = harness
+        .agent(
+            &[
+                ("a", VIDEO_INPUT, json!({})),
+                ("b", VIDEO_INPUT, json!({})),
+                ("join", CONCATENATE, json!({})),
+                ("captions", CAPTIONS, json!({ "srt": srt, "style": { "font_size": 30, "position": "top" } })),
+                ("music", BACKGROUND_MUSIC, json!({ "audio_id": audio, "volume": 0.5, "ducking": true })),
+                ("logo", OVERLAY, json!({ "image_id": image, "position": "top_right", "opacity": 0.5, "scale": 0.25 })),
+                ("joined", DESTINATION, json!({})),
+                ("square", REFRAME, json!({ "aspect_ratio": "1:1", "mode": "pad", "pad_color": "#102030" })),
+                ("square_out", DESTINATION, json!({})),
+                ("portrait", REFRAME, json!({ "aspect_ratio": "4:5", "mode": "crop" })),
+                ("slow", SPEED, json!({ "factor": 0.5 })),
+                ("portrait_out", DESTINATION, json!({})),
+                ("wide", REFRAME, json!({ "aspect_ratio": "16:9" })),
+                ("wide_out", DESTINATION, json!({})),
+            ],
+            &[
+                ("a", "join"),
+                ("b", "join"),
+                ("join", "captions"),
+                ("captions", "music"),
+                ("music", "logo"),
+                ("logo", "joined"),
+                ("b", "square"),
+                ("square", "square_out"),
+                ("a", "portrait"),
+                ("portrait", "slow"),
+                ("slow", "portrait_out"),
+                ("a", "wide"),
+                ("wide", "wide_out"),
+            ],
+        )
+        .await;
+    let body = json!({ "video_inputs": [
+        { "agent_node_id": nodes["a"], "video_ids": [video] },
+        { "agent_node_id": nodes["b"], "video_id_inputs": [{ "id": short, "input_clip_end_ms": 800 }] },
+    ]});
+    let run = harness.start(&agent, body).await;
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    let outputs = record["outputs"].as_array().unwrap();
+    assert_eq!(outputs.len(), 4, "{record}");
+    let by_node =
+        |name: &str| outputs.iter().find(|output| output["original_node_id"] == nodes[name].as_str()).unwrap();
+
+    let joined = fetch_and_probe(by_node("joined")["video_url"].as_str().unwrap()).await;
+    assert_close(joined.duration, 2.8, "2 s joined with the first 0.8 s of the second");
+    assert_eq!((joined.width, joined.height), (320, 240), "joined at the first input's size");
+    assert_eq!(joined.audio_codec.as_deref(), Some("aac"), "silence for the input without sound, music over all");
+
+    let square = fetch_and_probe(by_node("square_out")["video_url"].as_str().unwrap()).await;
+    assert_close(square.duration, 0.8, "the clipped second input");
+    assert_eq!((square.width, square.height), (160, 160), "1:1 pad of 160x120");
+    assert_eq!(square.audio_codec, None, "a video without sound stays without");
+
+    let portrait = fetch_and_probe(by_node("portrait_out")["video_url"].as_str().unwrap()).await;
+    assert_close(portrait.duration, 4.0, "2 s at half speed");
+    assert_eq!((portrait.width, portrait.height), (192, 240), "4:5 crop of 320x240");
+    assert_eq!(portrait.audio_codec.as_deref(), Some("aac"));
+
+    let wide = fetch_and_probe(by_node("wide_out")["video_url"].as_str().unwrap()).await;
+    assert_eq!((wide.width, wide.height), (320, 180), "16:9 crop of 320x240");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn input_rules_are_refused_with_a_detail_and_create_no_run() {
+    let harness = Harness::new().await;
+    let video = harness.upload("video", "video.mp4").await;
+    let audio = harness.upload("audio", "audio.mp3").await;
+    let (agent, nodes) = harness.agent(&chain(), &CHAIN_EDGES).await;
+    let (two_inputs, two) = harness
+        .agent(
+            &[
+                ("a", VIDEO_INPUT, json!({})),
+                ("b", VIDEO_INPUT, json!({})),
+                ("j", CONCATENATE, json!({})),
+                ("o", DESTINATION, json!({})),
+            ],
+            &[("a", "j"), ("b", "j"), ("j", "o")],
+        )
+        .await;
+    let (other, key) = harness.test.add_organization(true).await;
+    let _ = other;
+    let missing = uuid::Uuid::new_v4().to_string();
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (&agent, json!({ "video_ids": [video], "video_inputs": [] }), "not both"),
+        (&agent, json!({}), "Video Input"),
+        (&agent, json!({ "video_ids": [missing] }), "was not found"),
+        (&agent, json!({ "video_ids": [audio] }), "is not a video"),
+        (&agent, json!({ "video_ids": ["not-a-uuid"] }), "must be a video UUID"),
+        (&agent, json!({ "node_render_ids": [missing] }), "render"),
+        (&agent, json!({ "video_ids": [video], "input_clip_start_ms": 2000 }), "after the end of the video"),
+        (&agent, json!({ "video_ids": [video], "input_clip_start_ms": 900, "input_clip_end_ms": 100 }), "greater than"),
+        (&agent, json!({ "video_urls": ["file:///etc/passwd"] }), "http"),
+        (
+            &agent,
+            json!({ "video_ids": [video], "update_params": { missing.clone(): { "factor": 2 } } }),
+            "not a node of this agent",
+        ),
+        (
+            &agent,
+            json!({ "video_ids": [video], "update_params": { nodes["speed"].clone(): { "factor": 9 } } }),
+            "factor",
+        ),
+        (&agent, json!({ "video_ids": [video], "update_params": { nodes["in"].clone(): {} } }), "cannot be changed"),
+        (&agent, json!({ "video_ids": [video], "ignore_nodes": [missing] }), "ignore_nodes"),
+        (&agent, json!({ "video_ids": [video], "surprise": true }), "unknown property: surprise"),
+        (&agent, json!({ "video_ids": [video], "youtube_url_inputs": [] }), "not supported"),
+        (&two_inputs, json!({ "video_ids": [video] }), "one entry per tile"),
+        (
+            &two_inputs,
+            json!({ "video_inputs": [{ "agent_node_id": two["a"], "video_ids": [video] }] }),
+            "no entry for the Video Input tile",
+        ),
+    ];
+    for (agent, body, expected) in cases {
+        let (status, answer) =
+            harness.test.call(Method::POST, &format!("/agent/{agent}/run"), Some(body.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        let detail = answer["detail"].as_str().unwrap_or_else(|| panic!("{answer}"));
+        assert!(detail.contains(expected), "{body}: {detail}");
+    }
+    let (status, answer) = harness.test.call(Method::POST, &format!("/agent/{agent}/run"), None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    let (status, _) = harness
+        .test
+        .raw(
+            Method::POST,
+            &format!("/agent/{agent}/run"),
+            &[("authorization", &format!("Bearer {}", harness.test.key))],
+            b"{".to_vec(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    // Another organization's upload is not found, and its agent is a 404.
+    let (status, answer) = harness
+        .test
+        .call_as(&key, Method::POST, &format!("/agent/{agent}/run"), Some(json!({ "video_ids": [video] })))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
+    let (_, list) = harness.test.call(Method::GET, "/agent_runs", None).await;
+    assert_eq!(list["runs"], json!([]), "no refused request created a run");
+
+    // ignore_nodes rewires: without Reframe and Speed, the clip goes straight out.
+    let run = harness
+        .start(&agent, json!({ "video_ids": [video], "ignore_nodes": [nodes["reframe"], nodes["speed"]], "update_params": { nodes["clip"].clone(): { "end_ms": 1700 } } }))
+        .await;
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    let probed = fetch_and_probe(record["outputs"][0]["video_url"].as_str().unwrap()).await;
+    assert_close(probed.duration, 1.2, "500..1700 ms, not reframed or sped up");
+    assert_eq!((probed.width, probed.height), (320, 240));
+    let (_, template) = harness.test.call(Method::GET, &format!("/agent/{agent}"), None).await;
+    assert_eq!(template["agent_nodes"].as_array().unwrap().len(), 5, "the template is unchanged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn failures_are_data_and_cancel_and_resume_keep_completed_work() {
+    let harness = Harness::new().await;
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, nodes) = harness.agent(&chain(), &CHAIN_EDGES).await;
+    // A clip past the end of the media fails its task: the run fails with the message.
+    let run = harness
+        .start(&agent, json!({ "video_ids": [video], "update_params": { nodes["clip"].clone(): { "start_ms": 5000, "end_ms": 6000 } } }))
+        .await;
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "failed", "{record}");
+    assert!(record["status_message"].as_str().unwrap().contains("No output"), "{record}");
+    let errors = record["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{record}");
+    assert_eq!(errors[0]["original_node_id"], nodes["out"].as_str(), "the chain's task is reported at its last node");
+    assert!(errors[0]["messages"][0].as_str().unwrap().contains("start_ms"), "{record}");
+    assert_eq!(record["outputs"], json!([]));
+    let (status, answer) = harness.test.call(Method::POST, &format!("/agent_run/{run}/cancel"), None).await;
+    assert_eq!(status, StatusCode::CONFLICT, "a finished run cannot be cancelled: {answer}");
+    assert!(answer["detail"].is_string());
+
+    // Cancel a run, then resume it: the same output as an uninterrupted run.
+    let uninterrupted = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let expected = harness.finished(&uninterrupted).await;
+    let slow = Harness::with_workers(0).await;
+    let video = slow.upload("video", "video.mp4").await;
+    let (agent, _) = slow.agent(&chain(), &CHAIN_EDGES).await;
+    let run = slow.start(&agent, json!({ "video_ids": [video] })).await;
+    let (status, cancelled) = slow.test.call(Method::POST, &format!("/agent_run/{run}/cancel"), None).await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    assert_eq!(cancelled["success"], true);
+    assert_eq!(cancelled["tasks_cancelled"], 1, "the queued Video Input task: {cancelled}");
+    assert_eq!(cancelled["nodes_reset"], 5, "{cancelled}");
+    let (_, again) = slow.test.call(Method::POST, &format!("/agent_run/{run}/cancel"), None).await;
+    assert_eq!((again["tasks_cancelled"].as_u64(), again["nodes_reset"].as_u64()), (Some(0), Some(0)));
+    let record = slow.finished(&run).await;
+    assert_eq!(record["status"], "cancelled");
+    let (status, resumed) = slow.test.call(Method::POST, &format!("/agent_run/{run}/resume"), None).await;
+    assert_eq!(status, StatusCode::OK, "{resumed}");
+    assert_eq!(resumed["nodes_considered"], 5);
+    assert_eq!(resumed["requeued_nodes"], 5);
+    assert_eq!(resumed["nodes_queued"], 1, "only the Video Input can start now");
+    assert_eq!(resumed["requeued_node_tasks_detached"], 1, "the cancelled Video Input task");
+    assert_eq!(resumed["requeued_node_active_tasks_total"], 0);
+    assert!(resumed["agent_state_id"].is_string());
+    let (status, refused) = slow.test.call(Method::POST, &format!("/agent_run/{run}/resume"), None).await;
+    assert_eq!(status, StatusCode::CONFLICT, "a running run cannot be resumed: {refused}");
+    let workers = serve::workers::start(&slow.test.app, 2).await.unwrap();
+    let record = slow.finished(&run).await;
+    drop(workers);
+    assert_eq!(record["status"], "completed", "{record}");
+    let resumed_output = fetch_and_probe(record["outputs"][0]["video_url"].as_str().unwrap()).await;
+    let expected_output = fetch_and_probe(expected["outputs"][0]["video_url"].as_str().unwrap()).await;
+    assert_close(resumed_output.duration, expected_output.duration, "resumed output");
+    assert_eq!((resumed_output.width, resumed_output.height), (expected_output.width, expected_output.height));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn another_organizations_runs_are_not_found_anywhere() {
+    let harness = Harness::new().await;
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
+    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let record = harness.finished(&run).await;
+    let (_, key) = harness.test.add_organization(true).await;
+    for (method, path) in [
+        (Method::GET, format!("/agent_run/{run}")),
+        (Method::GET, format!("/agent_run/{run}/nodes")),
+        (Method::POST, format!("/agent_run/{run}/cancel")),
+        (Method::POST, format!("/agent_run/{run}/resume")),
+        (Method::GET, format!("/agent/{agent}/runs")),
+        (Method::GET, format!("/agent_runs?agent_id={agent}")),
+    ] {
+        let (status, body) = harness.test.call_as(&key, method.clone(), &path, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}: {body}");
+        assert!(body["detail"].is_string(), "{body}");
+    }
+    let (_, list) = harness.test.call_as(&key, Method::GET, "/agent_runs", None).await;
+    assert_eq!(list["runs"], json!([]));
+    // Its render ID is not an input of the other organization's runs.
+    let (other_agent, _) = {
+        let other =
+            TestApp { app: harness.test.app.clone(), key: key.clone(), organization: harness.test.organization };
+        let (status, body) = other.call(Method::POST, "/agent/create", Some(json!({ "name": "x" }))).await;
+        assert_eq!(status, StatusCode::CREATED);
+        (body["agent_id"].as_str().unwrap().to_owned(), ())
+    };
+    let (status, body) = harness
+        .test
+        .call_as(
+            &key,
+            Method::POST,
+            &format!("/agent/{other_agent}/run"),
+            Some(json!({ "node_render_ids": [record["outputs"][0]["id"]] })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_task_message_delivered_twice_does_its_work_once() {
+    let harness = Harness::with_workers(0).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
+    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let engine = harness.test.app.engine.clone().unwrap();
+    let organization = harness.test.organization;
+    let run_id = RunId::parse(&run).unwrap();
+    let message = TaskMessage { organization_id: organization, run_id, task: 0, attempt: 0 };
+    // Both deliveries at once: one claims, the other is acknowledged without work.
+    let (first, second) = tokio::join!(engine.worker.process(message), engine.worker.process(message));
+    first.unwrap();
+    second.unwrap();
+    engine.worker.process(message).await.unwrap();
+    let stored = engine.runs.get_run(organization, run_id).await.unwrap().unwrap();
+    assert_eq!(stored.tasks[0].claims, 1, "claimed once");
+    assert_eq!(stored.tasks[0].status, shared::domain::runs::TaskStatus::Completed);
+    let _ = &harness.database;
+    let workers = serve::workers::start(&harness.test.app, 2).await.unwrap();
+    let record = harness.finished(&run).await;
+    drop(workers);
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["outputs"].as_array().unwrap().len(), 1);
+    let stored = engine.runs.get_run(organization, run_id).await.unwrap().unwrap();
+    assert!(stored.tasks.iter().all(|task| task.claims == 1), "{:?}", stored.tasks);
+    assert_eq!(engine.local_queue.as_ref().unwrap().len().await.unwrap(), 0, "every message acknowledged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_concurrent_runs_all_finish_with_their_outputs() {
+    let harness = Arc::new(Harness::new().await);
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
+    let runs = futures::future::join_all((0..20).map(|index| {
+        let (harness, agent, video) = (harness.clone(), agent.clone(), video.clone());
+        async move {
+            let start = index * 10;
+            harness.start(&agent, json!({ "video_id_inputs": [{ "id": video, "input_clip_start_ms": start }] })).await
+        }
+    }))
+    .await;
+    for run in &runs {
+        let record = harness.finished(run).await;
+        assert_eq!(record["status"], "completed", "{record}");
+        assert_eq!(record["outputs"].as_array().unwrap().len(), 1, "{record}");
+    }
+    let probed = fetch_and_probe(harness.finished(&runs[19]).await["outputs"][0]["video_url"].as_str().unwrap()).await;
+    assert_close(probed.duration, 0.5, "the last run's output");
+    let _ = Media::Local;
+}
