@@ -248,3 +248,88 @@ fn a_corrupt_or_foreign_state_file_stops_serve_with_a_message_naming_it() {
         assert!(!printed.contains("panicked"), "{name}: {printed}");
     }
 }
+
+/// `serve` killed with SIGKILL while ffmpeg works on a task, then started again on the
+/// same folder: the task runs again from its input and the run ends with exactly one
+/// output, whole and playable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_killed_in_the_middle_of_an_ffmpeg_task_still_finishes_the_run_once() {
+    use shared::domain::node_types::{DESTINATION, SPEED, VIDEO_INPUT};
+    let data = tempfile::tempdir().unwrap();
+    let video = data.path().join("long.mp4");
+    let status = Command::new("ffmpeg")
+        .args(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=duration=8:size=640x480:rate=30"])
+        .args(["-f", "lavfi", "-i", "sine=duration=8", "-shortest", "-pix_fmt", "yuv420p"])
+        .arg(&video)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut first = ServeProcess::start(data.path(), &["--workers", "1"]).await;
+    let (_, ticket) = first.call(Method::POST, "/uploads/video/get_upload_url", None).await;
+    let id = ticket["id"].as_str().unwrap().to_owned();
+    let url = ticket["upload_url"].as_str().unwrap();
+    assert_eq!(crate::uploads::put(url, std::fs::read(&video).unwrap()).await, StatusCode::OK);
+    let (status, body) = first.call(Method::POST, "/uploads/video/finalize_upload", Some(json!({ "id": id }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, created) = first.call(Method::POST, "/agent/create", Some(json!({ "name": "slow" }))).await;
+    let agent = created["agent_id"].as_str().unwrap().to_owned();
+    let operations = json!([
+        { "op": "create_node", "node_type_id": VIDEO_INPUT.to_string(), "temp_ref_id": "in" },
+        { "op": "create_node", "node_type_id": SPEED.to_string(), "temp_ref_id": "slow", "params_used": { "factor": 0.25 } },
+        { "op": "create_node", "node_type_id": DESTINATION.to_string(), "temp_ref_id": "out" },
+        { "op": "create_connection", "source_temp_ref_id": "in", "target_temp_ref_id": "slow" },
+        { "op": "create_connection", "source_temp_ref_id": "slow", "target_temp_ref_id": "out" },
+    ]);
+    let (status, body) =
+        first.call(Method::POST, &format!("/agent/{agent}/update"), Some(json!({ "operations": operations }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) =
+        first.call(Method::POST, &format!("/agent/{agent}/run"), Some(json!({ "video_ids": [id] }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let run = body["run_id"].as_str().unwrap().to_owned();
+    // Wait until the Speed task is running (ffmpeg at work), then kill the server.
+    let mut running = false;
+    for _ in 0..300 {
+        let (_, nodes) = first.call(Method::GET, &format!("/agent_run/{run}/nodes"), None).await;
+        let speed = nodes["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|node| node["node_type"]["node_type_name"] == "Speed")
+            .cloned();
+        if speed.is_some_and(|node| node["status"] == "running") {
+            running = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(running, "the Speed task started");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    first.kill();
+
+    let second = ServeProcess::start(data.path(), &["--workers", "1"]).await;
+    let mut record = Value::Null;
+    for _ in 0..1200 {
+        let (status, body) = second.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        if body["status"] != "running" {
+            record = body;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(record["status"], "completed", "{record}");
+    let outputs = record["outputs"].as_array().unwrap();
+    assert_eq!(outputs.len(), 1, "exactly one output: {record}");
+    let (status, bytes) = crate::helpers::http_get(outputs[0]["video_url"].as_str().unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    let file = data.path().join("fetched.mp4");
+    std::fs::write(&file, &bytes).unwrap();
+    let probe = Command::new("ffprobe")
+        .args(["-v", "error", "-show_entries", "format=duration", "-of", "default=nw=1:nk=1"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let duration: f64 = String::from_utf8_lossy(&probe.stdout).trim().parse().unwrap();
+    assert!((duration - 32.0).abs() <= 0.1, "8 s at quarter speed: {duration}");
+}

@@ -234,14 +234,41 @@ async fn a_chain_of_edits_makes_a_playable_video_reachable_by_its_signed_links()
     let probed = fetch_and_probe(record["outputs"][0]["video_url"].as_str().unwrap()).await;
     assert_close(probed.duration, 0.5, "the earlier output, passed through");
 
+    // A URL input is downloaded, probed and cut; it is cited in the output's sources.
+    let url = output["video_url"].as_str().unwrap();
+    let third =
+        harness.start(&second_agent, json!({ "video_url_inputs": [{ "url": url, "input_clip_start_ms": 100 }] })).await;
+    let record = harness.finished(&third).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    let probed = fetch_and_probe(record["outputs"][0]["video_url"].as_str().unwrap()).await;
+    assert_close(probed.duration, 0.4, "the downloaded 0.5 s from 100 ms on");
+    let sources = record["outputs"][0]["sources"].as_array().unwrap();
+    assert_eq!(sources.len(), 1, "{record}");
+    assert_eq!(sources[0]["query"], url);
+    // A URL that is not media, or answers an error, fails its task with the reason.
+    for (bad, reason) in
+        [(output["thumbnail_url"].as_str().unwrap().to_owned(), "not usable"), (tampered.clone(), "403")]
+    {
+        let run = harness.start(&second_agent, json!({ "video_urls": [bad] })).await;
+        let record = harness.finished(&run).await;
+        assert_eq!(record["status"], "failed", "{record}");
+        let message = record["errors"][0]["messages"][0].as_str().unwrap();
+        assert!(message.contains(reason), "{message}");
+    }
+
     // Lists: newest first, filtered by agent and status, paged by cursor.
-    let (status, list) = harness.test.call(Method::GET, "/agent_runs?limit=1", None).await;
+    let (status, list) = harness.test.call(Method::GET, "/agent_runs?limit=2&status=completed", None).await;
     assert_eq!(status, StatusCode::OK, "{list}");
-    assert_eq!(list["runs"][0]["run_id"], second.as_str());
+    let ids: Vec<&str> = list["runs"].as_array().unwrap().iter().map(|run| run["run_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [third.as_str(), second.as_str()], "newest first");
     let cursor = list["next_cursor"].as_str().expect("a second page");
-    let (_, page) = harness.test.call(Method::GET, &format!("/agent_runs?limit=1&cursor={cursor}"), None).await;
+    let (_, page) =
+        harness.test.call(Method::GET, &format!("/agent_runs?limit=2&status=completed&cursor={cursor}"), None).await;
     assert_eq!(page["runs"][0]["run_id"], run.as_str());
+    assert_eq!(page["runs"].as_array().unwrap().len(), 1);
     assert_eq!(page["next_cursor"], Value::Null);
+    let (_, failed) = harness.test.call(Method::GET, "/agent_runs?status=failed", None).await;
+    assert_eq!(failed["runs"].as_array().unwrap().len(), 2);
     let (_, by_agent) = harness.test.call(Method::GET, &format!("/agent/{agent}/runs"), None).await;
     assert_eq!(by_agent["runs"].as_array().unwrap().len(), 1);
     let (_, filtered) =
