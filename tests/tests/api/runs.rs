@@ -276,6 +276,16 @@ async fn a_chain_of_edits_makes_a_playable_video_reachable_by_its_signed_links()
     assert_eq!(filtered["runs"], json!([]));
     let (status, _) = harness.test.call(Method::GET, "/agent_runs?status=done", None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (_, future) = harness.test.call(Method::GET, "/agent_runs?from=2999-01-01T00:00:00Z", None).await;
+    assert_eq!(future["runs"], json!([]), "from filters on started_at");
+    let (_, past) = harness.test.call(Method::GET, "/agent_runs?to=2000-01-01T00:00:00Z", None).await;
+    assert_eq!(past["runs"], json!([]), "to filters on started_at");
+    let (_, all) = harness.test.call(Method::GET, "/agent_runs?from=2000-01-01T00:00:00Z&limit=100", None).await;
+    assert_eq!(all["runs"].as_array().unwrap().len(), 5);
+    for bad in ["limit=0", "limit=101", "from=yesterday", "cursor=nope", "agent_id=x"] {
+        let (status, body) = harness.test.call(Method::GET, &format!("/agent_runs?{bad}"), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -417,7 +417,8 @@ pub fn parse_list(param: impl Fn(&str) -> Option<String>, agent_filter: bool) ->
     let time = |name: &str| -> Result<Option<Timestamp>, RunError> {
         param(name)
             .map(|text| {
-                Timestamp::parse(&text)
+                chrono::DateTime::parse_from_rfc3339(&text)
+                    .map(|at| Timestamp::from_datetime(at.with_timezone(&chrono::Utc)))
                     .map_err(|_| invalid(format!("{name} must be an ISO 8601 date-time, got {text:?}")))
             })
             .transpose()
