@@ -149,6 +149,19 @@ impl LocalBlobStore {
         self.path(key).with_context(|| format!("object key {key:?} is not valid"))
     }
 
+    /// Moves a finished file from the incoming folder to its object's path (a rename:
+    /// an object is never seen half written).
+    async fn place(incoming: &Path, path: &Path) -> anyhow::Result<()> {
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent).await.with_context(|| format!("creating {}", parent.display()))?;
+        }
+        if let Err(error) = tokio::fs::rename(incoming, path).await {
+            let _ = tokio::fs::remove_file(incoming).await;
+            return Err(anyhow::Error::new(error).context(format!("storing {}", path.display())));
+        }
+        Ok(())
+    }
+
     /// The newest file sealed under `folder` (sealed names are version 7 UUIDs, which
     /// sort by time), if any.
     async fn newest_sealed(folder: &Path) -> anyhow::Result<Option<PathBuf>> {
@@ -209,14 +222,7 @@ impl BlobStore for LocalBlobStore {
         let path = self.valid_path(key)?;
         let incoming = self.incoming_path();
         tokio::fs::write(&incoming, &bytes).await.with_context(|| format!("writing {}", incoming.display()))?;
-        if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent).await.with_context(|| format!("creating {}", parent.display()))?;
-        }
-        if let Err(error) = tokio::fs::rename(&incoming, &path).await {
-            let _ = tokio::fs::remove_file(&incoming).await;
-            return Err(anyhow::Error::new(error).context(format!("storing {}", path.display())));
-        }
-        Ok(())
+        Self::place(&incoming, &path).await
     }
 
     async fn download_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String> {
@@ -230,14 +236,7 @@ impl BlobStore for LocalBlobStore {
         // then renamed: an object is never seen half written.
         let incoming = self.incoming_path();
         tokio::fs::copy(source, &incoming).await.with_context(|| format!("copying {}", source.display()))?;
-        if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent).await.with_context(|| format!("creating {}", parent.display()))?;
-        }
-        if let Err(error) = tokio::fs::rename(&incoming, &path).await {
-            let _ = tokio::fs::remove_file(&incoming).await;
-            return Err(anyhow::Error::new(error).context(format!("storing {}", path.display())));
-        }
-        Ok(())
+        Self::place(&incoming, &path).await
     }
 
     async fn read_location(&self, key: &str) -> anyhow::Result<String> {
