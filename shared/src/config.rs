@@ -21,22 +21,46 @@ pub struct Config {
     pub media_bucket: String,
     /// The ffprobe program (on Lambda, from a layer: `/opt/bin/ffprobe`).
     pub ffprobe: PathBuf,
+    /// The ffmpeg program (on Lambda, from the same layer).
+    pub ffmpeg: PathBuf,
+    /// The SQS queue of node tasks; None leaves the run endpoints unavailable (503).
+    pub task_queue_url: Option<String>,
+    /// The API's address as callers reach it: media links start with it. Empty: the
+    /// address the request came to.
+    pub public_url: String,
+    /// The secret that signs media links; every function of a deployment shares it.
+    pub media_link_secret: Option<String>,
+    /// Longest one node task's media work may take.
+    pub task_budget: Duration,
 }
 
 impl Config {
-    /// Reads `TABLE_NAME`, `AUTH_CACHE_SECONDS` (default 30), `MEDIA_BUCKET` and
-    /// `FFPROBE_PATH` (default `ffprobe` on the PATH).
+    /// Reads `TABLE_NAME`, `AUTH_CACHE_SECONDS` (default 30), `MEDIA_BUCKET`,
+    /// `FFPROBE_PATH` / `FFMPEG_PATH` (default: on the PATH), `TASK_QUEUE_URL`,
+    /// `PUBLIC_URL` (default: the request's host), `MEDIA_LINK_SECRET` and
+    /// `TASK_TIMEOUT_SECONDS` (default 900).
     pub fn from_env() -> anyhow::Result<Self> {
         let variable = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
-        let seconds = match std::env::var("AUTH_CACHE_SECONDS") {
-            Ok(text) => text.parse().with_context(|| format!("AUTH_CACHE_SECONDS={text:?} is not a whole number"))?,
-            Err(_) => 30,
+        let present = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+        let whole = |name: &str, default: u64| -> anyhow::Result<u64> {
+            match std::env::var(name) {
+                Ok(text) => text.parse().with_context(|| format!("{name}={text:?} is not a whole number")),
+                Err(_) => Ok(default),
+            }
         };
+        let seconds = whole("AUTH_CACHE_SECONDS", 30)?;
+        let task_seconds = whole("TASK_TIMEOUT_SECONDS", crate::app::DEFAULT_TASK_BUDGET.as_secs())?;
+        anyhow::ensure!(task_seconds > 0, "TASK_TIMEOUT_SECONDS must be at least 1");
         Ok(Self {
             table_name: variable("TABLE_NAME", DEFAULT_TABLE_NAME),
             auth_cache_ttl: Duration::from_secs(seconds),
             media_bucket: variable("MEDIA_BUCKET", DEFAULT_MEDIA_BUCKET),
             ffprobe: PathBuf::from(variable("FFPROBE_PATH", "ffprobe")),
+            ffmpeg: PathBuf::from(variable("FFMPEG_PATH", "ffmpeg")),
+            task_queue_url: present("TASK_QUEUE_URL"),
+            public_url: variable("PUBLIC_URL", "").trim_end_matches('/').to_owned(),
+            media_link_secret: present("MEDIA_LINK_SECRET"),
+            task_budget: Duration::from_secs(task_seconds),
         })
     }
 }

@@ -41,7 +41,8 @@ pub struct LocalBlobStore {
 /// Reads the folder's signing secret, creating it (readable by its owner only) when
 /// missing. Two processes opening the folder at once agree on one secret: a new secret
 /// is written to a private file and linked into place, which fails if one is there.
-fn load_or_create_secret(root: &Path) -> anyhow::Result<Vec<u8>> {
+pub fn load_or_create_secret(root: &Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::create_dir_all(root.join(INCOMING)).with_context(|| format!("creating {}", root.display()))?;
     let path = root.join(SECRET_FILE);
     if !path.exists() {
         let temporary = root.join(INCOMING).join(format!("secret-{}", uuid::Uuid::new_v4()));

@@ -7,6 +7,7 @@ pub mod fs;
 pub mod http_download;
 pub mod s3;
 pub mod sqlite;
+pub mod sqs;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

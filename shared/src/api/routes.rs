@@ -22,14 +22,13 @@ pub struct Route {
     /// then stores the body under `responses/` and answers a 303 to a short-lived link,
     /// which takes `s3:PutObject` and `s3:GetObject` (see `runtime::http`).
     pub large_responses: bool,
-    /// True while the endpoint works only on the embedded backend (`serve`): it has no
-    /// Lambda function in `template.yaml` yet, and answers 503 on DynamoDB.
-    pub embedded_only: bool,
+    /// The SQS actions on the node-task queue the function's IAM policy grants.
+    pub sqs_actions: &'static [&'static str],
 }
 
 macro_rules! route {
     ($method:ident $path:literal => $function:literal, $handler:path, [$($action:literal),* $(,)?]
-        $(, s3: [$($s3:literal),* $(,)?])? $(, large_responses: $large:literal)? $(, embedded_only: $embedded:literal)?) => {
+        $(, s3: [$($s3:literal),* $(,)?])? $(, sqs: [$($sqs:literal),* $(,)?])? $(, large_responses: $large:literal)?) => {
         Route {
             method: Method::$method,
             path: $path,
@@ -38,7 +37,7 @@ macro_rules! route {
             dynamodb_actions: &[$($action),*],
             s3_actions: &[$($($s3),*)?],
             large_responses: false $(|| $large)?,
-            embedded_only: false $(|| $embedded)?,
+            sqs_actions: &[$($($sqs),*)?],
         }
     };
 }
@@ -89,15 +88,19 @@ pub static ROUTES: &[Route] = &[
     route!(POST "/uploads/{kind}/finalize_upload" => "finalize-upload", uploads::finalize_upload,
         ["dynamodb:GetItem", "dynamodb:PutItem"], s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket"]),
     route!(GET "/uploads/{kind}/{upload_id}" => "get-upload", uploads::get_upload, ["dynamodb:GetItem"]),
-    // The run engine: embedded backend only until runs are stored in DynamoDB.
-    route!(POST "/agent/{agent_id}/run" => "start-run", runs::start_run, [], embedded_only: true),
-    route!(GET "/agent_run/{run_id}" => "get-run", runs::get_run, [], embedded_only: true),
-    route!(GET "/agent_run/{run_id}/nodes" => "get-run-nodes", runs::get_run_nodes, [], embedded_only: true),
-    route!(POST "/agent_run/{run_id}/cancel" => "cancel-run", runs::cancel_run, [], embedded_only: true),
-    route!(POST "/agent_run/{run_id}/resume" => "resume-run", runs::resume_run, [], embedded_only: true),
-    route!(GET "/agent/{agent_id}/runs" => "list-agent-runs", runs::list_agent_runs, [], embedded_only: true),
-    route!(GET "/agent_runs" => "list-runs", runs::list_runs, [], embedded_only: true),
-    route!(GET "/media/{media_id}" => "get-media", runs::get_media, [], embedded_only: true),
+    // The run engine. A run with many inputs records their media in transactions of
+    // puts before the run itself; runs of thousands of tasks read extra parts with GetItem.
+    route!(POST "/agent/{agent_id}/run" => "start-run", runs::start_run, ["dynamodb:GetItem", "dynamodb:PutItem"],
+        sqs: ["sqs:SendMessage"]),
+    route!(GET "/agent_run/{run_id}" => "get-run", runs::get_run, ["dynamodb:GetItem"]),
+    route!(GET "/agent_run/{run_id}/nodes" => "get-run-nodes", runs::get_run_nodes, ["dynamodb:GetItem"]),
+    route!(POST "/agent_run/{run_id}/cancel" => "cancel-run", runs::cancel_run, ["dynamodb:GetItem", "dynamodb:PutItem"]),
+    route!(POST "/agent_run/{run_id}/resume" => "resume-run", runs::resume_run, ["dynamodb:GetItem", "dynamodb:PutItem"],
+        sqs: ["sqs:SendMessage"]),
+    route!(GET "/agent/{agent_id}/runs" => "list-agent-runs", runs::list_agent_runs, ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(GET "/agent_runs" => "list-runs", runs::list_runs, ["dynamodb:GetItem", "dynamodb:Query"]),
+    // A signed link is its own authority (no API key): one read, then a presigned GET.
+    route!(GET "/media/{media_id}" => "get-media", runs::get_media, ["dynamodb:GetItem"], s3: ["s3:GetObject"]),
 ];
 
 /// The result of looking a request up in the table.

@@ -73,6 +73,12 @@ pub async fn start_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
     Ok(json_response(StatusCode::OK, &json!({ "run_id": run })))
 }
 
+/// The signer of the media links of a response to `call`.
+fn links(app: &App, call: &Call) -> crate::domain::runs::views::MediaLinks {
+    let host = call.request.headers().get(http::header::HOST).and_then(|value| value.to_str().ok());
+    app.links.for_host(host)
+}
+
 /// `GET /agent_run/{run_id}`
 pub async fn get_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
@@ -80,7 +86,7 @@ pub async fn get_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let run = service::get_run(engine.runs.as_ref(), organization, run_id(&call)?)
         .await
         .map_err(|error| map_error(error, "read the run"))?;
-    Ok(json_response(StatusCode::OK, &run.record_view(&app.links, app.clock.now())))
+    Ok(json_response(StatusCode::OK, &run.record_view(&links(&app, &call), app.clock.now())))
 }
 
 /// `GET /agent_run/{run_id}/nodes`
@@ -90,7 +96,7 @@ pub async fn get_run_nodes(app: Arc<App>, call: Call) -> Result<Response, ApiErr
     let run = service::get_run(engine.runs.as_ref(), organization, run_id(&call)?)
         .await
         .map_err(|error| map_error(error, "read the run"))?;
-    Ok(json_response(StatusCode::OK, &run.nodes_view(&app.links, app.clock.now())))
+    Ok(json_response(StatusCode::OK, &run.nodes_view(&links(&app, &call), app.clock.now())))
 }
 
 async fn list(app: &App, call: &Call, agent_in_path: bool) -> Result<Response, ApiError> {
@@ -107,8 +113,8 @@ async fn list(app: &App, call: &Call, agent_in_path: bool) -> Result<Response, A
     let (runs, next_cursor) = service::list_runs(engine.runs.as_ref(), app.agents.as_ref(), organization, query)
         .await
         .map_err(|error| map_error(error, "list runs"))?;
-    let now = app.clock.now();
-    let runs: Vec<_> = runs.iter().map(|run| run.summary_view(&app.links, now)).collect();
+    let (now, links) = (app.clock.now(), links(app, call));
+    let runs: Vec<_> = runs.iter().map(|run| run.summary_view(&links, now)).collect();
     Ok(json_response(StatusCode::OK, &json!({ "runs": runs, "next_cursor": next_cursor })))
 }
 

@@ -24,6 +24,22 @@ macro_rules! typed_id {
                 Self(uuid::Uuid::now_v7())
             }
 
+            /// A new version 7 ID whose time is `unix_ms`: IDs made at a later
+            /// millisecond sort after, so key order is time order.
+            pub fn v7_at(unix_ms: u64) -> Self {
+                let random = uuid::Uuid::new_v4().into_bytes();
+                let mut tail = [0u8; 10];
+                tail.copy_from_slice(&random[..10]);
+                Self(uuid::Builder::from_unix_timestamp_millis(unix_ms, &tail).into_uuid())
+            }
+
+            /// The lowest (`last: false`) or highest version 7 ID of the millisecond
+            /// `unix_ms`: the bounds of a key range over a time window.
+            pub fn v7_bound(unix_ms: u64, last: bool) -> Self {
+                let tail = if last { [0xff; 10] } else { [0; 10] };
+                Self(uuid::Builder::from_unix_timestamp_millis(unix_ms, &tail).into_uuid())
+            }
+
             /// Wraps a UUID.
             pub const fn from_uuid(uuid: uuid::Uuid) -> Self {
                 Self(uuid)
@@ -74,5 +90,16 @@ mod tests {
         assert_eq!(serde_json::from_str::<ThingId>(&format!("\"{text}\"")).unwrap(), id);
         assert_eq!(ThingId::parse("nope"), None);
         assert!(ThingId::now_v7() > id, "version 7 IDs sort by creation");
+    }
+
+    #[test]
+    fn ids_at_a_time_sort_by_time_as_text_and_fall_between_their_bounds() {
+        let earlier = ThingId::v7_at(1_700_000_000_000);
+        let later = ThingId::v7_at(1_700_000_000_001);
+        assert!(earlier.to_string() < later.to_string());
+        assert!(ThingId::v7_bound(1_700_000_000_000, false).to_string() <= earlier.to_string());
+        assert!(earlier.to_string() <= ThingId::v7_bound(1_700_000_000_000, true).to_string());
+        assert!(ThingId::v7_bound(1_700_000_000_000, true).to_string() < later.to_string());
+        assert_eq!(earlier.as_uuid().get_version_num(), 7);
     }
 }

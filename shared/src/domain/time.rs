@@ -50,6 +50,11 @@ impl Timestamp {
         self.0.timestamp()
     }
 
+    /// Milliseconds since the Unix epoch (0 for earlier instants).
+    pub fn unix_millis(&self) -> u64 {
+        self.0.timestamp_millis().max(0) as u64
+    }
+
     /// This instant plus `duration` (saturating at the end of representable time).
     pub fn after(&self, duration: Duration) -> Self {
         let delta = chrono::TimeDelta::from_std(duration).unwrap_or(chrono::TimeDelta::MAX);

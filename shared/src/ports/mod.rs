@@ -228,9 +228,6 @@ pub trait RunRepo: Send + Sync {
     async fn list_runs(&self, organization: OrganizationId, query: &RunQuery) -> anyhow::Result<Vec<Run>>;
     /// A media record by ID (links carry no organization: their signature is the authority).
     async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>>;
-    /// Runs that are `running`, of every organization: what a restarted local worker pool
-    /// picks up again.
-    async fn running_runs(&self) -> anyhow::Result<Vec<(OrganizationId, RunId)>>;
 }
 
 /// The message that asks a worker to run one attempt of one task.
@@ -247,6 +244,28 @@ pub struct TaskMessage {
 pub trait TaskQueue: Send + Sync {
     /// Sends the messages (at least once each).
     async fn send(&self, messages: &[TaskMessage]) -> anyhow::Result<()>;
+}
+
+/// A task message taken from a queue, with what settles it.
+#[derive(Clone, Debug)]
+pub struct Delivery {
+    /// The queue's handle for acknowledging this delivery (row ID, SQS receipt).
+    pub handle: String,
+    pub message: TaskMessage,
+    /// Times the message was received, this one included.
+    pub receives: u32,
+}
+
+/// The receiving side of a task queue, for workers that poll it (`serve`).
+#[async_trait]
+pub trait TaskInbox: Send + Sync {
+    /// Takes up to `max` visible messages, hiding each for `lease`; waits a little
+    /// (bounded) when there are none, then returns what it has, maybe nothing.
+    async fn receive(&self, max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery>>;
+    /// Deletes a delivered message: its work is done.
+    async fn acknowledge(&self, delivery: &Delivery) -> anyhow::Result<()>;
+    /// Makes a delivered message visible again after `delay`.
+    async fn retry_later(&self, delivery: &Delivery, delay: Duration) -> anyhow::Result<()>;
 }
 
 /// Edits media (ffmpeg).

@@ -25,7 +25,7 @@ pub const LARGE_RESPONSE_PREFIX: &str = "responses/";
 /// Runs the Lambda function `function` (a name from the routes table) until the
 /// runtime stops it; exits the process with an error code if it cannot start.
 pub fn run(function: &str) -> ! {
-    tracing_subscriber::fmt().json().with_env_filter(env_filter()).with_current_span(true).init();
+    init_tracing();
     let Some(route) = routes::by_function(function) else {
         tracing::error!(function, "no route in the routes table has this function name");
         std::process::exit(2);
@@ -125,6 +125,11 @@ async fn deliver(route: &Route, app: &App, response: Response, deadline: Instant
         }
         Err(error) => api::ApiError::backend(&error, "the response could not be delivered".to_owned()).into_response(),
     }
+}
+
+/// JSON logs at the level of `RUST_LOG` (default info), as CloudWatch reads them.
+pub fn init_tracing() {
+    tracing_subscriber::fmt().json().with_env_filter(env_filter()).with_current_span(true).init();
 }
 
 fn env_filter() -> tracing_subscriber::EnvFilter {

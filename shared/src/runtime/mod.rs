@@ -1,4 +1,5 @@
-//! Entry points of the Lambda functions: today HTTP (one function per route); the node
-//! and webhook queues get theirs here too.
+//! Entry points of the Lambda functions: HTTP (one function per route) and the node-task
+//! queue (`node-worker`); the webhook queue gets its own here too.
 
 pub mod http;
+pub mod sqs;

@@ -148,6 +148,9 @@ pub enum Backend {
     Aws,
 }
 
+/// The task queue `serve --backend aws` creates when `TASK_QUEUE_URL` is not set.
+pub const LOCAL_TASK_QUEUE: &str = "video-workflow-tasks";
+
 /// Name of the embedded backend's database in the data folder.
 pub const STATE_FILE: &str = "state.sqlite";
 
@@ -178,41 +181,64 @@ pub async fn build_app(
     use crate::adapters::fs::LocalBlobStore;
     use crate::adapters::s3::S3BlobStore;
     use crate::adapters::sqlite::Sqlite;
+    use crate::adapters::sqs::SqsTaskQueue;
     use crate::app::Media;
     use crate::config::Config;
     use crate::domain::identity::{apply_seed, development_organization_key, Seed};
 
-    let app =
-        match backend {
-            Backend::Embedded => {
-                let folder = options.data_dir.join("blobs");
-                let local = LocalBlobStore::open(&folder, &options.public_url)
-                    .with_context(|| format!("opening the media folder {}", folder.display()))?;
-                let database = if options.in_memory {
-                    Sqlite::in_memory()?
-                } else {
-                    let path = options.data_dir.join(STATE_FILE);
-                    // Blocking file work before serving starts: nothing else runs yet.
-                    tokio::task::spawn_blocking(move || Sqlite::open(path)).await??
-                };
-                App::sqlite(database.clone(), Media::Local(Arc::new(local)))
-                    .allowing_private_urls()
-                    .with_embedded_engine(database, options.data_dir.join("scratch"), options.task_budget)
+    let app = match backend {
+        Backend::Embedded => {
+            let folder = options.data_dir.join("blobs");
+            let local = LocalBlobStore::open(&folder, &options.public_url)
+                .with_context(|| format!("opening the media folder {}", folder.display()))?;
+            let database = if options.in_memory {
+                Sqlite::in_memory()?
+            } else {
+                let path = options.data_dir.join(STATE_FILE);
+                // Blocking file work before serving starts: nothing else runs yet.
+                tokio::task::spawn_blocking(move || Sqlite::open(path)).await??
+            };
+            App::sqlite(database.clone(), Media::Local(Arc::new(local))).allowing_private_urls().with_embedded_engine(
+                database,
+                options.data_dir.join("scratch"),
+                options.task_budget,
+            )
+        }
+        Backend::Aws => {
+            let config = Config::from_env()?;
+            let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            let dynamodb = DynamoDb::from_config(&aws, &config.table_name);
+            dynamodb.ensure_table().await.with_context(|| {
+                format!("DynamoDB table {} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)", config.table_name)
+            })?;
+            let s3 = S3BlobStore::from_config(&aws, &config.media_bucket);
+            s3.ensure_bucket().await.with_context(|| {
+                format!("S3 bucket {} is not reachable (is AWS_ENDPOINT_URL_S3 set?)", config.media_bucket)
+            })?;
+            let mut config = config;
+            if std::env::var("PUBLIC_URL").is_err() {
+                config.public_url = options.public_url.clone();
             }
-            Backend::Aws => {
-                let config = Config::from_env()?;
-                let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-                let dynamodb = DynamoDb::from_config(&aws, &config.table_name);
-                dynamodb.ensure_table().await.with_context(|| {
-                    format!("DynamoDB table {} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)", config.table_name)
+            config.task_budget = options.task_budget;
+            if config.task_queue_url.is_none() {
+                // A queue on the emulator; a message's lease outlasts its task's work.
+                let visibility = options.task_budget * 6;
+                let url = SqsTaskQueue::ensure_queue(&aws, LOCAL_TASK_QUEUE, visibility).await.with_context(|| {
+                    format!("SQS queue {LOCAL_TASK_QUEUE} is not reachable (is AWS_ENDPOINT_URL_SQS set?)")
                 })?;
-                let s3 = S3BlobStore::from_config(&aws, &config.media_bucket);
-                s3.ensure_bucket().await.with_context(|| {
-                    format!("S3 bucket {} is not reachable (is AWS_ENDPOINT_URL_S3 set?)", config.media_bucket)
-                })?;
-                App::dynamodb(dynamodb, Media::S3(s3), config.ffprobe, config.auth_cache_ttl)
+                config.task_queue_url = Some(url);
             }
-        };
+            if config.media_link_secret.is_none() {
+                let folder = options.data_dir.clone();
+                let secret =
+                    tokio::task::spawn_blocking(move || crate::adapters::fs::load_or_create_secret(&folder)).await??;
+                config.media_link_secret = Some(hex::encode(secret));
+            }
+            App::dynamodb(dynamodb.clone(), Media::S3(s3), &config.ffprobe, config.auth_cache_ttl)
+                .allowing_private_urls()
+                .with_aws_engine(&config, &aws, dynamodb, true)?
+        }
+    };
     let development_key = match seed {
         Some(path) => {
             let text =

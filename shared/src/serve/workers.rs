@@ -1,14 +1,18 @@
-//! The in-process workers of the embedded engine: they take task messages from the
-//! durable task table and run them. At start, runs left `running` by an earlier process
-//! are picked up again: the tasks it was running are queued again and every queued
-//! task's message is sent again (a duplicate is refused by the claim).
+//! The in-process workers of `serve`: they take task messages from the engine's inbox
+//! (the durable task table, or SQS with `--backend aws`) and run them. With the task
+//! table, runs left `running` by an earlier process are picked up again at start: the
+//! tasks it was running are queued again and every queued task's message is sent again
+//! (a duplicate is refused by the claim). On SQS a stopped worker's message reappears
+//! after its visibility timeout.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::adapters::sqlite::tasks::SqliteTaskQueue;
 use crate::app::{App, Engine};
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
 use crate::domain::runs::service::{change_run, send_tasks};
+use crate::ports::{Delivery, TaskInbox};
 
 /// How long an idle worker sleeps when no message wakes it.
 const IDLE_POLL: Duration = Duration::from_secs(1);
@@ -37,46 +41,32 @@ pub fn default_count() -> usize {
     std::thread::available_parallelism().map_or(2, |cores| cores.get())
 }
 
-/// Recovers runs an earlier process left, then starts `count` workers. Nothing to do
-/// when the app has no embedded engine.
+/// Recovers runs an earlier process left in the local task table, then starts `count`
+/// workers on the engine's inbox. Nothing to do when the app has no inbox.
 pub async fn start(app: &App, count: usize) -> anyhow::Result<Option<Workers>> {
     let Some(engine) = app.engine.clone() else { return Ok(None) };
-    let Some(queue) = engine.local_queue.clone() else { return Ok(None) };
-    queue.release_all().await?;
-    recover(&engine).await?;
+    let Some(inbox) = engine.inbox.clone() else { return Ok(None) };
+    if let Some(local) = &engine.local_queue {
+        local.release_all().await?;
+        recover(&engine, local).await?;
+    }
     let engine = Arc::new(engine);
     let handles = (0..count.max(1))
         .map(|_| {
-            let (engine, queue) = (engine.clone(), queue.clone());
+            let (engine, inbox) = (engine.clone(), inbox.clone());
             tokio::spawn(async move {
                 let lease = engine.worker.lease();
                 loop {
-                    let received = match queue.receive(lease).await {
-                        Ok(Some(received)) => received,
-                        Ok(None) => {
-                            queue.wait(IDLE_POLL).await;
-                            continue;
-                        }
+                    let deliveries = match inbox.receive(1, lease).await {
+                        Ok(deliveries) => deliveries,
                         Err(error) => {
                             tracing::warn!(error = %format!("{error:#}"), "could not read the task queue");
                             tokio::time::sleep(IDLE_POLL).await;
                             continue;
                         }
                     };
-                    let done = match engine.worker.process(received.message).await {
-                        Ok(()) => true,
-                        Err(error) => {
-                            tracing::warn!(error = %format!("{error:#}"), receives = received.receives, "task message will be retried");
-                            received.receives >= MAX_RECEIVES
-                        }
-                    };
-                    let settled = if done {
-                        queue.acknowledge(received.id).await
-                    } else {
-                        queue.retry_later(received.id, RETRY_DELAY).await
-                    };
-                    if let Err(error) = settled {
-                        tracing::warn!(error = %format!("{error:#}"), "could not settle a task message");
+                    for delivery in deliveries {
+                        settle(&engine, inbox.as_ref(), &delivery).await;
                     }
                 }
             })
@@ -85,9 +75,24 @@ pub async fn start(app: &App, count: usize) -> anyhow::Result<Option<Workers>> {
     Ok(Some(Workers { handles }))
 }
 
+/// Runs one delivered message and acknowledges it, or leaves it for a later delivery.
+async fn settle(engine: &Engine, inbox: &dyn TaskInbox, delivery: &Delivery) {
+    let done = match engine.worker.process(delivery.message).await {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!(error = %format!("{error:#}"), receives = delivery.receives, "task message will be retried");
+            delivery.receives >= MAX_RECEIVES
+        }
+    };
+    let settled = if done { inbox.acknowledge(delivery).await } else { inbox.retry_later(delivery, RETRY_DELAY).await };
+    if let Err(error) = settled {
+        tracing::warn!(error = %format!("{error:#}"), "could not settle a task message");
+    }
+}
+
 /// Queues again the work of every run left running.
-async fn recover(engine: &Engine) -> anyhow::Result<()> {
-    for (organization, run_id) in engine.runs.running_runs().await? {
+async fn recover(engine: &Engine, queue: &SqliteTaskQueue) -> anyhow::Result<()> {
+    for (organization, run_id) in queue.running_runs().await? {
         let now = engine.worker.clock.now();
         let changed = change_run(engine.runs.as_ref(), organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
             let queued = run.recover(now);

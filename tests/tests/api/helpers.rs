@@ -287,9 +287,18 @@ pub async fn http_get(url: &str) -> (StatusCode, bytes::Bytes) {
     use http_body_util::BodyExt;
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<http_body_util::Full<bytes::Bytes>>();
-    let response = client.get(url.parse().expect("a URL")).await.expect("the URL answers");
-    let status = response.status();
-    (status, response.into_body().collect().await.expect("a body").to_bytes())
+    let mut url = url.to_owned();
+    // One redirect at most: a media link on S3 answers 302 to a presigned GET.
+    for _ in 0..2 {
+        let response = client.get(url.parse().expect("a URL")).await.expect("the URL answers");
+        let status = response.status();
+        if status == StatusCode::FOUND {
+            url = response.headers()[http::header::LOCATION].to_str().unwrap().to_owned();
+            continue;
+        }
+        return (status, response.into_body().collect().await.expect("a body").to_bytes());
+    }
+    panic!("{url} redirected more than once")
 }
 
 /// `count` entries whose metadata holds `bytes` bytes each.

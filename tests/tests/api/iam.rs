@@ -17,6 +17,11 @@ use uuid::Uuid;
 use crate::faults::kill_a_bulk_after_it_reserved;
 use crate::helpers::{call_function, dynamodb, large_entries, s3_store, TestApp};
 
+/// The run engine's functions, held to their policies by `runs::aws` (which drives runs
+/// through an API and a node-worker with recording clients).
+pub const RUN_ROUTES: [&str; 8] =
+    ["start-run", "get-run", "get-run-nodes", "cancel-run", "resume-run", "list-agent-runs", "list-runs", "get-media"];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_function_is_granted_exactly_the_actions_it_performs() {
     let (backend, log) = dynamodb().await.recording_actions();
@@ -166,7 +171,7 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
     run("finalize-upload", StatusCode::OK, finalize().await);
     run("get-upload", StatusCode::OK, test.call(Method::GET, &format!("/uploads/image/{upload}"), None).await);
 
-    for route in ROUTES.iter().filter(|route| !route.embedded_only) {
+    for route in ROUTES.iter().filter(|route| !RUN_ROUTES.contains(&route.function)) {
         let granted: BTreeSet<String> =
             route.dynamodb_actions.iter().chain(route.s3_actions).map(|action| (*action).to_owned()).collect();
         let done = performed.get(route.function).unwrap_or_else(|| panic!("{} was not exercised", route.function));

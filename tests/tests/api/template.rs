@@ -49,14 +49,39 @@ fn strings(value: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The statements of a function's inline policy, checked against what it performs:
+/// DynamoDB on the table, then S3 on the media bucket and SQS on the task queue when used.
+fn check_policy(logical_id: &str, function: &Value, dynamodb: &[&str], s3: &[&str], sqs: &[&str]) {
+    let statements = function["Properties"]["Policies"][0]["Statement"].as_sequence().expect("one inline policy");
+    let expected = 1 + usize::from(!s3.is_empty()) + usize::from(!sqs.is_empty());
+    assert_eq!(statements.len(), expected, "{logical_id}: DynamoDB, then S3 and SQS if used");
+    let actions = |statement: &Value| -> BTreeSet<String> { strings(&statement["Action"]).into_iter().collect() };
+    let wanted = |list: &[&str]| -> BTreeSet<String> { list.iter().map(|action| (*action).to_owned()).collect() };
+    assert_eq!(actions(&statements[0]), wanted(dynamodb), "{logical_id} grants its DynamoDB actions");
+    assert!(format!("{:?}", statements[0]["Resource"]).contains("Table"), "{logical_id}: on the table only");
+    let mut rest = statements[1..].iter();
+    if !s3.is_empty() {
+        let statement = rest.next().unwrap();
+        assert_eq!(actions(statement), wanted(s3), "{logical_id} grants its S3 actions");
+        let resources = format!("{:?}", statement["Resource"]);
+        assert!(resources.contains("MediaBucket"), "{logical_id}: S3 actions apply to the media bucket only");
+    }
+    if !sqs.is_empty() {
+        let statement = rest.next().unwrap();
+        assert_eq!(actions(statement), wanted(sqs), "{logical_id} grants its SQS actions");
+        let resources = format!("{:?}", statement["Resource"]);
+        assert!(resources.contains("TaskQueue"), "{logical_id}: SQS actions apply to the task queue only");
+    }
+}
+
 #[test]
 fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
     let template = template();
     let functions = functions(&template);
     let binaries = binaries();
-    let deployed: Vec<_> = ROUTES.iter().filter(|route| !route.embedded_only).collect();
-    assert_eq!(functions.len(), deployed.len(), "one function per route: {:?}", functions.keys());
-    for route in deployed.iter().copied() {
+    // Every route's function, and node-worker.
+    assert_eq!(functions.len(), ROUTES.len() + 1, "one function per route: {:?}", functions.keys());
+    for route in ROUTES {
         let (logical_id, function) = functions
             .iter()
             .find(|(_, function)| function["Metadata"]["BuildProperties"]["Binary"] == route.function)
@@ -69,25 +94,66 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
         assert_eq!(event["Type"], "HttpApi", "{logical_id}");
         assert_eq!(event["Properties"]["Method"], route.method.as_str(), "{logical_id}");
         assert_eq!(event["Properties"]["Path"], route.path, "{logical_id}");
-        let statements = function["Properties"]["Policies"][0]["Statement"].as_sequence().expect("one inline policy");
-        let expected_statements = if route.s3_actions.is_empty() { 1 } else { 2 };
-        assert_eq!(statements.len(), expected_statements, "{logical_id}: DynamoDB, then S3 if the route uses media");
-        let actions = |statement: &Value| -> BTreeSet<String> { strings(&statement["Action"]).into_iter().collect() };
-        let wanted = |list: &[&str]| -> BTreeSet<String> { list.iter().map(|action| (*action).to_owned()).collect() };
-        assert_eq!(actions(&statements[0]), wanted(route.dynamodb_actions), "{logical_id} grants its DynamoDB actions");
-        if let Some(s3) = statements.get(1) {
-            assert_eq!(actions(s3), wanted(route.s3_actions), "{logical_id} grants its S3 actions");
-            let resources = format!("{:?}", s3["Resource"]);
-            assert!(resources.contains("MediaBucket"), "{logical_id}: S3 actions apply to the media bucket only");
-            if route.large_responses {
-                assert!(
-                    resources.contains("/responses/*"),
-                    "{logical_id}: large responses are written under responses/ only: {resources}"
-                );
+        check_policy(logical_id, function, route.dynamodb_actions, route.s3_actions, route.sqs_actions);
+        if route.large_responses {
+            let resources = format!("{:?}", function["Properties"]["Policies"][0]["Statement"][1]["Resource"]);
+            assert!(
+                resources.contains("/responses/*"),
+                "{logical_id}: large responses are written under responses/ only: {resources}"
+            );
+        }
+        let engine_routes = [
+            "start-run",
+            "get-run",
+            "get-run-nodes",
+            "cancel-run",
+            "resume-run",
+            "list-agent-runs",
+            "list-runs",
+            "get-media",
+        ];
+        if engine_routes.contains(&route.function) {
+            let variables = &function["Properties"]["Environment"]["Variables"];
+            for name in ["TASK_QUEUE_URL", "MEDIA_LINK_SECRET", "PUBLIC_URL"] {
+                assert!(!variables[name].is_null(), "{logical_id} has the engine's {name}");
             }
         }
     }
-    assert_eq!(binaries.len(), deployed.len() + 1, "every binary but serve is a route's function");
+    assert_eq!(binaries.len(), ROUTES.len() + 2, "every binary but serve and node-worker is a route's function");
+}
+
+#[test]
+fn node_worker_takes_the_task_queue_with_partial_failures_a_dlq_and_room_for_ffmpeg() {
+    use shared::runtime::sqs::{
+        NODE_WORKER, NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS,
+    };
+    let template = template();
+    let functions = functions(&template);
+    assert!(binaries().contains(NODE_WORKER));
+    let (logical_id, worker) = functions
+        .iter()
+        .find(|(_, function)| function["Metadata"]["BuildProperties"]["Binary"] == NODE_WORKER)
+        .expect("a function builds node-worker");
+    let properties = &worker["Properties"];
+    check_policy(logical_id, worker, NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS);
+    let events: Vec<&Value> = properties["Events"].as_mapping().expect("Events").values().collect();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["Type"], "SQS");
+    assert!(format!("{:?}", events[0]["Properties"]["Queue"]).contains("TaskQueue"));
+    assert_eq!(strings(&events[0]["Properties"]["FunctionResponseTypes"]), ["ReportBatchItemFailures"]);
+    let timeout = properties["Timeout"].as_u64().expect("Timeout");
+    assert!(properties["MemorySize"].as_u64().unwrap() >= 2048, "ffmpeg needs memory and the CPU that comes with it");
+    assert!(properties["EphemeralStorage"]["Size"].as_u64().unwrap() >= 4096, "scratch room for media");
+    assert!(format!("{:?}", properties["Layers"]).contains("FfmpegLayerArn"), "the ffmpeg layer");
+    let variables = &properties["Environment"]["Variables"];
+    let task_budget = variables["TASK_TIMEOUT_SECONDS"].as_u64().expect("TASK_TIMEOUT_SECONDS");
+    assert!(task_budget + 30 <= timeout, "a task's media work is stopped before the function times out");
+    let queue = &template["Resources"]["TaskQueue"]["Properties"];
+    assert!(queue["VisibilityTimeout"].as_u64().unwrap() >= 6 * timeout, "visibility ≥ 6× the function's timeout");
+    assert!(format!("{:?}", queue["RedrivePolicy"]["deadLetterTargetArn"]).contains("TaskDeadLetterQueue"));
+    assert!(queue["RedrivePolicy"]["maxReceiveCount"].as_u64().unwrap() >= 1);
+    assert_eq!(template["Resources"]["LinkSecret"]["Type"], "AWS::SecretsManager::Secret");
+    assert!(format!("{:?}", variables["MEDIA_LINK_SECRET"]).contains("resolve:secretsmanager"));
 }
 
 #[test]

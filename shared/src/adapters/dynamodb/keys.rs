@@ -11,6 +11,9 @@
 //! | workspace       | `ORG#{org}`                     | `WORKSPACE#{id}`            |
 //! | agent + graph   | `ORG#{org}`                     | `AGENT#{id}` (v7 IDs: key order is creation order) |
 //! | upload/asset    | `ORG#{org}`                     | `UPLOAD#{id}`               |
+//! | run (+ part 0)  | `ORG#{org}`                     | `RUN#{id}` (v7 IDs of the start time: key order is start order) |
+//! | run part n ≥ 1  | `ORG#{org}#RUN#{id}`            | `PART#{n:03}`               |
+//! | media record    | `MEDIA#{id}`                    | `MEDIA` (links carry only the ID; the signature is the authority) |
 
 use std::collections::HashMap;
 
@@ -19,6 +22,7 @@ use uuid::Uuid;
 use super::table::{s, Item};
 use crate::domain::agents::AgentId;
 use crate::domain::identity::OrganizationId;
+use crate::domain::runs::{MediaId, RunId};
 use crate::domain::shared_stores::{EntryId, StoreId};
 use crate::domain::uploads::UploadId;
 use crate::domain::workspaces::WorkspaceId;
@@ -29,6 +33,8 @@ pub const STORE_PREFIX: &str = "STORE#";
 pub const WORKSPACE_PREFIX: &str = "WORKSPACE#";
 /// Sort-key prefix of agents in an organization's partition.
 pub const AGENT_PREFIX: &str = "AGENT#";
+/// Sort-key prefix of runs in an organization's partition.
+pub const RUN_PREFIX: &str = "RUN#";
 
 fn key(pk: String, sk: impl Into<String>) -> Item {
     HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
@@ -92,4 +98,24 @@ pub fn agent(organization: OrganizationId, id: AgentId) -> Item {
 /// An upload (an asset once finalized).
 pub fn upload(organization: OrganizationId, id: UploadId) -> Item {
     key(organization_pk(organization), format!("UPLOAD#{id}"))
+}
+
+/// A run: its searchable attributes and the first part of its document.
+pub fn run(organization: OrganizationId, id: RunId) -> Item {
+    key(organization_pk(organization), format!("{RUN_PREFIX}{id}"))
+}
+
+/// The partition of a run's further document parts.
+pub fn run_parts_pk(organization: OrganizationId, id: RunId) -> String {
+    format!("ORG#{organization}#RUN#{id}")
+}
+
+/// Part `part` (from 1) of a run's document.
+pub fn run_part(organization: OrganizationId, id: RunId, part: usize) -> Item {
+    key(run_parts_pk(organization, id), format!("PART#{part:03}"))
+}
+
+/// A media record.
+pub fn media(id: MediaId) -> Item {
+    key(format!("MEDIA#{id}"), "MEDIA")
 }

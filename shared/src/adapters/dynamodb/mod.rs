@@ -6,6 +6,7 @@ mod agents;
 mod bulk;
 mod identity;
 pub mod keys;
+mod runs;
 mod shared_stores;
 pub mod table;
 mod uploads;

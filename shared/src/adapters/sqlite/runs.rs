@@ -178,8 +178,12 @@ impl RunRepo for Sqlite {
         })
         .await
     }
+}
 
-    async fn running_runs(&self) -> anyhow::Result<Vec<(OrganizationId, RunId)>> {
+impl Sqlite {
+    /// Runs that are `running`, of every organization: what a restarted local worker pool
+    /// picks up again.
+    pub async fn running_runs(&self) -> anyhow::Result<Vec<(OrganizationId, RunId)>> {
         self.call(|connection| {
             let mut statement = connection
                 .prepare_cached("SELECT organization_id, id FROM runs WHERE status = 'running'")

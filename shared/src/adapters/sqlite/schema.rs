@@ -124,14 +124,13 @@ pub const MIGRATIONS: &[&str] = &[
 
 /// Refuses a file that is not a readable SQLite database or fails SQLite's own check.
 pub fn check_integrity(connection: &Connection) -> anyhow::Result<()> {
-    let verdict: String =
-        connection.query_row("PRAGMA quick_check", [], |row| row.get(0)).map_err(|error| {
-            match error.sqlite_error_code() {
-                // A damaged schema page fails before the check can run.
-                Some(rusqlite::ErrorCode::DatabaseCorrupt) => anyhow::anyhow!("SQLite finds it corrupt: {error}"),
-                _ => anyhow::anyhow!("it is not a SQLite database, or SQLite cannot read it ({error})"),
-            }
-        })?;
+    let verdict: String = connection.query_row("PRAGMA quick_check", [], |row| row.get(0)).map_err(|error| {
+        match error.sqlite_error_code() {
+            // A damaged schema page fails before the check can run.
+            Some(rusqlite::ErrorCode::DatabaseCorrupt) => anyhow::anyhow!("SQLite finds it corrupt: {error}"),
+            _ => anyhow::anyhow!("it is not a SQLite database, or SQLite cannot read it ({error})"),
+        }
+    })?;
     if verdict != "ok" {
         let lines: Vec<&str> = verdict.lines().filter(|line| !line.starts_with("***")).collect();
         let more = if lines.len() > 3 { format!(" (and {} more problems)", lines.len() - 3) } else { String::new() };

@@ -10,15 +10,13 @@ use rusqlite::{params, OptionalExtension};
 use tokio::sync::Notify;
 
 use super::{Db, Sqlite};
-use crate::ports::{TaskMessage, TaskQueue};
+use crate::ports::{Delivery, TaskInbox, TaskMessage, TaskQueue};
 
-/// A received message and the row to acknowledge.
-#[derive(Debug)]
-pub struct Received {
-    pub id: i64,
-    pub message: TaskMessage,
-    /// Times it was received, this one included.
-    pub receives: u32,
+/// How long a receive waits for a message to be sent when none is visible.
+const IDLE_WAIT: Duration = Duration::from_secs(1);
+
+fn row_of(delivery: &Delivery) -> anyhow::Result<i64> {
+    delivery.handle.parse().map_err(|_| anyhow::anyhow!("{:?} is not a task row", delivery.handle))
 }
 
 /// The task queue of an embedded backend.
@@ -37,13 +35,20 @@ impl SqliteTaskQueue {
         Self { database, wake: Arc::new(Notify::new()) }
     }
 
+    /// Runs left `running` in the database whose tasks this queue holds.
+    pub async fn running_runs(
+        &self,
+    ) -> anyhow::Result<Vec<(crate::domain::identity::OrganizationId, crate::domain::runs::RunId)>> {
+        self.database.running_runs().await
+    }
+
     /// Waits until a message may have been sent, or `timeout` passed.
     pub async fn wait(&self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.wake.notified()).await;
     }
 
     /// Takes the oldest visible message and hides it for `lease`.
-    pub async fn receive(&self, lease: Duration) -> anyhow::Result<Option<Received>> {
+    async fn receive_one(&self, lease: Duration) -> anyhow::Result<Option<Delivery>> {
         let found = self
             .database
             .write(move |transaction| {
@@ -67,11 +72,10 @@ impl SqliteTaskQueue {
             .await?;
         let Some((id, text, receives)) = found else { return Ok(None) };
         let message = serde_json::from_str(&text)?;
-        Ok(Some(Received { id, message, receives: receives as u32 }))
+        Ok(Some(Delivery { handle: id.to_string(), message, receives: receives as u32 }))
     }
 
-    /// Deletes a handled message.
-    pub async fn acknowledge(&self, id: i64) -> anyhow::Result<()> {
+    async fn delete(&self, id: i64) -> anyhow::Result<()> {
         self.database
             .write(move |transaction| {
                 transaction
@@ -84,8 +88,7 @@ impl SqliteTaskQueue {
             .await
     }
 
-    /// Makes a message visible again after `delay`.
-    pub async fn retry_later(&self, id: i64, delay: Duration) -> anyhow::Result<()> {
+    async fn show_after(&self, id: i64, delay: Duration) -> anyhow::Result<()> {
         self.database
             .write(move |transaction| {
                 transaction
@@ -139,5 +142,25 @@ impl TaskQueue for SqliteTaskQueue {
             .await?;
         self.wake.notify_waiters();
         Ok(())
+    }
+}
+
+#[async_trait]
+impl TaskInbox for SqliteTaskQueue {
+    /// One message at a time: each worker of the pool receives its own.
+    async fn receive(&self, _max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery>> {
+        if let Some(delivery) = self.receive_one(lease).await? {
+            return Ok(vec![delivery]);
+        }
+        self.wait(IDLE_WAIT).await;
+        Ok(self.receive_one(lease).await?.into_iter().collect())
+    }
+
+    async fn acknowledge(&self, delivery: &Delivery) -> anyhow::Result<()> {
+        self.delete(row_of(delivery)?).await
+    }
+
+    async fn retry_later(&self, delivery: &Delivery, delay: Duration) -> anyhow::Result<()> {
+        self.show_after(row_of(delivery)?, delay).await
     }
 }

@@ -88,7 +88,8 @@ pub async fn start_run(
     let nodes =
         runtime_graph(&record.graph, &request.ignore_nodes, &request.update_params).map_err(RunError::Invalid)?;
     let now = ports.clock.now();
-    let run_id = RunId::now_v7();
+    // The ID carries the start time, so that ordering by ID is ordering by start.
+    let run_id = RunId::v7_at(now.unix_millis());
     let mut media = Vec::new();
     let inputs =
         bind_inputs(ports, uploads, organization, run_id, &nodes, request.inputs, allow_private_urls, now, &mut media)

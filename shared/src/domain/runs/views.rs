@@ -26,6 +26,18 @@ impl MediaLinks {
         Self { signer: UrlSigner::new(secret), public_url: public_url.trim_end_matches('/').to_owned() }
     }
 
+    /// These links, starting with `https://{host}` when no public address was
+    /// configured (a Lambda function learns its API's address from the request: the
+    /// template cannot give it without a dependency cycle).
+    pub fn for_host(&self, host: Option<&str>) -> Self {
+        match host {
+            Some(host) if self.public_url.is_empty() => {
+                Self { signer: self.signer.clone(), public_url: format!("https://{host}") }
+            }
+            _ => self.clone(),
+        }
+    }
+
     fn path(id: MediaId) -> String {
         format!("{MEDIA_PATH_PREFIX}{id}")
     }

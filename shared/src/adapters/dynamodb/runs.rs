@@ -1,0 +1,283 @@
+//! Runs in DynamoDB. A run is one JSON document under a version; the item `RUN#{id}` in
+//! the organization's partition holds the attributes lists filter on, the version and
+//! the document's first part. A document over one part's size continues in items of
+//! its own partition, written in the same transaction and stamped with the version, so
+//! a reader that meets parts of another version reads again. Run IDs are version 7 IDs
+//! of the start time, so the key order of `RUN#{id}` is start order and a `from`/`to`
+//! window is a key range: a list page is one query.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+
+use super::table::{build, failure, id, n, number, optional_number, s, text, timestamp, unless_condition_failed, Item};
+use super::{keys, AttributeValue, DynamoDb};
+use crate::domain::identity::OrganizationId;
+use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId};
+use crate::ports::{RunQuery, RunRepo};
+
+/// Bytes of the document per item: with the other attributes, well under DynamoDB's
+/// 400 KB item limit.
+const PART_BYTES: usize = 350_000;
+/// Parts a document may have: a transaction carries at most 4 MB.
+const MAX_PARTS: usize = 10;
+/// Reads of a run that may meet a concurrent write between its head and its parts.
+const TORN_READS: usize = 5;
+/// Items one transaction may write.
+const TRANSACTION_ITEMS: usize = 100;
+/// Items read per list page when filters may drop many of them.
+const FILTERED_PAGE_ITEMS: i32 = 200;
+
+fn blob(item: &Item, name: &str) -> anyhow::Result<Vec<u8>> {
+    match item.get(name) {
+        Some(AttributeValue::B(bytes)) => Ok(bytes.clone().into_inner()),
+        _ => anyhow::bail!("stored item has no binary attribute {name}"),
+    }
+}
+
+/// The items of a run as stored: the head, then parts 1.. of its document.
+fn run_items(run: &Run) -> anyhow::Result<(Item, Vec<Item>)> {
+    let document = serde_json::to_vec(run)?;
+    let parts: Vec<&[u8]> = document.chunks(PART_BYTES).collect();
+    anyhow::ensure!(
+        parts.len() <= MAX_PARTS,
+        "run {} has grown to {} bytes of state, over the {} a run may store",
+        run.id,
+        document.len(),
+        PART_BYTES * MAX_PARTS
+    );
+    let mut head = keys::run(run.organization_id, run.id);
+    head.extend([
+        ("id".to_owned(), s(run.id.to_string())),
+        ("agent_id".to_owned(), s(run.agent_id.to_string())),
+        ("status".to_owned(), s(run.status.as_str())),
+        ("started_at".to_owned(), s(run.started_at.to_string())),
+        ("version".to_owned(), n(run.version)),
+        ("parts".to_owned(), n(parts.len().max(1))),
+        ("document".to_owned(), AttributeValue::B(Blob::new(parts.first().copied().unwrap_or_default()))),
+    ]);
+    let rest = parts
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(index, part)| {
+            let mut item = keys::run_part(run.organization_id, run.id, index);
+            item.extend([
+                ("version".to_owned(), n(run.version)),
+                ("document".to_owned(), AttributeValue::B(Blob::new(*part))),
+            ]);
+            item
+        })
+        .collect();
+    Ok((head, rest))
+}
+
+fn media_item(record: &MediaRecord) -> Item {
+    let mut item = keys::media(record.id);
+    item.extend([
+        ("id".to_owned(), s(record.id.to_string())),
+        ("organization_id".to_owned(), s(record.organization_id.to_string())),
+        ("run_id".to_owned(), s(record.run_id.to_string())),
+        ("kind".to_owned(), s(record.kind.as_str())),
+        ("blob_key".to_owned(), s(&record.key)),
+        ("content_type".to_owned(), s(&record.content_type)),
+        ("created_at".to_owned(), s(record.created_at.to_string())),
+    ]);
+    if let Some(duration) = record.duration_ms {
+        item.insert("duration_ms".to_owned(), n(duration));
+    }
+    item
+}
+
+fn media_from(item: &Item) -> anyhow::Result<MediaRecord> {
+    let kind = text(item, "kind")?;
+    Ok(MediaRecord {
+        id: id(item, "id")?,
+        organization_id: id(item, "organization_id")?,
+        run_id: id(item, "run_id")?,
+        kind: MediaKind::parse(kind).ok_or_else(|| anyhow::anyhow!("media kind {kind:?} is not known"))?,
+        key: text(item, "blob_key")?.to_owned(),
+        content_type: text(item, "content_type")?.to_owned(),
+        duration_ms: optional_number(item, "duration_ms")?,
+        created_at: timestamp(item, "created_at")?,
+    })
+}
+
+fn run_from(document: &[u8]) -> anyhow::Result<Run> {
+    serde_json::from_slice(document).map_err(|error| anyhow::anyhow!("a stored run could not be read: {error}"))
+}
+
+impl DynamoDb {
+    /// Writes a run's items and new media records: one conditional put when everything
+    /// fits one item, else one transaction. `condition` guards the head item.
+    async fn write_run(
+        &self,
+        run: &Run,
+        media: &[MediaRecord],
+        condition: &str,
+        expected: Option<u64>,
+    ) -> anyhow::Result<bool> {
+        let (head, parts) = run_items(run)?;
+        let mut media = media;
+        if 1 + parts.len() + media.len() > TRANSACTION_ITEMS {
+            // Records first, the run that names them after: a failure in between leaves
+            // unreferenced records, never a run naming missing ones.
+            for chunk in media.chunks(TRANSACTION_ITEMS) {
+                let puts = chunk
+                    .iter()
+                    .map(|record| {
+                        let put =
+                            build(Put::builder().table_name(&self.table).set_item(Some(media_item(record))).build())?;
+                        Ok(TransactWriteItem::builder().put(put).build())
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                anyhow::ensure!(self.transact(puts, "recording media").await?.is_ok(), "recording media failed");
+            }
+            media = &[];
+        }
+        if parts.is_empty() && media.is_empty() {
+            let mut request =
+                self.client.put_item().table_name(&self.table).set_item(Some(head)).condition_expression(condition);
+            if let Some(expected) = expected {
+                request = request.expression_attribute_values(":expected", n(expected));
+            }
+            return Ok(unless_condition_failed(request.send().await, "storing a run")?.is_some());
+        }
+        let mut head_put = Put::builder().table_name(&self.table).set_item(Some(head)).condition_expression(condition);
+        if let Some(expected) = expected {
+            head_put = head_put.expression_attribute_values(":expected", n(expected));
+        }
+        let mut items = vec![TransactWriteItem::builder().put(build(head_put.build())?).build()];
+        for item in parts.into_iter().chain(media.iter().map(media_item)) {
+            let put = build(Put::builder().table_name(&self.table).set_item(Some(item)).build())?;
+            items.push(TransactWriteItem::builder().put(put).build());
+        }
+        Ok(self.transact(items, "storing a run").await?.is_ok())
+    }
+
+    /// The whole document of a run whose head item is `head`, reading its further parts
+    /// when it has some; None when they belong to another version than the head (a write
+    /// landed in between: read again).
+    async fn document_of(&self, head: &Item) -> anyhow::Result<Option<Vec<u8>>> {
+        let mut document = blob(head, "document")?;
+        let parts: usize = number(head, "parts")?;
+        if parts <= 1 {
+            return Ok(Some(document));
+        }
+        let version: u64 = number(head, "version")?;
+        let run: RunId = id(head, "id")?;
+        let organization: OrganizationId = {
+            let pk = text(head, "pk")?;
+            pk.strip_prefix("ORG#").and_then(OrganizationId::parse).ok_or_else(|| anyhow::anyhow!("run key {pk:?}"))?
+        };
+        // One GetItem per part: a rare path (runs of thousands of tasks), on the action
+        // every reader of runs has already.
+        for part in 1..parts {
+            let Some(item) = self.get(keys::run_part(organization, run, part), "reading a run").await? else {
+                return Ok(None);
+            };
+            if number::<u64>(&item, "version")? != version {
+                return Ok(None);
+            }
+            document.extend(blob(&item, "document")?);
+        }
+        Ok(Some(document))
+    }
+
+    /// A run from its head item, reading again (a few times) when a write tore the read.
+    async fn run_from_head(&self, mut head: Item) -> anyhow::Result<Run> {
+        for _ in 0..TORN_READS {
+            if let Some(document) = self.document_of(&head).await? {
+                return run_from(&document);
+            }
+            let key = super::table::key_of(&head);
+            head = self
+                .get(key, "reading a run")
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("a run disappeared while it was read"))?;
+        }
+        anyhow::bail!("a run kept changing while it was read ({TORN_READS} reads)")
+    }
+}
+
+#[async_trait]
+impl RunRepo for DynamoDb {
+    async fn create_run(&self, run: &Run, media: &[MediaRecord]) -> anyhow::Result<()> {
+        let created = self.write_run(run, media, "attribute_not_exists(pk)", None).await?;
+        anyhow::ensure!(created, "run {} already exists", run.id);
+        Ok(())
+    }
+
+    async fn get_run(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<Run>> {
+        match self.get(keys::run(organization, id), "reading a run").await? {
+            Some(head) => Ok(Some(self.run_from_head(head).await?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn update_run(&self, run: &Run, media: &[MediaRecord]) -> anyhow::Result<bool> {
+        let expected = run.version.checked_sub(1).ok_or_else(|| anyhow::anyhow!("an update names version 0"))?;
+        self.write_run(run, media, "version = :expected", Some(expected)).await
+    }
+
+    async fn list_runs(&self, organization: OrganizationId, query: &RunQuery) -> anyhow::Result<Vec<Run>> {
+        let bound = |at: Option<crate::domain::time::Timestamp>, last: bool| match at {
+            Some(at) => format!("{}{}", keys::RUN_PREFIX, RunId::v7_bound(at.unix_millis(), last)),
+            // '~' sorts after every character of a UUID.
+            None => format!("{}{}", keys::RUN_PREFIX, if last { "~" } else { "" }),
+        };
+        let mut filter = Vec::new();
+        let mut request = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :low AND :high")
+            .expression_attribute_values(":pk", s(keys::organization_pk(organization)))
+            .expression_attribute_values(":low", s(bound(query.from, false)))
+            .expression_attribute_values(":high", s(bound(query.to, true)))
+            .scan_index_forward(false)
+            .consistent_read(true);
+        if let Some(agent) = query.agent_id {
+            filter.push("agent_id = :agent".to_owned());
+            request = request.expression_attribute_values(":agent", s(agent.to_string()));
+        }
+        if !query.statuses.is_empty() {
+            let names: Vec<String> = (0..query.statuses.len()).map(|index| format!(":status{index}")).collect();
+            for (name, status) in names.iter().zip(&query.statuses) {
+                request = request.expression_attribute_values(name, s(status.as_str()));
+            }
+            filter.push(format!("#status IN ({})", names.join(", ")));
+            request = request.expression_attribute_names("#status", "status");
+        }
+        request = if filter.is_empty() {
+            // limit + 1 tells whether another page follows.
+            request.limit(query.limit as i32 + 1)
+        } else {
+            request.filter_expression(filter.join(" AND ")).limit(FILTERED_PAGE_ITEMS)
+        };
+        let mut start = query.after.map(|(_, after)| keys::run(organization, after));
+        let mut runs = Vec::new();
+        loop {
+            let page = request
+                .clone()
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|error| failure(error, "listing runs"))?;
+            for item in page.items.unwrap_or_default() {
+                runs.push(self.run_from_head(item).await?);
+                if runs.len() > query.limit {
+                    return Ok(runs);
+                }
+            }
+            match page.last_evaluated_key {
+                Some(last) => start = Some(last),
+                None => return Ok(runs),
+            }
+        }
+    }
+
+    async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>> {
+        self.get(keys::media(id), "reading media").await?.as_ref().map(media_from).transpose()
+    }
+}

@@ -1,0 +1,214 @@
+//! The node-task queue on SQS: messages are sent in batches of ten, every entry a
+//! batch refuses is sent again on a bounded schedule; `serve --backend aws` receives
+//! with long polling, and the `node-worker` Lambda gets them from its event source.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use async_trait::async_trait;
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::Client;
+
+use super::dynamodb::{sdk_retry_config, sdk_timeout_config};
+use super::ActionLog;
+use crate::core::retry::{AWS_ATTEMPT_TIMEOUT, AWS_SDK_CALLS, UNPROCESSED_ITEMS};
+use crate::ports::{Delivery, TaskInbox, TaskMessage, TaskQueue};
+
+/// Entries per SendMessageBatch (SQS's limit).
+const BATCH_ENTRIES: usize = 10;
+/// Messages per ReceiveMessage (SQS's limit).
+const RECEIVE_MAX: usize = 10;
+/// Long-polling wait of a receive (SQS allows up to 20 s).
+const RECEIVE_WAIT_SECONDS: i32 = 10;
+
+/// A task queue on SQS; cheap to clone.
+#[derive(Clone)]
+pub struct SqsTaskQueue {
+    client: Client,
+    queue_url: String,
+}
+
+impl SqsTaskQueue {
+    /// Uses AWS settings loaded already, with the retries and timeouts of
+    /// [`AWS_SDK_CALLS`]; the receive's long poll gets its own room.
+    pub fn from_config(config: &aws_config::SdkConfig, queue_url: impl Into<String>) -> Self {
+        let attempt = AWS_ATTEMPT_TIMEOUT + Duration::from_secs(RECEIVE_WAIT_SECONDS as u64);
+        let config = aws_sdk_sqs::config::Builder::from(config)
+            .retry_config(sdk_retry_config(&AWS_SDK_CALLS))
+            .timeout_config(sdk_timeout_config(&AWS_SDK_CALLS, attempt))
+            .build();
+        Self { client: Client::from_conf(config), queue_url: queue_url.into() }
+    }
+
+    /// The queue's URL.
+    pub fn queue_url(&self) -> &str {
+        &self.queue_url
+    }
+
+    /// Creates the queue `name` when it does not exist yet (local use against the
+    /// emulator; AWS gets it from SAM) with the given visibility timeout, and returns
+    /// its URL.
+    pub async fn ensure_queue(
+        config: &aws_config::SdkConfig,
+        name: &str,
+        visibility: Duration,
+    ) -> anyhow::Result<String> {
+        let client = Client::new(config);
+        let created = client
+            .create_queue()
+            .queue_name(name)
+            .attributes(QueueAttributeName::VisibilityTimeout, visibility.as_secs().to_string())
+            .send()
+            .await
+            .with_context(|| format!("creating the SQS queue {name}"))?;
+        created.queue_url.context("SQS did not return the queue's URL")
+    }
+
+    /// A copy whose client records the IAM action of every call.
+    pub fn recording_actions(&self) -> (Self, ActionLog) {
+        let log = ActionLog::default();
+        let config = self.client.config().to_builder().interceptor(RecordActions(log.clone())).build();
+        (Self { client: Client::from_conf(config), queue_url: self.queue_url.clone() }, log)
+    }
+}
+
+#[async_trait]
+impl TaskQueue for SqsTaskQueue {
+    async fn send(&self, messages: &[TaskMessage]) -> anyhow::Result<()> {
+        for chunk in messages.chunks(BATCH_ENTRIES) {
+            let mut pending: Vec<SendMessageBatchRequestEntry> = chunk
+                .iter()
+                .enumerate()
+                .map(|(index, message)| {
+                    SendMessageBatchRequestEntry::builder()
+                        .id(index.to_string())
+                        .message_body(serde_json::to_string(message)?)
+                        .build()
+                        .context("building an SQS entry")
+                })
+                .collect::<anyhow::Result<_>>()?;
+            let mut retry = UNPROCESSED_ITEMS.start();
+            while !pending.is_empty() {
+                let output = self
+                    .client
+                    .send_message_batch()
+                    .queue_url(&self.queue_url)
+                    .set_entries(Some(pending.clone()))
+                    .send()
+                    .await
+                    .map_err(|error| {
+                        anyhow::anyhow!(
+                            "SQS did not take task messages: {}",
+                            aws_sdk_sqs::error::DisplayErrorContext(&error)
+                        )
+                    })?;
+                let failed = output.failed();
+                if let Some(wrong) = failed.iter().find(|entry| entry.sender_fault) {
+                    anyhow::bail!("SQS refused a task message: {}", wrong.message.as_deref().unwrap_or(&wrong.code));
+                }
+                pending.retain(|entry| failed.iter().any(|failure| failure.id == entry.id));
+                if !pending.is_empty() {
+                    retry.wait(format!("SQS left {} task messages unsent", pending.len())).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl TaskInbox for SqsTaskQueue {
+    async fn receive(&self, max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery>> {
+        let output = self
+            .client
+            .receive_message()
+            .queue_url(&self.queue_url)
+            .max_number_of_messages(max.clamp(1, RECEIVE_MAX) as i32)
+            .visibility_timeout(lease.as_secs().min(12 * 3600) as i32)
+            .wait_time_seconds(RECEIVE_WAIT_SECONDS)
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .map_err(|error| {
+                anyhow::anyhow!("receiving task messages: {}", aws_sdk_sqs::error::DisplayErrorContext(&error))
+            })?;
+        let mut deliveries = Vec::new();
+        for message in output.messages.unwrap_or_default() {
+            let handle = message.receipt_handle.context("an SQS message without a receipt handle")?;
+            let receives = message
+                .attributes
+                .as_ref()
+                .and_then(|attributes| attributes.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                .and_then(|count| count.parse().ok())
+                .unwrap_or(1);
+            match message.body.as_deref().map(serde_json::from_str::<TaskMessage>) {
+                Some(Ok(task)) => deliveries.push(Delivery { handle, message: task, receives }),
+                _ => {
+                    // Not ours to work on: dropping it is the only way it stops coming back.
+                    tracing::warn!(body = ?message.body, "an SQS message that is not a task message was deleted");
+                    self.delete(&handle).await?;
+                }
+            }
+        }
+        Ok(deliveries)
+    }
+
+    async fn acknowledge(&self, delivery: &Delivery) -> anyhow::Result<()> {
+        self.delete(&delivery.handle).await
+    }
+
+    async fn retry_later(&self, delivery: &Delivery, delay: Duration) -> anyhow::Result<()> {
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.queue_url)
+            .receipt_handle(&delivery.handle)
+            .visibility_timeout(delay.as_secs() as i32)
+            .send()
+            .await
+            .map_err(|error| {
+                anyhow::anyhow!("delaying a task message: {}", aws_sdk_sqs::error::DisplayErrorContext(&error))
+            })?;
+        Ok(())
+    }
+}
+
+impl SqsTaskQueue {
+    async fn delete(&self, handle: &str) -> anyhow::Result<()> {
+        self.client.delete_message().queue_url(&self.queue_url).receipt_handle(handle).send().await.map_err(
+            |error| anyhow::anyhow!("deleting a task message: {}", aws_sdk_sqs::error::DisplayErrorContext(&error)),
+        )?;
+        Ok(())
+    }
+}
+
+/// Maps every SQS call to its IAM action.
+#[derive(Debug)]
+struct RecordActions(ActionLog);
+
+impl aws_sdk_sqs::config::Intercept for RecordActions {
+    fn name(&self) -> &'static str {
+        "RecordSqsActions"
+    }
+
+    fn read_before_execution(
+        &self,
+        context: &aws_sdk_sqs::config::interceptors::BeforeSerializationInterceptorContextRef<'_>,
+        _cfg: &mut aws_sdk_sqs::config::ConfigBag,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        use aws_sdk_sqs::operation as op;
+        let input = context.input();
+        let actions = [
+            (input.downcast_ref::<op::send_message_batch::SendMessageBatchInput>().is_some(), "SendMessage"),
+            (input.downcast_ref::<op::send_message::SendMessageInput>().is_some(), "SendMessage"),
+            (input.downcast_ref::<op::receive_message::ReceiveMessageInput>().is_some(), "ReceiveMessage"),
+            (input.downcast_ref::<op::delete_message::DeleteMessageInput>().is_some(), "DeleteMessage"),
+            (
+                input.downcast_ref::<op::change_message_visibility::ChangeMessageVisibilityInput>().is_some(),
+                "ChangeMessageVisibility",
+            ),
+        ];
+        let action = actions.iter().find(|(matched, _)| *matched).map_or("unrecognized-operation", |(_, name)| name);
+        self.0.record([format!("sqs:{action}")]);
+        Ok(())
+    }
+}
