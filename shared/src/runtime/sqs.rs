@@ -15,8 +15,9 @@ use crate::ports::TaskMessage;
 pub const NODE_WORKER: &str = "node-worker";
 /// The DynamoDB actions `node-worker` performs, and its policy grants.
 pub const NODE_WORKER_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:PutItem"];
-/// The S3 actions on the media bucket `node-worker` performs, and its policy grants.
-pub const NODE_WORKER_S3_ACTIONS: &[&str] = &["s3:GetObject", "s3:PutObject"];
+/// The S3 actions on the media bucket `node-worker` performs, and its policy grants:
+/// uploads are read at the version finalize sealed, outputs by key.
+pub const NODE_WORKER_S3_ACTIONS: &[&str] = &["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"];
 /// The SQS actions on the node-task queue `node-worker` performs (downstream tasks),
 /// and its policy grants; receiving and deleting are the event source's, granted apart.
 pub const NODE_WORKER_SQS_ACTIONS: &[&str] = &["sqs:SendMessage"];

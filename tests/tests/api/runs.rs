@@ -637,3 +637,122 @@ async fn twenty_concurrent_runs_all_finish_with_their_outputs(backend: Backend) 
     let probed = fetch_and_probe(harness.finished(&runs[19]).await["outputs"][0]["video_url"].as_str().unwrap()).await;
     assert_close(probed.duration, 0.5, "the last run's output");
 }
+
+/// Takes the queue's messages as node-worker's event source would, hands them to the
+/// function's handler in SQS events, and deletes the ones it did not report as failed;
+/// until `run` leaves `running` (bounded).
+async fn work_as_node_worker(worker: &App, queue: &SqsTaskQueue, runs: &DynamoDb, test: &TestApp, run: &str) {
+    use shared::ports::{RunRepo, TaskInbox};
+    let run_id = RunId::parse(run).unwrap();
+    for _ in 0..300 {
+        let deliveries = queue.receive(10, Duration::from_secs(60)).await.unwrap();
+        if !deliveries.is_empty() {
+            let records: Vec<Value> = deliveries
+                .iter()
+                .map(|delivery| json!({ "messageId": delivery.handle, "body": serde_json::to_string(&delivery.message).unwrap(), "eventSource": "aws:sqs" }))
+                .collect();
+            let event = serde_json::from_value(json!({ "Records": records })).unwrap();
+            let answer = shared::runtime::sqs::handle_batch(worker, event).await;
+            assert!(answer.batch_item_failures.is_empty(), "every task message was handled: {answer:?}");
+            for delivery in &deliveries {
+                queue.acknowledge(delivery).await.unwrap();
+            }
+        }
+        let stored = runs.get_run(test.organization, run_id).await.unwrap().unwrap();
+        if stored.status != shared::domain::runs::RunStatus::Running {
+            return;
+        }
+    }
+    panic!("run {run} did not finish");
+}
+
+/// Each run function and node-worker are granted exactly the DynamoDB, S3 and SQS
+/// actions they perform: the API and the worker each on clients that record the action
+/// of every call, the worker driven through its Lambda handler with SQS events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn run_functions_and_node_worker_are_granted_exactly_the_actions_they_perform() {
+    use shared::api::ROUTES;
+    use shared::runtime::sqs::{
+        NODE_WORKER, NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS,
+    };
+    use std::collections::{BTreeMap, BTreeSet};
+
+    let (dynamodb, s3, queue) = aws_engine_parts().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let public_url = format!("http://{}", listener.local_addr().unwrap());
+    let secret = shared::core::signing::generate_secret();
+    let recorded = |dynamodb: &DynamoDb, s3: &S3BlobStore, queue: &SqsTaskQueue| {
+        let (dynamodb, dynamodb_log) = dynamodb.recording_actions();
+        let (s3, s3_log) = s3.recording_actions();
+        let (queue, queue_log) = queue.recording_actions();
+        let settings = EngineSettings {
+            ffmpeg: "ffmpeg".into(),
+            scratch: tempfile::tempdir().unwrap().keep(),
+            task_budget: DEFAULT_TASK_BUDGET,
+        };
+        let app = App::dynamodb(dynamodb.clone(), Media::S3(s3), "ffprobe", Duration::ZERO)
+            .allowing_private_urls()
+            .with_links(&secret, &public_url)
+            .with_engine(Arc::new(dynamodb), Arc::new(queue), None, settings);
+        (app, [dynamodb_log, s3_log, queue_log])
+    };
+    let (api, api_logs) = recorded(&dynamodb, &s3, &queue);
+    let (worker, worker_logs) = recorded(&dynamodb, &s3, &queue);
+    let test = TestApp::seeded(api).await;
+    let (_, stop) = serve::spawn_on(test.app.clone(), listener).unwrap();
+    let harness = Harness { test, _stop: stop, _workers: None };
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
+
+    let mut performed: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    let take = |logs: &[shared::adapters::ActionLog; 3]| -> BTreeSet<String> {
+        logs.iter().flat_map(|log| log.take()).collect()
+    };
+    take(&api_logs);
+    take(&worker_logs);
+    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    performed.entry("start-run").or_default().extend(take(&api_logs));
+    work_as_node_worker(&worker, &queue, &dynamodb, &harness.test, &run).await;
+    performed.entry(NODE_WORKER).or_default().extend(take(&worker_logs));
+    take(&api_logs);
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    take(&api_logs);
+    let link = record["outputs"][0]["video_url"].as_str().unwrap().to_owned();
+    let calls = [
+        ("get-run", Method::GET, format!("/agent_run/{run}"), StatusCode::OK),
+        ("get-run-nodes", Method::GET, format!("/agent_run/{run}/nodes"), StatusCode::OK),
+        ("list-agent-runs", Method::GET, format!("/agent/{agent}/runs"), StatusCode::OK),
+        ("list-runs", Method::GET, "/agent_runs?status=completed".to_owned(), StatusCode::OK),
+        ("get-media", Method::GET, link.strip_prefix(public_url.as_str()).unwrap().to_owned(), StatusCode::FOUND),
+    ];
+    for (function, method, path, expected) in calls {
+        let (status, body) = harness.test.call(method, &path, None).await;
+        assert_eq!(status, expected, "{function}: {body}");
+        performed.entry(function).or_default().extend(take(&api_logs));
+    }
+    // Cancel a run no worker took, then resume it.
+    let second = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    take(&api_logs);
+    let (status, body) = harness.test.call(Method::POST, &format!("/agent_run/{second}/cancel"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    performed.entry("cancel-run").or_default().extend(take(&api_logs));
+    let (status, body) = harness.test.call(Method::POST, &format!("/agent_run/{second}/resume"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    performed.entry("resume-run").or_default().extend(take(&api_logs));
+    work_as_node_worker(&worker, &queue, &dynamodb, &harness.test, &second).await;
+    performed.entry(NODE_WORKER).or_default().extend(take(&worker_logs));
+
+    let wanted = |lists: &[&[&str]]| -> BTreeSet<String> {
+        lists.iter().flat_map(|list| list.iter().map(|action| (*action).to_owned())).collect()
+    };
+    let mut checked = 0;
+    for route in ROUTES.iter().filter(|route| crate::iam::RUN_ROUTES.contains(&route.function)) {
+        let granted = wanted(&[route.dynamodb_actions, route.s3_actions, route.sqs_actions]);
+        assert_eq!(performed[route.function], granted, "{} performs exactly what its policy grants", route.function);
+        checked += 1;
+    }
+    assert_eq!(checked, crate::iam::RUN_ROUTES.len());
+    let granted = wanted(&[NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS]);
+    assert_eq!(performed[NODE_WORKER], granted, "node-worker performs exactly what its policy grants");
+}

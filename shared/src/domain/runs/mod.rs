@@ -136,7 +136,15 @@ impl RuntimeNode {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum InputSource {
     /// A ready video upload.
-    Upload { id: UploadId, key: String, media: MediaId },
+    Upload {
+        id: UploadId,
+        key: String,
+        media: MediaId,
+        /// The object version finalize sealed (S3): the task reads that version, so a
+        /// later PUT to the upload URL cannot change a run's input.
+        #[serde(default)]
+        version: Option<String>,
+    },
     /// An output of an earlier run.
     Render { id: MediaId, key: String },
     /// A plain HTTP(S) URL, downloaded by the Video Input task.

@@ -234,7 +234,10 @@ async fn bind_inputs(
                         created_at: now,
                     });
                     let duration = upload.media.as_ref().and_then(|media| media.duration_ms);
-                    (InputSource::Upload { id, key: blob.key.clone(), media: link }, duration)
+                    (
+                        InputSource::Upload { id, key: blob.key.clone(), media: link, version: blob.version.clone() },
+                        duration,
+                    )
                 }
                 InputRef::Render(id) => {
                     let record = ports.runs.get_media(id).await?;

@@ -13,7 +13,7 @@ use super::{InputSource, MediaFile, MediaId, MediaKind, MediaRecord, Run, TaskSo
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
 use crate::domain::media::{edit_of, Edit, MediaError, RenderInput, RenderJob};
 use crate::domain::node_types::CAPTIONS;
-use crate::domain::uploads::ProbeReport;
+use crate::domain::uploads::{ProbeReport, SealedBlob};
 use crate::ports::{
     BlobStore, Clock, DownloadError, Downloader, MediaProbe, MediaToolkit, RunRepo, TaskMessage, TaskQueue,
 };
@@ -229,9 +229,11 @@ impl Worker {
     ) -> anyhow::Result<Made> {
         let bound = &run.inputs[input];
         let (location, key) = match &bound.source {
-            InputSource::Upload { key, .. } | InputSource::Render { key, .. } => {
-                (self.blobs.read_location(key).await?, Some(key.clone()))
+            InputSource::Upload { key, version, .. } => {
+                let sealed = SealedBlob { key: key.clone(), version: version.clone(), size: 0 };
+                (self.blobs.probe_location(&sealed).await?, Some(key.clone()))
             }
+            InputSource::Render { key, .. } => (self.blobs.read_location(key).await?, Some(key.clone())),
             InputSource::Url { url } => {
                 let path = scratch.join("download");
                 match self.downloader.download(url, &path, MAX_DOWNLOAD_BYTES).await {
