@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Run-engine figures against `serve` (called by scripts/perf-runs.sh, which builds and
+starts it). Each figure is a ratio or a difference against a floor measured in the same
+run: the ffmpeg commands a person would write by hand for the same work.
+
+  usage: perf_runs.py BASE_URL API_KEY WORK_DIR [--repeats N] [--starts N] [--long-seconds S]
+
+Prints markdown for docs/performance.md. Standard library only.
+"""
+import json
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+VIDEO_INPUT = "87a28532-ca1d-4652-9a23-a5b9d452e79a"
+DESTINATION = "96600cea-d346-4a43-a262-cc54579cfe1e"
+CLIP = "774577c0-7d6c-42fa-9f2d-fbc179081641"
+REFRAME = "3c86da6e-c0b0-4ac6-a4e3-23ff638dceae"
+SPEED = "47a6bc12-618b-47a6-b0ad-7b3983640b2d"
+ENCODE = ["-c:v", "libx264", "-preset", "veryfast", "-crf", "23", "-pix_fmt", "yuv420p",
+          "-c:a", "aac", "-b:a", "128k", "-movflags", "+faststart"]
+POLL_SECONDS = 0.005
+# Longest a measured run may take before the script gives up.
+RUN_LIMIT_SECONDS = 1800
+
+base, key, work = sys.argv[1], sys.argv[2], sys.argv[3]
+options = dict(zip(sys.argv[4::2], sys.argv[5::2]))
+repeats = int(options.get("--repeats", 3))
+starts = int(options.get("--starts", 20))
+# The long video's length (a smoke run of the script may shorten it).
+long_seconds = int(options.get("--long-seconds", 60))
+
+
+def call(method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, method=method)
+    request.add_header("Authorization", f"Bearer {key}")
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read() or b"null")
+
+
+def ffmpeg(*arguments):
+    subprocess.run(["ffmpeg", "-v", "error", "-y", *arguments], check=True)
+
+
+def upload(path):
+    ticket = call("POST", "/uploads/video/get_upload_url")
+    with open(path, "rb") as file:
+        request = urllib.request.Request(ticket["upload_url"], data=file.read(), method="PUT")
+        urllib.request.urlopen(request, timeout=300).read()
+    call("POST", "/uploads/video/finalize_upload", {"id": ticket["id"]})
+    return ticket["id"]
+
+
+def agent(nodes, edges):
+    """nodes: [(name, type, params)], edges: [(from, to)] -> agent ID."""
+    created = call("POST", "/agent/create", {"name": "perf"})
+    operations = [{"op": "create_node", "node_type_id": kind, "temp_ref_id": name, "params_used": params}
+                  for name, kind, params in nodes]
+    operations += [{"op": "create_connection", "source_temp_ref_id": a, "target_temp_ref_id": b} for a, b in edges]
+    call("POST", f"/agent/{created['agent_id']}/update", {"operations": operations})
+    return created["agent_id"]
+
+
+def run(agent_id, video):
+    """Seconds from POST to the run's end, as a client polling every 5 ms sees it."""
+    started = time.perf_counter()
+    run_id = call("POST", f"/agent/{agent_id}/run", {"video_ids": [video]})["run_id"]
+    while time.perf_counter() - started < RUN_LIMIT_SECONDS:
+        record = call("GET", f"/agent_run/{run_id}")
+        if record["status"] != "running":
+            assert record["status"] == "completed", record
+            return time.perf_counter() - started
+        time.sleep(POLL_SECONDS)
+    raise SystemExit(f"run {run_id} did not finish in {RUN_LIMIT_SECONDS} s")
+
+
+def first_task(agent_id, video):
+    """Seconds from POST to the first node seen running (or past it)."""
+    started = time.perf_counter()
+    run_id = call("POST", f"/agent/{agent_id}/run", {"video_ids": [video]})["run_id"]
+    while time.perf_counter() - started < RUN_LIMIT_SECONDS:
+        nodes = call("GET", f"/agent_run/{run_id}/nodes")["nodes"]
+        if any(node["status"] in ("running", "completed", "failed") for node in nodes):
+            seen = time.perf_counter() - started
+            run_until_end(run_id)
+            return seen
+        time.sleep(POLL_SECONDS / 5)
+    raise SystemExit(f"run {run_id} never started a task")
+
+
+def run_until_end(run_id):
+    for _ in range(RUN_LIMIT_SECONDS * 10):
+        if call("GET", f"/agent_run/{run_id}")["status"] != "running":
+            return
+        time.sleep(0.1)
+
+
+def timed(function):
+    started = time.perf_counter()
+    function()
+    return time.perf_counter() - started
+
+
+short, long = f"{work}/short.mp4", f"{work}/long.mp4"
+ffmpeg("-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30:duration=1", "-f", "lavfi", "-i",
+       "sine=frequency=440:duration=1", "-shortest", *ENCODE, short)
+ffmpeg("-f", "lavfi", "-i", f"testsrc2=size=1920x1080:rate=30:duration={long_seconds}", "-f", "lavfi", "-i",
+       f"sine=frequency=440:duration={long_seconds}", "-shortest", *ENCODE, long)
+short_id, long_id = upload(short), upload(long)
+
+# 1. Engine overhead: Video Input -> 198 Clips of the whole second -> Destination.
+names = ["in"] + [f"clip{i}" for i in range(198)] + ["out"]
+nodes = [("in", VIDEO_INPUT, {})] + [(f"clip{i}", CLIP, {"start_ms": 0, "end_ms": 1000}) for i in range(198)]
+nodes.append(("out", DESTINATION, {}))
+wide = agent(nodes, list(zip(names, names[1:])))
+
+
+def short_floor():
+    ffmpeg("-i", short, *ENCODE, f"{work}/floor-short.mp4")
+    ffmpeg("-ss", "0.5", "-i", f"{work}/floor-short.mp4", "-frames:v", "1", f"{work}/floor-short.jpg")
+
+
+engine_runs, floors = [], []
+for _ in range(repeats):
+    engine_runs.append(run(wide, short_id))
+    floors.append(timed(short_floor))
+overhead = (statistics.median(engine_runs) - statistics.median(floors)) / len(nodes)
+
+# 2. A chain on 60 s of 1080p against one hand-written ffmpeg command.
+window = (long_seconds * 1000 // 12, long_seconds * 1000 * 11 // 12)
+chain = agent([("in", VIDEO_INPUT, {}), ("clip", CLIP, {"start_ms": window[0], "end_ms": window[1]}),
+               ("reframe", REFRAME, {"aspect_ratio": "9:16", "mode": "crop"}),
+               ("speed", SPEED, {"factor": 2}), ("out", DESTINATION, {})],
+              [("in", "clip"), ("clip", "reframe"), ("reframe", "speed"), ("speed", "out")])
+
+
+def long_floor():
+    start, length = window[0] / 1000, (window[1] - window[0]) / 1000
+    ffmpeg("-ss", str(start), "-t", str(length), "-i", long, "-vf", "crop=606:1080,setpts=PTS/2", "-af", "atempo=2",
+           *ENCODE, f"{work}/floor-long.mp4")
+
+
+chain_runs, chain_floors = [], []
+for _ in range(repeats):
+    chain_runs.append(run(chain, long_id))
+    chain_floors.append(timed(long_floor))
+ratios = [a / b for a, b in zip(chain_runs, chain_floors)]
+
+# 3. POST -> first task running.
+single = agent([("in", VIDEO_INPUT, {}), ("out", DESTINATION, {})], [("in", "out")])
+latencies = sorted(first_task(single, short_id) for _ in range(starts))
+
+ms = lambda seconds: f"{seconds * 1000:,.1f} ms"
+print("| measurement | engine | floor | figure |")
+print("|---|---|---|---|")
+print(f"| {len(nodes)}-node chain on a 1 s video, POST to completed, median of {repeats} | "
+      f"{ms(statistics.median(engine_runs))} | {ms(statistics.median(floors))} (encode + thumbnail by hand) | "
+      f"**{overhead * 1000:.2f} ms per node** |")
+print(f"| Video Input → Clip → Reframe → Speed → Destination, {long_seconds} s 1080p, median of {repeats} | "
+      f"{ms(statistics.median(chain_runs))} | {ms(statistics.median(chain_floors))} (one ffmpeg command) | "
+      f"**{statistics.median(ratios):.2f}×** (pairs: {', '.join(f'{r:.2f}' for r in ratios)}) |")
+print(f"| POST run → first task running, p50 / p90 of {starts} | "
+      f"{ms(latencies[len(latencies) // 2])} / {ms(latencies[int(len(latencies) * 0.9)])} | | |")
