@@ -49,6 +49,8 @@ async fn aws_engine_parts() -> (DynamoDb, S3BlobStore, SqsTaskQueue) {
 /// (DynamoDB Local, a queue of its own on the SQS emulator, the S3 emulator).
 struct Harness {
     test: TestApp,
+    /// Where tasks render (their ffmpeg children name paths under it).
+    scratch: std::path::PathBuf,
     _stop: tokio::sync::oneshot::Sender<()>,
     _workers: Option<Workers>,
 }
@@ -62,19 +64,21 @@ impl Harness {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let public_url = format!("http://{}", listener.local_addr().unwrap());
         let scratch = tempfile::tempdir().unwrap().keep();
+        let app_scratch = scratch.clone();
         let app = match backend {
             Backend::Sqlite => {
                 let (media, _) = local_media(&public_url);
                 let database = sqlite();
                 App::sqlite(database.clone(), media).allowing_private_urls().with_embedded_engine(
                     database,
-                    scratch,
+                    app_scratch,
                     DEFAULT_TASK_BUDGET,
                 )
             }
             Backend::DynamoDb => {
                 let (dynamodb, s3, queue) = aws_engine_parts().await;
-                let settings = EngineSettings { ffmpeg: "ffmpeg".into(), scratch, task_budget: DEFAULT_TASK_BUDGET };
+                let settings =
+                    EngineSettings { ffmpeg: "ffmpeg".into(), scratch: app_scratch, task_budget: DEFAULT_TASK_BUDGET };
                 App::dynamodb(dynamodb.clone(), Media::S3(s3), "ffprobe", Duration::ZERO)
                     .allowing_private_urls()
                     .with_links(&shared::core::signing::generate_secret(), &public_url)
@@ -84,14 +88,18 @@ impl Harness {
         let test = TestApp::seeded(app).await;
         let (_, stop) = serve::spawn_on(test.app.clone(), listener).unwrap();
         let workers = if count > 0 { serve::workers::start(&test.app, count).await.unwrap() } else { None };
-        Self { test, _stop: stop, _workers: workers }
+        Self { test, scratch, _stop: stop, _workers: workers }
     }
 
     async fn upload(&self, kind: &str, file: &str) -> String {
+        self.upload_bytes(kind, sample(file)).await
+    }
+
+    async fn upload_bytes(&self, kind: &str, bytes: Vec<u8>) -> String {
         let (status, body) = self.test.call(Method::POST, &format!("/uploads/{kind}/get_upload_url"), None).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let id = body["id"].as_str().unwrap().to_owned();
-        assert_eq!(put(body["upload_url"].as_str().unwrap(), sample(file)).await, StatusCode::OK);
+        assert_eq!(put(body["upload_url"].as_str().unwrap(), bytes).await, StatusCode::OK);
         let (status, body) =
             self.test.call(Method::POST, &format!("/uploads/{kind}/finalize_upload"), Some(json!({ "id": id }))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
@@ -700,7 +708,7 @@ async fn run_functions_and_node_worker_are_granted_exactly_the_actions_they_perf
     let (worker, worker_logs) = recorded(&dynamodb, &s3, &queue);
     let test = TestApp::seeded(api).await;
     let (_, stop) = serve::spawn_on(test.app.clone(), listener).unwrap();
-    let harness = Harness { test, _stop: stop, _workers: None };
+    let harness = Harness { test, scratch: std::path::PathBuf::new(), _stop: stop, _workers: None };
     let video = harness.upload("video", "video.mp4").await;
     let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
 
@@ -755,4 +763,58 @@ async fn run_functions_and_node_worker_are_granted_exactly_the_actions_they_perf
     assert_eq!(checked, crate::iam::RUN_ROUTES.len());
     let granted = wanted(&[NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS]);
     assert_eq!(performed[NODE_WORKER], granted, "node-worker performs exactly what its policy grants");
+}
+
+/// ffmpeg processes whose arguments name a path under `folder`.
+fn ffmpeg_under(folder: &std::path::Path) -> usize {
+    let output = std::process::Command::new("pgrep").arg("-f").arg(format!("ffmpeg.*{}", folder.display())).output();
+    output.map(|output| String::from_utf8_lossy(&output.stdout).lines().count()).unwrap_or(0)
+}
+
+/// Cancel stops the ffmpeg child of a running task within a second and nothing runs
+/// after it: the run ends `cancelled` with no output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancel_stops_running_ffmpeg_within_a_second() {
+    let harness = Harness::with_workers(Backend::Sqlite, 1).await;
+    let folder = tempfile::tempdir().unwrap();
+    let video = folder.path().join("long.mp4");
+    let made = std::process::Command::new("ffmpeg")
+        .args(["-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30:duration=60", "-f", "lavfi", "-i"])
+        .args(["sine=duration=60", "-shortest", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"])
+        .arg(&video)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let upload = harness.upload_bytes("video", std::fs::read(&video).unwrap()).await;
+    // Slowed down 4×: four minutes of output, many seconds of work.
+    let (agent, _) = harness
+        .agent(
+            &[
+                ("in", VIDEO_INPUT, json!({})),
+                ("slow", SPEED, json!({ "factor": 0.25 })),
+                ("out", DESTINATION, json!({})),
+            ],
+            &[("in", "slow"), ("slow", "out")],
+        )
+        .await;
+    let run = harness.start(&agent, json!({ "video_ids": [upload] })).await;
+    let mut waited = 0;
+    while ffmpeg_under(&harness.scratch) == 0 {
+        waited += 1;
+        assert!(waited < 600, "ffmpeg never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, body) = harness.test.call(Method::POST, &format!("/agent_run/{run}/cancel"), None).await;
+    let cancelled_at = std::time::Instant::now();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["tasks_cancelled"], 1, "the running task: {body}");
+    while ffmpeg_under(&harness.scratch) > 0 {
+        assert!(cancelled_at.elapsed() < Duration::from_secs(1), "ffmpeg still runs 1 s after cancel");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "cancelled", "{record}");
+    assert_eq!(record["outputs"], json!([]));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(ffmpeg_under(&harness.scratch), 0, "nothing started after the cancel");
 }
