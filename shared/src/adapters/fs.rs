@@ -226,7 +226,8 @@ impl BlobStore for LocalBlobStore {
         Self::place(&incoming, &path).await
     }
 
-    async fn download_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String> {
+    // Versions are not kept here: sealing moves a file to a key of its own.
+    async fn download_url(&self, key: &str, _version: Option<&str>, ttl: Duration) -> anyhow::Result<String> {
         self.valid_path(key)?;
         Ok(self.signed_url("GET", key, Timestamp::now().after(ttl).unix_seconds()))
     }
@@ -240,7 +241,7 @@ impl BlobStore for LocalBlobStore {
         Self::place(&incoming, &path).await
     }
 
-    async fn read_location(&self, key: &str) -> anyhow::Result<String> {
+    async fn read_location(&self, key: &str, _version: Option<&str>) -> anyhow::Result<String> {
         Ok(format!("file:{}", self.valid_path(key)?.display()))
     }
 }
@@ -325,7 +326,7 @@ mod tests {
         let (_dir, store) = store();
         store.put("responses/r.json", Bytes::from_static(b"{}"), "application/json").await.unwrap();
         assert_eq!(std::fs::read(store.path("responses/r.json").unwrap()).unwrap(), b"{}");
-        let url = store.download_url("responses/r.json", Duration::from_secs(60)).await.unwrap();
+        let url = store.download_url("responses/r.json", None, Duration::from_secs(60)).await.unwrap();
         let (expires, signature) = signed_query_values(url.split_once('?').unwrap().1);
         assert!(store.authorize("GET", "responses/r.json", expires, signature, Timestamp::now()).is_ok());
         assert_eq!(content_type_of("responses/r.json"), "application/json");

@@ -181,12 +181,13 @@ impl BlobStore for S3BlobStore {
         Ok(())
     }
 
-    async fn download_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String> {
+    async fn download_url(&self, key: &str, version: Option<&str>, ttl: Duration) -> anyhow::Result<String> {
         let presigned = self
             .client
             .get_object()
             .bucket(&self.bucket)
             .key(key)
+            .set_version_id(version.map(str::to_owned))
             .presigned(PresigningConfig::expires_in(ttl)?)
             .await
             .context("presigning a download URL")?;
@@ -207,8 +208,8 @@ impl BlobStore for S3BlobStore {
         Ok(())
     }
 
-    async fn read_location(&self, key: &str) -> anyhow::Result<String> {
-        self.download_url(key, READ_URL_TTL).await
+    async fn read_location(&self, key: &str, version: Option<&str>) -> anyhow::Result<String> {
+        self.download_url(key, version, READ_URL_TTL).await
     }
 }
 

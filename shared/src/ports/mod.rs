@@ -190,12 +190,14 @@ pub trait BlobStore: Send + Sync {
     async fn probe_location(&self, blob: &SealedBlob) -> anyhow::Result<String>;
     /// Stores `bytes` at `key`.
     async fn put(&self, key: &str, bytes: Bytes, content_type: &str) -> anyhow::Result<()>;
-    /// A URL that answers HTTP GETs of the object at `key` for `ttl`.
-    async fn download_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String>;
+    /// A URL that answers HTTP GETs of the object at `key` (of `version`, when given)
+    /// for `ttl`.
+    async fn download_url(&self, key: &str, version: Option<&str>, ttl: Duration) -> anyhow::Result<String>;
     /// Stores the file at `path` as the object at `key` (streamed, not read into memory).
     async fn put_file(&self, key: &str, path: &std::path::Path, content_type: &str) -> anyhow::Result<()>;
-    /// A path or short-lived URL from which the media toolkit can read the object at `key`.
-    async fn read_location(&self, key: &str) -> anyhow::Result<String>;
+    /// A path or short-lived URL from which the media toolkit can read the object at
+    /// `key` (of `version`, when given).
+    async fn read_location(&self, key: &str, version: Option<&str>) -> anyhow::Result<String>;
 }
 
 /// Which runs a list returns: newest first, `limit + 1` of them (so the caller can tell

@@ -99,7 +99,7 @@ async fn deliver(route: &Route, app: &App, response: Response, deadline: Instant
     let body = Bytes::copy_from_slice(response.body());
     let parked = async {
         app.blobs.put(&key, body, &content_type).await?;
-        app.blobs.download_url(&key, LARGE_RESPONSE_LINK_TTL).await
+        app.blobs.download_url(&key, None, LARGE_RESPONSE_LINK_TTL).await
     };
     let left = deadline.saturating_duration_since(Instant::now());
     let parked = tokio::time::timeout(left, parked).await.unwrap_or_else(|_| {

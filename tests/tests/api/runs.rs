@@ -29,6 +29,7 @@ conformance!(
     another_organizations_runs_are_not_found_anywhere,
     a_task_message_delivered_twice_does_its_work_once,
     twenty_concurrent_runs_all_finish_with_their_outputs,
+    a_run_reads_what_finalize_sealed_not_a_later_put_to_the_upload_url,
 );
 
 /// DynamoDB Local, the S3 emulator and a new queue on the SQS emulator (so that tests
@@ -96,13 +97,23 @@ impl Harness {
     }
 
     async fn upload_bytes(&self, kind: &str, bytes: Vec<u8>) -> String {
+        self.upload_then_put(kind, bytes, None).await
+    }
+
+    /// Uploads and finalizes `bytes`; then, when `later` is given, PUTs it to the same
+    /// upload URL (still valid) as a client could.
+    async fn upload_then_put(&self, kind: &str, bytes: Vec<u8>, later: Option<Vec<u8>>) -> String {
         let (status, body) = self.test.call(Method::POST, &format!("/uploads/{kind}/get_upload_url"), None).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let id = body["id"].as_str().unwrap().to_owned();
-        assert_eq!(put(body["upload_url"].as_str().unwrap(), bytes).await, StatusCode::OK);
+        let url = body["upload_url"].as_str().unwrap();
+        assert_eq!(put(url, bytes).await, StatusCode::OK);
         let (status, body) =
             self.test.call(Method::POST, &format!("/uploads/{kind}/finalize_upload"), Some(json!({ "id": id }))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
+        if let Some(later) = later {
+            assert_eq!(put(url, later).await, StatusCode::OK, "the upload URL still takes a PUT");
+        }
         id
     }
 
@@ -406,6 +417,43 @@ async fn every_executor_makes_the_size_duration_and_streams_the_graph_asks_for()
 
     let wide = fetch_and_probe(by_node("wide_out")["video_url"].as_str().unwrap()).await;
     assert_eq!((wide.width, wide.height), (320, 180), "16:9 crop of 320x240");
+}
+
+/// The upload URL stays valid for an hour after finalize: whatever is PUT to it then
+/// must not change a run's input, music or image, nor what their links serve.
+async fn a_run_reads_what_finalize_sealed_not_a_later_put_to_the_upload_url(backend: Backend) {
+    let harness = Harness::new(backend).await;
+    let video = harness.upload_then_put("video", sample("video.mp4"), Some(sample("short.mp4"))).await;
+    let music = harness.upload_then_put("audio", sample("audio.mp3"), Some(sample("notes.txt"))).await;
+    let image = harness.upload_then_put("image", sample("image.png"), Some(sample("notes.txt"))).await;
+    // Passed through untouched: the output is the sealed upload itself.
+    let (plain, _) =
+        harness.agent(&[("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))], &[("in", "out")]).await;
+    let (edited, _) = harness
+        .agent(
+            &[
+                ("in", VIDEO_INPUT, json!({})),
+                ("music", BACKGROUND_MUSIC, json!({ "audio_id": music, "volume": 0.5 })),
+                ("logo", OVERLAY, json!({ "image_id": image })),
+                ("out", DESTINATION, json!({})),
+            ],
+            &[("in", "music"), ("music", "logo"), ("logo", "out")],
+        )
+        .await;
+    for agent in [plain, edited] {
+        let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+        let (status, started) = harness.test.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+        assert_eq!(status, StatusCode::OK);
+        let record = harness.finished(&run).await;
+        assert_eq!(record["status"], "completed", "{record}");
+        for link in
+            [&record["outputs"][0]["video_url"], &record["inputs"][0]["video_url"], &started["inputs"][0]["video_url"]]
+        {
+            let probed = fetch_and_probe(link.as_str().unwrap()).await;
+            assert_eq!((probed.width, probed.height), (320, 240), "the sealed 320x240 video, not the later 160x120");
+            assert_close(probed.duration, 2.0, "the sealed video");
+        }
+    }
 }
 
 async fn input_rules_are_refused_with_a_detail_and_create_no_run(backend: Backend) {

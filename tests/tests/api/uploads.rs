@@ -296,13 +296,13 @@ impl BlobStore for Sized {
     async fn put(&self, _: &str, _: Bytes, _: &str) -> anyhow::Result<()> {
         anyhow::bail!("not used by these tests")
     }
-    async fn download_url(&self, key: &str, _: std::time::Duration) -> anyhow::Result<String> {
+    async fn download_url(&self, key: &str, _: Option<&str>, _: std::time::Duration) -> anyhow::Result<String> {
         Ok(format!("http://blobs.invalid/{key}"))
     }
     async fn put_file(&self, _: &str, _: &std::path::Path, _: &str) -> anyhow::Result<()> {
         anyhow::bail!("not used by these tests")
     }
-    async fn read_location(&self, key: &str) -> anyhow::Result<String> {
+    async fn read_location(&self, key: &str, _: Option<&str>) -> anyhow::Result<String> {
         Ok(format!("http://blobs.invalid/{key}"))
     }
 }

@@ -10,7 +10,9 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 
-use super::table::{build, failure, id, n, number, optional_number, s, text, timestamp, unless_condition_failed, Item};
+use super::table::{
+    build, failure, id, n, number, optional_number, optional_text, s, text, timestamp, unless_condition_failed, Item,
+};
 use super::{keys, AttributeValue, DynamoDb};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId};
@@ -86,6 +88,9 @@ fn media_item(record: &MediaRecord) -> Item {
     if let Some(duration) = record.duration_ms {
         item.insert("duration_ms".to_owned(), n(duration));
     }
+    if let Some(version) = &record.version {
+        item.insert("blob_version".to_owned(), s(version));
+    }
     item
 }
 
@@ -97,6 +102,7 @@ fn media_from(item: &Item) -> anyhow::Result<MediaRecord> {
         run_id: id(item, "run_id")?,
         kind: MediaKind::parse(kind).ok_or_else(|| anyhow::anyhow!("media kind {kind:?} is not known"))?,
         key: text(item, "blob_key")?.to_owned(),
+        version: optional_text(item, "blob_version")?.map(str::to_owned),
         content_type: text(item, "content_type")?.to_owned(),
         duration_ms: optional_number(item, "duration_ms")?,
         created_at: timestamp(item, "created_at")?,

@@ -20,8 +20,8 @@ fn from_document(text: &str) -> anyhow::Result<Run> {
 fn insert_media(connection: &rusqlite::Connection, media: &[MediaRecord]) -> anyhow::Result<()> {
     let mut statement = connection
         .prepare_cached(
-            "INSERT INTO media (id, organization_id, run_id, kind, key, content_type, duration_ms, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            "INSERT INTO media (id, organization_id, run_id, kind, key, version, content_type, duration_ms, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )
         .db("recording media")?;
     for record in media {
@@ -32,6 +32,7 @@ fn insert_media(connection: &rusqlite::Connection, media: &[MediaRecord]) -> any
                 record.run_id.to_string(),
                 record.kind.as_str(),
                 record.key,
+                record.version,
                 record.content_type,
                 record.duration_ms.map(|ms| ms as i64),
                 record.created_at.to_string(),
@@ -150,7 +151,7 @@ impl RunRepo for Sqlite {
         self.call(move |connection| {
             connection
                 .prepare_cached(
-                    "SELECT id, organization_id, run_id, kind, key, content_type, duration_ms, created_at
+                    "SELECT id, organization_id, run_id, kind, key, version, content_type, duration_ms, created_at
                      FROM media WHERE id = ?1",
                 )
                 .db("reading media")?
@@ -168,9 +169,10 @@ impl RunRepo for Sqlite {
                             )
                         })?,
                         key: row.get(4)?,
-                        content_type: row.get(5)?,
-                        duration_ms: row.get::<_, Option<i64>>(6)?.map(|ms| ms.max(0) as u64),
-                        created_at: parsed(row, 7)?,
+                        version: row.get(5)?,
+                        content_type: row.get(6)?,
+                        duration_ms: row.get::<_, Option<i64>>(7)?.map(|ms| ms.max(0) as u64),
+                        created_at: parsed(row, 8)?,
                     })
                 })
                 .optional()

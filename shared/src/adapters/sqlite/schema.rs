@@ -120,6 +120,8 @@ pub const MIGRATIONS: &[&str] = &[
         receives INTEGER NOT NULL DEFAULT 0
     ) STRICT;
     CREATE INDEX task_queue_visible ON task_queue (visible_at, id);",
+    // 3: the object version a media record reads (an upload's sealed version on S3).
+    "ALTER TABLE media ADD COLUMN version TEXT;",
 ];
 
 /// Refuses a file that is not a readable SQLite database or fails SQLite's own check.

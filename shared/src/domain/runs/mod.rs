@@ -174,6 +174,10 @@ pub struct MediaLinkIds {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MediaFile {
     pub key: String,
+    /// The object version to read (an upload sealed on S3, whose key its upload URL
+    /// could still write to); none for files the engine made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     pub duration_ms: u64,
     pub width: u32,
     pub height: u32,
@@ -260,9 +264,39 @@ pub struct Run {
     pub tasks: Vec<Task>,
     pub outputs: Vec<RunOutput>,
     /// Uploaded files the nodes' parameters name (`audio_id`, `image_id`): upload ID to
-    /// blob key, resolved when the run started.
+    /// its sealed file, resolved when the run started.
     #[serde(default)]
-    pub assets: std::collections::BTreeMap<UploadId, String>,
+    pub assets: std::collections::BTreeMap<UploadId, AssetFile>,
+}
+
+/// A sealed upload a run reads: its key and, on S3, the version finalize sealed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "AssetForm")]
+pub struct AssetFile {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// How an asset is stored: runs started before versions were kept stored the key alone.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AssetForm {
+    Key(String),
+    File {
+        key: String,
+        #[serde(default)]
+        version: Option<String>,
+    },
+}
+
+impl From<AssetForm> for AssetFile {
+    fn from(form: AssetForm) -> Self {
+        match form {
+            AssetForm::Key(key) => AssetFile { key, version: None },
+            AssetForm::File { key, version } => AssetFile { key, version },
+        }
+    }
 }
 
 /// What a media ID points at, for links and for later runs' `node_render_ids`.
@@ -273,6 +307,8 @@ pub struct MediaRecord {
     pub run_id: RunId,
     pub kind: MediaKind,
     pub key: String,
+    /// The object version to serve (see [`MediaFile::version`]).
+    pub version: Option<String>,
     pub content_type: String,
     pub duration_ms: Option<u64>,
     pub created_at: Timestamp,
@@ -402,5 +438,19 @@ impl Run {
     pub fn output_tasks(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.tasks.len())
             .filter(|index| self.tasks[*index].nodes.last().is_some_and(|last| self.is_output_node(*last)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AssetFile;
+
+    #[test]
+    fn an_asset_stored_as_a_bare_key_reads_without_a_version() {
+        let old: AssetFile = serde_json::from_str(r#""assets/o/a""#).unwrap();
+        assert_eq!(old, AssetFile { key: "assets/o/a".into(), version: None });
+        let new = AssetFile { key: "uploads/o/a".into(), version: Some("v1".into()) };
+        let again: AssetFile = serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+        assert_eq!(again, new);
     }
 }

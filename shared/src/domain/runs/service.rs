@@ -10,7 +10,8 @@ use super::engine::{Cancelled, Resumed, WrongStatus};
 use super::plan::{plan_tasks, runtime_graph};
 use super::start::{InputRef, Inputs, StartRequest};
 use super::{
-    AgentStateId, BoundInput, InputSource, MediaId, MediaKind, MediaRecord, Run, RunId, RunStatus, RuntimeNode,
+    AgentStateId, AssetFile, BoundInput, InputSource, MediaId, MediaKind, MediaRecord, Run, RunId, RunStatus,
+    RuntimeNode,
 };
 use crate::core::cursor;
 use crate::core::retry::{RetryPolicy, RUN_UPDATE_CONFLICTS};
@@ -19,7 +20,7 @@ use crate::domain::graph::AgentNodeId;
 use crate::domain::identity::OrganizationId;
 use crate::domain::node_types::{NodeKind, BACKGROUND_MUSIC, CAPTIONS, OVERLAY};
 use crate::domain::time::Timestamp;
-use crate::domain::uploads::{UploadId, UploadKind, UploadStatus};
+use crate::domain::uploads::{Upload, UploadId, UploadKind, UploadStatus};
 use crate::ports::{AgentRepo, Clock, RunQuery, RunRepo, TaskMessage, TaskQueue, UploadRepo};
 
 /// Everything that can go wrong with a run request.
@@ -229,6 +230,7 @@ async fn bind_inputs(
                         run_id,
                         kind: MediaKind::Input,
                         key: blob.key.clone(),
+                        version: blob.version.clone(),
                         content_type: "video/mp4".into(),
                         duration_ms: upload.media.as_ref().and_then(|media| media.duration_ms),
                         created_at: now,
@@ -276,7 +278,7 @@ async fn resolve_assets(
     uploads: &dyn UploadRepo,
     organization: OrganizationId,
     nodes: &[RuntimeNode],
-) -> Result<BTreeMap<UploadId, String>, RunError> {
+) -> Result<BTreeMap<UploadId, AssetFile>, RunError> {
     let mut assets = BTreeMap::new();
     for node in nodes {
         let name = node.type_name();
@@ -308,9 +310,8 @@ async fn resolve_assets(
         })?;
         let upload = uploads.get_upload(organization, id).await?;
         match upload {
-            Some(upload) if upload.kind == kind && upload.status == UploadStatus::Ready => {
-                let key = upload.blob.map(|blob| blob.key).unwrap_or_default();
-                assets.insert(id, key);
+            Some(Upload { kind: found, status: UploadStatus::Ready, blob: Some(blob), .. }) if found == kind => {
+                assets.insert(id, AssetFile { key: blob.key, version: blob.version });
             }
             Some(upload) if upload.kind != kind => {
                 return Err(RunError::Invalid(format!(

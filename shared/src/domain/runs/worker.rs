@@ -13,7 +13,7 @@ use super::{InputSource, MediaFile, MediaId, MediaKind, MediaRecord, Run, TaskSo
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
 use crate::domain::media::{edit_of, Edit, MediaError, RenderInput, RenderJob};
 use crate::domain::node_types::CAPTIONS;
-use crate::domain::uploads::{ProbeReport, SealedBlob};
+use crate::domain::uploads::ProbeReport;
 use crate::ports::{
     BlobStore, Clock, DownloadError, Downloader, MediaProbe, MediaToolkit, RunRepo, TaskMessage, TaskQueue,
 };
@@ -172,14 +172,14 @@ impl Worker {
                     }
                 };
                 self.blobs.put_file(&key, &output, "video/mp4").await?;
-                MediaFile { key, ..facts }
+                MediaFile { key, version: None, ..facts }
             }
         };
         if !delivers {
             return Ok(Outcome::Done { file, delivered: None, media: Vec::new() });
         }
         let thumbnail_path = scratch.path().join("thumbnail.jpg");
-        let location = self.blobs.read_location(&file.key).await?;
+        let location = self.blobs.read_location(&file.key, file.version.as_deref()).await?;
         let thumbnail = match self.toolkit.thumbnail(&location, file.duration_ms, &thumbnail_path).await {
             Ok(()) => {
                 let key = format!("{base}.jpg");
@@ -193,19 +193,21 @@ impl Worker {
         };
         let now = self.clock.now();
         let kind = if run.is_output_node(last) { MediaKind::Render } else { MediaKind::Input };
-        let record = |key: &str, kind: MediaKind, content_type: &str, duration_ms: Option<u64>| MediaRecord {
-            id: MediaId::now_v7(),
-            organization_id: run.organization_id,
-            run_id: run.id,
-            kind,
-            key: key.to_owned(),
-            content_type: content_type.to_owned(),
-            duration_ms,
-            created_at: now,
-        };
-        let mut media = vec![record(&file.key, kind, "video/mp4", Some(file.duration_ms))];
+        let record =
+            |key: &str, version: Option<&String>, kind: MediaKind, content_type: &str, duration_ms| MediaRecord {
+                id: MediaId::now_v7(),
+                organization_id: run.organization_id,
+                run_id: run.id,
+                kind,
+                key: key.to_owned(),
+                version: version.cloned(),
+                content_type: content_type.to_owned(),
+                duration_ms,
+                created_at: now,
+            };
+        let mut media = vec![record(&file.key, file.version.as_ref(), kind, "video/mp4", Some(file.duration_ms))];
         if let Some(key) = &thumbnail {
-            media.push(record(key, MediaKind::Thumbnail, "image/jpeg", None));
+            media.push(record(key, None, MediaKind::Thumbnail, "image/jpeg", None));
         }
         let delivered = Delivered { video: media[0].id, thumbnail: media.get(1).map(|record| record.id) };
         Ok(Outcome::Done { file, delivered: Some(delivered), media })
@@ -228,12 +230,11 @@ impl Worker {
         cancelled: tokio::sync::watch::Receiver<bool>,
     ) -> anyhow::Result<Made> {
         let bound = &run.inputs[input];
-        let (location, key) = match &bound.source {
+        let (location, stored) = match &bound.source {
             InputSource::Upload { key, version, .. } => {
-                let sealed = SealedBlob { key: key.clone(), version: version.clone(), size: 0 };
-                (self.blobs.probe_location(&sealed).await?, Some(key.clone()))
+                (self.blobs.read_location(key, version.as_deref()).await?, Some((key.clone(), version.clone())))
             }
-            InputSource::Render { key, .. } => (self.blobs.read_location(key).await?, Some(key.clone())),
+            InputSource::Render { key, .. } => (self.blobs.read_location(key, None).await?, Some((key.clone(), None))),
             InputSource::Url { url } => {
                 let path = scratch.join("download");
                 match self.downloader.download(url, &path, MAX_DOWNLOAD_BYTES).await {
@@ -268,8 +269,8 @@ impl Worker {
         }
         let window = start > 0 || bound.clip_end_ms.is_some_and(|end| end < facts.duration_ms);
         if !window && ready {
-            if let Some(key) = key {
-                return Ok(Made::Existing(MediaFile { key, ..facts }));
+            if let Some((key, version)) = stored {
+                return Ok(Made::Existing(MediaFile { key, version, ..facts }));
             }
         }
         let edits = if window { vec![Edit::Clip { start_ms: start, end_ms: bound.clip_end_ms }] } else { Vec::new() };
@@ -300,7 +301,7 @@ impl Worker {
                 return Ok(Made::Failed(format!("the result of task {source} is missing")));
             };
             inputs.push(RenderInput {
-                location: self.blobs.read_location(&file.key).await?,
+                location: self.blobs.read_location(&file.key, file.version.as_deref()).await?,
                 duration_ms: file.duration_ms,
                 width: file.width,
                 height: file.height,
@@ -308,8 +309,8 @@ impl Worker {
             });
         }
         let mut assets = HashMap::new();
-        for (id, key) in &run.assets {
-            assets.insert(id.to_string(), self.blobs.read_location(key).await?);
+        for (id, file) in &run.assets {
+            assets.insert(id.to_string(), self.blobs.read_location(&file.key, file.version.as_deref()).await?);
         }
         let mut edits = Vec::new();
         for (position, node) in run.tasks[index].nodes.iter().enumerate() {
@@ -383,7 +384,7 @@ fn facts_of(report: &ProbeReport) -> Result<(MediaFile, bool), String> {
     let ready = report.format_name.split(',').any(|name| name == "mp4")
         && video.codec_name == "h264"
         && audio.is_none_or(|audio| audio.codec_name == "aac");
-    let file = MediaFile { key: String::new(), duration_ms, width, height, has_audio: audio.is_some() };
+    let file = MediaFile { key: String::new(), version: None, duration_ms, width, height, has_audio: audio.is_some() };
     Ok((file, ready))
 }
 
