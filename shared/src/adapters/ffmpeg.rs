@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::domain::media::{duration_after, reframed_size, CaptionPosition, Corner, Edit, MediaError, RenderJob};
+use crate::domain::media::{
+    duration_after, reframed_size, until_cancelled, CaptionPosition, Corner, Edit, MediaError, RenderJob,
+};
 use crate::ports::MediaToolkit;
 
 /// Encoder settings of every output (the performance script's reference command uses
@@ -262,7 +264,7 @@ impl Ffmpeg {
         args: &[String],
         folder: Option<&Path>,
         budget: Duration,
-        mut cancelled: tokio::sync::watch::Receiver<bool>,
+        cancelled: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), MediaError> {
         let mut command = tokio::process::Command::new(&self.program);
         command.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).kill_on_drop(true);
@@ -274,20 +276,10 @@ impl Ffmpeg {
         })?;
         let output = child.wait_with_output();
         tokio::pin!(output);
-        let cancel = async {
-            loop {
-                if *cancelled.borrow_and_update() {
-                    return;
-                }
-                if cancelled.changed().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            }
-        };
         let output = tokio::select! {
             output = &mut output => output,
             () = tokio::time::sleep(budget) => return Err(MediaError::TimedOut(budget)),
-            () = cancel => return Err(MediaError::Cancelled),
+            () = until_cancelled(cancelled) => return Err(MediaError::Cancelled),
         };
         let output = output.map_err(|error| MediaError::Unavailable(error.into()))?;
         if output.status.success() {

@@ -59,7 +59,7 @@ impl Downloader for HttpDownloader {
             if !status.is_success() {
                 return Err(refused(format!("the server answered {status}")));
             }
-            let too_large = || refused(format!("the file is larger than the limit of {max_bytes} bytes (5 GB)"));
+            let too_large = || refused(format!("the file is larger than the limit of {}", size_text(max_bytes)));
             if response.content_length().is_some_and(|length| length > max_bytes) {
                 return Err(too_large());
             }
@@ -77,5 +77,118 @@ impl Downloader for HttpDownloader {
             return Ok(written);
         }
         Err(refused(format!("more than {MAX_REDIRECTS} redirects")))
+    }
+}
+
+/// A size limit as people write it: whole gigabytes as such, anything else in bytes.
+fn size_text(bytes: u64) -> String {
+    const GB: u64 = 1024 * 1024 * 1024;
+    if bytes >= GB && bytes.is_multiple_of(GB) {
+        format!("{} GB", bytes / GB)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A server that answers every connection with `answer(path)` (the raw HTTP
+    /// response head and body), then closes it.
+    async fn server(answer: fn(&str) -> Vec<u8>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut request = vec![0u8; 4096];
+                    let read = socket.read(&mut request).await.unwrap_or(0);
+                    let text = String::from_utf8_lossy(&request[..read]).into_owned();
+                    let path = text.split(' ').nth(1).unwrap_or("/").to_owned();
+                    let _ = socket.write_all(&answer(&path)).await;
+                    let _ = socket.shutdown().await;
+                });
+            }
+        });
+        format!("http://{address}")
+    }
+
+    fn ok(body: &[u8], length: bool) -> Vec<u8> {
+        let head = if length {
+            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len())
+        } else {
+            "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n".to_owned()
+        };
+        [head.as_bytes(), body].concat()
+    }
+
+    fn refusal(result: Result<u64, DownloadError>) -> String {
+        match result {
+            Err(DownloadError::Refused(message)) => message,
+            Err(DownloadError::Failed(error)) => panic!("failed, not refused: {error:#}"),
+            Ok(bytes) => panic!("downloaded {bytes} bytes"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_file_within_the_limit_is_stored_and_one_over_it_is_refused_with_or_without_a_length() {
+        let base = server(|path| match path {
+            "/declared" => ok(&[7u8; 2000], true),
+            "/streamed" => ok(&[7u8; 2000], false),
+            _ => ok(&[7u8; 1000], true),
+        })
+        .await;
+        let folder = tempfile::tempdir().unwrap();
+        let output = folder.path().join("file");
+        let downloader = HttpDownloader::new(true);
+        assert_eq!(downloader.download(&format!("{base}/small"), &output, 1500).await.unwrap(), 1000);
+        assert_eq!(std::fs::read(&output).unwrap(), vec![7u8; 1000]);
+        for path in ["/declared", "/streamed"] {
+            let message = refusal(downloader.download(&format!("{base}{path}"), &output, 1500).await);
+            assert_eq!(message, "the file is larger than the limit of 1500 bytes", "{path}");
+        }
+    }
+
+    #[tokio::test]
+    async fn redirects_are_followed_a_few_times_and_errors_are_named() {
+        let base = server(|path| {
+            let hop =
+                |to: &str| format!("HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\n\r\n").into_bytes();
+            match path {
+                "/moved" => hop("/file"),
+                "/file" => ok(b"media", true),
+                "/loop" => hop("/loop"),
+                "/gone" => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec(),
+                _ => hop("ftp://example.com/file"),
+            }
+        })
+        .await;
+        let folder = tempfile::tempdir().unwrap();
+        let output = folder.path().join("file");
+        let downloader = HttpDownloader::new(true);
+        assert_eq!(downloader.download(&format!("{base}/moved"), &output, 100).await.unwrap(), 5);
+        let message = refusal(downloader.download(&format!("{base}/loop"), &output, 100).await);
+        assert_eq!(message, "more than 5 redirects");
+        let message = refusal(downloader.download(&format!("{base}/gone"), &output, 100).await);
+        assert_eq!(message, "the server answered 404 Not Found");
+        let message = refusal(downloader.download(&format!("{base}/elsewhere"), &output, 100).await);
+        assert!(message.contains("is not an http(s) URL"), "{message}");
+    }
+
+    #[test]
+    fn the_5_gb_limit_reads_as_such() {
+        assert_eq!(size_text(crate::domain::runs::worker::MAX_DOWNLOAD_BYTES), "5 GB");
+    }
+
+    #[tokio::test]
+    async fn private_addresses_are_refused_unless_allowed() {
+        let base = server(|_| ok(b"media", true)).await;
+        let folder = tempfile::tempdir().unwrap();
+        let message = refusal(HttpDownloader::new(false).download(&base, &folder.path().join("file"), 100).await);
+        assert!(message.contains("127.0.0.1"), "{message}");
     }
 }

@@ -84,6 +84,18 @@ pub enum MediaError {
 }
 
 /// The duration of a media after an edit, from the duration before it.
+/// Resolves once `cancelled` is set; never, when its sender is gone without setting it.
+pub async fn until_cancelled(mut cancelled: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        if *cancelled.borrow_and_update() {
+            return;
+        }
+        if cancelled.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 pub fn duration_after(edit: &Edit, duration_ms: u64) -> u64 {
     match edit {
         Edit::Clip { start_ms, end_ms } => end_ms.unwrap_or(duration_ms).min(duration_ms).saturating_sub(*start_ms),

@@ -62,6 +62,11 @@ impl Harness {
     }
 
     async fn with_workers(backend: Backend, count: usize) -> Self {
+        Self::with(backend, count, DEFAULT_TASK_BUDGET).await
+    }
+
+    /// `count` workers whose tasks may take `budget` each.
+    async fn with(backend: Backend, count: usize, budget: Duration) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let public_url = format!("http://{}", listener.local_addr().unwrap());
         let scratch = tempfile::tempdir().unwrap().keep();
@@ -73,13 +78,12 @@ impl Harness {
                 App::sqlite(database.clone(), media).allowing_private_urls().with_embedded_engine(
                     database,
                     app_scratch,
-                    DEFAULT_TASK_BUDGET,
+                    budget,
                 )
             }
             Backend::DynamoDb => {
                 let (dynamodb, s3, queue) = aws_engine_parts().await;
-                let settings =
-                    EngineSettings { ffmpeg: "ffmpeg".into(), scratch: app_scratch, task_budget: DEFAULT_TASK_BUDGET };
+                let settings = EngineSettings { ffmpeg: "ffmpeg".into(), scratch: app_scratch, task_budget: budget };
                 App::dynamodb(dynamodb.clone(), Media::S3(s3), "ffprobe", Duration::ZERO)
                     .allowing_private_urls()
                     .with_links(&shared::core::signing::generate_secret(), &public_url)
@@ -499,6 +503,19 @@ async fn input_rules_are_refused_with_a_detail_and_create_no_run(backend: Backen
         (&agent, json!({ "video_ids": [video], "ignore_nodes": [missing] }), "ignore_nodes"),
         (&agent, json!({ "video_ids": [video], "surprise": true }), "unknown property: surprise"),
         (&agent, json!({ "video_ids": [video], "youtube_url_inputs": [] }), "not supported"),
+        (&agent, json!({ "video_ids": video }), "video_ids must be an array"),
+        (&agent, json!({ "video_ids": [video], "input_clip_start_ms": "0" }), "input_clip_start_ms"),
+        (&agent, json!({ "video_ids": vec![video.clone(); 10_000] }), "at most 100"),
+        (
+            &agent,
+            json!({ "video_ids": [video], "callback_url": format!("https://example.com/{}", "x".repeat(9 << 20)) }),
+            "callback_url must be at most 2048",
+        ),
+        (
+            &agent,
+            json!({ "video_ids": [video], "update_params": { nodes["speed"].clone(): { "factor": "fast" } } }),
+            "factor",
+        ),
         (&two_inputs, json!({ "video_ids": [video] }), "one entry per tile"),
         (
             &two_inputs,
@@ -865,4 +882,123 @@ async fn cancel_stops_running_ffmpeg_within_a_second() {
     assert_eq!(record["outputs"], json!([]));
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(ffmpeg_under(&harness.scratch), 0, "nothing started after the cancel");
+}
+
+/// A server that announces a 100 MB file and sends a byte every 100 ms; it reports
+/// when each connection was closed by the client.
+async fn dripping_server() -> (String, tokio::sync::mpsc::UnboundedReceiver<std::time::Instant>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/video.mp4", listener.local_addr().unwrap());
+    let (closed, closes) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let closed = closed.clone();
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                let head = "HTTP/1.1 200 OK\r\nContent-Type: video/mp4\r\nContent-Length: 100000000\r\n\r\n";
+                if socket.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                // Bounded: a test that forgot the connection ends it after 10 minutes.
+                for _ in 0..6000 {
+                    if socket.write_all(b"x").await.is_err() || socket.flush().await.is_err() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                let _ = closed.send(std::time::Instant::now());
+            });
+        }
+    });
+    (url, closes)
+}
+
+/// A URL input that never finishes fails its Video Input task at the task's time
+/// limit, with the reason; cancel stops a download at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_download_that_never_ends_fails_at_the_time_limit_and_cancel_stops_it() {
+    let (url, mut closes) = dripping_server().await;
+    let (budget, short) = (Duration::from_secs(2), Harness::with(Backend::Sqlite, 1, Duration::from_secs(2)).await);
+    let (agent, _) =
+        short.agent(&[("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))], &[("in", "out")]).await;
+    let started = std::time::Instant::now();
+    let run = short.start(&agent, json!({ "video_urls": [url] })).await;
+    let record = short.finished(&run).await;
+    assert_eq!(record["status"], "failed", "{record}");
+    let message = record["errors"][0]["messages"][0].as_str().unwrap();
+    assert!(message.contains("could not be downloaded within the task's time limit of 2 s"), "{message}");
+    assert!(started.elapsed() < budget * 5, "failed at the limit, not later: {:?}", started.elapsed());
+
+    let harness = Harness::with_workers(Backend::Sqlite, 1).await;
+    let (agent, _) =
+        harness.agent(&[("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))], &[("in", "out")]).await;
+    let run = harness.start(&agent, json!({ "video_urls": [url] })).await;
+    for _ in 0..100 {
+        let (_, nodes) = harness.test.call(Method::GET, &format!("/agent_run/{run}/nodes"), None).await;
+        if nodes["nodes"].as_array().unwrap().iter().any(|node| node["status"] == "running") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    while closes.try_recv().is_ok() {}
+    let (status, body) = harness.test.call(Method::POST, &format!("/agent_run/{run}/cancel"), None).await;
+    let cancelled_at = std::time::Instant::now();
+    assert_eq!((status, &body["tasks_cancelled"]), (StatusCode::OK, &json!(1)), "{body}");
+    let closed = tokio::time::timeout(Duration::from_secs(5), closes.recv()).await.expect("the download stopped");
+    let after = closed.unwrap().saturating_duration_since(cancelled_at);
+    assert!(after < Duration::from_millis(1500), "the download ran on for {after:?} after cancel");
+    assert_eq!(harness.finished(&run).await["status"], "cancelled");
+}
+
+/// A server that answers every request with `bytes` as an MP4 file.
+async fn file_server(bytes: Vec<u8>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/video.mp4", listener.local_addr().unwrap());
+    let bytes = Arc::new(bytes);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let bytes = bytes.clone();
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: video/mp4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    bytes.len()
+                );
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(&bytes).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    url
+}
+
+/// A URL input longer than 5 hours (a few frames ten minutes apart) fails its Video
+/// Input task with the limit in the message; the run does not stay `running`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_url_video_over_5_hours_fails_its_video_input_task() {
+    let folder = tempfile::tempdir().unwrap();
+    let video = folder.path().join("long.mp4");
+    let made = std::process::Command::new("ffmpeg")
+        .args(["-v", "error", "-f", "lavfi", "-i", "color=black:size=64x48:rate=1/600:duration=18060"])
+        .args(["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"])
+        .arg(&video)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let url = file_server(std::fs::read(&video).unwrap()).await;
+    let harness = Harness::new(Backend::Sqlite).await;
+    let (agent, nodes) =
+        harness.agent(&[("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))], &[("in", "out")]).await;
+    let run = harness.start(&agent, json!({ "video_urls": [url] })).await;
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "failed", "{record}");
+    assert_eq!(record["errors"][0]["original_node_id"], nodes["in"].as_str());
+    let message = record["errors"][0]["messages"][0].as_str().unwrap();
+    assert!(message.contains("at most 5 hours (18000 s) are accepted"), "{message}");
 }

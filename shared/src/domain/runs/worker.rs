@@ -11,7 +11,7 @@ use super::engine::{Claim, Delivered};
 use super::service::{change_run, send_tasks, RunError};
 use super::{InputSource, MediaFile, MediaId, MediaKind, MediaRecord, Run, TaskSource};
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
-use crate::domain::media::{edit_of, Edit, MediaError, RenderInput, RenderJob};
+use crate::domain::media::{edit_of, until_cancelled, Edit, MediaError, RenderInput, RenderJob};
 use crate::domain::node_types::CAPTIONS;
 use crate::domain::uploads::ProbeReport;
 use crate::ports::{
@@ -237,11 +237,23 @@ impl Worker {
             InputSource::Render { key, .. } => (self.blobs.read_location(key, None).await?, Some((key.clone(), None))),
             InputSource::Url { url } => {
                 let path = scratch.join("download");
-                match self.downloader.download(url, &path, MAX_DOWNLOAD_BYTES).await {
-                    Ok(_) => (format!("file:{}", path.display()), None),
-                    Err(DownloadError::Refused(problem)) => return Ok(Made::Failed(format!("{url}: {problem}"))),
-                    Err(DownloadError::Failed(error)) => {
+                let download =
+                    tokio::time::timeout(self.task_budget, self.downloader.download(url, &path, MAX_DOWNLOAD_BYTES));
+                let downloaded = tokio::select! {
+                    downloaded = download => downloaded,
+                    () = until_cancelled(cancelled.clone()) => return Ok(Made::Cancelled),
+                };
+                match downloaded {
+                    Ok(Ok(_)) => (format!("file:{}", path.display()), None),
+                    Ok(Err(DownloadError::Refused(problem))) => return Ok(Made::Failed(format!("{url}: {problem}"))),
+                    Ok(Err(DownloadError::Failed(error))) => {
                         return Ok(Made::Failed(format!("{url} could not be downloaded: {error:#}")))
+                    }
+                    Err(_) => {
+                        return Ok(Made::Failed(format!(
+                            "{url} could not be downloaded within the task's time limit of {} s",
+                            self.task_budget.as_secs()
+                        )))
                     }
                 }
             }
