@@ -30,6 +30,8 @@ conformance!(
     a_task_message_delivered_twice_does_its_work_once,
     twenty_concurrent_runs_all_finish_with_their_outputs,
     a_run_reads_what_finalize_sealed_not_a_later_put_to_the_upload_url,
+    a_worker_that_stops_between_recording_and_queueing_loses_no_task,
+    a_run_whose_first_tasks_cannot_be_queued_fails_and_resumes,
 );
 
 /// DynamoDB Local, the S3 emulator and a new queue on the SQS emulator (so that tests
@@ -688,6 +690,86 @@ async fn a_task_message_delivered_twice_does_its_work_once(backend: Backend) {
     if let Some(local) = engine.local_queue.as_ref() {
         assert_eq!(local.len().await.unwrap(), 0, "every message acknowledged");
     }
+}
+
+/// A queue whose sends fail: a worker that records its task's result and then cannot
+/// queue what follows, as one killed between the two steps.
+struct Unreachable;
+
+#[async_trait::async_trait]
+impl shared::ports::TaskQueue for Unreachable {
+    async fn send(&self, _: &[TaskMessage]) -> anyhow::Result<()> {
+        anyhow::bail!("the queue cannot be reached")
+    }
+}
+
+/// The task's result is recorded but the next task is never sent; the message, not
+/// acknowledged, is delivered again: that delivery queues the next task again instead
+/// of being dropped as a duplicate, and the run finishes.
+async fn a_worker_that_stops_between_recording_and_queueing_loses_no_task(backend: Backend) {
+    let harness = Harness::with_workers(backend, 0).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
+    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let engine = harness.test.app.engine.clone().unwrap();
+    let organization = harness.test.organization;
+    let run_id = RunId::parse(&run).unwrap();
+    let message = TaskMessage { organization_id: organization, run_id, task: 0, attempt: 0 };
+    let cut_off = shared::domain::runs::worker::Worker { queue: Arc::new(Unreachable), ..engine.worker.clone() };
+    let error = cut_off.process(message).await.expect_err("the next task could not be queued");
+    assert!(format!("{error:#}").contains("cannot be reached"), "{error:#}");
+    let stored = engine.runs.get_run(organization, run_id).await.unwrap().unwrap();
+    assert_eq!(stored.tasks[0].status, shared::domain::runs::TaskStatus::Completed);
+    assert_eq!(stored.tasks[1].status, shared::domain::runs::TaskStatus::Queued, "queued, but never sent");
+    // The message delivered again (it was not acknowledged).
+    engine.worker.process(message).await.unwrap();
+    let workers = serve::workers::start(&harness.test.app, 1).await.unwrap();
+    let record = harness.finished(&run).await;
+    drop(workers);
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["outputs"].as_array().unwrap().len(), 1);
+    let stored = engine.runs.get_run(organization, run_id).await.unwrap().unwrap();
+    assert!(stored.tasks.iter().all(|task| task.claims == 1), "no task ran twice: {:?}", stored.tasks);
+}
+
+/// A start whose first tasks cannot be sent answers an error, and the run it stored is
+/// `failed` with the reason rather than `running` for ever; resume queues it again.
+async fn a_run_whose_first_tasks_cannot_be_queued_fails_and_resumes(backend: Backend) {
+    use shared::domain::runs::{service, start::StartRequest};
+    let harness = Harness::new(backend).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
+    let app = &harness.test.app;
+    let engine = app.engine.clone().unwrap();
+    let ports = service::RunPorts { runs: engine.runs.as_ref(), queue: &Unreachable, clock: app.clock.as_ref() };
+    let body = json!({ "video_ids": [video] });
+    let request = StartRequest::parse(body.as_object().unwrap()).unwrap();
+    let agent_id = shared::domain::agents::AgentId::parse(&agent).unwrap();
+    let started = service::start_run(
+        &ports,
+        app.agents.as_ref(),
+        app.uploads.as_ref(),
+        harness.test.organization,
+        agent_id,
+        request,
+        true,
+    )
+    .await;
+    let error = started.expect_err("the first task could not be queued");
+    assert!(format!("{error}").contains("cannot be reached"), "{error}");
+    let (_, list) = harness.test.call(Method::GET, "/agent_runs", None).await;
+    let runs = list["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{list}");
+    let run = runs[0]["run_id"].as_str().unwrap().to_owned();
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "failed", "{record}");
+    let message = record["errors"][0]["messages"][0].as_str().unwrap();
+    assert!(message.contains("could not be queued"), "{message}");
+    let (status, resumed) = harness.test.call(Method::POST, &format!("/agent_run/{run}/resume"), None).await;
+    assert_eq!(status, StatusCode::OK, "{resumed}");
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["outputs"].as_array().unwrap().len(), 1);
 }
 
 async fn twenty_concurrent_runs_all_finish_with_their_outputs(backend: Backend) {

@@ -136,6 +136,26 @@ impl Run {
         Claim::Claimed
     }
 
+    /// The queued tasks that wait on attempt `attempt` of task `index` once it has ended:
+    /// what its worker queued when it recorded the result. A delivery of a message whose
+    /// task has ended sends them again, in case that worker died (or its queue failed)
+    /// between recording and sending; a second message is refused by the claim.
+    pub fn queued_after(&self, index: usize, attempt: u32) -> Vec<usize> {
+        let ended = self.tasks.get(index).is_some_and(|task| {
+            task.attempt == attempt && matches!(task.status, TaskStatus::Completed | TaskStatus::Failed)
+        });
+        if self.status != RunStatus::Running || !ended {
+            return Vec::new();
+        }
+        (0..self.tasks.len())
+            .filter(|other| {
+                let task = &self.tasks[*other];
+                task.status == TaskStatus::Queued
+                    && matches!(&task.source, super::TaskSource::Tasks { tasks } if tasks.contains(&index))
+            })
+            .collect()
+    }
+
     /// Whether attempt `attempt` of task `index` is still running (its worker should go on).
     pub fn still_running(&self, index: usize, attempt: u32) -> bool {
         self.status == RunStatus::Running
@@ -191,6 +211,28 @@ impl Run {
         task.lease_until = None;
         self.touch(now);
         Some(self.settle(now))
+    }
+
+    /// Fails the still-queued tasks among `tasks`, whose messages could not be sent, with
+    /// `message`: the run ends (or goes on without them) instead of waiting for work that
+    /// never comes, and resume can queue them again. Returns whether anything changed.
+    pub fn unqueued(&mut self, tasks: &[usize], message: &str, now: Timestamp) -> bool {
+        if self.status != RunStatus::Running {
+            return false;
+        }
+        let mut changed = false;
+        for index in tasks {
+            if let Some(task) = self.tasks.get_mut(*index).filter(|task| task.status == TaskStatus::Queued) {
+                task.status = TaskStatus::Failed;
+                task.error = Some(message.to_owned());
+                changed = true;
+            }
+        }
+        if changed {
+            self.touch(now);
+            self.settle(now);
+        }
+        changed
     }
 
     /// Puts a running task back in the queue for the same attempt (its worker is shutting

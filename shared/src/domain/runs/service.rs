@@ -127,7 +127,18 @@ pub async fn start_run(
     }
     let queued = run.settle(now);
     ports.runs.create_run(&run, &media).await?;
-    send_tasks(ports.queue, &run, &queued).await?;
+    if let Err(error) = send_tasks(ports.queue, &run, &queued).await {
+        // Stored but never queued: fail those tasks rather than leave the run `running`.
+        let message = "the task could not be queued when the run started; resume the run to try again";
+        let failed = change_run(ports.runs, organization, run.id, &RUN_UPDATE_CONFLICTS, |run| {
+            Ok(run.unqueued(&queued, message, ports.clock.now()).then(|| ((), Vec::new())))
+        })
+        .await;
+        if let Err(also) = failed {
+            tracing::error!(run_id = %run.id, error = %also, "a run whose tasks could not be queued stays running");
+        }
+        return Err(RunError::Backend(error.context("queueing the run's first tasks")));
+    }
     tracing::info!(run_id = %run.id, tasks = run.tasks.len(), "run started");
     Ok(run.id)
 }

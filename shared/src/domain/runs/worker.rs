@@ -61,6 +61,7 @@ impl Worker {
         let now = self.clock.now();
         let lease = self.lease();
         let mut outcome = None;
+        let mut resend: Vec<TaskMessage> = Vec::new();
         let claimed = change_run(self.runs.as_ref(), organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
             match run.claim(task, attempt, now, lease) {
                 Claim::Claimed => {
@@ -73,6 +74,16 @@ impl Worker {
                 }
                 Claim::Refused(why) => {
                     tracing::info!(%run_id, task, attempt, why, "task message needs no work");
+                    resend = run
+                        .queued_after(task, attempt)
+                        .into_iter()
+                        .map(|index| TaskMessage {
+                            organization_id: organization,
+                            run_id,
+                            task: index,
+                            attempt: run.tasks[index].attempt,
+                        })
+                        .collect();
                     Ok(None)
                 }
             }
@@ -80,6 +91,10 @@ impl Worker {
         .await;
         let run = match claimed {
             Ok(Some((run, ()))) => run,
+            Ok(None) if !resend.is_empty() => {
+                tracing::info!(%run_id, task, tasks = resend.len(), "queueing again the tasks this ended task queued");
+                return self.queue.send(&resend).await;
+            }
             Ok(None) | Err(RunError::NotFound) => return Ok(()),
             Err(error) => return Err(anyhow::anyhow!("{error}")),
         };
