@@ -4,10 +4,14 @@ starts it). Each figure is a ratio or a difference against a floor measured in t
 run: the ffmpeg commands a person would write by hand for the same work.
 
   usage: perf_runs.py BASE_URL API_KEY WORK_DIR [--repeats N] [--starts N] [--long-seconds S]
+                     [--only chain,fan,edit,first]
 
 Prints markdown for docs/performance.md. Standard library only.
 """
+import concurrent.futures
+import datetime
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -21,7 +25,7 @@ REFRAME = "3c86da6e-c0b0-4ac6-a4e3-23ff638dceae"
 SPEED = "47a6bc12-618b-47a6-b0ad-7b3983640b2d"
 ENCODE = ["-c:v", "libx264", "-preset", "veryfast", "-crf", "23", "-pix_fmt", "yuv420p",
           "-c:a", "aac", "-b:a", "128k", "-movflags", "+faststart"]
-POLL_SECONDS = 0.005
+POLL_SECONDS = 0.1
 # Longest a measured run may take before the script gives up.
 RUN_LIMIT_SECONDS = 1800
 
@@ -31,6 +35,7 @@ repeats = int(options.get("--repeats", 3))
 starts = int(options.get("--starts", 20))
 # The long video's length (a smoke run of the script may shorten it).
 long_seconds = int(options.get("--long-seconds", 60))
+only = set(options.get("--only", "chain,fan,edit,first").split(","))
 
 
 def call(method, path, body=None):
@@ -66,16 +71,23 @@ def agent(nodes, edges):
 
 
 def run(agent_id, video):
-    """Seconds from POST to the run's end, as a client polling every 5 ms sees it."""
+    """Seconds from the run's start to its end, by the run's own started_at and finished_at
+    (milliseconds): polling often enough to see the end at once would load the server
+    the figure is about."""
     started = time.perf_counter()
     run_id = call("POST", f"/agent/{agent_id}/run", {"video_ids": [video]})["run_id"]
     while time.perf_counter() - started < RUN_LIMIT_SECONDS:
         record = call("GET", f"/agent_run/{run_id}")
         if record["status"] != "running":
             assert record["status"] == "completed", record
-            return time.perf_counter() - started
+            return seconds_between(record["started_at"], record["finished_at"])
         time.sleep(POLL_SECONDS)
     raise SystemExit(f"run {run_id} did not finish in {RUN_LIMIT_SECONDS} s")
+
+
+def seconds_between(start, end):
+    parse = lambda text: datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return (parse(end) - parse(start)).total_seconds()
 
 
 def first_task(agent_id, video):
@@ -88,7 +100,7 @@ def first_task(agent_id, video):
             seen = time.perf_counter() - started
             run_until_end(run_id)
             return seen
-        time.sleep(POLL_SECONDS / 5)
+        time.sleep(0.001)
     raise SystemExit(f"run {run_id} never started a task")
 
 
@@ -105,63 +117,112 @@ def timed(function):
     return time.perf_counter() - started
 
 
+def ffprobe(path):
+    subprocess.run(["ffprobe", "-v", "error", "-show_format", "-show_streams", "-of", "json", path],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def thumbnail(source, target):
+    ffmpeg("-ss", "0.5", "-i", source, "-frames:v", "1", "-vf", "scale=320:-2", "-q:v", "4", target)
+
+
+def input_floor(source):
+    """What a Video Input task does with an upload it passes on: probe it, make its thumbnail."""
+    ffprobe(source)
+    thumbnail(source, f"{work}/input.jpg")
+
+
+ms = lambda seconds: f"{seconds * 1000:,.1f} ms"
+rows = []
 short, long = f"{work}/short.mp4", f"{work}/long.mp4"
 ffmpeg("-f", "lavfi", "-i", "testsrc2=size=320x240:rate=30:duration=1", "-f", "lavfi", "-i",
        "sine=frequency=440:duration=1", "-shortest", *ENCODE, short)
-ffmpeg("-f", "lavfi", "-i", f"testsrc2=size=1920x1080:rate=30:duration={long_seconds}", "-f", "lavfi", "-i",
-       f"sine=frequency=440:duration={long_seconds}", "-shortest", *ENCODE, long)
-short_id, long_id = upload(short), upload(long)
+short_id = upload(short)
 
-# 1. Engine overhead: Video Input -> 198 Clips of the whole second -> Destination.
-names = ["in"] + [f"clip{i}" for i in range(198)] + ["out"]
-nodes = [("in", VIDEO_INPUT, {})] + [(f"clip{i}", CLIP, {"start_ms": 0, "end_ms": 1000}) for i in range(198)]
-nodes.append(("out", DESTINATION, {}))
-wide = agent(nodes, list(zip(names, names[1:])))
+if "chain" in only:
+    # Engine overhead: Video Input -> 198 Clips of the whole second -> Destination. The
+    # engine fuses the chain into one task: one encode.
+    names = ["in"] + [f"clip{i}" for i in range(198)] + ["out"]
+    nodes = [("in", VIDEO_INPUT, {})] + [(f"clip{i}", CLIP, {"start_ms": 0, "end_ms": 1000}) for i in range(198)]
+    nodes.append(("out", DESTINATION, {}))
+    wide = agent(nodes, list(zip(names, names[1:])))
 
+    def short_floor():
+        input_floor(short)
+        ffmpeg("-i", short, *ENCODE, f"{work}/floor-short.mp4")
+        ffprobe(f"{work}/floor-short.mp4")
+        thumbnail(f"{work}/floor-short.mp4", f"{work}/floor-short.jpg")
 
-def short_floor():
-    ffmpeg("-i", short, *ENCODE, f"{work}/floor-short.mp4")
-    ffmpeg("-ss", "0.5", "-i", f"{work}/floor-short.mp4", "-frames:v", "1", f"{work}/floor-short.jpg")
+    engine_runs, floors = [], []
+    for _ in range(repeats):
+        engine_runs.append(run(wide, short_id))
+        floors.append(timed(short_floor))
+    overhead = (statistics.median(engine_runs) - statistics.median(floors)) / len(nodes)
+    rows.append(f"| {len(nodes)}-node chain on a 1 s video (one fused task), started to finished, median of {repeats} | "
+                f"{ms(statistics.median(engine_runs))} | {ms(statistics.median(floors))} (probe and thumbnail of the "
+                f"input, encode, probe, thumbnail) | **{overhead * 1000:.2f} ms per node** |")
 
+if "fan" in only:
+    # The same without fusing: Video Input -> 99 x (Clip without a window -> Destination),
+    # 99 tasks that pass the input on, each making its output's thumbnail. The floor is
+    # the input's probe and thumbnail, then 99 thumbnails made by hand, as many at once as
+    # serve has workers (one per core).
+    BRANCHES = 99
+    fan_nodes = [("in", VIDEO_INPUT, {})]
+    fan_edges = []
+    for i in range(BRANCHES):
+        fan_nodes += [(f"clip{i}", CLIP, {}), (f"out{i}", DESTINATION, {})]
+        fan_edges += [("in", f"clip{i}"), (f"clip{i}", f"out{i}")]
+    fan = agent(fan_nodes, fan_edges)
 
-engine_runs, floors = [], []
-for _ in range(repeats):
-    engine_runs.append(run(wide, short_id))
-    floors.append(timed(short_floor))
-overhead = (statistics.median(engine_runs) - statistics.median(floors)) / len(nodes)
+    def fan_floor():
+        input_floor(short)
+        with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+            list(pool.map(lambda i: thumbnail(short, f"{work}/fan-{i}.jpg"), range(BRANCHES)))
 
-# 2. A chain on 60 s of 1080p against one hand-written ffmpeg command.
-window = (long_seconds * 1000 // 12, long_seconds * 1000 * 11 // 12)
-chain = agent([("in", VIDEO_INPUT, {}), ("clip", CLIP, {"start_ms": window[0], "end_ms": window[1]}),
-               ("reframe", REFRAME, {"aspect_ratio": "9:16", "mode": "crop"}),
-               ("speed", SPEED, {"factor": 2}), ("out", DESTINATION, {})],
-              [("in", "clip"), ("clip", "reframe"), ("reframe", "speed"), ("speed", "out")])
+    fan_runs, fan_floors = [], []
+    for _ in range(repeats):
+        fan_runs.append(run(fan, short_id))
+        fan_floors.append(timed(fan_floor))
+    fan_overhead = (statistics.median(fan_runs) - statistics.median(fan_floors)) / len(fan_nodes)
+    rows.append(f"| {len(fan_nodes)}-node fan-out: {BRANCHES} tasks that pass the 1 s video on, each with a "
+                f"thumbnail, median of {repeats} | {ms(statistics.median(fan_runs))} | "
+                f"{ms(statistics.median(fan_floors))} (the input's probe and thumbnail, then {BRANCHES} thumbnails, "
+                f"{os.cpu_count()} at once) | **{fan_overhead * 1000:.2f} ms per node** |")
 
+if "edit" in only:
+    # A chain on 60 s of 1080p against one hand-written ffmpeg command.
+    ffmpeg("-f", "lavfi", "-i", f"testsrc2=size=1920x1080:rate=30:duration={long_seconds}", "-f", "lavfi", "-i",
+           f"sine=frequency=440:duration={long_seconds}", "-shortest", *ENCODE, long)
+    long_id = upload(long)
+    window = (long_seconds * 1000 // 12, long_seconds * 1000 * 11 // 12)
+    chain = agent([("in", VIDEO_INPUT, {}), ("clip", CLIP, {"start_ms": window[0], "end_ms": window[1]}),
+                   ("reframe", REFRAME, {"aspect_ratio": "9:16", "mode": "crop"}),
+                   ("speed", SPEED, {"factor": 2}), ("out", DESTINATION, {})],
+                  [("in", "clip"), ("clip", "reframe"), ("reframe", "speed"), ("speed", "out")])
 
-def long_floor():
-    start, length = window[0] / 1000, (window[1] - window[0]) / 1000
-    ffmpeg("-ss", str(start), "-t", str(length), "-i", long, "-vf", "crop=606:1080,setpts=PTS/2", "-af", "atempo=2",
-           *ENCODE, f"{work}/floor-long.mp4")
+    def long_floor():
+        start, length = window[0] / 1000, (window[1] - window[0]) / 1000
+        ffmpeg("-ss", str(start), "-t", str(length), "-i", long, "-vf", "crop=606:1080,setpts=PTS/2", "-af",
+               "atempo=2", *ENCODE, f"{work}/floor-long.mp4")
 
+    chain_runs, chain_floors = [], []
+    for _ in range(repeats):
+        chain_runs.append(run(chain, long_id))
+        chain_floors.append(timed(long_floor))
+    ratios = [a / b for a, b in zip(chain_runs, chain_floors)]
+    rows.append(f"| Video Input → Clip → Reframe → Speed → Destination, {long_seconds} s 1080p, median of {repeats} | "
+                f"{ms(statistics.median(chain_runs))} | {ms(statistics.median(chain_floors))} (one ffmpeg command) | "
+                f"**{statistics.median(ratios):.2f}×** (pairs: {', '.join(f'{r:.2f}' for r in ratios)}) |")
 
-chain_runs, chain_floors = [], []
-for _ in range(repeats):
-    chain_runs.append(run(chain, long_id))
-    chain_floors.append(timed(long_floor))
-ratios = [a / b for a, b in zip(chain_runs, chain_floors)]
+if "first" in only:
+    # POST -> first task running.
+    single = agent([("in", VIDEO_INPUT, {}), ("out", DESTINATION, {})], [("in", "out")])
+    latencies = sorted(first_task(single, short_id) for _ in range(starts))
+    rows.append(f"| POST run → first task running, p50 / p90 of {starts} | "
+                f"{ms(latencies[len(latencies) // 2])} / {ms(latencies[int(len(latencies) * 0.9)])} | | |")
 
-# 3. POST -> first task running.
-single = agent([("in", VIDEO_INPUT, {}), ("out", DESTINATION, {})], [("in", "out")])
-latencies = sorted(first_task(single, short_id) for _ in range(starts))
-
-ms = lambda seconds: f"{seconds * 1000:,.1f} ms"
 print("| measurement | engine | floor | figure |")
 print("|---|---|---|---|")
-print(f"| {len(nodes)}-node chain on a 1 s video, POST to completed, median of {repeats} | "
-      f"{ms(statistics.median(engine_runs))} | {ms(statistics.median(floors))} (encode + thumbnail by hand) | "
-      f"**{overhead * 1000:.2f} ms per node** |")
-print(f"| Video Input → Clip → Reframe → Speed → Destination, {long_seconds} s 1080p, median of {repeats} | "
-      f"{ms(statistics.median(chain_runs))} | {ms(statistics.median(chain_floors))} (one ffmpeg command) | "
-      f"**{statistics.median(ratios):.2f}×** (pairs: {', '.join(f'{r:.2f}' for r in ratios)}) |")
-print(f"| POST run → first task running, p50 / p90 of {starts} | "
-      f"{ms(latencies[len(latencies) // 2])} / {ms(latencies[int(len(latencies) * 0.9)])} | | |")
+for row in rows:
+    print(row)
