@@ -100,7 +100,7 @@ pub static ROUTES: &[Route] = &[
     route!(GET "/agent/{agent_id}/runs" => "list-agent-runs", runs::list_agent_runs, ["dynamodb:GetItem", "dynamodb:Query"]),
     route!(GET "/agent_runs" => "list-runs", runs::list_runs, ["dynamodb:GetItem", "dynamodb:Query"]),
     // A signed link is its own authority (no API key): one read, then a presigned GET.
-    route!(GET "/media/{media_id}" => "get-media", runs::get_media, ["dynamodb:GetItem"], s3: ["s3:GetObject"]),
+    route!(GET "/media/{media_id}" => "get-media", runs::get_media, ["dynamodb:GetItem"], s3: ["s3:GetObject", "s3:GetObjectVersion"]),
 ];
 
 /// The result of looking a request up in the table.

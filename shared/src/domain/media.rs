@@ -83,7 +83,6 @@ pub enum MediaError {
     Unavailable(anyhow::Error),
 }
 
-/// The duration of a media after an edit, from the duration before it.
 /// Resolves once `cancelled` is set; never, when its sender is gone without setting it.
 pub async fn until_cancelled(mut cancelled: tokio::sync::watch::Receiver<bool>) {
     loop {
@@ -96,6 +95,7 @@ pub async fn until_cancelled(mut cancelled: tokio::sync::watch::Receiver<bool>) 
     }
 }
 
+/// The duration of a media after an edit, from the duration before it.
 pub fn duration_after(edit: &Edit, duration_ms: u64) -> u64 {
     match edit {
         Edit::Clip { start_ms, end_ms } => end_ms.unwrap_or(duration_ms).min(duration_ms).saturating_sub(*start_ms),

@@ -149,10 +149,14 @@ impl TaskQueue for SqliteTaskQueue {
 impl TaskInbox for SqliteTaskQueue {
     /// One message at a time: each worker of the pool receives its own.
     async fn receive(&self, _max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery>> {
+        // Listening before looking: a message sent after the look wakes this wait.
+        let notified = self.wake.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
         if let Some(delivery) = self.receive_one(lease).await? {
             return Ok(vec![delivery]);
         }
-        self.wait(IDLE_WAIT).await;
+        let _ = tokio::time::timeout(IDLE_WAIT, notified).await;
         Ok(self.receive_one(lease).await?.into_iter().collect())
     }
 

@@ -225,6 +225,8 @@ impl Run {
             if let Some(task) = self.tasks.get_mut(*index).filter(|task| task.status == TaskStatus::Queued) {
                 task.status = TaskStatus::Failed;
                 task.error = Some(message.to_owned());
+                // No message of it went out: nothing for a resume to detach.
+                task.sent = false;
                 changed = true;
             }
         }

@@ -146,7 +146,13 @@ pub enum InputSource {
         version: Option<String>,
     },
     /// An output of an earlier run.
-    Render { id: MediaId, key: String },
+    Render {
+        id: MediaId,
+        key: String,
+        /// The version its media record reads (an upload passed through untouched).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version: Option<String>,
+    },
     /// A plain HTTP(S) URL, downloaded by the Video Input task.
     Url { url: String },
 }

@@ -257,7 +257,7 @@ async fn bind_inputs(
                     let record = record
                         .filter(|record| record.organization_id == organization && record.kind == MediaKind::Render)
                         .ok_or_else(|| RunError::Invalid(format!("{field}: render {id} was not found")))?;
-                    (InputSource::Render { id, key: record.key }, record.duration_ms)
+                    (InputSource::Render { id, key: record.key, version: record.version }, record.duration_ms)
                 }
                 InputRef::Url(url) => {
                     check_target(&url, &field, allow_private_urls).await?;

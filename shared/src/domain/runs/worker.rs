@@ -163,16 +163,16 @@ impl Worker {
         tokio::fs::create_dir_all(&self.scratch).await?;
         let scratch = tempfile::Builder::new().prefix("task-").tempdir_in(&self.scratch)?;
         let task = &run.tasks[index];
+        // One time limit for all of the task's media work (download and render).
+        let stop = Stop { cancelled, deadline: tokio::time::Instant::now() + self.task_budget };
         let base =
             format!("runs/{}/{}/{index}-{attempt}-{}", run.organization_id, run.id, uuid::Uuid::new_v4().simple());
         let output = scratch.path().join("output.mp4");
         let last = *task.nodes.last().unwrap_or(&0);
         let delivers = run.is_output_node(last) || matches!(task.source, TaskSource::Input { .. });
         let made = match &task.source {
-            TaskSource::Input { input } => self.input_task(run, *input, scratch.path(), &output, cancelled).await?,
-            TaskSource::Tasks { tasks } => {
-                self.edit_task(run, index, tasks, scratch.path(), &output, cancelled).await?
-            }
+            TaskSource::Input { input } => self.input_task(run, *input, scratch.path(), &output, &stop).await?,
+            TaskSource::Tasks { tasks } => self.edit_task(run, index, tasks, scratch.path(), &output, &stop).await?,
         };
         let file = match made {
             Made::Failed(message) => return Ok(Outcome::Failed(message)),
@@ -242,21 +242,23 @@ impl Worker {
         input: usize,
         scratch: &Path,
         output: &Path,
-        cancelled: tokio::sync::watch::Receiver<bool>,
+        stop: &Stop,
     ) -> anyhow::Result<Made> {
         let bound = &run.inputs[input];
         let (location, stored) = match &bound.source {
             InputSource::Upload { key, version, .. } => {
                 (self.blobs.read_location(key, version.as_deref()).await?, Some((key.clone(), version.clone())))
             }
-            InputSource::Render { key, .. } => (self.blobs.read_location(key, None).await?, Some((key.clone(), None))),
+            InputSource::Render { key, version, .. } => {
+                (self.blobs.read_location(key, version.as_deref()).await?, Some((key.clone(), version.clone())))
+            }
             InputSource::Url { url } => {
                 let path = scratch.join("download");
                 let download =
-                    tokio::time::timeout(self.task_budget, self.downloader.download(url, &path, MAX_DOWNLOAD_BYTES));
+                    tokio::time::timeout_at(stop.deadline, self.downloader.download(url, &path, MAX_DOWNLOAD_BYTES));
                 let downloaded = tokio::select! {
                     downloaded = download => downloaded,
-                    () = until_cancelled(cancelled.clone()) => return Ok(Made::Cancelled),
+                    () = until_cancelled(stop.cancelled.clone()) => return Ok(Made::Cancelled),
                 };
                 match downloaded {
                     Ok(Ok(_)) => (format!("file:{}", path.display()), None),
@@ -308,7 +310,7 @@ impl Worker {
             height: facts.height,
             has_audio: facts.has_audio,
         };
-        self.render(vec![input], edits, output, cancelled).await
+        self.render(vec![input], edits, output, stop).await
     }
 
     /// An edit task: the chain's edits on its one input, or (Concatenate) its inputs
@@ -320,7 +322,7 @@ impl Worker {
         sources: &[usize],
         scratch: &Path,
         output: &Path,
-        cancelled: tokio::sync::watch::Receiver<bool>,
+        stop: &Stop,
     ) -> anyhow::Result<Made> {
         let mut inputs = Vec::new();
         for source in sources {
@@ -357,7 +359,7 @@ impl Worker {
             let file = run.tasks[sources[0]].result.clone().unwrap_or_else(|| unreachable!("checked above"));
             return Ok(Made::Existing(file));
         }
-        self.render(inputs, edits, output, cancelled).await
+        self.render(inputs, edits, output, stop).await
     }
 
     async fn render(
@@ -365,16 +367,23 @@ impl Worker {
         inputs: Vec<RenderInput>,
         edits: Vec<Edit>,
         output: &Path,
-        cancelled: tokio::sync::watch::Receiver<bool>,
+        stop: &Stop,
     ) -> anyhow::Result<Made> {
-        let job = RenderJob { inputs, edits, output: output.to_owned(), budget: self.task_budget };
-        match self.toolkit.render(&job, cancelled).await {
+        let budget = stop.deadline.saturating_duration_since(tokio::time::Instant::now());
+        let job = RenderJob { inputs, edits, output: output.to_owned(), budget };
+        match self.toolkit.render(&job, stop.cancelled.clone()).await {
             Ok(()) => Ok(Made::Rendered),
             Err(MediaError::Cancelled) => Ok(Made::Cancelled),
             Err(MediaError::Unavailable(error)) => Err(error),
             Err(error) => Ok(Made::Failed(error.to_string())),
         }
     }
+}
+
+/// When a task's media work must stop: its run was cancelled, or its time is up.
+struct Stop {
+    cancelled: tokio::sync::watch::Receiver<bool>,
+    deadline: tokio::time::Instant,
 }
 
 /// What a task's media work produced.
