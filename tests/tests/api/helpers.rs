@@ -301,6 +301,31 @@ pub async fn http_get(url: &str) -> (StatusCode, bytes::Bytes) {
     panic!("{url} redirected more than once")
 }
 
+/// A GET of `url` with a `Range` header (following one redirect, which keeps the header):
+/// status, `Content-Range` and body.
+pub async fn http_get_range(url: &str, range: &str) -> (StatusCode, Option<String>, bytes::Bytes) {
+    use http_body_util::BodyExt;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let mut url = url.to_owned();
+    for _ in 0..2 {
+        let request = http::Request::get(url.as_str())
+            .header(http::header::RANGE, range)
+            .body(http_body_util::Full::default())
+            .unwrap();
+        let response = client.request(request).await.expect("the URL answers");
+        let status = response.status();
+        if status == StatusCode::FOUND {
+            url = response.headers()[http::header::LOCATION].to_str().unwrap().to_owned();
+            continue;
+        }
+        let content_range =
+            response.headers().get(http::header::CONTENT_RANGE).map(|value| value.to_str().unwrap().to_owned());
+        return (status, content_range, response.into_body().collect().await.expect("a body").to_bytes());
+    }
+    panic!("{url} redirected more than once")
+}
+
 /// `count` entries whose metadata holds `bytes` bytes each.
 pub fn large_entries(prefix: &str, count: usize, bytes: usize) -> Vec<Value> {
     (0..count)
