@@ -54,10 +54,13 @@ pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), Medi
             if let Some(Edit::Clip { start_ms, end_ms }) = edits.first() {
                 let end = end_ms.unwrap_or(only.duration_ms).min(only.duration_ms);
                 if *start_ms >= end {
-                    return Err(MediaError::Invalid(format!(
-                        "Clip: start_ms ({start_ms}) is not before the end of its input ({} ms)",
-                        only.duration_ms
-                    )));
+                    return Err(MediaError::InvalidEdit {
+                        edit: 0,
+                        message: format!(
+                            "Clip: start_ms ({start_ms}) is not before the end of its input ({} ms)",
+                            only.duration_ms
+                        ),
+                    });
                 }
                 args.extend(["-ss".into(), seconds(*start_ms), "-t".into(), seconds(end - start_ms)]);
                 duration = end - start_ms;
@@ -100,14 +103,19 @@ pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), Medi
         }
     }
     let mut folder = None;
-    for edit in edits {
+    // Positions in the job's edits (a leading clip, done as a seek, is not in `edits`).
+    let first = job.edits.len() - edits.len();
+    for (position, edit) in edits.iter().enumerate() {
         match edit {
             Edit::Clip { start_ms, end_ms } => {
                 let end = end_ms.unwrap_or(duration).min(duration);
                 if *start_ms >= end {
-                    return Err(MediaError::Invalid(format!(
-                        "Clip: start_ms ({start_ms}) is not before the end of its input ({duration} ms)"
-                    )));
+                    return Err(MediaError::InvalidEdit {
+                        edit: first + position,
+                        message: format!(
+                            "Clip: start_ms ({start_ms}) is not before the end of its input ({duration} ms)"
+                        ),
+                    });
                 }
                 let range = format!("start={}:end={}", seconds(*start_ms), seconds(end));
                 let out = next("v");
@@ -357,6 +365,20 @@ mod tests {
         assert!(text.contains("crop=136:240"), "{text}");
         assert!(text.contains("atempo=2,atempo=2"), "{text}");
         assert!(text.ends_with("-t 0.500 -movflags +faststart /out.mp4"), "{text}");
+    }
+
+    #[test]
+    fn a_clip_past_the_end_names_its_position_in_the_job() {
+        let job =
+            |edits| RenderJob { inputs: vec![input(4000)], edits, output: "/o.mp4".into(), budget: Duration::ZERO };
+        let late = Edit::Clip { start_ms: 800, end_ms: None };
+        let leading = arguments(&job(vec![Edit::Clip { start_ms: 4000, end_ms: None }])).unwrap_err();
+        assert!(matches!(leading, MediaError::InvalidEdit { edit: 0, .. }), "{leading}");
+        // 1 s kept, at double speed: 500 ms left, so a clip from 800 ms is past the end.
+        let edits = vec![Edit::Clip { start_ms: 0, end_ms: Some(1000) }, Edit::Speed { factor: 2.0 }, late];
+        let error = arguments(&job(edits)).unwrap_err();
+        assert!(matches!(error, MediaError::InvalidEdit { edit: 2, .. }), "{error}");
+        assert_eq!(error.to_string(), "Clip: start_ms (800) is not before the end of its input (500 ms)");
     }
 
     #[test]

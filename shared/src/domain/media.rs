@@ -72,6 +72,9 @@ pub enum MediaError {
     /// The media or the edit is the problem (the task fails with this message).
     #[error("{0}")]
     Invalid(String),
+    /// The edit at this position of the job is the problem.
+    #[error("{message}")]
+    InvalidEdit { edit: usize, message: String },
     /// Stopped because the run was cancelled.
     #[error("cancelled")]
     Cancelled,

@@ -602,7 +602,11 @@ async fn failures_are_data_and_cancel_and_resume_keep_completed_work(backend: Ba
     assert!(record["status_message"].as_str().unwrap().contains("No output"), "{record}");
     let errors = record["errors"].as_array().unwrap();
     assert_eq!(errors.len(), 1, "{record}");
-    assert_eq!(errors[0]["original_node_id"], nodes["out"].as_str(), "the chain's task is reported at its last node");
+    assert_eq!(
+        errors[0]["original_node_id"],
+        nodes["clip"].as_str(),
+        "reported at the node at fault, not the chain's end"
+    );
     assert!(errors[0]["messages"][0].as_str().unwrap().contains("start_ms"), "{record}");
     assert_eq!(record["outputs"], json!([]));
     let (status, answer) = harness.test.call(Method::POST, &format!("/agent_run/{run}/cancel"), None).await;

@@ -79,6 +79,7 @@ impl Run {
                 let task = &mut self.tasks[index];
                 task.status = TaskStatus::Failed;
                 task.error = None;
+                task.error_node = None;
             }
         }
         self.finish_if_done(now);
@@ -201,13 +202,21 @@ impl Run {
     }
 
     /// Records a task's failure (see [`Run::complete`] for when nothing changes).
-    pub fn fail(&mut self, index: usize, attempt: u32, message: String, now: Timestamp) -> Option<Vec<usize>> {
+    pub fn fail(
+        &mut self,
+        index: usize,
+        attempt: u32,
+        message: String,
+        node: Option<usize>,
+        now: Timestamp,
+    ) -> Option<Vec<usize>> {
         if !self.still_running(index, attempt) {
             return None;
         }
         let task = &mut self.tasks[index];
         task.status = TaskStatus::Failed;
         task.error = Some(message);
+        task.error_node = node.filter(|node| task.nodes.contains(node));
         task.lease_until = None;
         self.touch(now);
         Some(self.settle(now))
@@ -347,6 +356,7 @@ impl Run {
             task.attempt += 1;
             task.claims = 0;
             task.error = None;
+            task.error_node = None;
             task.result = None;
             task.lease_until = None;
         }

@@ -217,6 +217,10 @@ pub struct Task {
     pub lease_until: Option<Timestamp>,
     /// Why the task failed; None for a task skipped because an upstream task failed.
     pub error: Option<String>,
+    /// The node (of the run's nodes) the error is about, when the task runs a chain and
+    /// one of its nodes is the problem; otherwise the error is the chain's last node's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_node: Option<usize>,
     pub result: Option<MediaFile>,
     /// Earlier attempts dropped by resume, kept as history only.
     pub detached_attempts: u32,
@@ -419,7 +423,7 @@ impl Run {
         for task in &self.tasks {
             let Some(message) = &task.error else { continue };
             let Some(&last) = task.nodes.last() else { continue };
-            let original = self.nodes[last].original_node_id;
+            let original = self.nodes[task.error_node.unwrap_or(last)].original_node_id;
             match groups.iter_mut().find(|(node, _)| *node == original) {
                 Some((_, messages)) => messages.push(message.clone()),
                 None => groups.push((original, vec![message.clone()])),

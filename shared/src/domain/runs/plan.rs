@@ -130,6 +130,7 @@ pub fn plan_tasks(
         status: TaskStatus::Waiting,
         lease_until: None,
         error: None,
+        error_node: None,
         result: None,
         detached_attempts: 0,
         sent: false,

@@ -43,8 +43,13 @@ pub struct Worker {
 
 /// How a task's work ended.
 enum Outcome {
-    Done { file: MediaFile, delivered: Option<Delivered>, media: Vec<MediaRecord> },
-    Failed(String),
+    Done {
+        file: MediaFile,
+        delivered: Option<Delivered>,
+        media: Vec<MediaRecord>,
+    },
+    /// Failed, with the message and the node (of the run's nodes) it is about, if one.
+    Failed(String, Option<usize>),
     Cancelled,
 }
 
@@ -112,7 +117,7 @@ impl Worker {
         let outcome = match result {
             Ok(outcome) => outcome,
             // Ours, not the media's: say so plainly in the task's error.
-            Err(error) => Outcome::Failed(format!("internal error while running the task: {error:#}")),
+            Err(error) => Outcome::Failed(format!("internal error while running the task: {error:#}"), None),
         };
         let now = self.clock.now();
         let (status, changed) = match outcome {
@@ -124,10 +129,10 @@ impl Worker {
                 })
                 .await,
             ),
-            Outcome::Failed(message) => (
+            Outcome::Failed(message, node) => (
                 "failed",
                 change_run(self.runs.as_ref(), organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
-                    Ok(run.fail(task, attempt, message.clone(), now).map(|queued| (queued, Vec::new())))
+                    Ok(run.fail(task, attempt, message.clone(), node, now).map(|queued| (queued, Vec::new())))
                 })
                 .await,
             ),
@@ -175,7 +180,8 @@ impl Worker {
             TaskSource::Tasks { tasks } => self.edit_task(run, index, tasks, scratch.path(), &output, &stop).await?,
         };
         let file = match made {
-            Made::Failed(message) => return Ok(Outcome::Failed(message)),
+            Made::Failed(message) => return Ok(Outcome::Failed(message, None)),
+            Made::FailedAt(message, node) => return Ok(Outcome::Failed(message, Some(node))),
             Made::Cancelled => return Ok(Outcome::Cancelled),
             Made::Existing(file) => file,
             Made::Rendered => {
@@ -183,7 +189,7 @@ impl Worker {
                 let facts = match self.facts(&format!("file:{}", output.display())).await {
                     Ok(facts) => facts,
                     Err(problem) => {
-                        return Ok(Outcome::Failed(format!("the rendered video is not readable: {problem}")))
+                        return Ok(Outcome::Failed(format!("the rendered video is not readable: {problem}"), None))
                     }
                 };
                 self.blobs.put_file(&key, &output, "video/mp4").await?;
@@ -310,7 +316,7 @@ impl Worker {
             height: facts.height,
             has_audio: facts.has_audio,
         };
-        self.render(vec![input], edits, output, stop).await
+        self.render(vec![input], edits, &[], output, stop).await
     }
 
     /// An edit task: the chain's edits on its one input, or (Concatenate) its inputs
@@ -341,31 +347,36 @@ impl Worker {
         for (id, file) in &run.assets {
             assets.insert(id.to_string(), self.blobs.read_location(&file.key, file.version.as_deref()).await?);
         }
-        let mut edits = Vec::new();
-        for (position, node) in run.tasks[index].nodes.iter().enumerate() {
-            let node = &run.nodes[*node];
+        let (mut edits, mut edit_nodes) = (Vec::new(), Vec::new());
+        for (position, &node_index) in run.tasks[index].nodes.iter().enumerate() {
+            let node = &run.nodes[node_index];
             let srt = scratch.join(format!("captions-{position}.srt"));
             if node.node_type_id == CAPTIONS {
                 let text = node.params.get("srt").and_then(serde_json::Value::as_str).unwrap_or_default();
                 tokio::fs::write(&srt, text).await?;
             }
             match edit_of(node, &|id| assets.get(id).cloned(), &|| srt.clone()) {
-                Ok(Some(edit)) => edits.push(edit),
+                Ok(Some(edit)) => {
+                    edits.push(edit);
+                    edit_nodes.push(node_index);
+                }
                 Ok(None) => {}
-                Err(problem) => return Ok(Made::Failed(problem)),
+                Err(problem) => return Ok(Made::FailedAt(problem, node_index)),
             }
         }
         if let ([_], true) = (sources, edits.is_empty()) {
             let file = run.tasks[sources[0]].result.clone().unwrap_or_else(|| unreachable!("checked above"));
             return Ok(Made::Existing(file));
         }
-        self.render(inputs, edits, output, stop).await
+        self.render(inputs, edits, &edit_nodes, output, stop).await
     }
 
     async fn render(
         &self,
         inputs: Vec<RenderInput>,
         edits: Vec<Edit>,
+        // The run's node of each edit, when the edits are nodes' (not a Video Input's window).
+        edit_nodes: &[usize],
         output: &Path,
         stop: &Stop,
     ) -> anyhow::Result<Made> {
@@ -375,6 +386,10 @@ impl Worker {
             Ok(()) => Ok(Made::Rendered),
             Err(MediaError::Cancelled) => Ok(Made::Cancelled),
             Err(MediaError::Unavailable(error)) => Err(error),
+            Err(MediaError::InvalidEdit { edit, message }) => Ok(match edit_nodes.get(edit) {
+                Some(node) => Made::FailedAt(message, *node),
+                None => Made::Failed(message),
+            }),
             Err(error) => Ok(Made::Failed(error.to_string())),
         }
     }
@@ -393,6 +408,8 @@ enum Made {
     /// An existing file, passed on.
     Existing(MediaFile),
     Failed(String),
+    /// Failed because of this node (of the run's nodes).
+    FailedAt(String, usize),
     Cancelled,
 }
 
