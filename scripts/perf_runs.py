@@ -118,6 +118,16 @@ def timed(function):
     return time.perf_counter() - started
 
 
+def alternate(agent_id, video, floor):
+    """`repeats` runs of the agent and of its floor, one after the other, so that drift on
+    the machine touches both alike: (run seconds, floor seconds)."""
+    runs, floors = [], []
+    for _ in range(repeats):
+        runs.append(run(agent_id, video))
+        floors.append(timed(floor))
+    return runs, floors
+
+
 def ffprobe(path):
     subprocess.run(["ffprobe", "-v", "error", "-show_format", "-show_streams", "-of", "json", path],
                    check=True, stdout=subprocess.DEVNULL)
@@ -154,10 +164,7 @@ if "chain" in only:
         ffprobe(f"{work}/floor-short.mp4")
         thumbnail(f"{work}/floor-short.mp4", f"{work}/floor-short.jpg")
 
-    engine_runs, floors = [], []
-    for _ in range(repeats):
-        engine_runs.append(run(wide, short_id))
-        floors.append(timed(short_floor))
+    engine_runs, floors = alternate(wide, short_id, short_floor)
     overhead = (statistics.median(engine_runs) - statistics.median(floors)) / len(nodes)
     rows.append(f"| {len(nodes)}-node chain on a 1 s video (the Video Input task, then one fused task), started to finished, median of {repeats} | "
                 f"{ms(statistics.median(engine_runs))} | {ms(statistics.median(floors))} (probe and thumbnail of the "
@@ -181,10 +188,7 @@ if "fan" in only:
         with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
             list(pool.map(lambda i: thumbnail(short, f"{work}/fan-{i}.jpg"), range(BRANCHES)))
 
-    fan_runs, fan_floors = [], []
-    for _ in range(repeats):
-        fan_runs.append(run(fan, short_id))
-        fan_floors.append(timed(fan_floor))
+    fan_runs, fan_floors = alternate(fan, short_id, fan_floor)
     fan_overhead = (statistics.median(fan_runs) - statistics.median(fan_floors)) / len(fan_nodes)
     rows.append(f"| {len(fan_nodes)}-node fan-out: {BRANCHES} tasks that pass the 1 s video on, each with a "
                 f"thumbnail, median of {repeats} | {ms(statistics.median(fan_runs))} | "
@@ -207,10 +211,7 @@ if "edit" in only:
         ffmpeg("-ss", str(start), "-t", str(length), "-i", long, "-vf", "crop=606:1080,setpts=PTS/2", "-af",
                "atempo=2", *ENCODE, f"{work}/floor-long.mp4")
 
-    chain_runs, chain_floors = [], []
-    for _ in range(repeats):
-        chain_runs.append(run(chain, long_id))
-        chain_floors.append(timed(long_floor))
+    chain_runs, chain_floors = alternate(chain, long_id, long_floor)
     ratios = [a / b for a, b in zip(chain_runs, chain_floors)]
     rows.append(f"| Video Input → Clip → Reframe → Speed → Destination, {long_seconds} s 1080p, median of {repeats} | "
                 f"{ms(statistics.median(chain_runs))} | {ms(statistics.median(chain_floors))} (one ffmpeg command) | "

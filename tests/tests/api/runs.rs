@@ -690,15 +690,21 @@ async fn another_organizations_runs_are_not_found_anywhere(backend: Backend) {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
 }
 
-async fn a_task_message_delivered_twice_does_its_work_once(backend: Backend) {
+/// A chain run started with no worker: its harness, ID, engine and first task's message.
+async fn chain_run_without_workers(backend: Backend) -> (Harness, String, shared::app::Engine, TaskMessage) {
     let harness = Harness::with_workers(backend, 0).await;
     let video = harness.upload("video", "video.mp4").await;
     let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
     let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
     let engine = harness.test.app.engine.clone().unwrap();
-    let organization = harness.test.organization;
     let run_id = RunId::parse(&run).unwrap();
-    let message = TaskMessage { organization_id: organization, run_id, task: 0, attempt: 0 };
+    let message = TaskMessage { organization_id: harness.test.organization, run_id, task: 0, attempt: 0 };
+    (harness, run, engine, message)
+}
+
+async fn a_task_message_delivered_twice_does_its_work_once(backend: Backend) {
+    let (harness, run, engine, message) = chain_run_without_workers(backend).await;
+    let (organization, run_id) = (message.organization_id, message.run_id);
     // Both deliveries at once: one claims, the other is acknowledged without work.
     let (first, second) = tokio::join!(engine.worker.process(message), engine.worker.process(message));
     first.unwrap();
@@ -746,14 +752,8 @@ impl shared::ports::TaskQueue for Recording {
 /// acknowledged, is delivered again: that delivery queues the next task again instead
 /// of being dropped as a duplicate, and the run finishes.
 async fn a_worker_that_stops_between_recording_and_queueing_loses_no_task(backend: Backend) {
-    let harness = Harness::with_workers(backend, 0).await;
-    let video = harness.upload("video", "video.mp4").await;
-    let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
-    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
-    let engine = harness.test.app.engine.clone().unwrap();
-    let organization = harness.test.organization;
-    let run_id = RunId::parse(&run).unwrap();
-    let message = TaskMessage { organization_id: organization, run_id, task: 0, attempt: 0 };
+    let (harness, run, engine, message) = chain_run_without_workers(backend).await;
+    let (organization, run_id) = (message.organization_id, message.run_id);
     let cut_off = shared::domain::runs::worker::Worker { queue: Arc::new(Unreachable), ..engine.worker.clone() };
     let error = cut_off.process(message).await.expect_err("the next task could not be queued");
     assert!(format!("{error:#}").contains("cannot be reached"), "{error:#}");
