@@ -5,7 +5,7 @@
 use anyhow::Context;
 use async_trait::async_trait;
 
-use super::table::{failure, id, n, number, s, text, timestamp, unless_condition_failed, Item};
+use super::table::{id, n, number, query_beyond, s, text, timestamp, unless_condition_failed, Item};
 use super::{keys, DynamoDb};
 use crate::domain::agents::{Agent, AgentId, AgentQuery, AgentRecord, Visibility};
 use crate::domain::graph::Graph;
@@ -107,26 +107,8 @@ impl AgentRepo for DynamoDb {
             request = request.expression_attribute_values(":name", s(part));
         }
         let request = request.filter_expression(filter.join(" AND "));
-        let mut start = query.after.map(|after| keys::agent(organization, after));
-        let mut agents = Vec::new();
-        loop {
-            let page = request
-                .clone()
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|error| failure(error, "listing agents"))?;
-            for item in page.items() {
-                agents.push(agent_from(item)?);
-                if agents.len() > query.limit {
-                    return Ok(agents);
-                }
-            }
-            match page.last_evaluated_key {
-                Some(last) => start = Some(last),
-                None => return Ok(agents),
-            }
-        }
+        let start = query.after.map(|after| keys::agent(organization, after));
+        query_beyond(request, start, query.limit, "listing agents", |item| std::future::ready(agent_from(&item))).await
     }
 
     async fn replace_agent(

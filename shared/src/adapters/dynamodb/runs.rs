@@ -11,7 +11,8 @@ use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 
 use super::table::{
-    build, failure, id, n, number, optional_number, optional_text, s, text, timestamp, unless_condition_failed, Item,
+    build, id, n, number, optional_number, optional_text, query_beyond, s, text, timestamp, unless_condition_failed,
+    Item,
 };
 use super::{keys, AttributeValue, DynamoDb};
 use crate::domain::identity::OrganizationId;
@@ -261,26 +262,8 @@ impl RunRepo for DynamoDb {
         } else {
             request.filter_expression(filter.join(" AND ")).limit(FILTERED_PAGE_ITEMS)
         };
-        let mut start = query.after.map(|(_, after)| keys::run(organization, after));
-        let mut runs = Vec::new();
-        loop {
-            let page = request
-                .clone()
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|error| failure(error, "listing runs"))?;
-            for item in page.items.unwrap_or_default() {
-                runs.push(self.run_from_head(item).await?);
-                if runs.len() > query.limit {
-                    return Ok(runs);
-                }
-            }
-            match page.last_evaluated_key {
-                Some(last) => start = Some(last),
-                None => return Ok(runs),
-            }
-        }
+        let start = query.after.map(|(_, after)| keys::run(organization, after));
+        query_beyond(request, start, query.limit, "listing runs", |item| self.run_from_head(item)).await
     }
 
     async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>> {

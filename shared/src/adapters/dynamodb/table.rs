@@ -388,6 +388,37 @@ pub fn delete_request(key: Item) -> anyhow::Result<WriteRequest> {
 }
 
 /// Only the `pk` and `sk` attributes of an item.
+/// Pages through `request` from `start` until more than `limit` items were read (so the
+/// caller can tell whether a page follows) or the query ends; `read` makes each item a
+/// value.
+pub async fn query_beyond<T, F, Fut>(
+    request: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+    mut start: Option<Item>,
+    limit: usize,
+    what: &'static str,
+    mut read: F,
+) -> anyhow::Result<Vec<T>>
+where
+    F: FnMut(Item) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let mut values = Vec::new();
+    loop {
+        let page =
+            request.clone().set_exclusive_start_key(start.take()).send().await.map_err(|error| failure(error, what))?;
+        for item in page.items.unwrap_or_default() {
+            values.push(read(item).await?);
+            if values.len() > limit {
+                return Ok(values);
+            }
+        }
+        match page.last_evaluated_key {
+            Some(last) => start = Some(last),
+            None => return Ok(values),
+        }
+    }
+}
+
 pub fn key_of(item: &Item) -> Item {
     item.iter().filter(|(name, _)| *name == "pk" || *name == "sk").map(|(k, v)| (k.clone(), v.clone())).collect()
 }
