@@ -11,15 +11,18 @@ use crate::adapters::fs::LocalBlobStore;
 use crate::adapters::http_download::HttpDownloader;
 use crate::adapters::s3::S3BlobStore;
 use crate::adapters::sqlite::tasks::SqliteTaskQueue;
+use crate::adapters::sqlite::webhooks::SqliteWebhookQueue;
 use crate::adapters::sqlite::Sqlite;
-use crate::adapters::sqs::SqsTaskQueue;
+use crate::adapters::sqs::{SqsTaskQueue, SqsWebhookQueue};
+use crate::adapters::webhook_client::HttpWebhookClient;
 use crate::config::Config;
 use crate::domain::identity::Authenticator;
 use crate::domain::runs::views::MediaLinks;
 use crate::domain::runs::worker::Worker;
+use crate::domain::webhooks::{Notifier, WebhookMessage, WebhookSchedule, WebhookSender};
 use crate::ports::{
     AgentRepo, BlobStore, Clock, IdentityRepo, MediaProbe, RunRepo, SharedStoreRepo, SystemClock, TaskInbox, TaskQueue,
-    UploadRepo,
+    UploadRepo, WebhookInbox, WebhookQueue, WebhookRepo,
 };
 
 /// Default time budget of one node task's media work.
@@ -38,6 +41,41 @@ pub struct Engine {
     /// The local task table, when tasks are queued in the state database: workers
     /// release and recover its work at start.
     pub local_queue: Option<SqliteTaskQueue>,
+    /// Where webhook delivery messages go.
+    pub webhooks: Arc<dyn WebhookQueue>,
+    /// Where this process's senders take them from (`serve`); None where the
+    /// `webhook-sender` event source delivers them.
+    pub webhook_inbox: Option<Arc<dyn WebhookInbox>>,
+    /// The local delivery table, when it is the webhook queue: senders release its
+    /// claims at start.
+    pub local_webhooks: Option<SqliteWebhookQueue>,
+    /// Attempts deliveries.
+    pub sender: WebhookSender,
+}
+
+impl Engine {
+    /// Records run events with media links signed by `links`.
+    pub fn notifier(&self, links: MediaLinks) -> Notifier {
+        Notifier { links, queue: self.webhooks.clone() }
+    }
+}
+
+/// Where an engine's webhook messages go and come from.
+#[derive(Clone)]
+pub struct WebhookPorts {
+    pub queue: Arc<dyn WebhookQueue>,
+    pub inbox: Option<Arc<dyn WebhookInbox>>,
+}
+
+/// The webhook queue of a deployment that configured none: events are recorded in the
+/// delivery log, and sending them is an error that says what is missing.
+struct UnconfiguredWebhookQueue;
+
+#[async_trait::async_trait]
+impl WebhookQueue for UnconfiguredWebhookQueue {
+    async fn send(&self, _messages: &[WebhookMessage]) -> anyhow::Result<()> {
+        anyhow::bail!("WEBHOOK_QUEUE_URL is not set: webhook deliveries stay pending in the delivery log")
+    }
 }
 
 /// What the run engine runs media work with.
@@ -49,6 +87,8 @@ pub struct EngineSettings {
     pub scratch: PathBuf,
     /// Longest one task's media work may take.
     pub task_budget: Duration,
+    /// When webhook deliveries are retried and how long receivers have to answer.
+    pub webhook_schedule: WebhookSchedule,
 }
 
 /// Where media files live.
@@ -66,6 +106,8 @@ pub struct App {
     pub stores: Arc<dyn SharedStoreRepo>,
     pub agents: Arc<dyn AgentRepo>,
     pub uploads: Arc<dyn UploadRepo>,
+    /// Webhook deliveries and secrets.
+    pub webhooks: Arc<dyn WebhookRepo>,
     pub blobs: Arc<dyn BlobStore>,
     pub probe: Arc<dyn MediaProbe>,
     pub clock: Arc<dyn Clock>,
@@ -84,7 +126,7 @@ impl App {
     /// Wires one storage backend, which implements every repository, to the media ports.
     fn wire<B>(backend: Arc<B>, media: Media, probe: Arc<dyn MediaProbe>, auth_cache_ttl: Duration) -> Self
     where
-        B: IdentityRepo + SharedStoreRepo + AgentRepo + UploadRepo + 'static,
+        B: IdentityRepo + SharedStoreRepo + AgentRepo + UploadRepo + WebhookRepo + 'static,
     {
         let (blobs, local_blobs): (Arc<dyn BlobStore>, _) = match media {
             Media::Local(local) => (local.clone(), Some(local)),
@@ -99,7 +141,8 @@ impl App {
             identity: backend.clone(),
             stores: backend.clone(),
             agents: backend.clone(),
-            uploads: backend,
+            uploads: backend.clone(),
+            webhooks: backend,
             blobs,
             probe,
             clock: Arc::new(SystemClock),
@@ -117,8 +160,16 @@ impl App {
         runs: Arc<dyn RunRepo>,
         queue: Arc<dyn TaskQueue>,
         inbox: Option<Arc<dyn TaskInbox>>,
+        webhooks: WebhookPorts,
         settings: EngineSettings,
     ) -> Self {
+        let notifier = Notifier { links: self.links.clone(), queue: webhooks.queue.clone() };
+        let sender = WebhookSender {
+            repo: self.webhooks.clone(),
+            client: Arc::new(HttpWebhookClient::new(self.allow_private_urls)),
+            clock: self.clock.clone(),
+            schedule: settings.webhook_schedule.clone(),
+        };
         let worker = Worker {
             runs: runs.clone(),
             queue: queue.clone(),
@@ -127,22 +178,43 @@ impl App {
             probe: self.probe.clone(),
             downloader: Arc::new(HttpDownloader::new(self.allow_private_urls)),
             clock: self.clock.clone(),
+            notifier,
+            deliveries: self.webhooks.clone(),
             task_budget: settings.task_budget,
             scratch: settings.scratch,
         };
-        self.engine = Some(Engine { runs, queue, worker, inbox, local_queue: None });
+        self.engine = Some(Engine {
+            runs,
+            queue,
+            worker,
+            inbox,
+            local_queue: None,
+            webhooks: webhooks.queue,
+            webhook_inbox: webhooks.inbox,
+            local_webhooks: None,
+            sender,
+        });
         self
     }
 
     /// Adds the embedded run engine: runs in `database`, tasks in its durable task table,
     /// executed by workers of this process with ffmpeg, scratch files under `scratch`.
-    pub fn with_embedded_engine(self, database: Sqlite, scratch: PathBuf, task_budget: Duration) -> Self {
+    pub fn with_embedded_engine(
+        self,
+        database: Sqlite,
+        scratch: PathBuf,
+        task_budget: Duration,
+        webhook_schedule: WebhookSchedule,
+    ) -> Self {
         let queue = SqliteTaskQueue::new(database.clone());
-        let settings = EngineSettings { ffmpeg: "ffmpeg".into(), scratch, task_budget };
+        let webhooks = SqliteWebhookQueue::new(database.clone());
+        let settings = EngineSettings { ffmpeg: "ffmpeg".into(), scratch, task_budget, webhook_schedule };
+        let ports = WebhookPorts { queue: Arc::new(webhooks.clone()), inbox: Some(Arc::new(webhooks.clone())) };
         let mut app =
-            self.with_engine(Arc::new(database), Arc::new(queue.clone()), Some(Arc::new(queue.clone())), settings);
+            self.with_engine(Arc::new(database), Arc::new(queue.clone()), Some(Arc::new(queue.clone())), ports, settings);
         if let Some(engine) = app.engine.as_mut() {
             engine.local_queue = Some(queue);
+            engine.local_webhooks = Some(webhooks);
         }
         app
     }
@@ -170,6 +242,7 @@ impl App {
             database,
             folder.join("scratch"),
             DEFAULT_TASK_BUDGET,
+            WebhookSchedule::default(),
         ))
     }
 
@@ -216,12 +289,24 @@ impl App {
             ffmpeg: config.ffmpeg.clone(),
             scratch: std::env::temp_dir().join("video-workflow-tasks"),
             task_budget: config.task_budget,
+            webhook_schedule: config.webhook_schedule.clone(),
         };
         let inbox = take_tasks.then(|| Arc::new(queue.clone()) as Arc<dyn TaskInbox>);
+        let webhooks = match &config.webhook_queue_url {
+            Some(url) => {
+                let webhooks = SqsWebhookQueue::from_config(aws, url);
+                WebhookPorts {
+                    queue: Arc::new(webhooks.clone()),
+                    inbox: take_tasks.then(|| Arc::new(webhooks) as Arc<dyn WebhookInbox>),
+                }
+            }
+            None => WebhookPorts { queue: Arc::new(UnconfiguredWebhookQueue), inbox: None },
+        };
         Ok(self.with_links(secret.as_bytes(), &config.public_url).with_engine(
             Arc::new(dynamodb),
             Arc::new(queue),
             inbox,
+            webhooks,
             settings,
         ))
     }

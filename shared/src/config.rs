@@ -32,13 +32,18 @@ pub struct Config {
     pub media_link_secret: Option<String>,
     /// Longest one node task's media work may take.
     pub task_budget: Duration,
+    /// The SQS queue of webhook deliveries.
+    pub webhook_queue_url: Option<String>,
+    /// Webhook retries and answer time.
+    pub webhook_schedule: crate::domain::webhooks::WebhookSchedule,
 }
 
 impl Config {
     /// Reads `TABLE_NAME`, `AUTH_CACHE_SECONDS` (default 30), `MEDIA_BUCKET`,
     /// `FFPROBE_PATH` / `FFMPEG_PATH` (default: on the PATH), `TASK_QUEUE_URL`,
-    /// `PUBLIC_URL` (default: the request's host), `MEDIA_LINK_SECRET` and
-    /// `TASK_TIMEOUT_SECONDS` (default 900).
+    /// `PUBLIC_URL` (default: the request's host), `MEDIA_LINK_SECRET`,
+    /// `TASK_TIMEOUT_SECONDS` (default 900), `WEBHOOK_QUEUE_URL` and the webhook
+    /// schedule ([`webhook_schedule_from_env`]).
     pub fn from_env() -> anyhow::Result<Self> {
         let variable = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
         let present = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
@@ -61,6 +66,30 @@ impl Config {
             public_url: variable("PUBLIC_URL", "").trim_end_matches('/').to_owned(),
             media_link_secret: present("MEDIA_LINK_SECRET"),
             task_budget: Duration::from_secs(task_seconds),
+            webhook_queue_url: present("WEBHOOK_QUEUE_URL"),
+            webhook_schedule: webhook_schedule_from_env()?,
         })
     }
+}
+
+/// The webhook schedule: `WEBHOOK_RETRY_DELAYS_MS` (comma-separated delays before each
+/// retry; default 60000,120000,240000,480000,960000) and `WEBHOOK_TIMEOUT_MS` (default
+/// 10000). Tests shorten both.
+pub fn webhook_schedule_from_env() -> anyhow::Result<crate::domain::webhooks::WebhookSchedule> {
+    let mut schedule = crate::domain::webhooks::WebhookSchedule::default();
+    if let Ok(text) = std::env::var("WEBHOOK_RETRY_DELAYS_MS") {
+        schedule.retries = text
+            .split(',')
+            .map(str::trim)
+            .filter(|part| !part.is_empty())
+            .map(|part| part.parse::<u64>().map(Duration::from_millis))
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("WEBHOOK_RETRY_DELAYS_MS={text:?} is not a list of whole numbers"))?;
+    }
+    if let Ok(text) = std::env::var("WEBHOOK_TIMEOUT_MS") {
+        let millis: u64 = text.parse().with_context(|| format!("WEBHOOK_TIMEOUT_MS={text:?} is not a whole number"))?;
+        anyhow::ensure!(millis > 0, "WEBHOOK_TIMEOUT_MS must be at least 1");
+        schedule.timeout = Duration::from_millis(millis);
+    }
+    Ok(schedule)
 }

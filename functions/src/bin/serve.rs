@@ -42,6 +42,11 @@ struct Args {
     /// Longest one node task's media work may take, in seconds.
     #[arg(long, default_value_t = 900)]
     task_timeout: u64,
+    /// Whether URL inputs and webhook callbacks may reach private and loopback
+    /// addresses (a receiver on this machine); `--allow-private-urls false` applies the
+    /// SSRF guard of a deployment.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    allow_private_urls: bool,
 }
 
 #[tokio::main]
@@ -77,6 +82,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
         public_url,
         in_memory: args.in_memory,
         task_budget: std::time::Duration::from_secs(args.task_timeout.max(1)),
+        allow_private_urls: args.allow_private_urls,
+        webhook_schedule: shared::config::webhook_schedule_from_env()?,
     };
     let (app, development_key) = serve::build_app(backend, args.seed.as_deref(), &options).await?;
     let workers = args.workers.unwrap_or_else(serve::workers::default_count);

@@ -8,6 +8,7 @@ pub mod http_download;
 pub mod s3;
 pub mod sqlite;
 pub mod sqs;
+pub mod webhook_client;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,7 @@
-//! The node-task queue on SQS: messages are sent in batches of ten, every entry a
-//! batch refuses is sent again on a bounded schedule; `serve --backend aws` receives
-//! with long polling, and the `node-worker` Lambda gets them from its event source.
+//! Queues on SQS: node tasks and webhook deliveries. Messages are sent in batches of
+//! ten, every entry a batch refuses is sent again on a bounded schedule; `serve
+//! --backend aws` receives with long polling, and the `node-worker` and
+//! `webhook-sender` Lambdas get them from their event sources.
 
 use std::time::Duration;
 
@@ -12,7 +13,8 @@ use aws_sdk_sqs::Client;
 use super::dynamodb::{sdk_retry_config, sdk_timeout_config};
 use super::ActionLog;
 use crate::core::retry::{AWS_ATTEMPT_TIMEOUT, AWS_SDK_CALLS, UNPROCESSED_ITEMS};
-use crate::ports::{Delivery, TaskInbox, TaskMessage, TaskQueue};
+use crate::domain::webhooks::WebhookMessage;
+use crate::ports::{Delivery, TaskInbox, TaskMessage, TaskQueue, WebhookInbox, WebhookQueue};
 
 /// Entries per SendMessageBatch (SQS's limit).
 const BATCH_ENTRIES: usize = 10;
@@ -21,14 +23,28 @@ const RECEIVE_MAX: usize = 10;
 /// Long-polling wait of a receive (SQS allows up to 20 s).
 const RECEIVE_WAIT_SECONDS: i32 = 10;
 
-/// A task queue on SQS; cheap to clone.
-#[derive(Clone)]
-pub struct SqsTaskQueue {
+/// A queue of messages of type `M` on SQS; cheap to clone.
+pub struct SqsQueue<M> {
     client: Client,
     queue_url: String,
+    messages: std::marker::PhantomData<fn() -> M>,
 }
 
-impl SqsTaskQueue {
+impl<M> Clone for SqsQueue<M> {
+    fn clone(&self) -> Self {
+        Self { client: self.client.clone(), queue_url: self.queue_url.clone(), messages: std::marker::PhantomData }
+    }
+}
+
+/// The node-task queue on SQS.
+pub type SqsTaskQueue = SqsQueue<TaskMessage>;
+/// The webhook-delivery queue on SQS.
+pub type SqsWebhookQueue = SqsQueue<WebhookMessage>;
+
+impl<M> SqsQueue<M>
+where
+    M: serde::Serialize + serde::de::DeserializeOwned + Send + Sync,
+{
     /// Uses AWS settings loaded already, with the retries and timeouts of
     /// [`AWS_SDK_CALLS`]; the receive's long poll gets its own room.
     pub fn from_config(config: &aws_config::SdkConfig, queue_url: impl Into<String>) -> Self {
@@ -37,7 +53,7 @@ impl SqsTaskQueue {
             .retry_config(sdk_retry_config(&AWS_SDK_CALLS))
             .timeout_config(sdk_timeout_config(&AWS_SDK_CALLS, attempt))
             .build();
-        Self { client: Client::from_conf(config), queue_url: queue_url.into() }
+        Self { client: Client::from_conf(config), queue_url: queue_url.into(), messages: std::marker::PhantomData }
     }
 
     /// The queue's URL.
@@ -68,13 +84,17 @@ impl SqsTaskQueue {
     pub fn recording_actions(&self) -> (Self, ActionLog) {
         let log = ActionLog::default();
         let config = self.client.config().to_builder().interceptor(RecordActions(log.clone())).build();
-        (Self { client: Client::from_conf(config), queue_url: self.queue_url.clone() }, log)
+        (
+            Self {
+                client: Client::from_conf(config),
+                queue_url: self.queue_url.clone(),
+                messages: std::marker::PhantomData,
+            },
+            log,
+        )
     }
-}
 
-#[async_trait]
-impl TaskQueue for SqsTaskQueue {
-    async fn send(&self, messages: &[TaskMessage]) -> anyhow::Result<()> {
+    async fn send_messages(&self, messages: &[M]) -> anyhow::Result<()> {
         for chunk in messages.chunks(BATCH_ENTRIES) {
             let mut pending: Vec<SendMessageBatchRequestEntry> = chunk
                 .iter()
@@ -97,28 +117,22 @@ impl TaskQueue for SqsTaskQueue {
                     .send()
                     .await
                     .map_err(|error| {
-                        anyhow::anyhow!(
-                            "SQS did not take task messages: {}",
-                            aws_sdk_sqs::error::DisplayErrorContext(&error)
-                        )
+                        anyhow::anyhow!("SQS did not take messages: {}", aws_sdk_sqs::error::DisplayErrorContext(&error))
                     })?;
                 let failed = output.failed();
                 if let Some(wrong) = failed.iter().find(|entry| entry.sender_fault) {
-                    anyhow::bail!("SQS refused a task message: {}", wrong.message.as_deref().unwrap_or(&wrong.code));
+                    anyhow::bail!("SQS refused a message: {}", wrong.message.as_deref().unwrap_or(&wrong.code));
                 }
                 pending.retain(|entry| failed.iter().any(|failure| failure.id == entry.id));
                 if !pending.is_empty() {
-                    retry.wait(format!("SQS left {} task messages unsent", pending.len())).await?;
+                    retry.wait(format!("SQS left {} messages unsent", pending.len())).await?;
                 }
             }
         }
         Ok(())
     }
-}
 
-#[async_trait]
-impl TaskInbox for SqsTaskQueue {
-    async fn receive(&self, max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery>> {
+    async fn receive_messages(&self, max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery<M>>> {
         let output = self
             .client
             .receive_message()
@@ -130,7 +144,7 @@ impl TaskInbox for SqsTaskQueue {
             .send()
             .await
             .map_err(|error| {
-                anyhow::anyhow!("receiving task messages: {}", aws_sdk_sqs::error::DisplayErrorContext(&error))
+                anyhow::anyhow!("receiving messages: {}", aws_sdk_sqs::error::DisplayErrorContext(&error))
             })?;
         let mut deliveries = Vec::new();
         for message in output.messages.unwrap_or_default() {
@@ -141,11 +155,11 @@ impl TaskInbox for SqsTaskQueue {
                 .and_then(|attributes| attributes.get(&MessageSystemAttributeName::ApproximateReceiveCount))
                 .and_then(|count| count.parse().ok())
                 .unwrap_or(1);
-            match message.body.as_deref().map(serde_json::from_str::<TaskMessage>) {
-                Some(Ok(task)) => deliveries.push(Delivery { handle, message: task, receives }),
+            match message.body.as_deref().map(serde_json::from_str::<M>) {
+                Some(Ok(body)) => deliveries.push(Delivery { handle, message: body, receives }),
                 _ => {
                     // Not ours to work on: dropping it is the only way it stops coming back.
-                    tracing::warn!(body = ?message.body, "an SQS message that is not a task message was deleted");
+                    tracing::warn!(body = ?message.body, "an SQS message of another kind was deleted");
                     self.delete(&handle).await?;
                 }
             }
@@ -153,31 +167,71 @@ impl TaskInbox for SqsTaskQueue {
         Ok(deliveries)
     }
 
+    /// Shows the message with receipt `handle` again after `delay` (at most 12 hours).
+    pub async fn show_after(&self, handle: &str, delay: Duration) -> anyhow::Result<()> {
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.queue_url)
+            .receipt_handle(handle)
+            // Whole seconds, rounded up: a message never shows before it is due.
+            .visibility_timeout(delay.as_millis().div_ceil(1000).min(12 * 3600) as i32)
+            .send()
+            .await
+            .map_err(|error| {
+                anyhow::anyhow!("delaying a message: {}", aws_sdk_sqs::error::DisplayErrorContext(&error))
+            })?;
+        Ok(())
+    }
+
+    async fn delete(&self, handle: &str) -> anyhow::Result<()> {
+        self.client.delete_message().queue_url(&self.queue_url).receipt_handle(handle).send().await.map_err(
+            |error| anyhow::anyhow!("deleting a message: {}", aws_sdk_sqs::error::DisplayErrorContext(&error)),
+        )?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl TaskQueue for SqsTaskQueue {
+    async fn send(&self, messages: &[TaskMessage]) -> anyhow::Result<()> {
+        self.send_messages(messages).await
+    }
+}
+
+#[async_trait]
+impl TaskInbox for SqsTaskQueue {
+    async fn receive(&self, max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery>> {
+        self.receive_messages(max, lease).await
+    }
+
     async fn acknowledge(&self, delivery: &Delivery) -> anyhow::Result<()> {
         self.delete(&delivery.handle).await
     }
 
     async fn retry_later(&self, delivery: &Delivery, delay: Duration) -> anyhow::Result<()> {
-        self.client
-            .change_message_visibility()
-            .queue_url(&self.queue_url)
-            .receipt_handle(&delivery.handle)
-            .visibility_timeout(delay.as_secs() as i32)
-            .send()
-            .await
-            .map_err(|error| {
-                anyhow::anyhow!("delaying a task message: {}", aws_sdk_sqs::error::DisplayErrorContext(&error))
-            })?;
-        Ok(())
+        self.show_after(&delivery.handle, delay).await
     }
 }
 
-impl SqsTaskQueue {
-    async fn delete(&self, handle: &str) -> anyhow::Result<()> {
-        self.client.delete_message().queue_url(&self.queue_url).receipt_handle(handle).send().await.map_err(
-            |error| anyhow::anyhow!("deleting a task message: {}", aws_sdk_sqs::error::DisplayErrorContext(&error)),
-        )?;
-        Ok(())
+#[async_trait]
+impl WebhookQueue for SqsWebhookQueue {
+    async fn send(&self, messages: &[WebhookMessage]) -> anyhow::Result<()> {
+        self.send_messages(messages).await
+    }
+}
+
+#[async_trait]
+impl WebhookInbox for SqsWebhookQueue {
+    async fn receive(&self, max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery<WebhookMessage>>> {
+        self.receive_messages(max, lease).await
+    }
+
+    async fn acknowledge(&self, delivery: &Delivery<WebhookMessage>) -> anyhow::Result<()> {
+        self.delete(&delivery.handle).await
+    }
+
+    async fn retry_later(&self, delivery: &Delivery<WebhookMessage>, delay: Duration) -> anyhow::Result<()> {
+        self.show_after(&delivery.handle, delay).await
     }
 }
 

@@ -12,6 +12,7 @@ pub mod routes;
 pub mod runs;
 mod shared_stores;
 mod uploads;
+mod webhooks;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;

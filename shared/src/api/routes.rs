@@ -4,7 +4,7 @@
 use http::Method;
 use percent_encoding::percent_decode_str;
 
-use super::{agents, identity, runs, shared_stores, uploads, Handler, PathParams};
+use super::{agents, identity, runs, shared_stores, uploads, webhooks, Handler, PathParams};
 
 /// One endpoint.
 pub struct Route {
@@ -22,13 +22,17 @@ pub struct Route {
     /// then stores the body under `responses/` and answers a 303 to a short-lived link,
     /// which takes `s3:PutObject` and `s3:GetObject` (see `runtime::http`).
     pub large_responses: bool,
-    /// The SQS actions on the node-task queue the function's IAM policy grants.
+    /// The SQS actions the function's IAM policy grants on `queues`.
     pub sqs_actions: &'static [&'static str],
+    /// The queues (template logical IDs) it sends to: `TaskQueue` when it queues node
+    /// tasks, `WebhookQueue` when it changes runs (their events) or redelivers.
+    pub queues: &'static [&'static str],
 }
 
 macro_rules! route {
     ($method:ident $path:literal => $function:literal, $handler:path, [$($action:literal),* $(,)?]
-        $(, s3: [$($s3:literal),* $(,)?])? $(, sqs: [$($sqs:literal),* $(,)?])? $(, large_responses: $large:literal)?) => {
+        $(, s3: [$($s3:literal),* $(,)?])? $(, sqs: [$($sqs:literal),* $(,)?] on [$($queue:literal),* $(,)?])?
+        $(, large_responses: $large:literal)?) => {
         Route {
             method: Method::$method,
             path: $path,
@@ -38,6 +42,7 @@ macro_rules! route {
             s3_actions: &[$($($s3),*)?],
             large_responses: false $(|| $large)?,
             sqs_actions: &[$($($sqs),*)?],
+            queues: &[$($($queue),*)?],
         }
     };
 }
@@ -90,15 +95,26 @@ pub static ROUTES: &[Route] = &[
     route!(GET "/uploads/{kind}/{upload_id}" => "get-upload", uploads::get_upload, ["dynamodb:GetItem"]),
     // The run engine. A run with many inputs records their media in transactions of
     // puts before the run itself; runs of thousands of tasks read extra parts with GetItem.
-    route!(POST "/agent/{agent_id}/run" => "start-run", runs::start_run, ["dynamodb:GetItem", "dynamodb:PutItem"],
-        sqs: ["sqs:SendMessage"]),
+    // Changes of runs record webhook deliveries in the same transaction and queue them
+    // (SendMessage on the webhook queue as well).
+    route!(POST "/agent/{agent_id}/run" => "start-run", runs::start_run,
+        ["dynamodb:GetItem", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"]),
     route!(GET "/agent_run/{run_id}" => "get-run", runs::get_run, ["dynamodb:GetItem"]),
     route!(GET "/agent_run/{run_id}/nodes" => "get-run-nodes", runs::get_run_nodes, ["dynamodb:GetItem"]),
-    route!(POST "/agent_run/{run_id}/cancel" => "cancel-run", runs::cancel_run, ["dynamodb:GetItem", "dynamodb:PutItem"]),
-    route!(POST "/agent_run/{run_id}/resume" => "resume-run", runs::resume_run, ["dynamodb:GetItem", "dynamodb:PutItem"],
-        sqs: ["sqs:SendMessage"]),
+    route!(POST "/agent_run/{run_id}/cancel" => "cancel-run", runs::cancel_run,
+        ["dynamodb:GetItem", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["WebhookQueue"]),
+    route!(POST "/agent_run/{run_id}/resume" => "resume-run", runs::resume_run,
+        ["dynamodb:GetItem", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"]),
     route!(GET "/agent/{agent_id}/runs" => "list-agent-runs", runs::list_agent_runs, ["dynamodb:GetItem", "dynamodb:Query"]),
     route!(GET "/agent_runs" => "list-runs", runs::list_runs, ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(GET "/agent_run/{run_id}/webhooks" => "list-run-webhooks", webhooks::list_deliveries,
+        ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(POST "/agent_run/{run_id}/webhooks/{delivery_id}/redeliver" => "redeliver-run-webhook", webhooks::redeliver,
+        ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["WebhookQueue"]),
+    route!(POST "/webhooks/secret" => "rotate-webhook-secret", webhooks::rotate_secret,
+        ["dynamodb:GetItem", "dynamodb:PutItem"]),
+    route!(DELETE "/webhooks/secret" => "delete-webhook-secret", webhooks::delete_secret,
+        ["dynamodb:GetItem", "dynamodb:DeleteItem"]),
     // A signed link is its own authority (no API key): one read, then a presigned GET.
     route!(GET "/media/{media_id}" => "get-media", runs::get_media, ["dynamodb:GetItem"], s3: ["s3:GetObject", "s3:GetObjectVersion"]),
 ];

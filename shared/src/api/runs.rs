@@ -16,13 +16,14 @@ use crate::domain::identity::OrganizationId;
 use crate::domain::runs::service::{self, RunError, RunPorts};
 use crate::domain::runs::start::StartRequest;
 use crate::domain::runs::RunId;
+use crate::domain::webhooks::Notifier;
 
 /// The caller's organization.
-async fn organization(app: &App, call: &Call) -> Result<OrganizationId, ApiError> {
+pub(super) async fn organization(app: &App, call: &Call) -> Result<OrganizationId, ApiError> {
     Ok(authenticate(app, call.request.headers(), Scheme::BearerOrApiKey).await?.organization_id())
 }
 
-fn engine(app: &App) -> Result<&Engine, ApiError> {
+pub(super) fn engine(app: &App) -> Result<&Engine, ApiError> {
     app.engine.as_ref().ok_or_else(|| {
         ApiError::detail(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -31,8 +32,8 @@ fn engine(app: &App) -> Result<&Engine, ApiError> {
     })
 }
 
-fn ports<'a>(app: &'a App, engine: &'a Engine) -> RunPorts<'a> {
-    RunPorts { runs: engine.runs.as_ref(), queue: engine.queue.as_ref(), clock: app.clock.as_ref() }
+fn ports<'a>(app: &'a App, engine: &'a Engine, notifier: &'a Notifier) -> RunPorts<'a> {
+    RunPorts { runs: engine.runs.as_ref(), queue: engine.queue.as_ref(), clock: app.clock.as_ref(), notifier }
 }
 
 fn map_error(error: RunError, action: &'static str) -> ApiError {
@@ -45,7 +46,7 @@ fn map_error(error: RunError, action: &'static str) -> ApiError {
     }
 }
 
-fn run_id(call: &Call) -> Result<RunId, ApiError> {
+pub(super) fn run_id(call: &Call) -> Result<RunId, ApiError> {
     let text = call.params.get("run_id");
     // Not a UUID: no such run (as for any other ID the caller cannot see).
     RunId::parse(text).ok_or_else(|| ApiError::detail(StatusCode::NOT_FOUND, "Run not found"))
@@ -60,7 +61,7 @@ pub async fn start_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
     let body = json_body(&call.request)?;
     let request = StartRequest::parse(&body).map_err(|message| ApiError::detail(StatusCode::BAD_REQUEST, message))?;
     let run = service::start_run(
-        &ports(&app, engine),
+        &ports(&app, engine, &engine.notifier(links(&app, &call))),
         app.agents.as_ref(),
         app.uploads.as_ref(),
         organization,
@@ -133,7 +134,7 @@ pub async fn cancel_run(app: Arc<App>, call: Call) -> Result<Response, ApiError>
     let organization = organization(&app, &call).await?;
     let engine = engine(&app)?;
     let run = run_id(&call)?;
-    let cancelled = service::cancel_run(&ports(&app, engine), organization, run)
+    let cancelled = service::cancel_run(&ports(&app, engine, &engine.notifier(links(&app, &call))), organization, run)
         .await
         .map_err(|error| map_error(error, "cancel the run"))?;
     let message = if cancelled.tasks_cancelled + cancelled.nodes_reset == 0 {
@@ -158,7 +159,7 @@ pub async fn resume_run(app: Arc<App>, call: Call) -> Result<Response, ApiError>
     let organization = organization(&app, &call).await?;
     let engine = engine(&app)?;
     let run = run_id(&call)?;
-    let resumed = service::resume_run(&ports(&app, engine), organization, run)
+    let resumed = service::resume_run(&ports(&app, engine, &engine.notifier(links(&app, &call))), organization, run)
         .await
         .map_err(|error| map_error(error, "resume the run"))?;
     Ok(json_response(

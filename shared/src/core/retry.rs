@@ -195,7 +195,7 @@ impl Retry {
 
 /// A uniformly random number below `bound` (at least 1), from the operating system's
 /// random source by way of a version 4 UUID.
-fn random_below(bound: u64) -> u64 {
+pub fn random_below(bound: u64) -> u64 {
     (uuid::Uuid::new_v4().as_u128() % u128::from(bound.max(1))) as u64
 }
 

@@ -90,6 +90,28 @@ pub fn generate_secret() -> Vec<u8> {
     (0..SECRET_BYTES.div_ceil(16)).flat_map(|_| uuid::Uuid::new_v4().into_bytes()).take(SECRET_BYTES).collect()
 }
 
+/// Prefix of a Standard Webhooks secret; base64 of the key bytes follows.
+pub const WEBHOOK_SECRET_PREFIX: &str = "whsec_";
+
+/// A new Standard Webhooks secret: `whsec_` and base64 of [`SECRET_BYTES`] random bytes.
+pub fn generate_webhook_secret() -> String {
+    use base64::Engine;
+    format!("{WEBHOOK_SECRET_PREFIX}{}", base64::engine::general_purpose::STANDARD.encode(generate_secret()))
+}
+
+/// The `webhook-signature` value of Standard Webhooks: `v1,` and base64 of HMAC-SHA256
+/// of `{id}.{timestamp}.{body}` under the key the `whsec_` secret encodes (a secret
+/// that is not base64 after the prefix is used as its bytes).
+pub fn webhook_signature(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> String {
+    use base64::Engine;
+    let encoded = secret.strip_prefix(WEBHOOK_SECRET_PREFIX).unwrap_or(secret);
+    let key = base64::engine::general_purpose::STANDARD.decode(encoded).unwrap_or_else(|_| encoded.as_bytes().to_vec());
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+    mac.update(format!("{id}.{timestamp}.").as_bytes());
+    mac.update(body);
+    format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +148,16 @@ mod tests {
         let (a, b) = (generate_secret(), generate_secret());
         assert_eq!(a.len(), SECRET_BYTES);
         assert_ne!(a, b);
+    }
+    #[test]
+    fn webhook_signatures_match_the_standard_webhooks_example() {
+        // The example of the Standard Webhooks specification and its libraries' tests.
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let body = br#"{"test": 2432232314}"#;
+        let signature = webhook_signature(secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body);
+        assert_eq!(signature, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+        let fresh = generate_webhook_secret();
+        assert!(fresh.starts_with("whsec_") && fresh.len() > 40);
+        assert_ne!(fresh, generate_webhook_secret());
     }
 }

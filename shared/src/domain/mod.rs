@@ -9,6 +9,7 @@ pub mod runs;
 pub mod shared_stores;
 pub mod time;
 pub mod uploads;
+pub mod webhooks;
 pub mod workspaces;
 
 /// Longest stored name or label (store names, display names, `source_type`, seeded

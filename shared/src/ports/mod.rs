@@ -12,6 +12,7 @@ use crate::domain::runs::{MediaId, MediaRecord, Run, RunId, RunStatus};
 use crate::domain::shared_stores::{EntryId, EntryRename, EntryWrite, SharedStore, StoreEntry, StoreError, StoreId};
 use crate::domain::time::Timestamp;
 use crate::domain::uploads::{ProbeReport, SealedBlob, Upload, UploadId};
+use crate::domain::webhooks::{DeliveryId, WebhookDelivery, WebhookMessage, WebhookSecret};
 use crate::domain::workspaces::Workspace;
 
 /// The source of "now", replaceable in tests.
@@ -219,13 +220,17 @@ pub struct RunQuery {
 /// Runs and the media records of the files they made.
 #[async_trait]
 pub trait RunRepo: Send + Sync {
-    /// Stores a new run (version 0) and the media records it starts with.
-    async fn create_run(&self, run: &Run, media: &[MediaRecord]) -> anyhow::Result<()>;
+    /// Stores a new run (version 0), the media records it starts with and the webhook
+    /// deliveries of its first events, in one atomic write.
+    async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery])
+        -> anyhow::Result<()>;
     /// A run of the organization.
     async fn get_run(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<Run>>;
     /// Stores `run` if the stored one is still at `run.version - 1`, with new media
-    /// records, in one atomic write; false when another writer came first.
-    async fn update_run(&self, run: &Run, media: &[MediaRecord]) -> anyhow::Result<bool>;
+    /// records and the webhook deliveries of the change's events, in one atomic write;
+    /// false when another writer came first.
+    async fn update_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery])
+        -> anyhow::Result<bool>;
     /// One page of the organization's runs (see [`RunQuery`]); one query.
     async fn list_runs(&self, organization: OrganizationId, query: &RunQuery) -> anyhow::Result<Vec<Run>>;
     /// A media record by ID (links carry no organization: their signature is the authority).
@@ -248,12 +253,13 @@ pub trait TaskQueue: Send + Sync {
     async fn send(&self, messages: &[TaskMessage]) -> anyhow::Result<()>;
 }
 
-/// A task message taken from a queue, with what settles it.
+/// A message taken from a queue (a task message unless said otherwise), with what
+/// settles it.
 #[derive(Clone, Debug)]
-pub struct Delivery {
+pub struct Delivery<M = TaskMessage> {
     /// The queue's handle for acknowledging this delivery (row ID, SQS receipt).
     pub handle: String,
-    pub message: TaskMessage,
+    pub message: M,
     /// Times the message was received, this one included.
     pub receives: u32,
 }
@@ -313,4 +319,101 @@ pub enum ProbeError {
 pub trait MediaProbe: Send + Sync {
     /// Probes the file at a path or URL.
     async fn probe(&self, location: &str) -> Result<ProbeReport, ProbeError>;
+}
+
+/// Webhook deliveries (the delivery log) and organizations' webhook secrets. Deliveries
+/// are created with their run's change ([`RunRepo::update_run`]); here they are read,
+/// claimed by a sender and updated.
+#[async_trait]
+pub trait WebhookRepo: Send + Sync {
+    /// A delivery by its run and sequence.
+    async fn get_delivery(
+        &self,
+        organization: OrganizationId,
+        run: RunId,
+        sequence: u64,
+    ) -> anyhow::Result<Option<WebhookDelivery>>;
+    /// A delivery by its ID.
+    async fn find_delivery(
+        &self,
+        organization: OrganizationId,
+        run: RunId,
+        id: DeliveryId,
+    ) -> anyhow::Result<Option<WebhookDelivery>>;
+    /// A run's deliveries in sequence order after `after`, up to `limit + 1` of them.
+    async fn list_deliveries(
+        &self,
+        organization: OrganizationId,
+        run: RunId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> anyhow::Result<Vec<WebhookDelivery>>;
+    /// Takes the right to attempt a pending delivery until `until`, under `token`: true
+    /// when it is unclaimed, its claim has passed (`now`), or `token` holds it already.
+    async fn claim_delivery(
+        &self,
+        organization: OrganizationId,
+        run: RunId,
+        sequence: u64,
+        token: &str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> anyhow::Result<bool>;
+    /// Stores an attempted delivery and releases the claim, if `token` still holds it.
+    async fn record_delivery(&self, delivery: &WebhookDelivery, token: &str) -> anyhow::Result<bool>;
+    /// Stores a delivery made pending again, unless a sender holds a claim on it at `now`.
+    async fn redeliver(&self, delivery: &WebhookDelivery, now: Timestamp) -> anyhow::Result<bool>;
+    /// The organization's webhook secret.
+    async fn webhook_secret(&self, organization: OrganizationId) -> anyhow::Result<Option<WebhookSecret>>;
+    /// Sets (or, with None, removes) the organization's webhook secret.
+    async fn put_webhook_secret(
+        &self,
+        organization: OrganizationId,
+        secret: Option<&WebhookSecret>,
+    ) -> anyhow::Result<()>;
+}
+
+/// Where webhook delivery messages go: SQS, or (locally) a wake-up of the senders that
+/// read due deliveries from the delivery log itself.
+#[async_trait]
+pub trait WebhookQueue: Send + Sync {
+    /// Asks for the deliveries to be attempted (at least once each).
+    async fn send(&self, messages: &[WebhookMessage]) -> anyhow::Result<()>;
+}
+
+/// The receiving side of a webhook queue, for senders that poll it (`serve`).
+#[async_trait]
+pub trait WebhookInbox: Send + Sync {
+    /// Takes up to `max` due messages, hiding each for `lease`; waits a little (bounded)
+    /// when there are none.
+    async fn receive(&self, max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery<WebhookMessage>>>;
+    /// The message is done with.
+    async fn acknowledge(&self, delivery: &Delivery<WebhookMessage>) -> anyhow::Result<()>;
+    /// Shows the message again after `delay`.
+    async fn retry_later(&self, delivery: &Delivery<WebhookMessage>, delay: Duration) -> anyhow::Result<()>;
+}
+
+/// One webhook POST.
+pub struct WebhookPost<'a> {
+    pub url: &'a str,
+    pub headers: &'a [(String, String)],
+    pub body: &'a [u8],
+    /// Longest wait for the whole answer.
+    pub timeout: Duration,
+}
+
+/// A receiver's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebhookAnswer {
+    pub status: u16,
+    /// The start of its body, lossily decoded.
+    pub excerpt: String,
+}
+
+/// Posts webhooks: no redirects followed, only to addresses the SSRF guard allows,
+/// checked at every connection.
+#[async_trait]
+pub trait WebhookClient: Send + Sync {
+    /// The receiver's answer, or why there was none (timeout, connection, refused address).
+    async fn post(&self, post: WebhookPost<'_>) -> Result<WebhookAnswer, String>;
 }

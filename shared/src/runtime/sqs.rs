@@ -1,26 +1,44 @@
-//! The `node-worker` Lambda: its SQS event source hands it batches of task messages; each
-//! runs through the same worker as `serve`'s, and the ones that could not be handled
-//! (storage trouble, an unreadable message) are reported as batch item failures, so SQS
-//! delivers only those again, and after the queue's receive limit moves them to the DLQ.
+//! The SQS-fed Lambdas. `node-worker`: its event source hands it batches of task
+//! messages; each runs through the same worker as `serve`'s, and the ones that could not
+//! be handled (storage trouble, an unreadable message) are reported as batch item
+//! failures, so SQS delivers only those again, and after the queue's receive limit moves
+//! them to the DLQ. `webhook-sender`: attempts the deliveries its event source hands it
+//! with the same sender as `serve`'s; a delivery to retry later has its message hidden
+//! until then (ChangeMessageVisibility) and reported as a failure, so it comes back
+//! when due.
 
 use std::sync::Arc;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use futures::stream::{self, StreamExt};
 
+use crate::adapters::sqs::SqsWebhookQueue;
 use crate::app::App;
+use crate::domain::webhooks::{Sent, WebhookMessage};
 use crate::ports::TaskMessage;
 
 /// The function's name, and its binary's.
 pub const NODE_WORKER: &str = "node-worker";
-/// The DynamoDB actions `node-worker` performs, and its policy grants.
-pub const NODE_WORKER_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:PutItem"];
+/// The DynamoDB actions `node-worker` performs, and its policy grants: Query reads the
+/// delivery log when a redelivered message finds its task ended (events to queue again).
+pub const NODE_WORKER_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"];
 /// The S3 actions on the media bucket `node-worker` performs, and its policy grants:
 /// uploads are read at the version finalize sealed, outputs by key.
 pub const NODE_WORKER_S3_ACTIONS: &[&str] = &["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"];
-/// The SQS actions on the node-task queue `node-worker` performs (downstream tasks),
-/// and its policy grants; receiving and deleting are the event source's, granted apart.
+/// The SQS actions `node-worker` performs (downstream tasks, run events), and its
+/// policy grants; receiving and deleting are the event source's, granted apart.
 pub const NODE_WORKER_SQS_ACTIONS: &[&str] = &["sqs:SendMessage"];
+/// The queues `node-worker` sends to.
+pub const NODE_WORKER_QUEUES: &[&str] = &["TaskQueue", "WebhookQueue"];
+
+/// The webhook sender's function name, and its binary's.
+pub const WEBHOOK_SENDER: &str = "webhook-sender";
+/// The DynamoDB actions `webhook-sender` performs: read a delivery and the secret, claim
+/// (UpdateItem) and record (PutItem).
+pub const WEBHOOK_SENDER_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"];
+/// The SQS actions `webhook-sender` performs on its own queue: hiding a message until
+/// its retry is due.
+pub const WEBHOOK_SENDER_SQS_ACTIONS: &[&str] = &["sqs:ChangeMessageVisibility"];
 
 /// Messages of one batch worked on at once (the event source's batch size is the bound).
 const PARALLEL_TASKS: usize = 1;
@@ -82,6 +100,79 @@ pub async fn handle_batch(app: &App, event: SqsEvent) -> SqsBatchResponse {
         .await;
     response(outcomes.into_iter().flatten().collect())
 }
+
+/// Runs the `webhook-sender` function until the runtime stops it.
+pub fn run_webhook_sender() -> ! {
+    super::http::init_tracing();
+    let result =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow::Error::from).and_then(
+            |runtime| {
+                runtime.block_on(async move {
+                    let config = crate::config::Config::from_env()?;
+                    let url = config
+                        .webhook_queue_url
+                        .clone()
+                        .ok_or_else(|| anyhow::anyhow!("webhook-sender needs WEBHOOK_QUEUE_URL"))?;
+                    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                    let queue = SqsWebhookQueue::from_config(&aws, url);
+                    let app = Arc::new(App::from_env().await?);
+                    anyhow::ensure!(app.engine.is_some(), "webhook-sender needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
+                    let service = lambda_http::service_fn(move |event: lambda_http::LambdaEvent<SqsEvent>| {
+                        let (app, queue) = (app.clone(), queue.clone());
+                        async move {
+                            Ok::<_, std::convert::Infallible>(handle_webhook_batch(&app, &queue, event.payload).await)
+                        }
+                    });
+                    lambda_http::lambda_runtime::run(service).await.map_err(|error| anyhow::anyhow!("{error}"))
+                })
+            },
+        );
+    match result {
+        Ok(()) => std::process::exit(0),
+        Err(error) => {
+            tracing::error!(error = %format!("{error:#}"), function = WEBHOOK_SENDER, "lambda runtime stopped");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Attempts every delivery of a batch (concurrently: one slow receiver does not hold up
+/// the others); answers the messages to deliver again.
+pub async fn handle_webhook_batch(app: &App, queue: &SqsWebhookQueue, event: SqsEvent) -> SqsBatchResponse {
+    let Some(engine) = app.engine.as_ref() else {
+        let failures = event.records.iter().filter_map(|record| record.message_id.clone()).map(failure).collect();
+        return response(failures);
+    };
+    let outcomes: Vec<Option<BatchItemFailure>> = stream::iter(event.records)
+        .map(|record| async move {
+            let id = record.message_id.clone().unwrap_or_default();
+            let Some(Ok(message)) = record.body.as_deref().map(serde_json::from_str::<WebhookMessage>) else {
+                tracing::error!(message_id = id, body = ?record.body, "not a webhook message");
+                return Some(failure(id));
+            };
+            match engine.sender.process(&message, &id).await {
+                Ok(Sent::Done) => None,
+                Ok(Sent::RetryIn(delay)) => {
+                    let handle = record.receipt_handle.clone().unwrap_or_default();
+                    if let Err(error) = queue.show_after(&handle, delay).await {
+                        tracing::warn!(error = %format!("{error:#}"), message_id = id, "could not delay a webhook retry");
+                    }
+                    Some(failure(id))
+                }
+                Err(error) => {
+                    tracing::warn!(error = %format!("{error:#}"), message_id = id, "webhook message will be delivered again");
+                    Some(failure(id))
+                }
+            }
+        })
+        .buffer_unordered(WEBHOOKS_AT_ONCE)
+        .collect()
+        .await;
+    response(outcomes.into_iter().flatten().collect())
+}
+
+/// Deliveries one `webhook-sender` invocation attempts at once (its batch size bounds it).
+const WEBHOOKS_AT_ONCE: usize = 10;
 
 fn response(failures: Vec<BatchItemFailure>) -> SqsBatchResponse {
     let mut response = SqsBatchResponse::default();

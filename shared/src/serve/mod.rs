@@ -151,6 +151,9 @@ pub enum Backend {
 /// The task queue `serve --backend aws` creates when `TASK_QUEUE_URL` is not set.
 pub const LOCAL_TASK_QUEUE: &str = "video-workflow-tasks";
 
+/// The webhook queue `serve --backend aws` creates when `WEBHOOK_QUEUE_URL` is not set.
+pub const LOCAL_WEBHOOK_QUEUE: &str = "video-workflow-webhooks";
+
 /// Name of the embedded backend's database in the data folder.
 pub const STATE_FILE: &str = "state.sqlite";
 
@@ -165,6 +168,10 @@ pub struct ServeOptions {
     pub in_memory: bool,
     /// Longest one node task's media work may take.
     pub task_budget: Duration,
+    /// Whether URL inputs and callbacks may reach private addresses.
+    pub allow_private_urls: bool,
+    /// Webhook retries and answer time.
+    pub webhook_schedule: crate::domain::webhooks::WebhookSchedule,
 }
 
 /// Builds the application for `serve`: the backend (opening or creating its database,
@@ -181,7 +188,7 @@ pub async fn build_app(
     use crate::adapters::fs::LocalBlobStore;
     use crate::adapters::s3::S3BlobStore;
     use crate::adapters::sqlite::Sqlite;
-    use crate::adapters::sqs::SqsTaskQueue;
+    use crate::adapters::sqs::{SqsTaskQueue, SqsWebhookQueue};
     use crate::app::Media;
     use crate::config::Config;
     use crate::domain::identity::{apply_seed, development_organization_key, Seed};
@@ -198,10 +205,13 @@ pub async fn build_app(
                 // Blocking file work before serving starts: nothing else runs yet.
                 tokio::task::spawn_blocking(move || Sqlite::open(path)).await??
             };
-            App::sqlite(database.clone(), Media::Local(Arc::new(local))).allowing_private_urls().with_embedded_engine(
+            let app = App::sqlite(database.clone(), Media::Local(Arc::new(local)));
+            let app = if options.allow_private_urls { app.allowing_private_urls() } else { app };
+            app.with_embedded_engine(
                 database,
                 options.data_dir.join("scratch"),
                 options.task_budget,
+                options.webhook_schedule.clone(),
             )
         }
         Backend::Aws => {
@@ -220,6 +230,14 @@ pub async fn build_app(
                 config.public_url = options.public_url.clone();
             }
             config.task_budget = options.task_budget;
+            config.webhook_schedule = options.webhook_schedule.clone();
+            if config.webhook_queue_url.is_none() {
+                // Visible again after a sender's claim could have passed.
+                let url = SqsWebhookQueue::ensure_queue(&aws, LOCAL_WEBHOOK_QUEUE, Duration::from_secs(60))
+                    .await
+                    .with_context(|| format!("SQS queue {LOCAL_WEBHOOK_QUEUE} is not reachable"))?;
+                config.webhook_queue_url = Some(url);
+            }
             if config.task_queue_url.is_none() {
                 // A queue on the emulator; a message's lease outlasts its task's work.
                 let visibility = options.task_budget * 6;
@@ -234,9 +252,9 @@ pub async fn build_app(
                     tokio::task::spawn_blocking(move || crate::adapters::fs::load_or_create_secret(&folder)).await??;
                 config.media_link_secret = Some(hex::encode(secret));
             }
-            App::dynamodb(dynamodb.clone(), Media::S3(s3), &config.ffprobe, config.auth_cache_ttl)
-                .allowing_private_urls()
-                .with_aws_engine(&config, &aws, dynamodb, true)?
+            let app = App::dynamodb(dynamodb.clone(), Media::S3(s3), &config.ffprobe, config.auth_cache_ttl);
+            let app = if options.allow_private_urls { app.allowing_private_urls() } else { app };
+            app.with_aws_engine(&config, &aws, dynamodb, true)?
         }
     };
     let development_key = match seed {

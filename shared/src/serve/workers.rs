@@ -12,6 +12,7 @@ use crate::adapters::sqlite::tasks::SqliteTaskQueue;
 use crate::app::{App, Engine};
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
 use crate::domain::runs::service::{change_run, send_tasks};
+use crate::domain::webhooks::Sent;
 use crate::ports::{Delivery, TaskInbox};
 
 /// How long an idle worker sleeps when no message wakes it.
@@ -41,17 +42,26 @@ pub fn default_count() -> usize {
     std::thread::available_parallelism().map_or(2, |cores| cores.get())
 }
 
+/// Webhook senders of a `serve` process: deliveries of different runs go out
+/// concurrently, so a receiver that hangs holds up only its own run's events.
+pub const WEBHOOK_SENDERS: usize = 8;
+
 /// Recovers runs an earlier process left in the local task table, then starts `count`
-/// workers on the engine's inbox. Nothing to do when the app has no inbox.
+/// workers on the engine's inbox, and the webhook senders. Nothing to do when the app
+/// has no inbox.
 pub async fn start(app: &App, count: usize) -> anyhow::Result<Option<Workers>> {
     let Some(engine) = app.engine.clone() else { return Ok(None) };
     let Some(inbox) = engine.inbox.clone() else { return Ok(None) };
+    if let Some(local) = &engine.local_webhooks {
+        local.release_all().await?;
+    }
     if let Some(local) = &engine.local_queue {
         local.release_all().await?;
         recover(&engine, local).await?;
     }
+    let mut handles = senders(&engine, WEBHOOK_SENDERS);
     let engine = Arc::new(engine);
-    let handles = (0..count.max(1))
+    handles.extend((0..count.max(1))
         .map(|_| {
             let (engine, inbox) = (engine.clone(), inbox.clone());
             tokio::spawn(async move {
@@ -70,9 +80,43 @@ pub async fn start(app: &App, count: usize) -> anyhow::Result<Option<Workers>> {
                     }
                 }
             })
-        })
-        .collect();
+        }));
     Ok(Some(Workers { handles }))
+}
+
+/// Webhook sender loops on the engine's webhook inbox.
+fn senders(engine: &Engine, count: usize) -> Vec<tokio::task::JoinHandle<()>> {
+    let Some(inbox) = engine.webhook_inbox.clone() else { return Vec::new() };
+    (0..count)
+        .map(|_| {
+            let (sender, inbox) = (engine.sender.clone(), inbox.clone());
+            tokio::spawn(async move {
+                loop {
+                    let deliveries = match inbox.receive(1, sender.lease()).await {
+                        Ok(deliveries) => deliveries,
+                        Err(error) => {
+                            tracing::warn!(error = %format!("{error:#}"), "could not read the webhook queue");
+                            tokio::time::sleep(IDLE_POLL).await;
+                            continue;
+                        }
+                    };
+                    for delivery in deliveries {
+                        let settled = match sender.process(&delivery.message, &delivery.handle).await {
+                            Ok(Sent::Done) => inbox.acknowledge(&delivery).await,
+                            Ok(Sent::RetryIn(delay)) => inbox.retry_later(&delivery, delay).await,
+                            Err(error) => {
+                                tracing::warn!(error = %format!("{error:#}"), "webhook delivery will be retried");
+                                inbox.retry_later(&delivery, RETRY_DELAY).await
+                            }
+                        };
+                        if let Err(error) = settled {
+                            tracing::warn!(error = %format!("{error:#}"), "could not settle a webhook message");
+                        }
+                    }
+                }
+            })
+        })
+        .collect()
 }
 
 /// Runs one delivered message and acknowledges it, or leaves it for a later delivery.
@@ -94,7 +138,7 @@ async fn settle(engine: &Engine, inbox: &dyn TaskInbox, delivery: &Delivery) {
 async fn recover(engine: &Engine, queue: &SqliteTaskQueue) -> anyhow::Result<()> {
     for (organization, run_id) in queue.running_runs().await? {
         let now = engine.worker.clock.now();
-        let changed = change_run(engine.runs.as_ref(), organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
+        let changed = change_run(engine.runs.as_ref(), &engine.worker.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
             let queued = run.recover(now);
             Ok(Some((queued, Vec::new())))
         })

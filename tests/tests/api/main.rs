@@ -18,3 +18,4 @@ mod serve;
 mod shared_stores;
 mod template;
 mod uploads;
+mod webhooks;

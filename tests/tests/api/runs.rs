@@ -9,7 +9,9 @@ use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use shared::adapters::dynamodb::DynamoDb;
 use shared::adapters::s3::S3BlobStore;
-use shared::adapters::sqs::SqsTaskQueue;
+use shared::adapters::sqs::{SqsTaskQueue, SqsWebhookQueue};
+use shared::app::WebhookPorts;
+use shared::domain::webhooks::WebhookSchedule;
 use shared::app::{App, EngineSettings, Media, DEFAULT_TASK_BUDGET};
 use shared::domain::node_types::{
     BACKGROUND_MUSIC, CAPTIONS, CLIP, CONCATENATE, DESTINATION, OVERLAY, REFRAME, SPEED, VIDEO_INPUT,
@@ -36,7 +38,7 @@ conformance!(
 
 /// DynamoDB Local, the S3 emulator and a new queue on the SQS emulator (so that tests
 /// running at once never take each other's messages).
-async fn aws_engine_parts() -> (DynamoDb, S3BlobStore, SqsTaskQueue) {
+pub(crate) async fn aws_engine_queues() -> (DynamoDb, S3BlobStore, SqsTaskQueue, SqsWebhookQueue) {
     assert!(
         std::env::var("AWS_ENDPOINT_URL_SQS").is_ok(),
         "AWS_ENDPOINT_URL_SQS is not set: run the tests with ./scripts/test.sh, which starts the SQS emulator"
@@ -44,14 +46,20 @@ async fn aws_engine_parts() -> (DynamoDb, S3BlobStore, SqsTaskQueue) {
     let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let name = format!("tasks-{}", uuid::Uuid::new_v4());
     let url = SqsTaskQueue::ensure_queue(&config, &name, Duration::from_secs(60)).await.unwrap();
-    (dynamodb().await, s3_store().await, SqsTaskQueue::from_config(&config, url))
+    let webhooks = SqsWebhookQueue::ensure_queue(&config, &format!("webhooks-{name}"), Duration::from_secs(60)).await.unwrap();
+    (
+        dynamodb().await,
+        s3_store().await,
+        SqsTaskQueue::from_config(&config, url),
+        SqsWebhookQueue::from_config(&config, webhooks),
+    )
 }
 
 /// An app with its engine, served (for media links and uploads) and worked: the
 /// embedded backend (SQLite, its task table, a local media folder), or the AWS one
 /// (DynamoDB Local, a queue of its own on the SQS emulator, the S3 emulator).
-struct Harness {
-    test: TestApp,
+pub(crate) struct Harness {
+    pub(crate) test: TestApp,
     /// Where tasks render (their ffmpeg children name paths under it).
     scratch: std::path::PathBuf,
     _stop: tokio::sync::oneshot::Sender<()>,
@@ -59,16 +67,41 @@ struct Harness {
 }
 
 impl Harness {
-    async fn new(backend: Backend) -> Self {
+    pub(crate) async fn new(backend: Backend) -> Self {
         Self::with_workers(backend, 2).await
     }
 
-    async fn with_workers(backend: Backend, count: usize) -> Self {
+    pub(crate) async fn with_workers(backend: Backend, count: usize) -> Self {
         Self::with(backend, count, DEFAULT_TASK_BUDGET).await
     }
 
     /// `count` workers whose tasks may take `budget` each.
     async fn with(backend: Backend, count: usize, budget: Duration) -> Self {
+        Self::with_schedule(backend, count, budget, WebhookSchedule::default()).await
+    }
+
+    /// As [`Harness::with`], webhooks retried on `schedule`.
+    pub(crate) async fn with_schedule(
+        backend: Backend,
+        count: usize,
+        budget: Duration,
+        schedule: WebhookSchedule,
+    ) -> Self {
+        Self::build(backend, count, budget, schedule, true).await
+    }
+
+    /// The embedded backend with the SSRF guard of a deployment: no private URLs.
+    pub(crate) async fn guarded() -> Self {
+        Self::build(Backend::Sqlite, 2, DEFAULT_TASK_BUDGET, WebhookSchedule::default(), false).await
+    }
+
+    async fn build(
+        backend: Backend,
+        count: usize,
+        budget: Duration,
+        schedule: WebhookSchedule,
+        allow_private: bool,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let public_url = format!("http://{}", listener.local_addr().unwrap());
         let scratch = tempfile::tempdir().unwrap().keep();
@@ -77,19 +110,29 @@ impl Harness {
             Backend::Sqlite => {
                 let (media, _) = local_media(&public_url);
                 let database = sqlite();
-                App::sqlite(database.clone(), media).allowing_private_urls().with_embedded_engine(
+                let app = App::sqlite(database.clone(), media);
+                let app = if allow_private { app.allowing_private_urls() } else { app };
+                app.with_embedded_engine(
                     database,
                     app_scratch,
                     budget,
+                    schedule,
                 )
             }
             Backend::DynamoDb => {
-                let (dynamodb, s3, queue) = aws_engine_parts().await;
-                let settings = EngineSettings { ffmpeg: "ffmpeg".into(), scratch: app_scratch, task_budget: budget };
+                let (dynamodb, s3, queue, webhooks) = aws_engine_queues().await;
+                let settings = EngineSettings {
+                    ffmpeg: "ffmpeg".into(),
+                    scratch: app_scratch,
+                    task_budget: budget,
+                    webhook_schedule: schedule,
+                };
+                let webhooks =
+                    WebhookPorts { queue: Arc::new(webhooks.clone()), inbox: Some(Arc::new(webhooks)) };
                 App::dynamodb(dynamodb.clone(), Media::S3(s3), "ffprobe", Duration::ZERO)
                     .allowing_private_urls()
                     .with_links(&shared::core::signing::generate_secret(), &public_url)
-                    .with_engine(Arc::new(dynamodb), Arc::new(queue.clone()), Some(Arc::new(queue)), settings)
+                    .with_engine(Arc::new(dynamodb), Arc::new(queue.clone()), Some(Arc::new(queue)), webhooks, settings)
             }
         };
         let test = TestApp::seeded(app).await;
@@ -98,7 +141,7 @@ impl Harness {
         Self { test, scratch, _stop: stop, _workers: workers }
     }
 
-    async fn upload(&self, kind: &str, file: &str) -> String {
+    pub(crate) async fn upload(&self, kind: &str, file: &str) -> String {
         self.upload_bytes(kind, sample(file)).await
     }
 
@@ -125,7 +168,7 @@ impl Harness {
 
     /// Creates an agent from nodes `(name, type, params)` and connections by name;
     /// returns its ID and the node IDs by name.
-    async fn agent(
+    pub(crate) async fn agent(
         &self,
         nodes: &[(&str, shared::domain::node_types::NodeTypeId, Value)],
         edges: &[(&str, &str)],
@@ -156,14 +199,14 @@ impl Harness {
         (agent, ids)
     }
 
-    async fn start(&self, agent: &str, body: Value) -> String {
+    pub(crate) async fn start(&self, agent: &str, body: Value) -> String {
         let (status, answer) = self.test.call(Method::POST, &format!("/agent/{agent}/run"), Some(body)).await;
         assert_eq!(status, StatusCode::OK, "{answer}");
         answer["run_id"].as_str().unwrap().to_owned()
     }
 
     /// Polls a run until it leaves `running` (bounded).
-    async fn finished(&self, run: &str) -> Value {
+    pub(crate) async fn finished(&self, run: &str) -> Value {
         for _ in 0..1200 {
             let (status, body) = self.test.call(Method::GET, &format!("/agent_run/{run}"), None).await;
             assert_eq!(status, StatusCode::OK, "{body}");
@@ -218,7 +261,7 @@ fn assert_close(actual: f64, expected: f64, what: &str) {
     assert!((actual - expected).abs() <= 0.1, "{what}: {actual} s, expected {expected} ± 0.1 s");
 }
 
-fn chain() -> Vec<(&'static str, shared::domain::node_types::NodeTypeId, Value)> {
+pub(crate) fn chain() -> Vec<(&'static str, shared::domain::node_types::NodeTypeId, Value)> {
     vec![
         ("in", VIDEO_INPUT, json!({})),
         ("clip", CLIP, json!({ "start_ms": 500, "end_ms": 1500 })),
@@ -228,7 +271,7 @@ fn chain() -> Vec<(&'static str, shared::domain::node_types::NodeTypeId, Value)>
     ]
 }
 
-const CHAIN_EDGES: [(&str, &str); 4] = [("in", "clip"), ("clip", "reframe"), ("reframe", "speed"), ("speed", "out")];
+pub(crate) const CHAIN_EDGES: [(&str, &str); 4] = [("in", "clip"), ("clip", "reframe"), ("reframe", "speed"), ("speed", "out")];
 
 async fn a_chain_of_edits_makes_a_playable_video_reachable_by_its_signed_links(backend: Backend) {
     let harness = Harness::new(backend).await;
@@ -785,7 +828,13 @@ async fn a_run_whose_first_tasks_cannot_be_queued_fails_and_resumes(backend: Bac
     let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
     let app = &harness.test.app;
     let engine = app.engine.clone().unwrap();
-    let ports = service::RunPorts { runs: engine.runs.as_ref(), queue: &Unreachable, clock: app.clock.as_ref() };
+    let notifier = engine.notifier(app.links.clone());
+    let ports = service::RunPorts {
+        runs: engine.runs.as_ref(),
+        queue: &Unreachable,
+        clock: app.clock.as_ref(),
+        notifier: &notifier,
+    };
     let body = json!({ "video_ids": [video] });
     let request = StartRequest::parse(body.as_object().unwrap()).unwrap();
     let agent_id = shared::domain::agents::AgentId::parse(&agent).unwrap();
@@ -876,7 +925,7 @@ async fn run_functions_and_node_worker_are_granted_exactly_the_actions_they_perf
     };
     use std::collections::{BTreeMap, BTreeSet};
 
-    let (dynamodb, s3, queue) = aws_engine_parts().await;
+    let (dynamodb, s3, queue, webhook_queue) = aws_engine_queues().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let public_url = format!("http://{}", listener.local_addr().unwrap());
     let secret = shared::core::signing::generate_secret();
@@ -884,16 +933,19 @@ async fn run_functions_and_node_worker_are_granted_exactly_the_actions_they_perf
         let (dynamodb, dynamodb_log) = dynamodb.recording_actions();
         let (s3, s3_log) = s3.recording_actions();
         let (queue, queue_log) = queue.recording_actions();
+        let (webhook_queue, webhook_log) = webhook_queue.recording_actions();
         let settings = EngineSettings {
             ffmpeg: "ffmpeg".into(),
             scratch: tempfile::tempdir().unwrap().keep(),
             task_budget: DEFAULT_TASK_BUDGET,
+            webhook_schedule: WebhookSchedule::default(),
         };
+        let webhooks = WebhookPorts { queue: Arc::new(webhook_queue), inbox: None };
         let app = App::dynamodb(dynamodb.clone(), Media::S3(s3), "ffprobe", Duration::ZERO)
             .allowing_private_urls()
             .with_links(&secret, &public_url)
-            .with_engine(Arc::new(dynamodb), Arc::new(queue), None, settings);
-        (app, [dynamodb_log, s3_log, queue_log])
+            .with_engine(Arc::new(dynamodb), Arc::new(queue), None, webhooks, settings);
+        (app, [dynamodb_log, s3_log, queue_log, webhook_log])
     };
     let (api, api_logs) = recorded(&dynamodb, &s3, &queue);
     let (worker, worker_logs) = recorded(&dynamodb, &s3, &queue);
@@ -904,7 +956,7 @@ async fn run_functions_and_node_worker_are_granted_exactly_the_actions_they_perf
     let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
 
     let mut performed: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
-    let take = |logs: &[shared::adapters::ActionLog; 3]| -> BTreeSet<String> {
+    let take = |logs: &[shared::adapters::ActionLog; 4]| -> BTreeSet<String> {
         logs.iter().flat_map(|log| log.take()).collect()
     };
     take(&api_logs);

@@ -14,6 +14,8 @@
 //! | run (+ part 0)  | `ORG#{org}`                     | `RUN#{id}` (v7 IDs of the start time: key order is start order) |
 //! | run part n ≥ 1  | `ORG#{org}#RUN#{id}`            | `PART#{n:03}`               |
 //! | media record    | `MEDIA#{id}`                    | `MEDIA` (links carry only the ID; the signature is the authority) |
+//! | webhook delivery| `ORG#{org}#RUN#{id}`            | `WEBHOOK#{sequence:012}` (key order is sequence order) |
+//! | webhook secret  | `ORG#{org}`                     | `WEBHOOK_SECRET`            |
 
 use std::collections::HashMap;
 
@@ -113,6 +115,19 @@ pub fn run_parts_pk(organization: OrganizationId, id: RunId) -> String {
 /// Part `part` (from 1) of a run's document.
 pub fn run_part(organization: OrganizationId, id: RunId, part: usize) -> Item {
     key(run_parts_pk(organization, id), format!("PART#{part:03}"))
+}
+
+/// Sort-key prefix of a run's webhook deliveries in its own partition.
+pub const WEBHOOK_PREFIX: &str = "WEBHOOK#";
+
+/// A run's webhook delivery by sequence.
+pub fn webhook_delivery(organization: OrganizationId, id: RunId, sequence: u64) -> Item {
+    key(run_parts_pk(organization, id), format!("{WEBHOOK_PREFIX}{sequence:012}"))
+}
+
+/// An organization's webhook secret.
+pub fn webhook_secret(organization: OrganizationId) -> Item {
+    key(organization_pk(organization), "WEBHOOK_SECRET")
 }
 
 /// A media record.

@@ -10,6 +10,7 @@ mod runs;
 mod shared_stores;
 pub mod table;
 mod uploads;
+mod webhooks;
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;

@@ -17,6 +17,7 @@ use super::table::{
 use super::{keys, AttributeValue, DynamoDb};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId};
+use crate::domain::webhooks::WebhookDelivery;
 use crate::ports::{RunQuery, RunRepo};
 
 /// Bytes of the document per item: with the other attributes, well under DynamoDB's
@@ -121,12 +122,14 @@ impl DynamoDb {
         &self,
         run: &Run,
         media: &[MediaRecord],
+        deliveries: &[WebhookDelivery],
         condition: &str,
         expected: Option<u64>,
     ) -> anyhow::Result<bool> {
+        let deliveries = deliveries.iter().map(super::webhooks::delivery_item).collect::<anyhow::Result<Vec<_>>>()?;
         let (head, parts) = run_items(run)?;
         let mut media = media;
-        if 1 + parts.len() + media.len() > TRANSACTION_ITEMS {
+        if 1 + parts.len() + media.len() + deliveries.len() > TRANSACTION_ITEMS {
             // Records first, the run that names them after: a failure in between leaves
             // unreferenced records, never a run naming missing ones.
             for chunk in media.chunks(TRANSACTION_ITEMS) {
@@ -142,7 +145,7 @@ impl DynamoDb {
             }
             media = &[];
         }
-        if parts.is_empty() && media.is_empty() {
+        if parts.is_empty() && media.is_empty() && deliveries.is_empty() {
             let mut request =
                 self.client.put_item().table_name(&self.table).set_item(Some(head)).condition_expression(condition);
             if let Some(expected) = expected {
@@ -155,7 +158,7 @@ impl DynamoDb {
             head_put = head_put.expression_attribute_values(":expected", n(expected));
         }
         let mut items = vec![TransactWriteItem::builder().put(build(head_put.build())?).build()];
-        for item in parts.into_iter().chain(media.iter().map(media_item)) {
+        for item in parts.into_iter().chain(media.iter().map(media_item)).chain(deliveries) {
             let put = build(Put::builder().table_name(&self.table).set_item(Some(item)).build())?;
             items.push(TransactWriteItem::builder().put(put).build());
         }
@@ -209,8 +212,8 @@ impl DynamoDb {
 
 #[async_trait]
 impl RunRepo for DynamoDb {
-    async fn create_run(&self, run: &Run, media: &[MediaRecord]) -> anyhow::Result<()> {
-        let created = self.write_run(run, media, "attribute_not_exists(pk)", None).await?;
+    async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()> {
+        let created = self.write_run(run, media, deliveries, "attribute_not_exists(pk)", None).await?;
         anyhow::ensure!(created, "run {} already exists", run.id);
         Ok(())
     }
@@ -222,9 +225,9 @@ impl RunRepo for DynamoDb {
         }
     }
 
-    async fn update_run(&self, run: &Run, media: &[MediaRecord]) -> anyhow::Result<bool> {
+    async fn update_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<bool> {
         let expected = run.version.checked_sub(1).ok_or_else(|| anyhow::anyhow!("an update names version 0"))?;
-        self.write_run(run, media, "version = :expected", Some(expected)).await
+        self.write_run(run, media, deliveries, "version = :expected", Some(expected)).await
     }
 
     async fn list_runs(&self, organization: OrganizationId, query: &RunQuery) -> anyhow::Result<Vec<Run>> {

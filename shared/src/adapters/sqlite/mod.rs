@@ -18,6 +18,7 @@ mod schema;
 mod shared_stores;
 pub mod tasks;
 mod uploads;
+pub mod webhooks;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

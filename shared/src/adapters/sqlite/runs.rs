@@ -7,7 +7,10 @@ use rusqlite::{params, params_from_iter, OptionalExtension};
 use super::{parsed, Db, Sqlite};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId};
+use crate::domain::webhooks::WebhookDelivery;
 use crate::ports::{RunQuery, RunRepo};
+
+use super::webhooks::insert_deliveries;
 
 fn document(run: &Run) -> anyhow::Result<String> {
     Ok(serde_json::to_string(run)?)
@@ -44,8 +47,8 @@ fn insert_media(connection: &rusqlite::Connection, media: &[MediaRecord]) -> any
 
 #[async_trait]
 impl RunRepo for Sqlite {
-    async fn create_run(&self, run: &Run, media: &[MediaRecord]) -> anyhow::Result<()> {
-        let (run, media) = (run.clone(), media.to_vec());
+    async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()> {
+        let (run, media, deliveries) = (run.clone(), media.to_vec(), deliveries.to_vec());
         let text = document(&run)?;
         self.write(move |transaction| {
             transaction
@@ -64,7 +67,8 @@ impl RunRepo for Sqlite {
                     text
                 ])
                 .db("storing a run")?;
-            insert_media(transaction, &media)
+            insert_media(transaction, &media)?;
+            insert_deliveries(transaction, &deliveries)
         })
         .await
     }
@@ -83,8 +87,8 @@ impl RunRepo for Sqlite {
         text.as_deref().map(from_document).transpose()
     }
 
-    async fn update_run(&self, run: &Run, media: &[MediaRecord]) -> anyhow::Result<bool> {
-        let (run, media) = (run.clone(), media.to_vec());
+    async fn update_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<bool> {
+        let (run, media, deliveries) = (run.clone(), media.to_vec(), deliveries.to_vec());
         let text = document(&run)?;
         self.write(move |transaction| {
             let changed = transaction
@@ -106,6 +110,7 @@ impl RunRepo for Sqlite {
                 return Ok(false);
             }
             insert_media(transaction, &media)?;
+            insert_deliveries(transaction, &deliveries)?;
             Ok(true)
         })
         .await

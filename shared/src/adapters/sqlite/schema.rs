@@ -122,6 +122,28 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX task_queue_visible ON task_queue (visible_at, id);",
     // 3: the object version a media record reads (an upload's sealed version on S3).
     "ALTER TABLE media ADD COLUMN version TEXT;",
+    // 4: webhook deliveries (the delivery log, and the local webhook queue: a pending
+    // row whose next attempt is due and that no sender claims is a message to send) and
+    // organizations' webhook secrets.
+    "CREATE TABLE webhook_deliveries (
+        organization_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        sequence INTEGER NOT NULL,
+        id TEXT NOT NULL UNIQUE,
+        state TEXT NOT NULL,
+        next_attempt_ms INTEGER,
+        attempted INTEGER NOT NULL,
+        claim_token TEXT,
+        claimed_until_ms INTEGER,
+        document TEXT NOT NULL,
+        PRIMARY KEY (organization_id, run_id, sequence)
+    ) STRICT;
+    CREATE INDEX webhook_deliveries_due ON webhook_deliveries (state, next_attempt_ms);
+    CREATE TABLE webhook_secrets (
+        organization_id TEXT PRIMARY KEY,
+        secret TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    ) STRICT;",
 ];
 
 /// Refuses a file that is not a readable SQLite database or fails SQLite's own check.

@@ -277,6 +277,9 @@ pub struct Run {
     /// its sealed file, resolved when the run started.
     #[serde(default)]
     pub assets: std::collections::BTreeMap<UploadId, AssetFile>,
+    /// Events recorded for `callback_url` so far: the last event's `sequence`.
+    #[serde(default)]
+    pub webhook_sequence: u64,
 }
 
 /// A sealed upload a run reads: its key and, on S3, the version finalize sealed.

@@ -21,6 +21,7 @@ use crate::domain::identity::OrganizationId;
 use crate::domain::node_types::{NodeKind, BACKGROUND_MUSIC, CAPTIONS, OVERLAY};
 use crate::domain::time::Timestamp;
 use crate::domain::uploads::{Upload, UploadId, UploadKind, UploadStatus};
+use crate::domain::webhooks::{Before, Notifier};
 use crate::ports::{AgentRepo, Clock, RunQuery, RunRepo, TaskMessage, TaskQueue, UploadRepo};
 
 /// Everything that can go wrong with a run request.
@@ -51,6 +52,8 @@ pub struct RunPorts<'a> {
     pub runs: &'a dyn RunRepo,
     pub queue: &'a dyn TaskQueue,
     pub clock: &'a dyn Clock,
+    /// Records the runs' webhook events (with links for the caller's address).
+    pub notifier: &'a Notifier,
 }
 
 /// Sends the messages of queued tasks.
@@ -116,6 +119,7 @@ pub async fn start_run(
         tasks: Vec::new(),
         outputs: Vec::new(),
         assets,
+        webhook_sequence: 0,
     };
     let outputs: Vec<bool> = (0..run.nodes.len()).map(|index| run.is_output_node(index)).collect();
     run.tasks = plan_tasks(&run.nodes, &run.inputs, |index| outputs[index]).map_err(RunError::Invalid)?;
@@ -126,11 +130,13 @@ pub async fn start_run(
         ));
     }
     let queued = run.settle(now);
-    ports.runs.create_run(&run, &media).await?;
+    let deliveries = ports.notifier.started(&mut run, now);
+    ports.runs.create_run(&run, &media, &deliveries).await?;
+    ports.notifier.send(&deliveries).await;
     if let Err(error) = send_tasks(ports.queue, &run, &queued).await {
         // Stored but never queued: fail those tasks rather than leave the run `running`.
         let message = "the task could not be queued when the run started; resume the run to try again";
-        let failed = change_run(ports.runs, organization, run.id, &RUN_UPDATE_CONFLICTS, |run| {
+        let failed = change_run(ports.runs, ports.notifier, organization, run.id, &RUN_UPDATE_CONFLICTS, |run| {
             Ok(run.unqueued(&queued, message, ports.clock.now()).then(|| ((), Vec::new())))
         })
         .await;
@@ -354,9 +360,11 @@ pub async fn get_run(runs: &dyn RunRepo, organization: OrganizationId, id: RunId
 }
 
 /// Applies `change` to the stored run until a write wins (another writer may store the
-/// run in between; the change is then made again on what it stored).
+/// run in between; the change is then made again on what it stored). The change's
+/// webhook events are stored in the same write, then queued.
 pub async fn change_run<T>(
     runs: &dyn RunRepo,
+    notifier: &Notifier,
     organization: OrganizationId,
     id: RunId,
     policy: &RetryPolicy,
@@ -365,9 +373,18 @@ pub async fn change_run<T>(
     let mut retry = policy.start();
     loop {
         let mut run = runs.get_run(organization, id).await?.ok_or(RunError::NotFound)?;
+        let before = run.callback_url.is_some().then(|| Before::of(&run));
         let Some((value, media)) = change(&mut run)? else { return Ok(None) };
+        let deliveries = match &before {
+            Some(before) => {
+                let at = run.updated_at;
+                notifier.events(Some(before), &mut run, at)
+            }
+            None => Vec::new(),
+        };
         run.version += 1;
-        if runs.update_run(&run, &media).await? {
+        if runs.update_run(&run, &media, &deliveries).await? {
+            notifier.send(&deliveries).await;
             return Ok(Some((run, value)));
         }
         retry.wait(format!("run {id} was changed by another writer")).await.map_err(anyhow::Error::from)?;
@@ -377,7 +394,7 @@ pub async fn change_run<T>(
 /// `POST /agent_run/{id}/cancel`.
 pub async fn cancel_run(ports: &RunPorts<'_>, organization: OrganizationId, id: RunId) -> Result<Cancelled, RunError> {
     let now = ports.clock.now();
-    let changed = change_run(ports.runs, organization, id, &RUN_UPDATE_CONFLICTS, |run| {
+    let changed = change_run(ports.runs, ports.notifier, organization, id, &RUN_UPDATE_CONFLICTS, |run| {
         if run.status == RunStatus::Cancelled {
             return Ok(None);
         }
@@ -390,9 +407,10 @@ pub async fn cancel_run(ports: &RunPorts<'_>, organization: OrganizationId, id: 
 /// `POST /agent_run/{id}/resume`.
 pub async fn resume_run(ports: &RunPorts<'_>, organization: OrganizationId, id: RunId) -> Result<Resumed, RunError> {
     let now = ports.clock.now();
-    let changed =
-        change_run(ports.runs, organization, id, &RUN_UPDATE_CONFLICTS, |run| Ok(Some((run.resume(now)?, Vec::new()))))
-            .await?;
+    let changed = change_run(ports.runs, ports.notifier, organization, id, &RUN_UPDATE_CONFLICTS, |run| {
+        Ok(Some((run.resume(now)?, Vec::new())))
+    })
+    .await?;
     let (run, (resumed, queued)) = changed.ok_or(RunError::NotFound)?;
     send_tasks(ports.queue, &run, &queued).await?;
     Ok(resumed)

@@ -155,30 +155,76 @@ impl Run {
         })
     }
 
+    /// A node status entry: an item of `GET /agent_run/{id}/nodes` and of a webhook's
+    /// `updated_nodes`.
+    fn node_view(&self, index: usize, links: &MediaLinks, now: Timestamp) -> Value {
+        let node = &self.nodes[index];
+        let status = self.node_status(index);
+        let errors: Vec<&String> = self.tasks_of(index).filter_map(|(_, task)| task.error.as_ref()).collect();
+        let status_message = match errors.len() {
+            0 => None,
+            1 => Some(errors[0].clone()),
+            count => Some(format!("{count} tasks failed; first: {}", errors[0])),
+        };
+        json!({
+            "agent_node_id": node.agent_node_id,
+            "original_node_id": node.original_node_id,
+            "node_type": { "node_type_id": node.node_type_id, "node_type_name": node.type_name() },
+            "status": status,
+            "status_message": status_message,
+            "errors": errors,
+            "outputs": self.output_views(links, now, Some(index)),
+            "needs_credits": self.tasks_of(index).any(|(_, task)| task.status == super::TaskStatus::Blocked),
+        })
+    }
+
     /// `GET /agent_run/{id}/nodes`.
     pub fn nodes_view(&self, links: &MediaLinks, now: Timestamp) -> Value {
-        let nodes: Vec<Value> = (0..self.nodes.len())
-            .map(|index| {
-                let node = &self.nodes[index];
-                let status = self.node_status(index);
-                let errors: Vec<&String> = self.tasks_of(index).filter_map(|(_, task)| task.error.as_ref()).collect();
-                let status_message = match errors.len() {
-                    0 => None,
-                    1 => Some(errors[0].clone()),
-                    count => Some(format!("{count} tasks failed; first: {}", errors[0])),
-                };
-                json!({
-                    "agent_node_id": node.agent_node_id,
-                    "original_node_id": node.original_node_id,
-                    "node_type": { "node_type_id": node.node_type_id, "node_type_name": node.type_name() },
-                    "status": status,
-                    "status_message": status_message,
-                    "errors": errors,
-                    "outputs": self.output_views(links, now, Some(index)),
-                    "needs_credits": self.tasks_of(index).any(|(_, task)| task.status == super::TaskStatus::Blocked),
-                })
-            })
-            .collect();
+        let nodes: Vec<Value> = (0..self.nodes.len()).map(|index| self.node_view(index, links, now)).collect();
         json!({ "run_id": self.id, "status": self.status.as_str(), "nodes": nodes })
+    }
+
+    /// The body of a webhook: the common fields, `sequence` and `occurred_at`, and the
+    /// event's own (`inputs`; `updated_nodes` of the nodes given; the outcome). Links
+    /// are valid 7 days from `now`, the time of the event.
+    pub fn event_payload(
+        &self,
+        event: crate::domain::webhooks::EventFlag,
+        sequence: u64,
+        updated_nodes: &[usize],
+        links: &MediaLinks,
+        now: Timestamp,
+    ) -> Value {
+        use crate::domain::webhooks::EventFlag;
+        let mut payload = json!({
+            "flag": event.as_str(),
+            "sequence": sequence,
+            "occurred_at": now,
+            "agent_id": self.agent_id,
+            "run_id": self.id,
+            "status": self.status.as_str(),
+            "node_status_counts": self.node_status_counts(),
+            "triggered_by": self.triggered_by,
+        });
+        let fields = payload.as_object_mut().unwrap_or_else(|| unreachable!("an object literal"));
+        match event {
+            EventFlag::RunStarted => {
+                fields.insert("inputs".into(), Value::from(self.input_views(links, now)));
+            }
+            EventFlag::RunProgress => {
+                let nodes: Vec<Value> =
+                    updated_nodes.iter().map(|index| self.node_view(*index, links, now)).collect();
+                fields.insert("updated_nodes".into(), Value::from(nodes));
+            }
+            EventFlag::RunFinished => {
+                fields.insert("status_message".into(), json!(self.status_message));
+                fields.insert("needs_credits".into(), json!(self.needs_credits));
+                fields.insert("errors".into(), Value::from(self.error_views()));
+                fields.insert("inputs".into(), Value::from(self.input_views(links, now)));
+                fields.insert("outputs".into(), Value::from(self.output_views(links, now, None)));
+                fields.insert("finished_at".into(), json!(self.finished_at));
+            }
+        }
+        payload
     }
 }

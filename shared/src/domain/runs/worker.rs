@@ -14,8 +14,10 @@ use crate::core::retry::RUN_UPDATE_CONFLICTS;
 use crate::domain::media::{edit_of, until_cancelled, Edit, MediaError, RenderInput, RenderJob};
 use crate::domain::node_types::CAPTIONS;
 use crate::domain::uploads::ProbeReport;
+use crate::domain::webhooks::{DeliveryState, Notifier, WebhookMessage};
 use crate::ports::{
     BlobStore, Clock, DownloadError, Downloader, MediaProbe, MediaToolkit, RunRepo, TaskMessage, TaskQueue,
+    WebhookRepo,
 };
 
 /// Largest URL input (the contract's limit).
@@ -35,6 +37,10 @@ pub struct Worker {
     pub probe: Arc<dyn MediaProbe>,
     pub downloader: Arc<dyn Downloader>,
     pub clock: Arc<dyn Clock>,
+    /// Records the runs' webhook events.
+    pub notifier: Notifier,
+    /// The delivery log, to queue again deliveries a stopped worker recorded but never queued.
+    pub deliveries: Arc<dyn WebhookRepo>,
     /// Longest one task's media work may take.
     pub task_budget: Duration,
     /// Folder for scratch files (a folder per task inside it).
@@ -67,7 +73,8 @@ impl Worker {
         let lease = self.lease();
         let mut outcome = None;
         let mut resend: Vec<TaskMessage> = Vec::new();
-        let claimed = change_run(self.runs.as_ref(), organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
+        let mut has_events = false;
+        let claimed = change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
             match run.claim(task, attempt, now, lease) {
                 Claim::Claimed => {
                     outcome = Some(true);
@@ -79,6 +86,7 @@ impl Worker {
                 }
                 Claim::Refused(why) => {
                     tracing::info!(%run_id, task, attempt, why, "task message needs no work");
+                    has_events = run.webhook_sequence > 0;
                     resend = run
                         .queued_after(task, attempt)
                         .into_iter()
@@ -94,6 +102,9 @@ impl Worker {
             }
         })
         .await;
+        if matches!(claimed, Ok(None)) && has_events {
+            self.queue_unsent_events(organization, run_id).await?;
+        }
         let run = match claimed {
             Ok(Some((run, ()))) => run,
             Ok(None) if !resend.is_empty() => {
@@ -124,14 +135,14 @@ impl Worker {
             Outcome::Cancelled => ("cancelled", Ok(None)),
             Outcome::Done { file, delivered, media } => (
                 "completed",
-                change_run(self.runs.as_ref(), organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
+                change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
                     Ok(run.complete(task, attempt, file.clone(), delivered, now).map(|queued| (queued, media.clone())))
                 })
                 .await,
             ),
             Outcome::Failed(message, node) => (
                 "failed",
-                change_run(self.runs.as_ref(), organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
+                change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
                     Ok(run.fail(task, attempt, message.clone(), node, now).map(|queued| (queued, Vec::new())))
                 })
                 .await,
@@ -156,6 +167,37 @@ impl Worker {
             Ok(None) | Err(RunError::NotFound) => Ok(()),
             Err(error) => Err(anyhow::anyhow!("{error}")),
         }
+    }
+
+    /// Queues again the run's deliveries never attempted: a worker that stopped between
+    /// recording a change and queueing its events leaves them so (a copy of a message
+    /// already queued is taken as early or already done by the sender).
+    async fn queue_unsent_events(
+        &self,
+        organization: crate::domain::identity::OrganizationId,
+        run_id: super::RunId,
+    ) -> anyhow::Result<()> {
+        let mut unsent: Vec<WebhookMessage> = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self.deliveries.list_deliveries(organization, run_id, after, 100).await?;
+            let more = page.len() > 100;
+            unsent.extend(
+                page.iter()
+                    .take(100)
+                    .filter(|delivery| delivery.state == DeliveryState::Pending && delivery.attempts.is_empty())
+                    .map(|delivery| delivery.message()),
+            );
+            after = page.get(99).map(|delivery| delivery.sequence);
+            if !more {
+                break;
+            }
+        }
+        if !unsent.is_empty() {
+            tracing::info!(%run_id, deliveries = unsent.len(), "queueing again webhook deliveries never attempted");
+            self.notifier.queue.send(&unsent).await?;
+        }
+        Ok(())
     }
 
     async fn execute(

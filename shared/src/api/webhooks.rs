@@ -1,0 +1,112 @@
+//! The webhook endpoints: the organization's secret, and a run's delivery log with
+//! redelivery. Each: auth, parse, one domain call, map.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::json;
+
+use super::query::query_params;
+use super::runs::{engine, organization, run_id};
+use super::{json_response, ApiError, Call, Response};
+use crate::app::App;
+use crate::core::cursor;
+use crate::domain::webhooks::{self, DeliveryError, DeliveryId, MAX_LOG_LIMIT};
+
+const CURSOR_LOG: &str = "webhooks";
+
+fn map_error(error: DeliveryError, action: &'static str) -> ApiError {
+    let message = error.to_string();
+    match error {
+        DeliveryError::RunNotFound | DeliveryError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
+        DeliveryError::Invalid(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
+        DeliveryError::Conflict(_) => ApiError::detail(StatusCode::CONFLICT, message),
+        DeliveryError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action}")),
+    }
+}
+
+/// The run must be the organization's (404 otherwise, as for every run endpoint).
+async fn check_run(app: &App, call: &Call) -> Result<(crate::domain::identity::OrganizationId, crate::domain::runs::RunId), ApiError> {
+    let organization = organization(app, call).await?;
+    let engine = engine(app)?;
+    let run = run_id(call)?;
+    let found = engine
+        .runs
+        .get_run(organization, run)
+        .await
+        .map_err(|error| ApiError::backend(&error, "Failed to read the run".into()))?;
+    found.ok_or_else(|| map_error(DeliveryError::RunNotFound, "read the run"))?;
+    Ok((organization, run))
+}
+
+/// `GET /agent_run/{run_id}/webhooks`: the run's deliveries in sequence order, with
+/// their attempts; `limit` 1–100 (default 100) and `cursor`.
+pub async fn list_deliveries(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, run) = check_run(&app, &call).await?;
+    let params = query_params(&call.request)?;
+    let invalid = |message: String| map_error(DeliveryError::Invalid(message), "list webhook deliveries");
+    let limit = match params.get("limit") {
+        None => MAX_LOG_LIMIT,
+        Some(text) => match text.parse::<usize>() {
+            Ok(limit) if (1..=MAX_LOG_LIMIT).contains(&limit) => limit,
+            _ => return Err(invalid(format!("limit must be an integer from 1 to {MAX_LOG_LIMIT}, got {text:?}"))),
+        },
+    };
+    let after = match params.get("cursor") {
+        None => None,
+        Some(text) => Some(
+            cursor::decode(CURSOR_LOG, text)
+                .and_then(|position| position.parse::<u64>().ok())
+                .ok_or_else(|| invalid("cursor is not valid".into()))?,
+        ),
+    };
+    let (page, next) = webhooks::delivery_log(app.webhooks.as_ref(), organization, run, after, limit)
+        .await
+        .map_err(|error| map_error(error, "list webhook deliveries"))?;
+    let deliveries: Vec<_> = page.iter().map(webhooks::WebhookDelivery::view).collect();
+    let next_cursor = next.map(|sequence| cursor::encode(CURSOR_LOG, &sequence.to_string()));
+    Ok(json_response(StatusCode::OK, &json!({ "run_id": run, "deliveries": deliveries, "next_cursor": next_cursor })))
+}
+
+/// `POST /agent_run/{run_id}/webhooks/{delivery_id}/redeliver`
+pub async fn redeliver(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let (organization, run) = check_run(&app, &call).await?;
+    let engine = engine(&app)?;
+    let id = DeliveryId::parse(call.params.get("delivery_id"))
+        .ok_or_else(|| map_error(DeliveryError::NotFound, "redeliver the webhook"))?;
+    let delivery =
+        webhooks::redeliver(app.webhooks.as_ref(), engine.webhooks.as_ref(), app.clock.as_ref(), organization, run, id)
+            .await
+            .map_err(|error| map_error(error, "redeliver the webhook"))?;
+    Ok(json_response(StatusCode::OK, &json!({ "success": true, "delivery": delivery.view() })))
+}
+
+/// `POST /webhooks/secret`: creates or rotates the organization's secret and returns it
+/// (the only time it is shown).
+pub async fn rotate_secret(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let secret = webhooks::rotate_secret(app.webhooks.as_ref(), app.clock.as_ref(), organization)
+        .await
+        .map_err(|error| ApiError::backend(&error, "Failed to store the webhook secret".into()))?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({
+            "secret": secret.secret,
+            "created_at": secret.created_at,
+            "message": "Store this secret now: it is not shown again. Webhooks carry it as X-Service-Signature and \
+                        sign with it under Standard Webhooks (webhook-signature).",
+        }),
+    ))
+}
+
+/// `DELETE /webhooks/secret`
+pub async fn delete_secret(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let had = webhooks::delete_secret(app.webhooks.as_ref(), organization)
+        .await
+        .map_err(|error| ApiError::backend(&error, "Failed to remove the webhook secret".into()))?;
+    if !had {
+        return Err(ApiError::detail(StatusCode::NOT_FOUND, "No webhook secret is set"));
+    }
+    Ok(json_response(StatusCode::OK, &json!({ "success": true })))
+}
