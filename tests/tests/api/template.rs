@@ -50,8 +50,8 @@ fn strings(value: &Value) -> Vec<String> {
 }
 
 /// The statements of a function's inline policy, checked against what it performs:
-/// DynamoDB on the table, then S3 on the media bucket and SQS on the task queue when used.
-fn check_policy(logical_id: &str, function: &Value, dynamodb: &[&str], s3: &[&str], sqs: &[&str]) {
+/// DynamoDB on the table, then S3 on the media bucket and SQS on `queues` when used.
+fn check_policy(logical_id: &str, function: &Value, dynamodb: &[&str], s3: &[&str], sqs: &[&str], queues: &[&str]) {
     let statements = function["Properties"]["Policies"][0]["Statement"].as_sequence().expect("one inline policy");
     let expected = 1 + usize::from(!s3.is_empty()) + usize::from(!sqs.is_empty());
     assert_eq!(statements.len(), expected, "{logical_id}: DynamoDB, then S3 and SQS if used");
@@ -70,7 +70,19 @@ fn check_policy(logical_id: &str, function: &Value, dynamodb: &[&str], s3: &[&st
         let statement = rest.next().unwrap();
         assert_eq!(actions(statement), wanted(sqs), "{logical_id} grants its SQS actions");
         let resources = format!("{:?}", statement["Resource"]);
-        assert!(resources.contains("TaskQueue"), "{logical_id}: SQS actions apply to the task queue only");
+        for queue in ["TaskQueue", "WebhookQueue"] {
+            assert_eq!(
+                resources.contains(&format!("\"{queue}")),
+                queues.contains(&queue),
+                "{logical_id}: SQS actions apply to {queues:?} only: {resources}"
+            );
+        }
+        let variables = &function["Properties"]["Environment"]["Variables"];
+        for (queue, variable) in [("TaskQueue", "TASK_QUEUE_URL"), ("WebhookQueue", "WEBHOOK_QUEUE_URL")] {
+            if queues.contains(&queue) {
+                assert!(format!("{:?}", variables[variable]).contains(queue), "{logical_id}: {variable} names {queue}");
+            }
+        }
     }
 }
 
@@ -79,8 +91,8 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
     let template = template();
     let functions = functions(&template);
     let binaries = binaries();
-    // Every route's function, and node-worker.
-    assert_eq!(functions.len(), ROUTES.len() + 1, "one function per route: {:?}", functions.keys());
+    // Every route's function, node-worker and webhook-sender.
+    assert_eq!(functions.len(), ROUTES.len() + 2, "one function per route: {:?}", functions.keys());
     for route in ROUTES {
         let (logical_id, function) = functions
             .iter()
@@ -94,7 +106,7 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
         assert_eq!(event["Type"], "HttpApi", "{logical_id}");
         assert_eq!(event["Properties"]["Method"], route.method.as_str(), "{logical_id}");
         assert_eq!(event["Properties"]["Path"], route.path, "{logical_id}");
-        check_policy(logical_id, function, route.dynamodb_actions, route.s3_actions, route.sqs_actions);
+        check_policy(logical_id, function, route.dynamodb_actions, route.s3_actions, route.sqs_actions, route.queues);
         if route.large_responses {
             let resources = format!("{:?}", function["Properties"]["Policies"][0]["Statement"][1]["Resource"]);
             assert!(
@@ -111,6 +123,8 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
             "list-agent-runs",
             "list-runs",
             "get-media",
+            "list-run-webhooks",
+            "redeliver-run-webhook",
         ];
         if engine_routes.contains(&route.function) {
             let variables = &function["Properties"]["Environment"]["Variables"];
@@ -119,13 +133,17 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
             }
         }
     }
-    assert_eq!(binaries.len(), ROUTES.len() + 2, "every binary but serve and node-worker is a route's function");
+    assert_eq!(
+        binaries.len(),
+        ROUTES.len() + 3,
+        "every binary but serve, node-worker and webhook-sender is a route's function"
+    );
 }
 
 #[test]
 fn node_worker_takes_the_task_queue_with_partial_failures_a_dlq_and_room_for_ffmpeg() {
     use shared::runtime::sqs::{
-        NODE_WORKER, NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS,
+        NODE_WORKER, NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_QUEUES, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS,
     };
     let template = template();
     let functions = functions(&template);
@@ -135,7 +153,18 @@ fn node_worker_takes_the_task_queue_with_partial_failures_a_dlq_and_room_for_ffm
         .find(|(_, function)| function["Metadata"]["BuildProperties"]["Binary"] == NODE_WORKER)
         .expect("a function builds node-worker");
     let properties = &worker["Properties"];
-    check_policy(logical_id, worker, NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS);
+    check_policy(
+        logical_id,
+        worker,
+        NODE_WORKER_DYNAMODB_ACTIONS,
+        NODE_WORKER_S3_ACTIONS,
+        NODE_WORKER_SQS_ACTIONS,
+        NODE_WORKER_QUEUES,
+    );
+    assert!(
+        format!("{:?}", properties_of(worker)["Environment"]["Variables"]["PUBLIC_URL"]).contains("execute-api"),
+        "webhook payloads built here carry links to the API even without a PublicUrl"
+    );
     let events: Vec<&Value> = properties["Events"].as_mapping().expect("Events").values().collect();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["Type"], "SQS");
@@ -154,6 +183,44 @@ fn node_worker_takes_the_task_queue_with_partial_failures_a_dlq_and_room_for_ffm
     assert!(queue["RedrivePolicy"]["maxReceiveCount"].as_u64().unwrap() >= 1);
     assert_eq!(template["Resources"]["LinkSecret"]["Type"], "AWS::SecretsManager::Secret");
     assert!(format!("{:?}", variables["MEDIA_LINK_SECRET"]).contains("resolve:secretsmanager"));
+}
+
+fn properties_of(function: &Value) -> &Value {
+    &function["Properties"]
+}
+
+#[test]
+fn webhook_sender_takes_the_webhook_queue_with_partial_failures_a_dlq_and_room_for_its_retries() {
+    use shared::domain::webhooks::WebhookSchedule;
+    use shared::runtime::sqs::{WEBHOOK_SENDER, WEBHOOK_SENDER_DYNAMODB_ACTIONS, WEBHOOK_SENDER_SQS_ACTIONS};
+    let template = template();
+    let functions = functions(&template);
+    assert!(binaries().contains(WEBHOOK_SENDER));
+    let (logical_id, sender) = functions
+        .iter()
+        .find(|(_, function)| function["Metadata"]["BuildProperties"]["Binary"] == WEBHOOK_SENDER)
+        .expect("a function builds webhook-sender");
+    check_policy(logical_id, sender, WEBHOOK_SENDER_DYNAMODB_ACTIONS, &[], WEBHOOK_SENDER_SQS_ACTIONS, &["WebhookQueue"]);
+    let properties = properties_of(sender);
+    let events: Vec<&Value> = properties["Events"].as_mapping().expect("Events").values().collect();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["Type"], "SQS");
+    assert!(format!("{:?}", events[0]["Properties"]["Queue"]).contains("WebhookQueue"));
+    assert_eq!(strings(&events[0]["Properties"]["FunctionResponseTypes"]), ["ReportBatchItemFailures"]);
+    let timeout = properties["Timeout"].as_u64().expect("Timeout");
+    let schedule = WebhookSchedule::default();
+    assert!(schedule.timeout.as_secs() + 10 <= timeout, "an attempt's 10 s fit the function's timeout");
+    let variables = &properties["Environment"]["Variables"];
+    assert!(format!("{:?}", variables["WEBHOOK_QUEUE_URL"]).contains("WebhookQueue"));
+    assert!(format!("{:?}", variables["PUBLIC_URL"]).contains("execute-api"));
+    let queue = &template["Resources"]["WebhookQueue"]["Properties"];
+    assert!(queue["VisibilityTimeout"].as_u64().unwrap() >= 6 * timeout, "visibility ≥ 6× the function's timeout");
+    assert!(format!("{:?}", queue["RedrivePolicy"]["deadLetterTargetArn"]).contains("WebhookDeadLetterQueue"));
+    // Every scheduled retry is a receive: the DLQ is for messages the sender cannot handle.
+    let receives = queue["RedrivePolicy"]["maxReceiveCount"].as_u64().unwrap();
+    assert!(receives > 2 * (schedule.retries.len() as u64 + 1), "maxReceiveCount {receives}");
+    // SQS hides a message at most 12 hours: every retry delay fits.
+    assert!(schedule.retries.iter().all(|delay| delay.as_secs() <= 12 * 3600));
 }
 
 #[test]
