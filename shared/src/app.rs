@@ -210,8 +210,13 @@ impl App {
         let webhooks = SqliteWebhookQueue::new(database.clone());
         let settings = EngineSettings { ffmpeg: "ffmpeg".into(), scratch, task_budget, webhook_schedule };
         let ports = WebhookPorts { queue: Arc::new(webhooks.clone()), inbox: Some(Arc::new(webhooks.clone())) };
-        let mut app =
-            self.with_engine(Arc::new(database), Arc::new(queue.clone()), Some(Arc::new(queue.clone())), ports, settings);
+        let mut app = self.with_engine(
+            Arc::new(database),
+            Arc::new(queue.clone()),
+            Some(Arc::new(queue.clone())),
+            ports,
+            settings,
+        );
         if let Some(engine) = app.engine.as_mut() {
             engine.local_queue = Some(queue);
             engine.local_webhooks = Some(webhooks);

@@ -48,10 +48,13 @@ where
     /// Uses AWS settings loaded already, with the retries and timeouts of
     /// [`AWS_SDK_CALLS`]; the receive's long poll gets its own room.
     pub fn from_config(config: &aws_config::SdkConfig, queue_url: impl Into<String>) -> Self {
-        let attempt = AWS_ATTEMPT_TIMEOUT + Duration::from_secs(RECEIVE_WAIT_SECONDS as u64);
+        let wait = Duration::from_secs(RECEIVE_WAIT_SECONDS as u64);
+        let attempt = AWS_ATTEMPT_TIMEOUT + wait;
+        // A receive on an idle queue waits its whole long poll: the call's budget has room.
+        let long_polls = crate::core::retry::RetryPolicy { budget: AWS_SDK_CALLS.budget + wait, ..AWS_SDK_CALLS };
         let config = aws_sdk_sqs::config::Builder::from(config)
             .retry_config(sdk_retry_config(&AWS_SDK_CALLS))
-            .timeout_config(sdk_timeout_config(&AWS_SDK_CALLS, attempt))
+            .timeout_config(sdk_timeout_config(&long_polls, attempt))
             .build();
         Self { client: Client::from_conf(config), queue_url: queue_url.into(), messages: std::marker::PhantomData }
     }
@@ -117,7 +120,10 @@ where
                     .send()
                     .await
                     .map_err(|error| {
-                        anyhow::anyhow!("SQS did not take messages: {}", aws_sdk_sqs::error::DisplayErrorContext(&error))
+                        anyhow::anyhow!(
+                            "SQS did not take messages: {}",
+                            aws_sdk_sqs::error::DisplayErrorContext(&error)
+                        )
                     })?;
                 let failed = output.failed();
                 if let Some(wrong) = failed.iter().find(|entry| entry.sender_fault) {

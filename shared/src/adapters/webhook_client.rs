@@ -25,7 +25,8 @@ impl HttpWebhookClient {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!("the callback URL {url} is not http(s)"));
         }
-        let addresses = resolve_allowed(&url, self.allow_private).await.map_err(|problem| format!("refused: {problem}"))?;
+        let addresses =
+            resolve_allowed(&url, self.allow_private).await.map_err(|problem| format!("refused: {problem}"))?;
         let host = url.host_str().unwrap_or_default().to_owned();
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -77,5 +78,87 @@ impl WebhookClient for HttpWebhookClient {
             Ok(answer) => answer,
             Err(_) => Err(format!("timed out: no answer within {} ms", post.timeout.as_millis())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A server that answers every connection with `answer` (after reading the request);
+    /// None: it never answers.
+    async fn server(answer: Option<Vec<u8>>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let answer = answer.clone();
+                tokio::spawn(async move {
+                    let mut request = [0u8; 8192];
+                    let _ = socket.read(&mut request).await;
+                    match answer {
+                        Some(answer) => {
+                            let _ = socket.write_all(&answer).await;
+                            let _ = socket.shutdown().await;
+                        }
+                        None => tokio::time::sleep(Duration::from_secs(3600)).await,
+                    }
+                });
+            }
+        });
+        format!("http://localhost:{port}/hook")
+    }
+
+    async fn post(client: &HttpWebhookClient, url: &str, timeout: Duration) -> Result<WebhookAnswer, String> {
+        client.post(WebhookPost { url, headers: &[], body: b"{}", timeout }).await
+    }
+
+    #[tokio::test]
+    async fn a_host_that_resolves_to_a_private_address_is_refused_at_delivery() {
+        let url = server(Some(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_vec())).await;
+        let guarded = post(&HttpWebhookClient::new(false), &url, Duration::from_secs(5)).await;
+        let refused = guarded.unwrap_err();
+        assert!(refused.starts_with("refused:") && refused.contains("127.0.0.1"), "{refused}");
+        let allowed = post(&HttpWebhookClient::new(true), &url, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(allowed.status, 200);
+        for url in ["ftp://example.com/hook", "not a url"] {
+            assert!(post(&HttpWebhookClient::new(true), url, Duration::from_secs(5)).await.is_err(), "{url}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_redirect_is_an_answer_not_followed() {
+        let url = server(Some(
+            b"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/\r\nContent-Length: 0\r\n\r\n".to_vec(),
+        ))
+        .await;
+        let answer = post(&HttpWebhookClient::new(true), &url, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(answer.status, 302);
+    }
+
+    #[tokio::test]
+    async fn a_huge_or_garbage_answer_is_read_a_little_and_recorded() {
+        let mut huge = b"HTTP/1.1 500 Oops\r\nContent-Length: 20000000\r\n\r\n".to_vec();
+        huge.extend(std::iter::repeat_n(b'x', 20_000_000));
+        let url = server(Some(huge)).await;
+        let answer = post(&HttpWebhookClient::new(true), &url, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(answer.status, 500);
+        assert_eq!(answer.excerpt.len(), RESPONSE_EXCERPT_BYTES);
+        let url = server(Some(b"\x00\x01 this is not HTTP at all\r\n\r\n".to_vec())).await;
+        let garbage = post(&HttpWebhookClient::new(true), &url, Duration::from_secs(5)).await.unwrap_err();
+        assert!(garbage.starts_with("request failed"), "{garbage}");
+    }
+
+    #[tokio::test]
+    async fn a_receiver_that_never_answers_times_out() {
+        let url = server(None).await;
+        let started = std::time::Instant::now();
+        let error = post(&HttpWebhookClient::new(true), &url, Duration::from_millis(300)).await.unwrap_err();
+        assert!(error.starts_with("timed out"), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 }

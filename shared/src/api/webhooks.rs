@@ -26,7 +26,10 @@ fn map_error(error: DeliveryError, action: &'static str) -> ApiError {
 }
 
 /// The run must be the organization's (404 otherwise, as for every run endpoint).
-async fn check_run(app: &App, call: &Call) -> Result<(crate::domain::identity::OrganizationId, crate::domain::runs::RunId), ApiError> {
+async fn check_run(
+    app: &App,
+    call: &Call,
+) -> Result<(crate::domain::identity::OrganizationId, crate::domain::runs::RunId), ApiError> {
     let organization = organization(app, call).await?;
     let engine = engine(app)?;
     let run = run_id(call)?;

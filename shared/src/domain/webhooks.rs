@@ -204,10 +204,8 @@ impl Notifier {
             flags.push((EventFlag::RunStarted, Vec::new()));
         }
         if let Some(before) = before {
-            let changed: Vec<usize> = run
-                .work_nodes()
-                .filter(|index| before.nodes.get(*index) != Some(&run.node_status(*index)))
-                .collect();
+            let changed: Vec<usize> =
+                run.work_nodes().filter(|index| before.nodes.get(*index) != Some(&run.node_status(*index))).collect();
             if !changed.is_empty() {
                 flags.push((EventFlag::RunProgress, changed));
             }

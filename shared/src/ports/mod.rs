@@ -222,15 +222,18 @@ pub struct RunQuery {
 pub trait RunRepo: Send + Sync {
     /// Stores a new run (version 0), the media records it starts with and the webhook
     /// deliveries of its first events, in one atomic write.
-    async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery])
-        -> anyhow::Result<()>;
+    async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()>;
     /// A run of the organization.
     async fn get_run(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<Run>>;
     /// Stores `run` if the stored one is still at `run.version - 1`, with new media
     /// records and the webhook deliveries of the change's events, in one atomic write;
     /// false when another writer came first.
-    async fn update_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery])
-        -> anyhow::Result<bool>;
+    async fn update_run(
+        &self,
+        run: &Run,
+        media: &[MediaRecord],
+        deliveries: &[WebhookDelivery],
+    ) -> anyhow::Result<bool>;
     /// One page of the organization's runs (see [`RunQuery`]); one query.
     async fn list_runs(&self, organization: OrganizationId, query: &RunQuery) -> anyhow::Result<Vec<Run>>;
     /// A media record by ID (links carry no organization: their signature is the authority).

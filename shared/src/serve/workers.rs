@@ -61,26 +61,25 @@ pub async fn start(app: &App, count: usize) -> anyhow::Result<Option<Workers>> {
     }
     let mut handles = senders(&engine, WEBHOOK_SENDERS);
     let engine = Arc::new(engine);
-    handles.extend((0..count.max(1))
-        .map(|_| {
-            let (engine, inbox) = (engine.clone(), inbox.clone());
-            tokio::spawn(async move {
-                let lease = engine.worker.lease();
-                loop {
-                    let deliveries = match inbox.receive(1, lease).await {
-                        Ok(deliveries) => deliveries,
-                        Err(error) => {
-                            tracing::warn!(error = %format!("{error:#}"), "could not read the task queue");
-                            tokio::time::sleep(IDLE_POLL).await;
-                            continue;
-                        }
-                    };
-                    for delivery in deliveries {
-                        settle(&engine, inbox.as_ref(), &delivery).await;
+    handles.extend((0..count.max(1)).map(|_| {
+        let (engine, inbox) = (engine.clone(), inbox.clone());
+        tokio::spawn(async move {
+            let lease = engine.worker.lease();
+            loop {
+                let deliveries = match inbox.receive(1, lease).await {
+                    Ok(deliveries) => deliveries,
+                    Err(error) => {
+                        tracing::warn!(error = %format!("{error:#}"), "could not read the task queue");
+                        tokio::time::sleep(IDLE_POLL).await;
+                        continue;
                     }
+                };
+                for delivery in deliveries {
+                    settle(&engine, inbox.as_ref(), &delivery).await;
                 }
-            })
-        }));
+            }
+        })
+    }));
     Ok(Some(Workers { handles }))
 }
 
@@ -138,10 +137,17 @@ async fn settle(engine: &Engine, inbox: &dyn TaskInbox, delivery: &Delivery) {
 async fn recover(engine: &Engine, queue: &SqliteTaskQueue) -> anyhow::Result<()> {
     for (organization, run_id) in queue.running_runs().await? {
         let now = engine.worker.clock.now();
-        let changed = change_run(engine.runs.as_ref(), &engine.worker.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
-            let queued = run.recover(now);
-            Ok(Some((queued, Vec::new())))
-        })
+        let changed = change_run(
+            engine.runs.as_ref(),
+            &engine.worker.notifier,
+            organization,
+            run_id,
+            &RUN_UPDATE_CONFLICTS,
+            |run| {
+                let queued = run.recover(now);
+                Ok(Some((queued, Vec::new())))
+            },
+        )
         .await
         .map_err(|error| anyhow::anyhow!("recovering run {run_id}: {error}"))?;
         if let Some((run, queued)) = changed {

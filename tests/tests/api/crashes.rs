@@ -333,3 +333,60 @@ async fn serve_killed_in_the_middle_of_an_ffmpeg_task_still_finishes_the_run_onc
     let duration: f64 = String::from_utf8_lossy(&probe.stdout).trim().parse().unwrap();
     assert!((duration - 32.0).abs() <= 0.1, "8 s at quarter speed: {duration}");
 }
+
+/// `serve` killed after a run's state changes were stored but before their webhooks were
+/// delivered (the receiver held the first one unanswered): after a restart on the same
+/// folder every event arrives, each once, in sequence order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_killed_between_state_changes_and_their_webhooks_delivers_them_after_restart() {
+    use crate::webhooks::{Mode, Receiver};
+    use shared::domain::node_types::{DESTINATION, VIDEO_INPUT};
+    let data = tempfile::tempdir().unwrap();
+    let receiver = Receiver::start(Mode::Hang).await;
+    let mut first = ServeProcess::start(data.path(), &["--workers", "1"]).await;
+    let (_, ticket) = first.call(Method::POST, "/uploads/video/get_upload_url", None).await;
+    let id = ticket["id"].as_str().unwrap().to_owned();
+    let url = ticket["upload_url"].as_str().unwrap();
+    assert_eq!(crate::uploads::put(url, crate::uploads::sample("video.mp4")).await, StatusCode::OK);
+    let (status, body) = first.call(Method::POST, "/uploads/video/finalize_upload", Some(json!({ "id": id }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, created) = first.call(Method::POST, "/agent/create", Some(json!({ "name": "hooks" }))).await;
+    let agent = created["agent_id"].as_str().unwrap().to_owned();
+    let operations = json!([
+        { "op": "create_node", "node_type_id": VIDEO_INPUT.to_string(), "temp_ref_id": "in" },
+        { "op": "create_node", "node_type_id": DESTINATION.to_string(), "temp_ref_id": "out" },
+        { "op": "create_connection", "source_temp_ref_id": "in", "target_temp_ref_id": "out" },
+    ]);
+    let (status, body) =
+        first.call(Method::POST, &format!("/agent/{agent}/update"), Some(json!({ "operations": operations }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let start = json!({ "video_ids": [id], "callback_url": receiver.url });
+    let (status, body) = first.call(Method::POST, &format!("/agent/{agent}/run"), Some(start)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let run = body["run_id"].as_str().unwrap().to_owned();
+    let mut finished = false;
+    for _ in 0..600 {
+        let (_, record) = first.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+        if record["status"] == "completed" {
+            finished = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(finished, "the run completed while its webhooks waited");
+    let (_, log) = first.call(Method::GET, &format!("/agent_run/{run}/webhooks"), None).await;
+    let recorded = log["deliveries"].as_array().unwrap().len();
+    assert!(recorded >= 3, "{log}");
+    assert!(receiver.accepted().is_empty(), "nothing was delivered before the kill");
+    first.kill();
+
+    receiver.set_mode(Mode::Accept);
+    let second = ServeProcess::start(data.path(), &["--workers", "1"]).await;
+    let events = receiver.finished_cycles(1).await;
+    let sequences: Vec<u64> = events.iter().map(|event| event.body["sequence"].as_u64().unwrap()).collect();
+    assert_eq!(sequences, (1..=recorded as u64).collect::<Vec<_>>(), "every event, once");
+    assert_eq!(events[0].body["flag"], "RUN_STARTED");
+    assert_eq!(events.last().unwrap().body["flag"], "RUN_FINISHED");
+    let (_, log) = second.call(Method::GET, &format!("/agent_run/{run}/webhooks"), None).await;
+    assert!(log["deliveries"].as_array().unwrap().iter().all(|delivery| delivery["state"] == "delivered"), "{log}");
+}

@@ -19,8 +19,20 @@ use crate::helpers::{call_function, dynamodb, large_entries, s3_store, TestApp};
 
 /// The run engine's functions, held to their policies by `runs::aws` (which drives runs
 /// through an API and a node-worker with recording clients).
-pub const RUN_ROUTES: [&str; 8] =
-    ["start-run", "get-run", "get-run-nodes", "cancel-run", "resume-run", "list-agent-runs", "list-runs", "get-media"];
+pub const RUN_ROUTES: [&str; 12] = [
+    "start-run",
+    "get-run",
+    "get-run-nodes",
+    "cancel-run",
+    "resume-run",
+    "list-agent-runs",
+    "list-runs",
+    "get-media",
+    "list-run-webhooks",
+    "redeliver-run-webhook",
+    "rotate-webhook-secret",
+    "delete-webhook-secret",
+];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_function_is_granted_exactly_the_actions_it_performs() {

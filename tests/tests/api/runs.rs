@@ -11,12 +11,12 @@ use shared::adapters::dynamodb::DynamoDb;
 use shared::adapters::s3::S3BlobStore;
 use shared::adapters::sqs::{SqsTaskQueue, SqsWebhookQueue};
 use shared::app::WebhookPorts;
-use shared::domain::webhooks::WebhookSchedule;
 use shared::app::{App, EngineSettings, Media, DEFAULT_TASK_BUDGET};
 use shared::domain::node_types::{
     BACKGROUND_MUSIC, CAPTIONS, CLIP, CONCATENATE, DESTINATION, OVERLAY, REFRAME, SPEED, VIDEO_INPUT,
 };
 use shared::domain::runs::RunId;
+use shared::domain::webhooks::WebhookSchedule;
 use shared::ports::TaskMessage;
 use shared::serve::{self, workers::Workers};
 
@@ -46,7 +46,8 @@ pub(crate) async fn aws_engine_queues() -> (DynamoDb, S3BlobStore, SqsTaskQueue,
     let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let name = format!("tasks-{}", uuid::Uuid::new_v4());
     let url = SqsTaskQueue::ensure_queue(&config, &name, Duration::from_secs(60)).await.unwrap();
-    let webhooks = SqsWebhookQueue::ensure_queue(&config, &format!("webhooks-{name}"), Duration::from_secs(60)).await.unwrap();
+    let webhooks =
+        SqsWebhookQueue::ensure_queue(&config, &format!("webhooks-{name}"), Duration::from_secs(60)).await.unwrap();
     (
         dynamodb().await,
         s3_store().await,
@@ -112,12 +113,7 @@ impl Harness {
                 let database = sqlite();
                 let app = App::sqlite(database.clone(), media);
                 let app = if allow_private { app.allowing_private_urls() } else { app };
-                app.with_embedded_engine(
-                    database,
-                    app_scratch,
-                    budget,
-                    schedule,
-                )
+                app.with_embedded_engine(database, app_scratch, budget, schedule)
             }
             Backend::DynamoDb => {
                 let (dynamodb, s3, queue, webhooks) = aws_engine_queues().await;
@@ -127,8 +123,7 @@ impl Harness {
                     task_budget: budget,
                     webhook_schedule: schedule,
                 };
-                let webhooks =
-                    WebhookPorts { queue: Arc::new(webhooks.clone()), inbox: Some(Arc::new(webhooks)) };
+                let webhooks = WebhookPorts { queue: Arc::new(webhooks.clone()), inbox: Some(Arc::new(webhooks)) };
                 App::dynamodb(dynamodb.clone(), Media::S3(s3), "ffprobe", Duration::ZERO)
                     .allowing_private_urls()
                     .with_links(&shared::core::signing::generate_secret(), &public_url)
@@ -271,7 +266,8 @@ pub(crate) fn chain() -> Vec<(&'static str, shared::domain::node_types::NodeType
     ]
 }
 
-pub(crate) const CHAIN_EDGES: [(&str, &str); 4] = [("in", "clip"), ("clip", "reframe"), ("reframe", "speed"), ("speed", "out")];
+pub(crate) const CHAIN_EDGES: [(&str, &str); 4] =
+    [("in", "clip"), ("clip", "reframe"), ("reframe", "speed"), ("speed", "out")];
 
 async fn a_chain_of_edits_makes_a_playable_video_reachable_by_its_signed_links(backend: Backend) {
     let harness = Harness::new(backend).await;
@@ -918,10 +914,11 @@ async fn work_as_node_worker(worker: &App, queue: &SqsTaskQueue, runs: &DynamoDb
 /// actions they perform: the API and the worker each on clients that record the action
 /// of every call, the worker driven through its Lambda handler with SQS events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn run_functions_and_node_worker_are_granted_exactly_the_actions_they_perform() {
+async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_actions_they_perform() {
     use shared::api::ROUTES;
     use shared::runtime::sqs::{
-        NODE_WORKER, NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS,
+        NODE_WORKER, NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS, WEBHOOK_SENDER,
+        WEBHOOK_SENDER_DYNAMODB_ACTIONS, WEBHOOK_SENDER_SQS_ACTIONS,
     };
     use std::collections::{BTreeMap, BTreeSet};
 
@@ -938,17 +935,20 @@ async fn run_functions_and_node_worker_are_granted_exactly_the_actions_they_perf
             ffmpeg: "ffmpeg".into(),
             scratch: tempfile::tempdir().unwrap().keep(),
             task_budget: DEFAULT_TASK_BUDGET,
-            webhook_schedule: WebhookSchedule::default(),
+            webhook_schedule: WebhookSchedule {
+                retries: vec![Duration::from_millis(100)],
+                timeout: Duration::from_secs(5),
+            },
         };
-        let webhooks = WebhookPorts { queue: Arc::new(webhook_queue), inbox: None };
+        let webhooks = WebhookPorts { queue: Arc::new(webhook_queue.clone()), inbox: None };
         let app = App::dynamodb(dynamodb.clone(), Media::S3(s3), "ffprobe", Duration::ZERO)
             .allowing_private_urls()
             .with_links(&secret, &public_url)
             .with_engine(Arc::new(dynamodb), Arc::new(queue), None, webhooks, settings);
-        (app, [dynamodb_log, s3_log, queue_log, webhook_log])
+        (app, [dynamodb_log, s3_log, queue_log, webhook_log], webhook_queue)
     };
-    let (api, api_logs) = recorded(&dynamodb, &s3, &queue);
-    let (worker, worker_logs) = recorded(&dynamodb, &s3, &queue);
+    let (api, api_logs, _) = recorded(&dynamodb, &s3, &queue);
+    let (worker, worker_logs, worker_webhooks) = recorded(&dynamodb, &s3, &queue);
     let test = TestApp::seeded(api).await;
     let (_, stop) = serve::spawn_on(test.app.clone(), listener).unwrap();
     let harness = Harness { test, scratch: std::path::PathBuf::new(), _stop: stop, _workers: None };
@@ -961,10 +961,38 @@ async fn run_functions_and_node_worker_are_granted_exactly_the_actions_they_perf
     };
     take(&api_logs);
     take(&worker_logs);
-    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let (status, _) = harness.test.call(Method::POST, "/webhooks/secret", None).await;
+    assert_eq!(status, StatusCode::OK);
+    performed.entry("rotate-webhook-secret").or_default().extend(take(&api_logs));
+    // Each delivery fails once: the sender hides its message until the retry.
+    let receiver = crate::webhooks::Receiver::start(crate::webhooks::Mode::FailFirst(1)).await;
+    let run = harness.start(&agent, json!({ "video_ids": [video], "callback_url": receiver.url })).await;
     performed.entry("start-run").or_default().extend(take(&api_logs));
     work_as_node_worker(&worker, &queue, &dynamodb, &harness.test, &run).await;
+    // A copy of the first task's message: its task ended, so the worker looks for events
+    // it may have recorded without queueing them.
+    let copy = shared::ports::TaskMessage {
+        organization_id: harness.test.organization,
+        run_id: RunId::parse(&run).unwrap(),
+        task: 0,
+        attempt: 0,
+    };
+    shared::ports::TaskQueue::send(&queue, &[copy]).await.unwrap();
+    work_off_queue(&worker, &queue).await;
     performed.entry(NODE_WORKER).or_default().extend(take(&worker_logs));
+    send_webhooks_as_webhook_sender(&worker, &webhook_queue, &worker_webhooks, &receiver).await;
+    performed.entry(WEBHOOK_SENDER).or_default().extend(take(&worker_logs));
+    let (status, log) = harness.test.call(Method::GET, &format!("/agent_run/{run}/webhooks"), None).await;
+    assert_eq!(status, StatusCode::OK, "{log}");
+    performed.entry("list-run-webhooks").or_default().extend(take(&api_logs));
+    let delivery = log["deliveries"][0]["delivery_id"].as_str().unwrap().to_owned();
+    let (status, body) =
+        harness.test.call(Method::POST, &format!("/agent_run/{run}/webhooks/{delivery}/redeliver"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    performed.entry("redeliver-run-webhook").or_default().extend(take(&api_logs));
+    let (status, _) = harness.test.call(Method::DELETE, "/webhooks/secret", None).await;
+    assert_eq!(status, StatusCode::OK);
+    performed.entry("delete-webhook-secret").or_default().extend(take(&api_logs));
     take(&api_logs);
     let record = harness.finished(&run).await;
     assert_eq!(record["status"], "completed", "{record}");
@@ -986,7 +1014,7 @@ async fn run_functions_and_node_worker_are_granted_exactly_the_actions_they_perf
         performed.entry(function).or_default().extend(take(&api_logs));
     }
     // Cancel a run no worker took, then resume it.
-    let second = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let second = harness.start(&agent, json!({ "video_ids": [video], "callback_url": receiver.url })).await;
     take(&api_logs);
     let (status, body) = harness.test.call(Method::POST, &format!("/agent_run/{second}/cancel"), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -1009,6 +1037,66 @@ async fn run_functions_and_node_worker_are_granted_exactly_the_actions_they_perf
     assert_eq!(checked, crate::iam::RUN_ROUTES.len());
     let granted = wanted(&[NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS]);
     assert_eq!(performed[NODE_WORKER], granted, "node-worker performs exactly what its policy grants");
+    let granted = wanted(&[WEBHOOK_SENDER_DYNAMODB_ACTIONS, WEBHOOK_SENDER_SQS_ACTIONS]);
+    assert_eq!(performed[WEBHOOK_SENDER], granted, "webhook-sender performs exactly what its policy grants");
+}
+
+/// Hands every message of the task queue to node-worker's handler (bounded).
+async fn work_off_queue(worker: &App, queue: &SqsTaskQueue) {
+    use shared::ports::TaskInbox;
+    for _ in 0..5 {
+        let deliveries = queue.receive(10, Duration::from_secs(60)).await.unwrap();
+        if deliveries.is_empty() {
+            return;
+        }
+        let records: Vec<Value> = deliveries
+            .iter()
+            .map(|delivery| json!({ "messageId": delivery.handle, "body": serde_json::to_string(&delivery.message).unwrap(), "eventSource": "aws:sqs" }))
+            .collect();
+        let answer =
+            shared::runtime::sqs::handle_batch(worker, serde_json::from_value(json!({ "Records": records })).unwrap())
+                .await;
+        assert!(answer.batch_item_failures.is_empty(), "{answer:?}");
+        for delivery in &deliveries {
+            queue.acknowledge(delivery).await.unwrap();
+        }
+    }
+}
+
+/// Takes the webhook queue's messages as webhook-sender's event source would (through
+/// `source`) and hands them to its handler (which delays retries through `queue`),
+/// deleting the ones it did not report as failed; until the receiver accepted a
+/// RUN_FINISHED (bounded).
+async fn send_webhooks_as_webhook_sender(
+    worker: &App,
+    source: &SqsWebhookQueue,
+    queue: &SqsWebhookQueue,
+    receiver: &crate::webhooks::Receiver,
+) {
+    use shared::ports::WebhookInbox;
+    for _ in 0..200 {
+        if receiver.accepted().iter().any(|event| event.body["flag"] == "RUN_FINISHED") {
+            return;
+        }
+        let deliveries = source.receive(10, Duration::from_secs(30)).await.unwrap();
+        if deliveries.is_empty() {
+            continue;
+        }
+        let records: Vec<Value> = deliveries
+            .iter()
+            .map(|delivery| json!({ "messageId": uuid::Uuid::new_v4().to_string(), "receiptHandle": delivery.handle, "body": serde_json::to_string(&delivery.message).unwrap(), "eventSource": "aws:sqs" }))
+            .collect();
+        let event = serde_json::from_value(json!({ "Records": records.clone() })).unwrap();
+        let answer = shared::runtime::sqs::handle_webhook_batch(worker, queue, event).await;
+        for (delivery, record) in deliveries.iter().zip(&records) {
+            let failed =
+                answer.batch_item_failures.iter().any(|failure| failure.item_identifier == record["messageId"]);
+            if !failed {
+                source.acknowledge(delivery).await.unwrap();
+            }
+        }
+    }
+    panic!("the webhooks were not delivered");
 }
 
 /// ffmpeg processes whose arguments name a path under `folder`.

@@ -200,7 +200,14 @@ fn webhook_sender_takes_the_webhook_queue_with_partial_failures_a_dlq_and_room_f
         .iter()
         .find(|(_, function)| function["Metadata"]["BuildProperties"]["Binary"] == WEBHOOK_SENDER)
         .expect("a function builds webhook-sender");
-    check_policy(logical_id, sender, WEBHOOK_SENDER_DYNAMODB_ACTIONS, &[], WEBHOOK_SENDER_SQS_ACTIONS, &["WebhookQueue"]);
+    check_policy(
+        logical_id,
+        sender,
+        WEBHOOK_SENDER_DYNAMODB_ACTIONS,
+        &[],
+        WEBHOOK_SENDER_SQS_ACTIONS,
+        &["WebhookQueue"],
+    );
     let properties = properties_of(sender);
     let events: Vec<&Value> = properties["Events"].as_mapping().expect("Events").values().collect();
     assert_eq!(events.len(), 1);

@@ -107,10 +107,8 @@ impl Receiver {
                     let id = headers.get("webhook-id").cloned().unwrap_or_default();
                     let answer = {
                         let mut received = shared.received.lock().unwrap();
-                        let earlier = received
-                            .iter()
-                            .filter(|other| other.headers.get("webhook-id") == Some(&id))
-                            .count();
+                        let earlier =
+                            received.iter().filter(|other| other.headers.get("webhook-id") == Some(&id)).count();
                         let answer = match mode {
                             Mode::Accept => Some(200),
                             Mode::FailFirst(n) if earlier < n => Some(500),
@@ -126,8 +124,7 @@ impl Receiver {
                         tokio::time::sleep(Duration::from_secs(3600)).await;
                         return;
                     };
-                    let response =
-                        format!("HTTP/1.1 {status} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+                    let response = format!("HTTP/1.1 {status} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
                     let _ = socket.write_all(response.as_bytes()).await;
                     let _ = socket.shutdown().await;
                 });
@@ -158,7 +155,10 @@ impl Receiver {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        panic!("{what}: not received within 30 s; got {:#?}", self.received().iter().map(|r| &r.body).collect::<Vec<_>>());
+        panic!(
+            "{what}: not received within 30 s; got {:#?}",
+            self.received().iter().map(|r| &r.body).collect::<Vec<_>>()
+        );
     }
 
     /// Waits until a `RUN_FINISHED` was accepted `cycles` times; returns the accepted
@@ -339,7 +339,8 @@ async fn a_receiver_gets_the_events_of_a_run_in_order_with_both_signatures(backe
     assert_eq!(status, StatusCode::OK);
     assert_eq!(page["deliveries"].as_array().unwrap().len(), 2);
     let cursor = page["next_cursor"].as_str().expect("a next page").to_owned();
-    let (_, next) = harness.test.call(Method::GET, &format!("/agent_run/{run}/webhooks?limit=2&cursor={cursor}"), None).await;
+    let (_, next) =
+        harness.test.call(Method::GET, &format!("/agent_run/{run}/webhooks?limit=2&cursor={cursor}"), None).await;
     assert_eq!(next["deliveries"][0]["sequence"], 3, "{next}");
     for query in ["limit=0", "limit=101", "cursor=nope"] {
         let (status, body) = harness.test.call(Method::GET, &format!("/agent_run/{run}/webhooks?{query}"), None).await;
@@ -379,8 +380,7 @@ async fn a_receiver_that_fails_three_times_gets_each_event_on_the_fourth_attempt
 }
 
 async fn a_delivery_whose_retries_all_fail_is_failed_and_redeliver_sends_it_again(backend: Backend) {
-    let schedule =
-        WebhookSchedule { retries: vec![Duration::from_millis(50); 2], timeout: Duration::from_secs(5) };
+    let schedule = WebhookSchedule { retries: vec![Duration::from_millis(50); 2], timeout: Duration::from_secs(5) };
     let harness = harness(backend, schedule).await;
     let receiver = Receiver::start(Mode::Refuse).await;
     let video = harness.upload("video", "video.mp4").await;

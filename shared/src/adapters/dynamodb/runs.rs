@@ -225,7 +225,12 @@ impl RunRepo for DynamoDb {
         }
     }
 
-    async fn update_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<bool> {
+    async fn update_run(
+        &self,
+        run: &Run,
+        media: &[MediaRecord],
+        deliveries: &[WebhookDelivery],
+    ) -> anyhow::Result<bool> {
         let expected = run.version.checked_sub(1).ok_or_else(|| anyhow::anyhow!("an update names version 0"))?;
         self.write_run(run, media, deliveries, "version = :expected", Some(expected)).await
     }

@@ -149,7 +149,9 @@ impl WebhookRepo for DynamoDb {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
-            .condition_expression("attribute_exists(pk) AND (attribute_not_exists(claim_token) OR claimed_until_ms < :now)")
+            .condition_expression(
+                "attribute_exists(pk) AND (attribute_not_exists(claim_token) OR claimed_until_ms < :now)",
+            )
             .expression_attribute_values(":now", n(now.unix_millis()))
             .send()
             .await;
@@ -164,7 +166,11 @@ impl WebhookRepo for DynamoDb {
         Ok(Some(WebhookSecret { secret: text(&item, "secret")?.to_owned(), created_at }))
     }
 
-    async fn put_webhook_secret(&self, organization: OrganizationId, secret: Option<&WebhookSecret>) -> anyhow::Result<()> {
+    async fn put_webhook_secret(
+        &self,
+        organization: OrganizationId,
+        secret: Option<&WebhookSecret>,
+    ) -> anyhow::Result<()> {
         let key = keys::webhook_secret(organization);
         match secret {
             Some(secret) => {

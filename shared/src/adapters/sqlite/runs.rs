@@ -87,7 +87,12 @@ impl RunRepo for Sqlite {
         text.as_deref().map(from_document).transpose()
     }
 
-    async fn update_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<bool> {
+    async fn update_run(
+        &self,
+        run: &Run,
+        media: &[MediaRecord],
+        deliveries: &[WebhookDelivery],
+    ) -> anyhow::Result<bool> {
         let (run, media, deliveries) = (run.clone(), media.to_vec(), deliveries.to_vec());
         let text = document(&run)?;
         self.write(move |transaction| {

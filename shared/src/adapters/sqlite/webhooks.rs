@@ -34,7 +34,10 @@ fn from_document(text: &str) -> anyhow::Result<WebhookDelivery> {
 }
 
 /// Inserts new deliveries (with their run's write).
-pub(super) fn insert_deliveries(connection: &rusqlite::Connection, deliveries: &[WebhookDelivery]) -> anyhow::Result<()> {
+pub(super) fn insert_deliveries(
+    connection: &rusqlite::Connection,
+    deliveries: &[WebhookDelivery],
+) -> anyhow::Result<()> {
     if deliveries.is_empty() {
         return Ok(());
     }
@@ -63,7 +66,11 @@ pub(super) fn insert_deliveries(connection: &rusqlite::Connection, deliveries: &
 }
 
 impl Sqlite {
-    async fn delivery_where(&self, condition: &'static str, values: Vec<String>) -> anyhow::Result<Option<WebhookDelivery>> {
+    async fn delivery_where(
+        &self,
+        condition: &'static str,
+        values: Vec<String>,
+    ) -> anyhow::Result<Option<WebhookDelivery>> {
         let text: Option<String> = self
             .call(move |connection| {
                 connection
@@ -242,7 +249,11 @@ impl WebhookRepo for Sqlite {
             .transpose()
     }
 
-    async fn put_webhook_secret(&self, organization: OrganizationId, secret: Option<&WebhookSecret>) -> anyhow::Result<()> {
+    async fn put_webhook_secret(
+        &self,
+        organization: OrganizationId,
+        secret: Option<&WebhookSecret>,
+    ) -> anyhow::Result<()> {
         let secret = secret.cloned();
         self.write(move |transaction| {
             match secret {

@@ -212,8 +212,7 @@ impl Run {
                 fields.insert("inputs".into(), Value::from(self.input_views(links, now)));
             }
             EventFlag::RunProgress => {
-                let nodes: Vec<Value> =
-                    updated_nodes.iter().map(|index| self.node_view(*index, links, now)).collect();
+                let nodes: Vec<Value> = updated_nodes.iter().map(|index| self.node_view(*index, links, now)).collect();
                 fields.insert("updated_nodes".into(), Value::from(nodes));
             }
             EventFlag::RunFinished => {

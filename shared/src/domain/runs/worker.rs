@@ -16,8 +16,7 @@ use crate::domain::node_types::CAPTIONS;
 use crate::domain::uploads::ProbeReport;
 use crate::domain::webhooks::{DeliveryState, Notifier, WebhookMessage};
 use crate::ports::{
-    BlobStore, Clock, DownloadError, Downloader, MediaProbe, MediaToolkit, RunRepo, TaskMessage, TaskQueue,
-    WebhookRepo,
+    BlobStore, Clock, DownloadError, Downloader, MediaProbe, MediaToolkit, RunRepo, TaskMessage, TaskQueue, WebhookRepo,
 };
 
 /// Largest URL input (the contract's limit).
@@ -74,8 +73,13 @@ impl Worker {
         let mut outcome = None;
         let mut resend: Vec<TaskMessage> = Vec::new();
         let mut has_events = false;
-        let claimed = change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
-            match run.claim(task, attempt, now, lease) {
+        let claimed = change_run(
+            self.runs.as_ref(),
+            &self.notifier,
+            organization,
+            run_id,
+            &RUN_UPDATE_CONFLICTS,
+            |run| match run.claim(task, attempt, now, lease) {
                 Claim::Claimed => {
                     outcome = Some(true);
                     Ok(Some(((), Vec::new())))
@@ -99,8 +103,8 @@ impl Worker {
                         .collect();
                     Ok(None)
                 }
-            }
-        })
+            },
+        )
         .await;
         if matches!(claimed, Ok(None)) && has_events {
             self.queue_unsent_events(organization, run_id).await?;
