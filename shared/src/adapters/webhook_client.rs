@@ -1,23 +1,65 @@
-//! Webhook POSTs with reqwest: no redirect followed, the host resolved and checked by
-//! the SSRF guard at every attempt and the connection pinned to the addresses checked
-//! (so DNS cannot rebind it between the check and the connect), the whole exchange
-//! under the attempt's time limit, and at most a few KB of the answer read.
+//! Webhook POSTs with reqwest: no redirect followed, every connection's addresses
+//! resolved and checked by the SSRF guard at connect time (a resolver of ours, so DNS
+//! cannot rebind a name between the check and the connect; literal addresses are
+//! checked before the request), the whole exchange under the attempt's time limit, and
+//! at most a few KB of the answer read. One client for every delivery: connections to a
+//! receiver are kept and reused.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::core::ssrf::resolve_allowed;
+use crate::core::ssrf::is_forbidden;
 use crate::domain::webhooks::RESPONSE_EXCERPT_BYTES;
 use crate::ports::{WebhookAnswer, WebhookClient, WebhookPost};
+
+/// Longest wait for a connection to a receiver.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Resolves names for the webhook client, refusing names with a forbidden address.
+struct GuardedResolver {
+    allow_private: bool,
+}
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let allow_private = self.allow_private;
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let addresses: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if addresses.is_empty() {
+                return Err(format!("the host {host} has no address").into());
+            }
+            if let Some(address) = addresses.iter().find(|address| !allow_private && is_forbidden(address.ip())) {
+                return Err(refusal(&host, address.ip()).into());
+            }
+            Ok(Box::new(addresses.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+fn refusal(host: &str, ip: IpAddr) -> String {
+    format!("refused: the host {host} resolves to {ip}, a private or reserved address this service does not connect to")
+}
 
 /// Posts webhooks over HTTP(S).
 pub struct HttpWebhookClient {
     /// Whether receivers on private addresses may be reached (a local `serve`).
     allow_private: bool,
+    client: reqwest::Client,
 }
 
 impl HttpWebhookClient {
     pub fn new(allow_private: bool) -> Self {
-        Self { allow_private }
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(GuardedResolver { allow_private }))
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .unwrap_or_else(|error| panic!("the webhook HTTP client cannot be built: {error}"));
+        Self { allow_private, client }
     }
 
     async fn attempt(&self, post: &WebhookPost<'_>) -> Result<WebhookAnswer, String> {
@@ -25,16 +67,14 @@ impl HttpWebhookClient {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!("the callback URL {url} is not http(s)"));
         }
-        let addresses =
-            resolve_allowed(&url, self.allow_private).await.map_err(|problem| format!("refused: {problem}"))?;
-        let host = url.host_str().unwrap_or_default().to_owned();
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .resolve_to_addrs(&host, &addresses)
-            .connect_timeout(post.timeout)
-            .build()
-            .map_err(|error| format!("the HTTP client could not be built: {error}"))?;
-        let mut request = client.post(url).body(post.body.to_vec());
+        let host = url.host_str().ok_or_else(|| format!("the callback URL {url} has no host"))?;
+        // Literal addresses do not go through the resolver.
+        if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+            if !self.allow_private && is_forbidden(ip) {
+                return Err(refusal(host, ip));
+            }
+        }
+        let mut request = self.client.post(url).body(post.body.to_vec());
         for (name, value) in post.headers {
             request = request.header(name, value);
         }
@@ -53,8 +93,17 @@ impl HttpWebhookClient {
     }
 }
 
-/// A reqwest error as the delivery log shows it.
+/// A reqwest error as the delivery log shows it (a refusal of the resolver as such).
 fn describe(error: &reqwest::Error) -> String {
+    let mut causes = Vec::new();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        causes.push(cause.to_string());
+        source = cause.source();
+    }
+    if let Some(refused) = causes.iter().find(|cause| cause.starts_with("refused:")) {
+        return refused.clone();
+    }
     let kind = if error.is_connect() {
         "connection failed"
     } else if error.is_timeout() {
@@ -63,10 +112,8 @@ fn describe(error: &reqwest::Error) -> String {
         "request failed"
     };
     let mut text = format!("{kind}: {error}");
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
+    for cause in causes {
         text.push_str(&format!(": {cause}"));
-        source = cause.source();
     }
     text
 }
@@ -122,7 +169,9 @@ mod tests {
         let url = server(Some(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_vec())).await;
         let guarded = post(&HttpWebhookClient::new(false), &url, Duration::from_secs(5)).await;
         let refused = guarded.unwrap_err();
-        assert!(refused.starts_with("refused:") && refused.contains("127.0.0.1"), "{refused}");
+        assert!(refused.starts_with("refused:") && refused.contains("private or reserved"), "{refused}");
+        let (guarded, literal) = (HttpWebhookClient::new(false), url.replace("localhost", "127.0.0.1"));
+        assert!(post(&guarded, &literal, Duration::from_secs(5)).await.unwrap_err().starts_with("refused:"));
         let allowed = post(&HttpWebhookClient::new(true), &url, Duration::from_secs(5)).await.unwrap();
         assert_eq!(allowed.status, 200);
         for url in ["ftp://example.com/hook", "not a url"] {
