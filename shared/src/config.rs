@@ -72,6 +72,10 @@ impl Config {
     }
 }
 
+/// Most retries a webhook schedule may have: with early copies and storage trouble, the
+/// receives of a message stay under the webhook queue's `maxReceiveCount` (20).
+pub const MAX_WEBHOOK_RETRIES: usize = 8;
+
 /// The webhook schedule: `WEBHOOK_RETRY_DELAYS_MS` (comma-separated delays before each
 /// retry; default 60000,120000,240000,480000,960000) and `WEBHOOK_TIMEOUT_MS` (default
 /// 10000). Tests shorten both.
@@ -85,6 +89,15 @@ pub fn webhook_schedule_from_env() -> anyhow::Result<crate::domain::webhooks::We
             .map(|part| part.parse::<u64>().map(Duration::from_millis))
             .collect::<Result<_, _>>()
             .with_context(|| format!("WEBHOOK_RETRY_DELAYS_MS={text:?} is not a list of whole numbers"))?;
+        // Every retry is a receive of its SQS message, which the queue dead-letters after 20.
+        anyhow::ensure!(
+            schedule.retries.len() <= MAX_WEBHOOK_RETRIES,
+            "WEBHOOK_RETRY_DELAYS_MS has more than {MAX_WEBHOOK_RETRIES} delays"
+        );
+        anyhow::ensure!(
+            schedule.retries.iter().all(|delay| *delay <= Duration::from_secs(12 * 3600)),
+            "WEBHOOK_RETRY_DELAYS_MS: SQS holds a message back 12 hours at most"
+        );
     }
     if let Ok(text) = std::env::var("WEBHOOK_TIMEOUT_MS") {
         let millis: u64 = text.parse().with_context(|| format!("WEBHOOK_TIMEOUT_MS={text:?} is not a whole number"))?;

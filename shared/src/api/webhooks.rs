@@ -60,6 +60,7 @@ pub async fn list_deliveries(app: Arc<App>, call: Call) -> Result<Response, ApiE
         Some(text) => Some(
             cursor::decode(CURSOR_LOG, text)
                 .and_then(|position| position.parse::<u64>().ok())
+                .filter(|sequence| i64::try_from(*sequence).is_ok())
                 .ok_or_else(|| invalid("cursor is not valid".into()))?,
         ),
     };

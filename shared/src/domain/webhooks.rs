@@ -225,7 +225,7 @@ impl Notifier {
                     sequence,
                     event,
                     url: url.clone(),
-                    payload: run.event_payload(event, sequence, &nodes, &self.links, now).to_string(),
+                    payload: bounded_payload(run.event_payload(event, sequence, &nodes, &self.links, now)),
                     created_at: now,
                     state: DeliveryState::Pending,
                     attempts: Vec::new(),
@@ -252,6 +252,49 @@ impl Notifier {
             );
         }
     }
+}
+
+/// Largest webhook body: with the run's own state, a change's deliveries stay inside a
+/// DynamoDB transaction (4 MB) and each inside an item (400 KB).
+pub const MAX_PAYLOAD_BYTES: usize = 100_000;
+
+/// The payload as sent: when it is larger than [`MAX_PAYLOAD_BYTES`] (a run of hundreds
+/// of inputs and outputs), its lists of media are emptied and `truncated` is set, so
+/// the receiver reads them from `GET /agent_run/{id}`; the event itself is never lost.
+fn bounded_payload(mut payload: serde_json::Value) -> String {
+    let text = payload.to_string();
+    if text.len() <= MAX_PAYLOAD_BYTES {
+        return text;
+    }
+    if let Some(fields) = payload.as_object_mut() {
+        for list in ["inputs", "outputs"] {
+            if fields.contains_key(list) {
+                fields.insert(list.into(), serde_json::Value::Array(Vec::new()));
+            }
+        }
+        if let Some(nodes) = fields.get_mut("updated_nodes").and_then(serde_json::Value::as_array_mut) {
+            for node in nodes.iter_mut() {
+                node["outputs"] = serde_json::Value::Array(Vec::new());
+                node["errors"] = serde_json::Value::Array(Vec::new());
+            }
+        }
+        if let Some(errors) = fields.get_mut("errors").and_then(serde_json::Value::as_array_mut) {
+            errors.truncate(20);
+        }
+        fields.insert("truncated".into(), serde_json::Value::Bool(true));
+    }
+    let mut text = payload.to_string();
+    if text.len() > MAX_PAYLOAD_BYTES {
+        // Only the common fields are left to send.
+        if let Some(fields) = payload.as_object_mut() {
+            fields.retain(|name, _| {
+                ["flag", "sequence", "occurred_at", "agent_id", "run_id", "status", "node_status_counts", "truncated"]
+                    .contains(&name.as_str())
+            });
+        }
+        text = payload.to_string();
+    }
+    text
 }
 
 /// What became of a delivery message.
@@ -295,8 +338,20 @@ impl WebhookSender {
             return Ok(Sent::RetryIn(Duration::from_millis(due.unix_millis().saturating_sub(now.unix_millis()))));
         }
         if !self.repo.claim_delivery(organization, run_id, sequence, token, now.after(self.lease()), now).await? {
-            // Another sender is attempting it; it records the outcome.
+            // Another sender holds it: look again once its claim has passed (it may
+            // stop before recording), unless it is settled by then.
+            return Ok(Sent::RetryIn(self.lease()));
+        }
+        // What is stored now, under the claim: another copy of the message may have
+        // been attempted and recorded between the read above and the claim.
+        let Some(delivery) = self.repo.get_delivery(organization, run_id, sequence).await? else {
             return Ok(Sent::Done);
+        };
+        if delivery.state != DeliveryState::Pending {
+            return Ok(Sent::Done);
+        }
+        if let Some(due) = delivery.next_attempt_at.filter(|due| *due > now) {
+            return Ok(Sent::RetryIn(Duration::from_millis(due.unix_millis().saturating_sub(now.unix_millis()))));
         }
         let secret = self.repo.webhook_secret(organization).await?;
         let attempt_at = self.clock.now();
@@ -423,7 +478,7 @@ pub async fn redeliver(
     delivery.schedule_start = delivery.attempts.len();
     if !repo.redeliver(&delivery, now).await? {
         return Err(DeliveryError::Conflict(
-            "this delivery is being attempted right now; look at its log again in a few seconds".into(),
+            "this delivery is being attempted right now (or just was); look at its log again in a few seconds".into(),
         ));
     }
     queue.send(&[delivery.message()]).await?;
@@ -451,6 +506,27 @@ pub async fn delete_secret(repo: &dyn WebhookRepo, organization: OrganizationId)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_payload_too_large_for_a_delivery_is_sent_without_its_media_lists() {
+        let output = serde_json::json!({ "id": "x", "video_url": "https://example.com/".repeat(20), "sources": [] });
+        let payload = serde_json::json!({
+            "flag": "RUN_FINISHED", "sequence": 9, "run_id": "r", "status": "completed",
+            "outputs": vec![output; 2_000], "inputs": [], "errors": [],
+        });
+        let sent: serde_json::Value = serde_json::from_str(&bounded_payload(payload.clone())).unwrap();
+        assert!(sent.to_string().len() <= MAX_PAYLOAD_BYTES);
+        assert_eq!(
+            (sent["truncated"].clone(), sent["outputs"].clone()),
+            (serde_json::json!(true), serde_json::json!([]))
+        );
+        assert_eq!(
+            (sent["flag"].clone(), sent["sequence"].clone()),
+            (payload["flag"].clone(), payload["sequence"].clone())
+        );
+        let small = serde_json::json!({ "flag": "RUN_STARTED", "inputs": [] });
+        assert_eq!(bounded_payload(small.clone()), small.to_string(), "a small payload is sent as it is");
+    }
 
     #[test]
     fn the_default_schedule_is_1_2_4_8_16_minutes_with_up_to_a_fifth_of_jitter() {

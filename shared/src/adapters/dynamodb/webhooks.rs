@@ -29,6 +29,7 @@ pub(super) fn delivery_item(delivery: &WebhookDelivery) -> anyhow::Result<Item> 
     item.extend([
         ("id".to_owned(), s(delivery.id.to_string())),
         ("state".to_owned(), s(delivery.state.as_str())),
+        ("attempted".to_owned(), n(delivery.attempts.len())),
         ("document".to_owned(), s(document)),
     ]);
     Ok(item)
@@ -82,7 +83,7 @@ impl WebhookRepo for DynamoDb {
         after: Option<u64>,
         limit: usize,
     ) -> anyhow::Result<Vec<WebhookDelivery>> {
-        let low = format!("{}{:012}", keys::WEBHOOK_PREFIX, after.map_or(0, |after| after + 1));
+        let low = format!("{}{:012}", keys::WEBHOOK_PREFIX, after.map_or(0, |after| after.saturating_add(1)));
         let request = self
             .client
             .query()
@@ -150,8 +151,9 @@ impl WebhookRepo for DynamoDb {
             .table_name(&self.table)
             .set_item(Some(item))
             .condition_expression(
-                "attribute_exists(pk) AND (attribute_not_exists(claim_token) OR claimed_until_ms < :now)",
+                "attempted = :attempted AND (attribute_not_exists(claim_token) OR claimed_until_ms < :now)",
             )
+            .expression_attribute_values(":attempted", n(delivery.attempts.len()))
             .expression_attribute_values(":now", n(now.unix_millis()))
             .send()
             .await;

@@ -134,7 +134,7 @@ impl WebhookRepo for Sqlite {
                         params![
                             organization.to_string(),
                             run.to_string(),
-                            after.map_or(0, |after| after as i64),
+                            after.map_or(0, |after| i64::try_from(after).unwrap_or(i64::MAX)),
                             (limit + 1) as i64
                         ],
                         |row| row.get(0),
@@ -215,7 +215,7 @@ impl WebhookRepo for Sqlite {
             let changed = transaction
                 .prepare_cached(
                     "UPDATE webhook_deliveries SET state = ?4, next_attempt_ms = ?5, document = ?6
-                     WHERE organization_id = ?1 AND run_id = ?2 AND sequence = ?3
+                     WHERE organization_id = ?1 AND run_id = ?2 AND sequence = ?3 AND attempted = ?8
                        AND (claim_token IS NULL OR claimed_until_ms < ?7)",
                 )
                 .db("redelivering a webhook")?
@@ -226,7 +226,8 @@ impl WebhookRepo for Sqlite {
                     delivery.state.as_str(),
                     millis(delivery.next_attempt_at),
                     text,
-                    now.unix_millis() as i64
+                    now.unix_millis() as i64,
+                    delivery.attempts.len() as i64
                 ])
                 .db("redelivering a webhook")?;
             Ok(changed == 1)
