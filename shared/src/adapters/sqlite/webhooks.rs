@@ -15,7 +15,7 @@ use super::{Db, Sqlite};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::RunId;
 use crate::domain::time::Timestamp;
-use crate::domain::webhooks::{DeliveryId, DeliveryState, WebhookDelivery, WebhookMessage, WebhookSecret};
+use crate::domain::webhooks::{DeliveryId, WebhookDelivery, WebhookMessage, WebhookSecret};
 use crate::ports::{Delivery, WebhookInbox, WebhookQueue, WebhookRepo};
 
 /// How long a receive waits for a delivery to become due when none is.
@@ -351,22 +351,6 @@ impl SqliteWebhookQueue {
             sequence: sequence as u64,
         };
         Ok(Some(Delivery { handle: token, message, receives: attempted as u32 + 1 }))
-    }
-
-    /// Deliveries not delivered or failed yet, of every run.
-    pub async fn pending(&self) -> anyhow::Result<u64> {
-        self.database
-            .call(|connection| {
-                connection
-                    .query_row(
-                        "SELECT count(*) FROM webhook_deliveries WHERE state = ?1",
-                        [DeliveryState::Pending.as_str()],
-                        |row| row.get::<_, i64>(0),
-                    )
-                    .db("counting webhook deliveries")
-            })
-            .await
-            .map(|count| count as u64)
     }
 }
 
