@@ -7,18 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-infra/ffmpeg.sh
-cargo build --release --bin serve
-WORK="$(mktemp -d)"
-SERVE_PID=0
-trap 'kill "$SERVE_PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
-KEY="perf-$(date +%s%N)"
-cat >"$WORK/seed.json" <<JSON
-{"organizations": [{"id": "$(cat /proc/sys/kernel/random/uuid)", "name": "Perf", "slug": "perf", "api_keys": ["$KEY"]}]}
-JSON
-ADDR="127.0.0.1:${PERF_PORT:-3902}"
-RUST_LOG="${SERVE_LOG:-warn}" target/release/serve --addr "$ADDR" --seed "$WORK/seed.json" --data-dir "$WORK/data" &
-SERVE_PID=$!
-for _ in $(seq 1 100); do curl -s -o /dev/null "http://$ADDR/whoami" && break; sleep 0.1; done
+. scripts/perf-serve.sh
+start_perf_serve 3902
 echo "machine: $(nproc) cores, $(uname -m), $(ffmpeg -version | head -1)"
 python3 scripts/perf_runs.py "http://$ADDR" "$KEY" "$WORK" "$@"

@@ -43,18 +43,24 @@ pub const WEBHOOK_SENDER_SQS_ACTIONS: &[&str] = &["sqs:ChangeMessageVisibility"]
 /// Messages of one batch worked on at once (the event source's batch size is the bound).
 const PARALLEL_TASKS: usize = 1;
 
-/// Runs the `node-worker` function until the runtime stops it.
-pub fn run_node_worker() -> ! {
+/// Runs an SQS-fed function until the runtime stops it: `setup` builds its state at cold
+/// start, `handle` answers each batch.
+fn run_sqs_function<S, Setup, Handle, Answer>(name: &'static str, setup: Setup, handle: Handle) -> !
+where
+    S: Send + Sync + 'static,
+    Setup: std::future::Future<Output = anyhow::Result<S>>,
+    Handle: Fn(Arc<S>, SqsEvent) -> Answer + Send + Sync + Copy + 'static,
+    Answer: std::future::Future<Output = SqsBatchResponse> + Send,
+{
     super::http::init_tracing();
     let result =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow::Error::from).and_then(
             |runtime| {
                 runtime.block_on(async move {
-                    let app = Arc::new(App::from_env().await?);
-                    anyhow::ensure!(app.engine.is_some(), "node-worker needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
+                    let state = Arc::new(setup.await?);
                     let service = lambda_http::service_fn(move |event: lambda_http::LambdaEvent<SqsEvent>| {
-                        let app = app.clone();
-                        async move { Ok::<_, std::convert::Infallible>(handle_batch(&app, event.payload).await) }
+                        let state = state.clone();
+                        async move { Ok::<_, std::convert::Infallible>(handle(state, event.payload).await) }
                     });
                     lambda_http::lambda_runtime::run(service).await.map_err(|error| anyhow::anyhow!("{error}"))
                 })
@@ -63,10 +69,23 @@ pub fn run_node_worker() -> ! {
     match result {
         Ok(()) => std::process::exit(0),
         Err(error) => {
-            tracing::error!(error = %format!("{error:#}"), function = "node-worker", "lambda runtime stopped");
+            tracing::error!(error = %format!("{error:#}"), function = name, "lambda runtime stopped");
             std::process::exit(1);
         }
     }
+}
+
+/// Runs the `node-worker` function until the runtime stops it.
+pub fn run_node_worker() -> ! {
+    run_sqs_function(
+        NODE_WORKER,
+        async {
+            let app = App::from_env().await?;
+            anyhow::ensure!(app.engine.is_some(), "node-worker needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
+            Ok(app)
+        },
+        |app: Arc<App>, event| async move { handle_batch(&app, event).await },
+    )
 }
 
 /// Works on every message of a batch; answers the ones to deliver again.
@@ -103,37 +122,21 @@ pub async fn handle_batch(app: &App, event: SqsEvent) -> SqsBatchResponse {
 
 /// Runs the `webhook-sender` function until the runtime stops it.
 pub fn run_webhook_sender() -> ! {
-    super::http::init_tracing();
-    let result =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow::Error::from).and_then(
-            |runtime| {
-                runtime.block_on(async move {
-                    let config = crate::config::Config::from_env()?;
-                    let url = config
-                        .webhook_queue_url
-                        .clone()
-                        .ok_or_else(|| anyhow::anyhow!("webhook-sender needs WEBHOOK_QUEUE_URL"))?;
-                    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-                    let queue = SqsWebhookQueue::from_config(&aws, url);
-                    let app = Arc::new(App::from_env().await?);
-                    anyhow::ensure!(app.engine.is_some(), "webhook-sender needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
-                    let service = lambda_http::service_fn(move |event: lambda_http::LambdaEvent<SqsEvent>| {
-                        let (app, queue) = (app.clone(), queue.clone());
-                        async move {
-                            Ok::<_, std::convert::Infallible>(handle_webhook_batch(&app, &queue, event.payload).await)
-                        }
-                    });
-                    lambda_http::lambda_runtime::run(service).await.map_err(|error| anyhow::anyhow!("{error}"))
-                })
-            },
-        );
-    match result {
-        Ok(()) => std::process::exit(0),
-        Err(error) => {
-            tracing::error!(error = %format!("{error:#}"), function = WEBHOOK_SENDER, "lambda runtime stopped");
-            std::process::exit(1);
-        }
-    }
+    run_sqs_function(
+        WEBHOOK_SENDER,
+        async {
+            let config = crate::config::Config::from_env()?;
+            let url = config
+                .webhook_queue_url
+                .clone()
+                .ok_or_else(|| anyhow::anyhow!("webhook-sender needs WEBHOOK_QUEUE_URL"))?;
+            let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            let app = App::from_env().await?;
+            anyhow::ensure!(app.engine.is_some(), "webhook-sender needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
+            Ok((app, SqsWebhookQueue::from_config(&aws, url)))
+        },
+        |state: Arc<(App, SqsWebhookQueue)>, event| async move { handle_webhook_batch(&state.0, &state.1, event).await },
+    )
 }
 
 /// Attempts every delivery of a batch (concurrently: one slow receiver does not hold up

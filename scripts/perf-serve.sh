@@ -1,0 +1,19 @@
+# Sourced by the perf scripts: installs ffmpeg when missing, builds the release `serve`
+# and starts it on 127.0.0.1:$PERF_PORT (default: the port given) with a new data folder
+# and a seeded organization. Sets WORK, KEY, ADDR and SERVE_PID; stops serve and removes
+# the folder at exit.
+start_perf_serve() {
+  infra/ffmpeg.sh
+  cargo build --release --bin serve
+  WORK="$(mktemp -d)"
+  SERVE_PID=0
+  trap 'kill "$SERVE_PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+  KEY="perf-$(date +%s%N)"
+  cat >"$WORK/seed.json" <<JSON
+{"organizations": [{"id": "$(cat /proc/sys/kernel/random/uuid)", "name": "Perf", "slug": "perf", "api_keys": ["$KEY"]}]}
+JSON
+  ADDR="127.0.0.1:${PERF_PORT:-$1}"
+  RUST_LOG="${SERVE_LOG:-warn}" target/release/serve --addr "$ADDR" --seed "$WORK/seed.json" --data-dir "$WORK/data" &
+  SERVE_PID=$!
+  for _ in $(seq 1 100); do curl -s -o /dev/null "http://$ADDR/whoami" && break; sleep 0.1; done
+}
