@@ -88,36 +88,52 @@ pub fn run_node_worker() -> ! {
     )
 }
 
-/// Works on every message of a batch; answers the ones to deliver again.
-pub async fn handle_batch(app: &App, event: SqsEvent) -> SqsBatchResponse {
-    let Some(engine) = app.engine.as_ref() else {
-        // Nothing can run: every message goes back (and on to the DLQ).
-        let failures = event.records.iter().filter_map(|record| record.message_id.clone()).map(failure).collect();
-        return response(failures);
-    };
+/// Parses every record of a batch as an `M` and hands it to `handle`, `parallel` at
+/// once; answers the records to deliver again: those `handle` refused (None) and those
+/// that are not an `M` (delivering them again cannot help; the DLQ keeps them).
+async fn each_record<M, H, F>(event: SqsEvent, parallel: usize, kind: &'static str, handle: H) -> SqsBatchResponse
+where
+    M: serde::de::DeserializeOwned,
+    H: Fn(M, aws_lambda_events::event::sqs::SqsMessage) -> F,
+    F: std::future::Future<Output = bool>,
+{
     let outcomes: Vec<Option<BatchItemFailure>> = stream::iter(event.records)
-        .map(|record| async move {
-            let id = record.message_id.clone().unwrap_or_default();
-            let message = match record.body.as_deref().map(serde_json::from_str::<TaskMessage>) {
-                Some(Ok(message)) => message,
-                _ => {
-                    // Not a task message: delivering it again cannot help; the DLQ keeps it.
-                    tracing::error!(message_id = id, body = ?record.body, "not a task message");
+        .map(|record| {
+            let handle = &handle;
+            async move {
+                let id = record.message_id.clone().unwrap_or_default();
+                let Some(Ok(message)) = record.body.as_deref().map(serde_json::from_str::<M>) else {
+                    tracing::error!(message_id = id, body = ?record.body, "not a {kind} message");
                     return Some(failure(id));
-                }
-            };
-            match engine.worker.process(message).await {
-                Ok(()) => None,
-                Err(error) => {
-                    tracing::warn!(error = %format!("{error:#}"), message_id = id, "task message will be delivered again");
-                    Some(failure(id))
-                }
+                };
+                (!handle(message, record).await).then(|| failure(id))
             }
         })
-        .buffer_unordered(PARALLEL_TASKS)
+        .buffer_unordered(parallel)
         .collect()
         .await;
     response(outcomes.into_iter().flatten().collect())
+}
+
+/// Every record of a batch, when the function has no engine: all go back (and on to the DLQ).
+fn all_failed(event: &SqsEvent) -> SqsBatchResponse {
+    response(event.records.iter().filter_map(|record| record.message_id.clone()).map(failure).collect())
+}
+
+/// Works on every message of a batch; answers the ones to deliver again.
+pub async fn handle_batch(app: &App, event: SqsEvent) -> SqsBatchResponse {
+    let Some(engine) = app.engine.as_ref() else { return all_failed(&event) };
+    each_record(event, PARALLEL_TASKS, "task", |message: TaskMessage, record| async move {
+        match engine.worker.process(message).await {
+            Ok(()) => true,
+            Err(error) => {
+                let id = record.message_id.unwrap_or_default();
+                tracing::warn!(error = %format!("{error:#}"), message_id = id, "task message will be delivered again");
+                false
+            }
+        }
+    })
+    .await
 }
 
 /// Runs the `webhook-sender` function until the runtime stops it.
@@ -142,36 +158,25 @@ pub fn run_webhook_sender() -> ! {
 /// Attempts every delivery of a batch (concurrently: one slow receiver does not hold up
 /// the others); answers the messages to deliver again.
 pub async fn handle_webhook_batch(app: &App, queue: &SqsWebhookQueue, event: SqsEvent) -> SqsBatchResponse {
-    let Some(engine) = app.engine.as_ref() else {
-        let failures = event.records.iter().filter_map(|record| record.message_id.clone()).map(failure).collect();
-        return response(failures);
-    };
-    let outcomes: Vec<Option<BatchItemFailure>> = stream::iter(event.records)
-        .map(|record| async move {
-            let id = record.message_id.clone().unwrap_or_default();
-            let Some(Ok(message)) = record.body.as_deref().map(serde_json::from_str::<WebhookMessage>) else {
-                tracing::error!(message_id = id, body = ?record.body, "not a webhook message");
-                return Some(failure(id));
-            };
-            match engine.sender.process(&message, &id).await {
-                Ok(Sent::Done) => None,
-                Ok(Sent::RetryIn(delay)) => {
-                    let handle = record.receipt_handle.clone().unwrap_or_default();
-                    if let Err(error) = queue.show_after(&handle, delay).await {
-                        tracing::warn!(error = %format!("{error:#}"), message_id = id, "could not delay a webhook retry");
-                    }
-                    Some(failure(id))
+    let Some(engine) = app.engine.as_ref() else { return all_failed(&event) };
+    each_record(event, WEBHOOKS_AT_ONCE, "webhook", |message: WebhookMessage, record| async move {
+        let id = record.message_id.unwrap_or_default();
+        match engine.sender.process(&message, &id).await {
+            Ok(Sent::Done) => true,
+            Ok(Sent::RetryIn(delay)) => {
+                let handle = record.receipt_handle.unwrap_or_default();
+                if let Err(error) = queue.show_after(&handle, delay).await {
+                    tracing::warn!(error = %format!("{error:#}"), message_id = id, "could not delay a webhook retry");
                 }
-                Err(error) => {
-                    tracing::warn!(error = %format!("{error:#}"), message_id = id, "webhook message will be delivered again");
-                    Some(failure(id))
-                }
+                false
             }
-        })
-        .buffer_unordered(WEBHOOKS_AT_ONCE)
-        .collect()
-        .await;
-    response(outcomes.into_iter().flatten().collect())
+            Err(error) => {
+                tracing::warn!(error = %format!("{error:#}"), message_id = id, "webhook message will be delivered again");
+                false
+            }
+        }
+    })
+    .await
 }
 
 /// Deliveries one `webhook-sender` invocation attempts at once (its batch size bounds it).

@@ -221,6 +221,28 @@ impl<T> Db<T> for Result<T, rusqlite::Error> {
 }
 
 /// Reads a column that holds text in one of the domain's forms (IDs, timestamps).
+/// One receive of a local queue: `look`s, and when nothing is there waits for `wake` (at
+/// most `idle`) and looks once more. Listening starts before the first look, so a send
+/// between the look and the wait is not missed.
+async fn look_or_wait<T, F, Fut>(
+    wake: &tokio::sync::Notify,
+    idle: std::time::Duration,
+    look: F,
+) -> anyhow::Result<Vec<T>>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+{
+    let notified = wake.notified();
+    tokio::pin!(notified);
+    notified.as_mut().enable();
+    if let Some(found) = look().await? {
+        return Ok(vec![found]);
+    }
+    let _ = tokio::time::timeout(idle, notified).await;
+    Ok(look().await?.into_iter().collect())
+}
+
 fn parsed<T: std::str::FromStr>(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<T>
 where
     T::Err: std::error::Error + Send + Sync + 'static,

@@ -149,15 +149,7 @@ impl TaskQueue for SqliteTaskQueue {
 impl TaskInbox for SqliteTaskQueue {
     /// One message at a time: each worker of the pool receives its own.
     async fn receive(&self, _max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery>> {
-        // Listening before looking: a message sent after the look wakes this wait.
-        let notified = self.wake.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if let Some(delivery) = self.receive_one(lease).await? {
-            return Ok(vec![delivery]);
-        }
-        let _ = tokio::time::timeout(IDLE_WAIT, notified).await;
-        Ok(self.receive_one(lease).await?.into_iter().collect())
+        super::look_or_wait(&self.wake, IDLE_WAIT, || self.receive_one(lease)).await
     }
 
     async fn acknowledge(&self, delivery: &Delivery) -> anyhow::Result<()> {

@@ -366,15 +366,8 @@ impl WebhookQueue for SqliteWebhookQueue {
 #[async_trait]
 impl WebhookInbox for SqliteWebhookQueue {
     async fn receive(&self, _max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery<WebhookMessage>>> {
-        let notified = self.wake.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        if let Some(delivery) = self.receive_one(lease).await? {
-            return Ok(vec![delivery]);
-        }
-        // A retry falls due without a wake-up: look again after a short wait at most.
-        let _ = tokio::time::timeout(IDLE_WAIT, notified).await;
-        Ok(self.receive_one(lease).await?.into_iter().collect())
+        // A retry falls due without a wake-up: the wait is short.
+        super::look_or_wait(&self.wake, IDLE_WAIT, || self.receive_one(lease)).await
     }
 
     /// The sender recorded the outcome on the delivery itself.
