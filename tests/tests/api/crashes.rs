@@ -387,6 +387,14 @@ async fn serve_killed_between_state_changes_and_their_webhooks_delivers_them_aft
     assert_eq!(sequences, (1..=recorded as u64).collect::<Vec<_>>(), "every event, once");
     assert_eq!(events[0].body["flag"], "RUN_STARTED");
     assert_eq!(events.last().unwrap().body["flag"], "RUN_FINISHED");
-    let (_, log) = second.call(Method::GET, &format!("/agent_run/{run}/webhooks"), None).await;
-    assert!(log["deliveries"].as_array().unwrap().iter().all(|delivery| delivery["state"] == "delivered"), "{log}");
+    // The receiver answers before the sender records the answer: poll for the records.
+    let mut log = Value::Null;
+    for _ in 0..100 {
+        log = second.call(Method::GET, &format!("/agent_run/{run}/webhooks"), None).await.1;
+        if log["deliveries"].as_array().unwrap().iter().all(|delivery| delivery["state"] == "delivered") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("every delivery recorded as delivered within 10 s: {log}");
 }
