@@ -1,0 +1,1 @@
+//! The timeline as files an editor imports. (Written by the exporters' author.)
