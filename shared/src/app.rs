@@ -21,8 +21,8 @@ use crate::domain::runs::views::MediaLinks;
 use crate::domain::runs::worker::Worker;
 use crate::domain::webhooks::{Notifier, WebhookMessage, WebhookSchedule, WebhookSender};
 use crate::ports::{
-    AgentRepo, BlobStore, Clock, IdentityRepo, MediaProbe, RunRepo, SharedStoreRepo, SystemClock, TaskInbox, TaskQueue,
-    UploadRepo, WebhookInbox, WebhookQueue, WebhookRepo,
+    AgentRepo, BlobStore, Clock, IdempotencyRepo, IdentityRepo, MediaProbe, RunRepo, SharedStoreRepo, SystemClock,
+    TaskInbox, TaskQueue, UploadRepo, WebhookInbox, WebhookQueue, WebhookRepo,
 };
 
 /// Default time budget of one node task's media work.
@@ -108,6 +108,8 @@ pub struct App {
     pub uploads: Arc<dyn UploadRepo>,
     /// Webhook deliveries and secrets.
     pub webhooks: Arc<dyn WebhookRepo>,
+    /// Idempotency keys of the creating POSTs.
+    pub idempotency: Arc<dyn IdempotencyRepo>,
     pub blobs: Arc<dyn BlobStore>,
     pub probe: Arc<dyn MediaProbe>,
     pub clock: Arc<dyn Clock>,
@@ -126,7 +128,7 @@ impl App {
     /// Wires one storage backend, which implements every repository, to the media ports.
     fn wire<B>(backend: Arc<B>, media: Media, probe: Arc<dyn MediaProbe>, auth_cache_ttl: Duration) -> Self
     where
-        B: IdentityRepo + SharedStoreRepo + AgentRepo + UploadRepo + WebhookRepo + 'static,
+        B: IdentityRepo + SharedStoreRepo + AgentRepo + UploadRepo + WebhookRepo + IdempotencyRepo + 'static,
     {
         let (blobs, local_blobs): (Arc<dyn BlobStore>, _) = match media {
             Media::Local(local) => (local.clone(), Some(local)),
@@ -142,6 +144,7 @@ impl App {
             stores: backend.clone(),
             agents: backend.clone(),
             uploads: backend.clone(),
+            idempotency: backend.clone(),
             webhooks: backend,
             blobs,
             probe,

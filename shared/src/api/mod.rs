@@ -6,6 +6,7 @@ mod agents;
 mod auth;
 mod body;
 mod error;
+mod idempotency;
 mod identity;
 mod query;
 pub mod routes;
@@ -119,7 +120,13 @@ async fn invoke(route: &Route, app: Arc<App>, request: Request, params: PathPara
         function = route.function,
     );
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
-    let handler = AssertUnwindSafe((route.handler)(app, Call { request, params })).catch_unwind();
+    let handler = AssertUnwindSafe(async move {
+        match route.idempotent {
+            true => idempotency::handle(route, app, request, params).await,
+            false => (route.handler)(app, Call { request, params }).await,
+        }
+    })
+    .catch_unwind();
     let handled = retry::with_deadline(started + REQUEST_BUDGET, handler).instrument(span.clone()).await;
     let response = handled.unwrap_or_else(|_| {
         span.in_scope(|| tracing::error!("handler panicked"));

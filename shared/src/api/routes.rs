@@ -27,12 +27,15 @@ pub struct Route {
     /// The queues (template logical IDs) it sends to: `TaskQueue` when it queues node
     /// tasks, `WebhookQueue` when it changes runs (their events) or redelivers.
     pub queues: &'static [&'static str],
+    /// True for a POST that creates something: it honours `Idempotency-Key` (claims and
+    /// answers are items of the table written with PutItem, waits read with GetItem).
+    pub idempotent: bool,
 }
 
 macro_rules! route {
     ($method:ident $path:literal => $function:literal, $handler:path, [$($action:literal),* $(,)?]
         $(, s3: [$($s3:literal),* $(,)?])? $(, sqs: [$($sqs:literal),* $(,)?] on [$($queue:literal),* $(,)?])?
-        $(, large_responses: $large:literal)?) => {
+        $(, large_responses: $large:literal)? $(, idempotent: $idempotent:literal)?) => {
         Route {
             method: Method::$method,
             path: $path,
@@ -43,6 +46,7 @@ macro_rules! route {
             large_responses: false $(|| $large)?,
             sqs_actions: &[$($($sqs),*)?],
             queues: &[$($($queue),*)?],
+            idempotent: false $(|| $idempotent)?,
         }
     };
 }
@@ -52,7 +56,7 @@ pub static ROUTES: &[Route] = &[
     route!(GET "/whoami" => "whoami", identity::whoami, ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
     route!(GET "/shared-stores" => "list-shared-stores", shared_stores::list_stores, ["dynamodb:GetItem", "dynamodb:Query"]),
     route!(POST "/shared-stores" => "create-shared-store", shared_stores::create_store,
-        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]),
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true),
     route!(PATCH "/shared-stores/{store_id}" => "rename-shared-store", shared_stores::rename_store,
         ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
     route!(DELETE "/shared-stores/{store_id}" => "delete-shared-store", shared_stores::delete_store,
@@ -81,15 +85,17 @@ pub static ROUTES: &[Route] = &[
     route!(GET "/agents" => "list-agents", agents::list_agents, ["dynamodb:GetItem", "dynamodb:Query"]),
     // UpdateItem: an organization stored before workspaces existed gets its primary one.
     route!(POST "/agent/create" => "create-agent", agents::create_agent,
-        ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"]),
+        ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true),
     route!(GET "/agent/{agent_id}" => "get-agent", agents::get_agent, ["dynamodb:GetItem"]),
-    route!(POST "/agent/{agent_id}/update" => "update-agent", agents::update_agent, ["dynamodb:GetItem", "dynamodb:PutItem"]),
+    // Its create_node operations create nodes: a repeat must not create them twice.
+    route!(POST "/agent/{agent_id}/update" => "update-agent", agents::update_agent, ["dynamodb:GetItem", "dynamodb:PutItem"],
+        idempotent: true),
     route!(POST "/agent/{agent_id}/duplicate" => "duplicate-agent", agents::duplicate_agent,
-        ["dynamodb:GetItem", "dynamodb:PutItem"]),
+        ["dynamodb:GetItem", "dynamodb:PutItem"], idempotent: true),
     route!(POST "/agent/{agent_id}/delete" => "delete-agent", agents::delete_agent, ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
     route!(GET "/node_types" => "list-node-types", agents::list_node_types, ["dynamodb:GetItem"]),
     route!(POST "/uploads/{kind}/get_upload_url" => "get-upload-url", uploads::get_upload_url,
-        ["dynamodb:GetItem", "dynamodb:PutItem"], s3: ["s3:PutObject"]),
+        ["dynamodb:GetItem", "dynamodb:PutItem"], s3: ["s3:PutObject"], idempotent: true),
     route!(POST "/uploads/{kind}/finalize_upload" => "finalize-upload", uploads::finalize_upload,
         ["dynamodb:GetItem", "dynamodb:PutItem"], s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket"]),
     route!(GET "/uploads/{kind}/{upload_id}" => "get-upload", uploads::get_upload, ["dynamodb:GetItem"]),
@@ -98,7 +104,8 @@ pub static ROUTES: &[Route] = &[
     // Changes of runs record webhook deliveries in the same transaction and queue them
     // (SendMessage on the webhook queue as well).
     route!(POST "/agent/{agent_id}/run" => "start-run", runs::start_run,
-        ["dynamodb:GetItem", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"]),
+        ["dynamodb:GetItem", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"],
+        idempotent: true),
     route!(GET "/agent_run/{run_id}" => "get-run", runs::get_run, ["dynamodb:GetItem"]),
     route!(GET "/agent_run/{run_id}/nodes" => "get-run-nodes", runs::get_run_nodes, ["dynamodb:GetItem"]),
     route!(POST "/agent_run/{run_id}/cancel" => "cancel-run", runs::cancel_run,
@@ -112,7 +119,7 @@ pub static ROUTES: &[Route] = &[
     route!(POST "/agent_run/{run_id}/webhooks/{delivery_id}/redeliver" => "redeliver-run-webhook", webhooks::redeliver,
         ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["WebhookQueue"]),
     route!(POST "/webhooks/secret" => "rotate-webhook-secret", webhooks::rotate_secret,
-        ["dynamodb:GetItem", "dynamodb:PutItem"]),
+        ["dynamodb:GetItem", "dynamodb:PutItem"], idempotent: true),
     route!(DELETE "/webhooks/secret" => "delete-webhook-secret", webhooks::delete_secret,
         ["dynamodb:GetItem", "dynamodb:DeleteItem"]),
     // A signed link is its own authority (no API key): one read, then a presigned GET.

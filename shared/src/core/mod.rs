@@ -5,5 +5,5 @@ pub mod cursor;
 pub mod id;
 pub mod retry;
 pub mod signing;
-pub mod timeline;
 pub mod ssrf;
+pub mod timeline;

@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod graph;
+pub mod idempotency;
 pub mod identity;
 pub mod media;
 pub mod node_types;

@@ -55,6 +55,12 @@ impl Timestamp {
         self.0.timestamp_millis().max(0) as u64
     }
 
+    /// The instant `millis` milliseconds after the Unix epoch.
+    pub fn from_unix_millis(millis: u64) -> Self {
+        let millis = i64::try_from(millis).unwrap_or(i64::MAX);
+        Self(DateTime::from_timestamp_millis(millis).unwrap_or(DateTime::<Utc>::MAX_UTC))
+    }
+
     /// This instant plus `duration` (saturating at the end of representable time).
     pub fn after(&self, duration: Duration) -> Self {
         let delta = chrono::TimeDelta::from_std(duration).unwrap_or(chrono::TimeDelta::MAX);

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::domain::agents::{Agent, AgentId, AgentQuery, AgentRecord};
+use crate::domain::idempotency::{KeptAnswer, KeyRecord};
 use crate::domain::identity::{ApiKeyRecord, Organization, OrganizationId};
 use crate::domain::media::{MediaError, RenderJob};
 use crate::domain::runs::{MediaId, MediaRecord, Run, RunId, RunStatus};
@@ -447,4 +448,17 @@ pub struct WebhookAnswer {
 pub trait WebhookClient: Send + Sync {
     /// The receiver's answer, or why there was none (timeout, connection, refused address).
     async fn post(&self, post: WebhookPost<'_>) -> Result<WebhookAnswer, String>;
+}
+
+/// Organizations' idempotency keys (see [`crate::domain::idempotency`]).
+#[async_trait]
+pub trait IdempotencyRepo: Send + Sync {
+    /// Stores `record` (a claim) unless a record that still holds its key at `now`
+    /// ([`KeyRecord::holds`]) is stored for the organization and key: then returns that
+    /// one and stores nothing. Atomic: of concurrent claims one is stored.
+    async fn claim_key(&self, record: &KeyRecord, now: Timestamp) -> anyhow::Result<Option<KeyRecord>>;
+    /// Ends `claim` (a record this process stored with [`Self::claim_key`]): keeps
+    /// `answer` for repeats, or (None) releases the key. Does nothing when another claim
+    /// took the key over meanwhile (its token differs).
+    async fn settle_key(&self, claim: &KeyRecord, answer: Option<&KeptAnswer>) -> anyhow::Result<()>;
 }

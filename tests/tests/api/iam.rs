@@ -63,6 +63,13 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
         test.call(Method::POST, "/shared-stores", Some(json!({ "name": "s" }))).await,
     );
     let store = created["store"]["id"].as_str().unwrap().to_owned();
+    // With an Idempotency-Key: the claim, the kept answer and the repeat are puts.
+    let authorization = format!("Bearer {}", test.key);
+    let headers = [("authorization", authorization.as_str()), ("idempotency-key", "iam-check")];
+    for _ in 0..2 {
+        let answer = test.raw(Method::POST, "/shared-stores", &headers, br#"{"name": "keyed"}"#.to_vec()).await;
+        run("create-shared-store", StatusCode::OK, answer);
+    }
     let base = format!("/shared-stores/{store}");
     run("list-shared-stores", StatusCode::OK, test.call(Method::GET, "/shared-stores", None).await);
     run("rename-shared-store", StatusCode::OK, test.call(Method::PATCH, &base, Some(json!({ "name": "t" }))).await);

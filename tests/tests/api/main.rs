@@ -10,6 +10,7 @@ mod crashes;
 mod failures;
 mod faults;
 mod iam;
+mod idempotency;
 mod lambda;
 mod logs;
 mod node_types;

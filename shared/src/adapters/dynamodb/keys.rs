@@ -16,6 +16,7 @@
 //! | media record    | `MEDIA#{id}`                    | `MEDIA` (links carry only the ID; the signature is the authority) |
 //! | webhook delivery| `ORG#{org}#RUN#{id}`            | `WEBHOOK#{sequence:012}` (key order is sequence order) |
 //! | webhook secret  | `ORG#{org}`                     | `WEBHOOK_SECRET`            |
+//! | idempotency key | `ORG#{org}`                     | `IDEMPOTENCY#{sha256 of the key}` |
 
 use std::collections::HashMap;
 
@@ -128,6 +129,13 @@ pub fn webhook_delivery(organization: OrganizationId, id: RunId, sequence: u64) 
 /// An organization's webhook secret.
 pub fn webhook_secret(organization: OrganizationId) -> Item {
     key(organization_pk(organization), "WEBHOOK_SECRET")
+}
+
+/// An organization's idempotency key (hashed: keys may hold any visible character).
+pub fn idempotency_key(organization: OrganizationId, idempotency_key: &str) -> Item {
+    use sha2::Digest;
+    let hash = hex::encode(sha2::Sha256::digest(idempotency_key.as_bytes()));
+    key(organization_pk(organization), format!("IDEMPOTENCY#{hash}"))
 }
 
 /// A media record.

@@ -4,6 +4,7 @@
 
 mod agents;
 mod bulk;
+mod idempotency;
 mod identity;
 pub mod keys;
 mod runs;

@@ -144,6 +144,20 @@ pub const MIGRATIONS: &[&str] = &[
         secret TEXT NOT NULL,
         created_at TEXT NOT NULL
     ) STRICT;",
+    // 5: organizations' idempotency keys: a claim (token, lease) or a kept answer
+    // (status, body), until `expires_ms`.
+    "CREATE TABLE idempotency_keys (
+        organization_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        token TEXT,
+        lease_until_ms INTEGER,
+        status INTEGER,
+        body TEXT,
+        expires_ms INTEGER NOT NULL,
+        PRIMARY KEY (organization_id, key)
+    ) STRICT;
+    CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_ms);",
 ];
 
 /// Refuses a file that is not a readable SQLite database or fails SQLite's own check.

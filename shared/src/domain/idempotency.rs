@@ -1,0 +1,203 @@
+//! `Idempotency-Key` on the POSTs that create something: the first successful answer
+//! to a key is kept 24 hours and given again to every request that repeats it (same
+//! method, path and body bytes); the same key with another request is refused (422).
+//! Keys belong to an organization.
+//!
+//! A request claims its key before it runs, so concurrent repeats wait for the first
+//! one's answer instead of creating again. Only a success spends a key: after a refusal
+//! or a failure of ours the claim is released and a corrected request may use the key.
+//! A claim whose process died is taken over after [`CLAIM_LEASE`].
+
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use super::identity::OrganizationId;
+use super::time::Timestamp;
+use crate::ports::{Clock, IdempotencyRepo};
+
+/// The request header.
+pub const HEADER: &str = "idempotency-key";
+/// The header that marks a repeated answer.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+/// Longest key accepted.
+pub const MAX_KEY_CHARS: usize = 255;
+/// How long an answer is kept.
+pub const REMEMBERED_FOR: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long a claim holds the key for a request still running; longer than any
+/// request may run (API Gateway gives up after 29 s).
+pub const CLAIM_LEASE: Duration = Duration::from_secs(60);
+/// How long a repeat waits for the first request's answer.
+pub const MAX_WAIT: Duration = Duration::from_secs(20);
+/// How often a waiting repeat looks again.
+const WAIT_STEP: Duration = Duration::from_millis(50);
+/// Largest answer kept: the creating endpoints answer a few KB; an answer beyond this is
+/// given once and the key released.
+pub const MAX_KEPT_BODY: usize = 256 * 1024;
+
+/// An answer, as kept for repeats.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeptAnswer {
+    pub status: u16,
+    pub body: String,
+}
+
+/// What a key holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyState {
+    /// A request holds it until `lease_until`.
+    Claimed {
+        token: String,
+        lease_until: Timestamp,
+    },
+    Answered(KeptAnswer),
+}
+
+/// One organization's use of one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRecord {
+    pub organization: OrganizationId,
+    /// The key as the caller sent it.
+    pub key: String,
+    /// SHA-256 (hex) of the method, path and body of the request that claimed it.
+    pub fingerprint: String,
+    pub state: KeyState,
+    pub expires_at: Timestamp,
+}
+
+impl KeyRecord {
+    /// Whether the record still holds its key at `now`: unexpired, and answered or
+    /// claimed by a request whose lease runs.
+    pub fn holds(&self, now: Timestamp) -> bool {
+        self.expires_at > now
+            && match &self.state {
+                KeyState::Answered(_) => true,
+                KeyState::Claimed { lease_until, .. } => *lease_until > now,
+            }
+    }
+}
+
+/// Checks a key's form: 1 to 255 visible ASCII characters.
+pub fn check_key(key: &str) -> Result<(), String> {
+    if key.is_empty() || key.len() > MAX_KEY_CHARS || !key.bytes().all(|byte| byte.is_ascii_graphic() || byte == b' ') {
+        return Err(format!(
+            "Idempotency-Key must be 1 to {MAX_KEY_CHARS} visible ASCII characters (a UUID is a good key)"
+        ));
+    }
+    Ok(())
+}
+
+/// What identifies a request for its key: method, path and the exact body bytes.
+pub fn fingerprint(method: &str, path: &str, body: &[u8]) -> String {
+    let mut digest = Sha256::new();
+    digest.update(method.as_bytes());
+    digest.update(b" ");
+    digest.update(path.as_bytes());
+    digest.update(b"\n");
+    digest.update(body);
+    hex::encode(digest.finalize())
+}
+
+/// How a request with a key goes on.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Begun {
+    /// This request holds the key: run it, then [`finish`].
+    Run(KeyClaim),
+    /// The key's first request answered this: give it again.
+    Replay(KeptAnswer),
+    /// The key was used with another request (422).
+    Mismatch,
+    /// The key's first request still runs after [`MAX_WAIT`] (409).
+    StillRunning,
+}
+
+/// A held key: the claim as stored.
+#[derive(Debug, PartialEq, Eq)]
+pub struct KeyClaim(KeyRecord);
+
+/// Claims `key` for a request, or finds the answer of the request that holds it
+/// (waiting, bounded, while that one still runs).
+pub async fn begin(
+    repo: &dyn IdempotencyRepo,
+    clock: &dyn Clock,
+    organization: OrganizationId,
+    key: &str,
+    fingerprint: &str,
+) -> anyhow::Result<Begun> {
+    let waited_until = tokio::time::Instant::now() + MAX_WAIT;
+    loop {
+        let now = clock.now();
+        let record = KeyRecord {
+            organization,
+            key: key.to_owned(),
+            fingerprint: fingerprint.to_owned(),
+            state: KeyState::Claimed { token: uuid::Uuid::new_v4().to_string(), lease_until: now.after(CLAIM_LEASE) },
+            expires_at: now.after(REMEMBERED_FOR),
+        };
+        let holder = match repo.claim_key(&record, now).await? {
+            None => return Ok(Begun::Run(KeyClaim(record))),
+            Some(holder) => holder,
+        };
+        if holder.fingerprint != fingerprint {
+            return Ok(Begun::Mismatch);
+        }
+        if let KeyState::Answered(answer) = holder.state {
+            return Ok(Begun::Replay(answer));
+        }
+        if tokio::time::Instant::now() + WAIT_STEP > waited_until {
+            return Ok(Begun::StillRunning);
+        }
+        tokio::time::sleep(WAIT_STEP).await;
+    }
+}
+
+/// Keeps a success for repeats; releases the key after anything else (a refusal or a
+/// failure of ours), so that the caller may try again with it.
+pub async fn finish(repo: &dyn IdempotencyRepo, claim: &KeyClaim, answer: KeptAnswer) -> anyhow::Result<()> {
+    let keep = (200..300).contains(&answer.status) && answer.body.len() <= MAX_KEPT_BODY;
+    let answer = keep.then_some(answer);
+    repo.settle_key(&claim.0, answer.as_ref()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_short_visible_ascii() {
+        assert!(check_key("4f1c2a8e-0b7d-4a57-9d1e-2f1b3c4d5e6f").is_ok());
+        assert!(check_key("order 17").is_ok());
+        for bad in ["", "tab\there", "é", &"k".repeat(256)] {
+            assert!(check_key(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_fingerprint_covers_method_path_and_body() {
+        let base = fingerprint("POST", "/agent/a/run", b"{}");
+        assert_eq!(base, fingerprint("POST", "/agent/a/run", b"{}"));
+        assert_ne!(base, fingerprint("POST", "/agent/b/run", b"{}"));
+        assert_ne!(base, fingerprint("POST", "/agent/a/run", b"{ }"));
+        assert_ne!(base, fingerprint("PUT", "/agent/a/run", b"{}"));
+    }
+
+    #[test]
+    fn a_record_holds_its_key_until_it_expires_or_its_claim_lapses() {
+        let now = Timestamp::from_unix_millis(1_000_000);
+        let answered = KeyRecord {
+            organization: OrganizationId::new_v4(),
+            key: "k".into(),
+            fingerprint: "f".into(),
+            state: KeyState::Answered(KeptAnswer { status: 200, body: "{}".into() }),
+            expires_at: now.after(Duration::from_secs(1)),
+        };
+        assert!(answered.holds(now));
+        assert!(!answered.holds(now.after(Duration::from_secs(1))));
+        let claimed = KeyRecord {
+            state: KeyState::Claimed { token: "t".into(), lease_until: now.after(Duration::from_millis(10)) },
+            ..answered
+        };
+        assert!(claimed.holds(now));
+        assert!(!claimed.holds(now.after(Duration::from_millis(10))));
+    }
+}
