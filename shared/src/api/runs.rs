@@ -33,7 +33,13 @@ pub(super) fn engine(app: &App) -> Result<&Engine, ApiError> {
 }
 
 fn ports<'a>(app: &'a App, engine: &'a Engine, notifier: &'a Notifier) -> RunPorts<'a> {
-    RunPorts { runs: engine.runs.as_ref(), queue: engine.queue.as_ref(), clock: app.clock.as_ref(), notifier }
+    RunPorts {
+        runs: engine.runs.as_ref(),
+        queue: engine.queue.as_ref(),
+        clock: app.clock.as_ref(),
+        notifier,
+        sites: &engine.worker.sites,
+    }
 }
 
 fn map_error(error: RunError, action: &'static str) -> ApiError {

@@ -8,6 +8,7 @@ pub mod media;
 pub mod node_types;
 pub mod runs;
 pub mod shared_stores;
+pub mod sites;
 pub mod time;
 pub mod uploads;
 pub mod webhooks;

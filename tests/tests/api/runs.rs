@@ -122,6 +122,8 @@ impl Harness {
                     scratch: app_scratch,
                     task_budget: budget,
                     webhook_schedule: schedule,
+                    yt_dlp: shared::app::default_yt_dlp(),
+                    video_site_hosts: Vec::new(),
                 };
                 let webhooks = WebhookPorts { queue: Arc::new(webhooks.clone()), inbox: Some(Arc::new(webhooks)) };
                 App::dynamodb(dynamodb.clone(), Media::S3(s3), "ffprobe", Duration::ZERO)
@@ -830,6 +832,7 @@ async fn a_run_whose_first_tasks_cannot_be_queued_fails_and_resumes(backend: Bac
         queue: &Unreachable,
         clock: app.clock.as_ref(),
         notifier: &notifier,
+        sites: &engine.worker.sites,
     };
     let body = json!({ "video_ids": [video] });
     let request = StartRequest::parse(body.as_object().unwrap()).unwrap();
@@ -939,6 +942,8 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
                 retries: vec![Duration::from_millis(100)],
                 timeout: Duration::from_secs(5),
             },
+            yt_dlp: shared::app::default_yt_dlp(),
+            video_site_hosts: Vec::new(),
         };
         let webhooks = WebhookPorts { queue: Arc::new(webhook_queue.clone()), inbox: None };
         let app = App::dynamodb(dynamodb.clone(), Media::S3(s3), "ffprobe", Duration::ZERO)
@@ -1227,7 +1232,7 @@ async fn a_download_that_never_ends_fails_at_the_time_limit_and_cancel_stops_it(
 }
 
 /// A server that answers every request with `bytes` as an MP4 file.
-async fn file_server(bytes: Vec<u8>) -> String {
+pub(crate) async fn file_server(bytes: Vec<u8>) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/video.mp4", listener.local_addr().unwrap());

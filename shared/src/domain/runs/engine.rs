@@ -19,10 +19,14 @@ pub enum Claim {
 }
 
 /// Links made for a finished task.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Delivered {
     pub video: MediaId,
     pub thumbnail: Option<MediaId>,
+    /// An output's timeline project.
+    pub timeline: Option<MediaId>,
+    /// An output's edit decisions.
+    pub placements: Vec<super::edits::Placement>,
 }
 
 /// What a cancel did.
@@ -182,7 +186,7 @@ impl Run {
         task.result = Some(result);
         task.lease_until = None;
         let (source, last) = (task.source.clone(), *task.nodes.last().unwrap_or(&0));
-        if let (Some(delivered), TaskSource::Input { input }) = (delivered, &source) {
+        if let (Some(delivered), TaskSource::Input { input }) = (&delivered, &source) {
             if let Some(bound) = self.inputs.get_mut(*input) {
                 bound.clipped = Some(super::MediaLinkIds { video: delivered.video, thumbnail: delivered.thumbnail });
             }
@@ -195,6 +199,8 @@ impl Run {
                 original_node_id: self.nodes[last].original_node_id,
                 task: index,
                 completed_at: now,
+                timeline: delivered.timeline,
+                placements: delivered.placements,
             });
         }
         self.touch(now);

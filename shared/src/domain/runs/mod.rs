@@ -2,6 +2,7 @@
 //! move them (ARCHITECTURE §3). A run is one document, changed only by the functions of
 //! [`engine`] and stored under a version so that concurrent writers take turns.
 
+pub mod edits;
 pub mod engine;
 pub mod plan;
 pub mod service;
@@ -155,6 +156,9 @@ pub enum InputSource {
     },
     /// A plain HTTP(S) URL, downloaded by the Video Input task.
     Url { url: String },
+    /// A video-sharing site's page, read at start and fetched by the Video Input task
+    /// with yt-dlp.
+    Site { url: String, video: crate::domain::sites::SiteVideoInfo },
 }
 
 /// One video bound to a Video Input node: an item of the run.
@@ -241,6 +245,12 @@ pub struct RunOutput {
     pub original_node_id: AgentNodeId,
     pub task: usize,
     pub completed_at: Timestamp,
+    /// The timeline project zip (`timeline_prproj_url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<MediaId>,
+    /// Where each medium plays in the output (`sources`, the timeline).
+    #[serde(default)]
+    pub placements: Vec<edits::Placement>,
 }
 
 /// One resume of the run.
@@ -289,6 +299,9 @@ pub struct AssetFile {
     pub key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Its signed link's media ID (runs started before links to assets had none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<MediaId>,
 }
 
 /// How an asset is stored: runs started before versions were kept stored the key alone.
@@ -300,14 +313,16 @@ enum AssetForm {
         key: String,
         #[serde(default)]
         version: Option<String>,
+        #[serde(default)]
+        media: Option<MediaId>,
     },
 }
 
 impl From<AssetForm> for AssetFile {
     fn from(form: AssetForm) -> Self {
         match form {
-            AssetForm::Key(key) => AssetFile { key, version: None },
-            AssetForm::File { key, version } => AssetFile { key, version },
+            AssetForm::Key(key) => AssetFile { key, version: None, media: None },
+            AssetForm::File { key, version, media } => AssetFile { key, version, media },
         }
     }
 }
@@ -334,8 +349,11 @@ pub enum MediaKind {
     /// A run output: usable as `node_render_ids`.
     Render,
     Thumbnail,
-    /// A run's (clipped) input, or the source it was bound to.
+    /// A run's (clipped) input, or the source it was bound to (a video, or an uploaded
+    /// sound or picture a node uses).
     Input,
+    /// An output's timeline project (a zip).
+    Timeline,
 }
 
 impl MediaKind {
@@ -344,11 +362,12 @@ impl MediaKind {
             Self::Render => "render",
             Self::Thumbnail => "thumbnail",
             Self::Input => "input",
+            Self::Timeline => "timeline",
         }
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        [Self::Render, Self::Thumbnail, Self::Input].into_iter().find(|kind| kind.as_str() == text)
+        [Self::Render, Self::Thumbnail, Self::Input, Self::Timeline].into_iter().find(|kind| kind.as_str() == text)
     }
 }
 
@@ -456,13 +475,13 @@ impl Run {
 
 #[cfg(test)]
 mod tests {
-    use super::AssetFile;
+    use super::{AssetFile, MediaId};
 
     #[test]
     fn an_asset_stored_as_a_bare_key_reads_without_a_version() {
         let old: AssetFile = serde_json::from_str(r#""assets/o/a""#).unwrap();
-        assert_eq!(old, AssetFile { key: "assets/o/a".into(), version: None });
-        let new = AssetFile { key: "uploads/o/a".into(), version: Some("v1".into()) };
+        assert_eq!(old, AssetFile { key: "assets/o/a".into(), version: None, media: None });
+        let new = AssetFile { key: "uploads/o/a".into(), version: Some("v1".into()), media: Some(MediaId::new_v4()) };
         let again: AssetFile = serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
         assert_eq!(again, new);
     }

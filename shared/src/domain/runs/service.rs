@@ -19,10 +19,12 @@ use crate::domain::agents::AgentId;
 use crate::domain::graph::AgentNodeId;
 use crate::domain::identity::OrganizationId;
 use crate::domain::node_types::{NodeKind, BACKGROUND_MUSIC, CAPTIONS, OVERLAY};
+use crate::domain::sites::{SiteVideoInfo, Sites};
 use crate::domain::time::Timestamp;
 use crate::domain::uploads::{Upload, UploadId, UploadKind, UploadStatus};
 use crate::domain::webhooks::{Before, Notifier};
-use crate::ports::{AgentRepo, Clock, RunQuery, RunRepo, TaskMessage, TaskQueue, UploadRepo};
+use crate::ports::{AgentRepo, Clock, DownloadError, RunQuery, RunRepo, TaskMessage, TaskQueue, UploadRepo};
+use futures::{StreamExt, TryStreamExt};
 
 /// Everything that can go wrong with a run request.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +56,8 @@ pub struct RunPorts<'a> {
     pub clock: &'a dyn Clock,
     /// Records the runs' webhook events (with links for the caller's address).
     pub notifier: &'a Notifier,
+    /// Video-sharing sites' pages among the URL inputs, read at start.
+    pub sites: &'a Sites,
 }
 
 /// Sends the messages of queued tasks.
@@ -98,7 +102,7 @@ pub async fn start_run(
     let inputs =
         bind_inputs(ports, uploads, organization, run_id, &nodes, request.inputs, allow_private_urls, now, &mut media)
             .await?;
-    let assets = resolve_assets(uploads, organization, &nodes).await?;
+    let assets = resolve_assets(uploads, organization, run_id, &nodes, now, &mut media).await?;
     let mut run = Run {
         id: run_id,
         organization_id: organization,
@@ -109,7 +113,7 @@ pub async fn start_run(
         started_at: now,
         updated_at: now,
         finished_at: None,
-        triggered_by: None,
+        triggered_by: site_trigger(&inputs, now),
         callback_url: request.callback_url,
         agent_state_id: AgentStateId::new_v4(),
         resumes: Vec::new(),
@@ -147,6 +151,23 @@ pub async fn start_run(
     }
     tracing::info!(run_id = %run.id, tasks = run.tasks.len(), "run started");
     Ok(run.id)
+}
+
+/// `triggered_by` of a run started from a video-sharing site's URL: its first such
+/// input's video.
+fn site_trigger(inputs: &[BoundInput], now: Timestamp) -> Option<Value> {
+    inputs.iter().find_map(|input| match &input.source {
+        InputSource::Site { video, .. } => Some(serde_json::json!({
+            "type": video.site,
+            "channel_id": video.channel_id,
+            "video_id": video.video_id,
+            "video_title": video.title,
+            "video_url": video.page_url,
+            "triggered_at": now,
+            "trigger_id": null,
+        })),
+        _ => None,
+    })
 }
 
 /// A URL the service will connect to must not reach private addresses.
@@ -223,6 +244,7 @@ async fn bind_inputs(
             tiles
         }
     };
+    let pages = describe_sites(ports.sites, &tiles, allow_private_urls).await?;
     let mut bound = Vec::new();
     for (node, items) in tiles {
         for item in items {
@@ -265,10 +287,22 @@ async fn bind_inputs(
                         .ok_or_else(|| RunError::Invalid(format!("{field}: render {id} was not found")))?;
                     (InputSource::Render { id, key: record.key, version: record.version }, record.duration_ms)
                 }
-                InputRef::Url(url) => {
-                    check_target(&url, &field, allow_private_urls).await?;
-                    (InputSource::Url { url }, None)
-                }
+                InputRef::Url(url) | InputRef::Site(url) => match pages.get(&url) {
+                    Some(video) => {
+                        let duration = video.duration_ms;
+                        if duration.is_some_and(|ms| ms > MAX_SITE_VIDEO_MS) {
+                            return Err(RunError::Invalid(format!(
+                                "{field}: the video is {} s long; at most 5 hours (18000 s) are accepted",
+                                duration.unwrap_or_default() / 1000
+                            )));
+                        }
+                        (InputSource::Site { url, video: video.clone() }, duration)
+                    }
+                    None => {
+                        check_target(&url, &field, allow_private_urls).await?;
+                        (InputSource::Url { url }, None)
+                    }
+                },
             };
             if let (Some(start), Some(duration)) = (item.clip_start_ms, duration_ms) {
                 if start >= duration {
@@ -289,12 +323,58 @@ async fn bind_inputs(
     Ok(bound)
 }
 
+/// Longest video read from a video-sharing site (the contract's limit).
+pub const MAX_SITE_VIDEO_MS: u64 = 5 * 60 * 60 * 1000;
+/// Site pages read at once at start.
+const SITE_READS: usize = 8;
+
+/// Reads the site pages among the inputs (`youtube_url_inputs`, and `video_urls` of a
+/// known site), a few at a time: what the site says of each video, by URL. A page that
+/// cannot be read, or has no video, refuses the run.
+async fn describe_sites(
+    sites: &Sites,
+    tiles: &[(AgentNodeId, Vec<super::start::InputItem>)],
+    allow_private_urls: bool,
+) -> Result<BTreeMap<String, SiteVideoInfo>, RunError> {
+    let mut pages: Vec<(String, String)> = Vec::new();
+    for item in tiles.iter().flat_map(|(_, items)| items) {
+        let url = match &item.reference {
+            InputRef::Site(url) => url,
+            InputRef::Url(url) if sites.is_site(url) => url,
+            _ => continue,
+        };
+        if !pages.iter().any(|(known, _)| known == url) {
+            pages.push((url.clone(), item.field.clone()));
+        }
+    }
+    // Owned values only: the reads run on a stream that must be Send for any lifetime.
+    let read = futures::stream::iter(pages)
+        .map(|(url, field)| {
+            let videos = sites.videos.clone();
+            async move {
+                check_target(&url, &field, allow_private_urls).await?;
+                match videos.describe(&url).await {
+                    Ok(video) => Ok((url, SiteVideoInfo::from(video))),
+                    Err(DownloadError::Refused(problem)) => Err(RunError::Invalid(format!("{field}: {problem}"))),
+                    Err(DownloadError::Failed(error)) => {
+                        Err(RunError::Backend(error.context(format!("reading the video page {url}"))))
+                    }
+                }
+            }
+        })
+        .buffer_unordered(SITE_READS);
+    read.try_collect().await
+}
+
 /// The uploads the nodes' parameters name must be ready files of the right kind, and
 /// the nodes that need one must have it.
 async fn resolve_assets(
     uploads: &dyn UploadRepo,
     organization: OrganizationId,
+    run_id: RunId,
     nodes: &[RuntimeNode],
+    now: Timestamp,
+    media: &mut Vec<MediaRecord>,
 ) -> Result<BTreeMap<UploadId, AssetFile>, RunError> {
     let mut assets = BTreeMap::new();
     for node in nodes {
@@ -328,7 +408,24 @@ async fn resolve_assets(
         let upload = uploads.get_upload(organization, id).await?;
         match upload {
             Some(Upload { kind: found, status: UploadStatus::Ready, blob: Some(blob), .. }) if found == kind => {
-                assets.insert(id, AssetFile { key: blob.key, version: blob.version });
+                if assets.contains_key(&id) {
+                    continue;
+                }
+                // A link for the timeline project, which points at the run's media.
+                let link = MediaId::new_v4();
+                media.push(MediaRecord {
+                    id: link,
+                    organization_id: organization,
+                    run_id,
+                    kind: MediaKind::Input,
+                    key: blob.key.clone(),
+                    version: blob.version.clone(),
+                    // Sounds and pictures of any format ffprobe reads: served as bytes.
+                    content_type: "application/octet-stream".into(),
+                    duration_ms: None,
+                    created_at: now,
+                });
+                assets.insert(id, AssetFile { key: blob.key, version: blob.version, media: Some(link) });
             }
             Some(upload) if upload.kind != kind => {
                 return Err(RunError::Invalid(format!(

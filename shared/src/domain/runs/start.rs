@@ -46,6 +46,8 @@ pub enum InputRef {
     Upload(UploadId),
     Render(MediaId),
     Url(String),
+    /// A video-sharing site's page (`youtube_url_inputs`), read with yt-dlp.
+    Site(String),
 }
 
 /// One input with its clip window.
@@ -157,7 +159,8 @@ fn per_tile(entries: &Value) -> Parsed<Vec<(AgentNodeId, Vec<InputItem>)>> {
         let items = items_of(entry, &format!("{prefix}."), window(entry, &format!("{prefix}."))?)?;
         if items.is_empty() {
             return Err(format!(
-                "{prefix} needs at least one of video_ids, node_render_ids, video_urls or their per-item forms"
+                "{prefix} needs at least one of video_ids, node_render_ids, video_urls, youtube_url_inputs or the \
+                 per-item forms"
             ));
         }
         tiles.push((node, items));
@@ -197,7 +200,7 @@ fn offset(object: &Map<String, Value>, name: &str, prefix: &str) -> Parsed<Optio
 /// then the per-item forms; plain arrays take the object's window, items their own
 /// (falling back to the object's).
 fn items_of(object: &Map<String, Value>, prefix: &str, window: (Option<u64>, Option<u64>)) -> Parsed<Vec<InputItem>> {
-    for unsupported in ["youtube_url_inputs", "asset_manager_assets"] {
+    for unsupported in ["asset_manager_assets"] {
         if object.contains_key(unsupported) {
             return Err(format!(
                 "{prefix}{unsupported} is not supported by this deployment yet; give the video as video_urls, \
@@ -225,10 +228,11 @@ fn items_of(object: &Map<String, Value>, prefix: &str, window: (Option<u64>, Opt
             });
         }
     }
-    let per_item: [(&str, &str, RefParser); 3] = [
+    let per_item: [(&str, &str, RefParser); 4] = [
         ("video_id_inputs", "id", upload_ref),
         ("node_render_inputs", "id", render_ref),
         ("video_url_inputs", "url", url_ref),
+        ("youtube_url_inputs", "url", site_ref),
     ];
     for (name, key, reference) in per_item {
         let Some(value) = object.get(name) else { continue };
@@ -280,6 +284,11 @@ fn render_ref(text: &str, field: &str) -> Parsed<InputRef> {
 fn url_ref(text: &str, field: &str) -> Parsed<InputRef> {
     check_url(text, field)?;
     Ok(InputRef::Url(text.to_owned()))
+}
+
+fn site_ref(text: &str, field: &str) -> Parsed<InputRef> {
+    check_url(text, field)?;
+    Ok(InputRef::Site(text.to_owned()))
 }
 
 /// An absolute http(s) URL with a host, of reasonable length.

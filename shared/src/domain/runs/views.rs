@@ -5,12 +5,15 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::edits::{Medium, Placement};
 use super::{InputSource, MediaId, Run};
 use crate::core::signing::{SignatureError, UrlSigner};
 use crate::domain::time::Timestamp;
 
 /// How long a link handed out stays valid.
 pub const LINK_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+/// `licensed_asset_family` of media the caller supplied (inputs, uploads).
+pub const CUSTOMER_SUPPLIED: &str = "customer_supplied";
 /// The path under which links are answered.
 pub const MEDIA_PATH_PREFIX: &str = "/media/";
 
@@ -66,32 +69,74 @@ impl Run {
                     "thumbnail_url": output.thumbnail.map(|id| links.link(id, now)),
                     "completed_at": output.completed_at,
                     "original_node_id": output.original_node_id,
-                    "timeline_prproj_url": null,
-                    "sources": self.sources(),
+                    "timeline_prproj_url": output.timeline.map(|id| links.link(id, now)),
+                    "sources": self.sources(output),
                 })
             })
             .collect()
     }
 
-    /// Citations of external media: one per URL input.
-    fn sources(&self) -> Vec<Value> {
-        self.inputs
-            .iter()
-            .filter_map(|input| match &input.source {
-                InputSource::Url { url } => Some(json!({
-                    "provider": "url",
-                    "source_kind": "video_url",
-                    "media_type": "video",
-                    "render_asset_id": input.clipped.map(|clipped| clipped.video),
-                    "query": url,
-                    "start_ms": input.clip_start_ms.unwrap_or(0),
-                    "end_ms": input.clip_end_ms,
-                    "placement": "main",
-                    "layout": "full_frame",
-                })),
-                _ => None,
-            })
-            .collect()
+    /// `sources`: a citation per stretch of an external or uploaded medium the output
+    /// uses (URL inputs, uploaded music and pictures), with where it plays in the
+    /// output. Uploaded videos and earlier renders are the caller's own: not cited.
+    fn sources(&self, output: &super::RunOutput) -> Vec<Value> {
+        output.placements.iter().filter_map(|placement| self.citation(placement)).collect()
+    }
+
+    fn citation(&self, placement: &Placement) -> Option<Value> {
+        let window = |mut citation: Value| {
+            citation["start_ms"] = json!(placement.record_in_ms);
+            citation["end_ms"] = json!(placement.record_out_ms);
+            citation["licensed_asset_family"] = json!(CUSTOMER_SUPPLIED);
+            citation
+        };
+        let citation = match &placement.medium {
+            Medium::Input { input } => {
+                let bound = self.inputs.get(*input)?;
+                let render_asset_id = bound.clipped.map(|clipped| clipped.video);
+                match &bound.source {
+                    InputSource::Url { url } => json!({
+                        "provider": "url",
+                        "source_kind": "video_url",
+                        "media_type": "video",
+                        "render_asset_id": render_asset_id,
+                        "query": url,
+                        "placement": "main",
+                        "layout": "full_frame",
+                    }),
+                    InputSource::Site { url, video } => json!({
+                        "provider": video.site,
+                        "source_kind": "video_site",
+                        "media_type": "video",
+                        "provider_asset_id": video.video_id,
+                        "render_asset_id": render_asset_id,
+                        "query": url,
+                        "placement": "main",
+                        "layout": "full_frame",
+                    }),
+                    InputSource::Upload { .. } | InputSource::Render { .. } => return None,
+                }
+            }
+            Medium::Music { upload } => json!({
+                "provider": "upload",
+                "source_kind": "uploaded_audio",
+                "media_type": "audio",
+                "provider_asset_id": upload,
+                "render_asset_id": self.assets.get(upload).and_then(|asset| asset.media),
+                "placement": "background",
+                "layout": "audio_only",
+            }),
+            Medium::Picture { upload } => json!({
+                "provider": "upload",
+                "source_kind": "uploaded_image",
+                "media_type": "image",
+                "provider_asset_id": upload,
+                "render_asset_id": self.assets.get(upload).and_then(|asset| asset.media),
+                "placement": "overlay",
+                "layout": "picture_in_picture",
+            }),
+        };
+        Some(window(citation))
     }
 
     fn input_views(&self, links: &MediaLinks, now: Timestamp) -> Vec<Value> {
@@ -108,7 +153,9 @@ impl Run {
                 (None, InputSource::Render { id, .. }) => {
                     json!({ "video_url": links.link(*id, now), "thumbnail_url": null })
                 }
-                (None, InputSource::Url { url }) => json!({ "video_url": url, "thumbnail_url": null }),
+                (None, InputSource::Url { url } | InputSource::Site { url, .. }) => {
+                    json!({ "video_url": url, "thumbnail_url": null })
+                }
             })
             .collect()
     }

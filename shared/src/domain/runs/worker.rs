@@ -7,12 +7,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::edits::{placements, timeline};
 use super::engine::{Claim, Delivered};
 use super::service::{change_run, send_tasks, RunError};
 use super::{InputSource, MediaFile, MediaId, MediaKind, MediaRecord, Run, TaskSource};
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
 use crate::domain::media::{edit_of, until_cancelled, Edit, MediaError, RenderInput, RenderJob};
 use crate::domain::node_types::CAPTIONS;
+use crate::domain::sites::Sites;
 use crate::domain::uploads::ProbeReport;
 use crate::domain::webhooks::{DeliveryState, Notifier, WebhookMessage};
 use crate::ports::{
@@ -35,6 +37,8 @@ pub struct Worker {
     pub toolkit: Arc<dyn MediaToolkit>,
     pub probe: Arc<dyn MediaProbe>,
     pub downloader: Arc<dyn Downloader>,
+    /// Video-sharing sites' videos (yt-dlp).
+    pub sites: Sites,
     pub clock: Arc<dyn Clock>,
     /// Records the runs' webhook events.
     pub notifier: Notifier,
@@ -140,7 +144,9 @@ impl Worker {
             Outcome::Done { file, delivered, media } => (
                 "completed",
                 change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
-                    Ok(run.complete(task, attempt, file.clone(), delivered, now).map(|queued| (queued, media.clone())))
+                    Ok(run
+                        .complete(task, attempt, file.clone(), delivered.clone(), now)
+                        .map(|queued| (queued, media.clone())))
                 })
                 .await,
             ),
@@ -272,11 +278,31 @@ impl Worker {
                 duration_ms,
                 created_at: now,
             };
-        let mut media = vec![record(&file.key, file.version.as_ref(), kind, "video/mp4", Some(file.duration_ms))];
-        if let Some(key) = &thumbnail {
-            media.push(record(key, None, MediaKind::Thumbnail, "image/jpeg", None));
+        let video = record(&file.key, file.version.as_ref(), kind, "video/mp4", Some(file.duration_ms));
+        let thumbnail = thumbnail.map(|key| record(&key, None, MediaKind::Thumbnail, "image/jpeg", None));
+        let mut delivered = Delivered {
+            video: video.id,
+            thumbnail: thumbnail.as_ref().map(|record| record.id),
+            timeline: None,
+            placements: Vec::new(),
+        };
+        let mut media: Vec<MediaRecord> = [Some(video), thumbnail].into_iter().flatten().collect();
+        if kind == MediaKind::Render {
+            // The output's edit decisions, and the timeline project made of them.
+            delivered.placements = placements(run, index, &file);
+            let timeline = timeline(run, delivered.video, &delivered.placements, &file, &self.notifier.links, now);
+            let path = scratch.path().join("timeline.zip");
+            tokio::fs::write(
+                &path,
+                crate::core::timeline::files::zip(&timeline, &format!("output-{}", delivered.video))?,
+            )
+            .await?;
+            let key = format!("{base}.zip");
+            self.blobs.put_file(&key, &path, "application/zip").await?;
+            let project = record(&key, None, MediaKind::Timeline, "application/zip", None);
+            delivered.timeline = Some(project.id);
+            media.push(project);
         }
-        let delivered = Delivered { video: media[0].id, thumbnail: media.get(1).map(|record| record.id) };
         Ok(Outcome::Done { file, delivered: Some(delivered), media })
     }
 
@@ -304,10 +330,15 @@ impl Worker {
             InputSource::Render { key, version, .. } => {
                 (self.blobs.read_location(key, version.as_deref()).await?, Some((key.clone(), version.clone())))
             }
-            InputSource::Url { url } => {
+            InputSource::Url { url } | InputSource::Site { url, .. } => {
                 let path = scratch.join("download");
-                let download =
-                    tokio::time::timeout_at(stop.deadline, self.downloader.download(url, &path, MAX_DOWNLOAD_BYTES));
+                let download = async {
+                    match &bound.source {
+                        InputSource::Site { .. } => self.sites.videos.download(url, &path, MAX_DOWNLOAD_BYTES).await,
+                        _ => self.downloader.download(url, &path, MAX_DOWNLOAD_BYTES).await,
+                    }
+                };
+                let download = tokio::time::timeout_at(stop.deadline, download);
                 let downloaded = tokio::select! {
                     downloaded = download => downloaded,
                     () = until_cancelled(stop.cancelled.clone()) => return Ok(Made::Cancelled),

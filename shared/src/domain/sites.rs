@@ -1,0 +1,116 @@
+//! Video-sharing sites: which input URLs are theirs (read with yt-dlp rather than
+//! downloaded as files), and what a run records of a site's video.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ports::{SiteVideo, SiteVideos};
+
+/// Hosts (and their subdomains) whose `video_urls` are pages of a video-sharing site.
+pub const KNOWN_SITE_HOSTS: &[&str] = &[
+    "youtube.com",
+    "youtu.be",
+    "youtube-nocookie.com",
+    "vimeo.com",
+    "dailymotion.com",
+    "dai.ly",
+    "tiktok.com",
+    "twitch.tv",
+    "x.com",
+    "twitter.com",
+    "facebook.com",
+    "fb.watch",
+    "instagram.com",
+    "reddit.com",
+    "streamable.com",
+    "rumble.com",
+    "bilibili.com",
+    "loom.com",
+];
+
+/// The sites a deployment reads videos from, and the reader.
+#[derive(Clone)]
+pub struct Sites {
+    pub videos: Arc<dyn SiteVideos>,
+    /// [`KNOWN_SITE_HOSTS`] and those the deployment adds (`VIDEO_SITE_HOSTS`).
+    pub hosts: Vec<String>,
+}
+
+impl Sites {
+    /// The known sites and `extra` hosts, read with `videos`.
+    pub fn new(videos: Arc<dyn SiteVideos>, extra: &[String]) -> Self {
+        let mut hosts: Vec<String> = KNOWN_SITE_HOSTS.iter().map(|host| (*host).to_owned()).collect();
+        hosts.extend(extra.iter().map(|host| host.trim().trim_end_matches('.').to_ascii_lowercase()));
+        Self { videos, hosts }
+    }
+
+    /// Whether `url` is a page of one of the sites.
+    pub fn is_site(&self, url: &str) -> bool {
+        let Some(host) = url::Url::parse(url).ok().and_then(|url| url.host_str().map(str::to_ascii_lowercase)) else {
+            return false;
+        };
+        self.hosts.iter().any(|site| host == *site || host.ends_with(&format!(".{site}")))
+    }
+}
+
+/// What a run keeps of a site's video.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SiteVideoInfo {
+    pub site: String,
+    pub video_id: String,
+    pub title: String,
+    pub page_url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+impl From<SiteVideo> for SiteVideoInfo {
+    fn from(video: SiteVideo) -> Self {
+        Self {
+            site: video.site,
+            video_id: video.video_id,
+            title: video.title,
+            page_url: video.page_url,
+            channel_id: video.channel_id,
+            duration_ms: video.duration_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::DownloadError;
+
+    struct Nothing;
+
+    #[async_trait::async_trait]
+    impl SiteVideos for Nothing {
+        async fn describe(&self, _: &str) -> Result<SiteVideo, DownloadError> {
+            Err(DownloadError::Refused("none".into()))
+        }
+        async fn download(&self, _: &str, _: &std::path::Path, _: u64) -> Result<u64, DownloadError> {
+            Err(DownloadError::Refused("none".into()))
+        }
+    }
+
+    #[test]
+    fn site_pages_are_known_hosts_and_their_subdomains_and_the_added_ones() {
+        let sites = Sites::new(Arc::new(Nothing), &["Videos.Example.org".into()]);
+        for site in [
+            "https://www.youtube.com/watch?v=x",
+            "https://youtu.be/x",
+            "https://m.youtube.com/watch?v=x",
+            "https://vimeo.com/1",
+            "http://videos.example.org/page",
+        ] {
+            assert!(sites.is_site(site), "{site}");
+        }
+        for file in ["https://cdn.example.com/a.mp4", "https://notyoutube.com/x", "https://youtube.com.evil.io/x"] {
+            assert!(!sites.is_site(file), "{file}");
+        }
+    }
+}
