@@ -9,6 +9,7 @@ use crate::adapters::ffmpeg::Ffmpeg;
 use crate::adapters::ffprobe::Ffprobe;
 use crate::adapters::fs::LocalBlobStore;
 use crate::adapters::http_download::HttpDownloader;
+use crate::adapters::local_assets::LocalAssetManager;
 use crate::adapters::s3::S3BlobStore;
 use crate::adapters::sqlite::tasks::SqliteTaskQueue;
 use crate::adapters::sqlite::webhooks::SqliteWebhookQueue;
@@ -23,8 +24,8 @@ use crate::domain::runs::worker::Worker;
 use crate::domain::sites::Sites;
 use crate::domain::webhooks::{Notifier, WebhookMessage, WebhookSchedule, WebhookSender};
 use crate::ports::{
-    AgentRepo, BlobStore, Clock, IdempotencyRepo, IdentityRepo, MediaProbe, RunRepo, SharedStoreRepo, SystemClock,
-    TaskInbox, TaskQueue, UploadRepo, WebhookInbox, WebhookQueue, WebhookRepo,
+    AgentRepo, AssetManager, AssetRepo, BlobStore, Clock, IdempotencyRepo, IdentityRepo, MediaProbe, RunRepo,
+    SharedStoreRepo, SystemClock, TaskInbox, TaskQueue, UploadRepo, WebhookInbox, WebhookQueue, WebhookRepo,
 };
 
 /// Default time budget of one node task's media work.
@@ -129,6 +130,10 @@ pub struct App {
     pub webhooks: Arc<dyn WebhookRepo>,
     /// Idempotency keys of the creating POSTs.
     pub idempotency: Arc<dyn IdempotencyRepo>,
+    /// Workspaces' asset-manager connections and the `local` provider's items.
+    pub assets: Arc<dyn AssetRepo>,
+    /// Reads asset-manager items (the `local` provider).
+    pub asset_manager: Arc<dyn AssetManager>,
     pub blobs: Arc<dyn BlobStore>,
     pub probe: Arc<dyn MediaProbe>,
     pub clock: Arc<dyn Clock>,
@@ -147,7 +152,14 @@ impl App {
     /// Wires one storage backend, which implements every repository, to the media ports.
     fn wire<B>(backend: Arc<B>, media: Media, probe: Arc<dyn MediaProbe>, auth_cache_ttl: Duration) -> Self
     where
-        B: IdentityRepo + SharedStoreRepo + AgentRepo + UploadRepo + WebhookRepo + IdempotencyRepo + 'static,
+        B: IdentityRepo
+            + SharedStoreRepo
+            + AgentRepo
+            + UploadRepo
+            + WebhookRepo
+            + IdempotencyRepo
+            + AssetRepo
+            + 'static,
     {
         let (blobs, local_blobs): (Arc<dyn BlobStore>, _) = match media {
             Media::Local(local) => (local.clone(), Some(local)),
@@ -164,6 +176,8 @@ impl App {
             agents: backend.clone(),
             uploads: backend.clone(),
             idempotency: backend.clone(),
+            assets: backend.clone(),
+            asset_manager: Arc::new(LocalAssetManager::new(backend.clone())),
             webhooks: backend,
             blobs,
             probe,

@@ -5,6 +5,7 @@ pub mod ffmpeg;
 pub mod ffprobe;
 pub mod fs;
 pub mod http_download;
+pub mod local_assets;
 pub mod s3;
 pub mod sqlite;
 pub mod sqs;

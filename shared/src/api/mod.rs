@@ -3,6 +3,7 @@
 //! whether it runs in a Lambda or in `serve`.
 
 mod agents;
+mod assets;
 mod auth;
 mod body;
 mod error;

@@ -4,7 +4,7 @@
 use http::Method;
 use percent_encoding::percent_decode_str;
 
-use super::{agents, identity, runs, shared_stores, uploads, webhooks, Handler, PathParams};
+use super::{agents, assets, identity, runs, shared_stores, uploads, webhooks, Handler, PathParams};
 
 /// One endpoint.
 pub struct Route {
@@ -99,12 +99,19 @@ pub static ROUTES: &[Route] = &[
     route!(POST "/uploads/{kind}/finalize_upload" => "finalize-upload", uploads::finalize_upload,
         ["dynamodb:GetItem", "dynamodb:PutItem"], s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket"]),
     route!(GET "/uploads/{kind}/{upload_id}" => "get-upload", uploads::get_upload, ["dynamodb:GetItem"]),
+    // Asset managers (rule 10): a connection per workspace (Query lists the
+    // organization's), and the `local` provider's items made of ready video uploads.
+    route!(POST "/asset_connections" => "create-asset-connection", assets::create_connection,
+        ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true),
+    route!(POST "/asset_connections/{connection_id}/items" => "create-asset-item", assets::create_item,
+        ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"], idempotent: true),
     // The run engine. A run with many inputs records their media in transactions of
     // puts before the run itself; runs of thousands of tasks read extra parts with GetItem.
     // Changes of runs record webhook deliveries in the same transaction and queue them
     // (SendMessage on the webhook queue as well).
+    // Query: asset-manager inputs read the organization's connections.
     route!(POST "/agent/{agent_id}/run" => "start-run", runs::start_run,
-        ["dynamodb:GetItem", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"],
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"],
         idempotent: true),
     route!(GET "/agent_run/{run_id}" => "get-run", runs::get_run, ["dynamodb:GetItem"]),
     route!(GET "/agent_run/{run_id}/nodes" => "get-run-nodes", runs::get_run_nodes, ["dynamodb:GetItem"]),

@@ -39,6 +39,8 @@ fn ports<'a>(app: &'a App, engine: &'a Engine, notifier: &'a Notifier) -> RunPor
         clock: app.clock.as_ref(),
         notifier,
         sites: &engine.worker.sites,
+        assets: app.assets.as_ref(),
+        asset_manager: app.asset_manager.as_ref(),
     }
 }
 

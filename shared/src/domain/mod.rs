@@ -1,6 +1,7 @@
 //! The service's rules: validation, limits and identity, free of HTTP and AWS types.
 
 pub mod agents;
+pub mod asset_manager;
 pub mod graph;
 pub mod idempotency;
 pub mod identity;

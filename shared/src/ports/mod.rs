@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::domain::agents::{Agent, AgentId, AgentQuery, AgentRecord};
+use crate::domain::asset_manager::{AssetConnection, AssetConnectionId, AssetItem, AssetItemId};
 use crate::domain::idempotency::{KeptAnswer, KeyRecord};
 use crate::domain::identity::{ApiKeyRecord, Organization, OrganizationId};
 use crate::domain::media::{MediaError, RenderJob};
@@ -461,4 +462,35 @@ pub trait IdempotencyRepo: Send + Sync {
     /// `answer` for repeats, or (None) releases the key. Does nothing when another claim
     /// took the key over meanwhile (its token differs).
     async fn settle_key(&self, claim: &KeyRecord, answer: Option<&KeptAnswer>) -> anyhow::Result<()>;
+}
+
+/// Workspaces' asset-manager connections, and the items of the `local` provider.
+#[async_trait]
+pub trait AssetRepo: Send + Sync {
+    /// Stores a connection; false (nothing stored) when its workspace already has one.
+    async fn create_connection(
+        &self,
+        organization: OrganizationId,
+        connection: &AssetConnection,
+    ) -> anyhow::Result<bool>;
+    /// The organization's connections (one per workspace at most).
+    async fn connections(&self, organization: OrganizationId) -> anyhow::Result<Vec<AssetConnection>>;
+    async fn put_asset_item(&self, organization: OrganizationId, item: &AssetItem) -> anyhow::Result<()>;
+    async fn get_asset_item(
+        &self,
+        organization: OrganizationId,
+        connection: AssetConnectionId,
+        id: AssetItemId,
+    ) -> anyhow::Result<Option<AssetItem>>;
+}
+
+/// An external asset manager: reads the items of a connection.
+#[async_trait]
+pub trait AssetManager: Send + Sync {
+    async fn item(
+        &self,
+        organization: OrganizationId,
+        connection: &AssetConnection,
+        id: AssetItemId,
+    ) -> anyhow::Result<Option<AssetItem>>;
 }

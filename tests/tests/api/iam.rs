@@ -190,6 +190,41 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
     run("finalize-upload", StatusCode::OK, finalize().await);
     run("get-upload", StatusCode::OK, test.call(Method::GET, &format!("/uploads/image/{upload}"), None).await);
 
+    // Asset-manager connections: one for a new organization, whose primary workspace is
+    // made first (UpdateItem), one for this one's; then an item of a ready video.
+    let (_, newest_key) = test.add_organization(true).await;
+    run(
+        "create-asset-connection",
+        StatusCode::CREATED,
+        test.call_as(&newest_key, Method::POST, "/asset_connections", None).await,
+    );
+    let connected = run(
+        "create-asset-connection",
+        StatusCode::CREATED,
+        test.call(Method::POST, "/asset_connections", Some(json!({ "name": "dam" }))).await,
+    );
+    let connection = connected["connection"]["id"].as_str().unwrap().to_owned();
+    let video = test.call(Method::POST, "/uploads/video/get_upload_url", None).await.1;
+    let video_id = video["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        crate::uploads::put(video["upload_url"].as_str().unwrap(), crate::uploads::sample("video.mp4")).await,
+        StatusCode::OK
+    );
+    let finalized = test.call(Method::POST, "/uploads/video/finalize_upload", Some(json!({ "id": video_id }))).await;
+    assert_eq!(finalized.0, StatusCode::OK, "{}", finalized.1);
+    log.take();
+    s3_log.take();
+    run(
+        "create-asset-item",
+        StatusCode::CREATED,
+        test.call(
+            Method::POST,
+            &format!("/asset_connections/{connection}/items"),
+            Some(json!({ "name": "clip", "highres_video_id": video_id })),
+        )
+        .await,
+    );
+
     for route in ROUTES.iter().filter(|route| !RUN_ROUTES.contains(&route.function)) {
         let granted: BTreeSet<String> =
             route.dynamodb_actions.iter().chain(route.s3_actions).map(|action| (*action).to_owned()).collect();

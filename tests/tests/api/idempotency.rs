@@ -73,6 +73,8 @@ fn exactly_the_creating_posts_honour_the_key() {
             "update-agent",
             "duplicate-agent",
             "get-upload-url",
+            "create-asset-connection",
+            "create-asset-item",
             "start-run",
             "rotate-webhook-secret"
         ]
@@ -112,6 +114,8 @@ async fn every_creating_post_answers_a_repeat_with_its_first_answer(backend: Bac
         ("duplicate-agent", format!("/agent/{agent}/duplicate"), None, "/agents"),
         ("get-upload-url", "/uploads/image/get_upload_url".into(), None, ""),
         ("rotate-webhook-secret", "/webhooks/secret".into(), None, ""),
+        // A workspace has one connection: the repeat replays, another key is a 409.
+        ("create-asset-connection", "/asset_connections".into(), Some(json!({ "name": "dam" })), ""),
     ];
     for (function, path, body, _) in &requests {
         let key = new_key();

@@ -3,6 +3,7 @@
 mod helpers;
 
 mod agents;
+mod assets;
 mod auth;
 mod bulk_faults;
 mod concurrency;

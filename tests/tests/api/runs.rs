@@ -218,15 +218,15 @@ impl Harness {
 
 /// What ffprobe says about a fetched file.
 #[derive(Debug)]
-struct Probed {
-    duration: f64,
-    width: u64,
+pub(crate) struct Probed {
+    pub(crate) duration: f64,
+    pub(crate) width: u64,
     height: u64,
     video_codec: String,
     audio_codec: Option<String>,
 }
 
-async fn fetch_and_probe(url: &str) -> Probed {
+pub(crate) async fn fetch_and_probe(url: &str) -> Probed {
     let (status, bytes) = http_get(url).await;
     assert_eq!(status, StatusCode::OK, "{url}");
     let file = tempfile::NamedTempFile::new().unwrap();
@@ -833,6 +833,8 @@ async fn a_run_whose_first_tasks_cannot_be_queued_fails_and_resumes(backend: Bac
         clock: app.clock.as_ref(),
         notifier: &notifier,
         sites: &engine.worker.sites,
+        assets: app.assets.as_ref(),
+        asset_manager: app.asset_manager.as_ref(),
     };
     let body = json!({ "video_ids": [video] });
     let request = StartRequest::parse(body.as_object().unwrap()).unwrap();
@@ -972,6 +974,11 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
     // Each delivery fails once: the sender hides its message until the retry.
     let receiver = crate::webhooks::Receiver::start(crate::webhooks::Mode::FailFirst(1)).await;
     let run = harness.start(&agent, json!({ "video_ids": [video], "callback_url": receiver.url })).await;
+    performed.entry("start-run").or_default().extend(take(&api_logs));
+    // Asset-manager inputs read the organization's connections (a Query) first.
+    let item = json!({ "asset_manager_assets": [{ "id": uuid::Uuid::new_v4().to_string() }] });
+    let (status, _) = harness.test.call(Method::POST, &format!("/agent/{agent}/run"), Some(item)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
     performed.entry("start-run").or_default().extend(take(&api_logs));
     work_as_node_worker(&worker, &queue, &dynamodb, &harness.test, &run).await;
     // A copy of the first task's message: its task ended, so the worker looks for events

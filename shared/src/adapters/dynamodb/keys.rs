@@ -17,6 +17,8 @@
 //! | webhook delivery| `ORG#{org}#RUN#{id}`            | `WEBHOOK#{sequence:012}` (key order is sequence order) |
 //! | webhook secret  | `ORG#{org}`                     | `WEBHOOK_SECRET`            |
 //! | idempotency key | `ORG#{org}`                     | `IDEMPOTENCY#{sha256 of the key}` |
+//! | asset connection| `ORG#{org}`                     | `ASSETCONN#{workspace}` (one per workspace) |
+//! | asset item      | `ORG#{org}#ASSETS#{connection}` | `ITEM#{item}`               |
 
 use std::collections::HashMap;
 
@@ -34,6 +36,8 @@ use crate::domain::workspaces::WorkspaceId;
 pub const STORE_PREFIX: &str = "STORE#";
 /// Sort-key prefix of workspaces in an organization's partition.
 pub const WORKSPACE_PREFIX: &str = "WORKSPACE#";
+/// Sort-key prefix of asset-manager connections in an organization's partition.
+pub const ASSET_CONNECTION_PREFIX: &str = "ASSETCONN#";
 /// Sort-key prefix of agents in an organization's partition.
 pub const AGENT_PREFIX: &str = "AGENT#";
 /// Sort-key prefix of runs in an organization's partition.
@@ -136,6 +140,20 @@ pub fn idempotency_key(organization: OrganizationId, idempotency_key: &str) -> I
     use sha2::Digest;
     let hash = hex::encode(sha2::Sha256::digest(idempotency_key.as_bytes()));
     key(organization_pk(organization), format!("IDEMPOTENCY#{hash}"))
+}
+
+/// A workspace's asset-manager connection.
+pub fn asset_connection(organization: OrganizationId, workspace: WorkspaceId) -> Item {
+    key(organization_pk(organization), format!("{ASSET_CONNECTION_PREFIX}{workspace}"))
+}
+
+/// An item of a `local` asset-manager connection.
+pub fn asset_item(
+    organization: OrganizationId,
+    connection: impl std::fmt::Display,
+    item: impl std::fmt::Display,
+) -> Item {
+    key(format!("{}#ASSETS#{connection}", organization_pk(organization)), format!("ITEM#{item}"))
 }
 
 /// A media record.

@@ -3,6 +3,7 @@
 //! retry follows a schedule of `core::retry` (`table.rs`).
 
 mod agents;
+mod assets;
 mod bulk;
 mod idempotency;
 mod identity;

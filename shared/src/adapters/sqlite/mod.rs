@@ -12,6 +12,7 @@
 //! being killed, and the machine losing power.
 
 mod agents;
+mod assets;
 mod idempotency;
 mod identity;
 mod runs;

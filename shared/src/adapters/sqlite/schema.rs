@@ -158,6 +158,21 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (organization_id, key)
     ) STRICT;
     CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_ms);",
+    // 6: workspaces' asset-manager connections (one per workspace) and the `local`
+    // provider's items.
+    "CREATE TABLE asset_connections (
+        organization_id TEXT NOT NULL,
+        workspace_id TEXT NOT NULL,
+        document TEXT NOT NULL,
+        PRIMARY KEY (organization_id, workspace_id)
+    ) STRICT;
+    CREATE TABLE asset_items (
+        organization_id TEXT NOT NULL,
+        connection_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        document TEXT NOT NULL,
+        PRIMARY KEY (organization_id, connection_id, id)
+    ) STRICT;",
 ];
 
 /// Refuses a file that is not a readable SQLite database or fails SQLite's own check.

@@ -220,7 +220,7 @@ pub fn timeline(
 /// Where a bound input's original medium is.
 fn source_url(source: &InputSource, links: &MediaLinks, now: Timestamp) -> String {
     match source {
-        InputSource::Upload { media, .. } => links.link(*media, now),
+        InputSource::Upload { media, .. } | InputSource::Asset { media, .. } => links.link(*media, now),
         InputSource::Render { id, .. } => links.link(*id, now),
         InputSource::Url { url } => url.clone(),
         InputSource::Site { video, .. } => video.page_url.clone(),

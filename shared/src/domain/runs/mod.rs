@@ -159,6 +159,19 @@ pub enum InputSource {
     /// A video-sharing site's page, read at start and fetched by the Video Input task
     /// with yt-dlp.
     Site { url: String, video: crate::domain::sites::SiteVideoInfo },
+    /// An item of the workspace's asset manager: its chosen file, a ready video upload.
+    Asset {
+        item: crate::domain::asset_manager::AssetItemId,
+        name: String,
+        provider: String,
+        /// The file taken (`auto` resolved).
+        artifact: crate::domain::asset_manager::Artifact,
+        upload: UploadId,
+        key: String,
+        media: MediaId,
+        #[serde(default)]
+        version: Option<String>,
+    },
 }
 
 /// One video bound to a Video Input node: an item of the run.

@@ -16,6 +16,7 @@ use super::{
 use crate::core::cursor;
 use crate::core::retry::{RetryPolicy, RUN_UPDATE_CONFLICTS};
 use crate::domain::agents::AgentId;
+use crate::domain::asset_manager;
 use crate::domain::graph::AgentNodeId;
 use crate::domain::identity::OrganizationId;
 use crate::domain::node_types::{NodeKind, BACKGROUND_MUSIC, CAPTIONS, OVERLAY};
@@ -23,7 +24,9 @@ use crate::domain::sites::{SiteVideoInfo, Sites};
 use crate::domain::time::Timestamp;
 use crate::domain::uploads::{Upload, UploadId, UploadKind, UploadStatus};
 use crate::domain::webhooks::{Before, Notifier};
-use crate::ports::{AgentRepo, Clock, DownloadError, RunQuery, RunRepo, TaskMessage, TaskQueue, UploadRepo};
+use crate::ports::{
+    AgentRepo, AssetManager, AssetRepo, Clock, DownloadError, RunQuery, RunRepo, TaskMessage, TaskQueue, UploadRepo,
+};
 use futures::{StreamExt, TryStreamExt};
 
 /// Everything that can go wrong with a run request.
@@ -58,6 +61,9 @@ pub struct RunPorts<'a> {
     pub notifier: &'a Notifier,
     /// Video-sharing sites' pages among the URL inputs, read at start.
     pub sites: &'a Sites,
+    /// Workspaces' asset-manager connections, and the managers' items.
+    pub assets: &'a dyn AssetRepo,
+    pub asset_manager: &'a dyn AssetManager,
 }
 
 /// Sends the messages of queued tasks.
@@ -99,9 +105,20 @@ pub async fn start_run(
     // The ID carries the start time, so that ordering by ID is ordering by start.
     let run_id = RunId::v7_at(now.unix_millis());
     let mut media = Vec::new();
-    let inputs =
-        bind_inputs(ports, uploads, organization, run_id, &nodes, request.inputs, allow_private_urls, now, &mut media)
-            .await?;
+    let workspace = Some(record.agent.workspace_id);
+    let inputs = bind_inputs(
+        ports,
+        uploads,
+        organization,
+        workspace,
+        run_id,
+        &nodes,
+        request.inputs,
+        allow_private_urls,
+        now,
+        &mut media,
+    )
+    .await?;
     let assets = resolve_assets(uploads, organization, run_id, &nodes, now, &mut media).await?;
     let mut run = Run {
         id: run_id,
@@ -188,6 +205,7 @@ async fn bind_inputs(
     ports: &RunPorts<'_>,
     uploads: &dyn UploadRepo,
     organization: OrganizationId,
+    workspace: Option<crate::domain::workspaces::WorkspaceId>,
     run_id: RunId,
     nodes: &[RuntimeNode],
     inputs: Inputs,
@@ -245,40 +263,61 @@ async fn bind_inputs(
         }
     };
     let pages = describe_sites(ports.sites, &tiles, allow_private_urls).await?;
+    // Each bound video gets a signed link of its own, recorded with the run.
+    let mut link_of = |key: &str, version: &Option<String>, duration_ms: Option<u64>| {
+        let link = MediaId::new_v4();
+        media.push(MediaRecord {
+            id: link,
+            organization_id: organization,
+            run_id,
+            kind: MediaKind::Input,
+            key: key.to_owned(),
+            version: version.clone(),
+            content_type: "video/mp4".into(),
+            duration_ms,
+            created_at: now,
+        });
+        link
+    };
     let mut bound = Vec::new();
     for (node, items) in tiles {
         for item in items {
             let field = item.field.clone();
             let (source, duration_ms) = match item.reference {
                 InputRef::Upload(id) => {
-                    let upload = uploads.get_upload(organization, id).await?;
-                    let upload =
-                        upload.ok_or_else(|| RunError::Invalid(format!("{field}: video {id} was not found")))?;
-                    if upload.kind != UploadKind::Video {
-                        return Err(RunError::Invalid(format!("{field}: upload {id} is not a video")));
-                    }
-                    let (UploadStatus::Ready, Some(blob)) = (upload.status, upload.blob.as_ref()) else {
-                        return Err(RunError::Invalid(format!(
-                            "{field}: video {id} is not ready (finalize the upload first)"
-                        )));
+                    let (key, version, link, duration) =
+                        bind_video(uploads, organization, id, &field, &mut link_of).await?;
+                    (InputSource::Upload { id, key, media: link, version }, duration)
+                }
+                InputRef::Asset { id, artifact } => {
+                    let workspace =
+                        workspace.ok_or_else(|| RunError::Invalid(format!("{field}: the agent has no workspace")))?;
+                    let connection = asset_manager::connection_of(ports.assets, organization, workspace)
+                        .await?
+                        .ok_or_else(|| {
+                            RunError::Invalid(format!(
+                                "{field}: the agent's workspace {workspace} has no external-asset connection; create \
+                                 one with POST /asset_connections"
+                            ))
+                        })?;
+                    let item = ports.asset_manager.item(organization, &connection, id).await?.ok_or_else(|| {
+                        RunError::Invalid(format!("{field}: asset {id} was not found in the workspace's asset manager"))
+                    })?;
+                    let (chosen, upload) = asset_manager::choose(&item, artifact)
+                        .map_err(|problem| RunError::Invalid(format!("{field}: {problem}")))?;
+                    let (key, version, link, duration) =
+                        bind_video(uploads, organization, upload, &field, &mut link_of).await?;
+                    let source = InputSource::Asset {
+                        item: id,
+                        name: item.name,
+                        provider: connection.provider,
+                        artifact: chosen,
+                        upload,
+                        key,
+                        media: link,
+                        version,
                     };
-                    let link = MediaId::new_v4();
-                    media.push(MediaRecord {
-                        id: link,
-                        organization_id: organization,
-                        run_id,
-                        kind: MediaKind::Input,
-                        key: blob.key.clone(),
-                        version: blob.version.clone(),
-                        content_type: "video/mp4".into(),
-                        duration_ms: upload.media.as_ref().and_then(|media| media.duration_ms),
-                        created_at: now,
-                    });
-                    let duration = upload.media.as_ref().and_then(|media| media.duration_ms);
-                    (
-                        InputSource::Upload { id, key: blob.key.clone(), media: link, version: blob.version.clone() },
-                        duration,
-                    )
+                    (source, duration)
                 }
                 InputRef::Render(id) => {
                     let record = ports.runs.get_media(id).await?;
@@ -321,6 +360,28 @@ async fn bind_inputs(
         }
     }
     Ok(bound)
+}
+
+/// A ready video upload of the organization, as a run input: its file, a new signed
+/// link (made by `link_of`) and its length.
+async fn bind_video(
+    uploads: &dyn UploadRepo,
+    organization: OrganizationId,
+    id: UploadId,
+    field: &str,
+    link_of: &mut impl FnMut(&str, &Option<String>, Option<u64>) -> MediaId,
+) -> Result<(String, Option<String>, MediaId, Option<u64>), RunError> {
+    let upload = uploads.get_upload(organization, id).await?;
+    let upload = upload.ok_or_else(|| RunError::Invalid(format!("{field}: video {id} was not found")))?;
+    if upload.kind != UploadKind::Video {
+        return Err(RunError::Invalid(format!("{field}: upload {id} is not a video")));
+    }
+    let (UploadStatus::Ready, Some(blob)) = (upload.status, upload.blob) else {
+        return Err(RunError::Invalid(format!("{field}: video {id} is not ready (finalize the upload first)")));
+    };
+    let duration = upload.media.as_ref().and_then(|media| media.duration_ms);
+    let link = link_of(&blob.key, &blob.version, duration);
+    Ok((blob.key, blob.version, link, duration))
 }
 
 /// Longest video read from a video-sharing site (the contract's limit).

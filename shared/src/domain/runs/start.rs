@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::{MediaId, MAX_INPUTS};
+use crate::domain::asset_manager::{Artifact, AssetItemId};
 use crate::domain::graph::AgentNodeId;
 use crate::domain::uploads::UploadId;
 
@@ -48,6 +49,11 @@ pub enum InputRef {
     Url(String),
     /// A video-sharing site's page (`youtube_url_inputs`), read with yt-dlp.
     Site(String),
+    /// An item of the workspace's asset manager, in the file `artifact` asks for.
+    Asset {
+        id: AssetItemId,
+        artifact: Artifact,
+    },
 }
 
 /// One input with its clip window.
@@ -159,8 +165,8 @@ fn per_tile(entries: &Value) -> Parsed<Vec<(AgentNodeId, Vec<InputItem>)>> {
         let items = items_of(entry, &format!("{prefix}."), window(entry, &format!("{prefix}."))?)?;
         if items.is_empty() {
             return Err(format!(
-                "{prefix} needs at least one of video_ids, node_render_ids, video_urls, youtube_url_inputs or the \
-                 per-item forms"
+                "{prefix} needs at least one of video_ids, node_render_ids, video_urls, youtube_url_inputs, \
+                 asset_manager_assets or the per-item forms"
             ));
         }
         tiles.push((node, items));
@@ -200,14 +206,6 @@ fn offset(object: &Map<String, Value>, name: &str, prefix: &str) -> Parsed<Optio
 /// then the per-item forms; plain arrays take the object's window, items their own
 /// (falling back to the object's).
 fn items_of(object: &Map<String, Value>, prefix: &str, window: (Option<u64>, Option<u64>)) -> Parsed<Vec<InputItem>> {
-    for unsupported in ["asset_manager_assets"] {
-        if object.contains_key(unsupported) {
-            return Err(format!(
-                "{prefix}{unsupported} is not supported by this deployment yet; give the video as video_urls, \
-                 video_ids or node_render_ids"
-            ));
-        }
-    }
     let mut items = Vec::new();
     let plain: [(&str, RefParser); 3] =
         [("video_ids", upload_ref), ("node_render_ids", render_ref), ("video_urls", url_ref)];
@@ -269,6 +267,54 @@ fn items_of(object: &Map<String, Value>, prefix: &str, window: (Option<u64>, Opt
                 field,
             });
         }
+    }
+    if let Some(value) = object.get("asset_manager_assets") {
+        items.extend(asset_items(value, prefix, window)?);
+    }
+    Ok(items)
+}
+
+/// `asset_manager_assets`: items `{ id, artifact (highres, proxy, auto; default
+/// highres), input_clip_start_ms, input_clip_end_ms }`.
+fn asset_items(value: &Value, prefix: &str, window: (Option<u64>, Option<u64>)) -> Parsed<Vec<InputItem>> {
+    let name = "asset_manager_assets";
+    let Value::Array(values) = value else { return Err(format!("{prefix}{name} must be an array of objects")) };
+    if values.len() > MAX_INPUTS {
+        return Err(format!("{prefix}{name} may have at most {MAX_INPUTS} items; it has {}", values.len()));
+    }
+    let mut items = Vec::new();
+    for (index, value) in values.iter().enumerate() {
+        let field = format!("{prefix}{name}[{index}]");
+        let Value::Object(item) = value else { return Err(format!("{field} must be an object")) };
+        let known = ["id", "artifact", "input_clip_start_ms", "input_clip_end_ms"];
+        if let Some(unknown) = item.keys().find(|key| !known.contains(&key.as_str())) {
+            return Err(format!("{field}: unknown property: {unknown}"));
+        }
+        let id = match item.get("id") {
+            Some(Value::String(text)) => AssetItemId::parse(text)
+                .ok_or_else(|| format!("{field}.id must be the UUID of the external item, got {text:?}"))?,
+            Some(_) => return Err(format!("{field}.id must be a string")),
+            None => return Err(format!("{field}.id is required")),
+        };
+        let artifact = match item.get("artifact") {
+            None | Some(Value::Null) => Artifact::Highres,
+            Some(Value::String(text)) => Artifact::parse(text)
+                .ok_or_else(|| format!("{field}.artifact must be highres, proxy or auto, got {text:?}"))?,
+            Some(_) => return Err(format!("{field}.artifact must be a string")),
+        };
+        let own = self::window(item, &format!("{field}."))?;
+        let (start, end) = (own.0.or(window.0), own.1.or(window.1));
+        if let (Some(start), Some(end)) = (start, end) {
+            if end <= start {
+                return Err(format!("{field}: the clip end ({end} ms) must be greater than its start ({start} ms)"));
+            }
+        }
+        items.push(InputItem {
+            reference: InputRef::Asset { id, artifact },
+            clip_start_ms: start,
+            clip_end_ms: end,
+            field,
+        });
     }
     Ok(items)
 }

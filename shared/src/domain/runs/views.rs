@@ -114,6 +114,16 @@ impl Run {
                         "placement": "main",
                         "layout": "full_frame",
                     }),
+                    InputSource::Asset { item, name, provider, .. } => json!({
+                        "provider": provider,
+                        "source_kind": "asset_manager_item",
+                        "media_type": "video",
+                        "provider_asset_id": item,
+                        "render_asset_id": render_asset_id,
+                        "query": name,
+                        "placement": "main",
+                        "layout": "full_frame",
+                    }),
                     InputSource::Upload { .. } | InputSource::Render { .. } => return None,
                 }
             }
@@ -147,7 +157,7 @@ impl Run {
                     "video_url": links.link(clipped.video, now),
                     "thumbnail_url": clipped.thumbnail.map(|id| links.link(id, now)),
                 }),
-                (None, InputSource::Upload { media, .. }) => {
+                (None, InputSource::Upload { media, .. } | InputSource::Asset { media, .. }) => {
                     json!({ "video_url": links.link(*media, now), "thumbnail_url": null })
                 }
                 (None, InputSource::Render { id, .. }) => {

@@ -327,7 +327,7 @@ impl Worker {
             InputSource::Upload { key, version, .. } => {
                 (self.blobs.read_location(key, version.as_deref()).await?, Some((key.clone(), version.clone())))
             }
-            InputSource::Render { key, version, .. } => {
+            InputSource::Render { key, version, .. } | InputSource::Asset { key, version, .. } => {
                 (self.blobs.read_location(key, version.as_deref()).await?, Some((key.clone(), version.clone())))
             }
             InputSource::Url { url } | InputSource::Site { url, .. } => {

@@ -1,0 +1,57 @@
+//! Asset-manager connections and their items: auth, parse, one domain call, map.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::json;
+
+use super::body::json_body;
+use super::runs::organization;
+use super::{json_response, ApiError, Call, Response};
+use crate::app::App;
+use crate::domain::asset_manager::{self, AssetConnectionId, AssetError, NewConnection, NewItem};
+
+fn map_error(error: AssetError) -> ApiError {
+    let message = error.to_string();
+    match error {
+        AssetError::Invalid(_) | AssetError::ForeignWorkspace => ApiError::detail(StatusCode::BAD_REQUEST, message),
+        AssetError::AlreadyConnected => ApiError::detail(StatusCode::CONFLICT, message),
+        AssetError::ConnectionNotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
+        AssetError::Backend(error) => ApiError::backend(&error, "the asset manager could not be updated".into()),
+    }
+}
+
+/// `POST /asset_connections`.
+pub async fn create_connection(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let new = NewConnection::parse(&json_body(&call.request)?).map_err(map_error)?;
+    let connection = asset_manager::create_connection(
+        app.identity.as_ref(),
+        app.assets.as_ref(),
+        organization,
+        new,
+        app.clock.now(),
+    )
+    .await
+    .map_err(map_error)?;
+    Ok(json_response(StatusCode::CREATED, &json!({ "connection": connection })))
+}
+
+/// `POST /asset_connections/{connection_id}/items`.
+pub async fn create_item(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let connection = AssetConnectionId::parse(call.params.get("connection_id"))
+        .ok_or_else(|| map_error(AssetError::ConnectionNotFound))?;
+    let new = NewItem::parse(&json_body(&call.request)?).map_err(map_error)?;
+    let item = asset_manager::create_item(
+        app.assets.as_ref(),
+        app.uploads.as_ref(),
+        organization,
+        connection,
+        new,
+        app.clock.now(),
+    )
+    .await
+    .map_err(map_error)?;
+    Ok(json_response(StatusCode::CREATED, &json!({ "item": item })))
+}

@@ -1,0 +1,286 @@
+//! External asset managers (rule 10): a workspace may have one connection to an asset
+//! manager; runs take its items as inputs (`asset_manager_assets`), each in its
+//! high-resolution file or its proxy. The manager is a port; the `local` provider keeps
+//! its items in the service's own storage, each file a ready video upload.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::identity::OrganizationId;
+use super::time::Timestamp;
+use super::uploads::{Upload, UploadId, UploadKind, UploadStatus};
+use super::workspaces::{self, WorkspaceError, WorkspaceId};
+use crate::ports::{AssetRepo, IdentityRepo, UploadRepo};
+
+crate::typed_id!(
+    /// Identifies an asset-manager connection.
+    AssetConnectionId
+);
+crate::typed_id!(
+    /// Identifies an item of an asset manager (the contract's "UUID of the external item").
+    AssetItemId
+);
+
+/// The providers a connection may use.
+pub const PROVIDERS: &[&str] = &["local"];
+/// Longest item or connection name.
+pub const MAX_NAME_CHARS: usize = 200;
+
+/// A workspace's connection to an asset manager.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssetConnection {
+    pub id: AssetConnectionId,
+    pub workspace_id: WorkspaceId,
+    pub provider: String,
+    pub name: String,
+    pub created_at: Timestamp,
+}
+
+/// An item of an asset manager: a video with a high-resolution file, a proxy, or both.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssetItem {
+    pub id: AssetItemId,
+    pub connection_id: AssetConnectionId,
+    pub name: String,
+    pub highres: Option<UploadId>,
+    pub proxy: Option<UploadId>,
+    pub created_at: Timestamp,
+}
+
+/// Which file of an item a run takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Artifact {
+    Highres,
+    Proxy,
+    Auto,
+}
+
+impl Artifact {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "highres" => Some(Self::Highres),
+            "proxy" => Some(Self::Proxy),
+            "auto" => Some(Self::Auto),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Highres => "highres",
+            Self::Proxy => "proxy",
+            Self::Auto => "auto",
+        }
+    }
+}
+
+/// The file of `item` that `artifact` asks for, and which one it is (`auto` prefers the
+/// high-resolution file); the refusal names what is missing.
+pub fn choose(item: &AssetItem, artifact: Artifact) -> Result<(Artifact, UploadId), String> {
+    let id = item.id;
+    match (artifact, item.highres, item.proxy) {
+        (Artifact::Highres | Artifact::Auto, Some(file), _) => Ok((Artifact::Highres, file)),
+        (Artifact::Proxy | Artifact::Auto, _, Some(file)) => Ok((Artifact::Proxy, file)),
+        (Artifact::Highres, None, _) => Err(format!("asset {id} has no highres file (ask for artifact proxy or auto)")),
+        (Artifact::Proxy, _, None) => Err(format!("asset {id} has no proxy file (ask for artifact highres or auto)")),
+        (Artifact::Auto, None, None) => Err(format!("asset {id} has neither a highres nor a proxy file")),
+    }
+}
+
+/// Why an asset-manager request is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AssetError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("workspace_id does not belong to your organization")]
+    ForeignWorkspace,
+    #[error("the workspace already has an asset-manager connection")]
+    AlreadyConnected,
+    #[error("Asset connection not found")]
+    ConnectionNotFound,
+    #[error("storage failed: {0:#}")]
+    Backend(#[from] anyhow::Error),
+}
+
+/// A parsed `POST /asset_connections`.
+pub struct NewConnection {
+    pub workspace_id: Option<WorkspaceId>,
+    pub provider: String,
+    pub name: String,
+}
+
+impl NewConnection {
+    pub fn parse(body: &Map<String, Value>) -> Result<Self, AssetError> {
+        deny_unknown(body, &["workspace_id", "provider", "name"])?;
+        let workspace_id = match body.get("workspace_id") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => Some(
+                WorkspaceId::parse(text).ok_or_else(|| AssetError::Invalid("workspace_id must be a UUID".into()))?,
+            ),
+            Some(_) => return Err(AssetError::Invalid("workspace_id must be a UUID string".into())),
+        };
+        let provider = optional_text(body, "provider")?.unwrap_or_else(|| "local".into());
+        if !PROVIDERS.contains(&provider.as_str()) {
+            return Err(AssetError::Invalid(format!("provider must be one of {}", PROVIDERS.join(", "))));
+        }
+        let name = optional_text(body, "name")?.unwrap_or_else(|| "Asset manager".into());
+        check_name(&name)?;
+        Ok(Self { workspace_id, provider, name })
+    }
+}
+
+/// A parsed `POST /asset_connections/{id}/items`.
+pub struct NewItem {
+    pub name: String,
+    pub highres: Option<UploadId>,
+    pub proxy: Option<UploadId>,
+}
+
+impl NewItem {
+    pub fn parse(body: &Map<String, Value>) -> Result<Self, AssetError> {
+        deny_unknown(body, &["name", "highres_video_id", "proxy_video_id"])?;
+        let name = optional_text(body, "name")?.ok_or_else(|| AssetError::Invalid("name is required".into()))?;
+        check_name(&name)?;
+        let upload = |field: &str| -> Result<Option<UploadId>, AssetError> {
+            optional_text(body, field)?
+                .map(|text| {
+                    UploadId::parse(&text)
+                        .ok_or_else(|| AssetError::Invalid(format!("{field} must be a video UUID, got {text:?}")))
+                })
+                .transpose()
+        };
+        let (highres, proxy) = (upload("highres_video_id")?, upload("proxy_video_id")?);
+        if highres.is_none() && proxy.is_none() {
+            return Err(AssetError::Invalid("an item needs highres_video_id, proxy_video_id or both".into()));
+        }
+        Ok(Self { name, highres, proxy })
+    }
+}
+
+/// Connects a workspace (the requested one, or the primary) to an asset manager.
+pub async fn create_connection(
+    identity: &dyn IdentityRepo,
+    assets: &dyn AssetRepo,
+    organization: OrganizationId,
+    new: NewConnection,
+    now: Timestamp,
+) -> Result<AssetConnection, AssetError> {
+    let workspace_id = workspaces::for_new_agent(identity, organization, new.workspace_id, now).await.map_err(
+        |error| match error {
+            WorkspaceError::Foreign => AssetError::ForeignWorkspace,
+            WorkspaceError::Backend(error) => AssetError::Backend(error),
+        },
+    )?;
+    let connection = AssetConnection {
+        id: AssetConnectionId::new_v4(),
+        workspace_id,
+        provider: new.provider,
+        name: new.name,
+        created_at: now,
+    };
+    if !assets.create_connection(organization, &connection).await? {
+        return Err(AssetError::AlreadyConnected);
+    }
+    Ok(connection)
+}
+
+/// The workspace's connection, if it has one.
+pub async fn connection_of(
+    assets: &dyn AssetRepo,
+    organization: OrganizationId,
+    workspace: WorkspaceId,
+) -> anyhow::Result<Option<AssetConnection>> {
+    Ok(assets.connections(organization).await?.into_iter().find(|connection| connection.workspace_id == workspace))
+}
+
+/// Adds an item to a `local` connection: its files must be ready video uploads.
+pub async fn create_item(
+    assets: &dyn AssetRepo,
+    uploads: &dyn UploadRepo,
+    organization: OrganizationId,
+    connection: AssetConnectionId,
+    new: NewItem,
+    now: Timestamp,
+) -> Result<AssetItem, AssetError> {
+    let connections = assets.connections(organization).await?;
+    if !connections.iter().any(|known| known.id == connection) {
+        return Err(AssetError::ConnectionNotFound);
+    }
+    for (field, id) in [("highres_video_id", new.highres), ("proxy_video_id", new.proxy)] {
+        let Some(id) = id else { continue };
+        match uploads.get_upload(organization, id).await? {
+            Some(Upload { kind: UploadKind::Video, status: UploadStatus::Ready, .. }) => {}
+            Some(Upload { kind: UploadKind::Video, .. }) => {
+                return Err(AssetError::Invalid(format!(
+                    "{field}: video {id} is not ready (finalize the upload first)"
+                )))
+            }
+            Some(_) => return Err(AssetError::Invalid(format!("{field}: upload {id} is not a video"))),
+            None => return Err(AssetError::Invalid(format!("{field}: video {id} was not found"))),
+        }
+    }
+    let item = AssetItem {
+        id: AssetItemId::new_v4(),
+        connection_id: connection,
+        name: new.name,
+        highres: new.highres,
+        proxy: new.proxy,
+        created_at: now,
+    };
+    assets.put_asset_item(organization, &item).await?;
+    Ok(item)
+}
+
+fn deny_unknown(body: &Map<String, Value>, known: &[&str]) -> Result<(), AssetError> {
+    match body.keys().find(|key| !known.contains(&key.as_str())) {
+        Some(unknown) => Err(AssetError::Invalid(format!("unknown property: {unknown}"))),
+        None => Ok(()),
+    }
+}
+
+fn optional_text(body: &Map<String, Value>, field: &str) -> Result<Option<String>, AssetError> {
+    match body.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(_) => Err(AssetError::Invalid(format!("{field} must be a string"))),
+    }
+}
+
+fn check_name(name: &str) -> Result<(), AssetError> {
+    let length = name.chars().count();
+    if length == 0 || length > MAX_NAME_CHARS {
+        return Err(AssetError::Invalid(format!("name must be 1 to {MAX_NAME_CHARS} characters")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(highres: bool, proxy: bool) -> AssetItem {
+        AssetItem {
+            id: AssetItemId::new_v4(),
+            connection_id: AssetConnectionId::new_v4(),
+            name: "clip".into(),
+            highres: highres.then(UploadId::new_v4),
+            proxy: proxy.then(UploadId::new_v4),
+            created_at: Timestamp::now(),
+        }
+    }
+
+    #[test]
+    fn every_artifact_branch_of_rule_10() {
+        let both = item(true, true);
+        assert_eq!(choose(&both, Artifact::Highres).unwrap(), (Artifact::Highres, both.highres.unwrap()));
+        assert_eq!(choose(&both, Artifact::Proxy).unwrap(), (Artifact::Proxy, both.proxy.unwrap()));
+        assert_eq!(choose(&both, Artifact::Auto).unwrap(), (Artifact::Highres, both.highres.unwrap()));
+        let proxy_only = item(false, true);
+        assert!(choose(&proxy_only, Artifact::Highres).unwrap_err().contains("no highres file"));
+        assert_eq!(choose(&proxy_only, Artifact::Auto).unwrap(), (Artifact::Proxy, proxy_only.proxy.unwrap()));
+        let highres_only = item(true, false);
+        assert!(choose(&highres_only, Artifact::Proxy).unwrap_err().contains("no proxy file"));
+        assert!(choose(&item(false, false), Artifact::Auto).unwrap_err().contains("neither"));
+    }
+}
