@@ -151,9 +151,10 @@ stop_all() {
 mkdir -p "$RUN"
 case "${1:-}" in
   install) install_java; install_dynamodb; install_python ;;
+  install-python) install_python ;;
   start) start_dynamodb; start_moto ;;
   warm) warm_dynamodb ;;
   env) print_env ;;
   stop) stop_all ;;
-  *) echo "usage: $0 install|start|warm|env|stop" >&2; exit 2 ;;
+  *) echo "usage: $0 install|install-python|start|warm|env|stop" >&2; exit 2 ;;
 esac
