@@ -255,7 +255,7 @@ impl App {
             task_budget,
             webhook_schedule,
             yt_dlp: default_yt_dlp(),
-            video_site_hosts: Vec::new(),
+            video_site_hosts: crate::config::video_site_hosts_from_env(),
         };
         let ports = WebhookPorts { queue: Arc::new(webhooks.clone()), inbox: Some(Arc::new(webhooks.clone())) };
         let mut app = self.with_engine(
@@ -270,6 +270,15 @@ impl App {
             engine.local_webhooks = Some(webhooks);
         }
         app
+    }
+
+    /// Reads `video_urls` and `youtube_url_inputs` of `hosts` (and their subdomains) as
+    /// video-sharing sites' pages too; call after adding the engine.
+    pub fn with_video_site_hosts(mut self, hosts: &[String]) -> Self {
+        if let Some(engine) = self.engine.as_mut() {
+            engine.worker.sites = Sites::new(engine.worker.sites.videos.clone(), hosts);
+        }
+        self
     }
 
     /// Signs media links with `secret` for callers who reach the service at `public_url`.

@@ -74,11 +74,7 @@ impl Config {
             webhook_queue_url: present("WEBHOOK_QUEUE_URL"),
             webhook_schedule: webhook_schedule_from_env()?,
             yt_dlp: crate::app::default_yt_dlp(),
-            video_site_hosts: present("VIDEO_SITE_HOSTS")
-                .map(|hosts| {
-                    hosts.split(',').map(str::trim).filter(|host| !host.is_empty()).map(String::from).collect()
-                })
-                .unwrap_or_default(),
+            video_site_hosts: video_site_hosts_from_env(),
         })
     }
 }
@@ -116,4 +112,16 @@ pub fn webhook_schedule_from_env() -> anyhow::Result<crate::domain::webhooks::We
         schedule.timeout = Duration::from_millis(millis);
     }
     Ok(schedule)
+}
+
+/// `VIDEO_SITE_HOSTS`: hosts (comma-separated) read as video-sharing sites beyond the
+/// known ones.
+pub fn video_site_hosts_from_env() -> Vec<String> {
+    std::env::var("VIDEO_SITE_HOSTS")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|host| !host.is_empty())
+        .map(String::from)
+        .collect()
 }

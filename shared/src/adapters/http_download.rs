@@ -72,9 +72,7 @@ impl HttpDownloader {
             }
             let content_type = response.headers().get(reqwest::header::CONTENT_TYPE);
             if content_type.and_then(|value| value.to_str().ok()).is_some_and(|value| value.starts_with("text/html")) {
-                return Err(refused(
-                    "it is a web page, not a video file; give a video-sharing site's page in youtube_url_inputs".into(),
-                ));
+                return Err(refused(crate::ports::WEB_PAGE_REFUSAL.into()));
             }
             let too_large = || refused(format!("the file is larger than the limit of {}", size_text(max_bytes)));
             if response.content_length().is_some_and(|length| length > max_bytes) {

@@ -38,9 +38,10 @@ const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(60);
 const FETCH_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// How often the folder yt-dlp writes to is measured.
 const SIZE_CHECK_INTERVAL: Duration = Duration::from_millis(250);
-/// A single progressive file over plain http(s), mp4 first, which [`HttpDownloader`] can
-/// fetch; otherwise what yt-dlp would pick, merged or segmented.
-const FORMAT: &str = "best[ext=mp4][protocol~='^https?$']/best[protocol~='^https?$']/bv*+ba/b";
+/// The best picture up to 1080 lines with the best sound (merged when the site keeps
+/// them apart, as YouTube does above 360p), else the best single file; a single
+/// progressive file over http(s) is then fetched by [`HttpDownloader`].
+const FORMAT: &str = "bv*[height<=?1080]+ba/b[height<=?1080]/bv*+ba/b";
 /// Options of every run: one video, nothing read from the user's configuration, cache
 /// or plugins, a playlist listed rather than read video by video.
 const COMMON_OPTIONS: [&str; 6] =

@@ -2,7 +2,10 @@
 //! claimed for the caller's organization before the handler runs, and its answer kept
 //! (a success) or the key released (anything else) after. See `domain::idempotency`.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+
+use futures::FutureExt;
 
 use http::{header, HeaderValue, StatusCode};
 
@@ -56,7 +59,15 @@ pub(super) async fn handle(route: &Route, app: Arc<App>, request: Request, param
         .into_response(),
         Ok(Begun::Replay(answer)) => replay(answer),
         Ok(Begun::Run(claim)) => {
-            let response = (route.handler)(app.clone(), Call { request, params }).await;
+            let handled = AssertUnwindSafe((route.handler)(app.clone(), Call { request, params })).catch_unwind().await;
+            let response = match handled {
+                Ok(response) => response,
+                Err(_) => {
+                    // Let go of the key at once: a repeat runs instead of waiting out the lease.
+                    tracing::error!("handler panicked");
+                    ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
+                }
+            };
             let body = String::from_utf8_lossy(response.body().as_ref()).into_owned();
             let answer = KeptAnswer { status: response.status().as_u16(), body };
             if let Err(error) = idempotency::finish(app.idempotency.as_ref(), &claim, answer).await {

@@ -26,11 +26,13 @@ pub const MAX_KEY_CHARS: usize = 255;
 pub const REMEMBERED_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 /// How long a claim holds the key for a request still running; longer than any
 /// request may run (API Gateway gives up after 29 s).
-pub const CLAIM_LEASE: Duration = Duration::from_secs(60);
-/// How long a repeat waits for the first request's answer.
-pub const MAX_WAIT: Duration = Duration::from_secs(20);
-/// How often a waiting repeat looks again.
-const WAIT_STEP: Duration = Duration::from_millis(50);
+pub const CLAIM_LEASE: Duration = Duration::from_secs(120);
+/// How long a repeat waits for the first request's answer: short of the request's own
+/// budget, so that a repeat that takes the key over still has time to run.
+pub const MAX_WAIT: Duration = Duration::from_secs(10);
+/// How often a waiting repeat reads the key again: from the first step, doubling to the
+/// last.
+const WAIT_STEPS: (Duration, Duration) = (Duration::from_millis(25), Duration::from_millis(400));
 /// Largest answer kept: the creating endpoints answer a few KB; an answer beyond this is
 /// given once and the key released.
 pub const MAX_KEPT_BODY: usize = 256 * 1024;
@@ -125,6 +127,7 @@ pub async fn begin(
     fingerprint: &str,
 ) -> anyhow::Result<Begun> {
     let waited_until = tokio::time::Instant::now() + MAX_WAIT;
+    let mut step = WAIT_STEPS.0;
     loop {
         let now = clock.now();
         let record = KeyRecord {
@@ -134,20 +137,29 @@ pub async fn begin(
             state: KeyState::Claimed { token: uuid::Uuid::new_v4().to_string(), lease_until: now.after(CLAIM_LEASE) },
             expires_at: now.after(REMEMBERED_FOR),
         };
-        let holder = match repo.claim_key(&record, now).await? {
+        let mut holder = match repo.claim_key(&record, now).await? {
             None => return Ok(Begun::Run(KeyClaim(record))),
             Some(holder) => holder,
         };
-        if holder.fingerprint != fingerprint {
-            return Ok(Begun::Mismatch);
+        // Held by a running request: read (not write) until it answers or lets go.
+        loop {
+            if holder.fingerprint != fingerprint {
+                return Ok(Begun::Mismatch);
+            }
+            if let KeyState::Answered(answer) = holder.state {
+                return Ok(Begun::Replay(answer));
+            }
+            if tokio::time::Instant::now() + step > waited_until {
+                return Ok(Begun::StillRunning);
+            }
+            tokio::time::sleep(step).await;
+            step = (step * 2).min(WAIT_STEPS.1);
+            match repo.get_key(organization, key).await? {
+                Some(read) if read.holds(clock.now()) => holder = read,
+                // Released, lapsed or expired: claim it.
+                _ => break,
+            }
         }
-        if let KeyState::Answered(answer) = holder.state {
-            return Ok(Begun::Replay(answer));
-        }
-        if tokio::time::Instant::now() + WAIT_STEP > waited_until {
-            return Ok(Begun::StillRunning);
-        }
-        tokio::time::sleep(WAIT_STEP).await;
     }
 }
 

@@ -67,14 +67,19 @@ pub struct SiteVideoInfo {
     pub duration_ms: Option<u64>,
 }
 
+/// Longest text kept of what a site says (its strings are not ours to bound).
+pub const MAX_SITE_TEXT_CHARS: usize = 500;
+
 impl From<SiteVideo> for SiteVideoInfo {
     fn from(video: SiteVideo) -> Self {
+        let bounded = |text: String| text.chars().take(MAX_SITE_TEXT_CHARS).collect::<String>();
         Self {
-            site: video.site,
-            video_id: video.video_id,
-            title: video.title,
-            page_url: video.page_url,
-            channel_id: video.channel_id,
+            site: bounded(video.site),
+            video_id: bounded(video.video_id),
+            title: bounded(video.title),
+            // A page URL is at most 2,048 characters when given; a site's own may be longer.
+            page_url: video.page_url.chars().take(crate::domain::runs::start::MAX_URL_CHARS).collect(),
+            channel_id: video.channel_id.map(bounded),
             duration_ms: video.duration_ms,
         }
     }

@@ -301,6 +301,9 @@ pub enum DownloadError {
     Failed(anyhow::Error),
 }
 
+/// The refusal of a URL that answers with a web page rather than a media file.
+pub const WEB_PAGE_REFUSAL: &str = "the server answered with a web page (text/html), not a video file";
+
 /// Fetches URL inputs.
 #[async_trait]
 pub trait Downloader: Send + Sync {
@@ -458,6 +461,8 @@ pub trait IdempotencyRepo: Send + Sync {
     /// ([`KeyRecord::holds`]) is stored for the organization and key: then returns that
     /// one and stores nothing. Atomic: of concurrent claims one is stored.
     async fn claim_key(&self, record: &KeyRecord, now: Timestamp) -> anyhow::Result<Option<KeyRecord>>;
+    /// The organization's record of `key`, whatever its state (a consistent read).
+    async fn get_key(&self, organization: OrganizationId, key: &str) -> anyhow::Result<Option<KeyRecord>>;
     /// Ends `claim` (a record this process stored with [`Self::claim_key`]): keeps
     /// `answer` for repeats, or (None) releases the key. Does nothing when another claim
     /// took the key over meanwhile (its token differs).

@@ -98,11 +98,12 @@ async fn an_output_cites_its_media_where_they_play_and_links_a_timeline_project_
     assert_eq!(read["xml_clip_names"].as_array().unwrap().iter().take(2).collect::<Vec<_>>(), names, "{read}");
     assert!(read["edl_events"].as_u64().unwrap() >= 2, "{read}");
 
-    // Another organization cannot read the run, and the zip link is signed.
+    // The zip link is signed, and another organization cannot read the run.
     let tampered = link.replace("signature=", "signature=0");
     assert_eq!(http_get(&tampered).await.0, StatusCode::FORBIDDEN);
-    let (status, _) = harness.test.call(Method::GET, &format!("/agent_run/{run}"), None).await;
-    assert_eq!(status, StatusCode::OK);
+    let (_, other) = harness.test.add_organization(true).await;
+    let (status, _) = harness.test.call_as(&other, Method::GET, &format!("/agent_run/{run}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
 /// Opens the zip's `.otio` with `opentimelineio` and reports its clips; parses the XML

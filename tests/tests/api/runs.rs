@@ -132,6 +132,8 @@ impl Harness {
                     .with_engine(Arc::new(dynamodb), Arc::new(queue.clone()), Some(Arc::new(queue)), webhooks, settings)
             }
         };
+        // `localhost` is a video-sharing site here (tests of site URLs; 127.0.0.1 is not).
+        let app = app.with_video_site_hosts(&["localhost".to_owned()]);
         let test = TestApp::seeded(app).await;
         let (_, stop) = serve::spawn_on(test.app.clone(), listener).unwrap();
         let workers = if count > 0 { serve::workers::start(&test.app, count).await.unwrap() } else { None };
@@ -568,7 +570,8 @@ async fn input_rules_are_refused_with_a_detail_and_create_no_run(backend: Backen
         (&agent, json!({ "video_ids": [video], "update_params": { nodes["in"].clone(): {} } }), "cannot be changed"),
         (&agent, json!({ "video_ids": [video], "ignore_nodes": [missing] }), "ignore_nodes"),
         (&agent, json!({ "video_ids": [video], "surprise": true }), "unknown property: surprise"),
-        (&agent, json!({ "video_ids": [video], "youtube_url_inputs": [] }), "not supported"),
+        (&agent, json!({ "youtube_url_inputs": [{ "url": "ftp://example.com/v" }] }), "must be an http"),
+        (&agent, json!({ "asset_manager_assets": [{ "id": "nope" }] }), "UUID of the external item"),
         (&agent, json!({ "video_ids": video }), "video_ids must be an array"),
         (&agent, json!({ "video_ids": [video], "input_clip_start_ms": "0" }), "input_clip_start_ms"),
         (&agent, json!({ "video_ids": vec![video.clone(); 10_000] }), "at most 100"),

@@ -68,7 +68,8 @@ pub(crate) async fn site_server(clip: Vec<u8>) -> String {
 
 async fn a_sites_video_is_fetched_cut_cited_and_names_the_run_trigger(backend: Backend) {
     let harness = Harness::new(backend).await;
-    let site = site_server(sample("video.mp4")).await;
+    // The harness reads `localhost` as a video-sharing site, 127.0.0.1 as any other host.
+    let site = site_server(sample("video.mp4")).await.replace("127.0.0.1", "localhost");
     let page = format!("{site}/watch");
     let (agent, nodes) =
         harness.agent(&[("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))], &[("in", "out")]).await;
@@ -114,8 +115,26 @@ async fn a_sites_video_is_fetched_cut_cited_and_names_the_run_trigger(backend: B
     let (_, runs) = harness.test.call(Method::GET, &format!("/agent/{agent}/runs"), None).await;
     assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "no run for the refused pages");
 
-    // A page given as a plain video URL is not a video file: its task says so.
+    // video_urls of a site's host are read as its pages: the same video.
     let run = harness.start(&agent, json!({ "video_urls": [page] })).await;
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["triggered_by"]["video_url"], page.as_str());
+
+    // youtube_url_inputs of a host that is no video-sharing site: refused, yt-dlp not run.
+    let (status, body) = harness
+        .test
+        .call(
+            Method::POST,
+            &format!("/agent/{agent}/run"),
+            Some(json!({ "youtube_url_inputs": [{ "url": page.replace("localhost", "127.0.0.1") }] })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("is not a video-sharing site"), "{body}");
+
+    // A page given as a plain video URL of another host is not a video file: its task says so.
+    let run = harness.start(&agent, json!({ "video_urls": [page.replace("localhost", "127.0.0.1")] })).await;
     let record = harness.finished(&run).await;
     assert_eq!(record["status"], "failed", "{record}");
     assert_eq!(record["errors"][0]["original_node_id"], nodes["in"].as_str());
@@ -152,7 +171,8 @@ async fn a_sites_video_over_5_hours_fails_its_video_input_task() {
     let harness = Harness::new(Backend::Sqlite).await;
     let (agent, _) =
         harness.agent(&[("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))], &[("in", "out")]).await;
-    let run = harness.start(&agent, json!({ "youtube_url_inputs": [{ "url": format!("{site}/watch") }] })).await;
+    let page = format!("{}/watch", site.replace("127.0.0.1", "localhost"));
+    let run = harness.start(&agent, json!({ "youtube_url_inputs": [{ "url": page }] })).await;
     let record = harness.finished(&run).await;
     assert_eq!(record["status"], "failed", "{record}");
     let message = record["errors"][0]["messages"][0].as_str().unwrap();

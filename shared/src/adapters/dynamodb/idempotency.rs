@@ -79,6 +79,11 @@ impl IdempotencyRepo for DynamoDb {
         }
     }
 
+    async fn get_key(&self, organization: OrganizationId, key: &str) -> anyhow::Result<Option<KeyRecord>> {
+        let item = self.get(keys::idempotency_key(organization, key), "reading an idempotency key").await?;
+        item.as_ref().map(|item| record_from(organization, item)).transpose()
+    }
+
     async fn settle_key(&self, claim: &KeyRecord, answer: Option<&KeptAnswer>) -> anyhow::Result<()> {
         let KeyState::Claimed { token, .. } = &claim.state else { anyhow::bail!("only a claim is settled") };
         // Released: the claim lapses at once (a put, not a delete: one action fewer to grant).

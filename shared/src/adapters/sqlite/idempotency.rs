@@ -88,6 +88,25 @@ impl IdempotencyRepo for Sqlite {
         .await
     }
 
+    async fn get_key(&self, organization: OrganizationId, key: &str) -> anyhow::Result<Option<KeyRecord>> {
+        let key = key.to_owned();
+        self.call(move |connection| {
+            let row: Option<Row> = connection
+                .prepare_cached(
+                    "SELECT fingerprint, token, lease_until_ms, status, body, expires_ms FROM idempotency_keys
+                     WHERE organization_id = ?1 AND key = ?2",
+                )
+                .db("reading an idempotency key")?
+                .query_row(params![organization.to_string(), key], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?))
+                })
+                .optional()
+                .db("reading an idempotency key")?;
+            row.map(|row| record_of(organization, &key, row)).transpose()
+        })
+        .await
+    }
+
     async fn settle_key(&self, claim: &KeyRecord, answer: Option<&KeptAnswer>) -> anyhow::Result<()> {
         let KeyState::Claimed { token, .. } = &claim.state else { anyhow::bail!("only a claim is settled") };
         let (organization, key, token, answer) =

@@ -82,8 +82,14 @@ impl Placement {
 
 /// The placements of task `task`'s result `file` (the tasks it builds on are completed).
 pub fn placements(run: &Run, task: usize, file: &MediaFile) -> Vec<Placement> {
-    placements_and_length(run, task, Some(file)).0
+    let mut placed = placements_and_length(run, task, Some(file)).0;
+    // Bounded, so that a fan-in of many items keeps the run's document small.
+    placed.truncate(MAX_PLACEMENTS);
+    placed
 }
+
+/// Most placements an output keeps (its first ones, in output order per track).
+pub const MAX_PLACEMENTS: usize = 200;
 
 /// The placements of a task's result and its length; `file` is the result (else the
 /// task's recorded one).

@@ -3,6 +3,7 @@
 //! run; task messages are sent after the write that queued them.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -14,7 +15,7 @@ use super::{
     RuntimeNode,
 };
 use crate::core::cursor;
-use crate::core::retry::{RetryPolicy, RUN_UPDATE_CONFLICTS};
+use crate::core::retry::{RetryPolicy, Unavailable, RUN_UPDATE_CONFLICTS};
 use crate::domain::agents::AgentId;
 use crate::domain::asset_manager;
 use crate::domain::graph::AgentNodeId;
@@ -387,7 +388,9 @@ async fn bind_video(
 /// Longest video read from a video-sharing site (the contract's limit).
 pub const MAX_SITE_VIDEO_MS: u64 = 5 * 60 * 60 * 1000;
 /// Site pages read at once at start.
-const SITE_READS: usize = 8;
+const SITE_READS: usize = 4;
+/// Longest a page may take to read at start (the request has 29 s on API Gateway).
+pub const SITE_READ_TIME: Duration = Duration::from_secs(15);
 
 /// Reads the site pages among the inputs (`youtube_url_inputs`, and `video_urls` of a
 /// known site), a few at a time: what the site says of each video, by URL. A page that
@@ -400,7 +403,17 @@ async fn describe_sites(
     let mut pages: Vec<(String, String)> = Vec::new();
     for item in tiles.iter().flat_map(|(_, items)| items) {
         let url = match &item.reference {
-            InputRef::Site(url) => url,
+            InputRef::Site(url) if sites.is_site(url) => url,
+            // yt-dlp reads known sites only: its generic reader would fetch any page.
+            InputRef::Site(url) => {
+                let host = url::Url::parse(url).ok().and_then(|url| url.host_str().map(str::to_owned));
+                return Err(RunError::Invalid(format!(
+                    "{}: {} is not a video-sharing site this deployment reads (the known sites, and the hosts \
+                     added with VIDEO_SITE_HOSTS)",
+                    item.field,
+                    host.unwrap_or_default()
+                )));
+            }
             InputRef::Url(url) if sites.is_site(url) => url,
             _ => continue,
         };
@@ -414,7 +427,13 @@ async fn describe_sites(
             let videos = sites.videos.clone();
             async move {
                 check_target(&url, &field, allow_private_urls).await?;
-                match videos.describe(&url).await {
+                let described = tokio::time::timeout(SITE_READ_TIME, videos.describe(&url)).await.map_err(|_| {
+                    RunError::Backend(anyhow::Error::new(Unavailable(format!(
+                        "{field}: the page {url} could not be read within {} s; try again",
+                        SITE_READ_TIME.as_secs()
+                    ))))
+                })?;
+                match described {
                     Ok(video) => Ok((url, SiteVideoInfo::from(video))),
                     Err(DownloadError::Refused(problem)) => Err(RunError::Invalid(format!("{field}: {problem}"))),
                     Err(DownloadError::Failed(error)) => {

@@ -80,7 +80,32 @@ impl Run {
     /// uses (URL inputs, uploaded music and pictures), with where it plays in the
     /// output. Uploaded videos and earlier renders are the caller's own: not cited.
     fn sources(&self, output: &super::RunOutput) -> Vec<Value> {
+        if output.placements.is_empty() {
+            // An output recorded before placements were: its URL inputs, as cited then.
+            return self.url_citations();
+        }
         output.placements.iter().filter_map(|placement| self.citation(placement)).collect()
+    }
+
+    fn url_citations(&self) -> Vec<Value> {
+        self.inputs
+            .iter()
+            .filter_map(|input| match &input.source {
+                InputSource::Url { url } => Some(json!({
+                    "provider": "url",
+                    "source_kind": "video_url",
+                    "media_type": "video",
+                    "render_asset_id": input.clipped.map(|clipped| clipped.video),
+                    "query": url,
+                    "start_ms": input.clip_start_ms.unwrap_or(0),
+                    "end_ms": input.clip_end_ms,
+                    "placement": "main",
+                    "layout": "full_frame",
+                    "licensed_asset_family": CUSTOMER_SUPPLIED,
+                })),
+                _ => None,
+            })
+            .collect()
     }
 
     fn citation(&self, placement: &Placement) -> Option<Value> {

@@ -18,7 +18,8 @@ use crate::domain::sites::Sites;
 use crate::domain::uploads::ProbeReport;
 use crate::domain::webhooks::{DeliveryState, Notifier, WebhookMessage};
 use crate::ports::{
-    BlobStore, Clock, DownloadError, Downloader, MediaProbe, MediaToolkit, RunRepo, TaskMessage, TaskQueue, WebhookRepo,
+    BlobStore, Clock, DownloadError, Downloader, MediaProbe, MediaToolkit, RunRepo, TaskMessage, TaskQueue,
+    WebhookRepo, WEB_PAGE_REFUSAL,
 };
 
 /// Largest URL input (the contract's limit).
@@ -345,7 +346,17 @@ impl Worker {
                 };
                 match downloaded {
                     Ok(Ok(_)) => (format!("file:{}", path.display()), None),
-                    Ok(Err(DownloadError::Refused(problem))) => return Ok(Made::Failed(format!("{url}: {problem}"))),
+                    Ok(Err(DownloadError::Refused(problem))) => {
+                        let site = matches!(bound.source, InputSource::Site { .. });
+                        return Ok(Made::Failed(match site {
+                            // yt-dlp's reasons name the page already.
+                            true if problem != WEB_PAGE_REFUSAL => problem,
+                            false if problem == WEB_PAGE_REFUSAL => {
+                                format!("{url}: {problem}; give a video-sharing site's page in youtube_url_inputs")
+                            }
+                            _ => format!("{url}: {problem}"),
+                        }));
+                    }
                     Ok(Err(DownloadError::Failed(error))) => {
                         return Ok(Made::Failed(format!("{url} could not be downloaded: {error:#}")))
                     }
