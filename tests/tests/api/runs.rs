@@ -1266,10 +1266,8 @@ pub(crate) async fn file_server(bytes: Vec<u8>) -> String {
     url
 }
 
-/// A URL input longer than 5 hours (a few frames ten minutes apart) fails its Video
-/// Input task with the limit in the message; the run does not stay `running`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_url_video_over_5_hours_fails_its_video_input_task() {
+/// A video of 5 hours and a minute: a few small frames ten minutes apart (a few KB).
+pub(crate) fn video_over_5_hours() -> Vec<u8> {
     let folder = tempfile::tempdir().unwrap();
     let video = folder.path().join("long.mp4");
     let made = std::process::Command::new("ffmpeg")
@@ -1279,7 +1277,14 @@ async fn a_url_video_over_5_hours_fails_its_video_input_task() {
         .status()
         .unwrap();
     assert!(made.success());
-    let url = file_server(std::fs::read(&video).unwrap()).await;
+    std::fs::read(&video).unwrap()
+}
+
+/// A URL input longer than 5 hours (a few frames ten minutes apart) fails its Video
+/// Input task with the limit in the message; the run does not stay `running`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_url_video_over_5_hours_fails_its_video_input_task() {
+    let url = file_server(video_over_5_hours()).await;
     let harness = Harness::new(Backend::Sqlite).await;
     let (agent, nodes) =
         harness.agent(&[("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))], &[("in", "out")]).await;

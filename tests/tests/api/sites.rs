@@ -12,7 +12,7 @@ use shared::domain::node_types::{DESTINATION, VIDEO_INPUT};
 
 use crate::conformance;
 use crate::helpers::{http_get, Backend};
-use crate::runs::Harness;
+use crate::runs::{video_over_5_hours, Harness};
 use crate::uploads::sample;
 
 conformance!(a_sites_video_is_fetched_cut_cited_and_names_the_run_trigger);
@@ -158,16 +158,7 @@ fn duration_ms(bytes: &[u8]) -> u64 {
 /// Input task with the limit in the message; the run does not stay `running`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_sites_video_over_5_hours_fails_its_video_input_task() {
-    let folder = tempfile::tempdir().unwrap();
-    let video = folder.path().join("long.mp4");
-    let made = std::process::Command::new("ffmpeg")
-        .args(["-v", "error", "-f", "lavfi", "-i", "color=black:size=64x48:rate=1/600:duration=18060"])
-        .args(["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"])
-        .arg(&video)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let site = site_server(std::fs::read(&video).unwrap()).await;
+    let site = site_server(video_over_5_hours()).await;
     let harness = Harness::new(Backend::Sqlite).await;
     let (agent, _) =
         harness.agent(&[("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))], &[("in", "out")]).await;
