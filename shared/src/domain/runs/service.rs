@@ -266,18 +266,9 @@ async fn bind_inputs(
     let pages = describe_sites(ports.sites, &tiles, allow_private_urls).await?;
     // Each bound video gets a signed link of its own, recorded with the run.
     let mut link_of = |key: &str, version: &Option<String>, duration_ms: Option<u64>| {
-        let link = MediaId::new_v4();
-        media.push(MediaRecord {
-            id: link,
-            organization_id: organization,
-            run_id,
-            kind: MediaKind::Input,
-            key: key.to_owned(),
-            version: version.clone(),
-            content_type: "video/mp4".into(),
-            duration_ms,
-            created_at: now,
-        });
+        let record = input_link(organization, run_id, key, version, "video/mp4", duration_ms, now);
+        let link = record.id;
+        media.push(record);
         link
     };
     let mut bound = Vec::new();
@@ -361,6 +352,30 @@ async fn bind_inputs(
         }
     }
     Ok(bound)
+}
+
+/// The media record of a signed link to a file a run reads (an input video, or an
+/// uploaded sound or picture a node uses).
+fn input_link(
+    organization: OrganizationId,
+    run_id: RunId,
+    key: &str,
+    version: &Option<String>,
+    content_type: &str,
+    duration_ms: Option<u64>,
+    now: Timestamp,
+) -> MediaRecord {
+    MediaRecord {
+        id: MediaId::new_v4(),
+        organization_id: organization,
+        run_id,
+        kind: MediaKind::Input,
+        key: key.to_owned(),
+        version: version.clone(),
+        content_type: content_type.to_owned(),
+        duration_ms,
+        created_at: now,
+    }
 }
 
 /// A ready video upload of the organization, as a run input: its file, a new signed
@@ -492,20 +507,11 @@ async fn resolve_assets(
                     continue;
                 }
                 // A link for the timeline project, which points at the run's media.
-                let link = MediaId::new_v4();
-                media.push(MediaRecord {
-                    id: link,
-                    organization_id: organization,
-                    run_id,
-                    kind: MediaKind::Input,
-                    key: blob.key.clone(),
-                    version: blob.version.clone(),
-                    // Sounds and pictures of any format ffprobe reads: served as bytes.
-                    content_type: "application/octet-stream".into(),
-                    duration_ms: None,
-                    created_at: now,
-                });
-                assets.insert(id, AssetFile { key: blob.key, version: blob.version, media: Some(link) });
+                // Sounds and pictures of any format ffprobe reads: served as bytes.
+                let record =
+                    input_link(organization, run_id, &blob.key, &blob.version, "application/octet-stream", None, now);
+                assets.insert(id, AssetFile { key: blob.key, version: blob.version, media: Some(record.id) });
+                media.push(record);
             }
             Some(upload) if upload.kind != kind => {
                 return Err(RunError::Invalid(format!(

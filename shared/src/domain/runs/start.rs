@@ -251,15 +251,7 @@ fn items_of(object: &Map<String, Value>, prefix: &str, window: (Option<u64>, Opt
                 Some(_) => return Err(format!("{field}.{key} must be a string")),
                 None => return Err(format!("{field}.{key} is required")),
             };
-            let own = self::window(item, &format!("{field}."))?;
-            let (start, end) = (own.0.or(window.0), own.1.or(window.1));
-            if let (Some(start), Some(end)) = (start, end) {
-                if end <= start {
-                    return Err(format!(
-                        "{field}: the clip end ({end} ms) must be greater than its start ({start} ms)"
-                    ));
-                }
-            }
+            let (start, end) = item_window(item, &field, window)?;
             items.push(InputItem {
                 reference: reference(text, &format!("{field}.{key}"))?,
                 clip_start_ms: start,
@@ -302,13 +294,7 @@ fn asset_items(value: &Value, prefix: &str, window: (Option<u64>, Option<u64>)) 
                 .ok_or_else(|| format!("{field}.artifact must be highres, proxy or auto, got {text:?}"))?,
             Some(_) => return Err(format!("{field}.artifact must be a string")),
         };
-        let own = self::window(item, &format!("{field}."))?;
-        let (start, end) = (own.0.or(window.0), own.1.or(window.1));
-        if let (Some(start), Some(end)) = (start, end) {
-            if end <= start {
-                return Err(format!("{field}: the clip end ({end} ms) must be greater than its start ({start} ms)"));
-            }
-        }
+        let (start, end) = item_window(item, &field, window)?;
         items.push(InputItem {
             reference: InputRef::Asset { id, artifact },
             clip_start_ms: start,
@@ -317,6 +303,23 @@ fn asset_items(value: &Value, prefix: &str, window: (Option<u64>, Option<u64>)) 
         });
     }
     Ok(items)
+}
+
+/// A per-item form's window: its own offsets, else those of the object it is in; end
+/// must follow start.
+fn item_window(
+    item: &Map<String, Value>,
+    field: &str,
+    outer: (Option<u64>, Option<u64>),
+) -> Parsed<(Option<u64>, Option<u64>)> {
+    let own = window(item, &format!("{field}."))?;
+    let (start, end) = (own.0.or(outer.0), own.1.or(outer.1));
+    if let (Some(start), Some(end)) = (start, end) {
+        if end <= start {
+            return Err(format!("{field}: the clip end ({end} ms) must be greater than its start ({start} ms)"));
+        }
+    }
+    Ok((start, end))
 }
 
 fn upload_ref(text: &str, field: &str) -> Parsed<InputRef> {
