@@ -11,7 +11,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use http::Method;
 use serde_json::{json, Map, Value};
 use shared::domain::graph::{parse_operations, Graph};
-use shared::domain::node_types::{self, CLIP, SPEED, VIDEO_GENERATION};
+use shared::domain::nodes::{self, CLIP, SPEED, VIDEO_GENERATION};
 
 fn object(value: Value) -> Map<String, Value> {
     match value {
@@ -32,7 +32,7 @@ fn chain_operations(count: usize) -> Value {
 }
 
 fn domain(c: &mut Criterion) {
-    let video = node_types::find(VIDEO_GENERATION).unwrap();
+    let video = nodes::find(VIDEO_GENERATION).unwrap();
     let params = object(
         json!({ "prompt": "a cat on a skateboard", "model": "veo-3", "resolution": "4k", "duration": "8", "aspect_ratio": "16:9" }),
     );

@@ -1,8 +1,7 @@
-//! The application state every handler receives: the ports, wired to one backend.
+//! Wiring: [`App::build`] constructs every adapter of a process once, from an
+//! [`AppConfig`], and hands each part of the service the ports it uses.
 
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::adapters::dynamodb::DynamoDb;
 use crate::adapters::ffmpeg::Ffmpeg;
@@ -14,101 +13,38 @@ use crate::adapters::s3::S3BlobStore;
 use crate::adapters::sqlite::tasks::SqliteTaskQueue;
 use crate::adapters::sqlite::webhooks::SqliteWebhookQueue;
 use crate::adapters::sqlite::Sqlite;
-use crate::adapters::sqs::{SqsTaskQueue, SqsWebhookQueue};
+use crate::adapters::sqs::SqsQueue;
 use crate::adapters::webhook_client::HttpWebhookClient;
 use crate::adapters::ytdlp::YtDlp;
-use crate::config::Config;
-use crate::domain::identity::Authenticator;
+use crate::config::{Config, Settings};
+use crate::core::queue::{Inbox, Queue};
+use crate::domain::agents::AgentRepo;
+use crate::domain::asset_manager::{AssetManager, AssetRepo};
+use crate::domain::idempotency::IdempotencyRepo;
+use crate::domain::identity::{Authenticator, IdentityRepo};
+use crate::domain::media::ports::{BlobStore, MediaProbe};
+use crate::domain::runs::events::Notifier;
+use crate::domain::runs::ports::{RunRepo, TaskMessage};
 use crate::domain::runs::views::MediaLinks;
 use crate::domain::runs::worker::Worker;
+use crate::domain::shared_stores::SharedStoreRepo;
 use crate::domain::sites::Sites;
-use crate::domain::webhooks::{Notifier, WebhookMessage, WebhookSchedule, WebhookSender};
-use crate::ports::{
-    AgentRepo, AssetManager, AssetRepo, BlobStore, Clock, IdempotencyRepo, IdentityRepo, MediaProbe, RunRepo,
-    SharedStoreRepo, SystemClock, TaskInbox, TaskQueue, UploadRepo, WebhookInbox, WebhookQueue, WebhookRepo,
-};
+use crate::domain::time::{Clock, SystemClock};
+use crate::domain::uploads::UploadRepo;
+use crate::domain::webhooks::ports::WebhookRepo;
+use crate::domain::webhooks::sender::WebhookSender;
+use crate::domain::webhooks::WebhookMessage;
+use crate::domain::Backend;
 
-/// Default time budget of one node task's media work.
-pub const DEFAULT_TASK_BUDGET: Duration = Duration::from_secs(15 * 60);
-
-/// The run engine's ports: where runs are stored, where task messages go, and the worker
-/// that executes them.
+/// Where state is kept, and with it where node tasks and webhook deliveries are queued.
 #[derive(Clone)]
-pub struct Engine {
-    pub runs: Arc<dyn RunRepo>,
-    pub queue: Arc<dyn TaskQueue>,
-    pub worker: Worker,
-    /// Where this process's workers take task messages from (`serve`); None where
-    /// something else delivers them (the `node-worker` event source) or nothing runs them.
-    pub inbox: Option<Arc<dyn TaskInbox>>,
-    /// The local task table, when tasks are queued in the state database: workers
-    /// release and recover its work at start.
-    pub local_queue: Option<SqliteTaskQueue>,
-    /// Where webhook delivery messages go.
-    pub webhooks: Arc<dyn WebhookQueue>,
-    /// Where this process's senders take them from (`serve`); None where the
-    /// `webhook-sender` event source delivers them.
-    pub webhook_inbox: Option<Arc<dyn WebhookInbox>>,
-    /// The local delivery table, when it is the webhook queue: senders release its
-    /// claims at start.
-    pub local_webhooks: Option<SqliteWebhookQueue>,
-    /// Attempts deliveries.
-    pub sender: WebhookSender,
-}
-
-impl Engine {
-    /// Records run events with media links signed by `links`.
-    pub fn notifier(&self, links: MediaLinks) -> Notifier {
-        Notifier { links, queue: self.webhooks.clone() }
-    }
-}
-
-/// Where an engine's webhook messages go and come from.
-#[derive(Clone)]
-pub struct WebhookPorts {
-    pub queue: Arc<dyn WebhookQueue>,
-    pub inbox: Option<Arc<dyn WebhookInbox>>,
-}
-
-/// The webhook queue of a deployment that configured none: events are recorded in the
-/// delivery log, and sending them is an error that says what is missing.
-struct UnconfiguredWebhookQueue;
-
-#[async_trait::async_trait]
-impl WebhookQueue for UnconfiguredWebhookQueue {
-    async fn send(&self, _messages: &[WebhookMessage]) -> anyhow::Result<()> {
-        anyhow::bail!("WEBHOOK_QUEUE_URL is not set: webhook deliveries stay pending in the delivery log")
-    }
-}
-
-/// What the run engine runs media work with.
-#[derive(Clone, Debug)]
-pub struct EngineSettings {
-    /// The ffmpeg program.
-    pub ffmpeg: PathBuf,
-    /// Folder for tasks' scratch files.
-    pub scratch: PathBuf,
-    /// Longest one task's media work may take.
-    pub task_budget: Duration,
-    /// When webhook deliveries are retried and how long receivers have to answer.
-    pub webhook_schedule: WebhookSchedule,
-    /// The yt-dlp program (video-sharing sites' videos).
-    pub yt_dlp: PathBuf,
-    /// Hosts whose `video_urls` are video-sharing sites' pages, beyond the known ones.
-    pub video_site_hosts: Vec<String>,
-}
-
-/// The yt-dlp program when none is configured: `$YT_DLP_PATH`, else the one the README
-/// commands install into `.local/venv`, else `yt-dlp` on the PATH.
-pub fn default_yt_dlp() -> PathBuf {
-    if let Some(path) = std::env::var_os("YT_DLP_PATH").filter(|path| !path.is_empty()) {
-        return PathBuf::from(path);
-    }
-    let installed = PathBuf::from(".local/venv/bin/yt-dlp");
-    match installed.canonicalize() {
-        Ok(path) => path,
-        Err(_) => PathBuf::from("yt-dlp"),
-    }
+pub enum Storage {
+    /// A SQLite database (a file in the data folder, or memory); its task and delivery
+    /// tables are the queues, worked by this process.
+    Sqlite(Sqlite),
+    /// A DynamoDB table (or DynamoDB Local) and the SQS queues of its runs; without
+    /// queues the run endpoints answer 503 saying what is missing.
+    DynamoDb { table: DynamoDb, queues: Option<SqsQueues> },
 }
 
 /// Where media files live.
@@ -118,6 +54,87 @@ pub enum Media {
     Local(Arc<LocalBlobStore>),
     /// An S3 bucket (or the emulator).
     S3(S3BlobStore),
+}
+
+/// The SQS queues of a deployment.
+#[derive(Clone)]
+pub struct SqsQueues {
+    pub tasks: SqsQueue<TaskMessage>,
+    /// None: deliveries are recorded and stay pending (no webhook queue configured).
+    pub webhooks: Option<SqsQueue<WebhookMessage>>,
+    /// Whether this process's workers and senders poll them (`serve --backend aws`);
+    /// otherwise the Lambda event sources deliver their messages.
+    pub take: bool,
+}
+
+/// Everything a process is built from.
+pub struct AppConfig {
+    pub storage: Storage,
+    pub media: Media,
+    /// The secret that signs media links and the address callers reach the service at;
+    /// None: the local media folder's (a new random secret with S3).
+    pub links: Option<(Vec<u8>, String)>,
+    pub settings: Settings,
+}
+
+impl AppConfig {
+    /// SQLite storage with its own task tables, media where given, default settings.
+    pub fn sqlite(database: Sqlite, media: Media) -> Self {
+        Self { storage: Storage::Sqlite(database), media, links: None, settings: Settings::default() }
+    }
+
+    /// DynamoDB storage without task queues, media where given, default settings.
+    pub fn dynamodb(table: DynamoDb, media: Media) -> Self {
+        Self { storage: Storage::DynamoDb { table, queues: None }, media, links: None, settings: Settings::default() }
+    }
+}
+
+/// The run engine: where runs are stored, where their messages go and come from, and
+/// what works on them.
+#[derive(Clone)]
+pub struct Engine {
+    pub runs: Arc<dyn RunRepo>,
+    pub queue: Arc<dyn Queue<TaskMessage>>,
+    pub worker: Worker,
+    /// Where this process's workers take task messages from (`serve`); None where the
+    /// `node-worker` event source delivers them.
+    pub inbox: Option<Arc<dyn Inbox<TaskMessage>>>,
+    /// Where webhook delivery messages go.
+    pub webhooks: Arc<dyn Queue<WebhookMessage>>,
+    /// Where this process's senders take them from (`serve`); None where the
+    /// `webhook-sender` event source delivers them.
+    pub webhook_inbox: Option<Arc<dyn Inbox<WebhookMessage>>>,
+    /// The local tables, when they are the queues: workers release and recover their
+    /// work at start.
+    pub local: Option<LocalQueues>,
+    /// Attempts deliveries.
+    pub sender: WebhookSender,
+    /// What the deployment lacks for runs, when it cannot run any.
+    pub missing: Option<&'static str>,
+}
+
+/// The queues of an embedded backend: tables of its database.
+#[derive(Clone)]
+pub struct LocalQueues {
+    pub tasks: SqliteTaskQueue,
+    pub webhooks: SqliteWebhookQueue,
+}
+
+impl Engine {
+    /// Records run events with media links signed by `links`.
+    pub fn notifier(&self, links: MediaLinks) -> Notifier {
+        Notifier { links, queue: self.webhooks.clone() }
+    }
+}
+
+/// A queue that refuses every message, saying which setting is missing.
+struct Unconfigured(&'static str);
+
+#[async_trait::async_trait]
+impl<M: Sync> Queue<M> for Unconfigured {
+    async fn send(&self, _messages: &[M]) -> anyhow::Result<()> {
+        anyhow::bail!("{}", self.0)
+    }
 }
 
 /// Ports and services shared by all requests of a process.
@@ -144,154 +161,93 @@ pub struct App {
     pub links: MediaLinks,
     /// Whether URL inputs and callbacks may reach private addresses (local `serve`).
     pub allow_private_urls: bool,
-    /// The run engine; None where no task queue is configured.
-    pub engine: Option<Engine>,
+    /// The run engine.
+    pub engine: Engine,
 }
 
 impl App {
-    /// Wires one storage backend, which implements every repository, to the media ports.
-    fn wire<B>(backend: Arc<B>, media: Media, probe: Arc<dyn MediaProbe>, auth_cache_ttl: Duration) -> Self
-    where
-        B: IdentityRepo
-            + SharedStoreRepo
-            + AgentRepo
-            + UploadRepo
-            + WebhookRepo
-            + IdempotencyRepo
-            + AssetRepo
-            + 'static,
-    {
+    /// Builds every adapter once and wires each part of the service to its ports.
+    pub fn build(config: AppConfig) -> Self {
+        let AppConfig { storage, media, links, settings } = config;
+        let backend: Arc<dyn BackendPorts> = match &storage {
+            Storage::Sqlite(database) => Arc::new(database.clone()),
+            Storage::DynamoDb { table, .. } => Arc::new(table.clone()),
+        };
         let (blobs, local_blobs): (Arc<dyn BlobStore>, _) = match media {
             Media::Local(local) => (local.clone(), Some(local)),
             Media::S3(s3) => (Arc::new(s3), None),
         };
-        let links = match &local_blobs {
-            Some(local) => MediaLinks::new(local.secret(), local.base_url()),
-            None => MediaLinks::new(&crate::core::signing::generate_secret(), "http://127.0.0.1:3000"),
+        let links = match (links, &local_blobs) {
+            (Some((secret, public_url)), _) => MediaLinks::new(&secret, &public_url),
+            (None, Some(local)) => MediaLinks::new(local.secret(), local.base_url()),
+            (None, None) => MediaLinks::new(&crate::core::signing::generate_secret(), "http://127.0.0.1:3000"),
         };
-        Self {
-            auth: Authenticator::new(backend.clone(), auth_cache_ttl),
-            identity: backend.clone(),
-            stores: backend.clone(),
-            agents: backend.clone(),
-            uploads: backend.clone(),
-            idempotency: backend.clone(),
-            assets: backend.clone(),
-            asset_manager: Arc::new(LocalAssetManager::new(backend.clone())),
-            webhooks: backend,
-            blobs,
-            probe,
-            clock: Arc::new(SystemClock),
-            local_blobs,
-            links,
-            allow_private_urls: false,
-            engine: None,
-        }
-    }
-
-    /// Adds the run engine: runs stored in `runs`, task messages sent to `queue` (and
-    /// taken from `inbox` by this process's workers, when given).
-    pub fn with_engine(
-        mut self,
-        runs: Arc<dyn RunRepo>,
-        queue: Arc<dyn TaskQueue>,
-        inbox: Option<Arc<dyn TaskInbox>>,
-        webhooks: WebhookPorts,
-        settings: EngineSettings,
-    ) -> Self {
-        let notifier = Notifier { links: self.links.clone(), queue: webhooks.queue.clone() };
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let probe: Arc<dyn MediaProbe> = Arc::new(Ffprobe::new(settings.ffprobe.clone()));
+        let queues = Queues::of(storage);
+        let notifier = Notifier { links: links.clone(), queue: queues.webhooks.clone() };
+        let allow_private = settings.allow_private_urls;
+        let yt_dlp = YtDlp::new(settings.yt_dlp.clone(), allow_private).with_ffmpeg(settings.ffmpeg.clone());
+        let worker = Worker {
+            runs: backend.clone().runs(),
+            queue: queues.tasks.clone(),
+            blobs: blobs.clone(),
+            toolkit: Arc::new(Ffmpeg::new(settings.ffmpeg.clone())),
+            probe: probe.clone(),
+            downloader: Arc::new(HttpDownloader::new(allow_private)),
+            sites: Sites::new(Arc::new(yt_dlp), &settings.video_site_hosts),
+            clock: clock.clone(),
+            notifier,
+            deliveries: backend.clone().webhooks(),
+            task_budget: settings.task_budget,
+            scratch: settings.scratch.clone(),
+        };
         let sender = WebhookSender {
-            repo: self.webhooks.clone(),
-            client: Arc::new(HttpWebhookClient::new(self.allow_private_urls)),
-            clock: self.clock.clone(),
+            repo: backend.clone().webhooks(),
+            client: Arc::new(HttpWebhookClient::new(allow_private)),
+            clock: clock.clone(),
             schedule: settings.webhook_schedule.clone(),
         };
-        let ffmpeg = settings.ffmpeg.clone();
-        let worker = Worker {
-            runs: runs.clone(),
-            queue: queue.clone(),
-            blobs: self.blobs.clone(),
-            toolkit: Arc::new(Ffmpeg::new(settings.ffmpeg.clone())),
-            probe: self.probe.clone(),
-            downloader: Arc::new(HttpDownloader::new(self.allow_private_urls)),
-            sites: Sites::new(
-                Arc::new(YtDlp::new(settings.yt_dlp, self.allow_private_urls).with_ffmpeg(ffmpeg)),
-                &settings.video_site_hosts,
-            ),
-            clock: self.clock.clone(),
-            notifier,
-            deliveries: self.webhooks.clone(),
-            task_budget: settings.task_budget,
-            scratch: settings.scratch,
-        };
-        self.engine = Some(Engine {
-            runs,
-            queue,
+        let engine = Engine {
+            runs: backend.clone().runs(),
+            queue: queues.tasks,
             worker,
-            inbox,
-            local_queue: None,
-            webhooks: webhooks.queue,
-            webhook_inbox: webhooks.inbox,
-            local_webhooks: None,
+            inbox: queues.inbox,
+            webhooks: queues.webhooks,
+            webhook_inbox: queues.webhook_inbox,
+            local: queues.local,
             sender,
-        });
-        self
-    }
-
-    /// Adds the embedded run engine: runs in `database`, tasks in its durable task table,
-    /// executed by workers of this process with ffmpeg, scratch files under `scratch`.
-    pub fn with_embedded_engine(
-        self,
-        database: Sqlite,
-        scratch: PathBuf,
-        task_budget: Duration,
-        webhook_schedule: WebhookSchedule,
-    ) -> Self {
-        let queue = SqliteTaskQueue::new(database.clone());
-        let webhooks = SqliteWebhookQueue::new(database.clone());
-        let settings = EngineSettings {
-            ffmpeg: "ffmpeg".into(),
-            scratch,
-            task_budget,
-            webhook_schedule,
-            yt_dlp: default_yt_dlp(),
-            video_site_hosts: crate::config::video_site_hosts_from_env(),
+            missing: queues.missing,
         };
-        let ports = WebhookPorts { queue: Arc::new(webhooks.clone()), inbox: Some(Arc::new(webhooks.clone())) };
-        let mut app = self.with_engine(
-            Arc::new(database),
-            Arc::new(queue.clone()),
-            Some(Arc::new(queue.clone())),
-            ports,
-            settings,
-        );
-        if let Some(engine) = app.engine.as_mut() {
-            engine.local_queue = Some(queue);
-            engine.local_webhooks = Some(webhooks);
+        Self {
+            auth: Authenticator::new(backend.clone().identity(), settings.auth_cache_ttl),
+            identity: backend.clone().identity(),
+            stores: backend.clone().stores(),
+            agents: backend.clone().agents(),
+            uploads: backend.clone().uploads(),
+            webhooks: backend.clone().webhooks(),
+            idempotency: backend.clone().idempotency(),
+            assets: backend.clone().assets(),
+            asset_manager: Arc::new(LocalAssetManager::new(backend.assets())),
+            blobs,
+            probe,
+            clock,
+            local_blobs,
+            links,
+            allow_private_urls: allow_private,
+            engine,
         }
-        app
     }
 
-    /// Reads `video_urls` and `youtube_url_inputs` of `hosts` (and their subdomains) as
-    /// video-sharing sites' pages too; call after adding the engine.
-    pub fn with_video_site_hosts(mut self, hosts: &[String]) -> Self {
-        if let Some(engine) = self.engine.as_mut() {
-            engine.worker.sites = Sites::new(engine.worker.sites.videos.clone(), hosts);
-        }
-        self
+    /// State in SQLite (runs and their queues included), media where given, default
+    /// settings; keys are checked on every request.
+    pub fn sqlite(database: Sqlite, media: Media) -> Self {
+        Self::build(AppConfig::sqlite(database, media))
     }
 
-    /// Signs media links with `secret` for callers who reach the service at `public_url`.
-    pub fn with_links(mut self, secret: &[u8], public_url: &str) -> Self {
-        self.links = MediaLinks::new(secret, public_url);
-        self
-    }
-
-    /// Lets URL inputs and callbacks reach private addresses (a local `serve`); call
-    /// before adding the engine.
-    pub fn allowing_private_urls(mut self) -> Self {
-        self.allow_private_urls = true;
-        self
+    /// State in DynamoDB, media where given, no task queue, default settings.
+    pub fn dynamodb(backend: DynamoDb, media: Media) -> Self {
+        Self::build(AppConfig::dynamodb(backend, media))
     }
 
     /// State in a new in-memory SQLite database, media in a new temporary folder; keys
@@ -299,79 +255,118 @@ impl App {
     pub fn embedded() -> anyhow::Result<Self> {
         let folder = std::env::temp_dir().join(format!("video-workflow-{}", uuid::Uuid::new_v4()));
         let local = LocalBlobStore::open(&folder, "http://127.0.0.1:3000")?;
-        let database = Sqlite::in_memory()?;
-        Ok(Self::sqlite(database.clone(), Media::Local(Arc::new(local))).with_embedded_engine(
-            database,
-            folder.join("scratch"),
-            DEFAULT_TASK_BUDGET,
-            WebhookSchedule::default(),
-        ))
+        let mut config = AppConfig::sqlite(Sqlite::in_memory()?, Media::Local(Arc::new(local)));
+        config.settings.scratch = folder.join("scratch");
+        Ok(Self::build(config))
     }
 
-    /// State in SQLite, media where given; keys are checked on every request.
-    pub fn sqlite(database: Sqlite, media: Media) -> Self {
-        Self::wire(Arc::new(database), media, Arc::new(Ffprobe::new("ffprobe")), Duration::ZERO)
-    }
-
-    /// State in DynamoDB, media where given.
-    pub fn dynamodb(backend: DynamoDb, media: Media, ffprobe: impl Into<PathBuf>, auth_cache_ttl: Duration) -> Self {
-        Self::wire(Arc::new(backend), media, Arc::new(Ffprobe::new(ffprobe)), auth_cache_ttl)
-    }
-
-    /// The state of a Lambda function: DynamoDB and S3, configured from the environment,
-    /// with the run engine when a task queue is configured (its workers are the
-    /// `node-worker` function's invocations, fed by SQS).
+    /// The state of a Lambda function: DynamoDB and S3, configured from the environment;
+    /// its runs' tasks go to the SQS queue configured (the `node-worker` function's event
+    /// source), when one is.
     pub async fn from_env() -> anyhow::Result<Self> {
         let config = Config::from_env()?;
         let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let media = Media::S3(S3BlobStore::from_config(&aws, &config.media_bucket));
-        let dynamodb = DynamoDb::from_config(&aws, &config.table_name);
-        let app = Self::dynamodb(dynamodb.clone(), media, &config.ffprobe, config.auth_cache_ttl);
-        app.with_aws_engine(&config, &aws, dynamodb, false)
-    }
-
-    /// Adds the engine of an AWS deployment: runs in DynamoDB, tasks on the SQS queue of
-    /// `config` (also taken from it by this process's workers when `take_tasks`: `serve
-    /// --backend aws`),
-    /// links signed with the configured secret. Without a queue the app has no engine.
-    pub fn with_aws_engine(
-        self,
-        config: &Config,
-        aws: &aws_config::SdkConfig,
-        dynamodb: DynamoDb,
-        take_tasks: bool,
-    ) -> anyhow::Result<Self> {
-        let Some(queue_url) = &config.task_queue_url else { return Ok(self) };
-        let secret = config
-            .media_link_secret
-            .as_deref()
-            .ok_or_else(|| anyhow::anyhow!("MEDIA_LINK_SECRET must be set when TASK_QUEUE_URL is"))?;
-        let queue = SqsTaskQueue::from_config(aws, queue_url);
-        let settings = EngineSettings {
-            ffmpeg: config.ffmpeg.clone(),
-            scratch: std::env::temp_dir().join("video-workflow-tasks"),
-            task_budget: config.task_budget,
-            webhook_schedule: config.webhook_schedule.clone(),
-            yt_dlp: config.yt_dlp.clone(),
-            video_site_hosts: config.video_site_hosts.clone(),
-        };
-        let inbox = take_tasks.then(|| Arc::new(queue.clone()) as Arc<dyn TaskInbox>);
-        let webhooks = match &config.webhook_queue_url {
-            Some(url) => {
-                let webhooks = SqsWebhookQueue::from_config(aws, url);
-                WebhookPorts {
-                    queue: Arc::new(webhooks.clone()),
-                    inbox: take_tasks.then(|| Arc::new(webhooks) as Arc<dyn WebhookInbox>),
-                }
-            }
-            None => WebhookPorts { queue: Arc::new(UnconfiguredWebhookQueue), inbox: None },
-        };
-        Ok(self.with_links(secret.as_bytes(), &config.public_url).with_engine(
-            Arc::new(dynamodb),
-            Arc::new(queue),
-            inbox,
-            webhooks,
-            settings,
-        ))
+        Ok(Self::build(config.app_config(&aws, false)?))
     }
 }
+
+/// The ports a storage backend implements, each as the narrow trait object a part of
+/// the service takes.
+trait BackendPorts: Send + Sync {
+    fn identity(self: Arc<Self>) -> Arc<dyn IdentityRepo>;
+    fn stores(self: Arc<Self>) -> Arc<dyn SharedStoreRepo>;
+    fn agents(self: Arc<Self>) -> Arc<dyn AgentRepo>;
+    fn uploads(self: Arc<Self>) -> Arc<dyn UploadRepo>;
+    fn runs(self: Arc<Self>) -> Arc<dyn RunRepo>;
+    fn webhooks(self: Arc<Self>) -> Arc<dyn WebhookRepo>;
+    fn idempotency(self: Arc<Self>) -> Arc<dyn IdempotencyRepo>;
+    fn assets(self: Arc<Self>) -> Arc<dyn AssetRepo>;
+}
+
+impl<B: Backend> BackendPorts for B {
+    fn identity(self: Arc<Self>) -> Arc<dyn IdentityRepo> {
+        self
+    }
+    fn stores(self: Arc<Self>) -> Arc<dyn SharedStoreRepo> {
+        self
+    }
+    fn agents(self: Arc<Self>) -> Arc<dyn AgentRepo> {
+        self
+    }
+    fn uploads(self: Arc<Self>) -> Arc<dyn UploadRepo> {
+        self
+    }
+    fn runs(self: Arc<Self>) -> Arc<dyn RunRepo> {
+        self
+    }
+    fn webhooks(self: Arc<Self>) -> Arc<dyn WebhookRepo> {
+        self
+    }
+    fn idempotency(self: Arc<Self>) -> Arc<dyn IdempotencyRepo> {
+        self
+    }
+    fn assets(self: Arc<Self>) -> Arc<dyn AssetRepo> {
+        self
+    }
+}
+
+/// The queues of one transport, both sides.
+struct Queues {
+    tasks: Arc<dyn Queue<TaskMessage>>,
+    inbox: Option<Arc<dyn Inbox<TaskMessage>>>,
+    webhooks: Arc<dyn Queue<WebhookMessage>>,
+    webhook_inbox: Option<Arc<dyn Inbox<WebhookMessage>>>,
+    local: Option<LocalQueues>,
+    missing: Option<&'static str>,
+}
+
+impl Queues {
+    fn of(storage: Storage) -> Self {
+        match storage {
+            Storage::Sqlite(database) => {
+                let local = LocalQueues {
+                    tasks: SqliteTaskQueue::new(database.clone()),
+                    webhooks: SqliteWebhookQueue::new(database),
+                };
+                Self {
+                    tasks: Arc::new(local.tasks.clone()),
+                    inbox: Some(Arc::new(local.tasks.clone())),
+                    webhooks: Arc::new(local.webhooks.clone()),
+                    webhook_inbox: Some(Arc::new(local.webhooks.clone())),
+                    local: Some(local),
+                    missing: None,
+                }
+            }
+            Storage::DynamoDb { queues: Some(SqsQueues { tasks, webhooks, take }), .. } => {
+                let (webhooks, webhook_inbox): (Arc<dyn Queue<WebhookMessage>>, _) = match webhooks {
+                    Some(queue) => {
+                        (Arc::new(queue.clone()), take.then(|| Arc::new(queue) as Arc<dyn Inbox<WebhookMessage>>))
+                    }
+                    None => (Arc::new(Unconfigured(NO_WEBHOOK_QUEUE)), None),
+                };
+                Self {
+                    tasks: Arc::new(tasks.clone()),
+                    inbox: take.then(|| Arc::new(tasks) as Arc<dyn Inbox<TaskMessage>>),
+                    webhooks,
+                    webhook_inbox,
+                    local: None,
+                    missing: None,
+                }
+            }
+            Storage::DynamoDb { queues: None, .. } => Self {
+                tasks: Arc::new(Unconfigured(NO_TASK_QUEUE)),
+                inbox: None,
+                webhooks: Arc::new(Unconfigured(NO_WEBHOOK_QUEUE)),
+                webhook_inbox: None,
+                local: None,
+                missing: Some(NO_TASK_QUEUE),
+            },
+        }
+    }
+}
+
+/// What a deployment without a task queue lacks.
+const NO_TASK_QUEUE: &str =
+    "runs are not available: this deployment has no task queue (set TASK_QUEUE_URL and MEDIA_LINK_SECRET)";
+/// What a deployment without a webhook queue lacks.
+const NO_WEBHOOK_QUEUE: &str = "WEBHOOK_QUEUE_URL is not set: webhook deliveries stay pending in the delivery log";

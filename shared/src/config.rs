@@ -5,24 +5,84 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::adapters::dynamodb::DynamoDb;
+use crate::adapters::s3::S3BlobStore;
+use crate::adapters::sqs::SqsQueue;
+use crate::app::{AppConfig, Media, SqsQueues, Storage};
+use crate::domain::webhooks::WebhookSchedule;
+
 /// Table name used when `TABLE_NAME` is not set.
 pub const DEFAULT_TABLE_NAME: &str = "video-workflow";
 /// Bucket used when `MEDIA_BUCKET` is not set (local runs against the emulator).
 pub const DEFAULT_MEDIA_BUCKET: &str = "video-workflow-media";
+
+/// Default time budget of one node task's media work.
+pub const DEFAULT_TASK_BUDGET: Duration = Duration::from_secs(15 * 60);
+
+/// How a process runs its media work and treats callers: the same on every backend,
+/// with every default in one place ([`Settings::default`]).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The ffmpeg program (on Lambda, from a layer: `/opt/bin/ffmpeg`).
+    pub ffmpeg: PathBuf,
+    /// The ffprobe program (on Lambda, from the same layer).
+    pub ffprobe: PathBuf,
+    /// The yt-dlp program (video-sharing sites' videos; on Lambda, from the same layer).
+    pub yt_dlp: PathBuf,
+    /// Folder for tasks' scratch files.
+    pub scratch: PathBuf,
+    /// Longest one node task's media work may take.
+    pub task_budget: Duration,
+    /// When webhook deliveries are retried and how long receivers have to answer.
+    pub webhook_schedule: WebhookSchedule,
+    /// Hosts whose `video_urls` are video-sharing sites' pages, beyond the known ones.
+    pub video_site_hosts: Vec<String>,
+    /// How long a verified API key is trusted without reading it again.
+    pub auth_cache_ttl: Duration,
+    /// Whether URL inputs and callbacks may reach loopback and private addresses (a
+    /// local `serve`).
+    pub allow_private_urls: bool,
+}
+
+impl Default for Settings {
+    /// ffmpeg and ffprobe on the PATH, yt-dlp as [`default_yt_dlp`] finds it, scratch
+    /// files in the temporary folder, 15 minutes a task, the default webhook schedule,
+    /// no extra site hosts, keys checked on every request, the SSRF guard on.
+    fn default() -> Self {
+        Self {
+            ffmpeg: PathBuf::from("ffmpeg"),
+            ffprobe: PathBuf::from("ffprobe"),
+            yt_dlp: default_yt_dlp(),
+            scratch: std::env::temp_dir().join("video-workflow-tasks"),
+            task_budget: DEFAULT_TASK_BUDGET,
+            webhook_schedule: WebhookSchedule::default(),
+            video_site_hosts: Vec::new(),
+            auth_cache_ttl: Duration::ZERO,
+            allow_private_urls: false,
+        }
+    }
+}
+
+/// The yt-dlp program when none is configured: `$YT_DLP_PATH`, else the one the README
+/// commands install into `.local/venv`, else `yt-dlp` on the PATH.
+pub fn default_yt_dlp() -> PathBuf {
+    if let Some(path) = std::env::var_os("YT_DLP_PATH").filter(|path| !path.is_empty()) {
+        return PathBuf::from(path);
+    }
+    let installed = PathBuf::from(".local/venv/bin/yt-dlp");
+    match installed.canonicalize() {
+        Ok(path) => path,
+        Err(_) => PathBuf::from("yt-dlp"),
+    }
+}
 
 /// Typed configuration of a Lambda function or of `serve --backend aws`.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// The DynamoDB table holding every item.
     pub table_name: String,
-    /// How long a verified API key is trusted without reading it again.
-    pub auth_cache_ttl: Duration,
     /// The S3 bucket of uploads and outputs.
     pub media_bucket: String,
-    /// The ffprobe program (on Lambda, from a layer: `/opt/bin/ffprobe`).
-    pub ffprobe: PathBuf,
-    /// The ffmpeg program (on Lambda, from the same layer).
-    pub ffmpeg: PathBuf,
     /// The SQS queue of node tasks; None leaves the run endpoints unavailable (503).
     pub task_queue_url: Option<String>,
     /// The API's address as callers reach it: media links start with it. Empty: the
@@ -30,16 +90,10 @@ pub struct Config {
     pub public_url: String,
     /// The secret that signs media links; every function of a deployment shares it.
     pub media_link_secret: Option<String>,
-    /// Longest one node task's media work may take.
-    pub task_budget: Duration,
     /// The SQS queue of webhook deliveries.
     pub webhook_queue_url: Option<String>,
-    /// Webhook retries and answer time.
-    pub webhook_schedule: crate::domain::webhooks::WebhookSchedule,
-    /// The yt-dlp program (on Lambda, from a layer: `/opt/bin/yt-dlp`).
-    pub yt_dlp: PathBuf,
-    /// Hosts whose `video_urls` are video-sharing sites' pages, beyond the known ones.
-    pub video_site_hosts: Vec<String>,
+    /// Programs, budgets and schedules.
+    pub settings: Settings,
 }
 
 impl Config {
@@ -59,23 +113,51 @@ impl Config {
             }
         };
         let seconds = whole("AUTH_CACHE_SECONDS", 30)?;
-        let task_seconds = whole("TASK_TIMEOUT_SECONDS", crate::app::DEFAULT_TASK_BUDGET.as_secs())?;
+        let task_seconds = whole("TASK_TIMEOUT_SECONDS", DEFAULT_TASK_BUDGET.as_secs())?;
         anyhow::ensure!(task_seconds > 0, "TASK_TIMEOUT_SECONDS must be at least 1");
+        let settings = Settings {
+            ffmpeg: PathBuf::from(variable("FFMPEG_PATH", "ffmpeg")),
+            ffprobe: PathBuf::from(variable("FFPROBE_PATH", "ffprobe")),
+            task_budget: Duration::from_secs(task_seconds),
+            webhook_schedule: webhook_schedule_from_env()?,
+            video_site_hosts: video_site_hosts_from_env(),
+            auth_cache_ttl: Duration::from_secs(seconds),
+            ..Settings::default()
+        };
         Ok(Self {
             table_name: variable("TABLE_NAME", DEFAULT_TABLE_NAME),
-            auth_cache_ttl: Duration::from_secs(seconds),
             media_bucket: variable("MEDIA_BUCKET", DEFAULT_MEDIA_BUCKET),
-            ffprobe: PathBuf::from(variable("FFPROBE_PATH", "ffprobe")),
-            ffmpeg: PathBuf::from(variable("FFMPEG_PATH", "ffmpeg")),
             task_queue_url: present("TASK_QUEUE_URL"),
             public_url: variable("PUBLIC_URL", "").trim_end_matches('/').to_owned(),
             media_link_secret: present("MEDIA_LINK_SECRET"),
-            task_budget: Duration::from_secs(task_seconds),
             webhook_queue_url: present("WEBHOOK_QUEUE_URL"),
-            webhook_schedule: webhook_schedule_from_env()?,
-            yt_dlp: crate::app::default_yt_dlp(),
-            video_site_hosts: video_site_hosts_from_env(),
+            settings,
         })
+    }
+
+    /// What an AWS deployment's process is built from: DynamoDB and S3, and the SQS
+    /// queues when a task queue is configured (taken from by this process when `take`:
+    /// `serve --backend aws`), media links signed with the configured secret.
+    pub fn app_config(&self, aws: &aws_config::SdkConfig, take: bool) -> anyhow::Result<AppConfig> {
+        let table = DynamoDb::from_config(aws, &self.table_name);
+        let media = Media::S3(S3BlobStore::from_config(aws, &self.media_bucket));
+        let (queues, links) = match &self.task_queue_url {
+            None => (None, None),
+            Some(url) => {
+                let secret = self
+                    .media_link_secret
+                    .as_deref()
+                    .ok_or_else(|| anyhow::anyhow!("MEDIA_LINK_SECRET must be set when TASK_QUEUE_URL is"))?;
+                let queues = SqsQueues {
+                    tasks: SqsQueue::from_config(aws, url),
+                    webhooks: self.webhook_queue_url.as_ref().map(|url| SqsQueue::from_config(aws, url)),
+                    take,
+                };
+                (Some(queues), Some((secret.as_bytes().to_vec(), self.public_url.clone())))
+            }
+        };
+        let storage = Storage::DynamoDb { table, queues };
+        Ok(AppConfig { storage, media, links, settings: self.settings.clone() })
     }
 }
 
@@ -86,8 +168,8 @@ pub const MAX_WEBHOOK_RETRIES: usize = 8;
 /// The webhook schedule: `WEBHOOK_RETRY_DELAYS_MS` (comma-separated delays before each
 /// retry; default 60000,120000,240000,480000,960000) and `WEBHOOK_TIMEOUT_MS` (default
 /// 10000). Tests shorten both.
-pub fn webhook_schedule_from_env() -> anyhow::Result<crate::domain::webhooks::WebhookSchedule> {
-    let mut schedule = crate::domain::webhooks::WebhookSchedule::default();
+pub fn webhook_schedule_from_env() -> anyhow::Result<WebhookSchedule> {
+    let mut schedule = WebhookSchedule::default();
     if let Ok(text) = std::env::var("WEBHOOK_RETRY_DELAYS_MS") {
         schedule.retries = text
             .split(',')

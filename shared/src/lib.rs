@@ -11,6 +11,5 @@ pub mod app;
 pub mod config;
 pub mod core;
 pub mod domain;
-pub mod ports;
 pub mod runtime;
 pub mod serve;

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::domain::media::ports::MediaToolkit;
 use crate::domain::media::{
     duration_after, reframed_size, until_cancelled, CaptionPosition, Corner, Edit, MediaError, RenderJob,
 };
-use crate::ports::MediaToolkit;
 
 /// Encoder settings of every output (the performance script's reference command uses
 /// the same).

@@ -9,8 +9,9 @@ use async_trait::async_trait;
 use serde::Deserialize;
 
 use crate::core::retry::Unavailable;
-use crate::domain::uploads::{ProbeReport, ProbedStream};
-use crate::ports::{MediaProbe, ProbeError};
+use crate::domain::media::ports::MediaProbe;
+use crate::domain::media::ports::ProbeError;
+use crate::domain::media::{ProbeReport, ProbedStream};
 
 /// Longest a probe may take: inside API Gateway's 30 s, so that a slow read ends as an
 /// error the caller sees rather than a gateway timeout. A remote read of a large file

@@ -10,9 +10,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::core::signing::{generate_secret, SignatureError, UrlSigner};
+use crate::domain::media::ports::BlobStore;
+use crate::domain::media::SealedBlob;
 use crate::domain::time::Timestamp;
-use crate::domain::uploads::SealedBlob;
-use crate::ports::BlobStore;
 
 /// The URL path under which `serve` answers blob requests.
 pub const BLOB_PATH_PREFIX: &str = "/blobs/";

@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
 use crate::core::ssrf::resolve_allowed;
-use crate::ports::{DownloadError, Downloader};
+use crate::domain::media::ports::DownloadError;
+use crate::domain::media::ports::Downloader;
 
 /// Redirects followed at most.
 const MAX_REDIRECTS: usize = 5;
@@ -72,7 +73,7 @@ impl HttpDownloader {
             }
             let content_type = response.headers().get(reqwest::header::CONTENT_TYPE);
             if content_type.and_then(|value| value.to_str().ok()).is_some_and(|value| value.starts_with("text/html")) {
-                return Err(refused(crate::ports::WEB_PAGE_REFUSAL.into()));
+                return Err(refused(crate::domain::media::ports::WEB_PAGE_REFUSAL.into()));
             }
             let too_large = || refused(format!("the file is larger than the limit of {}", size_text(max_bytes)));
             if response.content_length().is_some_and(|length| length > max_bytes) {

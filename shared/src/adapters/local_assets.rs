@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::domain::asset_manager::AssetManager;
+use crate::domain::asset_manager::AssetRepo;
 use crate::domain::asset_manager::{AssetConnection, AssetItem, AssetItemId};
 use crate::domain::identity::OrganizationId;
-use crate::ports::{AssetManager, AssetRepo};
 
 /// Reads `local` connections' items from the repository.
 pub struct LocalAssetManager {

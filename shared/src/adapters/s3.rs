@@ -15,8 +15,8 @@ use bytes::Bytes;
 
 use super::ActionLog;
 use crate::core::retry::AWS_SDK_CALLS;
-use crate::domain::uploads::SealedBlob;
-use crate::ports::BlobStore;
+use crate::domain::media::ports::BlobStore;
+use crate::domain::media::SealedBlob;
 
 /// How long ffprobe's read URL stays valid.
 const PROBE_URL_TTL: Duration = Duration::from_secs(15 * 60);

@@ -12,9 +12,12 @@ use aws_sdk_sqs::Client;
 
 use super::dynamodb::{sdk_retry_config, sdk_timeout_config};
 use super::ActionLog;
+use crate::core::queue::Delivery;
+use crate::core::queue::Inbox;
+use crate::core::queue::Queue;
 use crate::core::retry::{AWS_ATTEMPT_TIMEOUT, AWS_SDK_CALLS, UNPROCESSED_ITEMS};
+use crate::domain::runs::ports::TaskMessage;
 use crate::domain::webhooks::WebhookMessage;
-use crate::ports::{Delivery, TaskInbox, TaskMessage, TaskQueue, WebhookInbox, WebhookQueue};
 
 /// Entries per SendMessageBatch (SQS's limit).
 const BATCH_ENTRIES: usize = 10;
@@ -198,45 +201,29 @@ where
 }
 
 #[async_trait]
-impl TaskQueue for SqsTaskQueue {
-    async fn send(&self, messages: &[TaskMessage]) -> anyhow::Result<()> {
+impl<M> Queue<M> for SqsQueue<M>
+where
+    M: serde::Serialize + serde::de::DeserializeOwned + Send + Sync,
+{
+    async fn send(&self, messages: &[M]) -> anyhow::Result<()> {
         self.send_messages(messages).await
     }
 }
 
 #[async_trait]
-impl TaskInbox for SqsTaskQueue {
-    async fn receive(&self, max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery>> {
+impl<M> Inbox<M> for SqsQueue<M>
+where
+    M: serde::Serialize + serde::de::DeserializeOwned + Send + Sync,
+{
+    async fn receive(&self, max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery<M>>> {
         self.receive_messages(max, lease).await
     }
 
-    async fn acknowledge(&self, delivery: &Delivery) -> anyhow::Result<()> {
+    async fn acknowledge(&self, delivery: &Delivery<M>) -> anyhow::Result<()> {
         self.delete(&delivery.handle).await
     }
 
-    async fn retry_later(&self, delivery: &Delivery, delay: Duration) -> anyhow::Result<()> {
-        self.show_after(&delivery.handle, delay).await
-    }
-}
-
-#[async_trait]
-impl WebhookQueue for SqsWebhookQueue {
-    async fn send(&self, messages: &[WebhookMessage]) -> anyhow::Result<()> {
-        self.send_messages(messages).await
-    }
-}
-
-#[async_trait]
-impl WebhookInbox for SqsWebhookQueue {
-    async fn receive(&self, max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery<WebhookMessage>>> {
-        self.receive_messages(max, lease).await
-    }
-
-    async fn acknowledge(&self, delivery: &Delivery<WebhookMessage>) -> anyhow::Result<()> {
-        self.delete(&delivery.handle).await
-    }
-
-    async fn retry_later(&self, delivery: &Delivery<WebhookMessage>, delay: Duration) -> anyhow::Result<()> {
+    async fn retry_later(&self, delivery: &Delivery<M>, delay: Duration) -> anyhow::Result<()> {
         self.show_after(&delivery.handle, delay).await
     }
 }

@@ -12,8 +12,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::core::ssrf::is_forbidden;
+use crate::domain::webhooks::ports::WebhookAnswer;
+use crate::domain::webhooks::ports::WebhookClient;
+use crate::domain::webhooks::ports::WebhookPost;
 use crate::domain::webhooks::RESPONSE_EXCERPT_BYTES;
-use crate::ports::{WebhookAnswer, WebhookClient, WebhookPost};
 
 /// Longest wait for a connection to a receiver.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -29,7 +29,9 @@ use serde::Deserialize;
 
 use crate::adapters::http_download::{size_text, HttpDownloader};
 use crate::core::ssrf::resolve_allowed;
-use crate::ports::{DownloadError, SiteVideo, SiteVideos};
+use crate::domain::media::ports::DownloadError;
+use crate::domain::sites::SiteVideo;
+use crate::domain::sites::SiteVideos;
 
 /// Longest a page may take to read.
 const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(60);

@@ -15,7 +15,7 @@ use crate::app::App;
 use crate::domain::agents::{self, Agent, AgentCreate, AgentError, AgentId, AgentQuery, AgentRecord, AgentUpdate};
 use crate::domain::graph::{AgentNodeId, Connection};
 use crate::domain::identity::OrganizationId;
-use crate::domain::node_types::{self, NodeTypeId};
+use crate::domain::nodes::{self, NodeTypeId};
 use crate::domain::workspaces::WorkspaceError;
 
 /// The caller's organization.
@@ -79,7 +79,7 @@ impl<'a> AgentView<'a> {
                 agent_node_id: node.agent_node_id,
                 node_type: NodeTypeRef {
                     node_type_id: node.node_type_id,
-                    node_type_name: node_types::find(node.node_type_id).map_or("unknown", |node_type| node_type.name),
+                    node_type_name: nodes::find(node.node_type_id).map_or("unknown", |node_type| node_type.name),
                 },
                 params_used: &node.params_used,
             })
@@ -151,5 +151,5 @@ pub async fn delete_agent(app: Arc<App>, call: Call) -> Result<Response, ApiErro
 /// `GET /node_types`
 pub async fn list_node_types(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     organization(&app, &call).await?;
-    Ok(json_response(StatusCode::OK, &json!({ "node_types": node_types::catalog() })))
+    Ok(json_response(StatusCode::OK, &json!({ "node_types": nodes::catalog() })))
 }

@@ -13,10 +13,10 @@ use super::{json_response, ApiError, Call, Response};
 use crate::app::{App, Engine};
 use crate::domain::agents::{self, AgentError};
 use crate::domain::identity::OrganizationId;
+use crate::domain::runs::events::Notifier;
 use crate::domain::runs::service::{self, RunError, RunPorts};
 use crate::domain::runs::start::StartRequest;
 use crate::domain::runs::RunId;
-use crate::domain::webhooks::Notifier;
 
 /// The caller's organization.
 pub(super) async fn organization(app: &App, call: &Call) -> Result<OrganizationId, ApiError> {
@@ -24,12 +24,10 @@ pub(super) async fn organization(app: &App, call: &Call) -> Result<OrganizationI
 }
 
 pub(super) fn engine(app: &App) -> Result<&Engine, ApiError> {
-    app.engine.as_ref().ok_or_else(|| {
-        ApiError::detail(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "runs are not available on this deployment's storage backend yet",
-        )
-    })
+    match app.engine.missing {
+        None => Ok(&app.engine),
+        Some(missing) => Err(ApiError::detail(StatusCode::SERVICE_UNAVAILABLE, missing)),
+    }
 }
 
 fn ports<'a>(app: &'a App, engine: &'a Engine, notifier: &'a Notifier) -> RunPorts<'a> {

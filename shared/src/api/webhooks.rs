@@ -11,7 +11,8 @@ use super::runs::{engine, organization, run_id};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::core::cursor;
-use crate::domain::webhooks::{self, DeliveryError, DeliveryId, MAX_LOG_LIMIT};
+use crate::domain::webhooks::log::{self, DeliveryError, MAX_LOG_LIMIT};
+use crate::domain::webhooks::{secret, DeliveryId, WebhookDelivery};
 
 const CURSOR_LOG: &str = "webhooks";
 
@@ -64,10 +65,10 @@ pub async fn list_deliveries(app: Arc<App>, call: Call) -> Result<Response, ApiE
                 .ok_or_else(|| invalid("cursor is not valid".into()))?,
         ),
     };
-    let (page, next) = webhooks::delivery_log(app.webhooks.as_ref(), organization, run, after, limit)
+    let (page, next) = log::delivery_log(app.webhooks.as_ref(), organization, run, after, limit)
         .await
         .map_err(|error| map_error(error, "list webhook deliveries"))?;
-    let deliveries: Vec<_> = page.iter().map(webhooks::WebhookDelivery::view).collect();
+    let deliveries: Vec<_> = page.iter().map(WebhookDelivery::view).collect();
     let next_cursor = next.map(|sequence| cursor::encode(CURSOR_LOG, &sequence.to_string()));
     Ok(json_response(StatusCode::OK, &json!({ "run_id": run, "deliveries": deliveries, "next_cursor": next_cursor })))
 }
@@ -79,7 +80,7 @@ pub async fn redeliver(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
     let id = DeliveryId::parse(call.params.get("delivery_id"))
         .ok_or_else(|| map_error(DeliveryError::NotFound, "redeliver the webhook"))?;
     let delivery =
-        webhooks::redeliver(app.webhooks.as_ref(), engine.webhooks.as_ref(), app.clock.as_ref(), organization, run, id)
+        log::redeliver(app.webhooks.as_ref(), engine.webhooks.as_ref(), app.clock.as_ref(), organization, run, id)
             .await
             .map_err(|error| map_error(error, "redeliver the webhook"))?;
     Ok(json_response(StatusCode::OK, &json!({ "success": true, "delivery": delivery.view() })))
@@ -89,7 +90,7 @@ pub async fn redeliver(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
 /// (the only time it is shown).
 pub async fn rotate_secret(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let secret = webhooks::rotate_secret(app.webhooks.as_ref(), app.clock.as_ref(), organization)
+    let secret = secret::rotate_secret(app.webhooks.as_ref(), app.clock.as_ref(), organization)
         .await
         .map_err(|error| ApiError::backend(&error, "Failed to store the webhook secret".into()))?;
     Ok(json_response(
@@ -106,7 +107,7 @@ pub async fn rotate_secret(app: Arc<App>, call: Call) -> Result<Response, ApiErr
 /// `DELETE /webhooks/secret`
 pub async fn delete_secret(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let had = webhooks::delete_secret(app.webhooks.as_ref(), organization)
+    let had = secret::delete_secret(app.webhooks.as_ref(), organization)
         .await
         .map_err(|error| ApiError::backend(&error, "Failed to remove the webhook secret".into()))?;
     if !had {

@@ -3,6 +3,7 @@
 
 pub mod cursor;
 pub mod id;
+pub mod queue;
 pub mod retry;
 pub mod signing;
 pub mod ssrf;

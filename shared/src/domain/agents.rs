@@ -1,6 +1,7 @@
 //! Agents: workflow templates of the organization, their metadata rules, listing and the
 //! use cases that create, edit, copy and delete them.
 
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -10,7 +11,8 @@ use super::time::Timestamp;
 use super::workspaces::{self, WorkspaceError, WorkspaceId};
 use crate::core::cursor;
 use crate::core::retry::AGENT_UPDATE_CONFLICTS;
-use crate::ports::{AgentRepo, Clock, IdentityRepo};
+use crate::domain::identity::IdentityRepo;
+use crate::domain::time::Clock;
 
 crate::typed_id!(
     /// Identifies an agent. Agents get version 7 IDs, so their order is creation order.
@@ -418,6 +420,29 @@ pub async fn delete_agent(
 /// Parses an agent ID from a path; anything but a UUID names no agent.
 pub fn parse_agent_id(text: &str) -> Result<AgentId, AgentError> {
     AgentId::parse(text).ok_or(AgentError::NotFound)
+}
+
+/// Agents with their graphs, always addressed through the owning organization.
+/// Soft-deleted agents are invisible to every read.
+#[async_trait]
+pub trait AgentRepo: Send + Sync {
+    /// Stores a new agent.
+    async fn create_agent(&self, organization: OrganizationId, record: &AgentRecord) -> anyhow::Result<()>;
+    /// An agent with its graph and version, unless missing or deleted.
+    async fn get_agent(&self, organization: OrganizationId, id: AgentId) -> anyhow::Result<Option<AgentRecord>>;
+    /// Agents matching the query, newest first, created before `query.after` when set;
+    /// up to `query.limit + 1` of them, so the caller can tell whether a page follows.
+    async fn list_agents(&self, organization: OrganizationId, query: &AgentQuery) -> anyhow::Result<Vec<Agent>>;
+    /// Replaces an agent (metadata and graph) if it is still at `expected_version` and not
+    /// deleted; false when another write came first.
+    async fn replace_agent(
+        &self,
+        organization: OrganizationId,
+        record: &AgentRecord,
+        expected_version: u64,
+    ) -> anyhow::Result<bool>;
+    /// Marks an agent deleted; false when it is missing or already deleted.
+    async fn delete_agent(&self, organization: OrganizationId, id: AgentId, at: Timestamp) -> anyhow::Result<bool>;
 }
 
 #[cfg(test)]

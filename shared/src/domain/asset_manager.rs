@@ -3,6 +3,7 @@
 //! high-resolution file or its proxy. The manager is a port; the `local` provider keeps
 //! its items in the service's own storage, each file a ready video upload.
 
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -10,7 +11,8 @@ use super::identity::OrganizationId;
 use super::time::Timestamp;
 use super::uploads::{Upload, UploadId, UploadKind, UploadStatus};
 use super::workspaces::{self, WorkspaceError, WorkspaceId};
-use crate::ports::{AssetRepo, IdentityRepo, UploadRepo};
+use crate::domain::identity::IdentityRepo;
+use crate::domain::uploads::UploadRepo;
 
 crate::typed_id!(
     /// Identifies an asset-manager connection.
@@ -253,6 +255,37 @@ fn check_name(name: &str) -> Result<(), AssetError> {
         return Err(AssetError::Invalid(format!("name must be 1 to {MAX_NAME_CHARS} characters")));
     }
     Ok(())
+}
+
+/// Workspaces' asset-manager connections, and the items of the `local` provider.
+#[async_trait]
+pub trait AssetRepo: Send + Sync {
+    /// Stores a connection; false (nothing stored) when its workspace already has one.
+    async fn create_connection(
+        &self,
+        organization: OrganizationId,
+        connection: &AssetConnection,
+    ) -> anyhow::Result<bool>;
+    /// The organization's connections (one per workspace at most).
+    async fn connections(&self, organization: OrganizationId) -> anyhow::Result<Vec<AssetConnection>>;
+    async fn put_asset_item(&self, organization: OrganizationId, item: &AssetItem) -> anyhow::Result<()>;
+    async fn get_asset_item(
+        &self,
+        organization: OrganizationId,
+        connection: AssetConnectionId,
+        id: AssetItemId,
+    ) -> anyhow::Result<Option<AssetItem>>;
+}
+
+/// An external asset manager: reads the items of a connection.
+#[async_trait]
+pub trait AssetManager: Send + Sync {
+    async fn item(
+        &self,
+        organization: OrganizationId,
+        connection: &AssetConnection,
+        id: AssetItemId,
+    ) -> anyhow::Result<Option<AssetItem>>;
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::node_types::{self, NodeType, NodeTypeId};
+use super::nodes::{self, NodeType, NodeTypeId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -248,7 +248,7 @@ impl Graph {
     ) -> Result<(), String> {
         match operation {
             Operation::CreateNode { node_type_id, temp_ref_id, params_used } => {
-                let node_type = node_types::find(*node_type_id)
+                let node_type = nodes::find(*node_type_id)
                     .ok_or_else(|| format!("unknown node_type_id {node_type_id} (see GET /node_types)"))?;
                 node_type.validate_params(params_used)?;
                 if self.nodes.len() >= MAX_NODES {
@@ -403,7 +403,7 @@ impl Graph {
 
 /// The catalog entry of a stored node; a type missing from the catalog is a data error.
 fn node_type_of(node: &AgentNode) -> Result<&'static NodeType, String> {
-    node_types::find(node.node_type_id).ok_or_else(|| {
+    nodes::find(node.node_type_id).ok_or_else(|| {
         format!("node {} has node type {}, which is not in the catalog", node.agent_node_id, node.node_type_id)
     })
 }

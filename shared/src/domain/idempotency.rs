@@ -8,13 +8,14 @@
 //! or a failure of ours the claim is released and a corrected request may use the key.
 //! A claim whose process died is taken over after [`CLAIM_LEASE`].
 
+use async_trait::async_trait;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
 use super::identity::OrganizationId;
 use super::time::Timestamp;
-use crate::ports::{Clock, IdempotencyRepo};
+use crate::domain::time::Clock;
 
 /// The request header.
 pub const HEADER: &str = "idempotency-key";
@@ -169,6 +170,21 @@ pub async fn finish(repo: &dyn IdempotencyRepo, claim: &KeyClaim, answer: KeptAn
     let keep = (200..300).contains(&answer.status) && answer.body.len() <= MAX_KEPT_BODY;
     let answer = keep.then_some(answer);
     repo.settle_key(&claim.0, answer.as_ref()).await
+}
+
+/// Organizations' idempotency keys (see [`crate::domain::idempotency`]).
+#[async_trait]
+pub trait IdempotencyRepo: Send + Sync {
+    /// Stores `record` (a claim) unless a record that still holds its key at `now`
+    /// ([`KeyRecord::holds`]) is stored for the organization and key: then returns that
+    /// one and stores nothing. Atomic: of concurrent claims one is stored.
+    async fn claim_key(&self, record: &KeyRecord, now: Timestamp) -> anyhow::Result<Option<KeyRecord>>;
+    /// The organization's record of `key`, whatever its state (a consistent read).
+    async fn get_key(&self, organization: OrganizationId, key: &str) -> anyhow::Result<Option<KeyRecord>>;
+    /// Ends `claim` (a record this process stored with [`Self::claim_key`]): keeps
+    /// `answer` for repeats, or (None) releases the key. Does nothing when another claim
+    /// took the key over meanwhile (its token differs).
+    async fn settle_key(&self, claim: &KeyRecord, answer: Option<&KeptAnswer>) -> anyhow::Result<()>;
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Organizations, API keys and the authentication rules of the contract.
 
+use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -10,7 +11,7 @@ use sha2::{Digest, Sha256};
 use super::time::Timestamp;
 use super::workspaces::{self, Workspace, WorkspaceId};
 use super::MAX_LABEL_CHARS;
-use crate::ports::{Clock, IdentityRepo};
+use crate::domain::time::Clock;
 
 crate::typed_id!(
     /// Identifies an organization: the owner of every resource an API key can reach.
@@ -325,6 +326,45 @@ pub async fn development_organization_key(
 /// A new random API key in the form handed to developers.
 pub fn generate_api_key() -> String {
     format!("vw_{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+}
+
+/// Organizations and API keys.
+#[async_trait]
+pub trait IdentityRepo: Send + Sync {
+    /// The key with this SHA-256 hash, if any.
+    async fn api_key(&self, key_hash: &str) -> anyhow::Result<Option<ApiKeyRecord>>;
+    /// An organization by ID.
+    async fn organization(&self, id: OrganizationId) -> anyhow::Result<Option<Organization>>;
+    /// The key with this hash and the organization it is bound to (None when it is
+    /// unbound or its organization is missing): what authenticating a request reads.
+    /// A backend that can read both at once overrides this.
+    async fn api_key_with_organization(
+        &self,
+        key_hash: &str,
+    ) -> anyhow::Result<Option<(ApiKeyRecord, Option<Organization>)>> {
+        let Some(record) = self.api_key(key_hash).await? else { return Ok(None) };
+        let organization = match record.organization_id {
+            Some(id) => self.organization(id).await?,
+            None => None,
+        };
+        Ok(Some((record, organization)))
+    }
+    /// Records that a key was used at `at`.
+    async fn touch_api_key(&self, key_hash: &str, at: Timestamp) -> anyhow::Result<()>;
+    /// Creates an organization or updates its descriptive fields, keeping its counters
+    /// and its original `created_at`.
+    async fn upsert_organization(&self, organization: &Organization) -> anyhow::Result<()>;
+    /// Creates or rebinds a key.
+    async fn upsert_api_key(
+        &self,
+        key_hash: &str,
+        organization: Option<OrganizationId>,
+        at: Timestamp,
+    ) -> anyhow::Result<()>;
+    /// All workspaces of an organization.
+    async fn workspaces(&self, organization: OrganizationId) -> anyhow::Result<Vec<Workspace>>;
+    /// Creates or renames a workspace (keeping its original `created_at`).
+    async fn put_workspace(&self, organization: OrganizationId, workspace: &Workspace) -> anyhow::Result<()>;
 }
 
 #[cfg(test)]

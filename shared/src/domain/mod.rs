@@ -6,7 +6,7 @@ pub mod graph;
 pub mod idempotency;
 pub mod identity;
 pub mod media;
-pub mod node_types;
+pub mod nodes;
 pub mod runs;
 pub mod shared_stores;
 pub mod sites;
@@ -19,3 +19,31 @@ pub mod workspaces;
 /// names) where the contract sets no smaller limit: with entry IDs of at most 1,024 bytes
 /// and metadata of at most 256,000 bytes, every stored item stays under DynamoDB's 400 KB.
 pub const MAX_LABEL_CHARS: usize = 1_000;
+
+/// Everything a storage backend implements: adding a backend is implementing each of
+/// these (the SQLite and DynamoDB adapters do), one file per context.
+pub trait Backend:
+    identity::IdentityRepo
+    + shared_stores::SharedStoreRepo
+    + agents::AgentRepo
+    + uploads::UploadRepo
+    + runs::ports::RunRepo
+    + webhooks::ports::WebhookRepo
+    + idempotency::IdempotencyRepo
+    + asset_manager::AssetRepo
+    + 'static
+{
+}
+
+impl<B> Backend for B where
+    B: identity::IdentityRepo
+        + shared_stores::SharedStoreRepo
+        + agents::AgentRepo
+        + uploads::UploadRepo
+        + runs::ports::RunRepo
+        + webhooks::ports::WebhookRepo
+        + idempotency::IdempotencyRepo
+        + asset_manager::AssetRepo
+        + 'static
+{
+}

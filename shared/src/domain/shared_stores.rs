@@ -1,5 +1,6 @@
 //! Shared stores and their entries: parsing, limits and the use cases of the contract.
 
+use async_trait::async_trait;
 use std::collections::HashMap;
 
 use serde::Serialize;
@@ -9,7 +10,7 @@ use serde_json::{Map, Value};
 use super::identity::OrganizationId;
 use super::time::Timestamp;
 use super::MAX_LABEL_CHARS;
-use crate::ports::{Clock, SharedStoreRepo};
+use crate::domain::time::Clock;
 
 /// Shared stores one organization may have.
 pub const MAX_STORES_PER_ORGANIZATION: u32 = 10;
@@ -491,6 +492,79 @@ pub async fn bulk_upsert(
 ) -> Result<BulkUpsert, StoreError> {
     let entries = repo.upsert_entries(organization, store_id, writes, clock.now(), MAX_ENTRIES_PER_STORE).await?;
     Ok(BulkUpsert { success: true, count: entries.len(), entries })
+}
+
+/// Shared stores and their entries, always addressed through the owning organization.
+///
+/// Every limit is enforced atomically by the implementation, also under concurrent
+/// writers; a missing store (or one of another organization) is `StoreNotFound`. What an
+/// entry becomes on a write is the domain's rule ([`EntryWrite::into_entry`],
+/// [`EntryRename::apply`]); implementations supply what is stored now.
+#[async_trait]
+pub trait SharedStoreRepo: Send + Sync {
+    /// All stores of the organization, in no particular order.
+    async fn list_stores(&self, organization: OrganizationId) -> Result<Vec<SharedStore>, StoreError>;
+    /// Adds a store unless the organization already has `max_stores`.
+    async fn create_store(
+        &self,
+        organization: OrganizationId,
+        store: &SharedStore,
+        max_stores: u32,
+    ) -> Result<(), StoreError>;
+    /// Sets a store's name and returns the store.
+    async fn rename_store(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        name: &str,
+        now: Timestamp,
+    ) -> Result<SharedStore, StoreError>;
+    /// Removes a store and all its entries.
+    async fn delete_store(&self, organization: OrganizationId, store: StoreId) -> Result<(), StoreError>;
+    /// All entries of a store, in no particular order.
+    async fn list_entries(&self, organization: OrganizationId, store: StoreId) -> Result<Vec<StoreEntry>, StoreError>;
+    /// One entry.
+    async fn get_entry(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
+    ) -> Result<StoreEntry, StoreError>;
+    /// Creates (taking a slot, if fewer than `max_entries` are used) or replaces an entry.
+    async fn put_entry(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        entry: &EntryWrite,
+        now: Timestamp,
+        max_entries: u32,
+    ) -> Result<StoreEntry, StoreError>;
+    /// Moves an entry to a new ID (which must be free) with a new display name.
+    async fn rename_entry(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
+        rename: &EntryRename,
+        now: Timestamp,
+    ) -> Result<StoreEntry, StoreError>;
+    /// Removes an entry, freeing its slot.
+    async fn delete_entry(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        entry_id: &EntryId,
+    ) -> Result<(), StoreError>;
+    /// Upserts entries with distinct IDs; refuses the whole request, writing nothing,
+    /// when the new IDs would take the store past `max_entries`.
+    async fn upsert_entries(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        entries: Vec<EntryWrite>,
+        now: Timestamp,
+        max_entries: u32,
+    ) -> Result<Vec<StoreEntry>, StoreError>;
 }
 
 #[cfg(test)]

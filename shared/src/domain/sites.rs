@@ -1,11 +1,12 @@
 //! Video-sharing sites: which input URLs are theirs (read with yt-dlp rather than
 //! downloaded as files), and what a run records of a site's video.
 
+use async_trait::async_trait;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ports::{SiteVideo, SiteVideos};
+use crate::domain::media::ports::DownloadError;
 
 /// Hosts (and their subdomains) whose `video_urls` are pages of a video-sharing site.
 pub const KNOWN_SITE_HOSTS: &[&str] = &[
@@ -85,10 +86,38 @@ impl From<SiteVideo> for SiteVideoInfo {
     }
 }
 
+/// What a video-sharing site says of one of its videos.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteVideo {
+    /// The site, as a short lower-case name (`youtube`, `vimeo`; `generic` for a page
+    /// that merely embeds a video file).
+    pub site: String,
+    /// The site's ID of the video.
+    pub video_id: String,
+    pub title: String,
+    /// The video's page, as the site names it.
+    pub page_url: String,
+    /// The channel (or uploader) that published it, when the site says.
+    pub channel_id: Option<String>,
+    /// The video's length, when the site says.
+    pub duration_ms: Option<u64>,
+}
+
+/// Reads and fetches videos of video-sharing sites (yt-dlp).
+#[async_trait]
+pub trait SiteVideos: Send + Sync {
+    /// What the site says of the video at `url`, without fetching the media;
+    /// `DownloadError::Refused` when the page cannot be read or has no video.
+    async fn describe(&self, url: &str) -> Result<SiteVideo, DownloadError>;
+    /// Fetches the video at `url` into the file `output`, refusing more than
+    /// `max_bytes`; returns the size.
+    async fn download(&self, url: &str, output: &std::path::Path, max_bytes: u64) -> Result<u64, DownloadError>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ports::DownloadError;
+    use crate::domain::media::ports::DownloadError;
 
     struct Nothing;
 

@@ -95,6 +95,21 @@ impl<'de> Deserialize<'de> for Timestamp {
     }
 }
 
+/// The source of "now", replaceable in tests.
+pub trait Clock: Send + Sync {
+    /// The current time.
+    fn now(&self) -> Timestamp;
+}
+
+/// The wall clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,11 @@ use serde::Serialize;
 
 use super::identity::OrganizationId;
 use super::time::Timestamp;
-use crate::ports::{BlobStore, Clock, MediaProbe, ProbeError, UploadRepo};
+use async_trait::async_trait;
+
+use super::media::ports::{BlobStore, MediaProbe, ProbeError};
+use super::media::{ProbeReport, SealedBlob};
+use super::time::Clock;
 
 crate::typed_id!(
     /// Identifies an upload (and the asset it becomes).
@@ -79,15 +83,6 @@ pub struct MediaInfo {
     pub format: String,
 }
 
-/// A finalized file, frozen where no upload URL can change it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SealedBlob {
-    pub key: String,
-    /// The object version (S3), when the key alone does not pin the content.
-    pub version: Option<String>,
-    pub size: u64,
-}
-
 /// An upload and, once finalized, the asset it became.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Upload {
@@ -139,27 +134,6 @@ pub struct UploadTicket {
     pub upload_url: String,
     pub upload_method: &'static str,
     pub expires_at: Timestamp,
-}
-
-/// The result of probing a file, in the domain's terms.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ProbeReport {
-    /// ffprobe's `format_name`, e.g. `mov,mp4,m4a,3gp,3g2,mj2` or `png_pipe`.
-    pub format_name: String,
-    pub duration_seconds: Option<f64>,
-    pub streams: Vec<ProbedStream>,
-}
-
-/// One stream of a probed file.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ProbedStream {
-    /// `video`, `audio`, `subtitle`, ...
-    pub codec_type: String,
-    pub codec_name: String,
-    pub width: Option<u32>,
-    pub height: Option<u32>,
-    /// Cover art inside an audio file: a picture, not a video.
-    pub attached_pic: bool,
 }
 
 /// Everything that can go wrong with an upload request.
@@ -313,9 +287,23 @@ pub fn parse_upload_id(text: &str) -> Result<UploadId, UploadError> {
     UploadId::parse(text).ok_or(UploadError::NotFound)
 }
 
+/// Upload records (assets once finalized).
+#[async_trait]
+pub trait UploadRepo: Send + Sync {
+    /// Stores a new pending upload.
+    async fn put_upload(&self, organization: OrganizationId, upload: &Upload) -> anyhow::Result<()>;
+    /// An upload of the organization.
+    async fn get_upload(&self, organization: OrganizationId, id: UploadId) -> anyhow::Result<Option<Upload>>;
+    /// Records a finalized upload (see [`Upload::finalized`]) if the stored one is still
+    /// pending, so that the first finalize wins; returns the upload as stored afterwards,
+    /// None when there is no such upload.
+    async fn record_finalized(&self, organization: OrganizationId, upload: &Upload) -> anyhow::Result<Option<Upload>>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::media::ProbedStream;
 
     fn stream(codec_type: &str, codec_name: &str) -> ProbedStream {
         ProbedStream {

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::identity::OrganizationId;
 use super::time::Timestamp;
-use crate::ports::IdentityRepo;
+use crate::domain::identity::IdentityRepo;
 
 crate::typed_id!(
     /// Identifies a workspace of an organization.

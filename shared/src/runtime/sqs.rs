@@ -14,8 +14,9 @@ use futures::stream::{self, StreamExt};
 
 use crate::adapters::sqs::SqsWebhookQueue;
 use crate::app::App;
-use crate::domain::webhooks::{Sent, WebhookMessage};
-use crate::ports::TaskMessage;
+use crate::domain::runs::ports::TaskMessage;
+use crate::domain::webhooks::sender::Sent;
+use crate::domain::webhooks::WebhookMessage;
 
 /// The function's name, and its binary's.
 pub const NODE_WORKER: &str = "node-worker";
@@ -81,7 +82,7 @@ pub fn run_node_worker() -> ! {
         NODE_WORKER,
         async {
             let app = App::from_env().await?;
-            anyhow::ensure!(app.engine.is_some(), "node-worker needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
+            anyhow::ensure!(app.engine.missing.is_none(), "node-worker needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
             Ok(app)
         },
         |app: Arc<App>, event| async move { handle_batch(&app, event).await },
@@ -122,7 +123,10 @@ fn all_failed(event: &SqsEvent) -> SqsBatchResponse {
 
 /// Works on every message of a batch; answers the ones to deliver again.
 pub async fn handle_batch(app: &App, event: SqsEvent) -> SqsBatchResponse {
-    let Some(engine) = app.engine.as_ref() else { return all_failed(&event) };
+    let engine = &app.engine;
+    if engine.missing.is_some() {
+        return all_failed(&event);
+    }
     each_record(event, PARALLEL_TASKS, "task", |message: TaskMessage, record| async move {
         match engine.worker.process(message).await {
             Ok(()) => true,
@@ -148,7 +152,7 @@ pub fn run_webhook_sender() -> ! {
                 .ok_or_else(|| anyhow::anyhow!("webhook-sender needs WEBHOOK_QUEUE_URL"))?;
             let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
             let app = App::from_env().await?;
-            anyhow::ensure!(app.engine.is_some(), "webhook-sender needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
+            anyhow::ensure!(app.engine.missing.is_none(), "webhook-sender needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
             Ok((app, SqsWebhookQueue::from_config(&aws, url)))
         },
         |state: Arc<(App, SqsWebhookQueue)>, event| async move { handle_webhook_batch(&state.0, &state.1, event).await },
@@ -158,7 +162,10 @@ pub fn run_webhook_sender() -> ! {
 /// Attempts every delivery of a batch (concurrently: one slow receiver does not hold up
 /// the others); answers the messages to deliver again.
 pub async fn handle_webhook_batch(app: &App, queue: &SqsWebhookQueue, event: SqsEvent) -> SqsBatchResponse {
-    let Some(engine) = app.engine.as_ref() else { return all_failed(&event) };
+    let engine = &app.engine;
+    if engine.missing.is_some() {
+        return all_failed(&event);
+    }
     each_record(event, WEBHOOKS_AT_ONCE, "webhook", |message: WebhookMessage, record| async move {
         let id = record.message_id.unwrap_or_default();
         match engine.sender.process(&message, &id).await {

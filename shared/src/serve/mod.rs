@@ -22,6 +22,7 @@ use tokio::net::TcpListener;
 use crate::adapters::fs::BLOB_PATH_PREFIX;
 use crate::api::{self, ApiError};
 use crate::app::App;
+use crate::config::Settings;
 
 /// Largest request body accepted, as API Gateway's payload limit.
 pub const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
@@ -189,11 +190,11 @@ pub async fn build_app(
     use crate::adapters::s3::S3BlobStore;
     use crate::adapters::sqlite::Sqlite;
     use crate::adapters::sqs::{SqsTaskQueue, SqsWebhookQueue};
-    use crate::app::Media;
+    use crate::app::{AppConfig, Media};
     use crate::config::Config;
     use crate::domain::identity::{apply_seed, development_organization_key, Seed};
 
-    let app = match backend {
+    let config = match backend {
         Backend::Embedded => {
             let folder = options.data_dir.join("blobs");
             let local = LocalBlobStore::open(&folder, &options.public_url)
@@ -205,32 +206,32 @@ pub async fn build_app(
                 // Blocking file work before serving starts: nothing else runs yet.
                 tokio::task::spawn_blocking(move || Sqlite::open(path)).await??
             };
-            let app = App::sqlite(database.clone(), Media::Local(Arc::new(local)));
-            let app = if options.allow_private_urls { app.allowing_private_urls() } else { app };
-            app.with_embedded_engine(
-                database,
-                options.data_dir.join("scratch"),
-                options.task_budget,
-                options.webhook_schedule.clone(),
-            )
+            let mut config = AppConfig::sqlite(database, Media::Local(Arc::new(local)));
+            config.settings = Settings {
+                scratch: options.data_dir.join("scratch"),
+                task_budget: options.task_budget,
+                webhook_schedule: options.webhook_schedule.clone(),
+                video_site_hosts: crate::config::video_site_hosts_from_env(),
+                allow_private_urls: options.allow_private_urls,
+                ..Settings::default()
+            };
+            config
         }
         Backend::Aws => {
-            let config = Config::from_env()?;
+            let mut config = Config::from_env()?;
             let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-            let dynamodb = DynamoDb::from_config(&aws, &config.table_name);
-            dynamodb.ensure_table().await.with_context(|| {
+            DynamoDb::from_config(&aws, &config.table_name).ensure_table().await.with_context(|| {
                 format!("DynamoDB table {} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)", config.table_name)
             })?;
-            let s3 = S3BlobStore::from_config(&aws, &config.media_bucket);
-            s3.ensure_bucket().await.with_context(|| {
+            S3BlobStore::from_config(&aws, &config.media_bucket).ensure_bucket().await.with_context(|| {
                 format!("S3 bucket {} is not reachable (is AWS_ENDPOINT_URL_S3 set?)", config.media_bucket)
             })?;
-            let mut config = config;
             if std::env::var("PUBLIC_URL").is_err() {
                 config.public_url = options.public_url.clone();
             }
-            config.task_budget = options.task_budget;
-            config.webhook_schedule = options.webhook_schedule.clone();
+            config.settings.task_budget = options.task_budget;
+            config.settings.webhook_schedule = options.webhook_schedule.clone();
+            config.settings.allow_private_urls = options.allow_private_urls;
             if config.webhook_queue_url.is_none() {
                 // Visible again after a sender's claim could have passed.
                 let url = SqsWebhookQueue::ensure_queue(&aws, LOCAL_WEBHOOK_QUEUE, Duration::from_secs(60))
@@ -252,11 +253,10 @@ pub async fn build_app(
                     tokio::task::spawn_blocking(move || crate::adapters::fs::load_or_create_secret(&folder)).await??;
                 config.media_link_secret = Some(hex::encode(secret));
             }
-            let app = App::dynamodb(dynamodb.clone(), Media::S3(s3), &config.ffprobe, config.auth_cache_ttl);
-            let app = if options.allow_private_urls { app.allowing_private_urls() } else { app };
-            app.with_aws_engine(&config, &aws, dynamodb, true)?
+            config.app_config(&aws, true)?
         }
     };
+    let app = App::build(config);
     let development_key = match seed {
         Some(path) => {
             let text =

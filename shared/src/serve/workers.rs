@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use crate::adapters::sqlite::tasks::SqliteTaskQueue;
 use crate::app::{App, Engine};
+use crate::core::queue::{Delivery, Inbox};
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
+use crate::domain::runs::ports::TaskMessage;
 use crate::domain::runs::service::{change_run, send_tasks};
-use crate::domain::webhooks::Sent;
-use crate::ports::{Delivery, TaskInbox};
+use crate::domain::webhooks::sender::Sent;
 
 /// How long an idle worker sleeps when no message wakes it.
 const IDLE_POLL: Duration = Duration::from_secs(1);
@@ -50,14 +51,12 @@ pub const WEBHOOK_SENDERS: usize = 8;
 /// workers on the engine's inbox, and the webhook senders. Nothing to do when the app
 /// has no inbox.
 pub async fn start(app: &App, count: usize) -> anyhow::Result<Option<Workers>> {
-    let Some(engine) = app.engine.clone() else { return Ok(None) };
+    let engine = app.engine.clone();
     let Some(inbox) = engine.inbox.clone() else { return Ok(None) };
-    if let Some(local) = &engine.local_webhooks {
-        local.release_all().await?;
-    }
-    if let Some(local) = &engine.local_queue {
-        local.release_all().await?;
-        recover(&engine, local).await?;
+    if let Some(local) = &engine.local {
+        local.webhooks.release_all().await?;
+        local.tasks.release_all().await?;
+        recover(&engine, &local.tasks).await?;
     }
     let mut handles = senders(&engine, WEBHOOK_SENDERS);
     let engine = Arc::new(engine);
@@ -119,7 +118,7 @@ fn senders(engine: &Engine, count: usize) -> Vec<tokio::task::JoinHandle<()>> {
 }
 
 /// Runs one delivered message and acknowledges it, or leaves it for a later delivery.
-async fn settle(engine: &Engine, inbox: &dyn TaskInbox, delivery: &Delivery) {
+async fn settle(engine: &Engine, inbox: &dyn Inbox<TaskMessage>, delivery: &Delivery<TaskMessage>) {
     let done = match engine.worker.process(delivery.message).await {
         Ok(()) => true,
         Err(error) => {

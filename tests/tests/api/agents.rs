@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use shared::domain::identity::{apply_seed, OrganizationId, Seed, SeedOrganization, SeedWorkspace};
-use shared::domain::node_types::{
+use shared::domain::nodes::{
     NodeTypeId, CLIP, CONCATENATE, DESTINATION, SCHEDULE_TRIGGER, SPEED, VIDEO_GENERATION, VIDEO_INPUT,
 };
 use shared::domain::workspaces::WorkspaceId;

@@ -5,7 +5,7 @@
 
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
-use shared::domain::node_types::{DESTINATION, VIDEO_INPUT};
+use shared::domain::nodes::{DESTINATION, VIDEO_INPUT};
 
 use crate::conformance;
 use crate::helpers::Backend;

@@ -16,7 +16,7 @@ use crate::helpers::{dynamodb, temp_media, TestApp};
 /// A fresh organization on DynamoDB Local, and a plain client of the same table.
 async fn on_dynamodb() -> (TestApp, DynamoDb) {
     let plain = dynamodb().await;
-    let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await;
+    let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media())).await;
     (test, plain)
 }
 

@@ -106,7 +106,7 @@ async fn a_restarted_serve_reads_back_everything_it_wrote() {
     assert_eq!(status, StatusCode::OK);
     let (_, agent) = first.call(Method::POST, "/agent/create", Some(json!({ "name": "Promo" }))).await;
     let agent = agent["agent_id"].as_str().unwrap().to_owned();
-    let speed = json!({ "operations": [{ "op": "create_node", "node_type_id": shared::domain::node_types::SPEED, "params_used": { "factor": 2 } }] });
+    let speed = json!({ "operations": [{ "op": "create_node", "node_type_id": shared::domain::nodes::SPEED, "params_used": { "factor": 2 } }] });
     assert_eq!(first.call(Method::POST, &format!("/agent/{agent}/update"), Some(speed)).await.0, StatusCode::OK);
     let (_, graph) = first.call(Method::GET, &format!("/agent/{agent}"), None).await;
     let (_, ticket) = first.call(Method::POST, "/uploads/image/get_upload_url", None).await;
@@ -254,7 +254,7 @@ fn a_corrupt_or_foreign_state_file_stops_serve_with_a_message_naming_it() {
 /// output, whole and playable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_killed_in_the_middle_of_an_ffmpeg_task_still_finishes_the_run_once() {
-    use shared::domain::node_types::{DESTINATION, SPEED, VIDEO_INPUT};
+    use shared::domain::nodes::{DESTINATION, SPEED, VIDEO_INPUT};
     let data = tempfile::tempdir().unwrap();
     let video = data.path().join("long.mp4");
     let status = Command::new("ffmpeg")
@@ -340,7 +340,7 @@ async fn serve_killed_in_the_middle_of_an_ffmpeg_task_still_finishes_the_run_onc
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_killed_between_state_changes_and_their_webhooks_delivers_them_after_restart() {
     use crate::webhooks::{Mode, Receiver};
-    use shared::domain::node_types::{DESTINATION, VIDEO_INPUT};
+    use shared::domain::nodes::{DESTINATION, VIDEO_INPUT};
     let data = tempfile::tempdir().unwrap();
     let receiver = Receiver::start(Mode::Hang).await;
     let mut first = ServeProcess::start(data.path(), &["--workers", "1"]).await;

@@ -12,9 +12,9 @@ use shared::adapters::dynamodb::{keys, AttributeValue, DynamoDb};
 use shared::app::App;
 use shared::core::retry::{AWS_SDK_CALLS, STORE_LEASE_WAIT, TRANSACTION_CONFLICTS};
 use shared::domain::identity::OrganizationId;
+use shared::domain::shared_stores::SharedStoreRepo;
 use shared::domain::shared_stores::{EntryId, EntryRename, EntryWrite, SharedStore, StoreEntry, StoreError, StoreId};
 use shared::domain::time::Timestamp;
-use shared::ports::SharedStoreRepo;
 
 use crate::faults;
 use crate::helpers::{dynamodb, temp_media, TestApp};
@@ -149,7 +149,7 @@ fn dynamodb_at(endpoint: &str) -> DynamoDb {
 }
 
 fn app_on(dynamodb: DynamoDb) -> TestApp {
-    let app = Arc::new(App::dynamodb(dynamodb, temp_media(), "ffprobe", Duration::ZERO));
+    let app = Arc::new(App::dynamodb(dynamodb, temp_media()));
     TestApp { app, key: "k".into(), organization: OrganizationId::new_v4() }
 }
 
@@ -188,7 +188,7 @@ async fn a_dynamodb_that_never_answers_is_a_503_within_the_sdk_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactions_that_keep_conflicting_give_the_contract_500_within_their_budget() {
     let plain = dynamodb().await;
-    let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await;
+    let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media())).await;
     let store = test.create_store("s").await;
     let conflicted = test.through(plain.with_interceptor(faults::conflicting_transactions()));
     put_gives_up_within(&conflicted, &store, TRANSACTION_CONFLICTS.budget).await;
@@ -212,7 +212,7 @@ async fn put_gives_up_within(app: &TestApp, store: &str, budget: Duration) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttled_batch_writes_give_the_contract_500_and_leave_an_exact_store() {
     let plain = dynamodb().await;
-    let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await;
+    let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media())).await;
     let store = test.create_store("s").await;
     test.fill(&store, "kept", 10).await;
     let fault = faults::throttled_batch_writes();
@@ -242,7 +242,7 @@ async fn throttled_batch_writes_give_the_contract_500_and_leave_an_exact_store()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writers_of_a_store_whose_lease_never_ends_give_up_within_the_lease_wait_budget() {
     let plain = dynamodb().await;
-    let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media(), "ffprobe", Duration::ZERO)).await;
+    let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media())).await;
     let store = test.create_store("s").await;
     // A holder that keeps its lease for an hour.
     let far = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() + 3_600_000)

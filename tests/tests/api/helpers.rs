@@ -2,7 +2,6 @@
 //! or DynamoDB Local, and requests through the same router `serve` uses.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -126,7 +125,7 @@ impl TestApp {
     pub async fn with_media(backend: Backend, media: Media) -> Self {
         let app = match backend {
             Backend::Sqlite => App::sqlite(sqlite(), media),
-            Backend::DynamoDb => App::dynamodb(dynamodb().await, media, "ffprobe", Duration::ZERO),
+            Backend::DynamoDb => App::dynamodb(dynamodb().await, media),
         };
         Self::seeded(app).await
     }
@@ -144,7 +143,7 @@ impl TestApp {
     /// The same organization, served through another DynamoDB client of the same table
     /// (e.g. one whose calls fail on purpose).
     pub fn through(&self, dynamodb: DynamoDb) -> TestApp {
-        let app = App::dynamodb(dynamodb, temp_media(), "ffprobe", Duration::ZERO);
+        let app = App::dynamodb(dynamodb, temp_media());
         TestApp { app: Arc::new(app), key: self.key.clone(), organization: self.organization }
     }
 

@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -39,7 +38,7 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
     let (backend, log) = dynamodb().await.recording_actions();
     let (media, s3_log) = s3_store().await.recording_actions();
     let mut test = TestApp {
-        app: Arc::new(App::dynamodb(backend, Media::S3(media), "ffprobe", Duration::ZERO)),
+        app: Arc::new(App::dynamodb(backend, Media::S3(media))),
         key: String::new(),
         organization: OrganizationId::new_v4(),
     };
@@ -164,8 +163,7 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
         test.call(Method::GET, &format!("/agents?workspace_id={workspace}"), None).await,
     );
     run("get-agent", StatusCode::OK, test.call(Method::GET, &format!("/agent/{agent}"), None).await);
-    let operations =
-        json!({ "operations": [{ "op": "create_node", "node_type_id": shared::domain::node_types::SPEED }] });
+    let operations = json!({ "operations": [{ "op": "create_node", "node_type_id": shared::domain::nodes::SPEED }] });
     run(
         "update-agent",
         StatusCode::OK,

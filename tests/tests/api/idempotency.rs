@@ -101,7 +101,7 @@ async fn every_creating_post_answers_a_repeat_with_its_first_answer(backend: Bac
     let (status, created) = test.call(Method::POST, "/agent/create", Some(json!({ "name": "base" }))).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     let agent = created["agent_id"].as_str().unwrap().to_owned();
-    let speed = shared::domain::node_types::SPEED.to_string();
+    let speed = shared::domain::nodes::SPEED.to_string();
     let requests: Vec<(&str, String, Option<Value>, &str)> = vec![
         ("create-shared-store", "/shared-stores".into(), Some(json!({ "name": "once" })), "/shared-stores"),
         ("create-agent", "/agent/create".into(), Some(json!({ "name": "once" })), "/agents"),

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
-use shared::domain::node_types::{BACKGROUND_MUSIC, CLIP, CONCATENATE, DESTINATION, SPEED, VIDEO_INPUT};
+use shared::domain::nodes::{BACKGROUND_MUSIC, CLIP, CONCATENATE, DESTINATION, SPEED, VIDEO_INPUT};
 
 use crate::conformance;
 use crate::helpers::{http_get, Backend};

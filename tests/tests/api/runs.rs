@@ -10,14 +10,14 @@ use serde_json::{json, Value};
 use shared::adapters::dynamodb::DynamoDb;
 use shared::adapters::s3::S3BlobStore;
 use shared::adapters::sqs::{SqsTaskQueue, SqsWebhookQueue};
-use shared::app::WebhookPorts;
-use shared::app::{App, EngineSettings, Media, DEFAULT_TASK_BUDGET};
-use shared::domain::node_types::{
+use shared::app::{App, AppConfig, Media, SqsQueues, Storage};
+use shared::config::{Settings, DEFAULT_TASK_BUDGET};
+use shared::domain::nodes::{
     BACKGROUND_MUSIC, CAPTIONS, CLIP, CONCATENATE, DESTINATION, OVERLAY, REFRAME, SPEED, VIDEO_INPUT,
 };
+use shared::domain::runs::ports::TaskMessage;
 use shared::domain::runs::RunId;
 use shared::domain::webhooks::WebhookSchedule;
-use shared::ports::TaskMessage;
 use shared::serve::{self, workers::Workers};
 
 use crate::conformance;
@@ -107,33 +107,32 @@ impl Harness {
         let public_url = format!("http://{}", listener.local_addr().unwrap());
         let scratch = tempfile::tempdir().unwrap().keep();
         let app_scratch = scratch.clone();
-        let app = match backend {
+        let settings = Settings {
+            scratch: app_scratch,
+            task_budget: budget,
+            webhook_schedule: schedule,
+            // `localhost` is a video-sharing site here (tests of site URLs; 127.0.0.1 is not).
+            video_site_hosts: vec!["localhost".to_owned()],
+            allow_private_urls: allow_private,
+            ..Settings::default()
+        };
+        let config = match backend {
             Backend::Sqlite => {
                 let (media, _) = local_media(&public_url);
-                let database = sqlite();
-                let app = App::sqlite(database.clone(), media);
-                let app = if allow_private { app.allowing_private_urls() } else { app };
-                app.with_embedded_engine(database, app_scratch, budget, schedule)
+                AppConfig { settings, ..AppConfig::sqlite(sqlite(), media) }
             }
             Backend::DynamoDb => {
-                let (dynamodb, s3, queue, webhooks) = aws_engine_queues().await;
-                let settings = EngineSettings {
-                    ffmpeg: "ffmpeg".into(),
-                    scratch: app_scratch,
-                    task_budget: budget,
-                    webhook_schedule: schedule,
-                    yt_dlp: shared::app::default_yt_dlp(),
-                    video_site_hosts: Vec::new(),
-                };
-                let webhooks = WebhookPorts { queue: Arc::new(webhooks.clone()), inbox: Some(Arc::new(webhooks)) };
-                App::dynamodb(dynamodb.clone(), Media::S3(s3), "ffprobe", Duration::ZERO)
-                    .allowing_private_urls()
-                    .with_links(&shared::core::signing::generate_secret(), &public_url)
-                    .with_engine(Arc::new(dynamodb), Arc::new(queue.clone()), Some(Arc::new(queue)), webhooks, settings)
+                let (table, s3, tasks, webhooks) = aws_engine_queues().await;
+                let queues = SqsQueues { tasks, webhooks: Some(webhooks), take: true };
+                AppConfig {
+                    storage: Storage::DynamoDb { table, queues: Some(queues) },
+                    media: Media::S3(s3),
+                    links: Some((shared::core::signing::generate_secret(), public_url)),
+                    settings: Settings { allow_private_urls: true, ..settings },
+                }
             }
         };
-        // `localhost` is a video-sharing site here (tests of site URLs; 127.0.0.1 is not).
-        let app = app.with_video_site_hosts(&["localhost".to_owned()]);
+        let app = App::build(config);
         let test = TestApp::seeded(app).await;
         let (_, stop) = serve::spawn_on(test.app.clone(), listener).unwrap();
         let workers = if count > 0 { serve::workers::start(&test.app, count).await.unwrap() } else { None };
@@ -169,7 +168,7 @@ impl Harness {
     /// returns its ID and the node IDs by name.
     pub(crate) async fn agent(
         &self,
-        nodes: &[(&str, shared::domain::node_types::NodeTypeId, Value)],
+        nodes: &[(&str, shared::domain::nodes::NodeTypeId, Value)],
         edges: &[(&str, &str)],
     ) -> (String, HashMap<String, String>) {
         let (status, body) = self.test.call(Method::POST, "/agent/create", Some(json!({ "name": "runs" }))).await;
@@ -260,7 +259,7 @@ fn assert_close(actual: f64, expected: f64, what: &str) {
     assert!((actual - expected).abs() <= 0.1, "{what}: {actual} s, expected {expected} ± 0.1 s");
 }
 
-pub(crate) fn chain() -> Vec<(&'static str, shared::domain::node_types::NodeTypeId, Value)> {
+pub(crate) fn chain() -> Vec<(&'static str, shared::domain::nodes::NodeTypeId, Value)> {
     vec![
         ("in", VIDEO_INPUT, json!({})),
         ("clip", CLIP, json!({ "start_ms": 500, "end_ms": 1500 })),
@@ -740,7 +739,7 @@ async fn chain_run_without_workers(backend: Backend) -> (Harness, String, shared
     let video = harness.upload("video", "video.mp4").await;
     let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
     let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
-    let engine = harness.test.app.engine.clone().unwrap();
+    let engine = harness.test.app.engine.clone();
     let run_id = RunId::parse(&run).unwrap();
     let message = TaskMessage { organization_id: harness.test.organization, run_id, task: 0, attempt: 0 };
     (harness, run, engine, message)
@@ -764,8 +763,8 @@ async fn a_task_message_delivered_twice_does_its_work_once(backend: Backend) {
     assert_eq!(record["outputs"].as_array().unwrap().len(), 1);
     let stored = engine.runs.get_run(organization, run_id).await.unwrap().unwrap();
     assert!(stored.tasks.iter().all(|task| task.claims == 1), "{:?}", stored.tasks);
-    if let Some(local) = engine.local_queue.as_ref() {
-        assert_eq!(local.len().await.unwrap(), 0, "every message acknowledged");
+    if let Some(local) = engine.local.as_ref() {
+        assert_eq!(local.tasks.len().await.unwrap(), 0, "every message acknowledged");
     }
 }
 
@@ -774,7 +773,7 @@ async fn a_task_message_delivered_twice_does_its_work_once(backend: Backend) {
 struct Unreachable;
 
 #[async_trait::async_trait]
-impl shared::ports::TaskQueue for Unreachable {
+impl shared::core::queue::Queue<TaskMessage> for Unreachable {
     async fn send(&self, _: &[TaskMessage]) -> anyhow::Result<()> {
         anyhow::bail!("the queue cannot be reached")
     }
@@ -785,7 +784,7 @@ impl shared::ports::TaskQueue for Unreachable {
 struct Recording(std::sync::Mutex<Vec<TaskMessage>>);
 
 #[async_trait::async_trait]
-impl shared::ports::TaskQueue for Recording {
+impl shared::core::queue::Queue<TaskMessage> for Recording {
     async fn send(&self, messages: &[TaskMessage]) -> anyhow::Result<()> {
         self.0.lock().unwrap().extend_from_slice(messages);
         Ok(())
@@ -828,7 +827,7 @@ async fn a_run_whose_first_tasks_cannot_be_queued_fails_and_resumes(backend: Bac
     let video = harness.upload("video", "video.mp4").await;
     let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
     let app = &harness.test.app;
-    let engine = app.engine.clone().unwrap();
+    let engine = app.engine.clone();
     let notifier = engine.notifier(app.links.clone());
     let ports = service::RunPorts {
         runs: engine.runs.as_ref(),
@@ -894,7 +893,8 @@ async fn twenty_concurrent_runs_all_finish_with_their_outputs(backend: Backend) 
 /// function's handler in SQS events, and deletes the ones it did not report as failed;
 /// until `run` leaves `running` (bounded).
 async fn work_as_node_worker(worker: &App, queue: &SqsTaskQueue, runs: &DynamoDb, test: &TestApp, run: &str) {
-    use shared::ports::{RunRepo, TaskInbox};
+    use shared::core::queue::Inbox;
+    use shared::domain::runs::ports::RunRepo;
     let run_id = RunId::parse(run).unwrap();
     for _ in 0..300 {
         let deliveries = queue.receive(10, Duration::from_secs(60)).await.unwrap();
@@ -939,22 +939,24 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
         let (s3, s3_log) = s3.recording_actions();
         let (queue, queue_log) = queue.recording_actions();
         let (webhook_queue, webhook_log) = webhook_queue.recording_actions();
-        let settings = EngineSettings {
-            ffmpeg: "ffmpeg".into(),
+        let settings = Settings {
             scratch: tempfile::tempdir().unwrap().keep(),
             task_budget: DEFAULT_TASK_BUDGET,
             webhook_schedule: WebhookSchedule {
                 retries: vec![Duration::from_millis(100)],
                 timeout: Duration::from_secs(5),
             },
-            yt_dlp: shared::app::default_yt_dlp(),
             video_site_hosts: Vec::new(),
+            allow_private_urls: true,
+            ..Settings::default()
         };
-        let webhooks = WebhookPorts { queue: Arc::new(webhook_queue.clone()), inbox: None };
-        let app = App::dynamodb(dynamodb.clone(), Media::S3(s3), "ffprobe", Duration::ZERO)
-            .allowing_private_urls()
-            .with_links(&secret, &public_url)
-            .with_engine(Arc::new(dynamodb), Arc::new(queue), None, webhooks, settings);
+        let queues = SqsQueues { tasks: queue, webhooks: Some(webhook_queue.clone()), take: false };
+        let app = App::build(AppConfig {
+            storage: Storage::DynamoDb { table: dynamodb, queues: Some(queues) },
+            media: Media::S3(s3),
+            links: Some((secret.clone(), public_url.clone())),
+            settings,
+        });
         (app, [dynamodb_log, s3_log, queue_log, webhook_log], webhook_queue)
     };
     let (api, api_logs, _) = recorded(&dynamodb, &s3, &queue);
@@ -986,13 +988,13 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
     work_as_node_worker(&worker, &queue, &dynamodb, &harness.test, &run).await;
     // A copy of the first task's message: its task ended, so the worker looks for events
     // it may have recorded without queueing them.
-    let copy = shared::ports::TaskMessage {
+    let copy = shared::domain::runs::ports::TaskMessage {
         organization_id: harness.test.organization,
         run_id: RunId::parse(&run).unwrap(),
         task: 0,
         attempt: 0,
     };
-    shared::ports::TaskQueue::send(&queue, &[copy]).await.unwrap();
+    shared::core::queue::Queue::<TaskMessage>::send(&queue, &[copy]).await.unwrap();
     work_off_queue(&worker, &queue).await;
     performed.entry(NODE_WORKER).or_default().extend(take(&worker_logs));
     send_webhooks_as_webhook_sender(&worker, &webhook_queue, &worker_webhooks, &receiver).await;
@@ -1058,7 +1060,7 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
 
 /// Hands every message of the task queue to node-worker's handler (bounded).
 async fn work_off_queue(worker: &App, queue: &SqsTaskQueue) {
-    use shared::ports::TaskInbox;
+    use shared::core::queue::Inbox;
     for _ in 0..5 {
         let deliveries = queue.receive(10, Duration::from_secs(60)).await.unwrap();
         if deliveries.is_empty() {
@@ -1088,7 +1090,7 @@ async fn send_webhooks_as_webhook_sender(
     queue: &SqsWebhookQueue,
     receiver: &crate::webhooks::Receiver,
 ) {
-    use shared::ports::WebhookInbox;
+    use shared::core::queue::Inbox;
     for _ in 0..200 {
         if receiver.accepted().iter().any(|event| event.body["flag"] == "RUN_FINISHED") {
             return;

@@ -14,7 +14,7 @@ fn media_options() -> ServeOptions {
         data_dir: tempfile::tempdir().unwrap().keep(),
         public_url: "http://127.0.0.1:9".into(),
         in_memory: false,
-        task_budget: shared::app::DEFAULT_TASK_BUDGET,
+        task_budget: shared::config::DEFAULT_TASK_BUDGET,
         allow_private_urls: true,
         webhook_schedule: Default::default(),
     }
@@ -73,7 +73,7 @@ async fn agent_updates_of_10_mb_are_refused_and_change_nothing() {
     let agent = created["agent_id"].as_str().unwrap().to_owned();
     let path = format!("/agent/{agent}/update");
     let (_, before) = send(addr, Method::GET, &format!("/agent/{agent}"), "acme-key", vec![]).await;
-    let captions = shared::domain::node_types::CAPTIONS;
+    let captions = shared::domain::nodes::CAPTIONS;
     // Just under the body limit: a caption text far past what a node may hold.
     let srt = "x".repeat(10 * 1024 * 1024 - 500);
     let under =

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
-use shared::domain::node_types::{DESTINATION, VIDEO_INPUT};
+use shared::domain::nodes::{DESTINATION, VIDEO_INPUT};
 
 use crate::conformance;
 use crate::helpers::{http_get, Backend};

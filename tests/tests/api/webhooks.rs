@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
-use shared::app::DEFAULT_TASK_BUDGET;
+use shared::config::DEFAULT_TASK_BUDGET;
 use shared::domain::webhooks::WebhookSchedule;
 
 use crate::conformance;

@@ -7,11 +7,11 @@ use async_trait::async_trait;
 
 use super::table::{id, n, number, query_beyond, s, text, timestamp, unless_condition_failed, Item};
 use super::{keys, DynamoDb};
+use crate::domain::agents::AgentRepo;
 use crate::domain::agents::{Agent, AgentId, AgentQuery, AgentRecord, Visibility};
 use crate::domain::graph::Graph;
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
-use crate::ports::AgentRepo;
 
 /// The attributes of a list item: everything but the graph.
 const LIST_PROJECTION: &str = "id, #name, description, visibility, workspace_id, created_at, updated_at";

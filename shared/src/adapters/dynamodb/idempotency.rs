@@ -8,10 +8,10 @@ use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 
 use super::table::{failure, n, number, optional_number, optional_text, s, text, unless_condition_failed, Item};
 use super::{keys, DynamoDb};
+use crate::domain::idempotency::IdempotencyRepo;
 use crate::domain::idempotency::{KeptAnswer, KeyRecord, KeyState};
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
-use crate::ports::IdempotencyRepo;
 
 /// A claim may take the key: none stored, expired, or a claim whose lease ran out.
 const KEY_FREE: &str =

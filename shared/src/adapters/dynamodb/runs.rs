@@ -16,9 +16,10 @@ use super::table::{
 };
 use super::{keys, AttributeValue, DynamoDb};
 use crate::domain::identity::OrganizationId;
+use crate::domain::runs::ports::RunQuery;
+use crate::domain::runs::ports::RunRepo;
 use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId};
 use crate::domain::webhooks::WebhookDelivery;
-use crate::ports::{RunQuery, RunRepo};
 
 /// Bytes of the document per item: with the other attributes, well under DynamoDB's
 /// 400 KB item limit.

@@ -20,11 +20,11 @@ use super::table::{condition_failed, failure, id, n, number, s, text, timestamp,
 use super::{keys, DynamoDb};
 use crate::core::retry::{STORE_LEASE_WAIT, TRANSACTION_CONFLICTS};
 use crate::domain::identity::OrganizationId;
+use crate::domain::shared_stores::SharedStoreRepo;
 use crate::domain::shared_stores::{
     EntryId, EntryRename, EntryWrite, Metadata, SharedStore, StoreEntry, StoreError, StoreId,
 };
 use crate::domain::time::Timestamp;
-use crate::ports::SharedStoreRepo;
 
 fn store_from(item: &Item) -> anyhow::Result<SharedStore> {
     Ok(SharedStore {

@@ -10,8 +10,9 @@ use super::table::{
 };
 use super::{keys, DynamoDb};
 use crate::domain::identity::OrganizationId;
-use crate::domain::uploads::{MediaInfo, SealedBlob, Upload, UploadId, UploadKind, UploadStatus};
-use crate::ports::UploadRepo;
+use crate::domain::media::SealedBlob;
+use crate::domain::uploads::UploadRepo;
+use crate::domain::uploads::{MediaInfo, Upload, UploadId, UploadKind, UploadStatus};
 
 const PENDING: &str = "pending_upload";
 const READY: &str = "ready";

@@ -9,8 +9,8 @@ use super::{keys, DynamoDb};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::RunId;
 use crate::domain::time::Timestamp;
+use crate::domain::webhooks::ports::WebhookRepo;
 use crate::domain::webhooks::{DeliveryId, WebhookDelivery, WebhookSecret};
-use crate::ports::WebhookRepo;
 
 /// Bytes of a delivery's document an item may hold, under DynamoDB's 400 KB.
 const MAX_DOCUMENT_BYTES: usize = 380_000;

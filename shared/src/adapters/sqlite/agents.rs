@@ -6,10 +6,10 @@ use async_trait::async_trait;
 use rusqlite::{params, params_from_iter, OptionalExtension, Row};
 
 use super::{parsed, Db, Sqlite};
+use crate::domain::agents::AgentRepo;
 use crate::domain::agents::{Agent, AgentId, AgentQuery, AgentRecord, Visibility};
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
-use crate::ports::AgentRepo;
 
 const AGENT_COLUMNS: &str = "id, name, description, visibility, workspace_id, created_at, updated_at";
 

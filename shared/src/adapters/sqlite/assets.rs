@@ -5,9 +5,9 @@ use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 
 use super::{Db, Sqlite};
+use crate::domain::asset_manager::AssetRepo;
 use crate::domain::asset_manager::{AssetConnection, AssetConnectionId, AssetItem, AssetItemId};
 use crate::domain::identity::OrganizationId;
-use crate::ports::AssetRepo;
 
 fn read<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> anyhow::Result<T> {
     serde_json::from_str(text).map_err(|error| anyhow::anyhow!("a stored {what} could not be read: {error}"))

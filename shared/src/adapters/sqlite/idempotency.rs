@@ -6,10 +6,10 @@ use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension};
 
 use super::{Db, Sqlite};
+use crate::domain::idempotency::IdempotencyRepo;
 use crate::domain::idempotency::{KeptAnswer, KeyRecord, KeyState};
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
-use crate::ports::IdempotencyRepo;
 
 /// Expired keys a claim removes at most.
 const SWEEP: i64 = 50;

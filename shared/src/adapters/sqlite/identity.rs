@@ -4,10 +4,10 @@ use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension, Row};
 
 use super::{parsed, parsed_optional, Db, Sqlite};
+use crate::domain::identity::IdentityRepo;
 use crate::domain::identity::{ApiKeyRecord, Organization, OrganizationId};
 use crate::domain::time::Timestamp;
 use crate::domain::workspaces::Workspace;
-use crate::ports::IdentityRepo;
 
 /// The columns [`organization_at`] reads, in its order.
 const ORGANIZATION_COLUMNS: &str = "o.id, o.name, o.slug, o.api_access, o.plan, o.credits, o.created_at";

@@ -6,9 +6,10 @@ use rusqlite::{params, params_from_iter, OptionalExtension};
 
 use super::{parsed, Db, Sqlite};
 use crate::domain::identity::OrganizationId;
+use crate::domain::runs::ports::RunQuery;
+use crate::domain::runs::ports::RunRepo;
 use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId};
 use crate::domain::webhooks::WebhookDelivery;
-use crate::ports::{RunQuery, RunRepo};
 
 use super::webhooks::insert_deliveries;
 

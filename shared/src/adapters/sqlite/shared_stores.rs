@@ -10,11 +10,11 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{parsed, Db, Sqlite};
 use crate::domain::identity::OrganizationId;
+use crate::domain::shared_stores::SharedStoreRepo;
 use crate::domain::shared_stores::{
     EntryId, EntryRename, EntryWrite, Metadata, SharedStore, StoreEntry, StoreError, StoreId,
 };
 use crate::domain::time::Timestamp;
-use crate::ports::SharedStoreRepo;
 
 const STORE_COLUMNS: &str = "id, name, source_type, entry_count, created_at, updated_at";
 const ENTRY_COLUMNS: &str = "entry_id, display_name, metadata, created_at";

@@ -10,12 +10,15 @@ use rusqlite::{params, OptionalExtension};
 use tokio::sync::Notify;
 
 use super::{Db, Sqlite};
-use crate::ports::{Delivery, TaskInbox, TaskMessage, TaskQueue};
+use crate::core::queue::Delivery;
+use crate::core::queue::Inbox;
+use crate::core::queue::Queue;
+use crate::domain::runs::ports::TaskMessage;
 
 /// How long a receive waits for a message to be sent when none is visible.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 
-fn row_of(delivery: &Delivery) -> anyhow::Result<i64> {
+fn row_of(delivery: &Delivery<TaskMessage>) -> anyhow::Result<i64> {
     delivery.handle.parse().map_err(|_| anyhow::anyhow!("{:?} is not a task row", delivery.handle))
 }
 
@@ -48,7 +51,7 @@ impl SqliteTaskQueue {
     }
 
     /// Takes the oldest visible message and hides it for `lease`.
-    async fn receive_one(&self, lease: Duration) -> anyhow::Result<Option<Delivery>> {
+    async fn receive_one(&self, lease: Duration) -> anyhow::Result<Option<Delivery<TaskMessage>>> {
         let found = self
             .database
             .write(move |transaction| {
@@ -126,7 +129,7 @@ impl SqliteTaskQueue {
 }
 
 #[async_trait]
-impl TaskQueue for SqliteTaskQueue {
+impl Queue<TaskMessage> for SqliteTaskQueue {
     async fn send(&self, messages: &[TaskMessage]) -> anyhow::Result<()> {
         let texts = messages.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>()?;
         self.database
@@ -146,17 +149,17 @@ impl TaskQueue for SqliteTaskQueue {
 }
 
 #[async_trait]
-impl TaskInbox for SqliteTaskQueue {
+impl Inbox<TaskMessage> for SqliteTaskQueue {
     /// One message at a time: each worker of the pool receives its own.
-    async fn receive(&self, _max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery>> {
+    async fn receive(&self, _max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery<TaskMessage>>> {
         super::look_or_wait(&self.wake, IDLE_WAIT, || self.receive_one(lease)).await
     }
 
-    async fn acknowledge(&self, delivery: &Delivery) -> anyhow::Result<()> {
+    async fn acknowledge(&self, delivery: &Delivery<TaskMessage>) -> anyhow::Result<()> {
         self.delete(row_of(delivery)?).await
     }
 
-    async fn retry_later(&self, delivery: &Delivery, delay: Duration) -> anyhow::Result<()> {
+    async fn retry_later(&self, delivery: &Delivery<TaskMessage>, delay: Duration) -> anyhow::Result<()> {
         self.show_after(row_of(delivery)?, delay).await
     }
 }

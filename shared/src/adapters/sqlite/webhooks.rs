@@ -12,11 +12,14 @@ use rusqlite::{params, OptionalExtension};
 use tokio::sync::Notify;
 
 use super::{Db, Sqlite};
+use crate::core::queue::Delivery;
+use crate::core::queue::Inbox;
+use crate::core::queue::Queue;
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::RunId;
 use crate::domain::time::Timestamp;
+use crate::domain::webhooks::ports::WebhookRepo;
 use crate::domain::webhooks::{DeliveryId, WebhookDelivery, WebhookMessage, WebhookSecret};
-use crate::ports::{Delivery, WebhookInbox, WebhookQueue, WebhookRepo};
 
 /// How long a receive waits for a delivery to become due when none is.
 const IDLE_WAIT: Duration = Duration::from_millis(500);
@@ -355,7 +358,7 @@ impl SqliteWebhookQueue {
 }
 
 #[async_trait]
-impl WebhookQueue for SqliteWebhookQueue {
+impl Queue<WebhookMessage> for SqliteWebhookQueue {
     async fn send(&self, _messages: &[WebhookMessage]) -> anyhow::Result<()> {
         // The deliveries are in the table already (written with their run's change).
         self.wake.notify_waiters();
@@ -364,7 +367,7 @@ impl WebhookQueue for SqliteWebhookQueue {
 }
 
 #[async_trait]
-impl WebhookInbox for SqliteWebhookQueue {
+impl Inbox<WebhookMessage> for SqliteWebhookQueue {
     async fn receive(&self, _max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery<WebhookMessage>>> {
         // A retry falls due without a wake-up: the wait is short.
         super::look_or_wait(&self.wake, IDLE_WAIT, || self.receive_one(lease)).await

@@ -4,7 +4,9 @@
 
 pub mod edits;
 pub mod engine;
+pub mod events;
 pub mod plan;
+pub mod ports;
 pub mod service;
 pub mod start;
 pub mod views;
@@ -16,7 +18,10 @@ use serde_json::{Map, Value};
 use super::agents::AgentId;
 use super::graph::AgentNodeId;
 use super::identity::OrganizationId;
-use super::node_types::{self, NodeKind, NodeTypeId};
+use std::sync::Arc;
+
+use super::nodes::placement::Placement;
+use super::nodes::{self, NodeKind, NodeSettings, NodeType, NodeTypeId};
 use super::time::Timestamp;
 use super::uploads::UploadId;
 
@@ -111,7 +116,8 @@ pub enum NodeStatus {
 }
 
 /// A node of the runtime graph.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
+#[serde(from = "StoredNode")]
 pub struct RuntimeNode {
     pub agent_node_id: AgentNodeId,
     pub original_node_id: AgentNodeId,
@@ -120,15 +126,80 @@ pub struct RuntimeNode {
     pub params: Map<String, Value>,
     /// Nodes feeding this one, in connection order.
     pub upstream: Vec<AgentNodeId>,
+    /// Its typed parameters, parsed from `params` when the node is planned or read.
+    pub settings: Arc<dyn NodeSettings>,
+}
+
+/// A runtime node as stored: its settings are parsed again from its parameters.
+#[derive(Deserialize)]
+struct StoredNode {
+    agent_node_id: AgentNodeId,
+    original_node_id: AgentNodeId,
+    node_type_id: NodeTypeId,
+    params: Map<String, Value>,
+    upstream: Vec<AgentNodeId>,
+}
+
+impl From<StoredNode> for RuntimeNode {
+    fn from(stored: StoredNode) -> Self {
+        let StoredNode { agent_node_id, original_node_id, node_type_id, params, upstream } = stored;
+        RuntimeNode::new(agent_node_id, original_node_id, node_type_id, params, upstream)
+    }
+}
+
+impl Serialize for RuntimeNode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Stored<'a> {
+            agent_node_id: AgentNodeId,
+            original_node_id: AgentNodeId,
+            node_type_id: NodeTypeId,
+            params: &'a Map<String, Value>,
+            upstream: &'a [AgentNodeId],
+        }
+        Stored {
+            agent_node_id: self.agent_node_id,
+            original_node_id: self.original_node_id,
+            node_type_id: self.node_type_id,
+            params: &self.params,
+            upstream: &self.upstream,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// Nodes are equal when what is stored of them is: the settings follow from the parameters.
+impl PartialEq for RuntimeNode {
+    fn eq(&self, other: &Self) -> bool {
+        (self.agent_node_id, self.original_node_id, self.node_type_id, &self.params, &self.upstream)
+            == (other.agent_node_id, other.original_node_id, other.node_type_id, &other.params, &other.upstream)
+    }
 }
 
 impl RuntimeNode {
+    /// A node whose parameters passed its type's schema; its settings are parsed here.
+    pub fn new(
+        agent_node_id: AgentNodeId,
+        original_node_id: AgentNodeId,
+        node_type_id: NodeTypeId,
+        params: Map<String, Value>,
+        upstream: Vec<AgentNodeId>,
+    ) -> Self {
+        let settings = nodes::settings_of(node_type_id, &params);
+        Self { agent_node_id, original_node_id, node_type_id, params, upstream, settings }
+    }
+
+    /// Its node type, unless the catalog no longer has it.
+    pub fn node_type(&self) -> Option<&'static NodeType> {
+        nodes::find(self.node_type_id)
+    }
+
     pub fn kind(&self) -> Option<NodeKind> {
-        node_types::find(self.node_type_id).map(|node_type| node_type.kind)
+        self.node_type().map(|node_type| node_type.kind)
     }
 
     pub fn type_name(&self) -> &'static str {
-        node_types::find(self.node_type_id).map_or("unknown", |node_type| node_type.name)
+        self.node_type().map_or("unknown", |node_type| node_type.name)
     }
 }
 
@@ -263,7 +334,7 @@ pub struct RunOutput {
     pub timeline: Option<MediaId>,
     /// Where each medium plays in the output (`sources`, the timeline).
     #[serde(default)]
-    pub placements: Vec<edits::Placement>,
+    pub placements: Vec<Placement>,
 }
 
 /// One resume of the run.

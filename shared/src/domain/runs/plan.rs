@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::{BoundInput, RuntimeNode, Task, TaskSource, TaskStatus, MAX_TASKS};
 use crate::domain::graph::{AgentNodeId, Graph};
-use crate::domain::node_types::{self, NodeKind, CONCATENATE};
+use crate::domain::nodes::{self, ItemFlow, NodeKind};
 
 /// The runtime graph of a template for one run: nodes in an order where every node comes
 /// after its upstream nodes, with new IDs.
@@ -27,7 +27,7 @@ pub fn runtime_graph(
         let Some(template_node) = template.node(*node) else {
             return Err(format!("update_params: {node} is not a node of this agent"));
         };
-        let node_type = node_types::find(template_node.node_type_id)
+        let node_type = nodes::find(template_node.node_type_id)
             .ok_or_else(|| format!("update_params: node {node} has an unknown node type"))?;
         if node_type.protected {
             return Err(format!(
@@ -60,7 +60,7 @@ pub fn runtime_graph(
         .collect();
     let mut nodes = Vec::new();
     for node in template.nodes.iter().filter(|node| !ignore.contains(&node.agent_node_id)) {
-        let node_type = node_types::find(node.node_type_id)
+        let node_type = nodes::find(node.node_type_id)
             .ok_or_else(|| format!("node {} has an unknown node type {}", node.agent_node_id, node.node_type_id))?;
         let mut params = node.params_used.clone();
         if let Some((_, changes)) = overrides.iter().find(|(id, _)| *id == node.agent_node_id) {
@@ -76,13 +76,13 @@ pub fn runtime_graph(
             .map_err(|problem| format!("node {} ({}): {problem}", node.agent_node_id, node_type.name))?;
         let mut upstream = Vec::new();
         expand(template, ignore, node.agent_node_id, &mut upstream);
-        nodes.push(RuntimeNode {
-            agent_node_id: new_ids[&node.agent_node_id],
-            original_node_id: node.agent_node_id,
-            node_type_id: node.node_type_id,
+        nodes.push(RuntimeNode::new(
+            new_ids[&node.agent_node_id],
+            node.agent_node_id,
+            node.node_type_id,
             params,
-            upstream: upstream.iter().map(|id| new_ids[id]).collect(),
-        });
+            upstream.iter().map(|id| new_ids[id]).collect(),
+        ));
     }
     Ok(topological(nodes))
 }
@@ -104,11 +104,11 @@ fn topological(mut pending: Vec<RuntimeNode>) -> Vec<RuntimeNode> {
 /// Whether a node may be joined to the task before it: a single-input edit or a
 /// Destination (which delivers what it receives).
 fn joins_chain(node: &RuntimeNode) -> bool {
-    match node.kind() {
-        Some(NodeKind::Edit) => node.node_type_id != CONCATENATE,
-        Some(NodeKind::Destination) => true,
+    node.node_type().is_some_and(|node_type| match node_type.kind {
+        NodeKind::Edit => node_type.flow == ItemFlow::EachItem,
+        NodeKind::Destination => true,
         _ => false,
-    }
+    })
 }
 
 /// Plans every task of the run. `is_output(node index)` tells which nodes deliver outputs
@@ -154,7 +154,7 @@ pub fn plan_tasks(
                     node.type_name()
                 ))
             }
-            _ if node.node_type_id == CONCATENATE => {
+            _ if node.node_type().is_some_and(|node_type| node_type.flow == ItemFlow::AllItems) => {
                 if !upstream_items.is_empty() {
                     items_out[index].push(tasks.len());
                     tasks.push(new_task(vec![index], TaskSource::Tasks { tasks: upstream_items }));
@@ -201,7 +201,6 @@ fn join_chains(mut tasks: Vec<Task>, nodes: &[RuntimeNode], is_output: impl Fn(u
             && consumers[*source] == 1
             && matches!(tasks[chain].source, TaskSource::Tasks { .. })
             && joins_chain(&nodes[chain_first])
-            && nodes[chain_first].node_type_id != CONCATENATE
             && !is_output(chain_last)
         {
             tasks[chain].nodes.push(node);

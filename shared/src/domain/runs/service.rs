@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::engine::{Cancelled, Resumed, WrongStatus};
+use super::events::{Before, Notifier};
 use super::plan::{plan_tasks, runtime_graph};
 use super::start::{InputRef, Inputs, StartRequest};
 use super::{
@@ -15,19 +16,25 @@ use super::{
     RuntimeNode,
 };
 use crate::core::cursor;
+use crate::core::queue::Queue;
 use crate::core::retry::{RetryPolicy, Unavailable, RUN_UPDATE_CONFLICTS};
 use crate::domain::agents::AgentId;
+use crate::domain::agents::AgentRepo;
 use crate::domain::asset_manager;
+use crate::domain::asset_manager::AssetManager;
+use crate::domain::asset_manager::AssetRepo;
 use crate::domain::graph::AgentNodeId;
 use crate::domain::identity::OrganizationId;
-use crate::domain::node_types::{NodeKind, BACKGROUND_MUSIC, CAPTIONS, OVERLAY};
+use crate::domain::media::ports::DownloadError;
+use crate::domain::nodes::{NodeKind, Unready, UploadUse};
+use crate::domain::runs::ports::RunQuery;
+use crate::domain::runs::ports::RunRepo;
+use crate::domain::runs::ports::TaskMessage;
 use crate::domain::sites::{SiteVideoInfo, Sites};
+use crate::domain::time::Clock;
 use crate::domain::time::Timestamp;
+use crate::domain::uploads::UploadRepo;
 use crate::domain::uploads::{Upload, UploadId, UploadKind, UploadStatus};
-use crate::domain::webhooks::{Before, Notifier};
-use crate::ports::{
-    AgentRepo, AssetManager, AssetRepo, Clock, DownloadError, RunQuery, RunRepo, TaskMessage, TaskQueue, UploadRepo,
-};
 use futures::{StreamExt, TryStreamExt};
 
 /// Everything that can go wrong with a run request.
@@ -56,7 +63,7 @@ impl From<WrongStatus> for RunError {
 /// The ports the run operations use.
 pub struct RunPorts<'a> {
     pub runs: &'a dyn RunRepo,
-    pub queue: &'a dyn TaskQueue,
+    pub queue: &'a dyn Queue<TaskMessage>,
     pub clock: &'a dyn Clock,
     /// Records the runs' webhook events (with links for the caller's address).
     pub notifier: &'a Notifier,
@@ -68,7 +75,7 @@ pub struct RunPorts<'a> {
 }
 
 /// Sends the messages of queued tasks.
-pub async fn send_tasks(queue: &dyn TaskQueue, run: &Run, tasks: &[usize]) -> anyhow::Result<()> {
+pub async fn send_tasks(queue: &dyn Queue<TaskMessage>, run: &Run, tasks: &[usize]) -> anyhow::Result<()> {
     if tasks.is_empty() {
         return Ok(());
     }
@@ -474,63 +481,54 @@ async fn resolve_assets(
     let mut assets = BTreeMap::new();
     for node in nodes {
         let name = node.type_name();
-        let wanted = if node.node_type_id == BACKGROUND_MUSIC {
-            Some(("audio_id", UploadKind::Audio))
-        } else if node.node_type_id == OVERLAY {
-            Some(("image_id", UploadKind::Image))
-        } else {
-            None
-        };
-        if node.node_type_id == CAPTIONS {
-            if node.params.contains_key("caption_file_id") {
-                return Err(RunError::Invalid(format!(
-                    "node {} (Captions): caption_file_id is not supported by this deployment yet; give the captions \
-                     inline as srt",
-                    node.original_node_id
-                )));
+        let original = node.original_node_id;
+        match node.settings.check() {
+            Ok(()) => {}
+            Err(Unready::Needs(param)) => {
+                return Err(RunError::Invalid(format!("node {original} ({name}) needs {param}")))
             }
-            if node.params.get("srt").and_then(Value::as_str).is_none_or(|srt| srt.trim().is_empty()) {
-                return Err(RunError::Invalid(format!("node {} (Captions) needs srt", node.original_node_id)));
+            Err(Unready::Refused(problem)) => {
+                return Err(RunError::Invalid(format!("node {original} ({name}): {problem}")))
             }
         }
-        let Some((param, kind)) = wanted else { continue };
-        let Some(text) = node.params.get(param).and_then(Value::as_str) else {
-            return Err(RunError::Invalid(format!("node {} ({name}) needs {param}", node.original_node_id)));
-        };
-        let id = UploadId::parse(text).ok_or_else(|| {
-            RunError::Invalid(format!("node {} ({name}): {param} is not a UUID", node.original_node_id))
-        })?;
-        let upload = uploads.get_upload(organization, id).await?;
-        match upload {
-            Some(Upload { kind: found, status: UploadStatus::Ready, blob: Some(blob), .. }) if found == kind => {
-                if assets.contains_key(&id) {
-                    continue;
+        for UploadUse { param, kind, value } in node.settings.uploads() {
+            let Some(text) = value else {
+                return Err(RunError::Invalid(format!("node {original} ({name}) needs {param}")));
+            };
+            let id = UploadId::parse(&text)
+                .ok_or_else(|| RunError::Invalid(format!("node {original} ({name}): {param} is not a UUID")))?;
+            let upload = uploads.get_upload(organization, id).await?;
+            match upload {
+                Some(Upload { kind: found, status: UploadStatus::Ready, blob: Some(blob), .. }) if found == kind => {
+                    if assets.contains_key(&id) {
+                        continue;
+                    }
+                    // A link for the timeline project, which points at the run's media.
+                    // Sounds and pictures of any format ffprobe reads: served as bytes.
+                    let record = input_link(
+                        organization,
+                        run_id,
+                        &blob.key,
+                        &blob.version,
+                        "application/octet-stream",
+                        None,
+                        now,
+                    );
+                    assets.insert(id, AssetFile { key: blob.key, version: blob.version, media: Some(record.id) });
+                    media.push(record);
                 }
-                // A link for the timeline project, which points at the run's media.
-                // Sounds and pictures of any format ffprobe reads: served as bytes.
-                let record =
-                    input_link(organization, run_id, &blob.key, &blob.version, "application/octet-stream", None, now);
-                assets.insert(id, AssetFile { key: blob.key, version: blob.version, media: Some(record.id) });
-                media.push(record);
-            }
-            Some(upload) if upload.kind != kind => {
-                return Err(RunError::Invalid(format!(
-                    "node {} ({name}): {param} {id} is not an {} upload",
-                    node.original_node_id,
-                    kind.as_str()
-                )))
-            }
-            Some(_) => {
-                return Err(RunError::Invalid(format!(
-                    "node {} ({name}): {param} {id} is not ready (finalize the upload first)",
-                    node.original_node_id
-                )))
-            }
-            None => {
-                return Err(RunError::Invalid(format!(
-                    "node {} ({name}): {param} {id} was not found",
-                    node.original_node_id
-                )))
+                Some(upload) if upload.kind != kind => {
+                    return Err(RunError::Invalid(format!(
+                        "node {original} ({name}): {param} {id} is not an {} upload",
+                        kind.as_str()
+                    )))
+                }
+                Some(_) => {
+                    return Err(RunError::Invalid(format!(
+                        "node {original} ({name}): {param} {id} is not ready (finalize the upload first)"
+                    )))
+                }
+                None => return Err(RunError::Invalid(format!("node {original} ({name}): {param} {id} was not found"))),
             }
         }
     }

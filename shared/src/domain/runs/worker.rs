@@ -9,18 +9,26 @@ use std::time::Duration;
 
 use super::edits::{placements, timeline};
 use super::engine::{Claim, Delivered};
+use super::events::Notifier;
 use super::service::{change_run, send_tasks, RunError};
 use super::{InputSource, MediaFile, MediaId, MediaKind, MediaRecord, Run, TaskSource};
+use crate::core::queue::Queue;
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
-use crate::domain::media::{edit_of, until_cancelled, Edit, MediaError, RenderInput, RenderJob};
-use crate::domain::node_types::CAPTIONS;
+use crate::domain::media::ports::BlobStore;
+use crate::domain::media::ports::DownloadError;
+use crate::domain::media::ports::Downloader;
+use crate::domain::media::ports::MediaProbe;
+use crate::domain::media::ports::MediaToolkit;
+use crate::domain::media::ports::WEB_PAGE_REFUSAL;
+use crate::domain::media::ProbeReport;
+use crate::domain::media::{until_cancelled, Edit, MediaError, RenderInput, RenderJob};
+use crate::domain::nodes::EditContext;
+use crate::domain::runs::ports::RunRepo;
+use crate::domain::runs::ports::TaskMessage;
 use crate::domain::sites::Sites;
-use crate::domain::uploads::ProbeReport;
-use crate::domain::webhooks::{DeliveryState, Notifier, WebhookMessage};
-use crate::ports::{
-    BlobStore, Clock, DownloadError, Downloader, MediaProbe, MediaToolkit, RunRepo, TaskMessage, TaskQueue,
-    WebhookRepo, WEB_PAGE_REFUSAL,
-};
+use crate::domain::time::Clock;
+use crate::domain::webhooks::ports::WebhookRepo;
+use crate::domain::webhooks::{DeliveryState, WebhookMessage};
 
 /// Largest URL input (the contract's limit).
 pub const MAX_DOWNLOAD_BYTES: u64 = 5 * 1024 * 1024 * 1024;
@@ -33,7 +41,7 @@ pub const CANCEL_POLL: Duration = Duration::from_millis(500);
 #[derive(Clone)]
 pub struct Worker {
     pub runs: Arc<dyn RunRepo>,
-    pub queue: Arc<dyn TaskQueue>,
+    pub queue: Arc<dyn Queue<TaskMessage>>,
     pub blobs: Arc<dyn BlobStore>,
     pub toolkit: Arc<dyn MediaToolkit>,
     pub probe: Arc<dyn MediaProbe>,
@@ -433,17 +441,21 @@ impl Worker {
         }
         let mut assets = HashMap::new();
         for (id, file) in &run.assets {
-            assets.insert(id.to_string(), self.blobs.read_location(&file.key, file.version.as_deref()).await?);
+            assets.insert(*id, self.blobs.read_location(&file.key, file.version.as_deref()).await?);
         }
         let (mut edits, mut edit_nodes) = (Vec::new(), Vec::new());
         for (position, &node_index) in run.tasks[index].nodes.iter().enumerate() {
-            let node = &run.nodes[node_index];
-            let srt = scratch.join(format!("captions-{position}.srt"));
-            if node.node_type_id == CAPTIONS {
-                let text = node.params.get("srt").and_then(serde_json::Value::as_str).unwrap_or_default();
-                tokio::fs::write(&srt, text).await?;
-            }
-            match edit_of(node, &|id| assets.get(id).cloned(), &|| srt.clone()) {
+            let settings = &run.nodes[node_index].settings;
+            let scratch_file = match settings.scratch_file() {
+                Some(file) => {
+                    let path = scratch.join(format!("node-{position}.{}", file.extension));
+                    tokio::fs::write(&path, file.contents).await?;
+                    Some(path)
+                }
+                None => None,
+            };
+            let context = EditContext { files: &|id| assets.get(&id).cloned(), scratch_file };
+            match settings.edit(&context) {
                 Ok(Some(edit)) => {
                     edits.push(edit);
                     edit_nodes.push(node_index);

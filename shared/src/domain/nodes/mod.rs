@@ -1,51 +1,81 @@
-//! The node-type catalog: every kind of node a workflow graph may contain, with its parameter
-//! schema and price, kept as data in one place so that validation, billing and the API all agree.
+//! The node types: every kind of node a workflow graph may contain. Each node type is one
+//! module of this folder with its catalog entry (ID, name, kind, parameter schema, price),
+//! its typed parameters (parsed once, defaults in one place) and what the engine needs
+//! from it (the uploads it reads, the edit it contributes to a render, its scratch files,
+//! its timeline placement). The planner, the worker and the timeline ask the node type;
+//! they never compare IDs. Adding a node type: a module here and one line in [`TILES`].
 
-mod catalog;
+mod ai_avatar;
+mod audio_generation;
+mod background_music;
+mod captions;
+mod clip;
+mod concatenate;
+mod destination;
+mod image_generation;
 mod messages;
+mod overlay;
+pub mod placement;
+mod reframe;
+mod schedule;
+mod schema;
+mod speed;
+mod video_generation;
+mod video_input;
 
-use std::sync::OnceLock;
+use std::fmt::Debug;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 
 use jsonschema::Validator;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use uuid::uuid;
 
 use messages::{describe_error, MAX_MESSAGES};
+use placement::Placement;
+
+use super::media::Edit;
+use super::uploads::{UploadId, UploadKind};
 
 crate::typed_id!(
     /// Identifies a node type of the catalog; the IDs never change once published.
     NodeTypeId
 );
 
-/// AI Avatar: a talking avatar reading a script (fixed by the contract).
-pub const AI_AVATAR: NodeTypeId = NodeTypeId::from_uuid(uuid!("b3b4c9e2-2a47-4fa9-8ce8-0c1fa1d7b6ef"));
-/// Video Generation: text-to-video (fixed by the contract).
-pub const VIDEO_GENERATION: NodeTypeId = NodeTypeId::from_uuid(uuid!("a2eb3ec2-da7a-4f97-94d2-a9a537548522"));
-/// Audio Generation: music or sound effects (fixed by the contract).
-pub const AUDIO_GENERATION: NodeTypeId = NodeTypeId::from_uuid(uuid!("14687f30-5fd0-468f-8239-2784d83df95b"));
-/// Image Generation: text-to-image (fixed by the contract).
-pub const IMAGE_GENERATION: NodeTypeId = NodeTypeId::from_uuid(uuid!("18b998a0-2ea7-4676-a5d3-3ae6c8ac0b72"));
-/// Video Input: the video a run is started with.
-pub const VIDEO_INPUT: NodeTypeId = NodeTypeId::from_uuid(uuid!("87a28532-ca1d-4652-9a23-a5b9d452e79a"));
-/// Destination: where a finished video is delivered.
-pub const DESTINATION: NodeTypeId = NodeTypeId::from_uuid(uuid!("96600cea-d346-4a43-a262-cc54579cfe1e"));
-/// Schedule trigger: starts runs on a cron schedule.
-pub const SCHEDULE_TRIGGER: NodeTypeId = NodeTypeId::from_uuid(uuid!("ca4a4af1-9622-4018-ae48-a107c46bd14b"));
-/// Clip: keeps one time range of its input.
-pub const CLIP: NodeTypeId = NodeTypeId::from_uuid(uuid!("774577c0-7d6c-42fa-9f2d-fbc179081641"));
-/// Reframe: changes the aspect ratio by cropping or padding.
-pub const REFRAME: NodeTypeId = NodeTypeId::from_uuid(uuid!("3c86da6e-c0b0-4ac6-a4e3-23ff638dceae"));
-/// Captions: burns subtitles into the picture.
-pub const CAPTIONS: NodeTypeId = NodeTypeId::from_uuid(uuid!("d4ad2388-2f79-4d9c-9cb1-b953460ffedb"));
-/// Background music: mixes an audio track under the video's sound.
-pub const BACKGROUND_MUSIC: NodeTypeId = NodeTypeId::from_uuid(uuid!("e1da61bb-803c-4518-8c72-3794867512a7"));
-/// Overlay: places an image (e.g. a watermark) over the video.
-pub const OVERLAY: NodeTypeId = NodeTypeId::from_uuid(uuid!("5aa5e31c-34be-4cd1-b618-7a7544f6e4c0"));
-/// Speed: plays the video faster or slower.
-pub const SPEED: NodeTypeId = NodeTypeId::from_uuid(uuid!("47a6bc12-618b-47a6-b0ad-7b3983640b2d"));
-/// Concatenate: joins its inputs end to end, in the order they were connected.
-pub const CONCATENATE: NodeTypeId = NodeTypeId::from_uuid(uuid!("2d56a739-616f-497a-b979-cee33ec9b857"));
+pub use ai_avatar::ID as AI_AVATAR;
+pub use audio_generation::ID as AUDIO_GENERATION;
+pub use background_music::ID as BACKGROUND_MUSIC;
+pub use captions::ID as CAPTIONS;
+pub use clip::ID as CLIP;
+pub use concatenate::ID as CONCATENATE;
+pub use destination::ID as DESTINATION;
+pub use image_generation::ID as IMAGE_GENERATION;
+pub use overlay::ID as OVERLAY;
+pub use reframe::ID as REFRAME;
+pub use schedule::ID as SCHEDULE_TRIGGER;
+pub use speed::ID as SPEED;
+pub use video_generation::ID as VIDEO_GENERATION;
+pub use video_input::ID as VIDEO_INPUT;
+
+/// Every node type, in the catalog's stable order: the schedule trigger, Video Input, the
+/// seven edits (clip, reframe, captions, background music, overlay, speed, concatenate),
+/// the four generations (AI avatar, video, audio, image), then Destination.
+const TILES: &[fn() -> NodeType] = &[
+    schedule::node_type,
+    video_input::node_type,
+    clip::node_type,
+    reframe::node_type,
+    captions::node_type,
+    background_music::node_type,
+    overlay::node_type,
+    speed::node_type,
+    concatenate::node_type,
+    ai_avatar::node_type,
+    video_generation::node_type,
+    audio_generation::node_type,
+    image_generation::node_type,
+    destination::node_type,
+];
 
 /// Prefix of every parameter path in validation messages: the field clients send parameters in.
 const PARAMS_FIELD: &str = "params_used";
@@ -66,8 +96,17 @@ pub enum NodeKind {
     Destination,
 }
 
+/// How a node takes the items that reach it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ItemFlow {
+    /// One task per item (a chain of such edits is done in one pass).
+    EachItem,
+    /// One task that joins every item reaching it (Concatenate).
+    AllItems,
+}
+
 /// One entry of the catalog.
-#[derive(Debug, Serialize)]
+#[derive(Serialize)]
 pub struct NodeType {
     /// Stable identifier; never changes once published.
     pub id: NodeTypeId,
@@ -81,8 +120,96 @@ pub struct NodeType {
     pub params_schema: Value,
     /// Price of one execution.
     pub credit_cost: CreditCost,
+    /// How the node takes the items reaching it.
+    #[serde(skip)]
+    pub flow: ItemFlow,
+    /// Its typed parameters, from parameters that passed the schema.
+    #[serde(skip)]
+    settings: fn(&Map<String, Value>) -> Arc<dyn NodeSettings>,
     #[serde(skip)]
     validator: Validator,
+}
+
+impl Debug for NodeType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeType").field("id", &self.id).field("name", &self.name).field("kind", &self.kind).finish()
+    }
+}
+
+/// An upload a node's parameters name, which a run reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UploadUse {
+    /// The parameter naming it (`audio_id`).
+    pub param: &'static str,
+    pub kind: UploadKind,
+    /// The parameter's text, when it is set.
+    pub value: Option<String>,
+}
+
+/// Why a node cannot run as its parameters stand.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unready {
+    /// A parameter it needs is not set.
+    Needs(&'static str),
+    /// Its parameters ask for something refused; the text says what.
+    Refused(String),
+}
+
+/// A file a node needs written into its task's scratch folder before its edit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScratchFile {
+    /// The file's extension (the toolkit reads formats by it).
+    pub extension: &'static str,
+    pub contents: String,
+}
+
+/// What a node's edit is given by the worker.
+pub struct EditContext<'a> {
+    /// Where the toolkit reads an upload the run resolved (None: not available).
+    pub files: &'a dyn Fn(UploadId) -> Option<String>,
+    /// Where the node's [`ScratchFile`] was written, when it has one.
+    pub scratch_file: Option<PathBuf>,
+}
+
+/// A node's typed parameters and what the engine asks of them. Every hook has the
+/// answer of a node that takes no part in it, so a node type implements only its own.
+pub trait NodeSettings: Send + Sync + Debug {
+    /// The uploads its parameters name, read by the run (checked when it starts).
+    fn uploads(&self) -> Vec<UploadUse> {
+        Vec::new()
+    }
+
+    /// Whether the node has what it needs to run, beyond its schema; checked when a run
+    /// starts.
+    fn check(&self) -> Result<(), Unready> {
+        Ok(())
+    }
+
+    /// A file to write into the task's scratch folder for its edit.
+    fn scratch_file(&self) -> Option<ScratchFile> {
+        None
+    }
+
+    /// The edit it contributes to a render; None when it leaves the media as it is.
+    fn edit(&self, _context: &EditContext<'_>) -> Result<Option<Edit>, String> {
+        Ok(None)
+    }
+
+    /// Where media play after this node, from where they played before it and the
+    /// media's length: the output's edit decisions (`sources`, the timeline project).
+    fn place(&self, placed: Vec<Placement>, length: u64) -> (Vec<Placement>, u64) {
+        (placed, length)
+    }
+}
+
+/// The settings of a node type that has no typed parameters the engine reads.
+#[derive(Debug)]
+struct NoSettings;
+
+impl NodeSettings for NoSettings {}
+
+fn no_settings(_params: &Map<String, Value>) -> Arc<dyn NodeSettings> {
+    Arc::new(NoSettings)
 }
 
 /// How an execution of a node is priced.
@@ -138,17 +265,24 @@ fn multiplier(param: &'static str, equals: &str, factor: u32) -> CostMultiplier 
     CostMultiplier { param, equals: Value::from(equals), factor }
 }
 
-/// The whole catalog, in this stable order: the schedule trigger, Video Input, the seven edits
-/// (clip, reframe, captions, background music, overlay, speed, concatenate), the four
-/// generations (AI avatar, video, audio, image), then Destination.
+/// The whole catalog, in the order of [`TILES`].
 pub fn catalog() -> &'static [NodeType] {
     static CATALOG: OnceLock<Vec<NodeType>> = OnceLock::new();
-    CATALOG.get_or_init(catalog::build)
+    CATALOG.get_or_init(|| TILES.iter().map(|node_type| node_type()).collect())
 }
 
 /// The node type with this id, if there is one.
 pub fn find(id: NodeTypeId) -> Option<&'static NodeType> {
     catalog().iter().find(|node_type| node_type.id == id)
+}
+
+/// The typed parameters of a node of type `id` with these (schema-valid) parameters;
+/// a node of an unknown type takes part in nothing.
+pub fn settings_of(id: NodeTypeId, params: &Map<String, Value>) -> Arc<dyn NodeSettings> {
+    match find(id) {
+        Some(node_type) => (node_type.settings)(params),
+        None => Arc::new(NoSettings),
+    }
 }
 
 impl NodeType {
@@ -209,7 +343,7 @@ impl NodeType {
 mod tests {
     use serde_json::json;
 
-    use super::catalog::MODELS_WITH_4K;
+    use super::video_generation::MODELS_WITH_4K;
     use super::*;
 
     fn params(value: Value) -> Map<String, Value> {

@@ -4,10 +4,37 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+pub mod ports;
 
-use super::node_types::{BACKGROUND_MUSIC, CAPTIONS, CLIP, OVERLAY, REFRAME, SPEED};
-use super::runs::RuntimeNode;
+/// A finalized file, frozen where no upload URL can change it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealedBlob {
+    pub key: String,
+    /// The object version (S3), when the key alone does not pin the content.
+    pub version: Option<String>,
+    pub size: u64,
+}
+
+/// The result of probing a file, in the domain's terms.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProbeReport {
+    /// ffprobe's `format_name`, e.g. `mov,mp4,m4a,3gp,3g2,mj2` or `png_pipe`.
+    pub format_name: String,
+    pub duration_seconds: Option<f64>,
+    pub streams: Vec<ProbedStream>,
+}
+
+/// One stream of a probed file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProbedStream {
+    /// `video`, `audio`, `subtitle`, ...
+    pub codec_type: String,
+    pub codec_name: String,
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+    /// Cover art inside an audio file: a picture, not a video.
+    pub attached_pic: bool,
+}
 
 /// A media file a job reads, with what is known of it.
 #[derive(Clone, Debug, PartialEq)]
@@ -121,88 +148,6 @@ pub fn reframed_size(width: u32, height: u32, aspect: (u32, u32), pad: bool) -> 
         (true, true) => (even(w), even(w / target)),
         (true, false) => (even(h * target), even(h)),
     }
-}
-
-/// What a runtime node's parameters ask for, given where its media files are; None for
-/// nodes that leave the media as it is (Destination, a Clip without a window). Files
-/// (`audio_id`, `image_id`) are resolved by the caller through `file`.
-pub fn edit_of(
-    node: &RuntimeNode,
-    file: &dyn Fn(&str) -> Option<String>,
-    srt_path: &dyn Fn() -> PathBuf,
-) -> Result<Option<Edit>, String> {
-    let params = &node.params;
-    let number = |name: &str, default: f64| params.get(name).and_then(Value::as_f64).unwrap_or(default);
-    let text = |name: &str| params.get(name).and_then(Value::as_str);
-    let id = node.node_type_id;
-    let edit = if id == CLIP {
-        let start_ms = params.get("start_ms").and_then(Value::as_u64).unwrap_or(0);
-        let end_ms = params.get("end_ms").and_then(Value::as_u64);
-        if let Some(end) = end_ms.filter(|end| *end <= start_ms) {
-            return Err(format!("Clip: end_ms ({end}) must be greater than start_ms ({start_ms})"));
-        }
-        if start_ms == 0 && end_ms.is_none() {
-            return Ok(None);
-        }
-        Edit::Clip { start_ms, end_ms }
-    } else if id == REFRAME {
-        let aspect = match text("aspect_ratio").unwrap_or("16:9") {
-            "9:16" => (9, 16),
-            "1:1" => (1, 1),
-            "4:5" => (4, 5),
-            _ => (16, 9),
-        };
-        let pad = text("mode") == Some("pad");
-        Edit::Reframe {
-            width: aspect.0,
-            height: aspect.1,
-            pad_color: pad.then(|| text("pad_color").unwrap_or("#000000").to_owned()),
-        }
-    } else if id == CAPTIONS {
-        let style = params.get("style").and_then(Value::as_object).cloned().unwrap_or_else(Map::new);
-        let position = match style.get("position").and_then(Value::as_str) {
-            Some("top") => CaptionPosition::Top,
-            Some("center") => CaptionPosition::Center,
-            _ => CaptionPosition::Bottom,
-        };
-        Edit::Captions {
-            srt: srt_path(),
-            font_size: style.get("font_size").and_then(Value::as_u64).unwrap_or(24) as u32,
-            color: style.get("color").and_then(Value::as_str).unwrap_or("#FFFFFF").to_owned(),
-            position,
-        }
-    } else if id == BACKGROUND_MUSIC {
-        let audio = text("audio_id").ok_or("Background Music needs audio_id")?;
-        Edit::Music {
-            location: file(audio).ok_or_else(|| format!("Background Music: audio {audio} is not available"))?,
-            volume: number("volume", 1.0),
-            ducking: params.get("ducking").and_then(Value::as_bool).unwrap_or(false),
-        }
-    } else if id == OVERLAY {
-        let image = text("image_id").ok_or("Overlay needs image_id")?;
-        let position = match text("position") {
-            Some("top_left") => Corner::TopLeft,
-            Some("top_right") => Corner::TopRight,
-            Some("bottom_left") => Corner::BottomLeft,
-            Some("center") => Corner::Center,
-            _ => Corner::BottomRight,
-        };
-        Edit::Overlay {
-            location: file(image).ok_or_else(|| format!("Overlay: image {image} is not available"))?,
-            position,
-            opacity: number("opacity", 1.0),
-            scale: number("scale", 0.2),
-        }
-    } else if id == SPEED {
-        let factor = number("factor", 1.0);
-        if (factor - 1.0).abs() < f64::EPSILON {
-            return Ok(None);
-        }
-        Edit::Speed { factor }
-    } else {
-        return Ok(None);
-    };
-    Ok(Some(edit))
 }
 
 #[cfg(test)]

@@ -1,0 +1,80 @@
+//! What the media work needs from the outside world: where files live, the toolkit that
+//! edits and probes them, and the downloader of URL inputs.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::{MediaError, ProbeReport, RenderJob, SealedBlob};
+
+/// Where media files live: S3, or a local folder served by `serve`.
+#[async_trait]
+pub trait BlobStore: Send + Sync {
+    /// A URL that accepts HTTP PUTs of the object at `key` for `ttl`.
+    async fn upload_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String>;
+    /// Freezes what was uploaded to `key` so that later PUTs cannot change it and says
+    /// where it now is (a new key under `sealed_prefix`, or a pinned version); None when
+    /// nothing was uploaded. Two seals never give the same place different contents.
+    async fn seal(&self, key: &str, sealed_prefix: &str) -> anyhow::Result<Option<SealedBlob>>;
+    /// A path or short-lived URL from which the media toolkit can read a sealed object.
+    async fn probe_location(&self, blob: &SealedBlob) -> anyhow::Result<String>;
+    /// Stores `bytes` at `key`.
+    async fn put(&self, key: &str, bytes: Bytes, content_type: &str) -> anyhow::Result<()>;
+    /// A URL that answers HTTP GETs of the object at `key` (of `version`, when given)
+    /// for `ttl`.
+    async fn download_url(&self, key: &str, version: Option<&str>, ttl: Duration) -> anyhow::Result<String>;
+    /// Stores the file at `path` as the object at `key` (streamed, not read into memory).
+    async fn put_file(&self, key: &str, path: &std::path::Path, content_type: &str) -> anyhow::Result<()>;
+    /// A path or short-lived URL from which the media toolkit can read the object at
+    /// `key` (of `version`, when given).
+    async fn read_location(&self, key: &str, version: Option<&str>) -> anyhow::Result<String>;
+}
+
+/// Edits media (ffmpeg).
+#[async_trait]
+pub trait MediaToolkit: Send + Sync {
+    /// Renders `job` to its output file; stops (killing the work) as soon as `cancelled`
+    /// becomes true.
+    async fn render(&self, job: &RenderJob, cancelled: tokio::sync::watch::Receiver<bool>) -> Result<(), MediaError>;
+    /// Writes a JPEG thumbnail of the video at `location` to `output`.
+    async fn thumbnail(&self, location: &str, duration_ms: u64, output: &std::path::Path) -> Result<(), MediaError>;
+}
+
+/// Why a download failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DownloadError {
+    /// The URL cannot be used; the text says why (status, size, address).
+    #[error("{0}")]
+    Refused(String),
+    #[error("download failed: {0:#}")]
+    Failed(anyhow::Error),
+}
+
+/// The refusal of a URL that answers with a web page rather than a media file.
+pub const WEB_PAGE_REFUSAL: &str = "the server answered with a web page (text/html), not a video file";
+
+/// Fetches URL inputs.
+#[async_trait]
+pub trait Downloader: Send + Sync {
+    /// Streams `url` into the file `output`, refusing more than `max_bytes`; returns the size.
+    async fn download(&self, url: &str, output: &std::path::Path, max_bytes: u64) -> Result<u64, DownloadError>;
+}
+
+/// Why a file could not be probed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The file is not media the toolkit can read; the text says why.
+    #[error("{0}")]
+    Unreadable(String),
+    /// The toolkit itself could not run.
+    #[error("media probe unavailable: {0:#}")]
+    Unavailable(anyhow::Error),
+}
+
+/// Reads media properties (ffprobe).
+#[async_trait]
+pub trait MediaProbe: Send + Sync {
+    /// Probes the file at a path or URL.
+    async fn probe(&self, location: &str) -> Result<ProbeReport, ProbeError>;
+}

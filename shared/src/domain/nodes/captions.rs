@@ -1,0 +1,102 @@
+//! Captions: burns subtitles into the picture (libass), from SRT text given inline.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+use uuid::uuid;
+
+use super::schema::{hex_color, node, params_schema, uuid_string};
+use super::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType, NodeTypeId, ScratchFile, Unready};
+use crate::domain::media::{CaptionPosition, Edit};
+
+pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("d4ad2388-2f79-4d9c-9cb1-b953460ffedb"));
+
+pub(super) fn node_type() -> NodeType {
+    NodeType {
+        settings: |params| Arc::new(Captions::parse(params)),
+        ..node(
+            ID,
+            "Captions",
+            NodeKind::Edit,
+            params_schema(
+                "Burns subtitles into the picture, from inline SRT text or an uploaded caption file.",
+                json!({
+                    "srt": {"type": "string", "maxLength": 100_000},
+                    "caption_file_id": uuid_string(),
+                    "style": {
+                        "type": "object",
+                        "properties": {
+                            "font_size": {"type": "integer", "minimum": 8, "maximum": 200},
+                            "color": hex_color(),
+                            "position": {"type": "string", "enum": ["bottom", "top", "center"]},
+                        },
+                        "additionalProperties": false,
+                    },
+                }),
+                // Neither is allowed while the graph is being built; giving both would leave it
+                // ambiguous which captions to burn, so that is refused outright.
+                json!([{
+                    "description": "srt and caption_file_id may not both be set",
+                    "not": {"required": ["srt", "caption_file_id"]},
+                }]),
+            ),
+            CreditCost::per_output_second(1, Vec::new()),
+        )
+    }
+}
+
+/// The captions and their look (default: 24 px white text at the bottom).
+#[derive(Clone, Debug, PartialEq)]
+struct Captions {
+    srt: Option<String>,
+    /// Whether an uploaded caption file was named (not read by this deployment yet).
+    caption_file: bool,
+    font_size: u32,
+    color: String,
+    position: CaptionPosition,
+}
+
+impl Captions {
+    fn parse(params: &Map<String, Value>) -> Self {
+        let style = params.get("style").and_then(Value::as_object).cloned().unwrap_or_default();
+        let position = match style.get("position").and_then(Value::as_str) {
+            Some("top") => CaptionPosition::Top,
+            Some("center") => CaptionPosition::Center,
+            _ => CaptionPosition::Bottom,
+        };
+        Self {
+            srt: params.get("srt").and_then(Value::as_str).map(str::to_owned),
+            caption_file: params.contains_key("caption_file_id"),
+            font_size: style.get("font_size").and_then(Value::as_u64).unwrap_or(24) as u32,
+            color: style.get("color").and_then(Value::as_str).unwrap_or("#FFFFFF").to_owned(),
+            position,
+        }
+    }
+}
+
+impl NodeSettings for Captions {
+    fn check(&self) -> Result<(), Unready> {
+        if self.caption_file {
+            return Err(Unready::Refused(
+                "caption_file_id is not supported by this deployment yet; give the captions inline as srt".into(),
+            ));
+        }
+        if self.srt.as_deref().is_none_or(|srt| srt.trim().is_empty()) {
+            return Err(Unready::Needs("srt"));
+        }
+        Ok(())
+    }
+
+    fn scratch_file(&self) -> Option<ScratchFile> {
+        Some(ScratchFile { extension: "srt", contents: self.srt.clone().unwrap_or_default() })
+    }
+
+    fn edit(&self, context: &EditContext<'_>) -> Result<Option<Edit>, String> {
+        Ok(Some(Edit::Captions {
+            srt: context.scratch_file.clone().unwrap_or_default(),
+            font_size: self.font_size,
+            color: self.color.clone(),
+            position: self.position,
+        }))
+    }
+}

@@ -1,0 +1,74 @@
+//! Clip: keeps one time range of its input.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+use uuid::uuid;
+
+use super::placement::Placement;
+use super::schema::{no_rules, node, params_schema};
+use super::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType, NodeTypeId};
+use crate::domain::media::Edit;
+
+pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("774577c0-7d6c-42fa-9f2d-fbc179081641"));
+
+pub(super) fn node_type() -> NodeType {
+    NodeType {
+        settings: |params| Arc::new(Clip::parse(params)),
+        ..node(
+            ID,
+            "Clip",
+            NodeKind::Edit,
+            params_schema(
+                // A schema cannot compare two properties, so end_ms > start_ms (and end_ms within
+                // the media) is checked at run time, when the input's duration is known.
+                "Keeps the range from start_ms to end_ms of its input; end_ms must be after start_ms.",
+                json!({
+                    "start_ms": {"type": "integer", "minimum": 0},
+                    "end_ms": {"type": "integer", "minimum": 1},
+                }),
+                no_rules(),
+            ),
+            CreditCost::free(),
+        )
+    }
+}
+
+/// The range kept: from `start_ms` (default 0) to `end_ms` (default: the end).
+#[derive(Clone, Debug, PartialEq)]
+struct Clip {
+    start_ms: u64,
+    end_ms: Option<u64>,
+}
+
+impl Clip {
+    fn parse(params: &Map<String, Value>) -> Self {
+        Self {
+            start_ms: params.get("start_ms").and_then(Value::as_u64).unwrap_or(0),
+            end_ms: params.get("end_ms").and_then(Value::as_u64),
+        }
+    }
+}
+
+impl NodeSettings for Clip {
+    fn edit(&self, _context: &EditContext<'_>) -> Result<Option<Edit>, String> {
+        let Clip { start_ms, end_ms } = *self;
+        if let Some(end) = end_ms.filter(|end| *end <= start_ms) {
+            return Err(format!("Clip: end_ms ({end}) must be greater than start_ms ({start_ms})"));
+        }
+        if start_ms == 0 && end_ms.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Edit::Clip { start_ms, end_ms }))
+    }
+
+    fn place(&self, placed: Vec<Placement>, length: u64) -> (Vec<Placement>, u64) {
+        let unchanged = self.start_ms == 0 && self.end_ms.is_none();
+        if unchanged || self.end_ms.is_some_and(|end| end <= self.start_ms) {
+            return (placed, length);
+        }
+        let end = self.end_ms.unwrap_or(length).min(length);
+        let placed = placed.iter().filter_map(|part| part.within(self.start_ms, end)).collect();
+        (placed, end.saturating_sub(self.start_ms))
+    }
+}

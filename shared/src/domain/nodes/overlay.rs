@@ -1,0 +1,88 @@
+//! Overlay: places an uploaded image (e.g. a watermark) over the video.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+use uuid::uuid;
+
+use super::placement::{Medium, Placement};
+use super::schema::{no_rules, node, params_schema, uuid_string};
+use super::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType, NodeTypeId, UploadUse};
+use crate::domain::media::{Corner, Edit};
+use crate::domain::uploads::{UploadId, UploadKind};
+
+pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("5aa5e31c-34be-4cd1-b618-7a7544f6e4c0"));
+
+pub(super) fn node_type() -> NodeType {
+    NodeType {
+        settings: |params| Arc::new(Overlay::parse(params)),
+        ..node(
+            ID,
+            "Overlay",
+            NodeKind::Edit,
+            params_schema(
+                "Places an uploaded image (e.g. a watermark) over the video; scale is its width as a fraction of the video's.",
+                json!({
+                    "image_id": uuid_string(),
+                    "position": {
+                        "type": "string",
+                        "enum": ["top_left", "top_right", "bottom_left", "bottom_right", "center"],
+                    },
+                    "opacity": {"type": "number", "minimum": 0, "maximum": 1},
+                    "scale": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+                }),
+                no_rules(),
+            ),
+            CreditCost::per_output_second(1, Vec::new()),
+        )
+    }
+}
+
+/// The picture and where it goes (default: bottom right, opaque, a fifth of the width).
+#[derive(Clone, Debug, PartialEq)]
+struct Overlay {
+    image_id: Option<String>,
+    position: Corner,
+    opacity: f64,
+    scale: f64,
+}
+
+impl Overlay {
+    fn parse(params: &Map<String, Value>) -> Self {
+        let number = |name: &str, default: f64| params.get(name).and_then(Value::as_f64).unwrap_or(default);
+        let position = match params.get("position").and_then(Value::as_str) {
+            Some("top_left") => Corner::TopLeft,
+            Some("top_right") => Corner::TopRight,
+            Some("bottom_left") => Corner::BottomLeft,
+            Some("center") => Corner::Center,
+            _ => Corner::BottomRight,
+        };
+        Self {
+            image_id: params.get("image_id").and_then(Value::as_str).map(str::to_owned),
+            position,
+            opacity: number("opacity", 1.0),
+            scale: number("scale", 0.2),
+        }
+    }
+}
+
+impl NodeSettings for Overlay {
+    fn uploads(&self) -> Vec<UploadUse> {
+        vec![UploadUse { param: "image_id", kind: UploadKind::Image, value: self.image_id.clone() }]
+    }
+
+    fn edit(&self, context: &EditContext<'_>) -> Result<Option<Edit>, String> {
+        let image = self.image_id.as_deref().ok_or("Overlay needs image_id")?;
+        let location = UploadId::parse(image)
+            .and_then(context.files)
+            .ok_or_else(|| format!("Overlay: image {image} is not available"))?;
+        Ok(Some(Edit::Overlay { location, position: self.position, opacity: self.opacity, scale: self.scale }))
+    }
+
+    fn place(&self, mut placed: Vec<Placement>, length: u64) -> (Vec<Placement>, u64) {
+        if let Some(upload) = self.image_id.as_deref().and_then(UploadId::parse) {
+            placed.push(Placement::whole(Medium::Picture { upload }, length));
+        }
+        (placed, length)
+    }
+}

@@ -1,0 +1,62 @@
+//! Speed: plays the video faster or slower.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+use uuid::uuid;
+
+use super::placement::Placement;
+use super::schema::{no_rules, node, params_schema};
+use super::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType, NodeTypeId};
+use crate::domain::media::Edit;
+
+pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("47a6bc12-618b-47a6-b0ad-7b3983640b2d"));
+
+pub(super) fn node_type() -> NodeType {
+    NodeType {
+        settings: |params| Arc::new(Speed::parse(params)),
+        ..node(
+            ID,
+            "Speed",
+            NodeKind::Edit,
+            params_schema(
+                // ffmpeg's atempo filter handles 0.5..=2 per pass; the executor chains passes,
+                // and beyond 0.25..=4 the audio becomes unusable.
+                "Plays the video faster (factor > 1) or slower (factor < 1).",
+                json!({"factor": {"type": "number", "minimum": 0.25, "maximum": 4}}),
+                no_rules(),
+            ),
+            CreditCost::per_output_second(1, Vec::new()),
+        )
+    }
+}
+
+/// How many times faster the video plays (default 1: unchanged).
+#[derive(Clone, Debug, PartialEq)]
+struct Speed {
+    factor: f64,
+}
+
+impl Speed {
+    fn parse(params: &Map<String, Value>) -> Self {
+        Self { factor: params.get("factor").and_then(Value::as_f64).unwrap_or(1.0) }
+    }
+
+    fn changes_anything(&self) -> bool {
+        (self.factor - 1.0).abs() >= f64::EPSILON
+    }
+}
+
+impl NodeSettings for Speed {
+    fn edit(&self, _context: &EditContext<'_>) -> Result<Option<Edit>, String> {
+        Ok(self.changes_anything().then_some(Edit::Speed { factor: self.factor }))
+    }
+
+    fn place(&self, placed: Vec<Placement>, length: u64) -> (Vec<Placement>, u64) {
+        if !self.changes_anything() || self.factor <= 0.0 {
+            return (placed, length);
+        }
+        let placed = placed.into_iter().map(|part| part.sped(self.factor)).collect();
+        (placed, (length as f64 / self.factor).round() as u64)
+    }
+}

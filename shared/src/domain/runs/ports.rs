@@ -1,0 +1,58 @@
+//! What runs need from the outside world: where runs and their media records are
+//! stored, and the message that asks a worker to run a task (sent on a
+//! [`Queue`](crate::core::queue::Queue)).
+
+use async_trait::async_trait;
+
+use super::{MediaId, MediaRecord, Run, RunId, RunStatus};
+use crate::domain::identity::OrganizationId;
+use crate::domain::time::Timestamp;
+use crate::domain::webhooks::WebhookDelivery;
+
+/// Which runs a list returns: newest first, `limit + 1` of them (so the caller can tell
+/// whether a page follows), all of one organization.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunQuery {
+    pub agent_id: Option<crate::domain::agents::AgentId>,
+    /// Empty: every status.
+    pub statuses: Vec<RunStatus>,
+    /// `started_at` at or after.
+    pub from: Option<Timestamp>,
+    /// `started_at` at or before.
+    pub to: Option<Timestamp>,
+    /// Only runs after this one in the order (started_at descending, then ID descending).
+    pub after: Option<(Timestamp, RunId)>,
+    pub limit: usize,
+}
+
+/// Runs and the media records of the files they made.
+#[async_trait]
+pub trait RunRepo: Send + Sync {
+    /// Stores a new run (version 0), the media records it starts with and the webhook
+    /// deliveries of its first events, in one atomic write.
+    async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()>;
+    /// A run of the organization.
+    async fn get_run(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<Run>>;
+    /// Stores `run` if the stored one is still at `run.version - 1`, with new media
+    /// records and the webhook deliveries of the change's events, in one atomic write;
+    /// false when another writer came first.
+    async fn update_run(
+        &self,
+        run: &Run,
+        media: &[MediaRecord],
+        deliveries: &[WebhookDelivery],
+    ) -> anyhow::Result<bool>;
+    /// One page of the organization's runs (see [`RunQuery`]); one query.
+    async fn list_runs(&self, organization: OrganizationId, query: &RunQuery) -> anyhow::Result<Vec<Run>>;
+    /// A media record by ID (links carry no organization: their signature is the authority).
+    async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>>;
+}
+
+/// The message that asks a worker to run one attempt of one task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct TaskMessage {
+    pub organization_id: OrganizationId,
+    pub run_id: RunId,
+    pub task: usize,
+    pub attempt: u32,
+}
