@@ -13,7 +13,7 @@ use crate::app::{App, Engine};
 use crate::core::queue::{Delivery, Inbox};
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
 use crate::domain::runs::ports::TaskMessage;
-use crate::domain::runs::service::{change_run, send_tasks};
+use crate::domain::runs::service::{change_run, send_tasks, Change};
 use crate::domain::webhooks::sender::Sent;
 
 /// How long an idle worker sleeps when no message wakes it.
@@ -142,14 +142,11 @@ async fn recover(engine: &Engine, queue: &SqliteTaskQueue) -> anyhow::Result<()>
             organization,
             run_id,
             &RUN_UPDATE_CONFLICTS,
-            |run| {
-                let queued = run.recover(now);
-                Ok(Some((queued, Vec::new())))
-            },
+            |run| Ok(Change::Store(run.recover(now), Vec::new())),
         )
         .await
         .map_err(|error| anyhow::anyhow!("recovering run {run_id}: {error}"))?;
-        if let Some((run, queued)) = changed {
+        if let (Some(run), queued) = changed {
             tracing::info!(%run_id, tasks = queued.len(), "run picked up again");
             send_tasks(engine.queue.as_ref(), &run, &queued).await?;
         }

@@ -16,7 +16,7 @@ use shared::domain::nodes::{
     BACKGROUND_MUSIC, CAPTIONS, CLIP, CONCATENATE, DESTINATION, OVERLAY, REFRAME, SPEED, VIDEO_INPUT,
 };
 use shared::domain::runs::ports::TaskMessage;
-use shared::domain::runs::RunId;
+use shared::domain::runs::{RunId, TaskIndex};
 use shared::domain::webhooks::WebhookSchedule;
 use shared::serve::{self, workers::Workers};
 
@@ -741,7 +741,7 @@ async fn chain_run_without_workers(backend: Backend) -> (Harness, String, shared
     let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
     let engine = harness.test.app.engine.clone();
     let run_id = RunId::parse(&run).unwrap();
-    let message = TaskMessage { organization_id: harness.test.organization, run_id, task: 0, attempt: 0 };
+    let message = TaskMessage { organization_id: harness.test.organization, run_id, task: TaskIndex(0), attempt: 0 };
     (harness, run, engine, message)
 }
 
@@ -808,7 +808,7 @@ async fn a_worker_that_stops_between_recording_and_queueing_loses_no_task(backen
     let redelivered = shared::domain::runs::worker::Worker { queue: recording.clone(), ..engine.worker.clone() };
     redelivered.process(message).await.unwrap();
     let sent = recording.0.lock().unwrap().clone();
-    assert_eq!(sent, [TaskMessage { organization_id: organization, run_id, task: 1, attempt: 0 }]);
+    assert_eq!(sent, [TaskMessage { organization_id: organization, run_id, task: TaskIndex(1), attempt: 0 }]);
     engine.queue.send(&sent).await.unwrap();
     let workers = serve::workers::start(&harness.test.app, 1).await.unwrap();
     let record = harness.finished(&run).await;
@@ -991,7 +991,7 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
     let copy = shared::domain::runs::ports::TaskMessage {
         organization_id: harness.test.organization,
         run_id: RunId::parse(&run).unwrap(),
-        task: 0,
+        task: TaskIndex(0),
         attempt: 0,
     };
     shared::core::queue::Queue::<TaskMessage>::send(&queue, &[copy]).await.unwrap();

@@ -5,13 +5,13 @@
 //! timeline project can rebuild the edit in an editor.
 
 use super::views::MediaLinks;
-use super::{InputSource, MediaFile, MediaId, Run, TaskSource};
+use super::{InputSource, MediaFile, MediaId, Run, TaskIndex, TaskSource};
 use crate::core::timeline::{ClipKind, Timeline, TimelineClip};
 pub use crate::domain::nodes::placement::{Medium, Placement};
 use crate::domain::time::Timestamp;
 
 /// The placements of task `task`'s result `file` (the tasks it builds on are completed).
-pub fn placements(run: &Run, task: usize, file: &MediaFile) -> Vec<Placement> {
+pub fn placements(run: &Run, task: TaskIndex, file: &MediaFile) -> Vec<Placement> {
     let mut placed = placements_and_length(run, task, Some(file)).0;
     // Bounded, so that a fan-in of many items keeps the run's document small.
     placed.truncate(MAX_PLACEMENTS);
@@ -23,7 +23,7 @@ pub const MAX_PLACEMENTS: usize = 200;
 
 /// The placements of a task's result and its length; `file` is the result (else the
 /// task's recorded one).
-fn placements_and_length(run: &Run, index: usize, file: Option<&MediaFile>) -> (Vec<Placement>, u64) {
+fn placements_and_length(run: &Run, index: TaskIndex, file: Option<&MediaFile>) -> (Vec<Placement>, u64) {
     let task = &run.tasks[index];
     let file = file.or(task.result.as_ref());
     let (mut placed, mut length) = match &task.source {

@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use super::{AgentStateId, MediaId, NodeStatus, Resume, Run, RunOutput, RunStatus, TaskSource, TaskStatus, MAX_CLAIMS};
+use super::{
+    AgentStateId, MediaId, NodeIndex, NodeStatus, Resume, Run, RunOutput, RunStatus, TaskIndex, TaskSource, TaskStatus,
+    MAX_CLAIMS,
+};
 use crate::domain::time::Timestamp;
 
 /// What a worker's claim on a task message found.
@@ -61,13 +64,13 @@ impl Run {
     /// Moves waiting tasks whose inputs are all there to `queued`, and fails (as skipped)
     /// those with an input that failed or was cancelled; then ends the run when every
     /// task is final. Returns the tasks queued now, whose messages the caller sends.
-    pub fn settle(&mut self, now: Timestamp) -> Vec<usize> {
+    pub fn settle(&mut self, now: Timestamp) -> Vec<TaskIndex> {
         let mut queued = Vec::new();
         if self.status != RunStatus::Running {
             return queued;
         }
         // Tasks only depend on earlier tasks, so one pass in order settles everything.
-        for index in 0..self.tasks.len() {
+        for index in self.task_indexes() {
             if self.tasks[index].status != TaskStatus::Waiting {
                 continue;
             }
@@ -114,11 +117,11 @@ impl Run {
     }
 
     /// A worker's claim on attempt `attempt` of task `index`, held until `now + lease`.
-    pub fn claim(&mut self, index: usize, attempt: u32, now: Timestamp, lease: Duration) -> Claim {
+    pub fn claim(&mut self, index: TaskIndex, attempt: u32, now: Timestamp, lease: Duration) -> Claim {
         if self.status != RunStatus::Running {
             return Claim::Refused(format!("the run is {}", self.status.as_str()));
         }
-        let Some(task) = self.tasks.get_mut(index) else { return Claim::Refused("no such task".into()) };
+        let Some(task) = self.tasks.get_mut(index.0) else { return Claim::Refused("no such task".into()) };
         if task.attempt != attempt {
             return Claim::Refused(format!("attempt {attempt} was replaced by attempt {}", task.attempt));
         }
@@ -145,14 +148,14 @@ impl Run {
     /// what its worker queued when it recorded the result. A delivery of a message whose
     /// task has ended sends them again, in case that worker died (or its queue failed)
     /// between recording and sending; a second message is refused by the claim.
-    pub fn queued_after(&self, index: usize, attempt: u32) -> Vec<usize> {
-        let ended = self.tasks.get(index).is_some_and(|task| {
+    pub fn queued_after(&self, index: TaskIndex, attempt: u32) -> Vec<TaskIndex> {
+        let ended = self.tasks.get(index.0).is_some_and(|task| {
             task.attempt == attempt && matches!(task.status, TaskStatus::Completed | TaskStatus::Failed)
         });
         if self.status != RunStatus::Running || !ended {
             return Vec::new();
         }
-        (0..self.tasks.len())
+        self.task_indexes()
             .filter(|other| {
                 let task = &self.tasks[*other];
                 task.status == TaskStatus::Queued
@@ -162,9 +165,9 @@ impl Run {
     }
 
     /// Whether attempt `attempt` of task `index` is still running (its worker should go on).
-    pub fn still_running(&self, index: usize, attempt: u32) -> bool {
+    pub fn still_running(&self, index: TaskIndex, attempt: u32) -> bool {
         self.status == RunStatus::Running
-            && self.tasks.get(index).is_some_and(|task| task.attempt == attempt && task.status == TaskStatus::Running)
+            && self.tasks.get(index.0).is_some_and(|task| task.attempt == attempt && task.status == TaskStatus::Running)
     }
 
     /// Records a task's result; false (and nothing changed) when the attempt is no longer
@@ -172,12 +175,12 @@ impl Run {
     /// Returns the tasks queued now.
     pub fn complete(
         &mut self,
-        index: usize,
+        index: TaskIndex,
         attempt: u32,
         result: super::MediaFile,
         delivered: Option<Delivered>,
         now: Timestamp,
-    ) -> Option<Vec<usize>> {
+    ) -> Option<Vec<TaskIndex>> {
         if !self.still_running(index, attempt) {
             return None;
         }
@@ -185,7 +188,7 @@ impl Run {
         task.status = TaskStatus::Completed;
         task.result = Some(result);
         task.lease_until = None;
-        let (source, last) = (task.source.clone(), *task.nodes.last().unwrap_or(&0));
+        let (source, last) = (task.source.clone(), *task.nodes.last().unwrap_or(&NodeIndex(0)));
         if let (Some(delivered), TaskSource::Input { input }) = (&delivered, &source) {
             if let Some(bound) = self.inputs.get_mut(*input) {
                 bound.clipped = Some(super::MediaLinkIds { video: delivered.video, thumbnail: delivered.thumbnail });
@@ -210,12 +213,12 @@ impl Run {
     /// Records a task's failure (see [`Run::complete`] for when nothing changes).
     pub fn fail(
         &mut self,
-        index: usize,
+        index: TaskIndex,
         attempt: u32,
         message: String,
-        node: Option<usize>,
+        node: Option<NodeIndex>,
         now: Timestamp,
-    ) -> Option<Vec<usize>> {
+    ) -> Option<Vec<TaskIndex>> {
         if !self.still_running(index, attempt) {
             return None;
         }
@@ -231,13 +234,13 @@ impl Run {
     /// Fails the still-queued tasks among `tasks`, whose messages could not be sent, with
     /// `message`: the run ends (or goes on without them) instead of waiting for work that
     /// never comes, and resume can queue them again. Returns whether anything changed.
-    pub fn unqueued(&mut self, tasks: &[usize], message: &str, now: Timestamp) -> bool {
+    pub fn unqueued(&mut self, tasks: &[TaskIndex], message: &str, now: Timestamp) -> bool {
         if self.status != RunStatus::Running {
             return false;
         }
         let mut changed = false;
         for index in tasks {
-            if let Some(task) = self.tasks.get_mut(*index).filter(|task| task.status == TaskStatus::Queued) {
+            if let Some(task) = self.tasks.get_mut(index.0).filter(|task| task.status == TaskStatus::Queued) {
                 task.status = TaskStatus::Failed;
                 task.error = Some(message.to_owned());
                 // No message of it went out: nothing for a resume to detach.
@@ -254,7 +257,7 @@ impl Run {
 
     /// Puts a running task back in the queue for the same attempt (its worker is shutting
     /// down), returning it to be sent again.
-    pub fn release(&mut self, index: usize, attempt: u32, now: Timestamp) -> bool {
+    pub fn release(&mut self, index: TaskIndex, attempt: u32, now: Timestamp) -> bool {
         if !self.still_running(index, attempt) {
             return false;
         }
@@ -270,7 +273,7 @@ impl Run {
     /// are queued again (same attempt; they run again from their inputs). Returns every
     /// queued task, whose messages the caller sends again (duplicates are refused by the
     /// claim).
-    pub fn recover(&mut self, now: Timestamp) -> Vec<usize> {
+    pub fn recover(&mut self, now: Timestamp) -> Vec<TaskIndex> {
         if self.status != RunStatus::Running {
             return Vec::new();
         }
@@ -281,7 +284,7 @@ impl Run {
             }
         }
         let mut queued = self.settle(now);
-        queued.extend((0..self.tasks.len()).filter(|index| self.tasks[*index].status == TaskStatus::Queued));
+        queued.extend(self.task_indexes().filter(|index| self.tasks[*index].status == TaskStatus::Queued));
         queued.sort_unstable();
         queued.dedup();
         queued
@@ -300,7 +303,7 @@ impl Run {
                 )))
             }
         }
-        let before: Vec<NodeStatus> = (0..self.nodes.len()).map(|index| self.node_status(index)).collect();
+        let before: Vec<NodeStatus> = self.node_indexes().map(|index| self.node_status(index)).collect();
         let mut tasks_cancelled = 0;
         for task in &mut self.tasks {
             if task.status.is_active() {
@@ -311,9 +314,10 @@ impl Run {
                 task.lease_until = None;
             }
         }
-        let nodes_reset = (0..self.nodes.len())
+        let nodes_reset = self
+            .node_indexes()
             .filter(|index| {
-                before[*index] != NodeStatus::Cancelled && self.node_status(*index) == NodeStatus::Cancelled
+                before[index.0] != NodeStatus::Cancelled && self.node_status(*index) == NodeStatus::Cancelled
             })
             .count();
         self.status = RunStatus::Cancelled;
@@ -326,7 +330,7 @@ impl Run {
     /// Resumes a failed or cancelled run: nodes that are not started, blocked, cancelled
     /// or failed are reset (their completed tasks are kept) and queued as their inputs
     /// allow. Returns the counts and the tasks to send.
-    pub fn resume(&mut self, now: Timestamp) -> Result<(Resumed, Vec<usize>), WrongStatus> {
+    pub fn resume(&mut self, now: Timestamp) -> Result<(Resumed, Vec<TaskIndex>), WrongStatus> {
         if !matches!(self.status, RunStatus::Failed | RunStatus::Cancelled) {
             return Err(WrongStatus(format!(
                 "only a failed or cancelled run can be resumed; run {} is {}",
@@ -334,8 +338,8 @@ impl Run {
                 self.status.as_str()
             )));
         }
-        let work: Vec<usize> = self.work_nodes().collect();
-        let requeued: Vec<usize> = work
+        let work: Vec<NodeIndex> = self.work_nodes().collect();
+        let requeued: Vec<NodeIndex> = work
             .iter()
             .copied()
             .filter(|index| {

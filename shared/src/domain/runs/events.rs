@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::views::MediaLinks;
-use super::{NodeStatus, Run, RunStatus};
+use super::{NodeIndex, NodeStatus, Run, RunStatus};
 use crate::core::queue::Queue;
 use crate::domain::time::Timestamp;
 use crate::domain::webhooks::{DeliveryId, DeliveryState, EventFlag, WebhookDelivery, WebhookMessage};
@@ -19,7 +19,7 @@ pub struct Before {
 
 impl Before {
     pub fn of(run: &Run) -> Self {
-        Self { status: run.status, nodes: (0..run.nodes.len()).map(|index| run.node_status(index)).collect() }
+        Self { status: run.status, nodes: run.node_indexes().map(|index| run.node_status(index)).collect() }
     }
 }
 
@@ -44,13 +44,13 @@ impl Notifier {
     pub fn events(&self, before: Option<&Before>, run: &mut Run, now: Timestamp) -> Vec<WebhookDelivery> {
         let Some(url) = run.callback_url.clone() else { return Vec::new() };
         let was_running = before.is_some_and(|before| before.status == RunStatus::Running);
-        let mut flags: Vec<(EventFlag, Vec<usize>)> = Vec::new();
+        let mut flags: Vec<(EventFlag, Vec<NodeIndex>)> = Vec::new();
         if run.status == RunStatus::Running && !was_running {
             flags.push((EventFlag::RunStarted, Vec::new()));
         }
         if let Some(before) = before {
-            let changed: Vec<usize> =
-                run.work_nodes().filter(|index| before.nodes.get(*index) != Some(&run.node_status(*index))).collect();
+            let changed: Vec<NodeIndex> =
+                run.work_nodes().filter(|index| before.nodes.get(index.0) != Some(&run.node_status(*index))).collect();
             if !changed.is_empty() {
                 flags.push((EventFlag::RunProgress, changed));
             }

@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 use super::agents::AgentId;
 use super::graph::AgentNodeId;
 use super::identity::OrganizationId;
+use std::ops::{Index, IndexMut};
 use std::sync::Arc;
 
 use super::nodes::placement::Placement;
@@ -38,6 +39,55 @@ crate::typed_id!(
     /// Identifies one version of a run's runtime state; resume makes a new one.
     AgentStateId
 );
+
+/// The position of a task in [`Run::tasks`]; stored and sent as a plain number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TaskIndex(pub usize);
+
+/// The position of a node in [`Run::nodes`]; stored as a plain number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NodeIndex(pub usize);
+
+impl std::fmt::Display for TaskIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::fmt::Display for NodeIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl Index<TaskIndex> for Vec<Task> {
+    type Output = Task;
+    fn index(&self, index: TaskIndex) -> &Task {
+        &self[index.0]
+    }
+}
+
+impl IndexMut<TaskIndex> for Vec<Task> {
+    fn index_mut(&mut self, index: TaskIndex) -> &mut Task {
+        &mut self[index.0]
+    }
+}
+
+impl Index<NodeIndex> for [RuntimeNode] {
+    type Output = RuntimeNode;
+    fn index(&self, index: NodeIndex) -> &RuntimeNode {
+        &self[index.0]
+    }
+}
+
+impl Index<NodeIndex> for Vec<RuntimeNode> {
+    type Output = RuntimeNode;
+    fn index(&self, index: NodeIndex) -> &RuntimeNode {
+        &self[index.0]
+    }
+}
 
 /// Inputs one run may bind, over all forms.
 pub const MAX_INPUTS: usize = 100;
@@ -286,15 +336,15 @@ pub enum TaskSource {
     Input { input: usize },
     /// The results of these tasks: one for a single-input chain, all of them (in
     /// connection order, then item order) for Concatenate.
-    Tasks { tasks: Vec<usize> },
+    Tasks { tasks: Vec<TaskIndex> },
 }
 
 /// A unit of work: one execution of a chain of nodes on one item (or, for Concatenate,
 /// on all the items reaching it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Task {
-    /// Indexes into [`Run::nodes`]: a chain of single-input nodes done in one pass.
-    pub nodes: Vec<usize>,
+    /// Nodes of [`Run::nodes`]: a chain of single-input nodes done in one pass.
+    pub nodes: Vec<NodeIndex>,
     pub source: TaskSource,
     /// Counts the times the task was (re)queued; messages name the attempt they are for.
     pub attempt: u32,
@@ -308,7 +358,7 @@ pub struct Task {
     /// The node (of the run's nodes) the error is about, when the task runs a chain and
     /// one of its nodes is the problem; otherwise the error is the chain's last node's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_node: Option<usize>,
+    pub error_node: Option<NodeIndex>,
     pub result: Option<MediaFile>,
     /// Earlier attempts dropped by resume, kept as history only.
     pub detached_attempts: u32,
@@ -327,7 +377,7 @@ pub struct RunOutput {
     /// The runtime node that produced it.
     pub node: AgentNodeId,
     pub original_node_id: AgentNodeId,
-    pub task: usize,
+    pub task: TaskIndex,
     pub completed_at: Timestamp,
     /// The timeline project zip (`timeline_prproj_url`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -465,17 +515,31 @@ pub struct NodeStatusCounts {
 
 impl Run {
     /// Index of a runtime node.
-    pub fn node_index(&self, id: AgentNodeId) -> Option<usize> {
-        self.nodes.iter().position(|node| node.agent_node_id == id)
+    pub fn node_index(&self, id: AgentNodeId) -> Option<NodeIndex> {
+        self.nodes.iter().position(|node| node.agent_node_id == id).map(NodeIndex)
+    }
+
+    /// Every task's index, in order.
+    pub fn task_indexes(&self) -> impl Iterator<Item = TaskIndex> {
+        (0..self.tasks.len()).map(TaskIndex)
+    }
+
+    /// Every node's index, in order.
+    pub fn node_indexes(&self) -> impl Iterator<Item = NodeIndex> {
+        (0..self.nodes.len()).map(NodeIndex)
     }
 
     /// The tasks that run node `index`.
-    pub fn tasks_of(&self, index: usize) -> impl Iterator<Item = (usize, &Task)> {
-        self.tasks.iter().enumerate().filter(move |(_, task)| task.nodes.contains(&index))
+    pub fn tasks_of(&self, index: NodeIndex) -> impl Iterator<Item = (TaskIndex, &Task)> {
+        self.tasks
+            .iter()
+            .enumerate()
+            .filter(move |(_, task)| task.nodes.contains(&index))
+            .map(|(i, task)| (TaskIndex(i), task))
     }
 
     /// A node's status from its tasks; a node without tasks (a trigger) is completed.
-    pub fn node_status(&self, index: usize) -> NodeStatus {
+    pub fn node_status(&self, index: NodeIndex) -> NodeStatus {
         let statuses: Vec<TaskStatus> = self.tasks_of(index).map(|(_, task)| task.status).collect();
         let any = |wanted: TaskStatus| statuses.contains(&wanted);
         if statuses.is_empty() {
@@ -519,8 +583,8 @@ impl Run {
     }
 
     /// Indexes of the runtime nodes that are not triggers.
-    pub fn work_nodes(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.nodes.len()).filter(|index| self.nodes[*index].kind() != Some(NodeKind::Trigger))
+    pub fn work_nodes(&self) -> impl Iterator<Item = NodeIndex> + '_ {
+        self.node_indexes().filter(|index| self.nodes[*index].kind() != Some(NodeKind::Trigger))
     }
 
     /// Task error messages grouped by template node, in node order.
@@ -540,7 +604,7 @@ impl Run {
 
     /// Whether a task's last node delivers outputs: a Destination, or (in a graph
     /// without one) a node nothing leaves.
-    pub fn is_output_node(&self, index: usize) -> bool {
+    pub fn is_output_node(&self, index: NodeIndex) -> bool {
         let has_destination = self.nodes.iter().any(|node| node.kind() == Some(NodeKind::Destination));
         let node = &self.nodes[index];
         if has_destination {
@@ -551,8 +615,8 @@ impl Run {
     }
 
     /// The tasks whose results are run outputs.
-    pub fn output_tasks(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..self.tasks.len())
+    pub fn output_tasks(&self) -> impl Iterator<Item = TaskIndex> + '_ {
+        self.task_indexes()
             .filter(|index| self.tasks[*index].nodes.last().is_some_and(|last| self.is_output_node(*last)))
     }
 }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::{BoundInput, RuntimeNode, Task, TaskSource, TaskStatus, MAX_TASKS};
+use super::{BoundInput, NodeIndex, RuntimeNode, Task, TaskIndex, TaskSource, TaskStatus, MAX_TASKS};
 use crate::domain::graph::{AgentNodeId, Graph};
 use crate::domain::nodes::{self, ItemFlow, NodeKind};
 
@@ -111,19 +111,19 @@ fn joins_chain(node: &RuntimeNode) -> bool {
     })
 }
 
-/// Plans every task of the run. `is_output(node index)` tells which nodes deliver outputs
+/// Plans every task of the run. `is_output(node)` tells which nodes deliver outputs
 /// (no chain continues past one).
 pub fn plan_tasks(
     nodes: &[RuntimeNode],
     inputs: &[BoundInput],
-    is_output: impl Fn(usize) -> bool,
+    is_output: impl Fn(NodeIndex) -> bool,
 ) -> Result<Vec<Task>, String> {
     let mut tasks: Vec<Task> = Vec::new();
     // The tasks whose results leave each node, in item order.
-    let mut items_out: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    let mut items_out: Vec<Vec<TaskIndex>> = vec![Vec::new(); nodes.len()];
     let position = |id: AgentNodeId| nodes.iter().position(|node| node.agent_node_id == id);
-    let new_task = |nodes: Vec<usize>, source: TaskSource| Task {
-        nodes,
+    let new_task = |node: NodeIndex, source: TaskSource| Task {
+        nodes: vec![node],
         source,
         attempt: 0,
         claims: 0,
@@ -136,15 +136,15 @@ pub fn plan_tasks(
         sent: false,
     };
     for (index, node) in nodes.iter().enumerate() {
-        let upstream_items: Vec<usize> =
+        let upstream_items: Vec<TaskIndex> =
             node.upstream.iter().filter_map(|id| position(*id)).flat_map(|up| items_out[up].clone()).collect();
+        let flow = node.node_type().map(|node_type| node_type.flow);
         match node.kind() {
             Some(NodeKind::Trigger) => {}
             Some(NodeKind::Input) => {
-                for (input, bound) in inputs.iter().enumerate().filter(|(_, bound)| bound.node == node.agent_node_id) {
-                    let _ = bound;
-                    items_out[index].push(tasks.len());
-                    tasks.push(new_task(vec![index], TaskSource::Input { input }));
+                for (input, _) in inputs.iter().enumerate().filter(|(_, bound)| bound.node == node.agent_node_id) {
+                    items_out[index].push(TaskIndex(tasks.len()));
+                    tasks.push(new_task(NodeIndex(index), TaskSource::Input { input }));
                 }
             }
             Some(NodeKind::Generation) => {
@@ -154,16 +154,16 @@ pub fn plan_tasks(
                     node.type_name()
                 ))
             }
-            _ if node.node_type().is_some_and(|node_type| node_type.flow == ItemFlow::AllItems) => {
+            _ if flow == Some(ItemFlow::AllItems) => {
                 if !upstream_items.is_empty() {
-                    items_out[index].push(tasks.len());
-                    tasks.push(new_task(vec![index], TaskSource::Tasks { tasks: upstream_items }));
+                    items_out[index].push(TaskIndex(tasks.len()));
+                    tasks.push(new_task(NodeIndex(index), TaskSource::Tasks { tasks: upstream_items }));
                 }
             }
             _ => {
                 for item in upstream_items {
-                    items_out[index].push(tasks.len());
-                    tasks.push(new_task(vec![index], TaskSource::Tasks { tasks: vec![item] }));
+                    items_out[index].push(TaskIndex(tasks.len()));
+                    tasks.push(new_task(NodeIndex(index), TaskSource::Tasks { tasks: vec![item] }));
                 }
             }
         }
@@ -178,27 +178,27 @@ pub fn plan_tasks(
 
 /// Joins each single-input task to the task before it when that one is a chain of
 /// edits, feeds nothing else and delivers no output.
-fn join_chains(mut tasks: Vec<Task>, nodes: &[RuntimeNode], is_output: impl Fn(usize) -> bool) -> Vec<Task> {
+fn join_chains(mut tasks: Vec<Task>, nodes: &[RuntimeNode], is_output: impl Fn(NodeIndex) -> bool) -> Vec<Task> {
     let mut consumers = vec![0usize; tasks.len()];
     for task in &tasks {
         if let TaskSource::Tasks { tasks: sources } = &task.source {
             for source in sources {
-                consumers[*source] += 1;
+                consumers[source.0] += 1;
             }
         }
     }
     // Each task's representative: itself, or the chain it was joined to.
-    let mut alias: Vec<usize> = (0..tasks.len()).collect();
+    let mut alias: Vec<TaskIndex> = (0..tasks.len()).map(TaskIndex).collect();
     let mut joined = vec![false; tasks.len()];
     for index in 0..tasks.len() {
         let TaskSource::Tasks { tasks: sources } = &tasks[index].source else { continue };
         let [source] = sources.as_slice() else { continue };
         let node = tasks[index].nodes[0];
-        let chain = alias[*source];
+        let chain = alias[source.0];
         let chain_last = *tasks[chain].nodes.last().unwrap_or(&node);
         let chain_first = tasks[chain].nodes[0];
         if joins_chain(&nodes[node])
-            && consumers[*source] == 1
+            && consumers[source.0] == 1
             && matches!(tasks[chain].source, TaskSource::Tasks { .. })
             && joins_chain(&nodes[chain_first])
             && !is_output(chain_last)
@@ -208,11 +208,11 @@ fn join_chains(mut tasks: Vec<Task>, nodes: &[RuntimeNode], is_output: impl Fn(u
             joined[index] = true;
         }
     }
-    let mut renumbered = vec![usize::MAX; tasks.len()];
+    let mut renumbered = vec![TaskIndex(usize::MAX); tasks.len()];
     let mut next = 0;
     for index in 0..tasks.len() {
         if !joined[index] {
-            renumbered[index] = next;
+            renumbered[index] = TaskIndex(next);
             next += 1;
         }
     }
@@ -223,7 +223,7 @@ fn join_chains(mut tasks: Vec<Task>, nodes: &[RuntimeNode], is_output: impl Fn(u
         .map(|(_, mut task)| {
             if let TaskSource::Tasks { tasks: sources } = &mut task.source {
                 for source in sources.iter_mut() {
-                    *source = renumbered[alias[*source]];
+                    *source = renumbered[alias[source.0].0];
                 }
             }
             task

@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 
-use super::{MediaId, MediaRecord, Run, RunId, RunStatus};
+use super::{MediaId, MediaRecord, Run, RunId, RunStatus, TaskIndex};
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::domain::webhooks::WebhookDelivery;
@@ -53,6 +53,6 @@ pub trait RunRepo: Send + Sync {
 pub struct TaskMessage {
     pub organization_id: OrganizationId,
     pub run_id: RunId,
-    pub task: usize,
+    pub task: TaskIndex,
     pub attempt: u32,
 }

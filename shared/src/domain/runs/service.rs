@@ -13,7 +13,7 @@ use super::plan::{plan_tasks, runtime_graph};
 use super::start::{InputRef, Inputs, StartRequest};
 use super::{
     AgentStateId, AssetFile, BoundInput, InputSource, MediaId, MediaKind, MediaRecord, Run, RunId, RunStatus,
-    RuntimeNode,
+    RuntimeNode, TaskIndex,
 };
 use crate::core::cursor;
 use crate::core::queue::Queue;
@@ -75,7 +75,7 @@ pub struct RunPorts<'a> {
 }
 
 /// Sends the messages of queued tasks.
-pub async fn send_tasks(queue: &dyn Queue<TaskMessage>, run: &Run, tasks: &[usize]) -> anyhow::Result<()> {
+pub async fn send_tasks(queue: &dyn Queue<TaskMessage>, run: &Run, tasks: &[TaskIndex]) -> anyhow::Result<()> {
     if tasks.is_empty() {
         return Ok(());
     }
@@ -150,8 +150,8 @@ pub async fn start_run(
         assets,
         webhook_sequence: 0,
     };
-    let outputs: Vec<bool> = (0..run.nodes.len()).map(|index| run.is_output_node(index)).collect();
-    run.tasks = plan_tasks(&run.nodes, &run.inputs, |index| outputs[index]).map_err(RunError::Invalid)?;
+    let outputs: Vec<bool> = run.node_indexes().map(|index| run.is_output_node(index)).collect();
+    run.tasks = plan_tasks(&run.nodes, &run.inputs, |index| outputs[index.0]).map_err(RunError::Invalid)?;
     if run.output_tasks().next().is_none() {
         return Err(RunError::Invalid(
             "nothing to run: no input reaches a Destination (or, without one, a node with no outgoing connection)"
@@ -166,7 +166,10 @@ pub async fn start_run(
         // Stored but never queued: fail those tasks rather than leave the run `running`.
         let message = "the task could not be queued when the run started; resume the run to try again";
         let failed = change_run(ports.runs, ports.notifier, organization, run.id, &RUN_UPDATE_CONFLICTS, |run| {
-            Ok(run.unqueued(&queued, message, ports.clock.now()).then(|| ((), Vec::new())))
+            Ok(match run.unqueued(&queued, message, ports.clock.now()) {
+                true => Change::Store((), Vec::new()),
+                false => Change::Keep(()),
+            })
         })
         .await;
         if let Err(also) = failed {
@@ -540,22 +543,34 @@ pub async fn get_run(runs: &dyn RunRepo, organization: OrganizationId, id: RunId
     runs.get_run(organization, id).await?.ok_or(RunError::NotFound)
 }
 
+/// What a change of a run decided.
+pub enum Change<T> {
+    /// Store the changed run, with the media records it made; `T` is the change's answer.
+    Store(T, Vec<MediaRecord>),
+    /// Leave the stored run as it is, answering `T`.
+    Keep(T),
+}
+
 /// Applies `change` to the stored run until a write wins (another writer may store the
 /// run in between; the change is then made again on what it stored). The change's
-/// webhook events are stored in the same write, then queued.
+/// webhook events are stored in the same write, then queued. Answers the run as stored
+/// (None when the change kept it) and the change's answer.
 pub async fn change_run<T>(
     runs: &dyn RunRepo,
     notifier: &Notifier,
     organization: OrganizationId,
     id: RunId,
     policy: &RetryPolicy,
-    mut change: impl FnMut(&mut Run) -> Result<Option<(T, Vec<MediaRecord>)>, RunError>,
-) -> Result<Option<(Run, T)>, RunError> {
+    mut change: impl FnMut(&mut Run) -> Result<Change<T>, RunError>,
+) -> Result<(Option<Run>, T), RunError> {
     let mut retry = policy.start();
     loop {
         let mut run = runs.get_run(organization, id).await?.ok_or(RunError::NotFound)?;
         let before = run.callback_url.is_some().then(|| Before::of(&run));
-        let Some((value, media)) = change(&mut run)? else { return Ok(None) };
+        let (answer, media) = match change(&mut run)? {
+            Change::Store(answer, media) => (answer, media),
+            Change::Keep(answer) => return Ok((None, answer)),
+        };
         let deliveries = match &before {
             Some(before) => {
                 let at = run.updated_at;
@@ -566,7 +581,7 @@ pub async fn change_run<T>(
         run.version += 1;
         if runs.update_run(&run, &media, &deliveries).await? {
             notifier.send(&deliveries).await;
-            return Ok(Some((run, value)));
+            return Ok((Some(run), answer));
         }
         retry.wait(format!("run {id} was changed by another writer")).await.map_err(anyhow::Error::from)?;
     }
@@ -575,24 +590,25 @@ pub async fn change_run<T>(
 /// `POST /agent_run/{id}/cancel`.
 pub async fn cancel_run(ports: &RunPorts<'_>, organization: OrganizationId, id: RunId) -> Result<Cancelled, RunError> {
     let now = ports.clock.now();
-    let changed = change_run(ports.runs, ports.notifier, organization, id, &RUN_UPDATE_CONFLICTS, |run| {
-        if run.status == RunStatus::Cancelled {
-            return Ok(None);
-        }
-        Ok(Some((run.cancel(now)?, Vec::new())))
+    let (_, cancelled) = change_run(ports.runs, ports.notifier, organization, id, &RUN_UPDATE_CONFLICTS, |run| {
+        Ok(match run.status {
+            RunStatus::Cancelled => Change::Keep(Cancelled { tasks_cancelled: 0, nodes_reset: 0 }),
+            _ => Change::Store(run.cancel(now)?, Vec::new()),
+        })
     })
     .await?;
-    Ok(changed.map_or(Cancelled { tasks_cancelled: 0, nodes_reset: 0 }, |(_, cancelled)| cancelled))
+    Ok(cancelled)
 }
 
 /// `POST /agent_run/{id}/resume`.
 pub async fn resume_run(ports: &RunPorts<'_>, organization: OrganizationId, id: RunId) -> Result<Resumed, RunError> {
     let now = ports.clock.now();
-    let changed = change_run(ports.runs, ports.notifier, organization, id, &RUN_UPDATE_CONFLICTS, |run| {
-        Ok(Some((run.resume(now)?, Vec::new())))
-    })
-    .await?;
-    let (run, (resumed, queued)) = changed.ok_or(RunError::NotFound)?;
+    let (run, (resumed, queued)) =
+        change_run(ports.runs, ports.notifier, organization, id, &RUN_UPDATE_CONFLICTS, |run| {
+            Ok(Change::Store(run.resume(now)?, Vec::new()))
+        })
+        .await?;
+    let run = run.ok_or(RunError::NotFound)?;
     send_tasks(ports.queue, &run, &queued).await?;
     Ok(resumed)
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::edits::{Medium, Placement};
-use super::{InputSource, MediaId, Run};
+use super::{InputSource, MediaId, NodeIndex, Run};
 use crate::core::signing::{SignatureError, UrlSigner};
 use crate::domain::time::Timestamp;
 
@@ -58,7 +58,7 @@ impl MediaLinks {
 }
 
 impl Run {
-    fn output_views(&self, links: &MediaLinks, now: Timestamp, node: Option<usize>) -> Vec<Value> {
+    fn output_views(&self, links: &MediaLinks, now: Timestamp, node: Option<NodeIndex>) -> Vec<Value> {
         self.outputs
             .iter()
             .filter(|output| node.is_none_or(|index| self.nodes[index].agent_node_id == output.node))
@@ -239,7 +239,7 @@ impl Run {
 
     /// A node status entry: an item of `GET /agent_run/{id}/nodes` and of a webhook's
     /// `updated_nodes`.
-    fn node_view(&self, index: usize, links: &MediaLinks, now: Timestamp) -> Value {
+    fn node_view(&self, index: NodeIndex, links: &MediaLinks, now: Timestamp) -> Value {
         let node = &self.nodes[index];
         let status = self.node_status(index);
         let errors: Vec<&String> = self.tasks_of(index).filter_map(|(_, task)| task.error.as_ref()).collect();
@@ -262,7 +262,7 @@ impl Run {
 
     /// `GET /agent_run/{id}/nodes`.
     pub fn nodes_view(&self, links: &MediaLinks, now: Timestamp) -> Value {
-        let nodes: Vec<Value> = (0..self.nodes.len()).map(|index| self.node_view(index, links, now)).collect();
+        let nodes: Vec<Value> = self.node_indexes().map(|index| self.node_view(index, links, now)).collect();
         json!({ "run_id": self.id, "status": self.status.as_str(), "nodes": nodes })
     }
 
@@ -273,7 +273,7 @@ impl Run {
         &self,
         event: crate::domain::webhooks::EventFlag,
         sequence: u64,
-        updated_nodes: &[usize],
+        updated_nodes: &[NodeIndex],
         links: &MediaLinks,
         now: Timestamp,
     ) -> Value {

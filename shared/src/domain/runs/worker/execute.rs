@@ -1,0 +1,259 @@
+//! A task's media work: the file it makes (a Video Input's cut, or an edit task's
+//! render), then — for the tasks that deliver it — its thumbnail, signed-link records
+//! and timeline project.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::{Outcome, Worker};
+use crate::domain::media::{Edit, MediaError, RenderInput, RenderJob};
+use crate::domain::nodes::EditContext;
+use crate::domain::runs::edits::{placements, timeline};
+use crate::domain::runs::engine::Delivered;
+use crate::domain::runs::{MediaFile, MediaId, MediaKind, MediaRecord, NodeIndex, Run, TaskIndex, TaskSource};
+
+/// When a task's media work must stop: its run was cancelled, or its time is up.
+pub(super) struct Stop {
+    pub(super) cancelled: tokio::sync::watch::Receiver<bool>,
+    pub(super) deadline: tokio::time::Instant,
+}
+
+/// What a task's media work produced.
+pub(super) enum Made {
+    /// A new file at the task's output path.
+    Rendered,
+    /// An existing file, passed on.
+    Existing(MediaFile),
+    Failed(String),
+    /// Failed because of this node.
+    FailedAt(String, NodeIndex),
+    Cancelled,
+}
+
+/// Where one task's files go: a scratch folder of its own, and keys under one base.
+struct Workspace {
+    scratch: tempfile::TempDir,
+    /// Every stored file's key is this with an extension.
+    base: String,
+}
+
+impl Workspace {
+    fn output(&self) -> std::path::PathBuf {
+        self.scratch.path().join("output.mp4")
+    }
+}
+
+impl Worker {
+    /// Does task `index`'s media work, stores the files it makes and says how it ended.
+    pub(super) async fn execute(
+        &self,
+        run: &Run,
+        index: TaskIndex,
+        attempt: u32,
+        cancelled: tokio::sync::watch::Receiver<bool>,
+    ) -> anyhow::Result<Outcome> {
+        tokio::fs::create_dir_all(&self.scratch).await?;
+        let workspace = Workspace {
+            scratch: tempfile::Builder::new().prefix("task-").tempdir_in(&self.scratch)?,
+            base: format!(
+                "runs/{}/{}/{index}-{attempt}-{}",
+                run.organization_id,
+                run.id,
+                uuid::Uuid::new_v4().simple()
+            ),
+        };
+        // One time limit for all of the task's media work (download and render).
+        let stop = Stop { cancelled, deadline: tokio::time::Instant::now() + self.task_budget };
+        let (scratch, output) = (workspace.scratch.path(), workspace.output());
+        let task = &run.tasks[index];
+        let made = match &task.source {
+            TaskSource::Input { input } => self.input_task(run, *input, scratch, &output, &stop).await?,
+            TaskSource::Tasks { tasks } => self.edit_task(run, index, tasks, scratch, &output, &stop).await?,
+        };
+        let file = match made {
+            Made::Failed(message) => return Ok(Outcome::Failed(message, None)),
+            Made::FailedAt(message, node) => return Ok(Outcome::Failed(message, Some(node))),
+            Made::Cancelled => return Ok(Outcome::Cancelled),
+            Made::Existing(file) => file,
+            Made::Rendered => match self.store_render(&workspace).await? {
+                Ok(file) => file,
+                Err(problem) => return Ok(Outcome::Failed(problem, None)),
+            },
+        };
+        let last = *task.nodes.last().unwrap_or(&NodeIndex(0));
+        let kind = match (run.is_output_node(last), &task.source) {
+            (true, _) => MediaKind::Render,
+            (false, TaskSource::Input { .. }) => MediaKind::Input,
+            (false, TaskSource::Tasks { .. }) => return Ok(Outcome::Done { file, delivered: None, media: Vec::new() }),
+        };
+        let (delivered, media) = self.deliver(run, index, &file, kind, &workspace).await?;
+        Ok(Outcome::Done { file, delivered: Some(delivered), media })
+    }
+
+    /// Stores the rendered output; Err (the task's failure) when it is not readable.
+    async fn store_render(&self, workspace: &Workspace) -> anyhow::Result<Result<MediaFile, String>> {
+        let output = workspace.output();
+        let report = match self.probe.probe(&format!("file:{}", output.display())).await {
+            Ok(report) => report,
+            Err(error) => return Ok(Err(format!("the rendered video is not readable: {error}"))),
+        };
+        let facts = match super::inputs::facts_of(&report) {
+            Ok((facts, _)) => facts,
+            Err(problem) => return Ok(Err(format!("the rendered video is not readable: {problem}"))),
+        };
+        let key = format!("{}.mp4", workspace.base);
+        self.blobs.put_file(&key, &output, "video/mp4").await?;
+        Ok(Ok(MediaFile { key, version: None, ..facts }))
+    }
+
+    /// What a delivering task leaves besides its file: a thumbnail, the media records
+    /// of their signed links, and (for an output) its edit decisions and timeline project.
+    async fn deliver(
+        &self,
+        run: &Run,
+        index: TaskIndex,
+        file: &MediaFile,
+        kind: MediaKind,
+        workspace: &Workspace,
+    ) -> anyhow::Result<(Delivered, Vec<MediaRecord>)> {
+        let thumbnail = self.thumbnail(run, index, file, workspace).await?;
+        let now = self.clock.now();
+        let record =
+            |key: &str, version: Option<&String>, kind: MediaKind, content_type: &str, duration_ms| MediaRecord {
+                id: MediaId::now_v7(),
+                organization_id: run.organization_id,
+                run_id: run.id,
+                kind,
+                key: key.to_owned(),
+                version: version.cloned(),
+                content_type: content_type.to_owned(),
+                duration_ms,
+                created_at: now,
+            };
+        let video = record(&file.key, file.version.as_ref(), kind, "video/mp4", Some(file.duration_ms));
+        let thumbnail = thumbnail.map(|key| record(&key, None, MediaKind::Thumbnail, "image/jpeg", None));
+        let mut delivered = Delivered {
+            video: video.id,
+            thumbnail: thumbnail.as_ref().map(|record| record.id),
+            timeline: None,
+            placements: Vec::new(),
+        };
+        let mut media: Vec<MediaRecord> = [Some(video), thumbnail].into_iter().flatten().collect();
+        if kind == MediaKind::Render {
+            // The output's edit decisions, and the timeline project made of them.
+            delivered.placements = placements(run, index, file);
+            let timeline = timeline(run, delivered.video, &delivered.placements, file, &self.notifier.links, now);
+            let path = workspace.scratch.path().join("timeline.zip");
+            let zip = crate::core::timeline::files::zip(&timeline, &format!("output-{}", delivered.video))?;
+            tokio::fs::write(&path, zip).await?;
+            let key = format!("{}.zip", workspace.base);
+            self.blobs.put_file(&key, &path, "application/zip").await?;
+            let project = record(&key, None, MediaKind::Timeline, "application/zip", None);
+            delivered.timeline = Some(project.id);
+            media.push(project);
+        }
+        Ok((delivered, media))
+    }
+
+    /// The stored thumbnail's key; None when none could be made (the task goes on).
+    async fn thumbnail(
+        &self,
+        run: &Run,
+        index: TaskIndex,
+        file: &MediaFile,
+        workspace: &Workspace,
+    ) -> anyhow::Result<Option<String>> {
+        let path = workspace.scratch.path().join("thumbnail.jpg");
+        let location = self.blobs.read_location(&file.key, file.version.as_deref()).await?;
+        match self.toolkit.thumbnail(&location, file.duration_ms, &path).await {
+            Ok(()) => {
+                let key = format!("{}.jpg", workspace.base);
+                self.blobs.put_file(&key, &path, "image/jpeg").await?;
+                Ok(Some(key))
+            }
+            Err(error) => {
+                tracing::warn!(run_id = %run.id, task = index.0, error = %error, "no thumbnail");
+                Ok(None)
+            }
+        }
+    }
+
+    /// An edit task: the chain's edits on its one input, or (Concatenate) its inputs
+    /// joined. A chain that changes nothing passes its input on.
+    async fn edit_task(
+        &self,
+        run: &Run,
+        index: TaskIndex,
+        sources: &[TaskIndex],
+        scratch: &Path,
+        output: &Path,
+        stop: &Stop,
+    ) -> anyhow::Result<Made> {
+        let mut inputs = Vec::new();
+        for source in sources {
+            let Some(file) = &run.tasks[*source].result else {
+                return Ok(Made::Failed(format!("the result of task {source} is missing")));
+            };
+            inputs.push(RenderInput {
+                location: self.blobs.read_location(&file.key, file.version.as_deref()).await?,
+                duration_ms: file.duration_ms,
+                width: file.width,
+                height: file.height,
+                has_audio: file.has_audio,
+            });
+        }
+        let mut assets = HashMap::new();
+        for (id, file) in &run.assets {
+            assets.insert(*id, self.blobs.read_location(&file.key, file.version.as_deref()).await?);
+        }
+        let (mut edits, mut edit_nodes) = (Vec::new(), Vec::new());
+        for (position, &node_index) in run.tasks[index].nodes.iter().enumerate() {
+            let settings = &run.nodes[node_index].settings;
+            let scratch_file = match settings.scratch_file() {
+                Some(file) => {
+                    let path = scratch.join(format!("node-{position}.{}", file.extension));
+                    tokio::fs::write(&path, file.contents).await?;
+                    Some(path)
+                }
+                None => None,
+            };
+            let context = EditContext { files: &|id| assets.get(&id).cloned(), scratch_file };
+            match settings.edit(&context) {
+                Ok(Some(edit)) => {
+                    edits.push(edit);
+                    edit_nodes.push(node_index);
+                }
+                Ok(None) => {}
+                Err(problem) => return Ok(Made::FailedAt(problem, node_index)),
+            }
+        }
+        if let ([_], true) = (sources, edits.is_empty()) {
+            let file = run.tasks[sources[0]].result.clone().unwrap_or_else(|| unreachable!("checked above"));
+            return Ok(Made::Existing(file));
+        }
+        self.render(inputs, edits, &edit_nodes, output, stop).await
+    }
+
+    pub(super) async fn render(
+        &self,
+        inputs: Vec<RenderInput>,
+        edits: Vec<Edit>,
+        // The run's node of each edit, when the edits are nodes' (not a Video Input's window).
+        edit_nodes: &[NodeIndex],
+        output: &Path,
+        stop: &Stop,
+    ) -> anyhow::Result<Made> {
+        let budget = stop.deadline.saturating_duration_since(tokio::time::Instant::now());
+        let job = RenderJob { inputs, edits, output: output.to_owned(), budget };
+        match self.toolkit.render(&job, stop.cancelled.clone()).await {
+            Ok(()) => Ok(Made::Rendered),
+            Err(MediaError::Cancelled) => Ok(Made::Cancelled),
+            Err(MediaError::Unavailable(error)) => Err(error),
+            Err(MediaError::InvalidEdit { edit, message }) => Ok(match edit_nodes.get(edit) {
+                Some(node) => Made::FailedAt(message, *node),
+                None => Made::Failed(message),
+            }),
+            Err(error) => Ok(Made::Failed(error.to_string())),
+        }
+    }
+}

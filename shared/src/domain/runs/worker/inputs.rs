@@ -1,0 +1,134 @@
+//! The Video Input task: the bound input, downloaded when it is a URL (or fetched from
+//! a video-sharing site), probed, and cut to its clip window.
+
+use std::path::Path;
+
+use super::execute::{Made, Stop};
+use super::Worker;
+use crate::domain::media::ports::{DownloadError, WEB_PAGE_REFUSAL};
+use crate::domain::media::{until_cancelled, Edit, ProbeReport, RenderInput};
+use crate::domain::runs::{InputSource, MediaFile, Run};
+
+/// Largest URL input (the contract's limit).
+pub const MAX_DOWNLOAD_BYTES: u64 = 5 * 1024 * 1024 * 1024;
+/// Longest input video (the contract's limit).
+pub const MAX_INPUT_MS: u64 = 5 * 60 * 60 * 1000;
+
+impl Worker {
+    /// A Video Input task: the bound input, downloaded when it is a URL, cut to its
+    /// window. A source already in the output format and not cut is used as it is.
+    pub(super) async fn input_task(
+        &self,
+        run: &Run,
+        input: usize,
+        scratch: &Path,
+        output: &Path,
+        stop: &Stop,
+    ) -> anyhow::Result<Made> {
+        let bound = &run.inputs[input];
+        let (location, stored) = match &bound.source {
+            InputSource::Upload { key, version, .. } => {
+                (self.blobs.read_location(key, version.as_deref()).await?, Some((key.clone(), version.clone())))
+            }
+            InputSource::Render { key, version, .. } | InputSource::Asset { key, version, .. } => {
+                (self.blobs.read_location(key, version.as_deref()).await?, Some((key.clone(), version.clone())))
+            }
+            InputSource::Url { url } | InputSource::Site { url, .. } => {
+                let path = scratch.join("download");
+                let download = async {
+                    match &bound.source {
+                        InputSource::Site { .. } => self.sites.videos.download(url, &path, MAX_DOWNLOAD_BYTES).await,
+                        _ => self.downloader.download(url, &path, MAX_DOWNLOAD_BYTES).await,
+                    }
+                };
+                let download = tokio::time::timeout_at(stop.deadline, download);
+                let downloaded = tokio::select! {
+                    downloaded = download => downloaded,
+                    () = until_cancelled(stop.cancelled.clone()) => return Ok(Made::Cancelled),
+                };
+                match downloaded {
+                    Ok(Ok(_)) => (format!("file:{}", path.display()), None),
+                    Ok(Err(DownloadError::Refused(problem))) => {
+                        let site = matches!(bound.source, InputSource::Site { .. });
+                        return Ok(Made::Failed(match site {
+                            // yt-dlp's reasons name the page already.
+                            true if problem != WEB_PAGE_REFUSAL => problem,
+                            false if problem == WEB_PAGE_REFUSAL => {
+                                format!("{url}: {problem}; give a video-sharing site's page in youtube_url_inputs")
+                            }
+                            _ => format!("{url}: {problem}"),
+                        }));
+                    }
+                    Ok(Err(DownloadError::Failed(error))) => {
+                        return Ok(Made::Failed(format!("{url} could not be downloaded: {error:#}")))
+                    }
+                    Err(_) => {
+                        return Ok(Made::Failed(format!(
+                            "{url} could not be downloaded within the task's time limit of {} s",
+                            self.task_budget.as_secs()
+                        )))
+                    }
+                }
+            }
+        };
+        let report = match self.probe.probe(&location).await {
+            Ok(report) => report,
+            Err(error) => return Ok(Made::Failed(format!("the input video is not readable media: {error}"))),
+        };
+        let (facts, ready) = match facts_of(&report) {
+            Ok(facts) => facts,
+            Err(problem) => return Ok(Made::Failed(format!("the input is not usable: {problem}"))),
+        };
+        if facts.duration_ms > MAX_INPUT_MS {
+            return Ok(Made::Failed(format!(
+                "the input video is {} s long; at most 5 hours (18000 s) are accepted",
+                facts.duration_ms / 1000
+            )));
+        }
+        let start = bound.clip_start_ms.unwrap_or(0);
+        if start >= facts.duration_ms {
+            return Ok(Made::Failed(format!(
+                "the clip window starts at {start} ms, after the end of the video ({} ms)",
+                facts.duration_ms
+            )));
+        }
+        let window = start > 0 || bound.clip_end_ms.is_some_and(|end| end < facts.duration_ms);
+        if !window && ready {
+            if let Some((key, version)) = stored {
+                return Ok(Made::Existing(MediaFile { key, version, ..facts }));
+            }
+        }
+        let edits = if window { vec![Edit::Clip { start_ms: start, end_ms: bound.clip_end_ms }] } else { Vec::new() };
+        let input = RenderInput {
+            location,
+            duration_ms: facts.duration_ms,
+            width: facts.width,
+            height: facts.height,
+            has_audio: facts.has_audio,
+        };
+        self.render(vec![input], edits, &[], output, stop).await
+    }
+}
+
+/// What the engine tracks of a probed video, and whether it is already in the output
+/// format (MP4, H.264, AAC or no sound) so that it can be used without re-encoding.
+pub(super) fn facts_of(report: &ProbeReport) -> Result<(MediaFile, bool), String> {
+    let video = report
+        .streams
+        .iter()
+        .find(|stream| stream.codec_type == "video" && !stream.attached_pic)
+        .ok_or("it has no video stream")?;
+    let audio = report.streams.iter().find(|stream| stream.codec_type == "audio");
+    let duration_ms = report.duration_seconds.map(|seconds| (seconds * 1000.0).round() as u64).unwrap_or(0);
+    if duration_ms == 0 {
+        return Err("its duration is unknown or zero".into());
+    }
+    let (Some(width), Some(height)) = (video.width, video.height) else {
+        return Err("its picture size is unknown".into());
+    };
+    let ready = report.format_name.split(',').any(|name| name == "mp4")
+        && video.codec_name == "h264"
+        && audio.is_none_or(|audio| audio.codec_name == "aac");
+    let file = MediaFile { key: String::new(), version: None, duration_ms, width, height, has_audio: audio.is_some() };
+    Ok((file, ready))
+}

@@ -1,0 +1,255 @@
+//! Running one task message, in three steps, each idempotent: [`Worker::claim`] the
+//! attempt, [`Worker::execute`] its media work in a scratch folder (storing the files it
+//! makes), then [`Worker::record`] the outcome. A duplicate message does nothing, and a
+//! worker that dies leaves a task that runs again.
+
+mod execute;
+mod inputs;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::engine::{Claim, Delivered};
+use super::events::Notifier;
+use super::ports::{RunRepo, TaskMessage};
+use super::service::{change_run, send_tasks, Change, RunError};
+use super::{MediaFile, MediaRecord, NodeIndex, Run, RunStatus, TaskIndex, TaskStatus};
+use crate::core::queue::Queue;
+use crate::core::retry::RUN_UPDATE_CONFLICTS;
+use crate::domain::identity::OrganizationId;
+use crate::domain::media::ports::{BlobStore, Downloader, MediaProbe, MediaToolkit};
+use crate::domain::sites::Sites;
+use crate::domain::time::Clock;
+use crate::domain::webhooks::ports::WebhookRepo;
+use crate::domain::webhooks::{DeliveryState, WebhookMessage};
+
+pub use inputs::{MAX_DOWNLOAD_BYTES, MAX_INPUT_MS};
+
+/// How often a running task checks whether its run was cancelled.
+pub const CANCEL_POLL: Duration = Duration::from_millis(500);
+
+/// What a worker needs.
+#[derive(Clone)]
+pub struct Worker {
+    pub runs: Arc<dyn RunRepo>,
+    pub queue: Arc<dyn Queue<TaskMessage>>,
+    pub blobs: Arc<dyn BlobStore>,
+    pub toolkit: Arc<dyn MediaToolkit>,
+    pub probe: Arc<dyn MediaProbe>,
+    pub downloader: Arc<dyn Downloader>,
+    /// Video-sharing sites' videos (yt-dlp).
+    pub sites: Sites,
+    pub clock: Arc<dyn Clock>,
+    /// Records the runs' webhook events.
+    pub notifier: Notifier,
+    /// The delivery log, to queue again deliveries a stopped worker recorded but never queued.
+    pub deliveries: Arc<dyn WebhookRepo>,
+    /// Longest one task's media work may take.
+    pub task_budget: Duration,
+    /// Folder for scratch files (a folder per task inside it).
+    pub scratch: PathBuf,
+}
+
+/// How a task's work ended.
+pub(super) enum Outcome {
+    Done {
+        file: MediaFile,
+        delivered: Option<Delivered>,
+        media: Vec<MediaRecord>,
+    },
+    /// Failed, with the message and the node it is about, if one.
+    Failed(String, Option<NodeIndex>),
+    Cancelled,
+}
+
+/// What the claim's change of the run decided, and what a refused claim leaves to do.
+enum ClaimAnswer {
+    Claimed,
+    GaveUp,
+    /// Refused: the tasks the ended task queued (to send again) and whether the run
+    /// records webhook events.
+    Refused {
+        resend: Vec<TaskMessage>,
+        has_events: bool,
+    },
+}
+
+impl Worker {
+    /// A claim is held this long: the work's budget and time to store its files.
+    pub fn lease(&self) -> Duration {
+        self.task_budget + Duration::from_secs(120)
+    }
+
+    /// Handles one message. Ok means the message is done with (worked, or nothing to
+    /// do); an error means it should be delivered again later.
+    pub async fn process(&self, message: TaskMessage) -> anyhow::Result<()> {
+        let Some(run) = self.claim(message).await? else { return Ok(()) };
+        let started = Instant::now();
+        let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        let watcher = tokio::spawn(watch_cancel(self.runs.clone(), message, cancel));
+        let executed = self.execute(&run, message.task, message.attempt, cancelled).await;
+        watcher.abort();
+        let outcome = executed.unwrap_or_else(|error| {
+            // Ours, not the media's: say so plainly in the task's error.
+            Outcome::Failed(format!("internal error while running the task: {error:#}"), None)
+        });
+        let nodes: Vec<&str> = run.tasks[message.task].nodes.iter().map(|node| run.nodes[*node].type_name()).collect();
+        let status = match &outcome {
+            Outcome::Done { .. } => "completed",
+            Outcome::Failed(..) => "failed",
+            Outcome::Cancelled => "cancelled",
+        };
+        tracing::info!(
+            run_id = %message.run_id,
+            task = message.task.0,
+            attempt = message.attempt,
+            nodes = nodes.join(" → "),
+            status,
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "node task"
+        );
+        self.record(message, outcome).await
+    }
+
+    /// Takes the message's attempt for this worker: the run to work on, or None when
+    /// there is nothing to do. A refused message (a duplicate, or
+    /// its task ended) sends again what its task queued and the run's never-attempted
+    /// webhook deliveries, in case the worker that ended it stopped before sending them.
+    async fn claim(&self, message: TaskMessage) -> anyhow::Result<Option<Run>> {
+        let TaskMessage { organization_id: organization, run_id, task, attempt } = message;
+        let (now, lease) = (self.clock.now(), self.lease());
+        let changed =
+            change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
+                Ok(match run.claim(task, attempt, now, lease) {
+                    Claim::Claimed => Change::Store(ClaimAnswer::Claimed, Vec::new()),
+                    Claim::GaveUp => Change::Store(ClaimAnswer::GaveUp, Vec::new()),
+                    Claim::Refused(why) => {
+                        tracing::info!(%run_id, task = task.0, attempt, why, "task message needs no work");
+                        let resend =
+                            run.queued_after(task, attempt).into_iter().map(|index| run.message(index)).collect();
+                        Change::Keep(ClaimAnswer::Refused { resend, has_events: run.webhook_sequence > 0 })
+                    }
+                })
+            })
+            .await;
+        match changed {
+            Ok((Some(run), ClaimAnswer::Claimed)) => Ok(Some(run)),
+            Ok((Some(run), _)) => {
+                send_tasks(self.queue.as_ref(), &run, &queued_tasks(&run)).await?;
+                Ok(None)
+            }
+            Ok((_, ClaimAnswer::Refused { resend, has_events })) => {
+                if has_events {
+                    self.queue_unsent_events(organization, run_id).await?;
+                }
+                if !resend.is_empty() {
+                    tracing::info!(%run_id, task = task.0, tasks = resend.len(), "queueing again the tasks this ended task queued");
+                    self.queue.send(&resend).await?;
+                }
+                Ok(None)
+            }
+            Ok((None, _)) | Err(RunError::NotFound) => Ok(None),
+            Err(error) => Err(anyhow::anyhow!("{error}")),
+        }
+    }
+
+    /// Stores the outcome of the attempt (once: a duplicate finds it no longer running)
+    /// and sends the tasks it queued.
+    async fn record(&self, message: TaskMessage, outcome: Outcome) -> anyhow::Result<()> {
+        let TaskMessage { organization_id: organization, run_id, task, attempt } = message;
+        if matches!(outcome, Outcome::Cancelled) {
+            // The cancel recorded the task's end already.
+            return Ok(());
+        }
+        let now = self.clock.now();
+        let changed =
+            change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
+                let recorded = match &outcome {
+                    Outcome::Cancelled => None,
+                    Outcome::Done { file, delivered, media } => run
+                        .complete(task, attempt, file.clone(), delivered.clone(), now)
+                        .map(|queued| (queued, media.clone())),
+                    Outcome::Failed(problem, node) => {
+                        run.fail(task, attempt, problem.clone(), *node, now).map(|queued| (queued, Vec::new()))
+                    }
+                };
+                Ok(match recorded {
+                    Some((queued, media)) => Change::Store(queued, media),
+                    None => Change::Keep(Vec::new()),
+                })
+            })
+            .await;
+        match changed {
+            Ok((Some(run), queued)) => {
+                if run.status != RunStatus::Running {
+                    tracing::info!(%run_id, status = run.status.as_str(), "run finished");
+                }
+                send_tasks(self.queue.as_ref(), &run, &queued).await
+            }
+            Ok((None, _)) | Err(RunError::NotFound) => Ok(()),
+            Err(error) => Err(anyhow::anyhow!("{error}")),
+        }
+    }
+
+    /// Queues again the run's deliveries never attempted: a worker that stopped between
+    /// recording a change and queueing its events leaves them so (a copy of a message
+    /// already queued is taken as early or already done by the sender).
+    async fn queue_unsent_events(&self, organization: OrganizationId, run_id: super::RunId) -> anyhow::Result<()> {
+        const PAGE: usize = 100;
+        let mut unsent: Vec<WebhookMessage> = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self.deliveries.list_deliveries(organization, run_id, after, PAGE).await?;
+            unsent.extend(
+                page.iter()
+                    .take(PAGE)
+                    .filter(|delivery| delivery.state == DeliveryState::Pending && delivery.attempts.is_empty())
+                    .map(|delivery| delivery.message()),
+            );
+            if page.len() <= PAGE {
+                break;
+            }
+            after = page.get(PAGE - 1).map(|delivery| delivery.sequence);
+        }
+        if !unsent.is_empty() {
+            tracing::info!(%run_id, deliveries = unsent.len(), "queueing again webhook deliveries never attempted");
+            self.notifier.queue.send(&unsent).await?;
+        }
+        Ok(())
+    }
+}
+
+impl Run {
+    /// The message that asks for the current attempt of task `index`.
+    pub fn message(&self, index: TaskIndex) -> TaskMessage {
+        TaskMessage {
+            organization_id: self.organization_id,
+            run_id: self.id,
+            task: index,
+            attempt: self.tasks[index].attempt,
+        }
+    }
+}
+
+/// The tasks of a run that are queued.
+fn queued_tasks(run: &Run) -> Vec<TaskIndex> {
+    run.task_indexes().filter(|index| run.tasks[*index].status == TaskStatus::Queued).collect()
+}
+
+/// Sets `cancel` once the message's attempt is no longer running (the run was
+/// cancelled, or the task superseded); checks every [`CANCEL_POLL`].
+async fn watch_cancel(runs: Arc<dyn RunRepo>, message: TaskMessage, cancel: tokio::sync::watch::Sender<bool>) {
+    let TaskMessage { organization_id: organization, run_id, task, attempt } = message;
+    loop {
+        tokio::time::sleep(CANCEL_POLL).await;
+        match runs.get_run(organization, run_id).await {
+            Ok(Some(run)) if run.still_running(task, attempt) => {}
+            Ok(_) => {
+                let _ = cancel.send(true);
+                return;
+            }
+            Err(error) => tracing::warn!(%run_id, error = %format!("{error:#}"), "could not check for cancellation"),
+        }
+    }
+}
