@@ -14,7 +14,8 @@ use crate::app::{App, Engine};
 use crate::domain::agents::{self, AgentError};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::events::Notifier;
-use crate::domain::runs::service::{self, RunError, RunPorts};
+use crate::domain::runs::list;
+use crate::domain::runs::service::{self, RunError, RunPorts, StartRun};
 use crate::domain::runs::start::StartRequest;
 use crate::domain::runs::RunId;
 
@@ -36,9 +37,12 @@ fn ports<'a>(app: &'a App, engine: &'a Engine, notifier: &'a Notifier) -> RunPor
         queue: engine.queue.as_ref(),
         clock: app.clock.as_ref(),
         notifier,
+        agents: app.agents.as_ref(),
+        uploads: app.uploads.as_ref(),
         sites: &engine.worker.sites,
         assets: app.assets.as_ref(),
         asset_manager: app.asset_manager.as_ref(),
+        allow_private_urls: app.allow_private_urls,
     }
 }
 
@@ -66,17 +70,11 @@ pub async fn start_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
         .map_err(|error: AgentError| ApiError::detail(StatusCode::NOT_FOUND, error.to_string()))?;
     let body = json_body(&call.request)?;
     let request = StartRequest::parse(&body).map_err(|message| ApiError::detail(StatusCode::BAD_REQUEST, message))?;
-    let run = service::start_run(
-        &ports(&app, engine, &engine.notifier(links(&app, &call))),
-        app.agents.as_ref(),
-        app.uploads.as_ref(),
-        organization,
-        agent,
-        request,
-        app.allow_private_urls,
-    )
-    .await
-    .map_err(|error| map_error(error, "start the run"))?;
+    let notifier = engine.notifier(links(&app, &call));
+    let ports = ports(&app, engine, &notifier);
+    let run = service::start_run(&ports, StartRun { organization, agent_id: agent, request })
+        .await
+        .map_err(|error| map_error(error, "start the run"))?;
     Ok(json_response(StatusCode::OK, &json!({ "run_id": run })))
 }
 
@@ -110,14 +108,14 @@ async fn list(app: &App, call: &Call, agent_in_path: bool) -> Result<Response, A
     let organization = organization(app, call).await?;
     let engine = engine(app)?;
     let params = query_params(&call.request)?;
-    let mut query = service::parse_list(|name| params.get(name).cloned(), !agent_in_path)
+    let mut query = list::parse_list(|name| params.get(name).cloned(), !agent_in_path)
         .map_err(|error| map_error(error, "list runs"))?;
     if agent_in_path {
         let agent = agents::parse_agent_id(call.params.get("agent_id"))
             .map_err(|error| ApiError::detail(StatusCode::NOT_FOUND, error.to_string()))?;
         query.agent_id = Some(agent);
     }
-    let (runs, next_cursor) = service::list_runs(engine.runs.as_ref(), app.agents.as_ref(), organization, query)
+    let (runs, next_cursor) = list::list_runs(engine.runs.as_ref(), app.agents.as_ref(), organization, query)
         .await
         .map_err(|error| map_error(error, "list runs"))?;
     let (now, links) = (app.clock.now(), links(app, call));

@@ -834,23 +834,18 @@ async fn a_run_whose_first_tasks_cannot_be_queued_fails_and_resumes(backend: Bac
         queue: &Unreachable,
         clock: app.clock.as_ref(),
         notifier: &notifier,
+        agents: app.agents.as_ref(),
+        uploads: app.uploads.as_ref(),
         sites: &engine.worker.sites,
         assets: app.assets.as_ref(),
         asset_manager: app.asset_manager.as_ref(),
+        allow_private_urls: true,
     };
     let body = json!({ "video_ids": [video] });
     let request = StartRequest::parse(body.as_object().unwrap()).unwrap();
     let agent_id = shared::domain::agents::AgentId::parse(&agent).unwrap();
-    let started = service::start_run(
-        &ports,
-        app.agents.as_ref(),
-        app.uploads.as_ref(),
-        harness.test.organization,
-        agent_id,
-        request,
-        true,
-    )
-    .await;
+    let start = service::StartRun { organization: harness.test.organization, agent_id, request };
+    let started = service::start_run(&ports, start).await;
     let error = started.expect_err("the first task could not be queued");
     assert!(format!("{error}").contains("cannot be reached"), "{error}");
     let (_, list) = harness.test.call(Method::GET, "/agent_runs", None).await;

@@ -2,9 +2,11 @@
 //! move them (ARCHITECTURE §3). A run is one document, changed only by the functions of
 //! [`engine`] and stored under a version so that concurrent writers take turns.
 
+pub mod bind;
 pub mod edits;
 pub mod engine;
 pub mod events;
+pub mod list;
 pub mod plan;
 pub mod ports;
 pub mod service;
