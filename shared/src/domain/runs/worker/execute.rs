@@ -144,7 +144,7 @@ impl Worker {
             delivered.placements = placements(run, index, file);
             let timeline = timeline(run, delivered.video, &delivered.placements, file, &self.notifier.links, now);
             let path = workspace.scratch.path().join("timeline.zip");
-            let zip = crate::core::timeline::files::zip(&timeline, &format!("output-{}", delivered.video))?;
+            let zip = crate::core::timeline::zip(&timeline, &format!("output-{}", delivered.video))?;
             tokio::fs::write(&path, zip).await?;
             let key = format!("{}.zip", workspace.base);
             self.blobs.put_file(&key, &path, "application/zip").await?;
