@@ -184,7 +184,7 @@ impl App {
         };
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let probe: Arc<dyn MediaProbe> = Arc::new(Ffprobe::new(settings.ffprobe.clone()));
-        let queues = Queues::of(storage);
+        let queues = Queues::of(storage, &clock);
         let notifier = Notifier { links: links.clone(), queue: queues.webhooks.clone() };
         let allow_private = settings.allow_private_urls;
         let yt_dlp = YtDlp::new(settings.yt_dlp.clone(), allow_private).with_ffmpeg(settings.ffmpeg.clone());
@@ -321,12 +321,12 @@ struct Queues {
 }
 
 impl Queues {
-    fn of(storage: Storage) -> Self {
+    fn of(storage: Storage, clock: &Arc<dyn Clock>) -> Self {
         match storage {
             Storage::Sqlite(database) => {
                 let local = LocalQueues {
-                    tasks: SqliteTaskQueue::new(database.clone()),
-                    webhooks: SqliteWebhookQueue::new(database),
+                    tasks: SqliteTaskQueue::new(database.clone(), clock.clone()),
+                    webhooks: SqliteWebhookQueue::new(database, clock.clone()),
                 };
                 Self {
                     tasks: Arc::new(local.tasks.clone()),

@@ -26,7 +26,7 @@
 //! function is free again before the waiters' own function would time out.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{Delete, ReturnValue, ReturnValuesOnConditionCheckFailure, Update};
@@ -61,15 +61,11 @@ const PURGE_TRANSACTION_ENTRIES: usize = 99;
 /// Bytes of entry IDs per journal item, well under DynamoDB's 400 KB item limit.
 const JOURNAL_ITEM_BYTES: usize = 300_000;
 
-/// Milliseconds since the Unix epoch, the unit of `lease_until`.
-pub(super) fn now_millis() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis())
-}
-
-/// True when the store item carries a lease that has not run out.
-pub(super) fn lease_is_active(item: &Item) -> bool {
+/// True when the store item carries a lease that has not run out at `now` (milliseconds
+/// since the Unix epoch).
+pub(super) fn lease_is_active(item: &Item, now: u64) -> bool {
     match item.get("lease_until") {
-        Some(AttributeValue::N(until)) => until.parse::<u128>().is_ok_and(|until| until >= now_millis()),
+        Some(AttributeValue::N(until)) => until.parse::<u64>().is_ok_and(|until| until >= now),
         _ => false,
     }
 }
@@ -140,7 +136,7 @@ impl DynamoDb {
         let mut waiting = STORE_LEASE_WAIT.start();
         loop {
             let taken = Instant::now();
-            let now = now_millis();
+            let now = self.now_millis();
             let acquired = self
                 .client
                 .update_item()
@@ -149,7 +145,7 @@ impl DynamoDb {
                 .update_expression("SET lease_id = :lease, lease_until = :until")
                 .condition_expression(LEASE_FREE)
                 .expression_attribute_values(":lease", s(lease.to_string()))
-                .expression_attribute_values(":until", n(now + LEASE.as_millis()))
+                .expression_attribute_values(":until", n(u128::from(now) + LEASE.as_millis()))
                 .expression_attribute_values(":now", n(now))
                 .return_values(ReturnValue::AllNew)
                 .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)

@@ -23,6 +23,10 @@ use super::ActionLog;
 use crate::core::retry::{RetryPolicy, AWS_ATTEMPT_TIMEOUT, AWS_SDK_CALLS};
 
 pub use bulk::{LEASE, WRITE_WINDOW};
+
+use std::sync::Arc;
+
+use crate::domain::time::{Clock, SystemClock};
 pub use table::{AttributeValue, Item};
 
 /// The DynamoDB backend; cheap to clone.
@@ -30,6 +34,8 @@ pub use table::{AttributeValue, Item};
 pub struct DynamoDb {
     client: Client,
     table: String,
+    /// The time store leases are taken and checked at.
+    clock: Arc<dyn Clock>,
 }
 
 /// The SDK's retry settings for a schedule: standard mode (which retries throttling and
@@ -47,6 +53,11 @@ pub fn sdk_timeout_config(policy: &RetryPolicy, attempt: std::time::Duration) ->
 }
 
 impl DynamoDb {
+    /// Milliseconds since the Unix epoch by the backend's clock, the unit of `lease_until`.
+    pub(super) fn now_millis(&self) -> u64 {
+        self.clock.now().unix_millis()
+    }
+
     /// Connects with the standard AWS settings of the environment (region, credentials,
     /// `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_DYNAMODB`).
     pub async fn connect(table: impl Into<String>) -> Self {
@@ -61,12 +72,12 @@ impl DynamoDb {
             .retry_config(sdk_retry_config(&AWS_SDK_CALLS))
             .timeout_config(sdk_timeout_config(&AWS_SDK_CALLS, AWS_ATTEMPT_TIMEOUT))
             .build();
-        Self { client: Client::from_conf(config), table: table.into() }
+        Self { client: Client::from_conf(config), table: table.into(), clock: Arc::new(SystemClock) }
     }
 
     /// Wraps an already configured SDK client.
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self { client, table: table.into() }
+        Self { client, table: table.into(), clock: Arc::new(SystemClock) }
     }
 
     /// The SDK client, for tools that compare against raw calls.
@@ -120,14 +131,14 @@ impl DynamoDb {
     pub fn recording_actions(&self) -> (Self, ActionLog) {
         let log = ActionLog::default();
         let config = self.client.config().to_builder().interceptor(RecordActions(log.clone())).build();
-        (Self { client: Client::from_conf(config), table: self.table.clone() }, log)
+        (Self { client: Client::from_conf(config), table: self.table.clone(), clock: self.clock.clone() }, log)
     }
 
     /// A copy of this backend whose client also runs `interceptor` (tests use one to
     /// inject failures).
     pub fn with_interceptor(&self, interceptor: impl aws_sdk_dynamodb::config::Intercept + 'static) -> Self {
         let config = self.client.config().to_builder().interceptor(interceptor).build();
-        Self { client: Client::from_conf(config), table: self.table.clone() }
+        Self { client: Client::from_conf(config), table: self.table.clone(), clock: self.clock.clone() }
     }
 }
 

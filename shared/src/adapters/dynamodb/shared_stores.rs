@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::types::{
     TransactWriteItem, Update,
 };
 
-use super::bulk::{is_reserved, lease_is_active, now_millis, STORE_WRITABLE};
+use super::bulk::{is_reserved, lease_is_active, STORE_WRITABLE};
 use super::table::{condition_failed, failure, id, n, number, s, text, timestamp, Item, TransactPart};
 use super::{keys, DynamoDb};
 use crate::core::retry::{STORE_LEASE_WAIT, TRANSACTION_CONFLICTS};
@@ -69,10 +69,10 @@ enum StoreBlock {
     Other,
 }
 
-fn store_block(reason: Option<&CancellationReason>) -> StoreBlock {
+fn store_block(reason: Option<&CancellationReason>, now: u64) -> StoreBlock {
     match reason.and_then(CancellationReason::item) {
         None => StoreBlock::Missing,
-        Some(item) if lease_is_active(item) => StoreBlock::Leased,
+        Some(item) if lease_is_active(item, now) => StoreBlock::Leased,
         Some(item) if is_reserved(item) => StoreBlock::Unrepaired,
         Some(_) => StoreBlock::Other,
     }
@@ -92,8 +92,8 @@ enum Attempt<T> {
 impl<T> Attempt<T> {
     /// The attempt after a failed store condition: an error, a wait for the lease, or a
     /// repair.
-    fn store_blocked(reason: Option<&CancellationReason>) -> Result<Self, StoreError> {
-        match store_block(reason) {
+    fn store_blocked(reason: Option<&CancellationReason>, now: u64) -> Result<Self, StoreError> {
+        match store_block(reason, now) {
             StoreBlock::Missing => Err(StoreError::StoreNotFound),
             StoreBlock::Leased => Ok(Attempt::Leased),
             StoreBlock::Unrepaired => Ok(Attempt::Unrepaired),
@@ -142,7 +142,7 @@ impl DynamoDb {
             .table_name(&self.table)
             .set_key(Some(keys::store(organization, store)))
             .condition_expression(STORE_WRITABLE)
-            .expression_attribute_values(":now", n(now_millis()))
+            .expression_attribute_values(":now", n(self.now_millis()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .into_part()
@@ -192,7 +192,9 @@ impl DynamoDb {
         let items = vec![self.store_writable_check(organization, store)?, put.into_part()?];
         match self.transact(items, "replacing an entry").await? {
             Ok(()) => Ok(Attempt::Done(entry.clone())),
-            Err(reasons) if condition_failed(reasons.first()) => Attempt::store_blocked(reasons.first()),
+            Err(reasons) if condition_failed(reasons.first()) => {
+                Attempt::store_blocked(reasons.first(), self.now_millis())
+            }
             Err(_) => Ok(Attempt::Changed("the entry was deleted or replaced meanwhile")),
         }
     }
@@ -213,7 +215,7 @@ impl DynamoDb {
             .condition_expression(format!("{STORE_WRITABLE} AND entry_count < :max"))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":max", n(max_entries))
-            .expression_attribute_values(":now", n(now_millis()))
+            .expression_attribute_values(":now", n(self.now_millis()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build();
         let put = Put::builder()
@@ -228,8 +230,8 @@ impl DynamoDb {
             Err(reasons) => reasons,
         };
         let full = condition_failed(reasons.first());
-        if full && !matches!(store_block(reasons.first()), StoreBlock::Other) {
-            return Attempt::store_blocked(reasons.first());
+        if full && !matches!(store_block(reasons.first(), self.now_millis()), StoreBlock::Other) {
+            return Attempt::store_blocked(reasons.first(), self.now_millis());
         }
         // The entry exists (reported directly, or read back when the store is full):
         // replace it in place, which needs no slot.
@@ -276,7 +278,9 @@ impl DynamoDb {
         let items = vec![self.store_writable_check(organization, store)?, delete.into_part()?, put.into_part()?];
         match self.transact(items, "renaming an entry").await? {
             Ok(()) => Ok(Attempt::Done(renamed)),
-            Err(reasons) if condition_failed(reasons.first()) => Attempt::store_blocked(reasons.first()),
+            Err(reasons) if condition_failed(reasons.first()) => {
+                Attempt::store_blocked(reasons.first(), self.now_millis())
+            }
             Err(reasons) if condition_failed(reasons.get(2)) => Err(StoreError::EntryIdTaken),
             Err(_) => Ok(Attempt::Changed("the entry changed meanwhile")),
         }
@@ -294,7 +298,7 @@ impl DynamoDb {
             .update_expression("SET entry_count = entry_count - :one")
             .condition_expression(STORE_WRITABLE)
             .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":now", n(now_millis()))
+            .expression_attribute_values(":now", n(self.now_millis()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build();
         let delete = Delete::builder()
@@ -305,7 +309,9 @@ impl DynamoDb {
         let items = vec![count.into_part()?, delete.into_part()?];
         match self.transact(items, "deleting an entry").await? {
             Ok(()) => Ok(Attempt::Done(())),
-            Err(reasons) if condition_failed(reasons.first()) => Attempt::store_blocked(reasons.first()),
+            Err(reasons) if condition_failed(reasons.first()) => {
+                Attempt::store_blocked(reasons.first(), self.now_millis())
+            }
             Err(_) => Err(StoreError::EntryNotFound),
         }
     }

@@ -14,6 +14,7 @@ use crate::core::queue::Delivery;
 use crate::core::queue::Inbox;
 use crate::core::queue::Queue;
 use crate::domain::runs::ports::TaskMessage;
+use crate::domain::time::Clock;
 
 /// How long a receive waits for a message to be sent when none is visible.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
@@ -27,15 +28,18 @@ fn row_of(delivery: &Delivery<TaskMessage>) -> anyhow::Result<i64> {
 pub struct SqliteTaskQueue {
     database: Sqlite,
     wake: Arc<Notify>,
-}
-
-fn millis_now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_millis() as i64)
+    /// The time leases and delays count from.
+    clock: Arc<dyn Clock>,
 }
 
 impl SqliteTaskQueue {
-    pub fn new(database: Sqlite) -> Self {
-        Self { database, wake: Arc::new(Notify::new()) }
+    pub fn new(database: Sqlite, clock: Arc<dyn Clock>) -> Self {
+        Self { database, wake: Arc::new(Notify::new()), clock }
+    }
+
+    /// Milliseconds since the Unix epoch by the queue's clock.
+    fn now_millis(&self) -> i64 {
+        self.clock.now().unix_millis() as i64
     }
 
     /// Runs left `running` in the database whose tasks this queue holds.
@@ -52,10 +56,10 @@ impl SqliteTaskQueue {
 
     /// Takes the oldest visible message and hides it for `lease`.
     async fn receive_one(&self, lease: Duration) -> anyhow::Result<Option<Delivery<TaskMessage>>> {
+        let now = self.now_millis();
         let found = self
             .database
             .write(move |transaction| {
-                let now = millis_now();
                 let row: Option<(i64, String, i64)> = transaction
                     .prepare_cached(
                         "SELECT id, message, receives FROM task_queue WHERE visible_at <= ?1 ORDER BY id LIMIT 1",
@@ -92,12 +96,13 @@ impl SqliteTaskQueue {
     }
 
     async fn show_after(&self, id: i64, delay: Duration) -> anyhow::Result<()> {
+        let now = self.now_millis();
         self.database
             .write(move |transaction| {
                 transaction
                     .prepare_cached("UPDATE task_queue SET visible_at = ?2 WHERE id = ?1")
                     .db("delaying a task")?
-                    .execute(params![id, millis_now() + delay.as_millis() as i64])
+                    .execute(params![id, now + delay.as_millis() as i64])
                     .db("delaying a task")?;
                 Ok(())
             })

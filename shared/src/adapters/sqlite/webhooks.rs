@@ -17,6 +17,7 @@ use crate::core::queue::Inbox;
 use crate::core::queue::Queue;
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::RunId;
+use crate::domain::time::Clock;
 use crate::domain::time::Timestamp;
 use crate::domain::webhooks::ports::WebhookRepo;
 use crate::domain::webhooks::{DeliveryId, WebhookDelivery, WebhookMessage, WebhookSecret};
@@ -26,10 +27,6 @@ const IDLE_WAIT: Duration = Duration::from_millis(500);
 
 fn millis(at: Option<Timestamp>) -> Option<i64> {
     at.map(|at| at.unix_millis() as i64)
-}
-
-fn now_millis() -> i64 {
-    Timestamp::now().unix_millis() as i64
 }
 
 fn from_document(text: &str) -> anyhow::Result<WebhookDelivery> {
@@ -287,11 +284,18 @@ impl WebhookRepo for Sqlite {
 pub struct SqliteWebhookQueue {
     database: Sqlite,
     wake: Arc<Notify>,
+    /// The time leases and delays count from.
+    clock: Arc<dyn Clock>,
 }
 
 impl SqliteWebhookQueue {
-    pub fn new(database: Sqlite) -> Self {
-        Self { database, wake: Arc::new(Notify::new()) }
+    pub fn new(database: Sqlite, clock: Arc<dyn Clock>) -> Self {
+        Self { database, wake: Arc::new(Notify::new()), clock }
+    }
+
+    /// Milliseconds since the Unix epoch by the queue's clock.
+    fn now_millis(&self) -> i64 {
+        self.clock.now().unix_millis() as i64
     }
 
     /// Frees every claim: at start, when no sender of an earlier process can still hold
@@ -315,10 +319,10 @@ impl SqliteWebhookQueue {
     async fn receive_one(&self, lease: Duration) -> anyhow::Result<Option<Delivery<WebhookMessage>>> {
         let token = uuid::Uuid::new_v4().to_string();
         let claim = token.clone();
+        let now = self.now_millis();
         let found: Option<(String, String, i64, i64)> = self
             .database
             .write(move |transaction| {
-                let now = now_millis();
                 let row: Option<(String, String, i64, i64)> = transaction
                     .prepare_cached(
                         "SELECT d.organization_id, d.run_id, d.sequence, d.attempted FROM webhook_deliveries d
