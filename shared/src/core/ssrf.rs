@@ -4,6 +4,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// Longest URL the service accepts to connect to (inputs and `callback_url`) or keeps.
+pub const MAX_URL_CHARS: usize = 2_048;
+
 /// Whether an address is one the service must not reach on a caller's behalf.
 pub fn is_forbidden(ip: IpAddr) -> bool {
     match ip {

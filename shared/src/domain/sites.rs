@@ -79,7 +79,7 @@ impl From<SiteVideo> for SiteVideoInfo {
             video_id: bounded(video.video_id),
             title: bounded(video.title),
             // A page URL is at most 2,048 characters when given; a site's own may be longer.
-            page_url: video.page_url.chars().take(crate::domain::runs::start::MAX_URL_CHARS).collect(),
+            page_url: video.page_url.chars().take(crate::core::ssrf::MAX_URL_CHARS).collect(),
             channel_id: video.channel_id.map(bounded),
             duration_ms: video.duration_ms,
         }

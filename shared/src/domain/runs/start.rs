@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::{MediaId, MAX_INPUTS};
+use crate::core::ssrf::MAX_URL_CHARS;
 use crate::domain::asset_manager::{Artifact, AssetItemId};
 use crate::domain::graph::AgentNodeId;
 use crate::domain::uploads::UploadId;
@@ -36,8 +37,6 @@ const INPUT_FIELDS: &[&str] = &[
     "youtube_url_inputs",
     "asset_manager_assets",
 ];
-/// Longest accepted URL (inputs and `callback_url`).
-pub const MAX_URL_CHARS: usize = 2_048;
 /// Latest clip offset accepted: the longest input (5 hours).
 pub const MAX_CLIP_MS: u64 = 5 * 60 * 60 * 1000;
 
