@@ -21,7 +21,7 @@ pub mod workspaces;
 pub const MAX_LABEL_CHARS: usize = 1_000;
 
 /// Everything a storage backend implements: adding a backend is implementing each of
-/// these (the SQLite and DynamoDB adapters do), one file per context.
+/// these (the SQLite and DynamoDB adapters do, one file per context), then this.
 pub trait Backend:
     identity::IdentityRepo
     + shared_stores::SharedStoreRepo
@@ -32,18 +32,5 @@ pub trait Backend:
     + idempotency::IdempotencyRepo
     + asset_manager::AssetRepo
     + 'static
-{
-}
-
-impl<B> Backend for B where
-    B: identity::IdentityRepo
-        + shared_stores::SharedStoreRepo
-        + agents::AgentRepo
-        + uploads::UploadRepo
-        + runs::ports::RunRepo
-        + webhooks::ports::WebhookRepo
-        + idempotency::IdempotencyRepo
-        + asset_manager::AssetRepo
-        + 'static
 {
 }

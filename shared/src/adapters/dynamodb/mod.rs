@@ -52,6 +52,9 @@ pub fn sdk_timeout_config(policy: &RetryPolicy, attempt: std::time::Duration) ->
     TimeoutConfig::builder().operation_attempt_timeout(attempt).operation_timeout(policy.budget).build()
 }
 
+/// Every repository of the service, in this table.
+impl crate::domain::Backend for DynamoDb {}
+
 impl DynamoDb {
     /// Milliseconds since the Unix epoch by the backend's clock, the unit of `lease_until`.
     pub(super) fn now_millis(&self) -> u64 {

@@ -56,6 +56,9 @@ enum Target {
     Memory(String),
 }
 
+/// Every repository of the service, in this database.
+impl crate::domain::Backend for Sqlite {}
+
 impl Sqlite {
     /// Opens (creating when missing) the database at `path` and brings its schema up to
     /// date. A file that is not SQLite, is corrupt, belongs to another program or was
