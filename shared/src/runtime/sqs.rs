@@ -116,7 +116,8 @@ where
     response(outcomes.into_iter().flatten().collect())
 }
 
-/// Every record of a batch, when the function has no engine: all go back (and on to the DLQ).
+/// Every record of a batch, when the deployment lacks what runs need (no task queue):
+/// all go back (and on to the DLQ).
 fn all_failed(event: &SqsEvent) -> SqsBatchResponse {
     response(event.records.iter().filter_map(|record| record.message_id.clone()).map(failure).collect())
 }

@@ -56,6 +56,11 @@ enum Target {
     Memory(String),
 }
 
+/// Milliseconds since the Unix epoch by `clock`: the unit of the queue tables' times.
+pub(super) fn now_millis(clock: &dyn crate::domain::time::Clock) -> i64 {
+    clock.now().unix_millis() as i64
+}
+
 /// Every repository of the service, in this database.
 impl crate::domain::Backend for Sqlite {}
 

@@ -37,11 +37,6 @@ impl SqliteTaskQueue {
         Self { database, wake: Arc::new(Notify::new()), clock }
     }
 
-    /// Milliseconds since the Unix epoch by the queue's clock.
-    fn now_millis(&self) -> i64 {
-        self.clock.now().unix_millis() as i64
-    }
-
     /// Runs left `running` in the database whose tasks this queue holds.
     pub async fn running_runs(
         &self,
@@ -56,10 +51,11 @@ impl SqliteTaskQueue {
 
     /// Takes the oldest visible message and hides it for `lease`.
     async fn receive_one(&self, lease: Duration) -> anyhow::Result<Option<Delivery<TaskMessage>>> {
-        let now = self.now_millis();
+        let clock = self.clock.clone();
         let found = self
             .database
             .write(move |transaction| {
+                let now = super::now_millis(clock.as_ref());
                 let row: Option<(i64, String, i64)> = transaction
                     .prepare_cached(
                         "SELECT id, message, receives FROM task_queue WHERE visible_at <= ?1 ORDER BY id LIMIT 1",
@@ -96,9 +92,10 @@ impl SqliteTaskQueue {
     }
 
     async fn show_after(&self, id: i64, delay: Duration) -> anyhow::Result<()> {
-        let now = self.now_millis();
+        let clock = self.clock.clone();
         self.database
             .write(move |transaction| {
+                let now = super::now_millis(clock.as_ref());
                 transaction
                     .prepare_cached("UPDATE task_queue SET visible_at = ?2 WHERE id = ?1")
                     .db("delaying a task")?

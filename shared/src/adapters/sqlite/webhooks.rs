@@ -293,11 +293,6 @@ impl SqliteWebhookQueue {
         Self { database, wake: Arc::new(Notify::new()), clock }
     }
 
-    /// Milliseconds since the Unix epoch by the queue's clock.
-    fn now_millis(&self) -> i64 {
-        self.clock.now().unix_millis() as i64
-    }
-
     /// Frees every claim: at start, when no sender of an earlier process can still hold
     /// one (the data folder is locked by this process).
     pub async fn release_all(&self) -> anyhow::Result<()> {
@@ -319,10 +314,11 @@ impl SqliteWebhookQueue {
     async fn receive_one(&self, lease: Duration) -> anyhow::Result<Option<Delivery<WebhookMessage>>> {
         let token = uuid::Uuid::new_v4().to_string();
         let claim = token.clone();
-        let now = self.now_millis();
+        let clock = self.clock.clone();
         let found: Option<(String, String, i64, i64)> = self
             .database
             .write(move |transaction| {
+                let now = super::now_millis(clock.as_ref());
                 let row: Option<(String, String, i64, i64)> = transaction
                     .prepare_cached(
                         "SELECT d.organization_id, d.run_id, d.sequence, d.attempted FROM webhook_deliveries d

@@ -207,7 +207,7 @@ impl<'a> Binder<'a> {
         for node in nodes {
             let name = node.type_name();
             let original = node.original_node_id;
-            match node.settings.check() {
+            match node.settings().check() {
                 Ok(()) => {}
                 Err(Unready::Needs(param)) => {
                     return Err(RunError::Invalid(format!("node {original} ({name}) needs {param}")))
@@ -216,7 +216,7 @@ impl<'a> Binder<'a> {
                     return Err(RunError::Invalid(format!("node {original} ({name}): {problem}")))
                 }
             }
-            for UploadUse { param, kind, value } in node.settings.uploads() {
+            for UploadUse { param, kind, value } in node.settings().uploads() {
                 let Some(text) = value else {
                     return Err(RunError::Invalid(format!("node {original} ({name}) needs {param}")));
                 };

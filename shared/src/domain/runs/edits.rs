@@ -53,7 +53,7 @@ fn placements_and_length(run: &Run, index: TaskIndex, file: Option<&MediaFile>) 
         }
     };
     for &node_index in &task.nodes {
-        (placed, length) = run.nodes[node_index].settings.place(placed, length);
+        (placed, length) = run.nodes[node_index].settings().place(placed, length);
     }
     // What the task's file measures is the truth about its length.
     if let Some(actual) = file.map(|file| file.duration_ms).filter(|ms| *ms > 0) {

@@ -21,7 +21,7 @@ use super::agents::AgentId;
 use super::graph::AgentNodeId;
 use super::identity::OrganizationId;
 use std::ops::{Index, IndexMut};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::nodes::placement::Placement;
 use super::nodes::{self, NodeKind, NodeSettings, NodeType, NodeTypeId};
@@ -178,8 +178,10 @@ pub struct RuntimeNode {
     pub params: Map<String, Value>,
     /// Nodes feeding this one, in connection order.
     pub upstream: Vec<AgentNodeId>,
-    /// Its typed parameters, parsed from `params` when the node is planned or read.
-    pub settings: Arc<dyn NodeSettings>,
+    /// Its typed parameters: parsed from `params` when the node is planned, or the first
+    /// time they are asked for after it is read (a run's document is read far more often
+    /// than any one node's settings are used).
+    settings: OnceLock<Arc<dyn NodeSettings>>,
 }
 
 /// A runtime node as stored: its settings are parsed again from its parameters.
@@ -195,7 +197,7 @@ struct StoredNode {
 impl From<StoredNode> for RuntimeNode {
     fn from(stored: StoredNode) -> Self {
         let StoredNode { agent_node_id, original_node_id, node_type_id, params, upstream } = stored;
-        RuntimeNode::new(agent_node_id, original_node_id, node_type_id, params, upstream)
+        RuntimeNode { agent_node_id, original_node_id, node_type_id, params, upstream, settings: OnceLock::new() }
     }
 }
 
@@ -237,8 +239,13 @@ impl RuntimeNode {
         params: Map<String, Value>,
         upstream: Vec<AgentNodeId>,
     ) -> Self {
-        let settings = nodes::settings_of(node_type_id, &params);
+        let settings = OnceLock::from(nodes::settings_of(node_type_id, &params));
         Self { agent_node_id, original_node_id, node_type_id, params, upstream, settings }
+    }
+
+    /// Its typed parameters.
+    pub fn settings(&self) -> &dyn NodeSettings {
+        self.settings.get_or_init(|| nodes::settings_of(self.node_type_id, &self.params)).as_ref()
     }
 
     /// Its node type, unless the catalog no longer has it.

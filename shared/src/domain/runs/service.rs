@@ -1,5 +1,5 @@
 //! The run endpoints' domain operations: start (validate everything, create nothing on
-//! a refusal), read, list, cancel and resume. Every change is a versioned write of the
+//! a refusal), read, cancel and resume (lists are [`super::list`]). Every change is a versioned write of the
 //! run; task messages are sent after the write that queued them.
 
 use serde_json::Value;

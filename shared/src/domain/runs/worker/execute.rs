@@ -208,7 +208,7 @@ impl Worker {
         }
         let (mut edits, mut edit_nodes) = (Vec::new(), Vec::new());
         for (position, &node_index) in run.tasks[index].nodes.iter().enumerate() {
-            let settings = &run.nodes[node_index].settings;
+            let settings = run.nodes[node_index].settings();
             let scratch_file = match settings.scratch_file() {
                 Some(file) => {
                     let path = scratch.join(format!("node-{position}.{}", file.extension));
