@@ -13,6 +13,7 @@ mod faults;
 mod iam;
 mod idempotency;
 mod lambda;
+mod layers;
 mod logs;
 mod node_types;
 mod outputs;
