@@ -87,6 +87,31 @@ impl AppConfig {
     pub fn dynamodb(table: DynamoDb, media: Media) -> Self {
         Self { storage: Storage::DynamoDb { table, queues: None }, media, links: None, settings: Settings::default() }
     }
+
+    /// What an AWS deployment's process is built from: DynamoDB and S3, and the SQS
+    /// queues when a task queue is configured (taken from by this process when `take`:
+    /// `serve --backend aws`), media links signed with the configured secret.
+    pub fn aws(config: &Config, aws: &aws_config::SdkConfig, take: bool) -> anyhow::Result<Self> {
+        let table = DynamoDb::from_config(aws, &config.table_name);
+        let media = Media::S3(S3BlobStore::from_config(aws, &config.media_bucket));
+        let (queues, links) = match &config.task_queue_url {
+            None => (None, None),
+            Some(url) => {
+                let secret = config
+                    .media_link_secret
+                    .as_deref()
+                    .ok_or_else(|| anyhow::anyhow!("MEDIA_LINK_SECRET must be set when TASK_QUEUE_URL is"))?;
+                let queues = SqsQueues {
+                    tasks: SqsQueue::from_config(aws, url),
+                    webhooks: config.webhook_queue_url.as_ref().map(|url| SqsQueue::from_config(aws, url)),
+                    take,
+                };
+                (Some(queues), Some((secret.as_bytes().to_vec(), config.public_url.clone())))
+            }
+        };
+        let storage = Storage::DynamoDb { table, queues };
+        Ok(Self { storage, media, links, settings: config.settings.clone() })
+    }
 }
 
 /// The run engine: where runs are stored, where their messages go and come from, and
@@ -266,7 +291,7 @@ impl App {
     pub async fn from_env() -> anyhow::Result<Self> {
         let config = Config::from_env()?;
         let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        Ok(Self::build(config.app_config(&aws, false)?))
+        Ok(Self::build(AppConfig::aws(&config, &aws, false)?))
     }
 }
 

@@ -5,10 +5,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::adapters::dynamodb::DynamoDb;
-use crate::adapters::s3::S3BlobStore;
-use crate::adapters::sqs::SqsQueue;
-use crate::app::{AppConfig, Media, SqsQueues, Storage};
 use crate::domain::webhooks::WebhookSchedule;
 
 /// Table name used when `TABLE_NAME` is not set.
@@ -133,31 +129,6 @@ impl Config {
             webhook_queue_url: present("WEBHOOK_QUEUE_URL"),
             settings,
         })
-    }
-
-    /// What an AWS deployment's process is built from: DynamoDB and S3, and the SQS
-    /// queues when a task queue is configured (taken from by this process when `take`:
-    /// `serve --backend aws`), media links signed with the configured secret.
-    pub fn app_config(&self, aws: &aws_config::SdkConfig, take: bool) -> anyhow::Result<AppConfig> {
-        let table = DynamoDb::from_config(aws, &self.table_name);
-        let media = Media::S3(S3BlobStore::from_config(aws, &self.media_bucket));
-        let (queues, links) = match &self.task_queue_url {
-            None => (None, None),
-            Some(url) => {
-                let secret = self
-                    .media_link_secret
-                    .as_deref()
-                    .ok_or_else(|| anyhow::anyhow!("MEDIA_LINK_SECRET must be set when TASK_QUEUE_URL is"))?;
-                let queues = SqsQueues {
-                    tasks: SqsQueue::from_config(aws, url),
-                    webhooks: self.webhook_queue_url.as_ref().map(|url| SqsQueue::from_config(aws, url)),
-                    take,
-                };
-                (Some(queues), Some((secret.as_bytes().to_vec(), self.public_url.clone())))
-            }
-        };
-        let storage = Storage::DynamoDb { table, queues };
-        Ok(AppConfig { storage, media, links, settings: self.settings.clone() })
     }
 }
 

@@ -253,7 +253,7 @@ pub async fn build_app(
                     tokio::task::spawn_blocking(move || crate::adapters::fs::load_or_create_secret(&folder)).await??;
                 config.media_link_secret = Some(hex::encode(secret));
             }
-            config.app_config(&aws, true)?
+            AppConfig::aws(&config, &aws, true)?
         }
     };
     let app = App::build(config);

@@ -1,5 +1,5 @@
 //! The layering rules of `docs/ARCHITECTURE.md`, checked on the source: the domain and
-//! the core import nothing above them, only node-type modules know node type IDs, and no
+//! the core import nothing above them, `config` nothing of the wiring, only node-type modules know node type IDs, and no
 //! function takes so many arguments that clippy has to be told to allow it.
 
 use std::path::{Path, PathBuf};
@@ -55,6 +55,14 @@ fn the_domain_and_the_core_import_nothing_above_them() {
     }
     for (path, text) in sources(&library().join("core")) {
         assert!(!text.contains("crate::domain"), "{} names the domain", path.display());
+    }
+}
+
+#[test]
+fn settings_are_read_without_the_wiring_that_uses_them() {
+    let config = std::fs::read_to_string(library().join("config.rs")).unwrap();
+    for forbidden in ["crate::app", "crate::adapters", "crate::api", "crate::serve", "crate::runtime"] {
+        assert!(!config.contains(forbidden), "config.rs names {forbidden}");
     }
 }
 
