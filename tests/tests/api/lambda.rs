@@ -85,3 +85,25 @@ async fn answers_larger_than_a_lambda_response_are_delivered_whole_through_a_lin
     let (status, _, body) = call_function(&app, "get-shared-store-entry", "GET", &format!("{path}/e1"), None).await;
     assert_eq!((status, body["entry"]["entry_id"].as_str()), (StatusCode::OK, Some("e1")));
 }
+
+/// A deployment whose functions were given no task queue answers the run endpoints with a
+/// 503 that names what is missing, and the task worker sends every message back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_task_queue_the_run_endpoints_say_what_is_missing() {
+    let app = TestApp::new(Backend::DynamoDb).await;
+    let missing = json!({
+        "detail": "runs are not available: this deployment has no task queue (set TASK_QUEUE_URL and MEDIA_LINK_SECRET)"
+    });
+    for (method, path) in [
+        (http::Method::GET, "/agent_runs".to_owned()),
+        (http::Method::GET, format!("/agent_run/{}", uuid::Uuid::new_v4())),
+        (http::Method::POST, format!("/agent/{}/run", uuid::Uuid::new_v4())),
+    ] {
+        let (status, body) = app.call(method.clone(), &path, Some(json!({}))).await;
+        assert_eq!((status, &body), (StatusCode::SERVICE_UNAVAILABLE, &missing), "{method} {path}");
+    }
+    let event = serde_json::from_value(json!({ "Records": [{ "messageId": "m1", "body": "{}" }] })).unwrap();
+    let answer = shared::runtime::sqs::handle_batch(&app.app, event).await;
+    let failed: Vec<&str> = answer.batch_item_failures.iter().map(|failure| failure.item_identifier.as_str()).collect();
+    assert_eq!(failed, ["m1"]);
+}
