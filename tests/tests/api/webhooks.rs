@@ -10,7 +10,12 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use shared::config::DEFAULT_TASK_BUDGET;
-use shared::domain::webhooks::WebhookSchedule;
+use shared::domain::identity::OrganizationId;
+use shared::domain::runs::RunId;
+use shared::domain::time::Timestamp;
+use shared::domain::webhooks::ports::WebhookRepo;
+use shared::domain::webhooks::sender::{Sent, WebhookSender};
+use shared::domain::webhooks::{DeliveryId, WebhookDelivery, WebhookMessage, WebhookSchedule, WebhookSecret};
 
 use crate::conformance;
 use crate::helpers::Backend;
@@ -22,6 +27,7 @@ conformance!(
     a_delivery_whose_retries_all_fail_is_failed_and_redeliver_sends_it_again,
     cancel_and_resume_send_their_own_started_and_finished_events,
     the_secret_and_the_delivery_log_belong_to_one_organization,
+    a_sender_that_finds_its_delivery_not_due_under_its_claim_lets_the_claim_go,
 );
 
 /// How the receiver answers.
@@ -555,4 +561,103 @@ async fn callback_urls_the_guard_refuses_create_no_run() {
     }
     let (_, runs) = harness.test.call(Method::GET, "/agent_runs", None).await;
     assert_eq!(runs["runs"], json!([]), "no run was created");
+}
+
+/// The delivery log, except that a claim first lets another sender attempt and record
+/// the delivery: what happens when two copies of its message are handled at once.
+struct AnotherSenderFirst {
+    log: Arc<dyn WebhookRepo>,
+    other: WebhookSender,
+}
+
+#[async_trait::async_trait]
+impl WebhookRepo for AnotherSenderFirst {
+    async fn get_delivery(
+        &self,
+        organization: OrganizationId,
+        run: RunId,
+        sequence: u64,
+    ) -> anyhow::Result<Option<WebhookDelivery>> {
+        self.log.get_delivery(organization, run, sequence).await
+    }
+    async fn find_delivery(
+        &self,
+        organization: OrganizationId,
+        run: RunId,
+        id: DeliveryId,
+    ) -> anyhow::Result<Option<WebhookDelivery>> {
+        self.log.find_delivery(organization, run, id).await
+    }
+    async fn list_deliveries(
+        &self,
+        organization: OrganizationId,
+        run: RunId,
+        after: Option<u64>,
+        limit: usize,
+    ) -> anyhow::Result<Vec<WebhookDelivery>> {
+        self.log.list_deliveries(organization, run, after, limit).await
+    }
+    async fn claim_delivery(
+        &self,
+        organization: OrganizationId,
+        run: RunId,
+        sequence: u64,
+        token: &str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> anyhow::Result<bool> {
+        // The other copy's attempt fails (the receiver answers 500 once) and is recorded
+        // with its retry due shortly.
+        let message = WebhookMessage { organization_id: organization, run_id: run, sequence };
+        let other = self.other.process(&message, "the-other-sender").await?;
+        assert!(matches!(other, Sent::RetryIn(_)), "{other:?}");
+        self.log.claim_delivery(organization, run, sequence, token, until, now).await
+    }
+    async fn record_delivery(&self, delivery: &WebhookDelivery, token: &str) -> anyhow::Result<bool> {
+        self.log.record_delivery(delivery, token).await
+    }
+    async fn redeliver(&self, delivery: &WebhookDelivery, now: Timestamp) -> anyhow::Result<bool> {
+        self.log.redeliver(delivery, now).await
+    }
+    async fn webhook_secret(&self, organization: OrganizationId) -> anyhow::Result<Option<WebhookSecret>> {
+        self.log.webhook_secret(organization).await
+    }
+    async fn put_webhook_secret(
+        &self,
+        organization: OrganizationId,
+        secret: Option<&WebhookSecret>,
+    ) -> anyhow::Result<()> {
+        self.log.put_webhook_secret(organization, secret).await
+    }
+}
+
+/// Two copies of one delivery's message at once: the first is attempted and fails; the
+/// second claims the delivery after that was recorded, finds its retry not yet due, and
+/// lets its claim go. The retry is then not held up for a whole lease, and a redelivery
+/// asked for right away is not refused as "being attempted".
+async fn a_sender_that_finds_its_delivery_not_due_under_its_claim_lets_the_claim_go(backend: Backend) {
+    let harness = Harness::with_schedule(backend, 0, DEFAULT_TASK_BUDGET, short_schedule()).await;
+    let receiver = Receiver::start(Mode::FailFirst(1)).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
+    let run = harness.start(&agent, json!({ "video_ids": [video], "callback_url": receiver.url })).await;
+    let app = &harness.test.app;
+    let sender = app.engine.sender.clone();
+    let racing = WebhookSender {
+        repo: Arc::new(AnotherSenderFirst { log: app.webhooks.clone(), other: sender.clone() }),
+        ..sender.clone()
+    };
+    let run_id = RunId::parse(&run).unwrap();
+    let message = WebhookMessage { organization_id: harness.test.organization, run_id, sequence: 1 };
+    let second = racing.process(&message, "the-second-sender").await.unwrap();
+    assert!(matches!(second, Sent::RetryIn(delay) if delay < Duration::from_secs(1)), "{second:?}");
+    // The retry, once due, is attempted: no claim of the second sender is in its way.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(sender.process(&message, "the-retry").await.unwrap(), Sent::Done);
+    assert_eq!(receiver.accepted().len(), 1, "delivered on its retry");
+    let log = harness.test.call(Method::GET, &format!("/agent_run/{run}/webhooks"), None).await.1;
+    let delivery = log["deliveries"][0]["delivery_id"].as_str().unwrap().to_owned();
+    let (status, body) =
+        harness.test.call(Method::POST, &format!("/agent_run/{run}/webhooks/{delivery}/redeliver"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
 }

@@ -59,11 +59,17 @@ impl WebhookSender {
         let Some(delivery) = self.repo.get_delivery(organization, run_id, sequence).await? else {
             return Ok(Sent::Done);
         };
-        if delivery.state != DeliveryState::Pending {
-            return Ok(Sent::Done);
-        }
-        if let Some(due) = delivery.next_attempt_at.filter(|due| *due > now) {
-            return Ok(Sent::RetryIn(Duration::from_millis(due.unix_millis().saturating_sub(now.unix_millis()))));
+        let due = delivery.next_attempt_at.filter(|due| *due > now);
+        if delivery.state != DeliveryState::Pending || due.is_some() {
+            // Nothing to attempt: the claim goes with the delivery as stored, so that
+            // neither its next copy nor a redelivery waits a whole lease for it.
+            self.repo.record_delivery(&delivery, token).await?;
+            return Ok(match (delivery.state, due) {
+                (DeliveryState::Pending, Some(due)) => {
+                    Sent::RetryIn(Duration::from_millis(due.unix_millis().saturating_sub(now.unix_millis())))
+                }
+                _ => Sent::Done,
+            });
         }
         let secret = self.repo.webhook_secret(organization).await?;
         let attempt_at = self.clock.now();
