@@ -1,6 +1,7 @@
 //! Mechanisms with no domain words, shared by every layer above: retry schedules as
 //! data, URL signing, pagination cursors and typed identifiers.
 
+pub mod blocking;
 pub mod cursor;
 pub mod id;
 pub mod queue;

@@ -108,6 +108,7 @@ pub async fn s3_store() -> S3BlobStore {
 }
 
 /// An application with one organization (API access on) and its key.
+#[derive(Clone)]
 pub struct TestApp {
     pub app: Arc<App>,
     pub key: String,

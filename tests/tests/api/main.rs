@@ -10,6 +10,7 @@ mod concurrency;
 mod crashes;
 mod failures;
 mod faults;
+mod hardening;
 mod iam;
 mod idempotency;
 mod lambda;

@@ -12,20 +12,45 @@ use crate::domain::time::Timestamp;
 
 /// The placements of task `task`'s result `file` (the tasks it builds on are completed).
 pub fn placements(run: &Run, task: TaskIndex, file: &MediaFile) -> Vec<Placement> {
-    let mut placed = placements_and_length(run, task, Some(file)).0;
-    // Bounded, so that a fan-in of many items keeps the run's document small.
-    placed.truncate(MAX_PLACEMENTS);
-    placed
+    placements_and_length(run, task, file).0
 }
 
 /// Most placements an output keeps (its first ones, in output order per track).
 pub const MAX_PLACEMENTS: usize = 200;
 
-/// The placements of a task's result and its length; `file` is the result (else the
-/// task's recorded one).
-fn placements_and_length(run: &Run, index: TaskIndex, file: Option<&MediaFile>) -> (Vec<Placement>, u64) {
+/// The placements of a task's result `file` and its length. Every task it builds on is
+/// placed once, sources before the tasks that use them, and each list is kept to
+/// [`MAX_PLACEMENTS`]: linear in the tasks and their connections however often a
+/// result is used again downstream (a walk per path would be exponential in a graph of
+/// layers that each join two copies of the layer before).
+fn placements_and_length(run: &Run, index: TaskIndex, file: &MediaFile) -> (Vec<Placement>, u64) {
+    // The tasks `index` builds on; tasks only depend on earlier tasks.
+    let mut needed = vec![false; index.0 + 1];
+    needed[index.0] = true;
+    for at in (0..=index.0).rev() {
+        if let (true, TaskSource::Tasks { tasks }) = (needed[at], &run.tasks[at].source) {
+            for source in tasks.iter().filter(|source| source.0 < at) {
+                needed[source.0] = true;
+            }
+        }
+    }
+    let mut placed: Vec<Option<(Vec<Placement>, u64)>> = vec![None; index.0 + 1];
+    for at in (0..=index.0).filter(|at| needed[*at]) {
+        let file = if at == index.0 { Some(file) } else { run.tasks[at].result.as_ref() };
+        let this = place_task(run, TaskIndex(at), file, |source| placed.get(source.0).and_then(Option::as_ref));
+        placed[at] = Some(this);
+    }
+    placed[index.0].take().unwrap_or_default()
+}
+
+/// One task's placements and length from those of its sources; `file` is its result.
+fn place_task<'a>(
+    run: &Run,
+    index: TaskIndex,
+    file: Option<&MediaFile>,
+    of_source: impl Fn(TaskIndex) -> Option<&'a (Vec<Placement>, u64)>,
+) -> (Vec<Placement>, u64) {
     let task = &run.tasks[index];
-    let file = file.or(task.result.as_ref());
     let (mut placed, mut length) = match &task.source {
         TaskSource::Input { input } => {
             let bound = &run.inputs[*input];
@@ -45,8 +70,9 @@ fn placements_and_length(run: &Run, index: TaskIndex, file: Option<&MediaFile>) 
             let mut placed = Vec::new();
             let mut offset = 0;
             for source in tasks {
-                let (parts, length) = placements_and_length(run, *source, None);
-                placed.extend(parts.into_iter().map(|part| part.shifted(offset)));
+                let Some((parts, length)) = of_source(*source) else { continue };
+                let room = MAX_PLACEMENTS.saturating_sub(placed.len());
+                placed.extend(parts.iter().take(room).map(|part| part.clone().shifted(offset)));
                 offset += length;
             }
             (placed, offset)
@@ -60,6 +86,8 @@ fn placements_and_length(run: &Run, index: TaskIndex, file: Option<&MediaFile>) 
         placed = placed.iter().filter_map(|part| part.within(0, actual)).collect();
         length = actual;
     }
+    // Bounded, so that a fan-in of many items keeps the run's document small.
+    placed.truncate(MAX_PLACEMENTS);
     (placed, length)
 }
 

@@ -3,7 +3,7 @@
 //! every item planned up front, with chains of single-input edits joined into one task
 //! (one decode and one encode for the whole chain).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
@@ -40,26 +40,16 @@ pub fn runtime_graph(
         }
         let _ = params;
     }
-    // Upstream of a kept node: its template upstream with every ignored node replaced by
-    // that node's own upstream, recursively (the graph is acyclic).
-    fn expand(template: &Graph, ignore: &[AgentNodeId], node: AgentNodeId, into: &mut Vec<AgentNodeId>) {
-        for connection in template.connections.iter().filter(|c| c.target_agent_node_id == node) {
-            let source = connection.source_agent_node_id;
-            if ignore.contains(&source) {
-                expand(template, ignore, source, into);
-            } else if !into.contains(&source) {
-                into.push(source);
-            }
-        }
-    }
+    let ignored: HashSet<AgentNodeId> = ignore.iter().copied().collect();
+    let upstream_of = kept_upstream(template, &ignored);
     let new_ids: HashMap<AgentNodeId, AgentNodeId> = template
         .nodes
         .iter()
-        .filter(|node| !ignore.contains(&node.agent_node_id))
+        .filter(|node| !ignored.contains(&node.agent_node_id))
         .map(|node| (node.agent_node_id, AgentNodeId::new_v4()))
         .collect();
     let mut nodes = Vec::new();
-    for node in template.nodes.iter().filter(|node| !ignore.contains(&node.agent_node_id)) {
+    for node in template.nodes.iter().filter(|node| !ignored.contains(&node.agent_node_id)) {
         let node_type = nodes::find(node.node_type_id)
             .ok_or_else(|| format!("node {} has an unknown node type {}", node.agent_node_id, node.node_type_id))?;
         let mut params = node.params_used.clone();
@@ -74,8 +64,7 @@ pub fn runtime_graph(
         node_type
             .validate_params(&params)
             .map_err(|problem| format!("node {} ({}): {problem}", node.agent_node_id, node_type.name))?;
-        let mut upstream = Vec::new();
-        expand(template, ignore, node.agent_node_id, &mut upstream);
+        let upstream = upstream_of.get(&node.agent_node_id).map_or(&[][..], Vec::as_slice);
         nodes.push(RuntimeNode::new(
             new_ids[&node.agent_node_id],
             node.agent_node_id,
@@ -87,18 +76,78 @@ pub fn runtime_graph(
     Ok(topological(nodes))
 }
 
-/// Orders nodes so that each follows its upstream nodes, otherwise keeping their order.
-fn topological(mut pending: Vec<RuntimeNode>) -> Vec<RuntimeNode> {
-    let mut ordered: Vec<RuntimeNode> = Vec::with_capacity(pending.len());
-    while !pending.is_empty() {
-        let ready = pending
-            .iter()
-            .position(|node| node.upstream.iter().all(|up| ordered.iter().any(|done| done.agent_node_id == *up)))
-            // Template graphs are acyclic; should one not be, keep going in stored order.
-            .unwrap_or(0);
-        ordered.push(pending.remove(ready));
+/// The upstream of every node of the template, with each ignored node replaced by that
+/// node's own upstream (recursively; the graph is acyclic), in connection order without
+/// repeats. Each node's list is made once from its sources' lists, in an order where
+/// sources come first: linear in nodes and connections however the ignored nodes are
+/// wired (a walk per path would be exponential in a graph of fully connected layers).
+fn kept_upstream(template: &Graph, ignored: &HashSet<AgentNodeId>) -> HashMap<AgentNodeId, Vec<AgentNodeId>> {
+    let mut incoming: HashMap<AgentNodeId, Vec<AgentNodeId>> = HashMap::new();
+    for connection in &template.connections {
+        incoming.entry(connection.target_agent_node_id).or_default().push(connection.source_agent_node_id);
     }
-    ordered
+    let order = topological_ids(template.nodes.iter().map(|node| node.agent_node_id), &incoming);
+    let mut upstream: HashMap<AgentNodeId, Vec<AgentNodeId>> = HashMap::new();
+    for node in order {
+        let mut list: Vec<AgentNodeId> = Vec::new();
+        let mut seen: HashSet<AgentNodeId> = HashSet::new();
+        for source in incoming.get(&node).into_iter().flatten() {
+            let through: &[AgentNodeId] = if ignored.contains(source) {
+                upstream.get(source).map_or(&[], Vec::as_slice)
+            } else {
+                std::slice::from_ref(source)
+            };
+            list.extend(through.iter().filter(|id| seen.insert(**id)));
+        }
+        upstream.insert(node, list);
+    }
+    upstream
+}
+
+/// `ids` in an order where each comes after its sources in `incoming` (Kahn's
+/// algorithm; among ready nodes the given order is kept). Nodes on a cycle, which a
+/// template cannot have, come last in their given order.
+fn topological_ids(
+    ids: impl Iterator<Item = AgentNodeId>,
+    incoming: &HashMap<AgentNodeId, Vec<AgentNodeId>>,
+) -> Vec<AgentNodeId> {
+    let ids: Vec<AgentNodeId> = ids.collect();
+    let position: HashMap<AgentNodeId, usize> = ids.iter().enumerate().map(|(at, id)| (*id, at)).collect();
+    let mut waiting_on = vec![0usize; ids.len()];
+    let mut outgoing: Vec<Vec<usize>> = vec![Vec::new(); ids.len()];
+    for (at, id) in ids.iter().enumerate() {
+        for source in incoming.get(id).into_iter().flatten() {
+            if let Some(&from) = position.get(source) {
+                waiting_on[at] += 1;
+                outgoing[from].push(at);
+            }
+        }
+    }
+    let mut ready: std::collections::BTreeSet<usize> = (0..ids.len()).filter(|at| waiting_on[*at] == 0).collect();
+    let mut placed = vec![false; ids.len()];
+    let mut order = Vec::with_capacity(ids.len());
+    while let Some(at) = ready.pop_first() {
+        placed[at] = true;
+        order.push(ids[at]);
+        for &next in &outgoing[at] {
+            waiting_on[next] -= 1;
+            if waiting_on[next] == 0 {
+                ready.insert(next);
+            }
+        }
+    }
+    order.extend(ids.iter().enumerate().filter(|(at, _)| !placed[*at]).map(|(_, id)| *id));
+    order
+}
+
+/// Orders nodes so that each follows its upstream nodes, otherwise keeping their order.
+fn topological(nodes: Vec<RuntimeNode>) -> Vec<RuntimeNode> {
+    let incoming: HashMap<AgentNodeId, Vec<AgentNodeId>> =
+        nodes.iter().map(|node| (node.agent_node_id, node.upstream.clone())).collect();
+    let order = topological_ids(nodes.iter().map(|node| node.agent_node_id), &incoming);
+    let mut by_id: HashMap<AgentNodeId, RuntimeNode> =
+        nodes.into_iter().map(|node| (node.agent_node_id, node)).collect();
+    order.into_iter().filter_map(|id| by_id.remove(&id)).collect()
 }
 
 /// Whether a node may be joined to the task before it: a single-input edit or a
@@ -121,7 +170,9 @@ pub fn plan_tasks(
     let mut tasks: Vec<Task> = Vec::new();
     // The tasks whose results leave each node, in item order.
     let mut items_out: Vec<Vec<TaskIndex>> = vec![Vec::new(); nodes.len()];
-    let position = |id: AgentNodeId| nodes.iter().position(|node| node.agent_node_id == id);
+    let positions: HashMap<AgentNodeId, usize> =
+        nodes.iter().enumerate().map(|(at, node)| (node.agent_node_id, at)).collect();
+    let position = |id: AgentNodeId| positions.get(&id).copied();
     let new_task = |node: NodeIndex, source: TaskSource| Task {
         nodes: vec![node],
         source,
@@ -161,6 +212,9 @@ pub fn plan_tasks(
                 }
             }
             _ => {
+                if tasks.len() + upstream_items.len() > MAX_TASKS {
+                    return Err(too_many_tasks());
+                }
                 for item in upstream_items {
                     items_out[index].push(TaskIndex(tasks.len()));
                     tasks.push(new_task(NodeIndex(index), TaskSource::Tasks { tasks: vec![item] }));
@@ -168,12 +222,14 @@ pub fn plan_tasks(
             }
         }
         if tasks.len() > MAX_TASKS {
-            return Err(format!(
-                "this run would need more than {MAX_TASKS} tasks (inputs × nodes); use fewer inputs or a smaller graph"
-            ));
+            return Err(too_many_tasks());
         }
     }
     Ok(join_chains(tasks, nodes, is_output))
+}
+
+fn too_many_tasks() -> String {
+    format!("this run would need more than {MAX_TASKS} tasks (inputs × nodes); use fewer inputs or a smaller graph")
 }
 
 /// Joins each single-input task to the task before it when that one is a chain of

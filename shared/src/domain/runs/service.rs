@@ -11,6 +11,7 @@ use super::plan::{plan_tasks, runtime_graph};
 use super::ports::{RunRepo, TaskMessage};
 use super::start::StartRequest;
 use super::{AgentStateId, BoundInput, InputSource, MediaRecord, Run, RunId, RunStatus, TaskIndex};
+use crate::core::blocking::off_runtime;
 use crate::core::queue::Queue;
 use crate::core::retry::{RetryPolicy, RUN_UPDATE_CONFLICTS};
 use crate::domain::agents::{AgentId, AgentRepo};
@@ -95,8 +96,9 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
     if let Some(url) = &request.callback_url {
         check_target(url, "callback_url", ports.allow_private_urls).await?;
     }
-    let nodes =
-        runtime_graph(&record.graph, &request.ignore_nodes, &request.update_params).map_err(RunError::Invalid)?;
+    // Planning is CPU work that grows with the graph: off the runtime's threads.
+    let (graph, ignore, overrides) = (record.graph, request.ignore_nodes.clone(), request.update_params.clone());
+    let nodes = off_runtime(move || runtime_graph(&graph, &ignore, &overrides)).await?.map_err(RunError::Invalid)?;
     let now = ports.clock.now();
     // The ID carries the start time, so that ordering by ID is ordering by start.
     let run_id = RunId::v7_at(now.unix_millis());
@@ -127,7 +129,14 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
         webhook_sequence: 0,
     };
     let outputs: Vec<bool> = run.node_indexes().map(|index| run.is_output_node(index)).collect();
-    run.tasks = plan_tasks(&run.nodes, &run.inputs, |index| outputs[index.0]).map_err(RunError::Invalid)?;
+    let (nodes, inputs) = (std::mem::take(&mut run.nodes), std::mem::take(&mut run.inputs));
+    let (nodes, inputs, tasks) = off_runtime(move || {
+        let tasks = plan_tasks(&nodes, &inputs, |index| outputs[index.0]);
+        (nodes, inputs, tasks)
+    })
+    .await?;
+    (run.nodes, run.inputs) = (nodes, inputs);
+    run.tasks = tasks.map_err(RunError::Invalid)?;
     if run.output_tasks().next().is_none() {
         return Err(RunError::Invalid(
             "nothing to run: no input reaches a Destination (or, without one, a node with no outgoing connection)"

@@ -4,8 +4,10 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::{Outcome, Worker};
+use crate::core::blocking::off_runtime;
 use crate::domain::media::{Edit, MediaError, RenderInput, RenderJob};
 use crate::domain::nodes::EditContext;
 use crate::domain::runs::edits::{placements, timeline};
@@ -47,7 +49,7 @@ impl Worker {
     /// Does task `index`'s media work, stores the files it makes and says how it ended.
     pub(super) async fn execute(
         &self,
-        run: &Run,
+        run: &Arc<Run>,
         index: TaskIndex,
         attempt: u32,
         cancelled: tokio::sync::watch::Receiver<bool>,
@@ -110,7 +112,7 @@ impl Worker {
     /// of their signed links, and (for an output) its edit decisions and timeline project.
     async fn deliver(
         &self,
-        run: &Run,
+        run: &Arc<Run>,
         index: TaskIndex,
         file: &MediaFile,
         kind: MediaKind,
@@ -141,10 +143,16 @@ impl Worker {
         let mut media: Vec<MediaRecord> = [Some(video), thumbnail].into_iter().flatten().collect();
         if kind == MediaKind::Render {
             // The output's edit decisions, and the timeline project made of them.
-            delivered.placements = placements(run, index, file);
-            let timeline = timeline(run, delivered.video, &delivered.placements, file, &self.notifier.links, now);
+            // CPU work that grows with the graph: off the runtime's threads.
+            let (run, file, links, video) = (run.clone(), file.clone(), self.notifier.links.clone(), delivered.video);
+            let (placed, zip) = off_runtime(move || {
+                let placed = placements(&run, index, &file);
+                let timeline = timeline(&run, video, &placed, &file, &links, now);
+                crate::core::timeline::zip(&timeline, &format!("output-{video}")).map(|zip| (placed, zip))
+            })
+            .await??;
+            delivered.placements = placed;
             let path = workspace.scratch.path().join("timeline.zip");
-            let zip = crate::core::timeline::zip(&timeline, &format!("output-{}", delivered.video))?;
             tokio::fs::write(&path, zip).await?;
             let key = format!("{}.zip", workspace.base);
             self.blobs.put_file(&key, &path, "application/zip").await?;

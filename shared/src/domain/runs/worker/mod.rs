@@ -85,6 +85,7 @@ impl Worker {
     /// do); an error means it should be delivered again later.
     pub async fn process(&self, message: TaskMessage) -> anyhow::Result<()> {
         let Some(run) = self.claim(message).await? else { return Ok(()) };
+        let run = Arc::new(run);
         let started = Instant::now();
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
         let watcher = tokio::spawn(watch_cancel(self.runs.clone(), message, cancel));

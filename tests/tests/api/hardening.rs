@@ -1,0 +1,150 @@
+//! Issue 17's hardening, each rule proven by doing what breaks it: hostile but valid
+//! graphs, failures injected between the engine's steps, a killed process, hostile
+//! pages and files.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
+use shared::domain::nodes::{CLIP, CONCATENATE, DESTINATION, SPEED, VIDEO_INPUT};
+
+use crate::helpers::Backend;
+use crate::runs::Harness;
+
+/// Calls `GET /whoami` every 100 ms while it lives and counts the answers slower than a
+/// second (or not 200): the API must keep answering while a hostile graph is planned
+/// and worked.
+struct Heartbeat {
+    slow: Arc<AtomicUsize>,
+    answered: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Heartbeat {
+    fn start(harness: &Harness) -> Self {
+        let (slow, answered, stop) =
+            (Arc::<AtomicUsize>::default(), Arc::<AtomicUsize>::default(), Arc::<AtomicBool>::default());
+        let test = harness.test.clone();
+        let (slow_, answered_, stop_) = (Arc::clone(&slow), Arc::clone(&answered), Arc::clone(&stop));
+        let task = tokio::spawn(async move {
+            while !stop_.load(Ordering::SeqCst) {
+                let asked = Instant::now();
+                let answer =
+                    tokio::time::timeout(Duration::from_secs(1), test.call(Method::GET, "/whoami", None)).await;
+                match answer {
+                    Ok((StatusCode::OK, _)) if asked.elapsed() < Duration::from_secs(1) => {
+                        answered_.fetch_add(1, Ordering::SeqCst);
+                    }
+                    _ => {
+                        slow_.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        Self { slow, answered, stop, task }
+    }
+
+    /// Stops, and checks every call was answered within a second.
+    async fn check(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.unwrap();
+        assert!(self.answered.load(Ordering::SeqCst) > 0, "whoami was called");
+        assert_eq!(self.slow.load(Ordering::SeqCst), 0, "every whoami answered within a second");
+    }
+}
+
+/// Starts a run and answers how long the start took.
+async fn timed_start(harness: &Harness, agent: &str, body: Value) -> (String, Duration) {
+    let asked = Instant::now();
+    let run = tokio::time::timeout(Duration::from_secs(10), harness.start(agent, body))
+        .await
+        .expect("the start answers (planning is linear in the graph)");
+    (run, asked.elapsed())
+}
+
+/// 149 layers of two Speed nodes, each connected to both of the layer before (298
+/// nodes, 596 connections, 2^149 paths), run with every Speed node ignored: the
+/// planner rewires each node once, so the start answers at once and the input reaches
+/// the Destination as one output.
+#[tokio::test]
+async fn a_graph_of_fully_connected_layers_with_every_layer_ignored_plans_at_once() {
+    let harness = Harness::new(Backend::Sqlite).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let layers = 149;
+    let names: Vec<[String; 2]> = (0..layers).map(|layer| [format!("a{layer}"), format!("b{layer}")]).collect();
+    let mut nodes = vec![("in".to_owned(), VIDEO_INPUT, json!({}))];
+    nodes.extend(names.iter().flatten().map(|name| (name.clone(), SPEED, json!({ "factor": 1 }))));
+    nodes.push(("out".to_owned(), DESTINATION, json!({})));
+    let mut edges: Vec<(String, String)> = names[0].iter().map(|first| ("in".to_owned(), first.clone())).collect();
+    for pair in names.windows(2) {
+        for from in &pair[0] {
+            for to in &pair[1] {
+                edges.push((from.clone(), to.clone()));
+            }
+        }
+    }
+    edges.extend(names[layers - 1].iter().map(|last| (last.clone(), "out".to_owned())));
+    assert_eq!((nodes.len(), edges.len()), (300, 596));
+    let nodes: Vec<_> = nodes.iter().map(|(name, kind, params)| (name.as_str(), *kind, params.clone())).collect();
+    let edges: Vec<_> = edges.iter().map(|(from, to)| (from.as_str(), to.as_str())).collect();
+    let (agent, ids) = harness.agent(&nodes, &edges).await;
+    let ignored: Vec<&String> = names.iter().flatten().map(|name| &ids[name]).collect();
+
+    let heartbeat = Heartbeat::start(&harness);
+    let (run, took) = timed_start(&harness, &agent, json!({ "video_ids": [video], "ignore_nodes": ignored })).await;
+    assert!(took < Duration::from_secs(1), "the start took {took:?}");
+    let record = harness.finished(&run).await;
+    heartbeat.check().await;
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["outputs"].as_array().unwrap().len(), 1, "{record}");
+    assert_eq!(record["node_status_counts"], json!({ "completed": 2, "in_progress": 0, "failed": 0 }));
+}
+
+/// 30 layers of Clip → two Speed 1 nodes → Concatenate, each layer's Concatenate the
+/// next layer's source (2^30 paths from the output back to its input): every task's
+/// edit decisions are placed once, so the run completes with one output while the API
+/// keeps answering.
+#[tokio::test]
+async fn layers_that_each_join_two_copies_of_the_layer_before_complete_with_one_output() {
+    let harness = Harness::new(Backend::Sqlite).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let layers = 30;
+    let mut nodes = vec![("in".to_owned(), VIDEO_INPUT, json!({}))];
+    let mut edges = Vec::new();
+    let mut last = "in".to_owned();
+    for layer in 0..layers {
+        let [clip, a, b, join] = ["clip", "a", "b", "join"].map(|name| format!("{name}{layer}"));
+        nodes.push((clip.clone(), CLIP, json!({ "start_ms": 0, "end_ms": 500 })));
+        nodes.push((a.clone(), SPEED, json!({ "factor": 1 })));
+        nodes.push((b.clone(), SPEED, json!({ "factor": 1 })));
+        nodes.push((join.clone(), CONCATENATE, json!({})));
+        edges.extend([
+            (last.clone(), clip.clone()),
+            (clip.clone(), a.clone()),
+            (clip, b.clone()),
+            (a, join.clone()),
+            (b, join.clone()),
+        ]);
+        last = join;
+    }
+    nodes.push(("out".to_owned(), DESTINATION, json!({})));
+    edges.push((last, "out".to_owned()));
+    let nodes: Vec<_> = nodes.iter().map(|(name, kind, params)| (name.as_str(), *kind, params.clone())).collect();
+    let edges: Vec<_> = edges.iter().map(|(from, to)| (from.as_str(), to.as_str())).collect();
+    let (agent, _) = harness.agent(&nodes, &edges).await;
+
+    let heartbeat = Heartbeat::start(&harness);
+    let (run, took) = timed_start(&harness, &agent, json!({ "video_ids": [video] })).await;
+    assert!(took < Duration::from_secs(1), "the start took {took:?}");
+    let record = harness.finished(&run).await;
+    heartbeat.check().await;
+    assert_eq!(record["status"], "completed", "{record}");
+    let outputs = record["outputs"].as_array().unwrap();
+    assert_eq!(outputs.len(), 1, "{record}");
+    let probed = crate::runs::fetch_and_probe(outputs[0]["video_url"].as_str().unwrap()).await;
+    assert!((probed.duration - 1.0).abs() <= 0.15, "two 0.5 s copies joined: {probed:?}");
+}
