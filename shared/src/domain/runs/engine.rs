@@ -303,7 +303,7 @@ impl Run {
                 )))
             }
         }
-        let before: Vec<NodeStatus> = self.node_indexes().map(|index| self.node_status(index)).collect();
+        let before = self.node_statuses();
         let mut tasks_cancelled = 0;
         for task in &mut self.tasks {
             if task.status.is_active() {
@@ -314,11 +314,11 @@ impl Run {
                 task.lease_until = None;
             }
         }
-        let nodes_reset = self
-            .node_indexes()
-            .filter(|index| {
-                before[index.0] != NodeStatus::Cancelled && self.node_status(*index) == NodeStatus::Cancelled
-            })
+        let after = self.node_statuses();
+        let nodes_reset = before
+            .iter()
+            .zip(&after)
+            .filter(|(was, is)| **was != NodeStatus::Cancelled && **is == NodeStatus::Cancelled)
             .count();
         self.status = RunStatus::Cancelled;
         self.status_message = Some("Cancelled by the caller".into());
@@ -339,12 +339,13 @@ impl Run {
             )));
         }
         let work: Vec<NodeIndex> = self.work_nodes().collect();
+        let statuses = self.node_statuses();
         let requeued: Vec<NodeIndex> = work
             .iter()
             .copied()
             .filter(|index| {
                 matches!(
-                    self.node_status(*index),
+                    statuses[index.0],
                     NodeStatus::NotStarted | NodeStatus::Blocked | NodeStatus::Cancelled | NodeStatus::Failed
                 )
             })
@@ -390,5 +391,139 @@ impl Run {
             requeued_node_active_tasks_total: active_total,
         };
         Ok((resumed, queued))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Map};
+
+    use super::*;
+    use crate::domain::agents::AgentId;
+    use crate::domain::graph::AgentNodeId;
+    use crate::domain::identity::OrganizationId;
+    use crate::domain::nodes::{NodeTypeId, CLIP, DESTINATION, SPEED, VIDEO_INPUT};
+    use crate::domain::runs::plan::plan_tasks;
+    use crate::domain::runs::{BoundInput, InputSource, MediaFile, NodeStatusCounts, RunId, RuntimeNode};
+
+    /// A run of `nodes` (type, upstream positions) with `items` URL inputs on node 0,
+    /// planned and settled as a start would.
+    fn run_of(nodes: &[(NodeTypeId, &[usize])], items: usize) -> Run {
+        let ids: Vec<AgentNodeId> = nodes.iter().map(|_| AgentNodeId::new_v4()).collect();
+        let params = |kind: NodeTypeId| -> Map<String, serde_json::Value> {
+            let params = if kind == CLIP { json!({ "start_ms": 0, "end_ms": 500 }) } else { json!({}) };
+            params.as_object().cloned().unwrap_or_default()
+        };
+        let nodes: Vec<RuntimeNode> = nodes
+            .iter()
+            .enumerate()
+            .map(|(at, (kind, upstream))| {
+                RuntimeNode::new(ids[at], ids[at], *kind, params(*kind), upstream.iter().map(|up| ids[*up]).collect())
+            })
+            .collect();
+        let inputs: Vec<BoundInput> = (0..items)
+            .map(|item| BoundInput {
+                node: ids[0],
+                source: InputSource::Url { url: format!("https://example.com/{item}.mp4") },
+                clip_start_ms: None,
+                clip_end_ms: None,
+                clipped: None,
+            })
+            .collect();
+        let now = Timestamp::now();
+        let mut run = Run {
+            id: RunId::new_v4(),
+            organization_id: OrganizationId::new_v4(),
+            agent_id: AgentId::new_v4(),
+            status: RunStatus::Running,
+            status_message: None,
+            needs_credits: false,
+            started_at: now,
+            updated_at: now,
+            finished_at: None,
+            triggered_by: None,
+            callback_url: None,
+            agent_state_id: AgentStateId::new_v4(),
+            resumes: Vec::new(),
+            version: 0,
+            nodes,
+            inputs,
+            tasks: Vec::new(),
+            outputs: Vec::new(),
+            assets: Default::default(),
+            webhook_sequence: 0,
+        };
+        let outputs: Vec<bool> = run.node_indexes().map(|index| run.is_output_node(index)).collect();
+        run.tasks = plan_tasks(&run.nodes, &run.inputs, |index| outputs[index.0]).unwrap();
+        run.settle(now);
+        run
+    }
+
+    fn file() -> MediaFile {
+        MediaFile { key: "k".into(), version: None, duration_ms: 500, width: 320, height: 240, has_audio: true }
+    }
+
+    /// Claims and ends task `index`: completed (with an output when it delivers one) or failed.
+    fn end(run: &mut Run, index: TaskIndex, completed: bool) -> Vec<TaskIndex> {
+        let now = Timestamp::now();
+        assert_eq!(run.claim(index, run.tasks[index].attempt, now, Duration::from_secs(60)), Claim::Claimed);
+        let attempt = run.tasks[index].attempt;
+        if completed {
+            let delivered =
+                Delivered { video: MediaId::new_v4(), thumbnail: None, timeline: None, placements: Vec::new() };
+            run.complete(index, attempt, file(), Some(delivered), now).unwrap()
+        } else {
+            run.fail(index, attempt, "broken".into(), None, now).unwrap()
+        }
+    }
+
+    #[test]
+    fn a_node_nothing_reaches_is_not_started_and_not_counted_completed() {
+        // Input → Clip → Destination, and a Speed node connected to nothing.
+        let mut run = run_of(&[(VIDEO_INPUT, &[]), (CLIP, &[0]), (DESTINATION, &[1]), (SPEED, &[])], 1);
+        assert_eq!(run.node_status(NodeIndex(3)), NodeStatus::NotStarted);
+        let queued = end(&mut run, TaskIndex(0), true);
+        end(&mut run, queued[0], true);
+        assert_eq!(run.status, RunStatus::Completed);
+        assert_eq!(run.node_statuses()[3], NodeStatus::NotStarted);
+        assert_eq!(run.node_status_counts(), NodeStatusCounts { completed: 3, in_progress: 0, failed: 0 });
+    }
+
+    /// Resume re-queues only `not_started`, `blocked`, `cancelled` and `failed` nodes
+    /// (the contract): a `partial_complete` node keeps its completed and its failed tasks,
+    /// and the tasks downstream of its failed items stay failed.
+    #[test]
+    fn resume_leaves_a_partially_complete_node_as_it_is() {
+        // Input (two items) → Clip → Speed → Destination; tasks: 2 inputs, 2 clip chains
+        // (Clip, Speed and Destination joined into one task per item).
+        let mut run = run_of(&[(VIDEO_INPUT, &[]), (CLIP, &[0]), (SPEED, &[1]), (DESTINATION, &[2])], 2);
+        let inputs: Vec<TaskIndex> =
+            run.task_indexes().filter(|index| run.tasks[*index].nodes == [NodeIndex(0)]).collect();
+        assert_eq!(inputs.len(), 2);
+        end(&mut run, inputs[0], true);
+        end(&mut run, inputs[1], false);
+        let chains: Vec<TaskIndex> =
+            run.task_indexes().filter(|index| run.tasks[*index].status == TaskStatus::Queued).collect();
+        assert_eq!(chains.len(), 1, "the item that was read goes on");
+        end(&mut run, chains[0], false);
+        assert_eq!(run.status, RunStatus::Failed);
+        let statuses = run.node_statuses();
+        assert_eq!(statuses[0], NodeStatus::PartialComplete, "one input read, one failed");
+        assert_eq!(statuses[1], NodeStatus::Failed);
+
+        let (resumed, queued) = run.resume(Timestamp::now()).unwrap();
+        assert_eq!(resumed.requeued_nodes, 3, "Clip, Speed and Destination; not the partially complete input");
+        assert_eq!(queued, chains, "only the item whose input was read runs again");
+        assert_eq!(resumed.nodes_queued, 3);
+        assert_eq!(run.tasks[inputs[0]].status, TaskStatus::Completed, "completed work is kept");
+        assert_eq!(run.tasks[inputs[1]].status, TaskStatus::Failed, "the partial node's failed item stays failed");
+        let skipped = run
+            .task_indexes()
+            .find(|index| run.tasks[*index].source == TaskSource::Tasks { tasks: vec![inputs[1]] })
+            .unwrap();
+        assert_eq!(run.tasks[skipped].status, TaskStatus::Failed, "and so does the work that waits on it");
+        end(&mut run, chains[0], true);
+        assert_eq!(run.status, RunStatus::PartialComplete);
+        assert_eq!(run.node_status_counts(), NodeStatusCounts { completed: 4, in_progress: 0, failed: 0 });
     }
 }

@@ -19,7 +19,7 @@ pub struct Before {
 
 impl Before {
     pub fn of(run: &Run) -> Self {
-        Self { status: run.status, nodes: run.node_indexes().map(|index| run.node_status(index)).collect() }
+        Self { status: run.status, nodes: run.node_statuses() }
     }
 }
 
@@ -49,8 +49,10 @@ impl Notifier {
             flags.push((EventFlag::RunStarted, Vec::new()));
         }
         if let Some(before) = before {
-            let changed: Vec<NodeIndex> =
-                run.work_nodes().filter(|index| before.nodes.get(index.0) != Some(&run.node_status(*index))).collect();
+            let changed: Vec<NodeIndex> = {
+                let now = run.node_statuses();
+                run.work_nodes().filter(|index| before.nodes.get(index.0) != now.get(index.0)).collect()
+            };
             if !changed.is_empty() {
                 flags.push((EventFlag::RunProgress, changed));
             }

@@ -514,6 +514,52 @@ impl MediaKind {
     }
 }
 
+/// Which task statuses a node's tasks have.
+#[derive(Clone, Copy, Default)]
+struct TaskStatuses(u8);
+
+impl TaskStatuses {
+    fn bit(status: TaskStatus) -> u8 {
+        1 << status as u8
+    }
+
+    fn add(&mut self, status: TaskStatus) {
+        self.0 |= Self::bit(status);
+    }
+
+    fn any(self, status: TaskStatus) -> bool {
+        self.0 & Self::bit(status) != 0
+    }
+
+    /// The status of a node whose tasks have these statuses.
+    fn node_status(self, is_trigger: bool) -> NodeStatus {
+        if self.0 == 0 {
+            return if is_trigger { NodeStatus::Completed } else { NodeStatus::NotStarted };
+        }
+        if self.any(TaskStatus::Running) {
+            return NodeStatus::Running;
+        }
+        if self.any(TaskStatus::Queued) {
+            return NodeStatus::Queued;
+        }
+        if self.any(TaskStatus::Blocked) {
+            return NodeStatus::Blocked;
+        }
+        if self.any(TaskStatus::Waiting) {
+            let started = self.0 != Self::bit(TaskStatus::Waiting);
+            return if started { NodeStatus::Running } else { NodeStatus::NotStarted };
+        }
+        if self.any(TaskStatus::Cancelled) {
+            return NodeStatus::Cancelled;
+        }
+        match (self.any(TaskStatus::Completed), self.any(TaskStatus::Failed)) {
+            (true, true) => NodeStatus::PartialComplete,
+            (false, true) => NodeStatus::Failed,
+            _ => NodeStatus::Completed,
+        }
+    }
+}
+
 /// `node_status_counts`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct NodeStatusCounts {
@@ -547,41 +593,39 @@ impl Run {
             .map(|(i, task)| (TaskIndex(i), task))
     }
 
-    /// A node's status from its tasks; a node without tasks (a trigger) is completed.
+    /// A node's status from its tasks (see [`Run::node_statuses`]).
     pub fn node_status(&self, index: NodeIndex) -> NodeStatus {
-        let statuses: Vec<TaskStatus> = self.tasks_of(index).map(|(_, task)| task.status).collect();
-        let any = |wanted: TaskStatus| statuses.contains(&wanted);
-        if statuses.is_empty() {
-            return NodeStatus::Completed;
+        let mut seen = TaskStatuses::default();
+        for (_, task) in self.tasks_of(index) {
+            seen.add(task.status);
         }
-        if any(TaskStatus::Running) {
-            return NodeStatus::Running;
+        seen.node_status(self.nodes[index].kind() == Some(NodeKind::Trigger))
+    }
+
+    /// Every node's status from its tasks, in one pass over the tasks. A trigger has no
+    /// tasks and is completed; any other node without tasks (nothing reaches it) never
+    /// started.
+    pub fn node_statuses(&self) -> Vec<NodeStatus> {
+        let mut seen = vec![TaskStatuses::default(); self.nodes.len()];
+        for task in &self.tasks {
+            for node in &task.nodes {
+                if let Some(seen) = seen.get_mut(node.0) {
+                    seen.add(task.status);
+                }
+            }
         }
-        if any(TaskStatus::Queued) {
-            return NodeStatus::Queued;
-        }
-        if any(TaskStatus::Blocked) {
-            return NodeStatus::Blocked;
-        }
-        if any(TaskStatus::Waiting) {
-            let started = statuses.iter().any(|status| *status != TaskStatus::Waiting);
-            return if started { NodeStatus::Running } else { NodeStatus::NotStarted };
-        }
-        if any(TaskStatus::Cancelled) {
-            return NodeStatus::Cancelled;
-        }
-        match (any(TaskStatus::Completed), any(TaskStatus::Failed)) {
-            (true, true) => NodeStatus::PartialComplete,
-            (false, true) => NodeStatus::Failed,
-            _ => NodeStatus::Completed,
-        }
+        seen.iter()
+            .zip(&self.nodes)
+            .map(|(seen, node)| seen.node_status(node.kind() == Some(NodeKind::Trigger)))
+            .collect()
     }
 
     /// `node_status_counts` over the runtime nodes that are not triggers.
     pub fn node_status_counts(&self) -> NodeStatusCounts {
         let mut counts = NodeStatusCounts::default();
+        let statuses = self.node_statuses();
         for index in self.work_nodes() {
-            match self.node_status(index) {
+            match statuses[index.0] {
                 NodeStatus::Completed | NodeStatus::PartialComplete => counts.completed += 1,
                 NodeStatus::Failed => counts.failed += 1,
                 NodeStatus::Queued | NodeStatus::Running | NodeStatus::Blocked => counts.in_progress += 1,
