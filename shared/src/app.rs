@@ -172,6 +172,8 @@ pub struct App {
     pub webhooks: Arc<dyn WebhookRepo>,
     /// Idempotency keys of the creating POSTs.
     pub idempotency: Arc<dyn IdempotencyRepo>,
+    /// How long a key's claim holds without renewal.
+    pub idempotency_lease: std::time::Duration,
     /// Workspaces' asset-manager connections and the `local` provider's items.
     pub assets: Arc<dyn AssetRepo>,
     /// Reads asset-manager items (the `local` provider).
@@ -252,6 +254,7 @@ impl App {
             uploads: backend.clone().uploads(),
             webhooks: backend.clone().webhooks(),
             idempotency: backend.clone().idempotency(),
+            idempotency_lease: settings.idempotency_lease,
             assets: backend.clone().assets(),
             asset_manager: Arc::new(LocalAssetManager::new(backend.assets())),
             blobs,

@@ -38,6 +38,9 @@ pub struct Settings {
     /// Whether URL inputs and callbacks may reach loopback and private addresses (a
     /// local `serve`).
     pub allow_private_urls: bool,
+    /// How long an `Idempotency-Key` claim holds without renewal (a running request
+    /// renews it every third of this).
+    pub idempotency_lease: Duration,
 }
 
 impl Default for Settings {
@@ -55,6 +58,7 @@ impl Default for Settings {
             video_site_hosts: Vec::new(),
             auth_cache_ttl: Duration::ZERO,
             allow_private_urls: false,
+            idempotency_lease: crate::domain::idempotency::CLAIM_LEASE,
         }
     }
 }

@@ -37,6 +37,7 @@ pub(super) async fn handle(route: &Route, app: Arc<App>, request: Request, param
     let begun = idempotency::begin(
         app.idempotency.as_ref(),
         app.clock.as_ref(),
+        app.idempotency_lease,
         principal.organization_id(),
         &key,
         &fingerprint,
@@ -59,7 +60,9 @@ pub(super) async fn handle(route: &Route, app: Arc<App>, request: Request, param
         .into_response(),
         Ok(Begun::Replay(answer)) => replay(answer),
         Ok(Begun::Run(claim)) => {
-            let handled = AssertUnwindSafe((route.handler)(app.clone(), Call { request, params })).catch_unwind().await;
+            let handler = AssertUnwindSafe((route.handler)(app.clone(), Call { request, params })).catch_unwind();
+            let (repo, clock) = (app.idempotency.as_ref(), app.clock.as_ref());
+            let handled = idempotency::renew_while(repo, clock, app.idempotency_lease, &claim, handler).await;
             let response = match handled {
                 Ok(response) => response,
                 Err(_) => {

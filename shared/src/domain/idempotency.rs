@@ -6,7 +6,9 @@
 //! A request claims its key before it runs, so concurrent repeats wait for the first
 //! one's answer instead of creating again. Only a success spends a key: after a refusal
 //! or a failure of ours the claim is released and a corrected request may use the key.
-//! A claim whose process died is taken over after [`CLAIM_LEASE`].
+//! A claim is renewed while its request runs ([`renew_while`]), so however long the
+//! request takes, a repeat waits for it; a claim whose process died is taken over once
+//! its lease ([`CLAIM_LEASE`]) runs out.
 
 use async_trait::async_trait;
 use std::time::Duration;
@@ -25,8 +27,8 @@ pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 pub const MAX_KEY_CHARS: usize = 255;
 /// How long an answer is kept.
 pub const REMEMBERED_FOR: Duration = Duration::from_secs(24 * 60 * 60);
-/// How long a claim holds the key for a request still running; longer than any
-/// request may run (API Gateway gives up after 29 s).
+/// How long a claim holds the key without being renewed: a request renews its claim
+/// every third of this while it runs, so only a claim whose process died lapses.
 pub const CLAIM_LEASE: Duration = Duration::from_secs(120);
 /// How long a repeat waits for the first request's answer: short of the request's own
 /// budget, so that a repeat that takes the key over still has time to run.
@@ -82,7 +84,7 @@ impl KeyRecord {
 
 /// Checks a key's form: 1 to 255 visible ASCII characters.
 pub fn check_key(key: &str) -> Result<(), String> {
-    if key.is_empty() || key.len() > MAX_KEY_CHARS || !key.bytes().all(|byte| byte.is_ascii_graphic() || byte == b' ') {
+    if key.is_empty() || key.len() > MAX_KEY_CHARS || !key.bytes().all(|byte| byte.is_ascii_graphic()) {
         return Err(format!(
             "Idempotency-Key must be 1 to {MAX_KEY_CHARS} visible ASCII characters (a UUID is a good key)"
         ));
@@ -123,6 +125,7 @@ pub struct KeyClaim(KeyRecord);
 pub async fn begin(
     repo: &dyn IdempotencyRepo,
     clock: &dyn Clock,
+    lease: Duration,
     organization: OrganizationId,
     key: &str,
     fingerprint: &str,
@@ -135,7 +138,7 @@ pub async fn begin(
             organization,
             key: key.to_owned(),
             fingerprint: fingerprint.to_owned(),
-            state: KeyState::Claimed { token: uuid::Uuid::new_v4().to_string(), lease_until: now.after(CLAIM_LEASE) },
+            state: KeyState::Claimed { token: uuid::Uuid::new_v4().to_string(), lease_until: now.after(lease) },
             expires_at: now.after(REMEMBERED_FOR),
         };
         let mut holder = match repo.claim_key(&record, now).await? {
@@ -164,6 +167,37 @@ pub async fn begin(
     }
 }
 
+/// Runs `request` while renewing `claim` every third of `lease`, so that the key stays
+/// held for as long as the request runs. A renewal that fails is logged and tried again
+/// at the next step (the claim still holds until its lease ends); a claim another request
+/// took over is no longer renewed.
+pub async fn renew_while<T>(
+    repo: &dyn IdempotencyRepo,
+    clock: &dyn Clock,
+    lease: Duration,
+    claim: &KeyClaim,
+    request: impl std::future::Future<Output = T>,
+) -> T {
+    let renew = async {
+        let mut held = true;
+        while held {
+            tokio::time::sleep(lease / 3).await;
+            match repo.renew_key(&claim.0, clock.now().after(lease)).await {
+                Ok(still) => held = still,
+                Err(error) => {
+                    tracing::warn!(error = %format!("{error:#}"), "an idempotency claim could not be renewed")
+                }
+            }
+        }
+        tracing::warn!(key = %claim.0.key, "an idempotency claim was taken over while its request ran");
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        answer = request => answer,
+        () = renew => unreachable!("renewing never ends"),
+    }
+}
+
 /// Keeps a success for repeats; releases the key after anything else (a refusal or a
 /// failure of ours), so that the caller may try again with it.
 pub async fn finish(repo: &dyn IdempotencyRepo, claim: &KeyClaim, answer: KeptAnswer) -> anyhow::Result<()> {
@@ -185,6 +219,9 @@ pub trait IdempotencyRepo: Send + Sync {
     /// `answer` for repeats, or (None) releases the key. Does nothing when another claim
     /// took the key over meanwhile (its token differs).
     async fn settle_key(&self, claim: &KeyRecord, answer: Option<&KeptAnswer>) -> anyhow::Result<()>;
+    /// Moves the lease of `claim` (still held under its token, unanswered) to
+    /// `lease_until`; false when it is no longer this claim's.
+    async fn renew_key(&self, claim: &KeyRecord, lease_until: Timestamp) -> anyhow::Result<bool>;
 }
 
 #[cfg(test)]
@@ -194,8 +231,8 @@ mod tests {
     #[test]
     fn keys_are_short_visible_ascii() {
         assert!(check_key("4f1c2a8e-0b7d-4a57-9d1e-2f1b3c4d5e6f").is_ok());
-        assert!(check_key("order 17").is_ok());
-        for bad in ["", "tab\there", "é", &"k".repeat(256)] {
+        assert!(check_key("order-17").is_ok());
+        for bad in ["", "order 17", " ", "tab\there", "é", &"k".repeat(256)] {
             assert!(check_key(bad).is_err(), "{bad:?}");
         }
     }

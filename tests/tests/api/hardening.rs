@@ -13,6 +13,8 @@ use shared::domain::nodes::{CLIP, CONCATENATE, DESTINATION, SPEED, VIDEO_INPUT};
 use crate::helpers::Backend;
 use crate::runs::Harness;
 
+crate::conformance!(a_slow_start_keeps_its_idempotency_key_and_a_repeat_gets_its_run);
+
 /// Calls `GET /whoami` every 100 ms while it lives and counts the answers slower than a
 /// second (or not 200): the API must keep answering while a hostile graph is planned
 /// and worked.
@@ -147,4 +149,38 @@ async fn layers_that_each_join_two_copies_of_the_layer_before_complete_with_one_
     assert_eq!(outputs.len(), 1, "{record}");
     let probed = crate::runs::fetch_and_probe(outputs[0]["video_url"].as_str().unwrap()).await;
     assert!((probed.duration - 1.0).abs() <= 0.15, "two 0.5 s copies joined: {probed:?}");
+}
+
+/// A start whose site page answers slowly outlives its key's claim lease (1 s here, 3 s
+/// for the page): the running request renews its claim, so a repeat with the same key
+/// waits for it and gets its answer, and one run is made. A key with a space is refused.
+async fn a_slow_start_keeps_its_idempotency_key_and_a_repeat_gets_its_run(backend: Backend) {
+    let harness = Harness::tuned(backend, |settings| shared::config::Settings {
+        idempotency_lease: Duration::from_secs(1),
+        ..settings
+    })
+    .await;
+    let site = crate::sites::slow_site_server(crate::uploads::sample("video.mp4"), Duration::from_secs(3))
+        .await
+        .replace("127.0.0.1", "localhost");
+    let (agent, _) =
+        harness.agent(&[("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))], &[("in", "out")]).await;
+    let body = json!({ "youtube_url_inputs": [{ "url": format!("{site}/watch") }] });
+    let key = uuid::Uuid::new_v4().to_string();
+    let path = format!("/agent/{agent}/run");
+    let first = {
+        let (test, path, key, body) = (harness.test.clone(), path.clone(), key.clone(), body.clone());
+        tokio::spawn(async move { crate::idempotency::post(&test, &key, &path, Some(&body)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let (status, repeat) = crate::idempotency::post(&harness.test, &key, &path, Some(&body)).await;
+    let (first_status, first) = first.await.unwrap();
+    assert_eq!((first_status, status), (StatusCode::OK, StatusCode::OK), "{first} {repeat}");
+    assert_eq!(repeat["run_id"], first["run_id"], "the repeat gets the first answer");
+    let (_, runs) = harness.test.call(Method::GET, &format!("/agent/{agent}/runs"), None).await;
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "one run: {runs}");
+
+    let (status, refused) = crate::idempotency::post(&harness.test, "order 17", &path, Some(&body)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(refused["detail"].as_str().unwrap().contains("visible ASCII"), "{refused}");
 }

@@ -24,7 +24,7 @@ conformance!(
 );
 
 /// A POST with an `Idempotency-Key`, as `test`'s organization.
-async fn post(test: &TestApp, key: &str, path: &str, body: Option<&Value>) -> (StatusCode, Value) {
+pub(crate) async fn post(test: &TestApp, key: &str, path: &str, body: Option<&Value>) -> (StatusCode, Value) {
     let authorization = format!("Bearer {}", test.key);
     let bytes = body.map(|body| body.to_string().into_bytes()).unwrap_or_default();
     let headers =

@@ -88,12 +88,18 @@ impl Harness {
         budget: Duration,
         schedule: WebhookSchedule,
     ) -> Self {
-        Self::build(backend, count, budget, schedule, true).await
+        Self::build(backend, count, budget, schedule, true, |settings| settings).await
+    }
+
+    /// Two workers on `backend`, with `tune` applied to the settings of the harness.
+    pub(crate) async fn tuned(backend: Backend, tune: impl FnOnce(Settings) -> Settings) -> Self {
+        Self::build(backend, 2, DEFAULT_TASK_BUDGET, WebhookSchedule::default(), true, tune).await
     }
 
     /// The embedded backend with the SSRF guard of a deployment: no private URLs.
     pub(crate) async fn guarded() -> Self {
-        Self::build(Backend::Sqlite, 2, DEFAULT_TASK_BUDGET, WebhookSchedule::default(), false).await
+        Self::build(Backend::Sqlite, 2, DEFAULT_TASK_BUDGET, WebhookSchedule::default(), false, |settings| settings)
+            .await
     }
 
     async fn build(
@@ -102,6 +108,7 @@ impl Harness {
         budget: Duration,
         schedule: WebhookSchedule,
         allow_private: bool,
+        tune: impl FnOnce(Settings) -> Settings,
     ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let public_url = format!("http://{}", listener.local_addr().unwrap());
@@ -116,6 +123,7 @@ impl Harness {
             allow_private_urls: allow_private,
             ..Settings::default()
         };
+        let settings = tune(settings);
         let config = match backend {
             Backend::Sqlite => {
                 let (media, _) = local_media(&public_url);

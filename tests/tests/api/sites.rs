@@ -19,6 +19,11 @@ conformance!(a_sites_video_is_fetched_cut_cited_and_names_the_run_trigger);
 
 /// A local site: `/watch` embeds `/clip.mp4`, `/empty` has no video; anything else is a 404.
 pub(crate) async fn site_server(clip: Vec<u8>) -> String {
+    slow_site_server(clip, std::time::Duration::ZERO).await
+}
+
+/// [`site_server`], whose pages answer after `delay`.
+pub(crate) async fn slow_site_server(clip: Vec<u8>, delay: std::time::Duration) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -49,6 +54,9 @@ pub(crate) async fn site_server(clip: Vec<u8>) -> String {
                 let Ok(read) = socket.read(&mut request).await else { return };
                 let head = String::from_utf8_lossy(&request[..read]).into_owned();
                 let path = head.split_whitespace().nth(1).unwrap_or("/").split('?').next().unwrap_or("/").to_owned();
+                if path != "/clip.mp4" {
+                    tokio::time::sleep(delay).await;
+                }
                 let (status, content_type, body) = match pages.get(path.as_str()) {
                     Some((content_type, body)) => ("200 OK", *content_type, body.clone()),
                     None => ("404 Not Found", "text/plain", b"not here".to_vec()),

@@ -105,4 +105,22 @@ impl IdempotencyRepo for DynamoDb {
         unless_condition_failed(written, "settling an idempotency key")?;
         Ok(())
     }
+
+    async fn renew_key(&self, claim: &KeyRecord, lease_until: Timestamp) -> anyhow::Result<bool> {
+        let KeyState::Claimed { token, .. } = &claim.state else { anyhow::bail!("only a claim is renewed") };
+        // A put, like the claim and the settle: no further action to grant.
+        let renewed = KeyRecord { state: KeyState::Claimed { token: token.clone(), lease_until }, ..claim.clone() };
+        let written = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item_of(&renewed)))
+            .condition_expression("#token = :token AND attribute_not_exists(#status)")
+            .expression_attribute_names("#token", "token")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":token", s(token))
+            .send()
+            .await;
+        Ok(unless_condition_failed(written, "renewing an idempotency claim")?.is_some())
+    }
 }

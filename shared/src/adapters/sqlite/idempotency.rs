@@ -133,4 +133,21 @@ impl IdempotencyRepo for Sqlite {
         })
         .await
     }
+
+    async fn renew_key(&self, claim: &KeyRecord, lease_until: Timestamp) -> anyhow::Result<bool> {
+        let KeyState::Claimed { token, .. } = &claim.state else { anyhow::bail!("only a claim is renewed") };
+        let (organization, key, token) = (claim.organization.to_string(), claim.key.clone(), token.clone());
+        self.write(move |transaction| {
+            let renewed = transaction
+                .prepare_cached(
+                    "UPDATE idempotency_keys SET lease_until_ms = ?4
+                     WHERE organization_id = ?1 AND key = ?2 AND token = ?3 AND status IS NULL",
+                )
+                .db("renewing an idempotency claim")?
+                .execute(params![organization, key, token, lease_until.unix_millis() as i64])
+                .db("renewing an idempotency claim")?;
+            Ok(renewed == 1)
+        })
+        .await
+    }
 }
