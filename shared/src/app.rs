@@ -227,6 +227,7 @@ impl App {
             notifier,
             deliveries: backend.clone().webhooks(),
             task_budget: settings.task_budget,
+            claim_margin: settings.claim_margin,
             scratch: settings.scratch.clone(),
         };
         let sender = WebhookSender {

@@ -29,6 +29,9 @@ pub struct Settings {
     pub scratch: PathBuf,
     /// Longest one node task's media work may take.
     pub task_budget: Duration,
+    /// How long a task's claim holds beyond its budget (storing its files, recording
+    /// its result); a message that meets a live claim comes back after it.
+    pub claim_margin: Duration,
     /// When webhook deliveries are retried and how long receivers have to answer.
     pub webhook_schedule: WebhookSchedule,
     /// Hosts whose `video_urls` are video-sharing sites' pages, beyond the known ones.
@@ -54,6 +57,7 @@ impl Default for Settings {
             yt_dlp: default_yt_dlp(),
             scratch: std::env::temp_dir().join("video-workflow-tasks"),
             task_budget: DEFAULT_TASK_BUDGET,
+            claim_margin: Duration::from_secs(120),
             webhook_schedule: WebhookSchedule::default(),
             video_site_hosts: Vec::new(),
             auth_cache_ttl: Duration::ZERO,

@@ -15,6 +15,7 @@ use futures::stream::{self, StreamExt};
 use crate::adapters::sqs::SqsWebhookQueue;
 use crate::app::App;
 use crate::domain::runs::ports::TaskMessage;
+use crate::domain::runs::worker::Processed;
 use crate::domain::webhooks::sender::Sent;
 use crate::domain::webhooks::WebhookMessage;
 
@@ -130,7 +131,9 @@ pub async fn handle_batch(app: &App, event: SqsEvent) -> SqsBatchResponse {
     }
     each_record(event, PARALLEL_TASKS, "task", |message: TaskMessage, record| async move {
         match engine.worker.process(message).await {
-            Ok(()) => true,
+            Ok(Processed::Done) => true,
+            // Back after the queue's visibility timeout, which outlasts a claim.
+            Ok(Processed::Later(_)) => false,
             Err(error) => {
                 let id = record.message_id.unwrap_or_default();
                 tracing::warn!(error = %format!("{error:#}"), message_id = id, "task message will be delivered again");

@@ -14,6 +14,7 @@ use crate::core::queue::{Delivery, Inbox};
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
 use crate::domain::runs::ports::TaskMessage;
 use crate::domain::runs::service::{change_run, send_tasks, Change};
+use crate::domain::runs::worker::Processed;
 use crate::domain::webhooks::sender::Sent;
 
 /// How long an idle worker sleeps when no message wakes it.
@@ -119,14 +120,18 @@ fn senders(engine: &Engine, count: usize) -> Vec<tokio::task::JoinHandle<()>> {
 
 /// Runs one delivered message and acknowledges it, or leaves it for a later delivery.
 async fn settle(engine: &Engine, inbox: &dyn Inbox<TaskMessage>, delivery: &Delivery<TaskMessage>) {
-    let done = match engine.worker.process(delivery.message).await {
-        Ok(()) => true,
+    let later = match engine.worker.process(delivery.message).await {
+        Ok(Processed::Done) => None,
+        Ok(Processed::Later(delay)) => Some(delay),
         Err(error) => {
             tracing::warn!(error = %format!("{error:#}"), receives = delivery.receives, "task message will be retried");
-            delivery.receives >= MAX_RECEIVES
+            (delivery.receives < MAX_RECEIVES).then_some(RETRY_DELAY)
         }
     };
-    let settled = if done { inbox.acknowledge(delivery).await } else { inbox.retry_later(delivery, RETRY_DELAY).await };
+    let settled = match later {
+        None => inbox.acknowledge(delivery).await,
+        Some(delay) => inbox.retry_later(delivery, delay).await,
+    };
     if let Err(error) = settled {
         tracing::warn!(error = %format!("{error:#}"), "could not settle a task message");
     }

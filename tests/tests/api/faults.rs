@@ -12,10 +12,12 @@ use aws_sdk_dynamodb::config::interceptors::{
 };
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::operation::batch_write_item::BatchWriteItemInput;
+use aws_sdk_dynamodb::operation::put_item::PutItemInput;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemInput;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_smithy_runtime_api::client::interceptors::context::Input;
+use aws_smithy_runtime_api::client::retries::RequestAttempts;
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
@@ -58,6 +60,8 @@ pub struct Refuse {
     fields: &'static str,
     applied: bool,
     times: Option<usize>,
+    /// Only the SDK's first attempt at each chosen call is refused (its retry goes through).
+    first_attempts: bool,
     /// Chosen calls answered so far, and how many of those answers were replaced.
     seen: AtomicUsize,
     refused: Arc<AtomicUsize>,
@@ -84,6 +88,7 @@ impl Refuse {
             fields: "",
             applied,
             times: None,
+            first_attempts: false,
             seen: AtomicUsize::new(0),
             refused: Arc::default(),
         }
@@ -129,7 +134,10 @@ impl Intercept for Refuse {
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         let chosen = cfg.load::<Chosen>().is_some_and(|chosen| chosen.0.contains(&self.id));
-        let refusing = chosen && self.times.is_none_or(|times| self.seen.fetch_add(1, Ordering::SeqCst) < times);
+        let first = cfg.load::<RequestAttempts>().is_none_or(|attempts| attempts.attempts() <= 1);
+        let refusing = chosen
+            && (first || !self.first_attempts)
+            && self.times.is_none_or(|times| self.seen.fetch_add(1, Ordering::SeqCst) < times);
         let mut attempt = cfg.load::<Refusing>().cloned().unwrap_or_default();
         attempt.0.retain(|id| *id != self.id);
         if refusing {
@@ -239,6 +247,29 @@ pub fn lost_update_answers(part: &'static str) -> Refuse {
         500,
         "InternalServerError",
     )
+}
+
+/// The first answer to every conditional PutItem of a run (a change under its version)
+/// is lost after DynamoDB applied the write: the SDK's retry then meets the version the
+/// write stored, and fails its condition.
+pub fn lost_run_write_answers() -> Refuse {
+    Refuse {
+        first_attempts: true,
+        ..Refuse::new(
+            |input| {
+                input.downcast_ref::<PutItemInput>().is_some_and(|put| {
+                    put.condition_expression() == Some("version = :expected")
+                        && put
+                            .item()
+                            .and_then(|item| item.get("sk"))
+                            .is_some_and(|sk| matches!(sk, AttributeValue::S(sk) if sk.starts_with("RUN#")))
+                })
+            },
+            true,
+            500,
+            "InternalServerError",
+        )
+    }
 }
 
 /// Lets calls through until a bulk upsert has reserved its slots, then fails every

@@ -184,3 +184,89 @@ async fn a_slow_start_keeps_its_idempotency_key_and_a_repeat_gets_its_run(backen
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(refused["detail"].as_str().unwrap().contains("visible ASCII"), "{refused}");
 }
+
+/// Serves `bytes` at `/video.mp4`; the first request is held until `go` is notified,
+/// after telling `asked`.
+async fn gated_server(bytes: Vec<u8>) -> (String, Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/video.mp4", listener.local_addr().unwrap());
+    let (asked, go) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));
+    let (asked_, go_) = (asked.clone(), go.clone());
+    tokio::spawn(async move {
+        let mut first = true;
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut request = vec![0u8; 8192];
+            let _ = socket.read(&mut request).await;
+            if std::mem::take(&mut first) {
+                asked_.notify_one();
+                go_.notified().await;
+            }
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: video/mp4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                bytes.len()
+            );
+            let _ = socket.write_all(head.as_bytes()).await;
+            let _ = socket.write_all(&bytes).await;
+            let _ = socket.shutdown().await;
+        }
+    });
+    (url, asked, go)
+}
+
+/// Recording a task's result fails while another process holds SQLite's write lock past
+/// the 10 s lock wait; the message, delivered again, meets its own task's live claim:
+/// it comes back when that claim runs out (the task then runs again) instead of being
+/// dropped, and the run completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_result_that_cannot_be_recorded_under_a_held_write_lock_is_worked_again_after_its_claim() {
+    let harness = Harness::tuned(Backend::Sqlite, |settings| shared::config::Settings {
+        task_budget: Duration::from_secs(25),
+        claim_margin: Duration::ZERO,
+        ..settings
+    })
+    .await;
+    let (url, asked, go) = gated_server(crate::uploads::sample("video.mp4")).await;
+    let (agent, _) =
+        harness.agent(&[("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))], &[("in", "out")]).await;
+    let run = harness.start(&agent, json!({ "video_urls": [url] })).await;
+    asked.notified().await;
+    // The task has claimed its attempt and is downloading: take the write lock, then let
+    // the download finish, so that the task records its result while the lock is held.
+    let file = harness.database.clone().unwrap();
+    let (locked, unlock) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));
+    let (locked_, unlock_) = (locked.clone(), unlock.clone());
+    let holder = std::thread::spawn(move || {
+        let connection = rusqlite::Connection::open(file).unwrap();
+        connection.execute_batch("BEGIN IMMEDIATE").unwrap();
+        locked_.notify_one();
+        futures::executor::block_on(unlock_.notified());
+        connection.execute_batch("COMMIT").unwrap();
+    });
+    locked.notified().await;
+    go.notify_one();
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    unlock.notify_one();
+    holder.join().unwrap();
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["outputs"].as_array().unwrap().len(), 1, "{record}");
+}
+
+/// Every run write's first answer is lost after DynamoDB applied it (the SDK retries
+/// into a failed version condition): each writer recognises its own write by its token,
+/// so claims hold, completions send their downstream tasks, and the run completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn run_writes_whose_answers_are_lost_are_recognised_as_done() {
+    let fault = crate::faults::lost_run_write_answers();
+    let refused = fault.refused();
+    let harness = Harness::through_table(|table| table.with_interceptor(fault)).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&crate::runs::chain(), &crate::runs::CHAIN_EDGES).await;
+    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["outputs"].as_array().unwrap().len(), 1, "{record}");
+    let lost = refused.load(Ordering::SeqCst);
+    assert!(lost >= 2, "both tasks' claims lost their answers: {lost}");
+}

@@ -63,6 +63,8 @@ pub(crate) struct Harness {
     pub(crate) test: TestApp,
     /// Where tasks render (their ffmpeg children name paths under it).
     scratch: std::path::PathBuf,
+    /// The SQLite database's file, on the embedded backend.
+    pub(crate) database: Option<std::path::PathBuf>,
     _stop: tokio::sync::oneshot::Sender<()>,
     _workers: Option<Workers>,
 }
@@ -88,18 +90,24 @@ impl Harness {
         budget: Duration,
         schedule: WebhookSchedule,
     ) -> Self {
-        Self::build(backend, count, budget, schedule, true, |settings| settings).await
+        Self::build(backend, count, budget, schedule, true, |settings| settings, |table| table).await
     }
 
     /// Two workers on `backend`, with `tune` applied to the settings of the harness.
     pub(crate) async fn tuned(backend: Backend, tune: impl FnOnce(Settings) -> Settings) -> Self {
-        Self::build(backend, 2, DEFAULT_TASK_BUDGET, WebhookSchedule::default(), true, tune).await
+        Self::build(backend, 2, DEFAULT_TASK_BUDGET, WebhookSchedule::default(), true, tune, |table| table).await
+    }
+
+    /// Two workers on the AWS backend, whose DynamoDB client is `wrap`'s.
+    pub(crate) async fn through_table(wrap: impl FnOnce(DynamoDb) -> DynamoDb) -> Self {
+        let schedule = WebhookSchedule::default();
+        Self::build(Backend::DynamoDb, 2, DEFAULT_TASK_BUDGET, schedule, true, |settings| settings, wrap).await
     }
 
     /// The embedded backend with the SSRF guard of a deployment: no private URLs.
     pub(crate) async fn guarded() -> Self {
-        Self::build(Backend::Sqlite, 2, DEFAULT_TASK_BUDGET, WebhookSchedule::default(), false, |settings| settings)
-            .await
+        let schedule = WebhookSchedule::default();
+        Self::build(Backend::Sqlite, 2, DEFAULT_TASK_BUDGET, schedule, false, |settings| settings, |table| table).await
     }
 
     async fn build(
@@ -109,6 +117,7 @@ impl Harness {
         schedule: WebhookSchedule,
         allow_private: bool,
         tune: impl FnOnce(Settings) -> Settings,
+        wrap_table: impl FnOnce(DynamoDb) -> DynamoDb,
     ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let public_url = format!("http://{}", listener.local_addr().unwrap());
@@ -124,13 +133,17 @@ impl Harness {
             ..Settings::default()
         };
         let settings = tune(settings);
+        let mut database = None;
         let config = match backend {
             Backend::Sqlite => {
                 let (media, _) = local_media(&public_url);
-                AppConfig { settings, ..AppConfig::sqlite(sqlite(), media) }
+                let state = sqlite();
+                database = state.file().map(std::path::Path::to_path_buf);
+                AppConfig { settings, ..AppConfig::sqlite(state, media) }
             }
             Backend::DynamoDb => {
                 let (table, s3, tasks, webhooks) = aws_engine_queues().await;
+                let table = wrap_table(table);
                 let queues = SqsQueues { tasks, webhooks: Some(webhooks), take: true };
                 AppConfig {
                     storage: Storage::DynamoDb { table, queues: Some(queues) },
@@ -144,7 +157,7 @@ impl Harness {
         let test = TestApp::seeded(app).await;
         let (_, stop) = serve::spawn_on(test.app.clone(), listener).unwrap();
         let workers = if count > 0 { serve::workers::start(&test.app, count).await.unwrap() } else { None };
-        Self { test, scratch, _stop: stop, _workers: workers }
+        Self { test, scratch, database, _stop: stop, _workers: workers }
     }
 
     pub(crate) async fn upload(&self, kind: &str, file: &str) -> String {
@@ -828,7 +841,8 @@ async fn a_worker_that_stops_between_recording_and_queueing_loses_no_task(backen
 }
 
 /// A start whose first tasks cannot be sent answers an error, and the run it stored is
-/// `failed` with the reason rather than `running` for ever; resume queues it again.
+/// `failed` with the reason rather than `running` for ever; so is a resume whose tasks
+/// cannot be sent; a resume that can send them completes the run.
 async fn a_run_whose_first_tasks_cannot_be_queued_fails_and_resumes(backend: Backend) {
     use shared::domain::runs::{service, start::StartRequest};
     let harness = Harness::new(backend).await;
@@ -864,6 +878,16 @@ async fn a_run_whose_first_tasks_cannot_be_queued_fails_and_resumes(backend: Bac
     assert_eq!(record["status"], "failed", "{record}");
     let message = record["errors"][0]["messages"][0].as_str().unwrap();
     assert!(message.contains("could not be queued"), "{message}");
+    // A resume whose tasks cannot be sent either: the run is failed again, not left
+    // `running` with nothing queued.
+    let run_id = RunId::parse(&run).unwrap();
+    let resumed = service::resume_run(&ports, harness.test.organization, run_id).await;
+    let error = resumed.expect_err("the resumed task could not be queued");
+    assert!(format!("{error}").contains("cannot be reached"), "{error}");
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "failed", "{record}");
+    let message = record["errors"][0]["messages"][0].as_str().unwrap();
+    assert!(message.contains("could not be queued when the run was resumed"), "{message}");
     let (status, resumed) = harness.test.call(Method::POST, &format!("/agent_run/{run}/resume"), None).await;
     assert_eq!(status, StatusCode::OK, "{resumed}");
     let record = harness.finished(&run).await;
@@ -966,7 +990,7 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
     let (worker, worker_logs, worker_webhooks) = recorded(&dynamodb, &s3, &queue);
     let test = TestApp::seeded(api).await;
     let (_, stop) = serve::spawn_on(test.app.clone(), listener).unwrap();
-    let harness = Harness { test, scratch: std::path::PathBuf::new(), _stop: stop, _workers: None };
+    let harness = Harness { test, scratch: std::path::PathBuf::new(), database: None, _stop: stop, _workers: None };
     let video = harness.upload("video", "video.mp4").await;
     let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
 

@@ -40,8 +40,11 @@ fn blob(item: &Item, name: &str) -> anyhow::Result<Vec<u8>> {
     }
 }
 
-/// The items of a run as stored: the head, then parts 1.. of its document.
-fn run_items(run: &Run) -> anyhow::Result<(Item, Vec<Item>)> {
+/// The items of a run as stored: the head, then parts 1.. of its document. The head
+/// carries `token`, new for each write, by which a writer whose successful write was
+/// answered with an error (and retried by the SDK into a failed condition) recognises
+/// its own write.
+fn run_items(run: &Run, token: &str) -> anyhow::Result<(Item, Vec<Item>)> {
     let document = serde_json::to_vec(run)?;
     let parts: Vec<&[u8]> = document.chunks(PART_BYTES).collect();
     anyhow::ensure!(
@@ -58,6 +61,7 @@ fn run_items(run: &Run) -> anyhow::Result<(Item, Vec<Item>)> {
         ("status".to_owned(), s(run.status.as_str())),
         ("started_at".to_owned(), s(run.started_at.to_string())),
         ("version".to_owned(), n(run.version)),
+        ("write_token".to_owned(), s(token)),
         ("parts".to_owned(), n(parts.len().max(1))),
         ("document".to_owned(), AttributeValue::B(Blob::new(parts.first().copied().unwrap_or_default()))),
     ]);
@@ -127,8 +131,31 @@ impl DynamoDb {
         condition: &str,
         expected: Option<u64>,
     ) -> anyhow::Result<bool> {
+        let token = uuid::Uuid::new_v4().to_string();
+        if self.put_run(run, media, deliveries, condition, expected, &token).await? {
+            return Ok(true);
+        }
+        // The condition failed: another writer came first, or this write landed and its
+        // answer was lost (the SDK's retry then met the version it had written).
+        let head = self.get(keys::run(run.organization_id, run.id), "reading a run").await?;
+        Ok(head.is_some_and(|head| {
+            optional_text(&head, "write_token").ok().flatten() == Some(token.as_str())
+                && number::<u64>(&head, "version").ok() == Some(run.version)
+        }))
+    }
+
+    /// [`Self::write_run`]'s write under `token`: false when its condition failed.
+    async fn put_run(
+        &self,
+        run: &Run,
+        media: &[MediaRecord],
+        deliveries: &[WebhookDelivery],
+        condition: &str,
+        expected: Option<u64>,
+        token: &str,
+    ) -> anyhow::Result<bool> {
         let deliveries = deliveries.iter().map(super::webhooks::delivery_item).collect::<anyhow::Result<Vec<_>>>()?;
-        let (head, parts) = run_items(run)?;
+        let (head, parts) = run_items(run, token)?;
         let mut media = media;
         if 1 + parts.len() + media.len() + deliveries.len() > TRANSACTION_ITEMS {
             // Records first, the run that names them after: a failure in between leaves

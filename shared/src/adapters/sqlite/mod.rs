@@ -86,6 +86,14 @@ impl Sqlite {
         Ok(Self::with_pool(Target::File(path), vec![connection], FILE_CONNECTIONS, None))
     }
 
+    /// The database's file; None in memory.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        match &self.inner.target {
+            Target::File(path) => Some(path),
+            Target::Memory(_) => None,
+        }
+    }
+
     /// A new, empty database in process memory, lost when the last clone is dropped.
     pub fn in_memory() -> anyhow::Result<Self> {
         let uri = format!("file:video-workflow-{}?mode=memory&cache=shared", uuid::Uuid::new_v4().simple());

@@ -17,6 +17,9 @@ pub enum Claim {
     Claimed,
     /// Nothing to do: a duplicate or stale message, or the run is not running.
     Refused(String),
+    /// Another claim on this attempt is still held, until then: the message must come
+    /// back after it (should that claim's worker have stopped, the task runs again).
+    Held(Timestamp),
     /// Workers stopped on this task too often; it was failed (store the run).
     GaveUp,
 }
@@ -125,7 +128,12 @@ impl Run {
         if task.attempt != attempt {
             return Claim::Refused(format!("attempt {attempt} was replaced by attempt {}", task.attempt));
         }
-        let abandoned = task.status == TaskStatus::Running && task.lease_until.is_some_and(|until| until < now);
+        if let (TaskStatus::Running, Some(until)) = (task.status, task.lease_until) {
+            if until >= now {
+                return Claim::Held(until);
+            }
+        }
+        let abandoned = task.status == TaskStatus::Running;
         if task.status != TaskStatus::Queued && !abandoned {
             return Claim::Refused(format!("the task is {:?}", task.status).to_lowercase());
         }

@@ -150,16 +150,7 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
     if let Err(error) = send_tasks(ports.queue, &run, &queued).await {
         // Stored but never queued: fail those tasks rather than leave the run `running`.
         let message = "the task could not be queued when the run started; resume the run to try again";
-        let failed = change_run(ports.runs, ports.notifier, organization, run.id, &RUN_UPDATE_CONFLICTS, |run| {
-            Ok(match run.unqueued(&queued, message, ports.clock.now()) {
-                true => Change::Store((), Vec::new()),
-                false => Change::Keep(()),
-            })
-        })
-        .await;
-        if let Err(also) = failed {
-            tracing::error!(run_id = %run.id, error = %also, "a run whose tasks could not be queued stays running");
-        }
+        unqueued(ports, &run, &queued, message).await;
         return Err(RunError::Backend(error.context("queueing the run's first tasks")));
     }
     tracing::info!(run_id = %run.id, tasks = run.tasks.len(), "run started");
@@ -254,6 +245,25 @@ pub async fn resume_run(ports: &RunPorts<'_>, organization: OrganizationId, id: 
         })
         .await?;
     let run = run.ok_or(RunError::NotFound)?;
-    send_tasks(ports.queue, &run, &queued).await?;
+    if let Err(error) = send_tasks(ports.queue, &run, &queued).await {
+        let message = "the task could not be queued when the run was resumed; resume the run to try again";
+        unqueued(ports, &run, &queued, message).await;
+        return Err(RunError::Backend(error.context("queueing the resumed run's tasks")));
+    }
     Ok(resumed)
+}
+
+/// Fails the tasks of `run` that were stored as queued but whose messages could not be
+/// sent, rather than leave the run `running` with nothing queued behind it.
+async fn unqueued(ports: &RunPorts<'_>, run: &Run, queued: &[TaskIndex], message: &str) {
+    let failed = change_run(ports.runs, ports.notifier, run.organization_id, run.id, &RUN_UPDATE_CONFLICTS, |run| {
+        Ok(match run.unqueued(queued, message, ports.clock.now()) {
+            true => Change::Store((), Vec::new()),
+            false => Change::Keep(()),
+        })
+    })
+    .await;
+    if let Err(also) = failed {
+        tracing::error!(run_id = %run.id, error = %also, "a run whose tasks could not be queued stays running");
+    }
 }

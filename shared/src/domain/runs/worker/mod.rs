@@ -20,7 +20,7 @@ use crate::core::retry::RUN_UPDATE_CONFLICTS;
 use crate::domain::identity::OrganizationId;
 use crate::domain::media::ports::{BlobStore, Downloader, MediaProbe, MediaToolkit};
 use crate::domain::sites::Sites;
-use crate::domain::time::Clock;
+use crate::domain::time::{Clock, Timestamp};
 use crate::domain::webhooks::ports::WebhookRepo;
 use crate::domain::webhooks::{DeliveryState, WebhookMessage};
 
@@ -47,6 +47,9 @@ pub struct Worker {
     pub deliveries: Arc<dyn WebhookRepo>,
     /// Longest one task's media work may take.
     pub task_budget: Duration,
+    /// How long a claim holds beyond the budget: time to store the task's files and
+    /// record its result.
+    pub claim_margin: Duration,
     /// Folder for scratch files (a folder per task inside it).
     pub scratch: PathBuf,
 }
@@ -63,10 +66,21 @@ pub(super) enum Outcome {
     Cancelled,
 }
 
+/// What became of a task message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Processed {
+    /// Done with: worked, or nothing to do.
+    Done,
+    /// Another worker's claim on its task still holds: deliver it again after this long
+    /// (should that worker have stopped, the task runs again then).
+    Later(Duration),
+}
+
 /// What the claim's change of the run decided, and what a refused claim leaves to do.
 enum ClaimAnswer {
     Claimed,
     GaveUp,
+    Held(Timestamp),
     /// Refused: the tasks the ended task queued (to send again) and whether the run
     /// records webhook events.
     Refused {
@@ -78,13 +92,22 @@ enum ClaimAnswer {
 impl Worker {
     /// A claim is held this long: the work's budget and time to store its files.
     pub fn lease(&self) -> Duration {
-        self.task_budget + Duration::from_secs(120)
+        self.task_budget + self.claim_margin
     }
 
-    /// Handles one message. Ok means the message is done with (worked, or nothing to
-    /// do); an error means it should be delivered again later.
-    pub async fn process(&self, message: TaskMessage) -> anyhow::Result<()> {
-        let Some(run) = self.claim(message).await? else { return Ok(()) };
+    /// Handles one message. Ok says whether the message is done with or should come
+    /// back after another worker's claim; an error means it should be delivered again
+    /// later.
+    pub async fn process(&self, message: TaskMessage) -> anyhow::Result<Processed> {
+        let run = match self.claim(message).await? {
+            Claimed::Run(run) => run,
+            Claimed::Nothing => return Ok(Processed::Done),
+            Claimed::Held(until) => {
+                let wait = until.unix_millis().saturating_sub(self.clock.now().unix_millis()) + 1_000;
+                tracing::info!(run_id = %message.run_id, task = message.task.0, "task message waits for the claim it met");
+                return Ok(Processed::Later(Duration::from_millis(wait)));
+            }
+        };
         let run = Arc::new(run);
         let started = Instant::now();
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
@@ -110,14 +133,14 @@ impl Worker {
             ms = started.elapsed().as_secs_f64() * 1000.0,
             "node task"
         );
-        self.record(message, outcome).await
+        self.record(message, outcome).await.map(|()| Processed::Done)
     }
 
     /// Takes the message's attempt for this worker: the run to work on, or None when
     /// there is nothing to do. A refused message (a duplicate, or
     /// its task ended) sends again what its task queued and the run's never-attempted
     /// webhook deliveries, in case the worker that ended it stopped before sending them.
-    async fn claim(&self, message: TaskMessage) -> anyhow::Result<Option<Run>> {
+    async fn claim(&self, message: TaskMessage) -> anyhow::Result<Claimed> {
         let TaskMessage { organization_id: organization, run_id, task, attempt } = message;
         let (now, lease) = (self.clock.now(), self.lease());
         let changed =
@@ -125,6 +148,7 @@ impl Worker {
                 Ok(match run.claim(task, attempt, now, lease) {
                     Claim::Claimed => Change::Store(ClaimAnswer::Claimed, Vec::new()),
                     Claim::GaveUp => Change::Store(ClaimAnswer::GaveUp, Vec::new()),
+                    Claim::Held(until) => Change::Keep(ClaimAnswer::Held(until)),
                     Claim::Refused(why) => {
                         tracing::info!(%run_id, task = task.0, attempt, why, "task message needs no work");
                         let resend =
@@ -135,11 +159,12 @@ impl Worker {
             })
             .await;
         match changed {
-            Ok((Some(run), ClaimAnswer::Claimed)) => Ok(Some(run)),
+            Ok((Some(run), ClaimAnswer::Claimed)) => Ok(Claimed::Run(run)),
             Ok((Some(run), _)) => {
                 send_tasks(self.queue.as_ref(), &run, &queued_tasks(&run)).await?;
-                Ok(None)
+                Ok(Claimed::Nothing)
             }
+            Ok((_, ClaimAnswer::Held(until))) => Ok(Claimed::Held(until)),
             Ok((_, ClaimAnswer::Refused { resend, has_events })) => {
                 if has_events {
                     self.queue_unsent_events(organization, run_id).await?;
@@ -148,9 +173,9 @@ impl Worker {
                     tracing::info!(%run_id, task = task.0, tasks = resend.len(), "queueing again the tasks this ended task queued");
                     self.queue.send(&resend).await?;
                 }
-                Ok(None)
+                Ok(Claimed::Nothing)
             }
-            Ok((None, _)) | Err(RunError::NotFound) => Ok(None),
+            Ok((None, _)) | Err(RunError::NotFound) => Ok(Claimed::Nothing),
             Err(error) => Err(anyhow::anyhow!("{error}")),
         }
     }
@@ -219,6 +244,16 @@ impl Worker {
         }
         Ok(())
     }
+}
+
+/// What a claim on a task message found.
+enum Claimed {
+    /// This worker holds the task: the run to work on.
+    Run(Run),
+    /// Nothing to do.
+    Nothing,
+    /// Another claim holds the task until then.
+    Held(Timestamp),
 }
 
 impl Run {
