@@ -25,6 +25,7 @@ use crate::domain::identity::{Authenticator, IdentityRepo};
 use crate::domain::media::ports::{BlobStore, MediaProbe};
 use crate::domain::runs::events::Notifier;
 use crate::domain::runs::ports::{RunRepo, TaskMessage};
+use crate::domain::runs::sweep::Sweeper;
 use crate::domain::runs::views::MediaLinks;
 use crate::domain::runs::worker::Worker;
 use crate::domain::shared_stores::SharedStoreRepo;
@@ -136,6 +137,8 @@ pub struct Engine {
     pub sender: WebhookSender,
     /// What the deployment lacks for runs, when it cannot run any.
     pub missing: Option<&'static str>,
+    /// Repairs what crashes and failed sends leave behind (run on a schedule).
+    pub sweeper: Sweeper,
 }
 
 /// The queues of an embedded backend: tables of its database.
@@ -236,7 +239,16 @@ impl App {
             clock: clock.clone(),
             schedule: settings.webhook_schedule.clone(),
         };
+        let sweeper = Sweeper {
+            runs: backend.clone().runs(),
+            deliveries: backend.clone().webhooks(),
+            tasks: queues.tasks.clone(),
+            notifier: worker.notifier.clone(),
+            clock: clock.clone(),
+            settings: settings.sweep,
+        };
         let engine = Engine {
+            sweeper,
             runs: backend.clone().runs(),
             queue: queues.tasks,
             worker,

@@ -44,6 +44,8 @@ pub struct Settings {
     /// How long an `Idempotency-Key` claim holds without renewal (a running request
     /// renews it every third of this).
     pub idempotency_lease: Duration,
+    /// When the sweeper takes a message or a claim as lost.
+    pub sweep: crate::domain::runs::sweep::SweepSettings,
 }
 
 impl Default for Settings {
@@ -63,6 +65,7 @@ impl Default for Settings {
             auth_cache_ttl: Duration::ZERO,
             allow_private_urls: false,
             idempotency_lease: crate::domain::idempotency::CLAIM_LEASE,
+            sweep: Default::default(),
         }
     }
 }

@@ -60,6 +60,7 @@ pub async fn start(app: &App, count: usize) -> anyhow::Result<Option<Workers>> {
         recover(&engine, &local.tasks).await?;
     }
     let mut handles = senders(&engine, WEBHOOK_SENDERS);
+    handles.push(sweeps(&engine));
     let engine = Arc::new(engine);
     handles.extend((0..count.max(1)).map(|_| {
         let (engine, inbox) = (engine.clone(), inbox.clone());
@@ -81,6 +82,22 @@ pub async fn start(app: &App, count: usize) -> anyhow::Result<Option<Workers>> {
         })
     }));
     Ok(Some(Workers { handles }))
+}
+
+/// How often `serve` sweeps (the `sweeper` function's schedule on AWS).
+pub const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// The sweeper's loop: a sweep every [`SWEEP_EVERY`], the first one after it.
+fn sweeps(engine: &Engine) -> tokio::task::JoinHandle<()> {
+    let sweeper = engine.sweeper.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(SWEEP_EVERY).await;
+            if let Err(error) = sweeper.sweep().await {
+                tracing::warn!(error = %format!("{error:#}"), "sweep failed; the next one tries again");
+            }
+        }
+    })
 }
 
 /// Webhook sender loops on the engine's webhook inbox.

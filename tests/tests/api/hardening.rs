@@ -10,10 +10,22 @@ use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use shared::domain::nodes::{CLIP, CONCATENATE, DESTINATION, SPEED, VIDEO_INPUT};
 
+use shared::adapters::dynamodb::DynamoDb;
+use shared::core::queue::Queue;
+use shared::domain::runs::events::Notifier;
+use shared::domain::runs::ports::TaskMessage;
+use shared::domain::runs::sweep::{SweepSettings, Sweeper};
+use shared::domain::webhooks::WebhookMessage;
+use shared::runtime::schedule::SWEEPER_DYNAMODB_ACTIONS;
+
 use crate::helpers::Backend;
 use crate::runs::Harness;
+use crate::webhooks::{Mode, Receiver};
 
-crate::conformance!(a_slow_start_keeps_its_idempotency_key_and_a_repeat_gets_its_run);
+crate::conformance!(
+    a_slow_start_keeps_its_idempotency_key_and_a_repeat_gets_its_run,
+    one_sweep_sends_again_what_a_start_lost,
+);
 
 /// Calls `GET /whoami` every 100 ms while it lives and counts the answers slower than a
 /// second (or not 200): the API must keep answering while a hostile graph is planned
@@ -269,4 +281,114 @@ async fn run_writes_whose_answers_are_lost_are_recognised_as_done() {
     assert_eq!(record["outputs"].as_array().unwrap().len(), 1, "{record}");
     let lost = refused.load(Ordering::SeqCst);
     assert!(lost >= 2, "both tasks' claims lost their answers: {lost}");
+}
+
+/// A task queue that takes every message and loses it, as a start killed between its
+/// write and its sends.
+struct LosesSends;
+
+#[async_trait::async_trait]
+impl Queue<TaskMessage> for LosesSends {
+    async fn send(&self, _: &[TaskMessage]) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// A webhook queue whose first send fails; later ones go to `inner`.
+struct FailsFirstSend {
+    inner: Arc<dyn Queue<WebhookMessage>>,
+    failed: AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Queue<WebhookMessage> for FailsFirstSend {
+    async fn send(&self, messages: &[WebhookMessage]) -> anyhow::Result<()> {
+        if !self.failed.swap(true, Ordering::SeqCst) {
+            anyhow::bail!("the webhook queue cannot be reached");
+        }
+        self.inner.send(messages).await
+    }
+}
+
+/// A start whose task messages are lost and whose first webhook send fails leaves a
+/// `running` run with a queued task and a RUN_STARTED delivery never attempted; one
+/// sweep sends both again: the run completes and the receiver gets every event. On
+/// DynamoDB the sweep performs exactly the actions the `sweeper` function is granted.
+async fn one_sweep_sends_again_what_a_start_lost(backend: Backend) {
+    use shared::domain::runs::{service, start::StartRequest};
+    let own_table = match backend {
+        // A table of its own: the sweep walks every running run of its table.
+        Backend::DynamoDb => {
+            let table = DynamoDb::connect(format!("sweep-{}", uuid::Uuid::new_v4())).await;
+            table.ensure_table().await.unwrap();
+            Some(table)
+        }
+        Backend::Sqlite => None,
+    };
+    let harness = match own_table.clone() {
+        Some(table) => Harness::through_table(move |_| table).await,
+        None => Harness::new(backend).await,
+    };
+    let receiver = Receiver::start(Mode::Accept).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&crate::runs::chain(), &crate::runs::CHAIN_EDGES).await;
+    let app = &harness.test.app;
+    let engine = app.engine.clone();
+    let webhooks: Arc<dyn Queue<WebhookMessage>> =
+        Arc::new(FailsFirstSend { inner: engine.webhooks.clone(), failed: AtomicBool::new(false) });
+    let notifier = Notifier { links: app.links.clone(), queue: webhooks };
+    let ports = service::RunPorts {
+        runs: engine.runs.as_ref(),
+        queue: &LosesSends,
+        clock: app.clock.as_ref(),
+        notifier: &notifier,
+        agents: app.agents.as_ref(),
+        uploads: app.uploads.as_ref(),
+        sites: &engine.worker.sites,
+        assets: app.assets.as_ref(),
+        asset_manager: app.asset_manager.as_ref(),
+        allow_private_urls: true,
+    };
+    let body = json!({ "video_ids": [video], "callback_url": receiver.url });
+    let request = StartRequest::parse(body.as_object().unwrap()).unwrap();
+    let agent_id = shared::domain::agents::AgentId::parse(&agent).unwrap();
+    let start = service::StartRun { organization: harness.test.organization, agent_id, request };
+    let run = service::start_run(&ports, start).await.expect("the start stored its run").to_string();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, record) = harness.test.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+    assert_eq!(record["status"], "running", "nothing runs it: {record}");
+    // On SQLite the delivery row is the webhook queue's message: it cannot be lost.
+    let lost_deliveries = usize::from(backend == Backend::DynamoDb);
+    if lost_deliveries == 1 {
+        assert!(receiver.received().is_empty(), "RUN_STARTED was never queued");
+    }
+
+    let settings = SweepSettings { stale_after: Duration::ZERO, lost_claim_after: Duration::from_secs(86_400) };
+    let (sweeper, log) = match &own_table {
+        Some(table) => {
+            let (recording, log) = table.recording_actions();
+            let recording = Arc::new(recording);
+            (Sweeper { runs: recording.clone(), deliveries: recording, settings, ..engine.sweeper.clone() }, Some(log))
+        }
+        None => (Sweeper { settings, ..engine.sweeper.clone() }, None),
+    };
+    let report = sweeper.sweep().await.unwrap();
+    assert_eq!(
+        (report.tasks_resent, report.deliveries_resent, report.tasks_failed),
+        (1, lost_deliveries, 0),
+        "{report:?}"
+    );
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    let events =
+        receiver.wait_until("RUN_FINISHED", |events| events.iter().any(|e| e.body["flag"] == "RUN_FINISHED")).await;
+    assert_eq!(events[0].body["flag"], "RUN_STARTED", "the lost RUN_STARTED was sent");
+    if let Some(log) = log {
+        let granted: std::collections::BTreeSet<String> =
+            SWEEPER_DYNAMODB_ACTIONS.iter().map(|action| (*action).to_owned()).collect();
+        assert_eq!(log.take(), granted, "sweeper performs exactly what its policy grants");
+    }
+    // A second sweep finds nothing lost.
+    let report = sweeper.sweep().await.unwrap();
+    assert_eq!((report.tasks_resent, report.deliveries_resent, report.tasks_failed), (0, 0, 0), "{report:?}");
 }

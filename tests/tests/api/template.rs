@@ -91,8 +91,8 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
     let template = template();
     let functions = functions(&template);
     let binaries = binaries();
-    // Every route's function, node-worker and webhook-sender.
-    assert_eq!(functions.len(), ROUTES.len() + 2, "one function per route: {:?}", functions.keys());
+    // Every route's function, node-worker, webhook-sender and sweeper.
+    assert_eq!(functions.len(), ROUTES.len() + 3, "one function per route: {:?}", functions.keys());
     for route in ROUTES {
         let (logical_id, function) = functions
             .iter()
@@ -135,8 +135,8 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
     }
     assert_eq!(
         binaries.len(),
-        ROUTES.len() + 3,
-        "every binary but serve, node-worker and webhook-sender is a route's function"
+        ROUTES.len() + 4,
+        "every binary but serve, node-worker, webhook-sender and sweeper is a route's function"
     );
 }
 
@@ -311,5 +311,31 @@ fn collect_references(value: &Value, found: &mut Vec<String>) {
         Value::Mapping(mapping) => mapping.values().for_each(|value| collect_references(value, found)),
         Value::Sequence(items) => items.iter().for_each(|value| collect_references(value, found)),
         _ => {}
+    }
+}
+
+#[test]
+fn the_sweeper_runs_every_minute_with_the_sweep_index_and_least_privilege() {
+    use shared::runtime::schedule::{SWEEPER, SWEEPER_DYNAMODB_ACTIONS, SWEEPER_QUEUES, SWEEPER_SQS_ACTIONS};
+    let template = template();
+    let functions = functions(&template);
+    assert!(binaries().contains(SWEEPER));
+    let (logical_id, sweeper) = functions
+        .iter()
+        .find(|(_, function)| function["Metadata"]["BuildProperties"]["Binary"] == SWEEPER)
+        .expect("a function builds sweeper");
+    check_policy(logical_id, sweeper, SWEEPER_DYNAMODB_ACTIONS, &[], SWEEPER_SQS_ACTIONS, SWEEPER_QUEUES);
+    let resources = format!("{:?}", sweeper["Properties"]["Policies"][0]["Statement"][0]["Resource"]);
+    assert!(resources.contains("/index/sweep"), "the sweep index may be queried: {resources}");
+    let events: Vec<&Value> = sweeper["Properties"]["Events"].as_mapping().expect("Events").values().collect();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["Type"], "Schedule");
+    assert_eq!(events[0]["Properties"]["Schedule"], "rate(1 minute)");
+    let index = &template["Resources"]["Table"]["Properties"]["GlobalSecondaryIndexes"][0];
+    assert_eq!(index["IndexName"], shared::adapters::dynamodb::keys::SWEEP_INDEX);
+    assert_eq!(index["Projection"]["ProjectionType"], "KEYS_ONLY");
+    let variables = &sweeper["Properties"]["Environment"]["Variables"];
+    for name in ["TASK_QUEUE_URL", "MEDIA_LINK_SECRET", "PUBLIC_URL"] {
+        assert!(!variables[name].is_null(), "{logical_id} has the engine's {name}");
     }
 }

@@ -619,6 +619,9 @@ impl WebhookRepo for AnotherSenderFirst {
     async fn redeliver(&self, delivery: &WebhookDelivery, now: Timestamp) -> anyhow::Result<bool> {
         self.log.redeliver(delivery, now).await
     }
+    async fn unsent_deliveries(&self, before: Timestamp, limit: usize) -> anyhow::Result<Vec<WebhookDelivery>> {
+        self.log.unsent_deliveries(before, limit).await
+    }
     async fn webhook_secret(&self, organization: OrganizationId) -> anyhow::Result<Option<WebhookSecret>> {
         self.log.webhook_secret(organization).await
     }

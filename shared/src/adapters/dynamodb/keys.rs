@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use uuid::Uuid;
 
 use super::table::{s, Item};
+use super::AttributeValue;
 use crate::domain::agents::AgentId;
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::{MediaId, RunId};
@@ -128,6 +129,28 @@ pub const WEBHOOK_PREFIX: &str = "WEBHOOK#";
 /// A run's webhook delivery by sequence.
 pub fn webhook_delivery(organization: OrganizationId, id: RunId, sequence: u64) -> Item {
     key(run_parts_pk(organization, id), format!("{WEBHOOK_PREFIX}{sequence:012}"))
+}
+
+/// The sparse index the sweeper reads (`sweep_pk`, `sweep_sk`; keys only): the heads of
+/// running runs and the webhook deliveries not yet attempted carry its attributes, and
+/// nothing else does. Its partitions are split in [`SWEEP_SHARDS`] so that no one of
+/// them takes every run's writes.
+pub const SWEEP_INDEX: &str = "sweep";
+/// Partitions of each kind in the sweep index.
+pub const SWEEP_SHARDS: u8 = 4;
+
+fn shard(id: Uuid) -> u8 {
+    id.as_bytes()[15] % SWEEP_SHARDS
+}
+
+/// A running run's attributes in the sweep index.
+pub fn sweep_running(id: RunId) -> [(String, AttributeValue); 2] {
+    [("sweep_pk".to_owned(), s(format!("RUNNING#{}", shard(id.as_uuid())))), ("sweep_sk".to_owned(), s(id.to_string()))]
+}
+
+/// An unattempted delivery's attributes in the sweep index (its ID orders by creation).
+pub fn sweep_unsent(id: crate::domain::webhooks::DeliveryId) -> [(String, AttributeValue); 2] {
+    [("sweep_pk".to_owned(), s(format!("UNSENT#{}", shard(id.as_uuid())))), ("sweep_sk".to_owned(), s(id.to_string()))]
 }
 
 /// An organization's webhook secret.

@@ -16,7 +16,10 @@ mod webhooks;
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
-use aws_sdk_dynamodb::types::{AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+    ScalarAttributeType,
+};
 use aws_sdk_dynamodb::Client;
 
 use super::ActionLog;
@@ -117,6 +120,16 @@ impl DynamoDb {
             .key_schema(key("sk", KeyType::Range)?)
             .attribute_definitions(attribute("pk")?)
             .attribute_definitions(attribute("sk")?)
+            .attribute_definitions(attribute("sweep_pk")?)
+            .attribute_definitions(attribute("sweep_sk")?)
+            .global_secondary_indexes(
+                GlobalSecondaryIndex::builder()
+                    .index_name(keys::SWEEP_INDEX)
+                    .key_schema(key("sweep_pk", KeyType::Hash)?)
+                    .key_schema(key("sweep_sk", KeyType::Range)?)
+                    .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
+                    .build()?,
+            )
             .send()
             .await;
         if let Err(error) = created {

@@ -17,7 +17,7 @@ use super::table::{
 use super::{keys, AttributeValue, DynamoDb};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::ports::RunQuery;
-use crate::domain::runs::ports::RunRepo;
+use crate::domain::runs::ports::{RunRepo, RunningPage};
 use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId};
 use crate::domain::webhooks::WebhookDelivery;
 
@@ -65,6 +65,9 @@ fn run_items(run: &Run, token: &str) -> anyhow::Result<(Item, Vec<Item>)> {
         ("parts".to_owned(), n(parts.len().max(1))),
         ("document".to_owned(), AttributeValue::B(Blob::new(parts.first().copied().unwrap_or_default()))),
     ]);
+    if run.status == crate::domain::runs::RunStatus::Running {
+        head.extend(keys::sweep_running(run.id));
+    }
     let rest = parts
         .iter()
         .enumerate()
@@ -300,6 +303,47 @@ impl RunRepo for DynamoDb {
         };
         let start = query.after.map(|(_, after)| keys::run(organization, after));
         query_beyond(request, start, query.limit, "listing runs", |item| self.run_from_head(item)).await
+    }
+
+    async fn running_runs(&self, cursor: Option<String>, limit: usize) -> anyhow::Result<RunningPage> {
+        // The cursor: the shard, and the last run read of it.
+        let (mut shard, mut after) = match cursor.as_deref().and_then(|cursor| cursor.split_once('/')) {
+            Some((shard, run)) => {
+                (shard.parse::<u8>().unwrap_or(0), Some(run.to_owned()).filter(|run| !run.is_empty()))
+            }
+            None => (0, None),
+        };
+        let mut found = Vec::new();
+        while shard < keys::SWEEP_SHARDS && found.len() < limit {
+            let mut request = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(keys::SWEEP_INDEX)
+                .expression_attribute_values(":pk", s(format!("RUNNING#{shard}")))
+                .limit((limit - found.len()) as i32);
+            request = match &after {
+                Some(run) => request
+                    .key_condition_expression("sweep_pk = :pk AND sweep_sk > :after")
+                    .expression_attribute_values(":after", s(run)),
+                None => request.key_condition_expression("sweep_pk = :pk"),
+            };
+            let page = request.send().await.map_err(|error| super::table::failure(error, "listing running runs"))?;
+            for item in page.items() {
+                let organization = text(item, "pk")?
+                    .strip_prefix("ORG#")
+                    .and_then(OrganizationId::parse)
+                    .ok_or_else(|| anyhow::anyhow!("a running run's key has no organization"))?;
+                let run: RunId = id(item, "sweep_sk")?;
+                after = Some(run.to_string());
+                found.push((organization, run));
+            }
+            if page.last_evaluated_key().is_none() {
+                (shard, after) = (shard + 1, None);
+            }
+        }
+        let next = (shard < keys::SWEEP_SHARDS).then(|| format!("{shard}/{}", after.unwrap_or_default()));
+        Ok((found, next))
     }
 
     async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>> {

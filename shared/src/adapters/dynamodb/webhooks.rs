@@ -32,6 +32,9 @@ pub(super) fn delivery_item(delivery: &WebhookDelivery) -> anyhow::Result<Item> 
         ("attempted".to_owned(), n(delivery.attempts.len())),
         ("document".to_owned(), s(document)),
     ]);
+    if delivery.state == crate::domain::webhooks::DeliveryState::Pending && delivery.attempts.is_empty() {
+        item.extend(keys::sweep_unsent(delivery.id));
+    }
     Ok(item)
 }
 
@@ -158,6 +161,39 @@ impl WebhookRepo for DynamoDb {
             .send()
             .await;
         Ok(unless_condition_failed(stored, "redelivering a webhook")?.is_some())
+    }
+
+    async fn unsent_deliveries(&self, before: Timestamp, limit: usize) -> anyhow::Result<Vec<WebhookDelivery>> {
+        let bound = DeliveryId::v7_bound(before.unix_millis(), false).to_string();
+        let mut unsent = Vec::new();
+        for shard in 0..keys::SWEEP_SHARDS {
+            if unsent.len() >= limit {
+                break;
+            }
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(keys::SWEEP_INDEX)
+                .key_condition_expression("sweep_pk = :pk AND sweep_sk < :bound")
+                .expression_attribute_values(":pk", s(format!("UNSENT#{shard}")))
+                .expression_attribute_values(":bound", s(&bound))
+                .limit((limit - unsent.len()) as i32)
+                .send()
+                .await
+                .map_err(|error| super::table::failure(error, "listing unsent webhook deliveries"))?;
+            for found in page.items() {
+                // The index holds keys only, and may lag the table: read the delivery itself.
+                let Some(item) = self.get(super::table::key_of(found), "reading a webhook delivery").await? else {
+                    continue;
+                };
+                let delivery = delivery_from(&item)?;
+                if delivery.state == crate::domain::webhooks::DeliveryState::Pending && delivery.attempts.is_empty() {
+                    unsent.push(delivery);
+                }
+            }
+        }
+        Ok(unsent)
     }
 
     async fn webhook_secret(&self, organization: OrganizationId) -> anyhow::Result<Option<WebhookSecret>> {

@@ -7,7 +7,7 @@ use rusqlite::{params, params_from_iter, OptionalExtension};
 use super::{parsed, Db, Sqlite};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::ports::RunQuery;
-use crate::domain::runs::ports::RunRepo;
+use crate::domain::runs::ports::{RunRepo, RunningPage};
 use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId};
 use crate::domain::webhooks::WebhookDelivery;
 
@@ -156,6 +156,32 @@ impl RunRepo for Sqlite {
             })
             .await?;
         texts.iter().map(|text| from_document(text)).collect()
+    }
+
+    async fn running_runs(&self, cursor: Option<String>, limit: usize) -> anyhow::Result<RunningPage> {
+        let (organization, run) = match cursor.as_deref().and_then(|cursor| cursor.split_once('/')) {
+            Some((organization, run)) => (organization.to_owned(), run.to_owned()),
+            None => (String::new(), String::new()),
+        };
+        let found: Vec<(OrganizationId, RunId)> = self
+            .call(move |connection| {
+                let mut statement = connection
+                    .prepare_cached(
+                        "SELECT organization_id, id FROM runs
+                         WHERE status = 'running' AND (organization_id, id) > (?1, ?2)
+                         ORDER BY organization_id, id LIMIT ?3",
+                    )
+                    .db("listing running runs")?;
+                let rows = statement
+                    .query_map(params![organization, run, limit as i64], |row| Ok((parsed(row, 0)?, parsed(row, 1)?)))
+                    .db("listing running runs")?;
+                rows.collect::<Result<Vec<_>, _>>().db("listing running runs")
+            })
+            .await?;
+        let next = (found.len() == limit)
+            .then(|| found.last().map(|(organization, run)| format!("{organization}/{run}")))
+            .flatten();
+        Ok((found, next))
     }
 
     async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>> {

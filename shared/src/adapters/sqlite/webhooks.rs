@@ -235,6 +235,25 @@ impl WebhookRepo for Sqlite {
         .await
     }
 
+    async fn unsent_deliveries(&self, before: Timestamp, limit: usize) -> anyhow::Result<Vec<WebhookDelivery>> {
+        let bound = DeliveryId::v7_bound(before.unix_millis(), false).to_string();
+        let texts: Vec<String> = self
+            .call(move |connection| {
+                let mut statement = connection
+                    .prepare_cached(
+                        "SELECT document FROM webhook_deliveries
+                         WHERE state = 'pending' AND attempted = 0 AND id < ?1 ORDER BY id LIMIT ?2",
+                    )
+                    .db("listing unsent webhook deliveries")?;
+                let rows = statement
+                    .query_map(params![bound, limit as i64], |row| row.get(0))
+                    .db("listing unsent webhook deliveries")?;
+                rows.collect::<Result<Vec<String>, _>>().db("listing unsent webhook deliveries")
+            })
+            .await?;
+        texts.iter().map(|text| from_document(text)).collect()
+    }
+
     async fn webhook_secret(&self, organization: OrganizationId) -> anyhow::Result<Option<WebhookSecret>> {
         let row: Option<(String, String)> = self
             .call(move |connection| {

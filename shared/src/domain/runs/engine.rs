@@ -54,6 +54,15 @@ pub struct Resumed {
     pub requeued_node_active_tasks_total: usize,
 }
 
+/// What a sweep of a run changed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Tasks whose messages to send (again).
+    pub resend: Vec<TaskIndex>,
+    /// Tasks failed because their claim ran out long ago.
+    pub failed: usize,
+}
+
 /// Why a cancel or resume is refused (409).
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -84,6 +93,7 @@ impl Run {
             if sources.iter().all(|status| *status == TaskStatus::Completed) {
                 self.tasks[index].status = TaskStatus::Queued;
                 self.tasks[index].sent = true;
+                self.tasks[index].queued_at = Some(now);
                 queued.push(index);
             } else if sources.iter().any(|status| matches!(status, TaskStatus::Failed | TaskStatus::Cancelled)) {
                 let task = &mut self.tasks[index];
@@ -272,6 +282,7 @@ impl Run {
         let task = &mut self.tasks[index];
         task.status = TaskStatus::Queued;
         task.lease_until = None;
+        task.queued_at = Some(now);
         task.claims = task.claims.saturating_sub(1);
         self.touch(now);
         true
@@ -289,6 +300,7 @@ impl Run {
             if task.status == TaskStatus::Running {
                 task.status = TaskStatus::Queued;
                 task.lease_until = None;
+                task.queued_at = Some(now);
             }
         }
         let mut queued = self.settle(now);
@@ -296,6 +308,41 @@ impl Run {
         queued.sort_unstable();
         queued.dedup();
         queued
+    }
+
+    /// The sweeper's repair of a running run at `now`: tasks queued before
+    /// `queued_before` are stamped as queued again now and returned (their messages may
+    /// have been lost: send them again; a copy of one still queued is refused by the
+    /// claim), and running tasks whose claim ran out before `claim_before` are failed
+    /// (their worker stopped and no message of theirs is left to run them again).
+    pub fn sweep(&mut self, now: Timestamp, queued_before: Timestamp, claim_before: Timestamp) -> Swept {
+        let mut swept = Swept::default();
+        if self.status != RunStatus::Running {
+            return swept;
+        }
+        for index in self.task_indexes() {
+            let task = &mut self.tasks[index];
+            match task.status {
+                TaskStatus::Queued if task.queued_at.is_none_or(|at| at < queued_before) => {
+                    task.queued_at = Some(now);
+                    swept.resend.push(index);
+                }
+                TaskStatus::Running if task.lease_until.is_some_and(|until| until < claim_before) => {
+                    task.status = TaskStatus::Failed;
+                    task.error = Some(
+                        "the task's worker stopped and the task was not run again; resume the run to try again".into(),
+                    );
+                    task.lease_until = None;
+                    swept.failed += 1;
+                }
+                _ => {}
+            }
+        }
+        if swept.failed > 0 || !swept.resend.is_empty() {
+            self.touch(now);
+            swept.resend.extend(self.settle(now));
+        }
+        swept
     }
 
     /// Cancels a running run: unfinished tasks stop, nothing downstream starts.
@@ -533,5 +580,24 @@ mod tests {
         end(&mut run, chains[0], true);
         assert_eq!(run.status, RunStatus::PartialComplete);
         assert_eq!(run.node_status_counts(), NodeStatusCounts { completed: 4, in_progress: 0, failed: 0 });
+    }
+
+    /// The sweeper's repair: a task queued long ago is sent again (and stamped, so the
+    /// next sweep leaves it), a claim that ran out long ago fails its task.
+    #[test]
+    fn a_sweep_sends_old_queued_tasks_again_and_fails_claims_lost_long_ago() {
+        let mut run = run_of(&[(VIDEO_INPUT, &[]), (DESTINATION, &[0])], 2);
+        let start = run.tasks[0].queued_at.unwrap();
+        let later = start.after(Duration::from_secs(600));
+        assert_eq!(run.sweep(start, start, start), Swept::default(), "nothing is old yet");
+        let swept = run.sweep(later, later, later);
+        assert_eq!(swept, Swept { resend: vec![TaskIndex(0), TaskIndex(1)], failed: 0 });
+        assert_eq!(run.sweep(later, later, later), Swept::default(), "stamped: sent again once per period");
+        assert_eq!(run.claim(TaskIndex(0), 0, later, Duration::from_secs(60)), Claim::Claimed);
+        let much_later = later.after(Duration::from_secs(3600));
+        let swept = run.sweep(much_later, later, much_later);
+        assert_eq!(swept, Swept { resend: Vec::new(), failed: 1 });
+        assert_eq!(run.tasks[0].status, TaskStatus::Failed);
+        assert!(run.tasks[0].error.as_deref().unwrap().contains("worker stopped"));
     }
 }

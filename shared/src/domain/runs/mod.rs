@@ -11,6 +11,7 @@ pub mod plan;
 pub mod ports;
 pub mod service;
 pub mod start;
+pub mod sweep;
 pub mod views;
 pub mod worker;
 
@@ -375,6 +376,10 @@ pub struct Task {
     /// history when a resume resets it).
     #[serde(default)]
     pub sent: bool,
+    /// When the task was last queued (or its message last sent again by the sweeper):
+    /// a task queued long ago whose message may have been lost is sent again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_at: Option<Timestamp>,
 }
 
 /// A finished video of the run.

@@ -185,6 +185,7 @@ pub fn plan_tasks(
         result: None,
         detached_attempts: 0,
         sent: false,
+        queued_at: None,
     };
     for (index, node) in nodes.iter().enumerate() {
         let upstream_items: Vec<TaskIndex> =

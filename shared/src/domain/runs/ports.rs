@@ -44,9 +44,17 @@ pub trait RunRepo: Send + Sync {
     ) -> anyhow::Result<bool>;
     /// One page of the organization's runs (see [`RunQuery`]); one query.
     async fn list_runs(&self, organization: OrganizationId, query: &RunQuery) -> anyhow::Result<Vec<Run>>;
+    /// A page of the runs of every organization that are `running`: at most `limit`,
+    /// after the opaque `cursor` of the page before, with the cursor of the next page
+    /// (None after the last). The sweeper's walk: one query of an index per page, never
+    /// a scan.
+    async fn running_runs(&self, cursor: Option<String>, limit: usize) -> anyhow::Result<RunningPage>;
     /// A media record by ID (links carry no organization: their signature is the authority).
     async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>>;
 }
+
+/// A page of running runs, and the cursor of the next one.
+pub type RunningPage = (Vec<(OrganizationId, RunId)>, Option<String>);
 
 /// The message that asks a worker to run one attempt of one task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -52,6 +52,10 @@ pub trait WebhookRepo: Send + Sync {
     async fn record_delivery(&self, delivery: &WebhookDelivery, token: &str) -> anyhow::Result<bool>;
     /// Stores a delivery made pending again, unless a sender holds a claim on it at `now`.
     async fn redeliver(&self, delivery: &WebhookDelivery, now: Timestamp) -> anyhow::Result<bool>;
+    /// Deliveries of every organization still pending with no attempt, created before
+    /// `before`, oldest first, at most `limit` (their message may have been lost: the
+    /// sweeper sends it again). One query of an index, never a scan.
+    async fn unsent_deliveries(&self, before: Timestamp, limit: usize) -> anyhow::Result<Vec<WebhookDelivery>>;
     /// The organization's webhook secret.
     async fn webhook_secret(&self, organization: OrganizationId) -> anyhow::Result<Option<WebhookSecret>>;
     /// Sets (or, with None, removes) the organization's webhook secret.
