@@ -20,8 +20,37 @@ pub const VIDEO_ENCODER: [&str; 8] = ["-c:v", "libx264", "-preset", "veryfast", 
 pub const AUDIO_ENCODER: [&str; 6] = ["-c:a", "aac", "-b:a", "128k", "-ar", "48000"];
 /// Frame rate of joined videos.
 const CONCAT_FPS: u32 = 30;
+/// Longest reading a caption file may take.
+const CAPTIONS_BUDGET: Duration = Duration::from_secs(30);
 /// Longest a thumbnail may take.
 const THUMBNAIL_BUDGET: Duration = Duration::from_secs(60);
+
+/// Demuxers ffmpeg and ffprobe may open an input with. Playlist and concat formats are
+/// left out on purpose: they would open other files or URLs named inside an uploaded file.
+pub const MEDIA_FORMATS: &str = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,flv,mpegts,mpeg,ogg,wav,mp3,aac,flac,\
+                                 asf,image2,png_pipe,jpeg_pipe,webp_pipe,gif,bmp_pipe,tiff_pipe";
+
+/// The protocols an input at `location` truly needs: a file, or (a presigned URL) HTTPS.
+pub fn protocols_of(location: &str) -> &'static str {
+    if location.starts_with("http://") || location.starts_with("https://") {
+        "http,https,tcp,tls,crypto"
+    } else {
+        "file"
+    }
+}
+
+/// The arguments that open one input: what it may read (protocols and demuxers), then
+/// `-i location`.
+fn input(location: &str) -> [String; 6] {
+    [
+        "-protocol_whitelist".into(),
+        protocols_of(location).into(),
+        "-format_whitelist".into(),
+        MEDIA_FORMATS.into(),
+        "-i".into(),
+        location.into(),
+    ]
+}
 
 /// `ffmpeg` as a child process.
 pub struct Ffmpeg {
@@ -68,7 +97,7 @@ pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), Medi
             } else {
                 duration = only.duration_ms;
             }
-            args.extend(["-i".into(), only.location.clone()]);
+            args.extend(input(&only.location));
             // Even dimensions, as yuv420p needs.
             let (w, h) = (only.width / 2 * 2, only.height / 2 * 2);
             let out = next("v");
@@ -80,7 +109,7 @@ pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), Medi
             let (w, h) = (several[0].width / 2 * 2, several[0].height / 2 * 2);
             let mut pairs = String::new();
             for (index, input) in several.iter().enumerate() {
-                args.extend(["-i".into(), input.location.clone()]);
+                args.extend(self::input(&input.location));
                 let (v, a) = (next("v"), next("a"));
                 let _ = write!(
                     graph,
@@ -166,8 +195,8 @@ pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), Medi
                 video = out;
             }
             Edit::Music { location, volume, ducking } => {
-                args.extend(["-stream_loop", "-1", "-i"].map(String::from));
-                args.push(location.clone());
+                args.extend(["-stream_loop", "-1"].map(String::from));
+                args.extend(input(location));
                 let music = next("m");
                 let _ = write!(
                     graph,
@@ -198,7 +227,7 @@ pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), Medi
                 audio = Some(out);
             }
             Edit::Overlay { location, position, opacity, scale } => {
-                args.extend(["-i".into(), location.clone()]);
+                args.extend(input(location));
                 let image_width = ((width as f64 * scale / 2.0).round() as u32 * 2).max(2);
                 let (x, y) = match position {
                     Corner::TopLeft => ("10", "10"),
@@ -274,26 +303,27 @@ impl Ffmpeg {
         budget: Duration,
         cancelled: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), MediaError> {
-        let mut command = tokio::process::Command::new(&self.program);
-        command.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).kill_on_drop(true);
+        let mut command = super::child::command(&self.program);
+        command.args(args).stdout(Stdio::null());
         if let Some(folder) = folder {
             command.current_dir(folder);
         }
-        let child = command.spawn().map_err(|error| {
+        let mut child = command.spawn().map_err(|error| {
             MediaError::Unavailable(anyhow::Error::new(error).context(format!("running {}", self.program.display())))
         })?;
-        let output = child.wait_with_output();
-        tokio::pin!(output);
-        let output = tokio::select! {
-            output = &mut output => output,
+        let group = super::child::GroupGuard::of(&child);
+        let stderr = tokio::spawn(super::child::stderr_tail(child.stderr.take()));
+        let status = tokio::select! {
+            status = child.wait() => status,
             () = tokio::time::sleep(budget) => return Err(MediaError::TimedOut(budget)),
             () = until_cancelled(cancelled) => return Err(MediaError::Cancelled),
         };
-        let output = output.map_err(|error| MediaError::Unavailable(error.into()))?;
-        if output.status.success() {
+        let status = status.map_err(|error| MediaError::Unavailable(error.into()))?;
+        group.disarm();
+        if status.success() {
             return Ok(());
         }
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = stderr.await.unwrap_or_default();
         let lines: Vec<&str> = stderr.lines().filter(|line| !line.trim().is_empty()).collect();
         let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
         Err(MediaError::Invalid(format!(
@@ -303,10 +333,50 @@ impl Ffmpeg {
     }
 }
 
+impl Ffmpeg {
+    /// The job with each caption file read as SubRip (the format forced, never probed:
+    /// text that starts like a playlist must not open the HLS demuxer) and written as
+    /// an ASS file beside it, which the subtitles filter then reads: a file of ffmpeg's
+    /// own making. Captions with no cue SubRip can read fail that edit.
+    async fn with_captions_read_as_srt(
+        &self,
+        job: &RenderJob,
+        cancelled: &tokio::sync::watch::Receiver<bool>,
+    ) -> Result<RenderJob, MediaError> {
+        let mut job = job.clone();
+        for (position, edit) in job.edits.iter_mut().enumerate() {
+            let Edit::Captions { srt, .. } = edit else { continue };
+            let ass = srt.with_extension("ass");
+            let args: Vec<String> = ["-nostdin", "-hide_banner", "-loglevel", "error", "-y"]
+                .into_iter()
+                .chain(["-protocol_whitelist", "file", "-f", "srt", "-i"])
+                .map(String::from)
+                .chain([srt.display().to_string(), ass.display().to_string()])
+                .collect();
+            let not_srt = || MediaError::InvalidEdit {
+                edit: position,
+                message: "Captions: srt has no caption that SubRip can read".into(),
+            };
+            match self.run(&args, None, CAPTIONS_BUDGET, cancelled.clone()).await {
+                Ok(()) => {}
+                Err(MediaError::Invalid(_)) => return Err(not_srt()),
+                Err(error) => return Err(error),
+            }
+            let written = tokio::fs::read_to_string(&ass).await.unwrap_or_default();
+            if !written.lines().any(|line| line.starts_with("Dialogue:")) {
+                return Err(not_srt());
+            }
+            *srt = ass;
+        }
+        Ok(job)
+    }
+}
+
 #[async_trait]
 impl MediaToolkit for Ffmpeg {
     async fn render(&self, job: &RenderJob, cancelled: tokio::sync::watch::Receiver<bool>) -> Result<(), MediaError> {
-        let (args, folder) = arguments(job)?;
+        let job = self.with_captions_read_as_srt(job, &cancelled).await?;
+        let (args, folder) = arguments(&job)?;
         self.run(&args, folder.as_deref(), job.budget, cancelled).await
     }
 
@@ -320,6 +390,10 @@ impl MediaToolkit for Ffmpeg {
             "-y",
             "-ss",
             &at,
+            "-protocol_whitelist",
+            protocols_of(location),
+            "-format_whitelist",
+            MEDIA_FORMATS,
             "-i",
             location,
             "-frames:v",
@@ -361,7 +435,8 @@ mod tests {
         };
         let (args, _) = arguments(&job).unwrap();
         let text = args.join(" ");
-        assert!(text.contains("-ss 1.000 -t 2.000 -i file:/in.mp4"), "{text}");
+        assert!(text.contains("-ss 1.000 -t 2.000 -protocol_whitelist file -format_whitelist "), "{text}");
+        assert!(text.contains(" -i file:/in.mp4 "), "{text}");
         assert!(text.contains("crop=136:240"), "{text}");
         assert!(text.contains("atempo=2,atempo=2"), "{text}");
         assert!(text.ends_with("-t 0.500 -movflags +faststart /out.mp4"), "{text}");
@@ -379,6 +454,30 @@ mod tests {
         let error = arguments(&job(edits)).unwrap_err();
         assert!(matches!(error, MediaError::InvalidEdit { edit: 2, .. }), "{error}");
         assert_eq!(error.to_string(), "Clip: start_ms (800) is not before the end of its input (500 ms)");
+    }
+
+    #[test]
+    fn every_input_says_what_it_may_read() {
+        let job = RenderJob {
+            inputs: vec![input(4000), RenderInput { location: "https://bucket/v?sig".into(), ..input(1000) }],
+            edits: vec![
+                Edit::Music { location: "file:/m.mp3".into(), volume: 1.0, ducking: false },
+                Edit::Overlay { location: "file:/i.png".into(), position: Corner::Center, opacity: 1.0, scale: 0.2 },
+            ],
+            output: "/o.mp4".into(),
+            budget: Duration::ZERO,
+        };
+        let (args, _) = arguments(&job).unwrap();
+        let opened: Vec<usize> = args.iter().enumerate().filter(|(_, arg)| *arg == "-i").map(|(at, _)| at).collect();
+        assert_eq!(opened.len(), 4);
+        for at in opened {
+            let location = &args[at + 1];
+            assert_eq!(args[at - 4], "-protocol_whitelist", "{args:?}");
+            assert_eq!(args[at - 3], protocols_of(location));
+            assert_eq!((args[at - 2].as_str(), args[at - 1].as_str()), ("-format_whitelist", MEDIA_FORMATS));
+        }
+        assert_eq!(protocols_of("file:/m.mp3"), "file");
+        assert!(!MEDIA_FORMATS.split(',').any(|format| ["hls", "concat", "srt", "tty"].contains(&format)));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use anyhow::Context;
 use async_trait::async_trait;
 use serde::Deserialize;
 
+use super::ffmpeg::{protocols_of, MEDIA_FORMATS};
 use crate::core::retry::Unavailable;
 use crate::domain::media::ports::MediaProbe;
 use crate::domain::media::ports::ProbeError;
@@ -19,11 +20,6 @@ use crate::domain::media::{ProbeReport, ProbedStream};
 const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 /// ffprobe's own limit on one network read, in microseconds.
 const READ_TIMEOUT_MICROS: &str = "10000000";
-/// Demuxers ffprobe may use. Playlist and concat formats are left out on purpose: they
-/// would make ffprobe open other files or URLs named inside an uploaded file.
-const FORMATS: &str = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,flv,mpegts,mpeg,ogg,wav,mp3,aac,flac,asf,\
-                       image2,png_pipe,jpeg_pipe,webp_pipe,gif,bmp_pipe,tiff_pipe";
-
 /// `ffprobe` as a child process.
 pub struct Ffprobe {
     program: PathBuf,
@@ -71,14 +67,12 @@ struct Format {
 #[async_trait]
 impl MediaProbe for Ffprobe {
     async fn probe(&self, location: &str) -> Result<ProbeReport, ProbeError> {
-        let remote = location.starts_with("http://") || location.starts_with("https://");
-        let protocols = if remote { "http,https,tcp,tls,crypto" } else { "file" };
-        let child = tokio::process::Command::new(&self.program)
+        let protocols = protocols_of(location);
+        let child = super::child::command(&self.program)
             .args(["-v", "error", "-rw_timeout", READ_TIMEOUT_MICROS])
-            .args(["-protocol_whitelist", protocols, "-format_whitelist", FORMATS])
+            .args(["-protocol_whitelist", protocols, "-format_whitelist", MEDIA_FORMATS])
             .args(["-print_format", "json", "-show_format", "-show_streams", location])
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
+            .stdout(Stdio::piped())
             .output();
         let output = match tokio::time::timeout(PROBE_TIMEOUT, child).await {
             Err(_) => {

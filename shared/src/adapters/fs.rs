@@ -19,7 +19,8 @@ pub const BLOB_PATH_PREFIX: &str = "/blobs/";
 /// Name of the file in the folder that keeps the signing secret across restarts.
 const SECRET_FILE: &str = ".signing-secret";
 /// Folder for bodies still arriving; a finished file is renamed into place.
-const INCOMING: &str = ".incoming";
+/// The folder of partial uploads (and other files being written) inside the media folder.
+pub const INCOMING: &str = ".incoming";
 
 /// Why a signed blob request is refused.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]

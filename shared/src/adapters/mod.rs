@@ -1,5 +1,6 @@
 //! Implementations of the ports: SQLite, DynamoDB, S3, a local folder, ffprobe.
 
+pub mod child;
 pub mod dynamodb;
 pub mod ffmpeg;
 pub mod ffprobe;

@@ -71,9 +71,8 @@ impl YtDlp {
     }
 
     fn command(&self) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(&self.program);
-        command.args(COMMON_OPTIONS).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        command.kill_on_drop(true);
+        let mut command = super::child::command(&self.program);
+        command.args(COMMON_OPTIONS).stdout(Stdio::piped());
         if let Some(ffmpeg) = &self.ffmpeg {
             command.arg("--ffmpeg-location").arg(ffmpeg);
         }
@@ -159,7 +158,9 @@ impl YtDlp {
         command.args(["--print", "after_move:filepath", "--load-info-json"]).arg(&info_path);
         command.arg("-o").arg(media.join("video.%(ext)s"));
         let child = command.spawn().map_err(|error| self.not_started(error))?;
-        // Dropping the child (on a timeout or an oversized folder) kills it.
+        // Dropping the child (on a timeout or an oversized folder) kills it, and the
+        // guard its process group (the ffmpeg yt-dlp started).
+        let group = super::child::GroupGuard::of(&child);
         let finished = child.wait_with_output();
         tokio::pin!(finished);
         let deadline = tokio::time::sleep(FETCH_TIMEOUT);
@@ -179,6 +180,7 @@ impl YtDlp {
                 }
             }
         };
+        group.disarm();
         if !finished.status.success() {
             return Err(failed(anyhow!("yt-dlp could not fetch the video: {}", yt_dlp_error(&finished.stderr))));
         }

@@ -175,6 +175,20 @@ pub struct ServeOptions {
     pub webhook_schedule: crate::domain::webhooks::WebhookSchedule,
 }
 
+/// Removes what an earlier process on `data_dir` left half done: `scratch/` (task
+/// folders) and the partial uploads in `blobs/.incoming/`.
+async fn remove_leftovers(data_dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    for folder in [data_dir.join("scratch"), data_dir.join("blobs").join(crate::adapters::fs::INCOMING)] {
+        match tokio::fs::remove_dir_all(&folder).await {
+            Ok(()) => tracing::info!(folder = %folder.display(), "removed what an earlier process left"),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error).with_context(|| format!("removing {}", folder.display())),
+        }
+    }
+    Ok(())
+}
+
 /// Builds the application for `serve`: the backend (opening or creating its database,
 /// or the DynamoDB table and S3 bucket), then the seed file, or the development
 /// organization, whose new key is returned so that it can be printed.
@@ -196,6 +210,9 @@ pub async fn build_app(
 
     let config = match backend {
         Backend::Embedded => {
+            // What a killed process left: its tasks' scratch folders and partial uploads
+            // (its children died with it). Nothing else uses this data folder.
+            remove_leftovers(&options.data_dir).await?;
             let folder = options.data_dir.join("blobs");
             let local = LocalBlobStore::open(&folder, &options.public_url)
                 .with_context(|| format!("opening the media folder {}", folder.display()))?;

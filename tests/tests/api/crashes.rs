@@ -305,9 +305,26 @@ async fn serve_killed_in_the_middle_of_an_ffmpeg_task_still_finishes_the_run_onc
     }
     assert!(running, "the Speed task started");
     tokio::time::sleep(Duration::from_millis(500)).await;
+    let scratch = data.path().join("scratch");
+    let left: Vec<std::ffi::OsString> =
+        std::fs::read_dir(&scratch).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+    assert!(!left.is_empty(), "the task works in a scratch folder");
     first.kill();
+    // Its ffmpeg child dies with it (parent-death signal), not at the next start.
+    let mut orphans = usize::MAX;
+    for _ in 0..40 {
+        orphans = crate::runs::ffmpeg_under(data.path());
+        if orphans == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(orphans, 0, "no ffmpeg outlives the killed serve");
 
     let second = ServeProcess::start(data.path(), &["--workers", "1"]).await;
+    for name in &left {
+        assert!(!scratch.join(name).exists(), "the killed process's scratch folder {name:?} was removed at start");
+    }
     let mut record = Value::Null;
     for _ in 0..1200 {
         let (status, body) = second.call(Method::GET, &format!("/agent_run/{run}"), None).await;

@@ -392,3 +392,57 @@ async fn one_sweep_sends_again_what_a_start_lost(backend: Backend) {
     let report = sweeper.sweep().await.unwrap();
     assert_eq!((report.tasks_resent, report.deliveries_resent, report.tasks_failed), (0, 0, 0), "{report:?}");
 }
+
+/// Captions whose text is an HLS playlist naming a local listener: the captions are read
+/// as SubRip (never probed), so nothing connects to the listener, and the Captions node
+/// fails saying the text is not SubRip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn captions_that_look_like_a_playlist_are_read_as_subrip_and_open_nothing() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        while listener.accept().await.is_ok() {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let harness = Harness::new(Backend::Sqlite).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let playlist = format!(
+        "#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\nhttp://{address}/segment.ts\nfile:///etc/passwd\n#EXT-X-ENDLIST\n"
+    );
+    let (agent, nodes) = harness
+        .agent(
+            &[
+                ("in", VIDEO_INPUT, json!({})),
+                ("captions", shared::domain::nodes::CAPTIONS, json!({ "srt": playlist })),
+                ("out", DESTINATION, json!({})),
+            ],
+            &[("in", "captions"), ("captions", "out")],
+        )
+        .await;
+    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "failed", "{record}");
+    let errors = &record["errors"];
+    assert_eq!(errors[0]["original_node_id"], nodes["captions"].as_str(), "{record}");
+    assert!(errors[0]["messages"][0].as_str().unwrap().contains("SubRip"), "{record}");
+    assert_eq!(connections.load(Ordering::SeqCst), 0, "nothing was fetched");
+
+    // Real SubRip still burns in.
+    let srt = "1\n00:00:00,000 --> 00:00:01,000\nHello\n";
+    let (agent, _) = harness
+        .agent(
+            &[
+                ("in", VIDEO_INPUT, json!({})),
+                ("captions", shared::domain::nodes::CAPTIONS, json!({ "srt": srt })),
+                ("out", DESTINATION, json!({})),
+            ],
+            &[("in", "captions"), ("captions", "out")],
+        )
+        .await;
+    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+}

@@ -1144,7 +1144,7 @@ async fn send_webhooks_as_webhook_sender(
 }
 
 /// ffmpeg processes whose arguments name a path under `folder`.
-fn ffmpeg_under(folder: &std::path::Path) -> usize {
+pub(crate) fn ffmpeg_under(folder: &std::path::Path) -> usize {
     let output = std::process::Command::new("pgrep").arg("-f").arg(format!("ffmpeg.*{}", folder.display())).output();
     output.map(|output| String::from_utf8_lossy(&output.stdout).lines().count()).unwrap_or(0)
 }

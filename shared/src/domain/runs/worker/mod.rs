@@ -108,7 +108,7 @@ impl Worker {
                 return Ok(Processed::Later(Duration::from_millis(wait)));
             }
         };
-        let run = Arc::new(run);
+        let run: Arc<Run> = Arc::from(run);
         let started = Instant::now();
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
         let watcher = tokio::spawn(watch_cancel(self.runs.clone(), message, cancel));
@@ -159,7 +159,7 @@ impl Worker {
             })
             .await;
         match changed {
-            Ok((Some(run), ClaimAnswer::Claimed)) => Ok(Claimed::Run(run)),
+            Ok((Some(run), ClaimAnswer::Claimed)) => Ok(Claimed::Run(Box::new(run))),
             Ok((Some(run), _)) => {
                 send_tasks(self.queue.as_ref(), &run, &queued_tasks(&run)).await?;
                 Ok(Claimed::Nothing)
@@ -249,7 +249,7 @@ impl Worker {
 /// What a claim on a task message found.
 enum Claimed {
     /// This worker holds the task: the run to work on.
-    Run(Run),
+    Run(Box<Run>),
     /// Nothing to do.
     Nothing,
     /// Another claim holds the task until then.
