@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http::StatusCode;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
@@ -27,18 +27,39 @@ use crate::config::Settings;
 /// Largest request body accepted, as API Gateway's payload limit.
 pub const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
 
+/// Connections served at once; more wait in the listen backlog until one ends.
+pub const MAX_CONNECTIONS: usize = 1_024;
+/// Longest a connection may take to send a request's headers, and longest it may stay
+/// idle between requests: a client that holds a connection open and silent is dropped.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pauses after a failed `accept` (out of file descriptors, say): from the first,
+/// doubling to the last, so that a failing accept does not spin a core.
+const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
+
 /// Serves requests from `listener` until `shutdown` completes, then lets requests in
-/// flight finish (up to 10 s).
+/// flight finish (up to 10 s). At most [`MAX_CONNECTIONS`] connections at once, each
+/// dropped when it is silent for [`HEADER_READ_TIMEOUT`].
 pub async fn run(app: Arc<App>, listener: TcpListener, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let graceful = GracefulShutdown::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut backoff = ACCEPT_BACKOFF.0;
     tokio::pin!(shutdown);
     loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot?,
+            () = &mut shutdown => break,
+        };
         tokio::select! {
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
-                    Ok(accepted) => accepted,
+                    Ok(accepted) => {
+                        backoff = ACCEPT_BACKOFF.0;
+                        accepted
+                    }
                     Err(error) => {
-                        tracing::warn!(%error, "accept failed");
+                        tracing::warn!(%error, pause_ms = backoff.as_millis() as u64, "accept failed");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(ACCEPT_BACKOFF.1);
                         continue;
                     }
                 };
@@ -48,12 +69,16 @@ pub async fn run(app: Arc<App>, listener: TcpListener, shutdown: impl Future<Out
                 }
                 let app = app.clone();
                 let service = hyper::service::service_fn(move |request| handle(app.clone(), request));
-                let connection = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(HEADER_READ_TIMEOUT)
+                    .serve_connection(TokioIo::new(stream), service);
                 let connection = graceful.watch(connection);
                 tokio::spawn(async move {
                     if let Err(error) = connection.await {
                         tracing::debug!(%error, %peer, "connection ended with an error");
                     }
+                    drop(slot);
                 });
             }
             () = &mut shutdown => break,

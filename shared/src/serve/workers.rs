@@ -5,7 +5,10 @@
 //! (a duplicate is refused by the claim). On SQS a stopped worker's message reappears
 //! after its visibility timeout.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+
+use futures::FutureExt;
 use std::time::Duration;
 
 use crate::adapters::sqlite::tasks::SqliteTaskQueue;
@@ -14,7 +17,7 @@ use crate::core::queue::{Delivery, Inbox};
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
 use crate::domain::runs::ports::TaskMessage;
 use crate::domain::runs::service::{change_run, send_tasks, Change};
-use crate::domain::runs::worker::Processed;
+use crate::domain::runs::worker::{panic_text, Processed};
 use crate::domain::webhooks::sender::Sent;
 
 /// How long an idle worker sleeps when no message wakes it.
@@ -52,7 +55,12 @@ pub const WEBHOOK_SENDERS: usize = 8;
 /// workers on the engine's inbox, and the webhook senders. Nothing to do when the app
 /// has no inbox.
 pub async fn start(app: &App, count: usize) -> anyhow::Result<Option<Workers>> {
-    let engine = app.engine.clone();
+    start_engine(&app.engine, count).await
+}
+
+/// As [`start`], for an engine (tests give theirs a toolkit of their own).
+pub async fn start_engine(engine: &Engine, count: usize) -> anyhow::Result<Option<Workers>> {
+    let engine = engine.clone();
     let Some(inbox) = engine.inbox.clone() else { return Ok(None) };
     if let Some(local) = &engine.local {
         local.webhooks.release_all().await?;
@@ -137,7 +145,11 @@ fn senders(engine: &Engine, count: usize) -> Vec<tokio::task::JoinHandle<()>> {
 
 /// Runs one delivered message and acknowledges it, or leaves it for a later delivery.
 async fn settle(engine: &Engine, inbox: &dyn Inbox<TaskMessage>, delivery: &Delivery<TaskMessage>) {
-    let later = match engine.worker.process(delivery.message).await {
+    let processed = AssertUnwindSafe(engine.worker.process(delivery.message))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| Err(anyhow::anyhow!("the worker stopped unexpectedly: {}", panic_text(&*panic))));
+    let later = match processed {
         Ok(Processed::Done) => None,
         Ok(Processed::Later(delay)) => Some(delay),
         Err(error) => {

@@ -34,9 +34,9 @@ fn serve_binary() -> &'static PathBuf {
 }
 
 /// A `serve` process on a data folder; killed (SIGKILL) when dropped.
-struct ServeProcess {
-    child: Child,
-    addr: SocketAddr,
+pub(crate) struct ServeProcess {
+    pub(crate) child: Child,
+    pub(crate) addr: SocketAddr,
 }
 
 fn seed_file(folder: &Path) -> PathBuf {
@@ -48,10 +48,27 @@ fn seed_file(folder: &Path) -> PathBuf {
 
 impl ServeProcess {
     /// Starts `serve` on `data_dir` with the test seed and waits until it answers.
-    async fn start(data_dir: &Path, extra: &[&str]) -> Self {
+    pub(crate) async fn start(data_dir: &Path, extra: &[&str]) -> Self {
+        Self::start_limited(data_dir, extra, 0).await
+    }
+
+    /// As [`Self::start`], with at most `descriptors` open files (0: as inherited).
+    pub(crate) async fn start_limited(data_dir: &Path, extra: &[&str], descriptors: u64) -> Self {
+        use std::os::unix::process::CommandExt;
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let child = Command::new(serve_binary())
+        let mut command = Command::new(serve_binary());
+        if descriptors > 0 {
+            // SAFETY: setrlimit is async-signal-safe.
+            unsafe {
+                command.pre_exec(move || {
+                    let limit = libc::rlimit { rlim_cur: descriptors, rlim_max: descriptors };
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+                    Ok(())
+                });
+            }
+        }
+        let child = command
             .args(["--addr", &addr.to_string(), "--data-dir"])
             .arg(data_dir)
             .arg("--seed")
@@ -72,7 +89,7 @@ impl ServeProcess {
         panic!("serve did not answer within 15 s");
     }
 
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    pub(crate) async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
         send(self.addr, method, path, KEY, body.map(|body| body.to_string().into_bytes()).unwrap_or_default()).await
     }
 

@@ -12,6 +12,8 @@ use shared::domain::nodes::{CLIP, CONCATENATE, DESTINATION, SPEED, VIDEO_INPUT};
 
 use shared::adapters::dynamodb::DynamoDb;
 use shared::core::queue::Queue;
+use shared::domain::media::ports::MediaToolkit;
+use shared::domain::media::{MediaError, RenderJob};
 use shared::domain::runs::events::Notifier;
 use shared::domain::runs::ports::TaskMessage;
 use shared::domain::runs::sweep::{SweepSettings, Sweeper};
@@ -445,4 +447,91 @@ async fn captions_that_look_like_a_playlist_are_read_as_subrip_and_open_nothing(
     let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
     let record = harness.finished(&run).await;
     assert_eq!(record["status"], "completed", "{record}");
+}
+
+/// A toolkit whose first render panics (a fault hook); later ones are `inner`'s.
+struct PanicsOnce {
+    inner: Arc<dyn MediaToolkit>,
+    panicked: AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl MediaToolkit for PanicsOnce {
+    async fn render(&self, job: &RenderJob, cancelled: tokio::sync::watch::Receiver<bool>) -> Result<(), MediaError> {
+        if !self.panicked.swap(true, Ordering::SeqCst) {
+            panic!("an injected fault in the render");
+        }
+        self.inner.render(job, cancelled).await
+    }
+
+    async fn thumbnail(&self, location: &str, duration_ms: u64, output: &std::path::Path) -> Result<(), MediaError> {
+        self.inner.thumbnail(location, duration_ms, output).await
+    }
+}
+
+/// A task whose work panics fails with what the panic said, and the one worker goes on:
+/// the next run completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_task_that_panics_fails_and_its_worker_goes_on() {
+    let harness = Harness::with_workers(Backend::Sqlite, 0).await;
+    let mut engine = harness.test.app.engine.clone();
+    engine.worker.toolkit =
+        Arc::new(PanicsOnce { inner: engine.worker.toolkit.clone(), panicked: AtomicBool::new(false) });
+    let _workers = shared::serve::workers::start_engine(&engine, 1).await.unwrap();
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&crate::runs::chain(), &crate::runs::CHAIN_EDGES).await;
+    let first = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let record = harness.finished(&first).await;
+    assert_eq!(record["status"], "failed", "{record}");
+    let message = record["errors"][0]["messages"][0].as_str().unwrap();
+    assert!(message.contains("an injected fault in the render"), "{message}");
+    let second = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let record = harness.finished(&second).await;
+    assert_eq!(record["status"], "completed", "the same worker ran it: {record}");
+}
+
+/// CPU time (user + system) of process `pid` so far.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf reads a constant of the system.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_millis(ticks * 1000 / per_second)
+}
+
+/// 2,000 connections opened and left silent (over the connection cap, and over serve's
+/// descriptor limit), then dropped: `GET /whoami` still answers within a second and the
+/// server idles near 0% CPU (no spinning on failed accepts, no connection kept).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_idle_connections_neither_block_nor_spin_the_server() {
+    let data = tempfile::tempdir().unwrap();
+    // A descriptor limit below the connections: accept fails with EMFILE on the way.
+    let serve = crate::crashes::ServeProcess::start_limited(data.path(), &["--workers", "1"], 1_500).await;
+    let mut idle = Vec::new();
+    for _ in 0..2_000 {
+        match tokio::time::timeout(Duration::from_millis(200), tokio::net::TcpStream::connect(serve.addr)).await {
+            Ok(Ok(stream)) => idle.push(stream),
+            _ => break,
+        }
+    }
+    assert!(idle.len() >= 1_100, "connections opened: {}", idle.len());
+    let pid = serve.child.id();
+    let before = cpu_time(pid);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let used = cpu_time(pid) - before;
+    assert!(used < Duration::from_millis(300), "serve used {used:?} of CPU in 2 s while the connections were held");
+    drop(idle);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let asked = Instant::now();
+    let (status, _) = tokio::time::timeout(Duration::from_secs(1), serve.call(Method::GET, "/whoami", None))
+        .await
+        .expect("whoami answers within a second");
+    assert_eq!(status, StatusCode::OK);
+    assert!(asked.elapsed() < Duration::from_secs(1));
+    let before = cpu_time(pid);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let used = cpu_time(pid) - before;
+    assert!(used < Duration::from_millis(300), "serve used {used:?} of CPU in 3 idle seconds");
 }

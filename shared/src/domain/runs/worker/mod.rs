@@ -6,9 +6,12 @@
 mod execute;
 mod inputs;
 
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use futures::FutureExt;
 
 use super::engine::{Claim, Delivered};
 use super::events::Notifier;
@@ -112,7 +115,11 @@ impl Worker {
         let started = Instant::now();
         let (cancel, cancelled) = tokio::sync::watch::channel(false);
         let watcher = tokio::spawn(watch_cancel(self.runs.clone(), message, cancel));
-        let executed = self.execute(&run, message.task, message.attempt, cancelled).await;
+        // A panic in the task's work fails the task (with what it said); the worker goes on.
+        let executed = AssertUnwindSafe(self.execute(&run, message.task, message.attempt, cancelled))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|panic| Err(anyhow::anyhow!("the task stopped unexpectedly: {}", panic_text(&*panic))));
         watcher.abort();
         let outcome = executed.unwrap_or_else(|error| {
             // Ours, not the media's: say so plainly in the task's error.
@@ -244,6 +251,15 @@ impl Worker {
         }
         Ok(())
     }
+}
+
+/// What a panic said, when it said it with text.
+pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic")
 }
 
 /// What a claim on a task message found.
