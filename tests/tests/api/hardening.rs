@@ -27,6 +27,7 @@ use crate::webhooks::{Mode, Receiver};
 crate::conformance!(
     a_slow_start_keeps_its_idempotency_key_and_a_repeat_gets_its_run,
     one_sweep_sends_again_what_a_start_lost,
+    a_start_whose_parameters_would_overgrow_the_run_is_refused,
 );
 
 /// Calls `GET /whoami` every 100 ms while it lives and counts the answers slower than a
@@ -534,4 +535,47 @@ async fn two_thousand_idle_connections_neither_block_nor_spin_the_server() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let used = cpu_time(pid) - before;
     assert!(used < Duration::from_millis(300), "serve used {used:?} of CPU in 3 idle seconds");
+}
+
+/// A start whose `update_params` would make the run's document larger than a run may
+/// store (30 Captions nodes given 100,000 characters of SubRip each: 3 MB) is a 400
+/// naming `update_params`, and creates no run.
+async fn a_start_whose_parameters_would_overgrow_the_run_is_refused(backend: Backend) {
+    let harness = Harness::with_workers(backend, 0).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let mut nodes = vec![("in".to_owned(), VIDEO_INPUT, json!({}))];
+    let mut edges = Vec::new();
+    let mut last = "in".to_owned();
+    for index in 0..30 {
+        let name = format!("captions{index}");
+        nodes.push((
+            name.clone(),
+            shared::domain::nodes::CAPTIONS,
+            json!({ "srt": "1\n00:00:00,000 --> 00:00:01,000\nHi\n" }),
+        ));
+        edges.push((last, name.clone()));
+        last = name;
+    }
+    nodes.push(("out".to_owned(), DESTINATION, json!({})));
+    edges.push((last, "out".to_owned()));
+    let nodes: Vec<_> = nodes.iter().map(|(name, kind, params)| (name.as_str(), *kind, params.clone())).collect();
+    let edges: Vec<_> = edges.iter().map(|(from, to)| (from.as_str(), to.as_str())).collect();
+    let (agent, ids) = harness.agent(&nodes, &edges).await;
+    let cue = "1\n00:00:00,000 --> 00:00:01,000\n";
+    let long = format!("{cue}{}", "x".repeat(100_000 - cue.len()));
+    let params: serde_json::Map<String, Value> =
+        (0..30).map(|index| (ids[&format!("captions{index}")].clone(), json!({ "srt": long }))).collect();
+    let (status, body) = harness
+        .test
+        .call(
+            Method::POST,
+            &format!("/agent/{agent}/run"),
+            Some(json!({ "video_ids": [video], "update_params": params })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(detail.starts_with("update_params:") && detail.contains("3000000"), "{detail}");
+    let (_, runs) = harness.test.call(Method::GET, &format!("/agent/{agent}/runs"), None).await;
+    assert_eq!(runs["runs"], json!([]), "no run was created");
 }

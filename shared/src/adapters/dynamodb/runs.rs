@@ -17,8 +17,8 @@ use super::table::{
 use super::{keys, AttributeValue, DynamoDb};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::ports::RunQuery;
-use crate::domain::runs::ports::{RunRepo, RunningPage};
-use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId};
+use crate::domain::runs::ports::{run_document, RunRepo, RunningPage};
+use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId, RunStatus};
 use crate::domain::webhooks::WebhookDelivery;
 
 /// Bytes of the document per item: with the other attributes, well under DynamoDB's
@@ -26,6 +26,7 @@ use crate::domain::webhooks::WebhookDelivery;
 const PART_BYTES: usize = 350_000;
 /// Parts a document may have: a transaction carries at most 4 MB.
 const MAX_PARTS: usize = 10;
+const _: () = assert!(crate::domain::runs::ports::MAX_RUN_BYTES <= PART_BYTES * MAX_PARTS);
 /// Reads of a run that may meet a concurrent write between its head and its parts.
 const TORN_READS: usize = 5;
 /// Items one transaction may write.
@@ -45,15 +46,8 @@ fn blob(item: &Item, name: &str) -> anyhow::Result<Vec<u8>> {
 /// answered with an error (and retried by the SDK into a failed condition) recognises
 /// its own write.
 fn run_items(run: &Run, token: &str) -> anyhow::Result<(Item, Vec<Item>)> {
-    let document = serde_json::to_vec(run)?;
+    let document = run_document(run)?;
     let parts: Vec<&[u8]> = document.chunks(PART_BYTES).collect();
-    anyhow::ensure!(
-        parts.len() <= MAX_PARTS,
-        "run {} has grown to {} bytes of state, over the {} a run may store",
-        run.id,
-        document.len(),
-        PART_BYTES * MAX_PARTS
-    );
     let mut head = keys::run(run.organization_id, run.id);
     head.extend([
         ("id".to_owned(), s(run.id.to_string())),
@@ -254,6 +248,23 @@ impl RunRepo for DynamoDb {
             Some(head) => Ok(Some(self.run_from_head(head).await?)),
             None => Ok(None),
         }
+    }
+
+    async fn run_status(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<RunStatus>> {
+        let found = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(keys::run(organization, id)))
+            .projection_expression("#status")
+            .expression_attribute_names("#status", "status")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|error| super::table::failure(error, "reading a run's status"))?;
+        let Some(item) = found.item else { return Ok(None) };
+        let status = text(&item, "status")?;
+        RunStatus::parse(status).map(Some).ok_or_else(|| anyhow::anyhow!("run status {status:?} is not known"))
     }
 
     async fn update_run(

@@ -7,14 +7,14 @@ use rusqlite::{params, params_from_iter, OptionalExtension};
 use super::{parsed, Db, Sqlite};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::ports::RunQuery;
-use crate::domain::runs::ports::{RunRepo, RunningPage};
-use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId};
+use crate::domain::runs::ports::{run_document, RunRepo, RunningPage};
+use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId, RunStatus};
 use crate::domain::webhooks::WebhookDelivery;
 
 use super::webhooks::insert_deliveries;
 
 fn document(run: &Run) -> anyhow::Result<String> {
-    Ok(serde_json::to_string(run)?)
+    Ok(String::from_utf8(run_document(run)?)?)
 }
 
 fn from_document(text: &str) -> anyhow::Result<Run> {
@@ -86,6 +86,24 @@ impl RunRepo for Sqlite {
             })
             .await?;
         text.as_deref().map(from_document).transpose()
+    }
+
+    async fn run_status(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<RunStatus>> {
+        let status: Option<String> = self
+            .call(move |connection| {
+                connection
+                    .prepare_cached("SELECT status FROM runs WHERE organization_id = ?1 AND id = ?2")
+                    .db("reading a run's status")?
+                    .query_row(params![organization.to_string(), id.to_string()], |row| row.get(0))
+                    .optional()
+                    .db("reading a run's status")
+            })
+            .await?;
+        status
+            .map(|status| {
+                RunStatus::parse(&status).ok_or_else(|| anyhow::anyhow!("run status {status:?} is not known"))
+            })
+            .transpose()
     }
 
     async fn update_run(

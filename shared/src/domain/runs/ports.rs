@@ -29,10 +29,14 @@ pub struct RunQuery {
 #[async_trait]
 pub trait RunRepo: Send + Sync {
     /// Stores a new run (version 0), the media records it starts with and the webhook
-    /// deliveries of its first events, in one atomic write.
+    /// deliveries of its first events, in one atomic write. A run whose document is
+    /// over [`MAX_RUN_BYTES`] is refused with [`RunTooLarge`] (here and on update).
     async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()>;
     /// A run of the organization.
     async fn get_run(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<Run>>;
+    /// Only the status of a run of the organization (what a running task checks for
+    /// cancellation, twice a second: a projection, not the document).
+    async fn run_status(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<RunStatus>>;
     /// Stores `run` if the stored one is still at `run.version - 1`, with new media
     /// records and the webhook deliveries of the change's events, in one atomic write;
     /// false when another writer came first.
@@ -51,6 +55,27 @@ pub trait RunRepo: Send + Sync {
     async fn running_runs(&self, cursor: Option<String>, limit: usize) -> anyhow::Result<RunningPage>;
     /// A media record by ID (links carry no organization: their signature is the authority).
     async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>>;
+}
+
+/// Largest stored document of a run, in bytes of JSON: below what a DynamoDB run may
+/// span (10 items of 350 KB in one transaction), alike on every backend.
+pub const MAX_RUN_BYTES: usize = 3_000_000;
+
+/// A run's change refused because its document would exceed [`MAX_RUN_BYTES`].
+#[derive(Debug, thiserror::Error)]
+#[error("run {run} would be {bytes} bytes of state, over the {MAX_RUN_BYTES} a run may store")]
+pub struct RunTooLarge {
+    pub run: RunId,
+    pub bytes: usize,
+}
+
+/// The document of `run` as stored, unless it is over [`MAX_RUN_BYTES`].
+pub fn run_document(run: &Run) -> anyhow::Result<Vec<u8>> {
+    let document = serde_json::to_vec(run)?;
+    if document.len() > MAX_RUN_BYTES {
+        return Err(RunTooLarge { run: run.id, bytes: document.len() }.into());
+    }
+    Ok(document)
 }
 
 /// A page of running runs, and the cursor of the next one.

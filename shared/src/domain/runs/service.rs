@@ -8,7 +8,7 @@ use super::bind::{check_target, Binder};
 use super::engine::{Cancelled, Resumed, WrongStatus};
 use super::events::{Before, Notifier};
 use super::plan::{plan_tasks, runtime_graph};
-use super::ports::{RunRepo, TaskMessage};
+use super::ports::{run_document, RunRepo, RunTooLarge, TaskMessage, MAX_RUN_BYTES};
 use super::start::StartRequest;
 use super::{AgentStateId, BoundInput, InputSource, MediaRecord, Run, RunId, RunStatus, TaskIndex};
 use crate::core::blocking::off_runtime;
@@ -96,6 +96,8 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
     if let Some(url) = &request.callback_url {
         check_target(url, "callback_url", ports.allow_private_urls).await?;
     }
+    let request_sizes =
+        RequestSizes { update_params: serde_json::to_vec(&request.update_params).map_or(0, |bytes| bytes.len()) };
     // Planning is CPU work that grows with the graph: off the runtime's threads.
     let (graph, ignore, overrides) = (record.graph, request.ignore_nodes.clone(), request.update_params.clone());
     let nodes = off_runtime(move || runtime_graph(&graph, &ignore, &overrides)).await?.map_err(RunError::Invalid)?;
@@ -144,6 +146,7 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
         ));
     }
     let queued = run.settle(now);
+    check_size(&run, &request_sizes)?;
     let deliveries = ports.notifier.started(&mut run, now);
     ports.runs.create_run(&run, &media, &deliveries).await?;
     ports.notifier.send(&deliveries).await;
@@ -155,6 +158,31 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
     }
     tracing::info!(run_id = %run.id, tasks = run.tasks.len(), "run started");
     Ok(run.id)
+}
+
+/// What parts of a start request weigh in the run's document.
+struct RequestSizes {
+    update_params: usize,
+}
+
+/// Refuses (400) a run whose document would be over [`MAX_RUN_BYTES`], naming what
+/// makes it large.
+fn check_size(run: &Run, request: &RequestSizes) -> Result<(), RunError> {
+    let bytes = match run_document(run) {
+        Ok(_) => return Ok(()),
+        Err(error) => match error.downcast_ref::<RunTooLarge>() {
+            Some(too_large) => too_large.bytes,
+            None => return Err(RunError::Backend(error)),
+        },
+    };
+    let inputs = serde_json::to_vec(&run.inputs).map_or(0, |bytes| bytes.len());
+    let field = if request.update_params >= inputs { "update_params" } else { "inputs" };
+    Err(RunError::Invalid(format!(
+        "{field}: this run would store {bytes} bytes of state, over the {MAX_RUN_BYTES} a run may store \
+         (update_params: {} bytes, inputs: {inputs} bytes, {} tasks); send smaller parameters or fewer inputs",
+        request.update_params,
+        run.tasks.len()
+    )))
 }
 
 /// `triggered_by` of a run started from a video-sharing site's URL: its first such

@@ -15,7 +15,7 @@ use futures::FutureExt;
 
 use super::engine::{Claim, Delivered};
 use super::events::Notifier;
-use super::ports::{RunRepo, TaskMessage};
+use super::ports::{RunRepo, RunTooLarge, TaskMessage};
 use super::service::{change_run, send_tasks, Change, RunError};
 use super::{MediaFile, MediaRecord, NodeIndex, Run, RunStatus, TaskIndex, TaskStatus};
 use crate::core::queue::Queue;
@@ -190,6 +190,26 @@ impl Worker {
     /// Stores the outcome of the attempt (once: a duplicate finds it no longer running)
     /// and sends the tasks it queued.
     async fn record(&self, message: TaskMessage, outcome: Outcome) -> anyhow::Result<()> {
+        match self.record_once(message, &outcome).await {
+            Err(RunError::Backend(error)) if matches!(outcome, Outcome::Done { .. }) => {
+                match error.downcast_ref::<RunTooLarge>() {
+                    // The result does not fit the run: the task fails saying so, and the
+                    // run goes on (or ends) within its bound.
+                    Some(too_large) => {
+                        let problem = format!(
+                            "the task's output could not be recorded: {too_large}; use fewer inputs or a smaller graph"
+                        );
+                        self.record_once(message, &Outcome::Failed(problem, None)).await.map_err(anyhow_of)
+                    }
+                    None => Err(anyhow::anyhow!("{}", RunError::Backend(error))),
+                }
+            }
+            recorded => recorded.map_err(anyhow_of),
+        }
+    }
+
+    /// [`Self::record`]'s one attempt at storing the outcome.
+    async fn record_once(&self, message: TaskMessage, outcome: &Outcome) -> Result<(), RunError> {
         let TaskMessage { organization_id: organization, run_id, task, attempt } = message;
         if matches!(outcome, Outcome::Cancelled) {
             // The cancel recorded the task's end already.
@@ -218,10 +238,10 @@ impl Worker {
                 if run.status != RunStatus::Running {
                     tracing::info!(%run_id, status = run.status.as_str(), "run finished");
                 }
-                send_tasks(self.queue.as_ref(), &run, &queued).await
+                Ok(send_tasks(self.queue.as_ref(), &run, &queued).await?)
             }
             Ok((None, _)) | Err(RunError::NotFound) => Ok(()),
-            Err(error) => Err(anyhow::anyhow!("{error}")),
+            Err(error) => Err(error),
         }
     }
 
@@ -250,6 +270,13 @@ impl Worker {
             self.notifier.queue.send(&unsent).await?;
         }
         Ok(())
+    }
+}
+
+fn anyhow_of(error: RunError) -> anyhow::Error {
+    match error {
+        RunError::Backend(error) => error,
+        other => anyhow::anyhow!("{other}"),
     }
 }
 
@@ -289,14 +316,15 @@ fn queued_tasks(run: &Run) -> Vec<TaskIndex> {
     run.task_indexes().filter(|index| run.tasks[*index].status == TaskStatus::Queued).collect()
 }
 
-/// Sets `cancel` once the message's attempt is no longer running (the run was
-/// cancelled, or the task superseded); checks every [`CANCEL_POLL`].
+/// Sets `cancel` once the message's run is no longer running (cancelled); checks its
+/// status (only) every [`CANCEL_POLL`]. (A task superseded by a resume finds out when
+/// it records its result, which is then not kept.)
 async fn watch_cancel(runs: Arc<dyn RunRepo>, message: TaskMessage, cancel: tokio::sync::watch::Sender<bool>) {
-    let TaskMessage { organization_id: organization, run_id, task, attempt } = message;
+    let TaskMessage { organization_id: organization, run_id, .. } = message;
     loop {
         tokio::time::sleep(CANCEL_POLL).await;
-        match runs.get_run(organization, run_id).await {
-            Ok(Some(run)) if run.still_running(task, attempt) => {}
+        match runs.run_status(organization, run_id).await {
+            Ok(Some(RunStatus::Running)) => {}
             Ok(_) => {
                 let _ = cancel.send(true);
                 return;
