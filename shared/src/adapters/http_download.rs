@@ -47,6 +47,8 @@ impl HttpDownloader {
             let host = current.host_str().unwrap_or_default().to_owned();
             let client = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
+                // HTTP(S)_PROXY would send the request around the pinned addresses.
+                .no_proxy()
                 .resolve_to_addrs(&host, &addresses)
                 .connect_timeout(Duration::from_secs(10))
                 .read_timeout(Duration::from_secs(60))

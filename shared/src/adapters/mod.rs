@@ -7,6 +7,7 @@ pub mod ffprobe;
 pub mod fs;
 pub mod http_download;
 pub mod local_assets;
+pub mod proxy;
 pub mod s3;
 pub mod sqlite;
 pub mod sqs;

@@ -57,6 +57,8 @@ impl HttpWebhookClient {
     pub fn new(allow_private: bool) -> Self {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            // HTTP(S)_PROXY would send the request around the guarded resolver.
+            .no_proxy()
             .dns_resolver(Arc::new(GuardedResolver { allow_private }))
             .connect_timeout(CONNECT_TIMEOUT)
             .build()

@@ -3,14 +3,15 @@
 //! the SSRF guard before anything is fetched.
 //!
 //! Who connects where:
-//! - The page: yt-dlp fetches it (and follows its redirects) after the guard has checked
-//!   the page's host. Those connections are not pinned to the checked addresses.
+//! - Every connection yt-dlp makes (the page, its redirects, hand-offs to other hosts,
+//!   manifests and segments, and those of the ffmpeg it starts) goes through a
+//!   [`GuardedProxy`] of its own, which checks each host with the guard and pins the
+//!   connection to the checked address; a refusal is answered with a generic message.
 //! - One progressive file over http(s), the common case: fetched by [`HttpDownloader`],
 //!   which checks every redirect hop and pins each connection to the checked addresses.
 //! - Segmented media (HLS, DASH) or separate video and audio to merge: yt-dlp fetches
-//!   them from the info it printed (`--load-info-json`). The hosts of the URLs in that
-//!   info (media, manifests, fragment bases) are checked before it runs, but not pinned,
-//!   and hosts named only inside a manifest are not checked at all.
+//!   them from the info it printed (`--load-info-json`), through the proxy; the hosts of
+//!   the URLs in that info are also checked before it runs.
 //!
 //! The size limit is kept by the adapter, not by yt-dlp's `--max-filesize`, which limits
 //! each HTTP request rather than the whole (it silently skips a DASH fragment over the
@@ -28,6 +29,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 
 use crate::adapters::http_download::{size_text, HttpDownloader};
+use crate::adapters::proxy::GuardedProxy;
 use crate::core::ssrf::resolve_allowed;
 use crate::domain::media::ports::DownloadError;
 use crate::domain::sites::SiteVideo;
@@ -70,9 +72,10 @@ impl YtDlp {
         self
     }
 
-    fn command(&self) -> tokio::process::Command {
+    /// A yt-dlp command whose every connection (and its ffmpeg's) goes through `proxy`.
+    fn command(&self, proxy: &GuardedProxy) -> tokio::process::Command {
         let mut command = super::child::command(&self.program);
-        command.args(COMMON_OPTIONS).stdout(Stdio::piped());
+        command.args(COMMON_OPTIONS).args(["--proxy", proxy.url()]).stdout(Stdio::piped());
         if let Some(ffmpeg) = &self.ffmpeg {
             command.arg("--ffmpeg-location").arg(ffmpeg);
         }
@@ -94,7 +97,8 @@ impl YtDlp {
     async fn read_info(&self, url: &str) -> Result<(Info, Vec<u8>), DownloadError> {
         let page = url::Url::parse(url).map_err(|error| DownloadError::Refused(format!("not a valid URL: {error}")))?;
         self.check_host(&page).await.map_err(DownloadError::Refused)?;
-        let mut command = self.command();
+        let proxy = self.proxy().await?;
+        let mut command = self.command(&proxy);
         command.args(["-J", "-f", FORMAT, "--"]).arg(page.as_str());
         let output = match tokio::time::timeout(DESCRIBE_TIMEOUT, command.output()).await {
             Err(_) => {
@@ -105,6 +109,9 @@ impl YtDlp {
             Ok(Err(error)) => return Err(self.not_started(error)),
             Ok(Ok(output)) => output,
         };
+        if proxy.refused() > 0 {
+            return Err(DownloadError::Refused(guarded_refusal(url)));
+        }
         if !output.status.success() {
             let reason = yt_dlp_error(&output.stderr);
             return Err(DownloadError::Refused(format!("the page at {url} has no video yt-dlp can read: {reason}")));
@@ -113,6 +120,14 @@ impl YtDlp {
             .context("yt-dlp printed info that could not be read")
             .map_err(DownloadError::Failed)?;
         Ok((info, output.stdout))
+    }
+
+    /// A guarded proxy for one run of yt-dlp.
+    async fn proxy(&self) -> Result<GuardedProxy, DownloadError> {
+        GuardedProxy::start(self.allow_private)
+            .await
+            .context("starting the guarded proxy for yt-dlp")
+            .map_err(DownloadError::Failed)
     }
 
     async fn check_host(&self, url: &url::Url) -> Result<(), String> {
@@ -129,9 +144,10 @@ impl YtDlp {
             let media = url::Url::parse(media)
                 .map_err(|error| DownloadError::Refused(format!("the video's media has a bad URL: {error}")))?;
             if checked.insert((media.scheme().to_owned(), media.host_str().map(str::to_owned), media.port())) {
-                self.check_host(&media)
-                    .await
-                    .map_err(|reason| DownloadError::Refused(format!("the video's media is refused: {reason}")))?;
+                self.check_host(&media).await.map_err(|reason| {
+                    tracing::warn!(reason, "a video's media was refused by the guard");
+                    DownloadError::Refused(guarded_refusal("the video's media"))
+                })?;
             }
         }
         Ok(())
@@ -153,7 +169,8 @@ impl YtDlp {
             .map_err(failed)?;
         let media = work.path().join("media");
         tokio::fs::create_dir(&media).await.context("creating the media folder").map_err(failed)?;
-        let mut command = self.command();
+        let proxy = self.proxy().await?;
+        let mut command = self.command(&proxy);
         command.args(["-f", FORMAT, "--merge-output-format", "mp4", "--no-progress"]);
         command.args(["--print", "after_move:filepath", "--load-info-json"]).arg(&info_path);
         command.arg("-o").arg(media.join("video.%(ext)s"));
@@ -181,6 +198,9 @@ impl YtDlp {
             }
         };
         group.disarm();
+        if proxy.refused() > 0 {
+            return Err(DownloadError::Refused(guarded_refusal("the video")));
+        }
         if !finished.status.success() {
             return Err(failed(anyhow!("yt-dlp could not fetch the video: {}", yt_dlp_error(&finished.stderr))));
         }
@@ -197,11 +217,20 @@ impl YtDlp {
     }
 }
 
+/// What a refusal of the guard says: the same whatever was refused and why, so that an
+/// answer tells nothing of what listens at private addresses.
+fn guarded_refusal(what: &str) -> String {
+    format!("{what} leads to an address this service does not connect to (a private or reserved one)")
+}
+
 #[async_trait]
 impl SiteVideos for YtDlp {
     async fn describe(&self, url: &str) -> Result<SiteVideo, DownloadError> {
         let (info, _) = self.read_info(url).await?;
-        info.site_video(url)
+        let video = info.site_video(url)?;
+        // Media the guard refuses refuse the run at its start, not at its first task.
+        self.check_media(&info).await?;
+        Ok(video)
     }
 
     async fn download(&self, url: &str, output: &Path, max_bytes: u64) -> Result<u64, DownloadError> {
@@ -532,12 +561,9 @@ mod tests {
             {"url": "http://169.254.169.254/latest/a.m4a", "protocol": "http"}]}"#,
         );
         let message = refusal(yt_dlp.check_media(&metadata).await);
-        assert!(
-            message.starts_with("the video's media is refused") && message.contains("169.254.169.254"),
-            "{message}"
-        );
+        assert_eq!(message, guarded_refusal("the video's media"), "generic: nothing of the address is told");
         let rtmp = info(r#"{"id": "x", "url": "rtmp://8.8.8.8/live", "protocol": "rtmp"}"#);
-        assert!(refusal(yt_dlp.check_media(&rtmp).await).contains("is not an http(s) URL"));
+        assert_eq!(refusal(yt_dlp.check_media(&rtmp).await), guarded_refusal("the video's media"));
     }
 
     /// The path and `Referer` of each request a test site answered.

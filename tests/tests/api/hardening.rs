@@ -579,3 +579,71 @@ async fn a_start_whose_parameters_would_overgrow_the_run_is_refused(backend: Bac
     let (_, runs) = harness.test.call(Method::GET, &format!("/agent/{agent}/runs"), None).await;
     assert_eq!(runs["runs"], json!([]), "no run was created");
 }
+
+/// A local "public" page (let through the guard by the test-only exception, the guard
+/// otherwise on) that redirects to a private listener, and one whose video is hosted
+/// there: both starts are a 400 with the generic refusal, and nothing connects to the
+/// private listener (yt-dlp's every connection goes through the guarded proxy).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn site_pages_that_lead_to_a_private_address_are_refused_without_reaching_it() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let private = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let private_address = private.local_addr().unwrap();
+    let reached = Arc::new(AtomicUsize::new(0));
+    let counted = reached.clone();
+    tokio::spawn(async move {
+        while private.accept().await.is_ok() {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let public = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = public.local_addr().unwrap().port();
+    shared::core::ssrf::except_for_tests(([127, 0, 0, 1], port).into());
+    shared::core::ssrf::except_for_tests((std::net::Ipv6Addr::LOCALHOST, port).into());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = public.accept().await {
+            tokio::spawn(async move {
+                let mut request = vec![0u8; 8192];
+                let Ok(read) = socket.read(&mut request).await else { return };
+                let head = String::from_utf8_lossy(&request[..read]).into_owned();
+                let answer = if head.contains(" /redirect") {
+                    format!("HTTP/1.1 302 Found\r\nLocation: http://{private_address}/watch\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                } else {
+                    let page = format!(
+                        "<html><head><title>Elsewhere</title></head><body><video src=\"http://{private_address}/clip.mp4\"></video></body></html>"
+                    );
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                        page.len()
+                    )
+                };
+                let _ = socket.write_all(answer.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    let harness = Harness::guarded().await;
+    let (agent, _) =
+        harness.agent(&[("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))], &[("in", "out")]).await;
+    for path in ["redirect", "hosted"] {
+        let page = format!("http://localhost:{port}/{path}");
+        let (status, body) = harness
+            .test
+            .call(
+                Method::POST,
+                &format!("/agent/{agent}/run"),
+                Some(json!({ "youtube_url_inputs": [{ "url": page }] })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {body}");
+        let detail = body["detail"].as_str().unwrap();
+        assert!(detail.contains("an address this service does not connect to"), "{path}: {detail}");
+        assert!(
+            !detail.contains(&private_address.port().to_string()),
+            "nothing of the private listener is told: {detail}"
+        );
+    }
+    assert_eq!(reached.load(Ordering::SeqCst), 0, "no connection reached the private listener");
+    let (_, runs) = harness.test.call(Method::GET, &format!("/agent/{agent}/runs"), None).await;
+    assert_eq!(runs["runs"], json!([]));
+}
