@@ -87,7 +87,34 @@ pub fn content_type_of(key: &str) -> &'static str {
     }
 }
 
+/// How long a file PUT to an upload URL may wait for its finalize before it is removed.
+pub const UNFINALIZED_KEPT_FOR: Duration = Duration::from_secs(24 * 60 * 60);
+
 impl LocalBlobStore {
+    /// Removes the files under `uploads/` last written more than `older_than` ago: uploads
+    /// never finalized (finalize moves a file out of `uploads/` into a sealed folder).
+    /// Answers how many were removed. Run by `serve`'s sweep.
+    pub async fn remove_unfinalized(&self, older_than: Duration) -> anyhow::Result<usize> {
+        let root = self.root.join("uploads");
+        let cutoff = std::time::SystemTime::now().checked_sub(older_than).unwrap_or(std::time::UNIX_EPOCH);
+        tokio::task::spawn_blocking(move || {
+            let mut removed = 0;
+            let Ok(organizations) = std::fs::read_dir(&root) else { return Ok(0) };
+            for organization in organizations.flatten() {
+                for upload in std::fs::read_dir(organization.path()).into_iter().flatten().flatten() {
+                    let old = upload.metadata().and_then(|meta| meta.modified()).is_ok_and(|at| at < cutoff);
+                    if old && upload.file_type().is_ok_and(|kind| kind.is_file()) {
+                        std::fs::remove_file(upload.path())
+                            .with_context(|| format!("removing {}", upload.path().display()))?;
+                        removed += 1;
+                    }
+                }
+            }
+            Ok(removed)
+        })
+        .await?
+    }
+
     /// Opens (creating) the folder; URLs start with `base_url`, e.g. `http://127.0.0.1:3000`.
     pub fn open(root: impl Into<PathBuf>, base_url: impl Into<String>) -> anyhow::Result<Self> {
         let root = root.into();
@@ -213,6 +240,16 @@ impl BlobStore for LocalBlobStore {
         Ok(Some(SealedBlob { key: format!("{sealed_prefix}/{name}"), version: None, size }))
     }
 
+    async fn discard(&self, blob: &SealedBlob) -> anyhow::Result<()> {
+        let path = self.valid_path(&blob.key)?;
+        match tokio::fs::remove_file(&path).await {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                Err(anyhow::Error::new(error).context(format!("removing {}", path.display())))
+            }
+            _ => Ok(()),
+        }
+    }
+
     async fn probe_location(&self, blob: &SealedBlob) -> anyhow::Result<String> {
         let path = self.valid_path(&blob.key)?;
         // The `file:` prefix keeps a path with a colon or a leading dash from being read
@@ -256,6 +293,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = LocalBlobStore::open(dir.path(), "http://h:1").unwrap();
         (dir, store)
+    }
+
+    #[tokio::test]
+    async fn uploads_never_finalized_are_removed_after_their_day_and_assets_are_kept() {
+        let (_dir, store) = store();
+        store.put("uploads/o/pending", Bytes::from_static(b"x"), "video/mp4").await.unwrap();
+        store.put("assets/o/sealed/file", Bytes::from_static(b"y"), "video/mp4").await.unwrap();
+        assert_eq!(store.remove_unfinalized(UNFINALIZED_KEPT_FOR).await.unwrap(), 0, "not a day old yet");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(store.remove_unfinalized(Duration::from_millis(10)).await.unwrap(), 1);
+        assert!(!store.path("uploads/o/pending").unwrap().exists());
+        assert!(store.path("assets/o/sealed/file").unwrap().exists(), "finalized files stay");
     }
 
     #[test]

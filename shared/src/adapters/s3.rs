@@ -194,6 +194,26 @@ impl BlobStore for S3BlobStore {
         Ok(presigned.uri().to_owned())
     }
 
+    async fn media_url(
+        &self,
+        key: &str,
+        version: Option<&str>,
+        content_type: &str,
+        ttl: Duration,
+    ) -> anyhow::Result<String> {
+        let presigned = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .set_version_id(version.map(str::to_owned))
+            .response_content_type(content_type)
+            .presigned(PresigningConfig::expires_in(ttl)?)
+            .await
+            .context("presigning a media link")?;
+        Ok(presigned.uri().to_owned())
+    }
+
     async fn put_file(&self, key: &str, path: &std::path::Path, content_type: &str) -> anyhow::Result<()> {
         let body = ByteStream::from_path(path).await.with_context(|| format!("reading {}", path.display()))?;
         self.client

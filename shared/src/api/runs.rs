@@ -189,7 +189,12 @@ pub async fn get_media(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
     let record = verified_media(&app, engine, call.params.get("media_id"), call.request.uri().query()).await?;
     let url = app
         .blobs
-        .download_url(&record.key, record.version.as_deref(), std::time::Duration::from_secs(15 * 60))
+        .media_url(
+            &record.key,
+            record.version.as_deref(),
+            &record.content_type,
+            std::time::Duration::from_secs(15 * 60),
+        )
         .await
         .map_err(|error| ApiError::backend(&error, "Failed to read the media".into()))?;
     Ok(http::Response::builder()

@@ -211,11 +211,32 @@ pub async fn finalize_upload(
     // probes the sealed file it got, and only the first to record wins.
     let sealed = blobs.seal(&Upload::object_key(organization, id), &Upload::sealed_prefix(organization, id)).await?;
     let blob = sealed.ok_or(UploadError::NotUploaded)?;
+    let media = match check_sealed(blobs, probe, kind, &blob).await {
+        Ok(media) => media,
+        Err(refused @ (UploadError::TooLarge { .. } | UploadError::NotMedia(_))) => {
+            // Refused for good: the sealed copy goes (a failure of ours keeps it, to be
+            // finalized again).
+            blobs.discard(&blob).await?;
+            return Err(refused);
+        }
+        Err(error) => return Err(error),
+    };
+    let finalized = upload.finalized(media, blob, clock.now());
+    repo.record_finalized(organization, &finalized).await?.ok_or(UploadError::NotFound)
+}
+
+/// The size and kind of a sealed upload: what it holds, or why it is refused.
+async fn check_sealed(
+    blobs: &dyn BlobStore,
+    probe: &dyn MediaProbe,
+    kind: UploadKind,
+    blob: &SealedBlob,
+) -> Result<MediaInfo, UploadError> {
     let (limit_bytes, limit) = kind.max_bytes();
     if blob.size > limit_bytes {
         return Err(UploadError::TooLarge { kind: kind.as_str(), limit, size: blob.size });
     }
-    let location = blobs.probe_location(&blob).await?;
+    let location = blobs.probe_location(blob).await?;
     let report = match probe.probe(&location).await {
         Ok(report) => report,
         Err(ProbeError::Unreadable(reason)) => {
@@ -225,9 +246,7 @@ pub async fn finalize_upload(
         }
         Err(ProbeError::Unavailable(error)) => return Err(UploadError::Backend(error)),
     };
-    let media = classify(kind, &report, blob.size)?;
-    let finalized = upload.finalized(media, blob, clock.now());
-    repo.record_finalized(organization, &finalized).await?.ok_or(UploadError::NotFound)
+    classify(kind, &report, blob.size)
 }
 
 /// Image containers as ffprobe names them: a single picture, even though its stream's

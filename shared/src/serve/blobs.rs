@@ -84,7 +84,7 @@ pub async fn media(app: &crate::app::App, uri: &Uri, range: Option<&HeaderValue>
     let Some(path) = store.path(&record.key) else {
         return respond(ApiError::detail(StatusCode::NOT_FOUND, "Media not found"));
     };
-    match send_file(&path, content_type_of(&record.key), range).await {
+    match send_file(&path, &record.content_type, range).await {
         Ok(response) => response,
         Err(refusal) => respond(refusal),
     }
@@ -166,7 +166,7 @@ fn wanted(header: Option<&str>, size: u64) -> Wanted {
 /// Streams a file, or the part of it a Range header asks for.
 async fn send_file(
     path: &std::path::Path,
-    content_type: &'static str,
+    content_type: &str,
     range: Option<&HeaderValue>,
 ) -> Result<hyper::Response<ResponseBody>, ApiError> {
     let mut file = match tokio::fs::File::open(path).await {
@@ -216,7 +216,11 @@ async fn send_file(
     let mut response = hyper::Response::new(BodyExt::boxed(StreamBody::new(frames)));
     *response.status_mut() = status;
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    let content_type =
+        HeaderValue::from_str(content_type).unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"));
+    headers.insert(header::CONTENT_TYPE, content_type);
+    // Browsers take the type as given: a file is never sniffed into a page.
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
     if status == StatusCode::PARTIAL_CONTENT {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use std::time::Duration;
 
+use crate::adapters::fs::{LocalBlobStore, UNFINALIZED_KEPT_FOR};
 use crate::adapters::sqlite::tasks::SqliteTaskQueue;
 use crate::app::{App, Engine};
 use crate::core::queue::{Delivery, Inbox};
@@ -55,11 +56,16 @@ pub const WEBHOOK_SENDERS: usize = 8;
 /// workers on the engine's inbox, and the webhook senders. Nothing to do when the app
 /// has no inbox.
 pub async fn start(app: &App, count: usize) -> anyhow::Result<Option<Workers>> {
-    start_engine(&app.engine, count).await
+    start_engine(&app.engine, app.local_blobs.clone(), count).await
 }
 
-/// As [`start`], for an engine (tests give theirs a toolkit of their own).
-pub async fn start_engine(engine: &Engine, count: usize) -> anyhow::Result<Option<Workers>> {
+/// As [`start`], for an engine (tests give theirs a toolkit of their own) and the local
+/// media folder, if any.
+pub async fn start_engine(
+    engine: &Engine,
+    local_blobs: Option<Arc<LocalBlobStore>>,
+    count: usize,
+) -> anyhow::Result<Option<Workers>> {
     let engine = engine.clone();
     let Some(inbox) = engine.inbox.clone() else { return Ok(None) };
     if let Some(local) = &engine.local {
@@ -68,7 +74,7 @@ pub async fn start_engine(engine: &Engine, count: usize) -> anyhow::Result<Optio
         recover(&engine, &local.tasks).await?;
     }
     let mut handles = senders(&engine, WEBHOOK_SENDERS);
-    handles.push(sweeps(&engine));
+    handles.push(sweeps(&engine, local_blobs));
     let engine = Arc::new(engine);
     handles.extend((0..count.max(1)).map(|_| {
         let (engine, inbox) = (engine.clone(), inbox.clone());
@@ -96,13 +102,21 @@ pub async fn start_engine(engine: &Engine, count: usize) -> anyhow::Result<Optio
 pub const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// The sweeper's loop: a sweep every [`SWEEP_EVERY`], the first one after it.
-fn sweeps(engine: &Engine) -> tokio::task::JoinHandle<()> {
+/// Locally, each sweep also removes uploads never finalized after a day.
+fn sweeps(engine: &Engine, local_blobs: Option<Arc<LocalBlobStore>>) -> tokio::task::JoinHandle<()> {
     let sweeper = engine.sweeper.clone();
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(SWEEP_EVERY).await;
             if let Err(error) = sweeper.sweep().await {
                 tracing::warn!(error = %format!("{error:#}"), "sweep failed; the next one tries again");
+            }
+            if let Some(local) = &local_blobs {
+                match local.remove_unfinalized(UNFINALIZED_KEPT_FOR).await {
+                    Ok(0) => {}
+                    Ok(removed) => tracing::info!(removed, "sweep: removed uploads never finalized"),
+                    Err(error) => tracing::warn!(error = %format!("{error:#}"), "sweep: could not remove old uploads"),
+                }
             }
         }
     })

@@ -28,6 +28,7 @@ crate::conformance!(
     a_slow_start_keeps_its_idempotency_key_and_a_repeat_gets_its_run,
     one_sweep_sends_again_what_a_start_lost,
     a_start_whose_parameters_would_overgrow_the_run_is_refused,
+    media_links_answer_with_their_media_type_whatever_the_upload_said,
 );
 
 /// Calls `GET /whoami` every 100 ms while it lives and counts the answers slower than a
@@ -478,7 +479,7 @@ async fn a_task_that_panics_fails_and_its_worker_goes_on() {
     let mut engine = harness.test.app.engine.clone();
     engine.worker.toolkit =
         Arc::new(PanicsOnce { inner: engine.worker.toolkit.clone(), panicked: AtomicBool::new(false) });
-    let _workers = shared::serve::workers::start_engine(&engine, 1).await.unwrap();
+    let _workers = shared::serve::workers::start_engine(&engine, None, 1).await.unwrap();
     let video = harness.upload("video", "video.mp4").await;
     let (agent, _) = harness.agent(&crate::runs::chain(), &crate::runs::CHAIN_EDGES).await;
     let first = harness.start(&agent, json!({ "video_ids": [video] })).await;
@@ -646,4 +647,53 @@ async fn site_pages_that_lead_to_a_private_address_are_refused_without_reaching_
     assert_eq!(reached.load(Ordering::SeqCst), 0, "no connection reached the private listener");
     let (_, runs) = harness.test.call(Method::GET, &format!("/agent/{agent}/runs"), None).await;
     assert_eq!(runs["runs"], json!([]));
+}
+
+/// GETs `url`, following one redirect (a media link on S3 answers 302 to a presigned
+/// GET): the status and headers of the answer.
+async fn get_headers(url: &str) -> (StatusCode, http::HeaderMap) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let mut url = url.to_owned();
+    for _ in 0..2 {
+        let response = client.get(url.parse().unwrap()).await.unwrap();
+        if response.status() == StatusCode::FOUND {
+            url = response.headers()[http::header::LOCATION].to_str().unwrap().to_owned();
+            continue;
+        }
+        return (response.status(), response.headers().clone());
+    }
+    panic!("{url} redirected more than once")
+}
+
+/// A video uploaded with `Content-Type: text/html` is served by its media link as a
+/// video (`video/mp4`, and `nosniff` where the server is ours), never as a page.
+async fn media_links_answer_with_their_media_type_whatever_the_upload_said(backend: Backend) {
+    use http_body_util::BodyExt;
+    let harness = Harness::with_workers(backend, 0).await;
+    let (_, ticket) = harness.test.call(Method::POST, "/uploads/video/get_upload_url", None).await;
+    let id = ticket["id"].as_str().unwrap().to_owned();
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let request = http::Request::put(ticket["upload_url"].as_str().unwrap())
+        .header(http::header::CONTENT_TYPE, "text/html")
+        .body(http_body_util::Full::new(bytes::Bytes::from(crate::uploads::sample("video.mp4"))))
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let _ = response.into_body().collect().await;
+    let (status, body) =
+        harness.test.call(Method::POST, "/uploads/video/finalize_upload", Some(json!({ "id": id }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (agent, _) =
+        harness.agent(&[("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))], &[("in", "out")]).await;
+    let run = harness.start(&agent, json!({ "video_ids": [id] })).await;
+    let (_, record) = harness.test.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+    let link = record["inputs"][0]["video_url"].as_str().expect("the upload's link");
+    let (status, headers) = get_headers(link).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers[http::header::CONTENT_TYPE], "video/mp4");
+    if backend == Backend::Sqlite {
+        assert_eq!(headers[http::header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+    }
 }

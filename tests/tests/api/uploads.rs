@@ -172,6 +172,14 @@ async fn upload_flow(app: &TestApp) {
         assert!(body["detail"].as_str().unwrap().starts_with(reason), "{kind} from {file}: {body}");
         let (_, pending) = app.call(Method::GET, &format!("/uploads/{kind}/{id}"), None).await;
         assert_eq!(pending["status"], "pending_upload", "a refused file is not an asset");
+        if let Some(local) = &app.app.local_blobs {
+            // A refused finalize leaves no sealed copy behind.
+            let prefix =
+                shared::domain::uploads::Upload::sealed_prefix(app.organization, UploadId::parse(&id).unwrap());
+            let folder = local.path(&prefix).unwrap();
+            let left = std::fs::read_dir(&folder).map(|entries| entries.count()).unwrap_or(0);
+            assert_eq!(left, 0, "{kind} from {file}: nothing left in {}", folder.display());
+        }
     }
 
     // Unknown IDs, IDs of another kind, malformed requests.

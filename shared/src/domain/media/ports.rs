@@ -17,6 +17,13 @@ pub trait BlobStore: Send + Sync {
     /// where it now is (a new key under `sealed_prefix`, or a pinned version); None when
     /// nothing was uploaded. Two seals never give the same place different contents.
     async fn seal(&self, key: &str, sealed_prefix: &str) -> anyhow::Result<Option<SealedBlob>>;
+    /// Removes what [`Self::seal`] made of an upload that was refused (too large, not
+    /// media of its kind), so that a failed finalize leaves no copy behind. Nothing to do
+    /// where sealing made no copy (S3 pins a version of the uploaded object).
+    async fn discard(&self, blob: &SealedBlob) -> anyhow::Result<()> {
+        let _ = blob;
+        Ok(())
+    }
     /// A path or short-lived URL from which the media toolkit can read a sealed object.
     async fn probe_location(&self, blob: &SealedBlob) -> anyhow::Result<String>;
     /// Stores `bytes` at `key`.
@@ -24,6 +31,18 @@ pub trait BlobStore: Send + Sync {
     /// A URL that answers HTTP GETs of the object at `key` (of `version`, when given)
     /// for `ttl`.
     async fn download_url(&self, key: &str, version: Option<&str>, ttl: Duration) -> anyhow::Result<String>;
+    /// As [`Self::download_url`], answered with `content_type` whatever the object was
+    /// stored with (a media link never serves a file as a page).
+    async fn media_url(
+        &self,
+        key: &str,
+        version: Option<&str>,
+        content_type: &str,
+        ttl: Duration,
+    ) -> anyhow::Result<String> {
+        let _ = content_type;
+        self.download_url(key, version, ttl).await
+    }
     /// Stores the file at `path` as the object at `key` (streamed, not read into memory).
     async fn put_file(&self, key: &str, path: &std::path::Path, content_type: &str) -> anyhow::Result<()>;
     /// A path or short-lived URL from which the media toolkit can read the object at
