@@ -119,6 +119,28 @@ impl aws_sdk_s3::config::Intercept for RecordActions {
 }
 
 impl S3BlobStore {
+    /// A presigned GET of the object at `key` (of `version`), answered with
+    /// `content_type` when given, for `ttl`.
+    async fn presigned_get(
+        &self,
+        key: &str,
+        version: Option<&str>,
+        content_type: Option<&str>,
+        ttl: Duration,
+    ) -> anyhow::Result<String> {
+        let presigned = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .set_version_id(version.map(str::to_owned))
+            .set_response_content_type(content_type.map(str::to_owned))
+            .presigned(PresigningConfig::expires_in(ttl)?)
+            .await
+            .context("presigning a download URL")?;
+        Ok(presigned.uri().to_owned())
+    }
+
     /// A copy of this store whose client records the IAM action of every call.
     pub fn recording_actions(&self) -> (Self, ActionLog) {
         let log = ActionLog::default();
@@ -182,16 +204,7 @@ impl BlobStore for S3BlobStore {
     }
 
     async fn download_url(&self, key: &str, version: Option<&str>, ttl: Duration) -> anyhow::Result<String> {
-        let presigned = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .set_version_id(version.map(str::to_owned))
-            .presigned(PresigningConfig::expires_in(ttl)?)
-            .await
-            .context("presigning a download URL")?;
-        Ok(presigned.uri().to_owned())
+        self.presigned_get(key, version, None, ttl).await
     }
 
     async fn media_url(
@@ -201,17 +214,7 @@ impl BlobStore for S3BlobStore {
         content_type: &str,
         ttl: Duration,
     ) -> anyhow::Result<String> {
-        let presigned = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .set_version_id(version.map(str::to_owned))
-            .response_content_type(content_type)
-            .presigned(PresigningConfig::expires_in(ttl)?)
-            .await
-            .context("presigning a media link")?;
-        Ok(presigned.uri().to_owned())
+        self.presigned_get(key, version, Some(content_type), ttl).await
     }
 
     async fn put_file(&self, key: &str, path: &std::path::Path, content_type: &str) -> anyhow::Result<()> {

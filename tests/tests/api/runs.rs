@@ -224,6 +224,35 @@ impl Harness {
         answer["run_id"].as_str().unwrap().to_owned()
     }
 
+    /// The run operations' ports of this harness's app, with `queue` and `notifier` given
+    /// (tests put failing ones in).
+    pub(crate) fn run_ports<'a>(
+        &'a self,
+        queue: &'a dyn shared::core::queue::Queue<TaskMessage>,
+        notifier: &'a shared::domain::runs::events::Notifier,
+    ) -> shared::domain::runs::service::RunPorts<'a> {
+        let app = &self.test.app;
+        shared::domain::runs::service::RunPorts {
+            runs: app.engine.runs.as_ref(),
+            queue,
+            clock: app.clock.as_ref(),
+            notifier,
+            agents: app.agents.as_ref(),
+            uploads: app.uploads.as_ref(),
+            sites: &app.engine.worker.sites,
+            assets: app.assets.as_ref(),
+            asset_manager: app.asset_manager.as_ref(),
+            allow_private_urls: true,
+        }
+    }
+
+    /// A start of `agent` with the request `body`, as the domain takes it.
+    pub(crate) fn start_of(&self, agent: &str, body: Value) -> shared::domain::runs::service::StartRun {
+        let request = shared::domain::runs::start::StartRequest::parse(body.as_object().unwrap()).unwrap();
+        let agent_id = shared::domain::agents::AgentId::parse(agent).unwrap();
+        shared::domain::runs::service::StartRun { organization: self.test.organization, agent_id, request }
+    }
+
     /// Polls a run until it leaves `running` (bounded).
     pub(crate) async fn finished(&self, run: &str) -> Value {
         for _ in 0..1200 {
@@ -844,30 +873,14 @@ async fn a_worker_that_stops_between_recording_and_queueing_loses_no_task(backen
 /// `failed` with the reason rather than `running` for ever; so is a resume whose tasks
 /// cannot be sent; a resume that can send them completes the run.
 async fn a_run_whose_first_tasks_cannot_be_queued_fails_and_resumes(backend: Backend) {
-    use shared::domain::runs::{service, start::StartRequest};
+    use shared::domain::runs::service;
     let harness = Harness::new(backend).await;
     let video = harness.upload("video", "video.mp4").await;
     let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
     let app = &harness.test.app;
-    let engine = app.engine.clone();
-    let notifier = engine.notifier(app.links.clone());
-    let ports = service::RunPorts {
-        runs: engine.runs.as_ref(),
-        queue: &Unreachable,
-        clock: app.clock.as_ref(),
-        notifier: &notifier,
-        agents: app.agents.as_ref(),
-        uploads: app.uploads.as_ref(),
-        sites: &engine.worker.sites,
-        assets: app.assets.as_ref(),
-        asset_manager: app.asset_manager.as_ref(),
-        allow_private_urls: true,
-    };
-    let body = json!({ "video_ids": [video] });
-    let request = StartRequest::parse(body.as_object().unwrap()).unwrap();
-    let agent_id = shared::domain::agents::AgentId::parse(&agent).unwrap();
-    let start = service::StartRun { organization: harness.test.organization, agent_id, request };
-    let started = service::start_run(&ports, start).await;
+    let notifier = app.engine.notifier(app.links.clone());
+    let ports = harness.run_ports(&Unreachable, &notifier);
+    let started = service::start_run(&ports, harness.start_of(&agent, json!({ "video_ids": [video] }))).await;
     let error = started.expect_err("the first task could not be queued");
     assert!(format!("{error}").contains("cannot be reached"), "{error}");
     let (_, list) = harness.test.call(Method::GET, "/agent_runs", None).await;
