@@ -12,11 +12,14 @@ use shared::domain::nodes::{CLIP, CONCATENATE, DESTINATION, SPEED, VIDEO_INPUT};
 
 use shared::adapters::dynamodb::DynamoDb;
 use shared::core::queue::Queue;
+use shared::domain::identity::OrganizationId;
 use shared::domain::media::ports::MediaToolkit;
 use shared::domain::media::{MediaError, RenderJob};
 use shared::domain::runs::events::Notifier;
-use shared::domain::runs::ports::TaskMessage;
+use shared::domain::runs::ports::{RunQuery, RunRepo, RunTooLarge, RunningPage, TaskMessage, MAX_RUN_BYTES};
 use shared::domain::runs::sweep::{SweepSettings, Sweeper};
+use shared::domain::runs::{MediaId, MediaRecord, Run, RunId, RunStatus};
+use shared::domain::webhooks::WebhookDelivery;
 use shared::domain::webhooks::WebhookMessage;
 use shared::runtime::schedule::SWEEPER_DYNAMODB_ACTIONS;
 
@@ -684,4 +687,61 @@ async fn media_links_answer_with_their_media_type_whatever_the_upload_said(backe
     if backend == Backend::Sqlite {
         assert_eq!(headers[http::header::X_CONTENT_TYPE_OPTIONS], "nosniff");
     }
+}
+
+/// A run repository whose writes refuse any run with an output as over the size bound,
+/// as a run would be whose output pushed its document past `MAX_RUN_BYTES`.
+struct OutputsOverflow(Arc<dyn RunRepo>);
+
+#[async_trait::async_trait]
+impl RunRepo for OutputsOverflow {
+    async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()> {
+        self.0.create_run(run, media, deliveries).await
+    }
+    async fn get_run(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<Run>> {
+        self.0.get_run(organization, id).await
+    }
+    async fn run_status(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<RunStatus>> {
+        self.0.run_status(organization, id).await
+    }
+    async fn update_run(
+        &self,
+        run: &Run,
+        media: &[MediaRecord],
+        deliveries: &[WebhookDelivery],
+    ) -> anyhow::Result<bool> {
+        if !run.outputs.is_empty() {
+            return Err(RunTooLarge { run: run.id, bytes: MAX_RUN_BYTES + 1 }.into());
+        }
+        self.0.update_run(run, media, deliveries).await
+    }
+    async fn list_runs(&self, organization: OrganizationId, query: &RunQuery) -> anyhow::Result<Vec<Run>> {
+        self.0.list_runs(organization, query).await
+    }
+    async fn running_runs(&self, cursor: Option<String>, limit: usize) -> anyhow::Result<RunningPage> {
+        self.0.running_runs(cursor, limit).await
+    }
+    async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>> {
+        self.0.get_media(id).await
+    }
+}
+
+/// A task whose output would grow its run past the bound fails saying so, and the run
+/// ends (here `failed`: its only output could not be kept) instead of staying stuck with
+/// every change refused; a cancel of the finished run is its plain 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_output_that_would_overgrow_its_run_fails_its_task_and_the_run_ends() {
+    let harness = Harness::with_workers(Backend::Sqlite, 0).await;
+    let mut engine = harness.test.app.engine.clone();
+    engine.worker.runs = Arc::new(OutputsOverflow(engine.worker.runs.clone()));
+    let _workers = shared::serve::workers::start_engine(&engine, None, 1).await.unwrap();
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&crate::runs::chain(), &crate::runs::CHAIN_EDGES).await;
+    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "failed", "{record}");
+    let message = record["errors"][0]["messages"][0].as_str().unwrap();
+    assert!(message.contains("could not be recorded") && message.contains("3000000"), "{message}");
+    let (status, _) = harness.test.call(Method::POST, &format!("/agent_run/{run}/cancel"), None).await;
+    assert_eq!(status, StatusCode::CONFLICT, "a finished run, not a 503");
 }
