@@ -1,19 +1,28 @@
 # Sourced by the perf scripts: installs ffmpeg when missing, builds the release `serve`
 # and starts it on 127.0.0.1:$PERF_PORT (default: the port given) with a new data folder
-# and a seeded organization. Sets WORK, KEY, ADDR and SERVE_PID; stops serve and removes
-# the folder at exit.
+# and a seeded organization; arguments after the port go to serve (e.g. --backend aws).
+# Sets WORK, KEY, ADDR and SERVE_PID; stop_perf_serve (or the script's exit) stops serve
+# and removes the folder.
 start_perf_serve() {
+  local port="$1"
+  shift
   infra/ffmpeg.sh
   cargo build --release --bin serve
   WORK="$(mktemp -d)"
   SERVE_PID=0
-  trap 'kill "$SERVE_PID" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+  trap stop_perf_serve EXIT
   KEY="perf-$(date +%s%N)"
   cat >"$WORK/seed.json" <<JSON
 {"organizations": [{"id": "$(cat /proc/sys/kernel/random/uuid)", "name": "Perf", "slug": "perf", "api_keys": ["$KEY"]}]}
 JSON
-  ADDR="127.0.0.1:${PERF_PORT:-$1}"
-  RUST_LOG="${SERVE_LOG:-warn}" target/release/serve --addr "$ADDR" --seed "$WORK/seed.json" --data-dir "$WORK/data" &
+  ADDR="127.0.0.1:${PERF_PORT:-$port}"
+  RUST_LOG="${SERVE_LOG:-warn}" target/release/serve --addr "$ADDR" --seed "$WORK/seed.json" --data-dir "$WORK/data" "$@" &
   SERVE_PID=$!
   for _ in $(seq 1 100); do curl -s -o /dev/null "http://$ADDR/whoami" && break; sleep 0.1; done
+}
+
+stop_perf_serve() {
+  kill "$SERVE_PID" 2>/dev/null || true
+  wait "$SERVE_PID" 2>/dev/null || true
+  rm -rf "$WORK"
 }

@@ -4,7 +4,7 @@ starts it). Each figure is a ratio or a difference against a floor measured in t
 run: the ffmpeg commands a person would write by hand for the same work.
 
   usage: perf_runs.py BASE_URL API_KEY WORK_DIR [--repeats N] [--starts N] [--long-seconds S]
-                     [--only chain,fan,edit,first]
+                     [--only chain,fan,edit,first,wide] [--label TEXT]
 
 Prints markdown for docs/performance.md. Standard library only.
 """
@@ -36,7 +36,9 @@ repeats = int(options.get("--repeats", 3))
 starts = int(options.get("--starts", 20))
 # The long video's length (a smoke run of the script may shorten it).
 long_seconds = int(options.get("--long-seconds", 60))
-only = set(options.get("--only", "chain,fan,edit,first").split(","))
+only = set(options.get("--only", "chain,fan,edit,first,wide").split(","))
+# Names the backend in the rows (perf-runs.sh measures the wide runs on both).
+label = options.get("--label", "")
 
 
 def call(method, path, body=None):
@@ -55,7 +57,8 @@ def ffmpeg(*arguments):
 def upload(path):
     ticket = call("POST", "/uploads/video/get_upload_url")
     with open(path, "rb") as file:
-        request = urllib.request.Request(ticket["upload_url"], data=file.read(), method="PUT")
+        request = urllib.request.Request(ticket["upload_url"], data=file.read(), method="PUT",
+                                         headers=ticket["upload_headers"])
         urllib.request.urlopen(request, timeout=300).read()
     call("POST", "/uploads/video/finalize_upload", {"id": ticket["id"]})
     return ticket["id"]
@@ -74,9 +77,10 @@ def agent(nodes, edges):
 def run(agent_id, video):
     """Seconds from the run's start to its end, by the run's own started_at and finished_at
     (milliseconds): polling often enough to see the end at once would load the server
-    the figure is about."""
+    the figure is about. `video`: an upload ID, or a list of them (one item each)."""
     started = time.perf_counter()
-    run_id = call("POST", f"/agent/{agent_id}/run", {"video_ids": [video]})["run_id"]
+    videos = video if isinstance(video, list) else [video]
+    run_id = call("POST", f"/agent/{agent_id}/run", {"video_ids": videos})["run_id"]
     while time.perf_counter() - started < RUN_LIMIT_SECONDS:
         record = call("GET", f"/agent_run/{run_id}")
         if record["status"] != "running":
@@ -194,6 +198,41 @@ if "fan" in only:
                 f"thumbnail, median of {repeats} | {ms(statistics.median(fan_runs))} | "
                 f"{ms(statistics.median(fan_floors))} (the input's probe and thumbnail, then {BRANCHES} thumbnails, "
                 f"{os.cpu_count()} at once) | **{fan_overhead * 1000:.2f} ms per node** |")
+
+if "wide" in only:
+    # What one task costs as runs get wider: fan-outs of 10, 100 and 1,000 unfused tasks
+    # (Video Input on N items -> B branches of Clip without a window -> Destination: N
+    # input tasks and N x B branch tasks, each passing its item on with a thumbnail). The
+    # floor is the same media work by hand (each item's probe and thumbnail, then a
+    # thumbnail per branch task, as many at once as serve has workers); the figure is the
+    # engine's time per task beyond it, and the 1,000-task figure against the 10-task one.
+    def wide_agent(branches):
+        nodes, edges = [("in", VIDEO_INPUT, {})], []
+        for i in range(branches):
+            nodes += [(f"clip{i}", CLIP, {}), (f"out{i}", DESTINATION, {})]
+            edges += [("in", f"clip{i}"), (f"clip{i}", f"out{i}")]
+        return agent(nodes, edges)
+
+    items = [short_id] + [upload(short) for _ in range(9)]
+    per_task = {}
+    for tasks, count, branches in ((10, 1, 9), (100, 1, 99), (1000, 10, 99)):
+        wide = wide_agent(branches)
+
+        def wide_floor():
+            with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+                list(pool.map(lambda i: input_floor(short), range(count)))
+                list(pool.map(lambda i: thumbnail(short, f"{work}/wide-{i}.jpg"), range(count * branches)))
+
+        wide_runs, wide_floors = alternate(wide, items[:count], wide_floor)
+        per_task[tasks] = (statistics.median(wide_runs) - statistics.median(wide_floors)) / tasks
+        rows.append(f"| {label}fan-out of {tasks:,} tasks ({count} item{'s' if count > 1 else ''} x {branches} "
+                    f"branches and the input task{'s' if count > 1 else ''}), median of {repeats} | "
+                    f"{ms(statistics.median(wide_runs))} | {ms(statistics.median(wide_floors))} (probe and thumbnail "
+                    f"of each item, a thumbnail per branch task, {os.cpu_count()} at once) | "
+                    f"**{per_task[tasks] * 1000:.2f} ms per task** |")
+    rows.append(f"| {label}per-task overhead, 1,000 tasks against 10 | | | "
+                f"**{per_task[1000] / per_task[10]:.2f}×** |" if per_task[10] > 0 else
+                f"| {label}per-task overhead, 1,000 tasks against 10 | | | 10-task overhead within noise |")
 
 if "edit" in only:
     # A chain on 60 s of 1080p against one hand-written ffmpeg command.

@@ -103,7 +103,8 @@ subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=dur
                 "-c:a", "aac", video_path], check=True)
 ticket = call("POST", "/uploads/video/get_upload_url")
 with open(video_path, "rb") as file:
-    urllib.request.urlopen(urllib.request.Request(ticket["upload_url"], data=file.read(), method="PUT")).read()
+    urllib.request.urlopen(urllib.request.Request(ticket["upload_url"], data=file.read(), method="PUT",
+                                                  headers=ticket["upload_headers"])).read()
 call("POST", "/uploads/video/finalize_upload", {"id": ticket["id"]})
 created = call("POST", "/agent/create", {"name": "perf-webhooks"})
 agent_id = created["agent_id"]

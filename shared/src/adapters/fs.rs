@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::core::signing::{generate_secret, SignatureError, UrlSigner};
-use crate::domain::media::ports::BlobStore;
+use crate::domain::media::ports::{BlobStore, UploadTarget};
 use crate::domain::media::SealedBlob;
 use crate::domain::time::Timestamp;
 
@@ -73,6 +73,12 @@ pub fn load_or_create_secret(root: &Path) -> anyhow::Result<Vec<u8>> {
     }
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     hex::decode(text.trim()).with_context(|| format!("{} is not a hex secret", path.display()))
+}
+
+/// What an upload URL signs as its method: the method and the Content-Type it pins, so
+/// a PUT with another type is refused like one to another key.
+pub fn signed_put(content_type: &str) -> String {
+    format!("PUT {content_type}")
 }
 
 /// The content type of an object, from its key's extension.
@@ -212,9 +218,10 @@ impl LocalBlobStore {
 
 #[async_trait]
 impl BlobStore for LocalBlobStore {
-    async fn upload_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String> {
+    async fn upload_url(&self, key: &str, content_type: &str, ttl: Duration) -> anyhow::Result<UploadTarget> {
         self.valid_path(key)?;
-        Ok(self.signed_url("PUT", key, Timestamp::now().after(ttl).unix_seconds()))
+        let url = self.signed_url(&signed_put(content_type), key, Timestamp::now().after(ttl).unix_seconds());
+        Ok(UploadTarget { url, headers: vec![("Content-Type".to_owned(), content_type.to_owned())] })
     }
 
     async fn seal(&self, key: &str, sealed_prefix: &str) -> anyhow::Result<Option<SealedBlob>> {
@@ -312,13 +319,18 @@ mod tests {
         let (_dir, store) = store();
         let now = Timestamp::now();
         let expires = now.unix_seconds() + 60;
-        let url = store.signed_url("PUT", "uploads/o/i", expires);
+        let url = store.signed_url(&signed_put("video/mp4"), "uploads/o/i", expires);
         assert!(url.starts_with("http://h:1/blobs/uploads/o/i?"));
         let (expires_text, signature) = signed_query_values(url.split_once('?').unwrap().1);
-        assert!(store.authorize("PUT", "uploads/o/i", expires_text, signature, now).is_ok());
+        assert!(store.authorize(&signed_put("video/mp4"), "uploads/o/i", expires_text, signature, now).is_ok());
+        let html = store.authorize(&signed_put("text/html"), "uploads/o/i", expires_text, signature, now);
+        assert_eq!(html, Err(BlobAccessError::Signature(SignatureError::BadSignature)), "the type is pinned");
         let refused = store.authorize("GET", "uploads/o/i", expires_text, signature, now);
         assert_eq!(refused, Err(BlobAccessError::Signature(SignatureError::BadSignature)));
-        assert_eq!(store.authorize("PUT", "../x", expires_text, signature, now), Err(BlobAccessError::BadKey));
+        assert_eq!(
+            store.authorize(&signed_put("video/mp4"), "../x", expires_text, signature, now),
+            Err(BlobAccessError::BadKey)
+        );
     }
 
     #[test]

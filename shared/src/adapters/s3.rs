@@ -9,13 +9,13 @@ use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+use aws_sdk_s3::types::{BucketVersioningStatus, Tag, Tagging, VersioningConfiguration};
 use aws_sdk_s3::Client;
 use bytes::Bytes;
 
 use super::ActionLog;
 use crate::core::retry::AWS_SDK_CALLS;
-use crate::domain::media::ports::BlobStore;
+use crate::domain::media::ports::{BlobStore, UploadTarget};
 use crate::domain::media::SealedBlob;
 
 /// How long ffprobe's read URL stays valid.
@@ -99,8 +99,18 @@ impl aws_sdk_s3::config::Intercept for RecordActions {
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         use aws_sdk_s3::operation as op;
         let input = context.input();
-        let actions: &[&str] = if input.downcast_ref::<op::put_object::PutObjectInput>().is_some() {
-            &["s3:PutObject"]
+        let actions: &[&str] = if let Some(put) = input.downcast_ref::<op::put_object::PutObjectInput>() {
+            if put.tagging().is_some() {
+                &["s3:PutObject", "s3:PutObjectTagging"]
+            } else {
+                &["s3:PutObject"]
+            }
+        } else if let Some(tagging) = input.downcast_ref::<op::put_object_tagging::PutObjectTaggingInput>() {
+            if tagging.version_id().is_some() {
+                &["s3:PutObjectVersionTagging"]
+            } else {
+                &["s3:PutObjectTagging"]
+            }
         } else if input.downcast_ref::<op::head_object::HeadObjectInput>().is_some() {
             // Without ListBucket, S3 answers 403 instead of 404 for a missing key.
             &["s3:GetObject", "s3:ListBucket"]
@@ -141,6 +151,20 @@ impl S3BlobStore {
         Ok(presigned.uri().to_owned())
     }
 
+    /// The tags of the object at `key` (of `version`): what the lifecycle rules see.
+    pub async fn tags(&self, key: &str, version: Option<&str>) -> anyhow::Result<Vec<(String, String)>> {
+        let tagging = self
+            .client
+            .get_object_tagging()
+            .bucket(&self.bucket)
+            .key(key)
+            .set_version_id(version.map(str::to_owned))
+            .send()
+            .await
+            .map_err(|error| unavailable(error, "reading an object's tags"))?;
+        Ok(tagging.tag_set().iter().map(|tag| (tag.key().to_owned(), tag.value().to_owned())).collect())
+    }
+
     /// A copy of this store whose client records the IAM action of every call.
     pub fn recording_actions(&self) -> (Self, ActionLog) {
         let log = ActionLog::default();
@@ -151,16 +175,36 @@ impl S3BlobStore {
 
 #[async_trait]
 impl BlobStore for S3BlobStore {
-    async fn upload_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String> {
+    async fn upload_url(&self, key: &str, content_type: &str, ttl: Duration) -> anyhow::Result<UploadTarget> {
+        // Both headers are signed: S3 refuses a PUT with another type, and the tag lets
+        // the bucket's lifecycle rule expire an upload never finalized.
         let presigned = self
             .client
             .put_object()
             .bucket(&self.bucket)
             .key(key)
+            .content_type(content_type)
+            .tagging(PENDING_UPLOAD_TAG)
             .presigned(PresigningConfig::expires_in(ttl)?)
             .await
             .context("presigning an upload URL")?;
-        Ok(presigned.uri().to_owned())
+        let headers = presigned.headers().map(|(name, value)| (header_name(name), value.to_owned())).collect();
+        Ok(UploadTarget { url: presigned.uri().to_owned(), headers })
+    }
+
+    async fn mark_finalized(&self, blob: &SealedBlob) -> anyhow::Result<()> {
+        let tag = Tag::builder().key(UPLOAD_TAG_KEY).value("finalized").build().context("an object tag")?;
+        let tagging = Tagging::builder().tag_set(tag).build().context("an object tagging")?;
+        self.client
+            .put_object_tagging()
+            .bucket(&self.bucket)
+            .key(&blob.key)
+            .set_version_id(blob.version.clone())
+            .tagging(tagging)
+            .send()
+            .await
+            .map_err(|error| unavailable(error, "marking an upload finalized"))?;
+        Ok(())
     }
 
     async fn seal(&self, key: &str, _sealed_prefix: &str) -> anyhow::Result<Option<SealedBlob>> {
@@ -233,6 +277,20 @@ impl BlobStore for S3BlobStore {
 
     async fn read_location(&self, key: &str, version: Option<&str>) -> anyhow::Result<String> {
         self.download_url(key, version, READ_URL_TTL).await
+    }
+}
+
+/// The tag every upload is PUT with (`x-amz-tagging`), replaced at finalize: the
+/// bucket's lifecycle rule (`expire-unfinalized-uploads` in template.yaml) removes objects
+/// still tagged so after a day.
+pub const UPLOAD_TAG_KEY: &str = "upload";
+pub const PENDING_UPLOAD_TAG: &str = "upload=pending";
+
+/// A signed header's name as callers send it.
+fn header_name(name: &str) -> String {
+    match name.to_ascii_lowercase().as_str() {
+        "content-type" => "Content-Type".to_owned(),
+        other => other.to_owned(),
     }
 }
 

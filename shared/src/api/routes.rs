@@ -95,9 +95,10 @@ pub static ROUTES: &[Route] = &[
     route!(POST "/agent/{agent_id}/delete" => "delete-agent", agents::delete_agent, ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
     route!(GET "/node_types" => "list-node-types", agents::list_node_types, ["dynamodb:GetItem"]),
     route!(POST "/uploads/{kind}/get_upload_url" => "get-upload-url", uploads::get_upload_url,
-        ["dynamodb:GetItem", "dynamodb:PutItem"], s3: ["s3:PutObject"], idempotent: true),
+        ["dynamodb:GetItem", "dynamodb:PutItem"], s3: ["s3:PutObject", "s3:PutObjectTagging"], idempotent: true),
     route!(POST "/uploads/{kind}/finalize_upload" => "finalize-upload", uploads::finalize_upload,
-        ["dynamodb:GetItem", "dynamodb:PutItem"], s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket"]),
+        ["dynamodb:GetItem", "dynamodb:PutItem"],
+        s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:PutObjectVersionTagging"]),
     route!(GET "/uploads/{kind}/{upload_id}" => "get-upload", uploads::get_upload, ["dynamodb:GetItem"]),
     // Asset managers (rule 10): a connection per workspace (Query lists the
     // organization's), and the `local` provider's items made of ready video uploads.

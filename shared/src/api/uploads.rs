@@ -27,9 +27,10 @@ fn fail(action: &'static str) -> impl Fn(UploadError) -> ApiError {
         let message = error.to_string();
         match error {
             UploadError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
-            UploadError::NotUploaded | UploadError::TooLarge { .. } | UploadError::NotMedia(_) => {
-                ApiError::detail(StatusCode::BAD_REQUEST, message)
-            }
+            UploadError::Invalid(_)
+            | UploadError::NotUploaded
+            | UploadError::TooLarge { .. }
+            | UploadError::NotMedia(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
             UploadError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action} the upload")),
         }
     }
@@ -38,10 +39,23 @@ fn fail(action: &'static str) -> impl Fn(UploadError) -> ApiError {
 /// `POST /uploads/{kind}/get_upload_url`
 pub async fn get_upload_url(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, kind) = upload_scope(&app, &call).await?;
-    let ticket =
-        uploads::create_upload(app.uploads.as_ref(), app.blobs.as_ref(), app.clock.as_ref(), organization, kind)
-            .await
-            .map_err(fail("create"))?;
+    // An optional body: `{"content_type": "video/quicktime"}` picks the type the URL pins.
+    let body = json_body(&call.request)?;
+    let content_type = match body.get("content_type") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(text.as_str()),
+        Some(_) => return Err(ApiError::detail(StatusCode::BAD_REQUEST, "content_type must be a string")),
+    };
+    let ticket = uploads::create_upload(
+        app.uploads.as_ref(),
+        app.blobs.as_ref(),
+        app.clock.as_ref(),
+        organization,
+        kind,
+        content_type,
+    )
+    .await
+    .map_err(fail("create"))?;
     Ok(json_response(StatusCode::OK, &ticket))
 }
 

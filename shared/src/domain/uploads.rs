@@ -60,6 +60,36 @@ impl UploadKind {
             Self::Image => (50_000_000, "50 MB"),
         }
     }
+
+    /// The Content-Type an upload URL of this kind pins when the caller names none.
+    pub fn default_content_type(self) -> &'static str {
+        match self {
+            Self::Video => "video/mp4",
+            Self::Audio => "audio/mpeg",
+            Self::Image => "image/png",
+        }
+    }
+
+    /// The Content-Type an upload URL pins: `asked` (a media type of this kind's family,
+    /// e.g. `video/quicktime`) or the kind's default. An upload URL never accepts a type
+    /// outside the family, so an uploaded page is never stored as one.
+    pub fn content_type(self, asked: Option<&str>) -> Result<String, UploadError> {
+        let Some(asked) = asked else { return Ok(self.default_content_type().to_owned()) };
+        let family = self.as_str();
+        let subtype = asked.strip_prefix(family).and_then(|rest| rest.strip_prefix('/'));
+        let token = |text: &str| {
+            !text.is_empty()
+                && text.len() <= 100
+                && text.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"!#$&^_.+-".contains(&byte))
+        };
+        match subtype {
+            Some(subtype) if token(subtype) => Ok(format!("{family}/{}", subtype.to_ascii_lowercase())),
+            _ => Err(UploadError::Invalid(format!(
+                "content_type must be a {family} media type such as {} (got {asked:?})",
+                self.default_content_type()
+            ))),
+        }
+    }
 }
 
 /// Where an upload is in its flow.
@@ -133,6 +163,9 @@ pub struct UploadTicket {
     pub id: UploadId,
     pub upload_url: String,
     pub upload_method: &'static str,
+    /// Headers the PUT must carry as given (the URL's signature covers them): its
+    /// `Content-Type`, and on S3 the tag that lets a never-finalized upload expire.
+    pub upload_headers: std::collections::BTreeMap<String, String>,
     pub expires_at: Timestamp,
 }
 
@@ -141,6 +174,9 @@ pub struct UploadTicket {
 pub enum UploadError {
     #[error("Upload not found")]
     NotFound,
+    /// The request is refused; the text names the problem (400).
+    #[error("{0}")]
+    Invalid(String),
     #[error("no file has been uploaded for this id yet: PUT it to the upload_url first")]
     NotUploaded,
     #[error("{kind} uploads may be at most {limit}; this file is {size} bytes")]
@@ -159,11 +195,13 @@ pub async fn create_upload(
     clock: &dyn Clock,
     organization: OrganizationId,
     kind: UploadKind,
+    content_type: Option<&str>,
 ) -> Result<UploadTicket, UploadError> {
+    let content_type = kind.content_type(content_type)?;
     let now = clock.now();
     let id = UploadId::new_v4();
     let expires_at = now.after(UPLOAD_URL_TTL);
-    let upload_url = blobs.upload_url(&Upload::object_key(organization, id), UPLOAD_URL_TTL).await?;
+    let target = blobs.upload_url(&Upload::object_key(organization, id), &content_type, UPLOAD_URL_TTL).await?;
     let upload = Upload {
         id,
         kind,
@@ -175,7 +213,8 @@ pub async fn create_upload(
         blob: None,
     };
     repo.put_upload(organization, &upload).await?;
-    Ok(UploadTicket { id, upload_url, upload_method: "PUT", expires_at })
+    let upload_headers = target.headers.into_iter().collect();
+    Ok(UploadTicket { id, upload_url: target.url, upload_method: "PUT", upload_headers, expires_at })
 }
 
 /// An upload of `kind` of the organization.
@@ -221,6 +260,9 @@ pub async fn finalize_upload(
         }
         Err(error) => return Err(error),
     };
+    // Before the record: a recorded asset must never be one storage still takes for an
+    // abandoned upload.
+    blobs.mark_finalized(&blob).await?;
     let finalized = upload.finalized(media, blob, clock.now());
     repo.record_finalized(organization, &finalized).await?.ok_or(UploadError::NotFound)
 }

@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use crate::adapters::fs::{content_type_of, BlobAccessError, LocalBlobStore, BLOB_PATH_PREFIX};
+use crate::adapters::fs::{content_type_of, signed_put, BlobAccessError, LocalBlobStore, BLOB_PATH_PREFIX};
 use crate::api::ApiError;
 use crate::core::signing::signed_query_values;
 use crate::domain::time::Timestamp;
@@ -38,12 +38,13 @@ fn empty(status: StatusCode) -> hyper::Response<ResponseBody> {
     response
 }
 
-/// Serves one request under [`BLOB_PATH_PREFIX`].
+/// Serves one request under [`BLOB_PATH_PREFIX`]. A PUT's signature covers its
+/// Content-Type (an upload URL pins one, as a presigned S3 PUT does).
 pub async fn handle(
     store: &LocalBlobStore,
     method: &Method,
     uri: &Uri,
-    range: Option<&HeaderValue>,
+    headers: &http::HeaderMap,
     body: Incoming,
 ) -> hyper::Response<ResponseBody> {
     if method != Method::PUT && method != Method::GET {
@@ -51,13 +52,26 @@ pub async fn handle(
     }
     let key = uri.path().strip_prefix(BLOB_PATH_PREFIX).unwrap_or_default();
     let (expires, signature) = signed_query_values(uri.query().unwrap_or_default());
-    let path = match store.authorize(method.as_str(), key, expires, signature, Timestamp::now()) {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).unwrap_or_default();
+    let signed = match *method {
+        Method::PUT => signed_put(content_type),
+        _ => method.as_str().to_owned(),
+    };
+    let path = match store.authorize(&signed, key, expires, signature, Timestamp::now()) {
         Ok(path) => path,
         Err(error @ BlobAccessError::BadKey) => {
             return respond(ApiError::detail(StatusCode::NOT_FOUND, error.to_string()))
         }
+        Err(error) if *method == Method::PUT => {
+            let message = format!(
+                "{error}: an upload URL accepts only the Content-Type it was made for (its upload_headers); \
+                 this PUT sent {content_type:?}"
+            );
+            return respond(ApiError::detail(StatusCode::FORBIDDEN, message));
+        }
         Err(error) => return respond(ApiError::detail(StatusCode::FORBIDDEN, error.to_string())),
     };
+    let range = headers.get(header::RANGE);
     if method == Method::GET {
         return match send_file(&path, content_type_of(key), range).await {
             Ok(response) => response,

@@ -134,7 +134,7 @@ async fn handle(
     }
     let local_blobs = app.local_blobs.clone().filter(|_| path.starts_with(BLOB_PATH_PREFIX));
     if let Some(store) = local_blobs {
-        let response = blobs::handle(&store, &method, &parts.uri, parts.headers.get(http::header::RANGE), body).await;
+        let response = blobs::handle(&store, &method, &parts.uri, &parts.headers, body).await;
         let status = response.status().as_u16();
         tracing::info!(%method, path, status, ms = started.elapsed().as_secs_f64() * 1000.0, "request");
         return Ok(response);

@@ -128,10 +128,7 @@ async fn a_restarted_serve_reads_back_everything_it_wrote() {
     let (_, graph) = first.call(Method::GET, &format!("/agent/{agent}"), None).await;
     let (_, ticket) = first.call(Method::POST, "/uploads/image/get_upload_url", None).await;
     let upload = ticket["id"].as_str().unwrap().to_owned();
-    assert_eq!(
-        crate::uploads::put(ticket["upload_url"].as_str().unwrap(), crate::uploads::sample("image.png")).await,
-        StatusCode::OK
-    );
+    assert_eq!(crate::uploads::put(&ticket, crate::uploads::sample("image.png")).await, StatusCode::OK);
     let (status, asset) =
         first.call(Method::POST, "/uploads/image/finalize_upload", Some(json!({ "id": upload }))).await;
     assert_eq!(status, StatusCode::OK, "{asset}");
@@ -284,8 +281,7 @@ async fn serve_killed_in_the_middle_of_an_ffmpeg_task_still_finishes_the_run_onc
     let mut first = ServeProcess::start(data.path(), &["--workers", "1"]).await;
     let (_, ticket) = first.call(Method::POST, "/uploads/video/get_upload_url", None).await;
     let id = ticket["id"].as_str().unwrap().to_owned();
-    let url = ticket["upload_url"].as_str().unwrap();
-    assert_eq!(crate::uploads::put(url, std::fs::read(&video).unwrap()).await, StatusCode::OK);
+    assert_eq!(crate::uploads::put(&ticket, std::fs::read(&video).unwrap()).await, StatusCode::OK);
     let (status, body) = first.call(Method::POST, "/uploads/video/finalize_upload", Some(json!({ "id": id }))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (_, created) = first.call(Method::POST, "/agent/create", Some(json!({ "name": "slow" }))).await;
@@ -380,8 +376,7 @@ async fn serve_killed_between_state_changes_and_their_webhooks_delivers_them_aft
     let mut first = ServeProcess::start(data.path(), &["--workers", "1"]).await;
     let (_, ticket) = first.call(Method::POST, "/uploads/video/get_upload_url", None).await;
     let id = ticket["id"].as_str().unwrap().to_owned();
-    let url = ticket["upload_url"].as_str().unwrap();
-    assert_eq!(crate::uploads::put(url, crate::uploads::sample("video.mp4")).await, StatusCode::OK);
+    assert_eq!(crate::uploads::put(&ticket, crate::uploads::sample("video.mp4")).await, StatusCode::OK);
     let (status, body) = first.call(Method::POST, "/uploads/video/finalize_upload", Some(json!({ "id": id }))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (_, created) = first.call(Method::POST, "/agent/create", Some(json!({ "name": "hooks" }))).await;

@@ -182,8 +182,7 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
     let upload = ticket["id"].as_str().unwrap().to_owned();
     let finalize = || test.call(Method::POST, "/uploads/image/finalize_upload", Some(json!({ "id": upload })));
     run("finalize-upload", StatusCode::BAD_REQUEST, finalize().await);
-    let url = ticket["upload_url"].as_str().unwrap();
-    assert_eq!(crate::uploads::put(url, crate::uploads::sample("image.png")).await, StatusCode::OK);
+    assert_eq!(crate::uploads::put(&ticket, crate::uploads::sample("image.png")).await, StatusCode::OK);
     run("finalize-upload", StatusCode::OK, finalize().await);
     run("finalize-upload", StatusCode::OK, finalize().await);
     run("get-upload", StatusCode::OK, test.call(Method::GET, &format!("/uploads/image/{upload}"), None).await);
@@ -204,10 +203,7 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
     let connection = connected["connection"]["id"].as_str().unwrap().to_owned();
     let video = test.call(Method::POST, "/uploads/video/get_upload_url", None).await.1;
     let video_id = video["id"].as_str().unwrap().to_owned();
-    assert_eq!(
-        crate::uploads::put(video["upload_url"].as_str().unwrap(), crate::uploads::sample("video.mp4")).await,
-        StatusCode::OK
-    );
+    assert_eq!(crate::uploads::put(&video, crate::uploads::sample("video.mp4")).await, StatusCode::OK);
     let finalized = test.call(Method::POST, "/uploads/video/finalize_upload", Some(json!({ "id": video_id }))).await;
     assert_eq!(finalized.0, StatusCode::OK, "{}", finalized.1);
     log.take();

@@ -174,13 +174,13 @@ impl Harness {
         let (status, body) = self.test.call(Method::POST, &format!("/uploads/{kind}/get_upload_url"), None).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let id = body["id"].as_str().unwrap().to_owned();
-        let url = body["upload_url"].as_str().unwrap();
-        assert_eq!(put(url, bytes).await, StatusCode::OK);
+        assert_eq!(put(&body, bytes).await, StatusCode::OK);
+        let ticket = body;
         let (status, body) =
             self.test.call(Method::POST, &format!("/uploads/{kind}/finalize_upload"), Some(json!({ "id": id }))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         if let Some(later) = later {
-            assert_eq!(put(url, later).await, StatusCode::OK, "the upload URL still takes a PUT");
+            assert_eq!(put(&ticket, later).await, StatusCode::OK, "the upload URL still takes a PUT");
         }
         id
     }

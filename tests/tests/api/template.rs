@@ -339,3 +339,32 @@ fn the_sweeper_runs_every_minute_with_the_sweep_index_and_least_privilege() {
         assert!(!variables[name].is_null(), "{logical_id} has the engine's {name}");
     }
 }
+
+/// Uploads never finalized expire after a day: the lifecycle rule matches what the
+/// presigned PUT tags (`upload=pending`, under `uploads/`), and finalize retags the sealed
+/// version out of it.
+#[test]
+fn uploads_never_finalized_expire_after_a_day() {
+    use shared::adapters::s3::{PENDING_UPLOAD_TAG, UPLOAD_TAG_KEY};
+    use shared::domain::identity::OrganizationId;
+    use shared::domain::uploads::UploadId;
+    let template = template();
+    let rules = template["Resources"]["MediaBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+        .as_sequence()
+        .expect("lifecycle rules");
+    let rule = rules.iter().find(|rule| rule["Id"].as_str() == Some("expire-unfinalized-uploads")).expect("the rule");
+    assert_eq!(rule["Status"].as_str(), Some("Enabled"));
+    assert_eq!(rule["Prefix"].as_str(), Some("uploads/"));
+    assert_eq!(
+        shared::domain::uploads::Upload::object_key(OrganizationId::new_v4(), UploadId::new_v4()).split('/').next(),
+        Some("uploads"),
+        "uploads are PUT under the rule's prefix"
+    );
+    let tags = rule["TagFilters"].as_sequence().expect("tag filters");
+    assert_eq!(tags.len(), 1);
+    let (key, value) = PENDING_UPLOAD_TAG.split_once('=').unwrap();
+    assert_eq!((tags[0]["Key"].as_str(), tags[0]["Value"].as_str()), (Some(key), Some(value)));
+    assert_eq!(key, UPLOAD_TAG_KEY);
+    assert_eq!(rule["ExpirationInDays"].as_u64(), Some(1));
+    assert_eq!(rule["NoncurrentVersionExpiration"]["NoncurrentDays"].as_u64(), Some(1));
+}

@@ -12,9 +12,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use shared::adapters::ffprobe::Ffprobe;
+use shared::adapters::fs::signed_put;
 use shared::domain::media::ports::BlobStore;
 use shared::domain::media::ports::MediaProbe;
 use shared::domain::media::ports::ProbeError;
+use shared::domain::media::ports::UploadTarget;
 use shared::domain::media::{ProbeReport, ProbedStream, SealedBlob};
 use shared::domain::time::Timestamp;
 use shared::domain::uploads::UploadId;
@@ -22,7 +24,7 @@ use shared::serve;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::helpers::{local_media, s3_media, Backend, TestApp};
+use crate::helpers::{local_media, s3_media, s3_store, Backend, TestApp};
 
 /// Sample files made once per test run by ffmpeg: a 2 s video with sound, a 1 s
 /// tone, a PNG, and a text file.
@@ -59,10 +61,26 @@ pub fn sample(name: &str) -> Vec<u8> {
     std::fs::read(samples().join(name)).unwrap()
 }
 
-/// PUTs bytes to an upload URL, as a client would.
-pub async fn put(url: &str, bytes: Vec<u8>) -> StatusCode {
+/// PUTs bytes as an upload ticket (the answer of `get_upload_url`) says, as a client
+/// would: to its `upload_url`, with its `upload_headers`.
+pub async fn put(ticket: &Value, bytes: Vec<u8>) -> StatusCode {
+    put_to(ticket["upload_url"].as_str().expect("an upload URL"), &headers_of(ticket), bytes).await
+}
+
+/// The `upload_headers` of an upload ticket.
+pub fn headers_of(ticket: &Value) -> Vec<(String, String)> {
+    let headers = ticket["upload_headers"].as_object().expect("upload_headers");
+    headers.iter().map(|(name, value)| (name.clone(), value.as_str().unwrap().to_owned())).collect()
+}
+
+/// PUTs bytes to `url` with `headers`.
+pub async fn put_to(url: &str, headers: &[(String, String)], bytes: Vec<u8>) -> StatusCode {
     let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let request = http::Request::builder().method(Method::PUT).uri(url).body(Full::new(Bytes::from(bytes))).unwrap();
+    let mut request = http::Request::builder().method(Method::PUT).uri(url);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let request = request.body(Full::new(Bytes::from(bytes))).unwrap();
     let response = client.request(request).await.expect("upload URL answers");
     let status = response.status();
     let _ = response.into_body().collect().await;
@@ -104,14 +122,17 @@ async fn s3_app() -> TestApp {
     TestApp::with_media(Backend::DynamoDb, s3_media().await).await
 }
 
-async fn upload_url(app: &TestApp, kind: &str) -> (String, String) {
+/// A new upload of `kind`: its ID and its ticket (URL and headers to PUT with).
+async fn upload_url(app: &TestApp, kind: &str) -> (String, Value) {
     let (status, body) = app.call(Method::POST, &format!("/uploads/{kind}/get_upload_url"), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["upload_method"], "PUT");
     let expires = Timestamp::parse(body["expires_at"].as_str().unwrap()).unwrap();
     let from_now = expires.unix_seconds() - Timestamp::now().unix_seconds();
     assert!((3540..=3600).contains(&from_now), "valid for one hour: {from_now} s");
-    (body["id"].as_str().unwrap().to_owned(), body["upload_url"].as_str().unwrap().to_owned())
+    let content_type = body["upload_headers"]["Content-Type"].as_str().unwrap_or_default();
+    assert!(content_type.starts_with(&format!("{kind}/")), "the URL pins a type of its kind: {body}");
+    (body["id"].as_str().unwrap().to_owned(), body)
 }
 
 async fn finalize(app: &TestApp, kind: &str, id: &str) -> (StatusCode, Value) {
@@ -196,6 +217,19 @@ async fn upload_flow(app: &TestApp) {
     assert_eq!((status, body), (StatusCode::BAD_REQUEST, json!({ "detail": "id must be a UUID string" })));
     let (status, body) = app.call(Method::POST, "/uploads/document/get_upload_url", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    // The type an upload URL pins: one of its kind's family, the kind's default when none is asked.
+    let ask = |content_type: Value| async move {
+        app.call(Method::POST, "/uploads/video/get_upload_url", Some(json!({ "content_type": content_type }))).await
+    };
+    let (status, body) = ask(json!("video/QuickTime")).await;
+    assert_eq!((status, &body["upload_headers"]["Content-Type"]), (StatusCode::OK, &json!("video/quicktime")));
+    let detail = "content_type must be a video media type such as video/mp4 (got \"text/html\")";
+    assert_eq!(ask(json!("text/html")).await, (StatusCode::BAD_REQUEST, json!({ "detail": detail })));
+    for refused in [json!("video/"), json!("video/mp4; x=1"), json!("videos/mp4"), json!("image/png")] {
+        assert_eq!(ask(refused.clone()).await.0, StatusCode::BAD_REQUEST, "{refused}");
+    }
+    let detail = json!({ "detail": "content_type must be a string" });
+    assert_eq!(ask(json!(5)).await, (StatusCode::BAD_REQUEST, detail));
 
     // Another organization sees none of it.
     let (_, other_key) = app.add_organization(true).await;
@@ -218,8 +252,30 @@ async fn uploads_through_the_local_folder_of_serve() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_through_the_s3_emulator() {
     let app = s3_app().await;
-    let (_, url) = upload_url(&app, "video").await;
+    let (id, ticket) = upload_url(&app, "video").await;
+    let url = ticket["upload_url"].as_str().unwrap();
     assert!(url.contains("X-Amz-Expires=3600"), "the presigned PUT lives one hour: {url}");
+    // S3 refuses a PUT whose signed headers differ: the type is pinned, and so is the
+    // tag the lifecycle rule expires never-finalized uploads by.
+    let signed = url.split("X-Amz-SignedHeaders=").nth(1).unwrap().split('&').next().unwrap();
+    assert!(signed.contains("content-type") && signed.contains("x-amz-tagging"), "signed headers: {signed}");
+    assert_eq!(
+        headers_of(&ticket),
+        [
+            ("Content-Type".to_owned(), "video/mp4".to_owned()),
+            ("x-amz-tagging".to_owned(), "upload=pending".to_owned())
+        ]
+    );
+    assert_eq!(put(&ticket, sample("video.mp4")).await, StatusCode::OK);
+    let store = s3_store().await;
+    let key = format!("uploads/{}/{id}", app.organization);
+    let tag = |value: &str| vec![("upload".to_owned(), value.to_owned())];
+    assert_eq!(store.tags(&key, None).await.unwrap(), tag("pending"), "an upload not finalized yet");
+    assert_eq!(finalize(&app, "video", &id).await.0, StatusCode::OK);
+    let upload = app.app.uploads.get_upload(app.organization, UploadId::parse(&id).unwrap()).await.unwrap().unwrap();
+    let version = upload.blob.as_ref().unwrap().version.clone();
+    assert!(version.is_some(), "the bucket is versioned");
+    assert_eq!(store.tags(&key, version.as_deref()).await.unwrap(), tag("finalized"), "out of the expiry rule");
     upload_flow(&app).await;
 }
 
@@ -230,7 +286,9 @@ async fn local_upload_urls_refuse_tampering_and_expiry() {
     let (media, store) = local_media(&base);
     let app = TestApp::with_media(Backend::Sqlite, media).await;
     let (_, _stop) = serve::spawn_on(app.app.clone(), listener).unwrap();
-    let (id, url) = upload_url(&app, "image").await;
+    let (id, ticket) = upload_url(&app, "image").await;
+    let url = ticket["upload_url"].as_str().unwrap().to_owned();
+    let headers = headers_of(&ticket);
 
     let tampered_signature = {
         let (head, signature) = url.rsplit_once('=').unwrap();
@@ -240,14 +298,18 @@ async fn local_upload_urls_refuse_tampering_and_expiry() {
     let other_key = url.replace(&id, &Uuid::new_v4().to_string());
     let later = url.replace("expires=", "expires=9");
     for refused in [tampered_signature, other_key, later] {
-        assert_eq!(put(&refused, sample("image.png")).await, StatusCode::FORBIDDEN, "{refused}");
+        assert_eq!(put_to(&refused, &headers, sample("image.png")).await, StatusCode::FORBIDDEN, "{refused}");
     }
     let key = format!("uploads/{}/{id}", app.organization);
-    let expired = store.signed_url("PUT", &key, Timestamp::now().unix_seconds() - 1);
-    assert_eq!(put(&expired, sample("image.png")).await, StatusCode::FORBIDDEN);
+    let expired = store.signed_url(&signed_put("image/png"), &key, Timestamp::now().unix_seconds() - 1);
+    assert_eq!(put_to(&expired, &headers, sample("image.png")).await, StatusCode::FORBIDDEN);
+    // The URL pins its Content-Type: a page, or no type at all, is refused.
+    let page = [("Content-Type".to_owned(), "text/html".to_owned())];
+    assert_eq!(put_to(&url, &page, sample("image.png")).await, StatusCode::FORBIDDEN, "another type");
+    assert_eq!(put_to(&url, &[], sample("image.png")).await, StatusCode::FORBIDDEN, "no type");
     let (status, _) = finalize(&app, "image", &id).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "nothing was stored by refused PUTs");
-    assert_eq!(put(&url, sample("image.png")).await, StatusCode::OK);
+    assert_eq!(put(&ticket, sample("image.png")).await, StatusCode::OK);
     assert_eq!(finalize(&app, "image", &id).await.0, StatusCode::OK);
 }
 
@@ -295,8 +357,9 @@ struct Probed(ProbeReport);
 
 #[async_trait::async_trait]
 impl BlobStore for Sized {
-    async fn upload_url(&self, key: &str, _: std::time::Duration) -> anyhow::Result<String> {
-        Ok(format!("http://blobs.invalid/{key}"))
+    async fn upload_url(&self, key: &str, kind: &str, _: std::time::Duration) -> anyhow::Result<UploadTarget> {
+        let headers = vec![("Content-Type".to_owned(), kind.to_owned())];
+        Ok(UploadTarget { url: format!("http://blobs.invalid/{key}"), headers })
     }
     async fn seal(&self, key: &str, _: &str) -> anyhow::Result<Option<SealedBlob>> {
         Ok(Some(SealedBlob { key: key.to_owned(), version: None, size: self.0 }))

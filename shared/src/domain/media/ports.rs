@@ -11,8 +11,16 @@ use super::{MediaError, ProbeReport, RenderJob, SealedBlob};
 /// Where media files live: S3, or a local folder served by `serve`.
 #[async_trait]
 pub trait BlobStore: Send + Sync {
-    /// A URL that accepts HTTP PUTs of the object at `key` for `ttl`.
-    async fn upload_url(&self, key: &str, ttl: Duration) -> anyhow::Result<String>;
+    /// A URL that accepts HTTP PUTs of the object at `key` for `ttl`, sent with
+    /// `content_type` (the URL is refused with any other) and the other headers the
+    /// target names.
+    async fn upload_url(&self, key: &str, content_type: &str, ttl: Duration) -> anyhow::Result<UploadTarget>;
+    /// Marks a sealed upload as finalized, where storage removes uploads never finalized
+    /// (S3: a lifecycle rule expires objects still tagged as pending uploads).
+    async fn mark_finalized(&self, blob: &SealedBlob) -> anyhow::Result<()> {
+        let _ = blob;
+        Ok(())
+    }
     /// Freezes what was uploaded to `key` so that later PUTs cannot change it and says
     /// where it now is (a new key under `sealed_prefix`, or a pinned version); None when
     /// nothing was uploaded. Two seals never give the same place different contents.
@@ -48,6 +56,14 @@ pub trait BlobStore: Send + Sync {
     /// A path or short-lived URL from which the media toolkit can read the object at
     /// `key` (of `version`, when given).
     async fn read_location(&self, key: &str, version: Option<&str>) -> anyhow::Result<String>;
+}
+
+/// Where and how an upload is PUT.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UploadTarget {
+    pub url: String,
+    /// Headers the PUT must carry, as given (the URL's signature covers them).
+    pub headers: Vec<(String, String)>,
 }
 
 /// Edits media (ffmpeg).
