@@ -17,7 +17,7 @@ use super::table::{
 use super::{keys, AttributeValue, DynamoDb};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::ports::RunQuery;
-use crate::domain::runs::ports::{run_document, RunRepo, RunningPage};
+use crate::domain::runs::ports::{read_run_document, run_document, RunRepo, RunningPage};
 use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId, RunStatus};
 use crate::domain::webhooks::WebhookDelivery;
 
@@ -114,7 +114,7 @@ fn media_from(item: &Item) -> anyhow::Result<MediaRecord> {
 }
 
 fn run_from(document: &[u8]) -> anyhow::Result<Run> {
-    serde_json::from_slice(document).map_err(|error| anyhow::anyhow!("a stored run could not be read: {error}"))
+    read_run_document(document)
 }
 
 impl DynamoDb {

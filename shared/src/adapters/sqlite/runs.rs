@@ -7,7 +7,7 @@ use rusqlite::{params, params_from_iter, OptionalExtension};
 use super::{parsed, Db, Sqlite};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::ports::RunQuery;
-use crate::domain::runs::ports::{run_document, RunRepo, RunningPage};
+use crate::domain::runs::ports::{read_run_document, run_document, RunRepo, RunningPage};
 use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId, RunStatus};
 use crate::domain::webhooks::WebhookDelivery;
 
@@ -18,7 +18,7 @@ fn document(run: &Run) -> anyhow::Result<String> {
 }
 
 fn from_document(text: &str) -> anyhow::Result<Run> {
-    serde_json::from_str(text).map_err(|error| anyhow::anyhow!("a stored run could not be read: {error}"))
+    read_run_document(text.as_bytes())
 }
 
 fn insert_media(connection: &rusqlite::Connection, media: &[MediaRecord]) -> anyhow::Result<()> {

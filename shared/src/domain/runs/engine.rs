@@ -91,13 +91,13 @@ impl Run {
                 TaskSource::Tasks { tasks } => tasks.iter().map(|source| self.tasks[*source].status).collect(),
             };
             if sources.iter().all(|status| *status == TaskStatus::Completed) {
-                self.tasks[index].status = TaskStatus::Queued;
+                self.set_status(index, TaskStatus::Queued);
                 self.tasks[index].sent = true;
                 self.tasks[index].queued_at = Some(now);
                 queued.push(index);
             } else if sources.iter().any(|status| matches!(status, TaskStatus::Failed | TaskStatus::Cancelled)) {
+                self.set_status(index, TaskStatus::Failed);
                 let task = &mut self.tasks[index];
-                task.status = TaskStatus::Failed;
                 task.error = None;
                 task.error_node = None;
             }
@@ -109,7 +109,7 @@ impl Run {
     /// Ends the run once every task is final: completed when every expected output was
     /// produced, partially when some were, failed when none was.
     fn finish_if_done(&mut self, now: Timestamp) {
-        if self.status != RunStatus::Running || !self.tasks.iter().all(|task| task.status.is_final()) {
+        if self.status != RunStatus::Running || self.counts.unfinished() > 0 {
             return;
         }
         let expected = self.output_tasks().count();
@@ -134,7 +134,7 @@ impl Run {
         if self.status != RunStatus::Running {
             return Claim::Refused(format!("the run is {}", self.status.as_str()));
         }
-        let Some(task) = self.tasks.get_mut(index.0) else { return Claim::Refused("no such task".into()) };
+        let Some(task) = self.tasks.get(index.0) else { return Claim::Refused("no such task".into()) };
         if task.attempt != attempt {
             return Claim::Refused(format!("attempt {attempt} was replaced by attempt {}", task.attempt));
         }
@@ -148,15 +148,17 @@ impl Run {
             return Claim::Refused(format!("the task is {:?}", task.status).to_lowercase());
         }
         if task.claims >= MAX_CLAIMS {
-            task.status = TaskStatus::Failed;
+            self.set_status(index, TaskStatus::Failed);
+            let task = &mut self.tasks[index];
             task.error = Some(format!("the task was started {MAX_CLAIMS} times and its worker stopped each time"));
             task.lease_until = None;
             self.touch(now);
             self.settle(now);
             return Claim::GaveUp;
         }
+        self.set_status(index, TaskStatus::Running);
+        let task = &mut self.tasks[index];
         task.claims += 1;
-        task.status = TaskStatus::Running;
         task.lease_until = Some(now.after(lease));
         self.touch(now);
         Claim::Claimed
@@ -202,8 +204,8 @@ impl Run {
         if !self.still_running(index, attempt) {
             return None;
         }
+        self.set_status(index, TaskStatus::Completed);
         let task = &mut self.tasks[index];
-        task.status = TaskStatus::Completed;
         task.result = Some(result);
         task.lease_until = None;
         let (source, last) = (task.source.clone(), *task.nodes.last().unwrap_or(&NodeIndex(0)));
@@ -240,8 +242,8 @@ impl Run {
         if !self.still_running(index, attempt) {
             return None;
         }
+        self.set_status(index, TaskStatus::Failed);
         let task = &mut self.tasks[index];
-        task.status = TaskStatus::Failed;
         task.error = Some(message);
         task.error_node = node.filter(|node| task.nodes.contains(node));
         task.lease_until = None;
@@ -258,8 +260,9 @@ impl Run {
         }
         let mut changed = false;
         for index in tasks {
-            if let Some(task) = self.tasks.get_mut(index.0).filter(|task| task.status == TaskStatus::Queued) {
-                task.status = TaskStatus::Failed;
+            if self.tasks.get(index.0).is_some_and(|task| task.status == TaskStatus::Queued) {
+                self.set_status(*index, TaskStatus::Failed);
+                let task = &mut self.tasks[*index];
                 task.error = Some(message.to_owned());
                 // No message of it went out: nothing for a resume to detach.
                 task.sent = false;
@@ -279,8 +282,8 @@ impl Run {
         if !self.still_running(index, attempt) {
             return false;
         }
+        self.set_status(index, TaskStatus::Queued);
         let task = &mut self.tasks[index];
-        task.status = TaskStatus::Queued;
         task.lease_until = None;
         task.queued_at = Some(now);
         task.claims = task.claims.saturating_sub(1);
@@ -296,9 +299,10 @@ impl Run {
         if self.status != RunStatus::Running {
             return Vec::new();
         }
-        for task in &mut self.tasks {
-            if task.status == TaskStatus::Running {
-                task.status = TaskStatus::Queued;
+        for index in self.task_indexes() {
+            if self.tasks[index].status == TaskStatus::Running {
+                self.set_status(index, TaskStatus::Queued);
+                let task = &mut self.tasks[index];
                 task.lease_until = None;
                 task.queued_at = Some(now);
             }
@@ -321,14 +325,15 @@ impl Run {
             return swept;
         }
         for index in self.task_indexes() {
-            let task = &mut self.tasks[index];
+            let task = &self.tasks[index];
             match task.status {
                 TaskStatus::Queued if task.queued_at.is_none_or(|at| at < queued_before) => {
-                    task.queued_at = Some(now);
+                    self.tasks[index].queued_at = Some(now);
                     swept.resend.push(index);
                 }
                 TaskStatus::Running if task.lease_until.is_some_and(|until| until < claim_before) => {
-                    task.status = TaskStatus::Failed;
+                    self.set_status(index, TaskStatus::Failed);
+                    let task = &mut self.tasks[index];
                     task.error = Some(
                         "the task's worker stopped and the task was not run again; resume the run to try again".into(),
                     );
@@ -360,13 +365,14 @@ impl Run {
         }
         let before = self.node_statuses();
         let mut tasks_cancelled = 0;
-        for task in &mut self.tasks {
-            if task.status.is_active() {
+        for index in self.task_indexes() {
+            let status = self.tasks[index].status;
+            if status.is_active() {
                 tasks_cancelled += 1;
             }
-            if !task.status.is_final() {
-                task.status = TaskStatus::Cancelled;
-                task.lease_until = None;
+            if !status.is_final() {
+                self.set_status(index, TaskStatus::Cancelled);
+                self.tasks[index].lease_until = None;
             }
         }
         let after = self.node_statuses();
@@ -406,19 +412,21 @@ impl Run {
             })
             .collect();
         let (mut detached, mut active_total) = (0, 0);
-        for task in &mut self.tasks {
+        for index in self.task_indexes() {
+            let task = &self.tasks[index];
             if task.status == TaskStatus::Completed || !task.nodes.iter().any(|node| requeued.contains(node)) {
                 continue;
             }
             if task.status.is_active() {
                 active_total += 1;
             }
+            self.set_status(index, TaskStatus::Waiting);
+            let task = &mut self.tasks[index];
             if task.sent {
                 detached += 1;
                 task.detached_attempts += 1;
             }
             task.sent = false;
-            task.status = TaskStatus::Waiting;
             task.attempt += 1;
             task.claims = 0;
             task.error = None;
@@ -507,9 +515,11 @@ mod tests {
             outputs: Vec::new(),
             assets: Default::default(),
             webhook_sequence: 0,
+            counts: Default::default(),
         };
         let outputs: Vec<bool> = run.node_indexes().map(|index| run.is_output_node(index)).collect();
         run.tasks = plan_tasks(&run.nodes, &run.inputs, |index| outputs[index.0]).unwrap();
+        run.recount();
         run.settle(now);
         run
     }
@@ -523,13 +533,15 @@ mod tests {
         let now = Timestamp::now();
         assert_eq!(run.claim(index, run.tasks[index].attempt, now, Duration::from_secs(60)), Claim::Claimed);
         let attempt = run.tasks[index].attempt;
-        if completed {
+        let queued = if completed {
             let delivered =
                 Delivered { video: MediaId::new_v4(), thumbnail: None, timeline: None, placements: Vec::new() };
             run.complete(index, attempt, file(), Some(delivered), now).unwrap()
         } else {
             run.fail(index, attempt, "broken".into(), None, now).unwrap()
-        }
+        };
+        assert_eq!(run.counts, run.recounted(), "the counts follow every status change");
+        queued
     }
 
     #[test]
@@ -580,6 +592,37 @@ mod tests {
         end(&mut run, chains[0], true);
         assert_eq!(run.status, RunStatus::PartialComplete);
         assert_eq!(run.node_status_counts(), NodeStatusCounts { completed: 4, in_progress: 0, failed: 0 });
+    }
+
+    /// Claims, releases, recovery, unqueued sends, cancel, resume and sweeps each move
+    /// the counts exactly as a recount of the tasks would.
+    #[test]
+    fn the_counts_follow_every_change_of_a_run() {
+        let check = |run: &Run, after: &str| assert_eq!(run.counts, run.recounted(), "after {after}");
+        let mut run = run_of(&[(VIDEO_INPUT, &[]), (CLIP, &[0]), (SPEED, &[1]), (DESTINATION, &[2])], 3);
+        check(&run, "planning");
+        assert_eq!(run.counts.of(TaskStatus::Queued), 3, "the three inputs");
+        let (now, lease) = (Timestamp::now(), Duration::from_secs(60));
+        assert_eq!(run.claim(TaskIndex(0), 0, now, lease), Claim::Claimed);
+        check(&run, "a claim");
+        assert!(run.release(TaskIndex(0), 0, now));
+        check(&run, "a release");
+        assert_eq!(run.claim(TaskIndex(0), 0, now, lease), Claim::Claimed);
+        assert!(!run.recover(now).is_empty());
+        check(&run, "a recovery");
+        let chains = end(&mut run, TaskIndex(0), true);
+        end(&mut run, TaskIndex(1), false);
+        assert!(run.unqueued(&chains, "the queue was down", now));
+        check(&run, "an unqueued send");
+        let later = now.after(Duration::from_secs(600));
+        run.sweep(later, later, later);
+        check(&run, "a sweep");
+        run.cancel(later).unwrap();
+        check(&run, "a cancel");
+        assert_eq!(run.counts.unfinished(), 0);
+        run.resume(later).unwrap();
+        check(&run, "a resume");
+        assert!(run.counts.unfinished() > 0);
     }
 
     /// The sweeper's repair: a task queued long ago is sent again (and stamped, so the

@@ -142,7 +142,13 @@ pub enum TaskStatus {
     Cancelled,
 }
 
+/// How many task statuses there are (the length of a [`TaskCounts`] row).
+pub const TASK_STATUSES: usize = 7;
+
 impl TaskStatus {
+    pub const ALL: [TaskStatus; TASK_STATUSES] =
+        [Self::Waiting, Self::Queued, Self::Running, Self::Completed, Self::Failed, Self::Blocked, Self::Cancelled];
+
     /// Queued, running or blocked: work that was promised and not finished.
     pub fn is_active(self) -> bool {
         matches!(self, Self::Queued | Self::Running | Self::Blocked)
@@ -438,6 +444,31 @@ pub struct Run {
     /// Events recorded for `callback_url` so far: the last event's `sequence`.
     #[serde(default)]
     pub webhook_sequence: u64,
+    /// Its tasks by status, over the run and per node: counted when the run is read or
+    /// planned ([`Run::recount`]) and moved by every status change ([`Run::set_status`]),
+    /// so that the run's end and its nodes' statuses never walk its tasks.
+    #[serde(skip)]
+    pub counts: TaskCounts,
+}
+
+/// Tasks by status (a row is indexed by `TaskStatus as usize`): over the run, and per
+/// node (a task counts once for each node of its chain).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskCounts {
+    pub run: [u32; TASK_STATUSES],
+    pub nodes: Vec<[u32; TASK_STATUSES]>,
+}
+
+impl TaskCounts {
+    /// Tasks of the run in `status`.
+    pub fn of(&self, status: TaskStatus) -> u32 {
+        self.run[status as usize]
+    }
+
+    /// Tasks not final: waiting, queued, running or blocked.
+    pub fn unfinished(&self) -> u32 {
+        TaskStatus::ALL.iter().filter(|status| !status.is_final()).map(|status| self.of(*status)).sum()
+    }
 }
 
 /// A sealed upload a run reads: its key and, on S3, the version finalize sealed.
@@ -524,6 +555,15 @@ impl MediaKind {
 struct TaskStatuses(u8);
 
 impl TaskStatuses {
+    /// The statuses a node's counts hold.
+    fn of_counts(row: &[u32; TASK_STATUSES]) -> Self {
+        let mut seen = Self::default();
+        for status in TaskStatus::ALL.into_iter().filter(|status| row[*status as usize] > 0) {
+            seen.add(status);
+        }
+        seen
+    }
+
     fn bit(status: TaskStatus) -> u8 {
         1 << status as u8
     }
@@ -598,31 +638,54 @@ impl Run {
             .map(|(i, task)| (TaskIndex(i), task))
     }
 
-    /// A node's status from its tasks (see [`Run::node_statuses`]).
+    /// A node's status from its tasks' counts (see [`Run::node_statuses`]).
     pub fn node_status(&self, index: NodeIndex) -> NodeStatus {
-        let mut seen = TaskStatuses::default();
-        for (_, task) in self.tasks_of(index) {
-            seen.add(task.status);
-        }
+        let seen = self.counts.nodes.get(index.0).map(TaskStatuses::of_counts).unwrap_or_default();
         seen.node_status(self.nodes[index].kind() == Some(NodeKind::Trigger))
     }
 
-    /// Every node's status from its tasks, in one pass over the tasks. A trigger has no
-    /// tasks and is completed; any other node without tasks (nothing reaches it) never
-    /// started.
+    /// Every node's status from its tasks' counts. A trigger has no tasks and is
+    /// completed; any other node without tasks (nothing reaches it) never started.
     pub fn node_statuses(&self) -> Vec<NodeStatus> {
-        let mut seen = vec![TaskStatuses::default(); self.nodes.len()];
+        self.node_indexes().map(|index| self.node_status(index)).collect()
+    }
+
+    /// Counts the tasks by status again (after the run was read or planned).
+    pub fn recount(&mut self) {
+        self.counts = self.recounted();
+    }
+
+    /// The counts its tasks make.
+    pub fn recounted(&self) -> TaskCounts {
+        let mut counts = TaskCounts { run: [0; TASK_STATUSES], nodes: vec![[0; TASK_STATUSES]; self.nodes.len()] };
         for task in &self.tasks {
+            counts.run[task.status as usize] += 1;
             for node in &task.nodes {
-                if let Some(seen) = seen.get_mut(node.0) {
-                    seen.add(task.status);
+                if let Some(row) = counts.nodes.get_mut(node.0) {
+                    row[task.status as usize] += 1;
                 }
             }
         }
-        seen.iter()
-            .zip(&self.nodes)
-            .map(|(seen, node)| seen.node_status(node.kind() == Some(NodeKind::Trigger)))
-            .collect()
+        counts
+    }
+
+    /// Moves task `index` to `status`, and its counts with it. Every change of a task's
+    /// status goes through here.
+    pub fn set_status(&mut self, index: TaskIndex, status: TaskStatus) {
+        let task = &mut self.tasks[index];
+        let was = std::mem::replace(&mut task.status, status);
+        if was == status {
+            return;
+        }
+        let counts = &mut self.counts;
+        counts.run[was as usize] = counts.run[was as usize].saturating_sub(1);
+        counts.run[status as usize] += 1;
+        for node in &task.nodes {
+            if let Some(row) = counts.nodes.get_mut(node.0) {
+                row[was as usize] = row[was as usize].saturating_sub(1);
+                row[status as usize] += 1;
+            }
+        }
     }
 
     /// `node_status_counts` over the runtime nodes that are not triggers.

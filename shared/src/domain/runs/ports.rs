@@ -78,6 +78,14 @@ pub fn run_document(run: &Run) -> anyhow::Result<Vec<u8>> {
     Ok(document)
 }
 
+/// A run from its stored document, counted ([`Run::recount`]).
+pub fn read_run_document(document: &[u8]) -> anyhow::Result<Run> {
+    let mut run: Run =
+        serde_json::from_slice(document).map_err(|error| anyhow::anyhow!("a stored run could not be read: {error}"))?;
+    run.recount();
+    Ok(run)
+}
+
 /// A page of running runs, and the cursor of the next one.
 pub type RunningPage = (Vec<(OrganizationId, RunId)>, Option<String>);
 

@@ -129,6 +129,7 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
         outputs: Vec::new(),
         assets,
         webhook_sequence: 0,
+        counts: Default::default(),
     };
     let outputs: Vec<bool> = run.node_indexes().map(|index| run.is_output_node(index)).collect();
     let (nodes, inputs) = (std::mem::take(&mut run.nodes), std::mem::take(&mut run.inputs));
@@ -139,6 +140,7 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
     .await?;
     (run.nodes, run.inputs) = (nodes, inputs);
     run.tasks = tasks.map_err(RunError::Invalid)?;
+    run.recount();
     if run.output_tasks().next().is_none() {
         return Err(RunError::Invalid(
             "nothing to run: no input reaches a Destination (or, without one, a node with no outgoing connection)"
@@ -235,6 +237,8 @@ pub async fn change_run<T>(
             Change::Store(answer, media) => (answer, media),
             Change::Keep(answer) => return Ok((None, answer)),
         };
+        // Every status change moved the counts with it (tests and debug builds check).
+        debug_assert_eq!(run.counts, run.recounted(), "run {id}: counts moved apart from the tasks");
         let deliveries = match &before {
             Some(before) => {
                 let at = run.updated_at;
