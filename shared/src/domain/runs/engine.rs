@@ -83,27 +83,68 @@ impl Run {
         }
         // Tasks only depend on earlier tasks, so one pass in order settles everything.
         for index in self.task_indexes() {
-            if self.tasks[index].status != TaskStatus::Waiting {
-                continue;
-            }
-            let sources: Vec<TaskStatus> = match &self.tasks[index].source {
-                TaskSource::Input { .. } => Vec::new(),
-                TaskSource::Tasks { tasks } => tasks.iter().map(|source| self.tasks[*source].status).collect(),
-            };
-            if sources.iter().all(|status| *status == TaskStatus::Completed) {
-                self.set_status(index, TaskStatus::Queued);
-                self.tasks[index].sent = true;
-                self.tasks[index].queued_at = Some(now);
+            if self.settle_one(index, now) == Some(TaskStatus::Queued) {
                 queued.push(index);
-            } else if sources.iter().any(|status| matches!(status, TaskStatus::Failed | TaskStatus::Cancelled)) {
-                self.set_status(index, TaskStatus::Failed);
-                let task = &mut self.tasks[index];
-                task.error = None;
-                task.error_node = None;
             }
         }
         self.finish_if_done(now);
         queued
+    }
+
+    /// What [`Run::settle`] does, for what task `ended` (just completed or failed)
+    /// decides: its waiting dependents are queued or skipped, and the dependents of each
+    /// one skipped in turn; then the run ends if no task is left. Reads those tasks only,
+    /// so recording a result costs the same in a run of ten tasks or of thousands.
+    fn settle_after(&mut self, ended: TaskIndex, now: Timestamp) -> Vec<TaskIndex> {
+        let mut queued = Vec::new();
+        if self.status != RunStatus::Running {
+            return queued;
+        }
+        let dependents = self.dependents();
+        let mut decided = vec![ended];
+        while let Some(done) = decided.pop() {
+            for &index in dependents.get(done.0).map(Vec::as_slice).unwrap_or_default() {
+                match self.settle_one(index, now) {
+                    Some(TaskStatus::Queued) => queued.push(index),
+                    Some(_) => decided.push(index),
+                    None => {}
+                }
+            }
+        }
+        queued.sort_unstable();
+        self.finish_if_done(now);
+        queued
+    }
+
+    /// Settles one waiting task: queued when its sources are all completed, failed (as
+    /// skipped) when one failed or was cancelled. Returns its new status, if it moved.
+    fn settle_one(&mut self, index: TaskIndex, now: Timestamp) -> Option<TaskStatus> {
+        if self.tasks[index].status != TaskStatus::Waiting {
+            return None;
+        }
+        let (mut all_completed, mut any_failed) = (true, false);
+        if let TaskSource::Tasks { tasks } = &self.tasks[index].source {
+            for source in tasks {
+                let status = self.tasks[*source].status;
+                all_completed &= status == TaskStatus::Completed;
+                any_failed |= matches!(status, TaskStatus::Failed | TaskStatus::Cancelled);
+            }
+        }
+        if all_completed {
+            self.set_status(index, TaskStatus::Queued);
+            let task = &mut self.tasks[index];
+            task.sent = true;
+            task.queued_at = Some(now);
+            Some(TaskStatus::Queued)
+        } else if any_failed {
+            self.set_status(index, TaskStatus::Failed);
+            let task = &mut self.tasks[index];
+            task.error = None;
+            task.error_node = None;
+            Some(TaskStatus::Failed)
+        } else {
+            None
+        }
     }
 
     /// Ends the run once every task is final: completed when every expected output was
@@ -153,7 +194,7 @@ impl Run {
             task.error = Some(format!("the task was started {MAX_CLAIMS} times and its worker stopped each time"));
             task.lease_until = None;
             self.touch(now);
-            self.settle(now);
+            self.settle_after(index, now);
             return Claim::GaveUp;
         }
         self.set_status(index, TaskStatus::Running);
@@ -227,7 +268,7 @@ impl Run {
             });
         }
         self.touch(now);
-        Some(self.settle(now))
+        Some(self.settle_after(index, now))
     }
 
     /// Records a task's failure (see [`Run::complete`] for when nothing changes).
@@ -248,7 +289,7 @@ impl Run {
         task.error_node = node.filter(|node| task.nodes.contains(node));
         task.lease_until = None;
         self.touch(now);
-        Some(self.settle(now))
+        Some(self.settle_after(index, now))
     }
 
     /// Fails the still-queued tasks among `tasks`, whose messages could not be sent, with
@@ -465,7 +506,7 @@ mod tests {
     use crate::domain::agents::AgentId;
     use crate::domain::graph::AgentNodeId;
     use crate::domain::identity::OrganizationId;
-    use crate::domain::nodes::{NodeTypeId, CLIP, DESTINATION, SPEED, VIDEO_INPUT};
+    use crate::domain::nodes::{NodeTypeId, CLIP, CONCATENATE, DESTINATION, SPEED, VIDEO_INPUT};
     use crate::domain::runs::plan::plan_tasks;
     use crate::domain::runs::{BoundInput, InputSource, MediaFile, NodeStatusCounts, RunId, RuntimeNode};
 
@@ -516,6 +557,7 @@ mod tests {
             assets: Default::default(),
             webhook_sequence: 0,
             counts: Default::default(),
+            dependents: Default::default(),
         };
         let outputs: Vec<bool> = run.node_indexes().map(|index| run.is_output_node(index)).collect();
         run.tasks = plan_tasks(&run.nodes, &run.inputs, |index| outputs[index.0]).unwrap();
@@ -541,6 +583,9 @@ mod tests {
             run.fail(index, attempt, "broken".into(), None, now).unwrap()
         };
         assert_eq!(run.counts, run.recounted(), "the counts follow every status change");
+        let mut whole = run.clone();
+        assert_eq!(whole.settle(now), Vec::<TaskIndex>::new(), "what the result decided was all settled");
+        assert_eq!(whole.tasks, run.tasks);
         queued
     }
 
@@ -592,6 +637,33 @@ mod tests {
         end(&mut run, chains[0], true);
         assert_eq!(run.status, RunStatus::PartialComplete);
         assert_eq!(run.node_status_counts(), NodeStatusCounts { completed: 4, in_progress: 0, failed: 0 });
+    }
+
+    /// A failure reaches everything downstream of it, however deep, the way a whole
+    /// settle would (the `end` helper checks that): two Speed branches and the
+    /// Concatenate that joins them are skipped when the input that feeds them fails,
+    /// while the other item goes on.
+    #[test]
+    fn a_failed_input_skips_every_task_downstream_of_it() {
+        // Input → Clip → two Speed nodes → Concatenate → Destination, on two items.
+        let nodes: &[(NodeTypeId, &[usize])] = &[
+            (VIDEO_INPUT, &[]),
+            (CLIP, &[0]),
+            (SPEED, &[1]),
+            (SPEED, &[1]),
+            (CONCATENATE, &[2, 3]),
+            (DESTINATION, &[4]),
+        ];
+        let mut run = run_of(nodes, 2);
+        let dependents = run.dependents();
+        assert!(!dependents[0].is_empty() && dependents.iter().flatten().all(|d| d.0 < run.tasks.len()));
+        end(&mut run, TaskIndex(0), false);
+        let skipped: Vec<TaskIndex> = run
+            .task_indexes()
+            .filter(|index| run.tasks[*index].status == TaskStatus::Failed && run.tasks[*index].error.is_none())
+            .collect();
+        assert!(skipped.len() >= 4, "the first item's Clip and Speed tasks, and the Concatenate: {skipped:?}");
+        assert_eq!(run.status, RunStatus::Running, "the second item goes on");
     }
 
     /// Claims, releases, recovery, unqueued sends, cancel, resume and sweeps each move

@@ -449,6 +449,20 @@ pub struct Run {
     /// so that the run's end and its nodes' statuses never walk its tasks.
     #[serde(skip)]
     pub counts: TaskCounts,
+    /// Each task's dependents, found once when first asked for (see [`Run::dependents`]).
+    #[serde(skip)]
+    dependents: Dependents,
+}
+
+/// Each task's dependents: the tasks whose source names it. The plan never changes, so
+/// they are found once per run read; equal whatever they hold (they follow from the tasks).
+#[derive(Clone, Debug, Default)]
+struct Dependents(OnceLock<Arc<Vec<Vec<TaskIndex>>>>);
+
+impl PartialEq for Dependents {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Tasks by status (a row is indexed by `TaskStatus as usize`): over the run, and per
@@ -648,6 +662,28 @@ impl Run {
     /// completed; any other node without tasks (nothing reaches it) never started.
     pub fn node_statuses(&self) -> Vec<NodeStatus> {
         self.node_indexes().map(|index| self.node_status(index)).collect()
+    }
+
+    /// Each task's dependents (the tasks whose source names it), in task order.
+    pub fn dependents(&self) -> Arc<Vec<Vec<TaskIndex>>> {
+        self.dependents
+            .0
+            .get_or_init(|| {
+                let mut dependents = vec![Vec::new(); self.tasks.len()];
+                for (index, task) in self.tasks.iter().enumerate() {
+                    if let TaskSource::Tasks { tasks } = &task.source {
+                        for source in tasks {
+                            if let Some(list) = dependents.get_mut(source.0) {
+                                if list.last() != Some(&TaskIndex(index)) {
+                                    list.push(TaskIndex(index));
+                                }
+                            }
+                        }
+                    }
+                }
+                Arc::new(dependents)
+            })
+            .clone()
     }
 
     /// Counts the tasks by status again (after the run was read or planned).

@@ -130,6 +130,7 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
         assets,
         webhook_sequence: 0,
         counts: Default::default(),
+        dependents: Default::default(),
     };
     let outputs: Vec<bool> = run.node_indexes().map(|index| run.is_output_node(index)).collect();
     let (nodes, inputs) = (std::mem::take(&mut run.nodes), std::mem::take(&mut run.inputs));
