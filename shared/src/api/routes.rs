@@ -107,19 +107,21 @@ pub static ROUTES: &[Route] = &[
     route!(POST "/asset_connections/{connection_id}/items" => "create-asset-item", assets::create_item,
         ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"], idempotent: true),
     // The run engine. A run with many inputs records their media in transactions of
-    // puts before the run itself; runs of thousands of tasks read extra parts with GetItem.
+    // puts before the run itself. A run is read by its head (GetItem), then, unless the
+    // process has that version cached, its plan, chunks and outputs (Query of the run's
+    // partition); runs stored whole before the split read extra parts with GetItem.
     // Changes of runs record webhook deliveries in the same transaction and queue them
     // (SendMessage on the webhook queue as well).
     // Query: asset-manager inputs read the organization's connections.
     route!(POST "/agent/{agent_id}/run" => "start-run", runs::start_run,
         ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"],
         idempotent: true),
-    route!(GET "/agent_run/{run_id}" => "get-run", runs::get_run, ["dynamodb:GetItem"]),
-    route!(GET "/agent_run/{run_id}/nodes" => "get-run-nodes", runs::get_run_nodes, ["dynamodb:GetItem"]),
+    route!(GET "/agent_run/{run_id}" => "get-run", runs::get_run, ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(GET "/agent_run/{run_id}/nodes" => "get-run-nodes", runs::get_run_nodes, ["dynamodb:GetItem", "dynamodb:Query"]),
     route!(POST "/agent_run/{run_id}/cancel" => "cancel-run", runs::cancel_run,
-        ["dynamodb:GetItem", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["WebhookQueue"]),
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], sqs: ["sqs:SendMessage"] on ["WebhookQueue"]),
     route!(POST "/agent_run/{run_id}/resume" => "resume-run", runs::resume_run,
-        ["dynamodb:GetItem", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"]),
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"]),
     route!(GET "/agent/{agent_id}/runs" => "list-agent-runs", runs::list_agent_runs, ["dynamodb:GetItem", "dynamodb:Query"]),
     route!(GET "/agent_runs" => "list-runs", runs::list_runs, ["dynamodb:GetItem", "dynamodb:Query"]),
     route!(GET "/agent_run/{run_id}/webhooks" => "list-run-webhooks", webhooks::list_deliveries,

@@ -249,21 +249,34 @@ pub fn lost_update_answers(part: &'static str) -> Refuse {
     )
 }
 
-/// The first answer to every conditional PutItem of a run (a change under its version)
-/// is lost after DynamoDB applied the write: the SDK's retry then meets the version the
-/// write stored, and fails its condition.
+/// The first answer to every conditional write of a run's head (a change under its
+/// version: a PutItem, or a transaction with the records it changed) is lost after
+/// DynamoDB applied the write: the SDK's retry then meets the version the write stored,
+/// and fails its condition (or is answered as the transaction it repeats).
 pub fn lost_run_write_answers() -> Refuse {
+    fn is_run_change(
+        condition: Option<&str>,
+        item: Option<&std::collections::HashMap<String, AttributeValue>>,
+    ) -> bool {
+        condition == Some("version = :expected")
+            && item
+                .and_then(|item| item.get("sk"))
+                .is_some_and(|sk| matches!(sk, AttributeValue::S(sk) if sk.starts_with("RUN#")))
+    }
     Refuse {
         first_attempts: true,
         ..Refuse::new(
             |input| {
-                input.downcast_ref::<PutItemInput>().is_some_and(|put| {
-                    put.condition_expression() == Some("version = :expected")
-                        && put
-                            .item()
-                            .and_then(|item| item.get("sk"))
-                            .is_some_and(|sk| matches!(sk, AttributeValue::S(sk) if sk.starts_with("RUN#")))
-                })
+                input
+                    .downcast_ref::<PutItemInput>()
+                    .is_some_and(|put| is_run_change(put.condition_expression(), put.item()))
+                    || input.downcast_ref::<TransactWriteItemsInput>().is_some_and(|transaction| {
+                        transaction
+                            .transact_items()
+                            .first()
+                            .and_then(|first| first.put())
+                            .is_some_and(|put| is_run_change(put.condition_expression(), Some(put.item())))
+                    })
             },
             true,
             500,

@@ -32,6 +32,7 @@ crate::conformance!(
     one_sweep_sends_again_what_a_start_lost,
     a_start_whose_parameters_would_overgrow_the_run_is_refused,
     media_links_answer_with_their_media_type_whatever_the_upload_said,
+    a_run_stored_whole_before_the_split_is_read_and_stored_as_records_by_its_next_change,
 );
 
 /// Calls `GET /whoami` every 100 ms while it lives and counts the answers slower than a
@@ -713,7 +714,7 @@ impl RunRepo for OutputsOverflow {
         deliveries: &[WebhookDelivery],
     ) -> anyhow::Result<bool> {
         if !run.outputs.is_empty() {
-            return Err(RunTooLarge { run: run.id, bytes: MAX_RUN_BYTES + 1 }.into());
+            return Err(RunTooLarge { run: run.id, bytes: MAX_RUN_BYTES + 1, limit: MAX_RUN_BYTES }.into());
         }
         self.0.update_run(run, media, deliveries).await
     }
@@ -746,4 +747,100 @@ async fn an_output_that_would_overgrow_its_run_fails_its_task_and_the_run_ends()
     assert!(message.contains("could not be recorded") && message.contains("3000000"), "{message}");
     let (status, _) = harness.test.call(Method::POST, &format!("/agent_run/{run}/cancel"), None).await;
     assert_eq!(status, StatusCode::CONFLICT, "a finished run, not a 503");
+}
+
+/// A run stored whole (one document, as before runs were split into records) is read as
+/// it was, and its next change stores it as records (plan, head, chunks), which a new
+/// process then reads. No worker runs: the run stays as stored until the cancel.
+async fn a_run_stored_whole_before_the_split_is_read_and_stored_as_records_by_its_next_change(backend: Backend) {
+    use aws_sdk_dynamodb::primitives::Blob;
+    use aws_sdk_dynamodb::types::AttributeValue;
+
+    let harness = Harness::with_workers(backend, 0).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&crate::runs::chain(), &crate::runs::CHAIN_EDGES).await;
+    let run_id = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let (organization, id) = (harness.test.organization, RunId::parse(&run_id).unwrap());
+    let mut whole = harness.test.app.engine.runs.get_run(organization, id).await.unwrap().unwrap();
+    // Stored again whole, one version on (so that no process has that version cached).
+    whole.version += 1;
+    let document = serde_json::to_string(&whole).unwrap();
+    let fresh: Arc<dyn RunRepo> = match backend {
+        Backend::Sqlite => {
+            let file = harness.database.clone().unwrap();
+            let connection = rusqlite::Connection::open(&file).unwrap();
+            connection
+                .execute(
+                    "UPDATE runs SET plan = NULL, version = ?3, document = ?4 WHERE organization_id = ?1 AND id = ?2",
+                    rusqlite::params![organization.to_string(), run_id, whole.version as i64, document],
+                )
+                .unwrap();
+            connection.execute("DELETE FROM run_chunks WHERE run_id = ?1", [&run_id]).unwrap();
+            Arc::new(shared::adapters::sqlite::Sqlite::open(file).unwrap())
+        }
+        Backend::DynamoDb => {
+            let table = crate::helpers::dynamodb().await;
+            let text = |value: &str| AttributeValue::S(value.to_owned());
+            table
+                .client()
+                .put_item()
+                .table_name(table.table())
+                .item("pk", text(&format!("ORG#{organization}")))
+                .item("sk", text(&format!("RUN#{run_id}")))
+                .item("id", text(&run_id))
+                .item("agent_id", text(&whole.agent_id.to_string()))
+                .item("status", text("running"))
+                .item("started_at", text(&whole.started_at.to_string()))
+                .item("version", AttributeValue::N(whole.version.to_string()))
+                .item("parts", AttributeValue::N("1".into()))
+                .item("document", AttributeValue::B(Blob::new(document.into_bytes())))
+                .send()
+                .await
+                .unwrap();
+            Arc::new(table)
+        }
+    };
+    assert_eq!(fresh.get_run(organization, id).await.unwrap().unwrap(), whole, "read as stored whole");
+    let (status, record) = harness.test.call(Method::GET, &format!("/agent_run/{run_id}"), None).await;
+    assert_eq!((status, record["status"].as_str()), (StatusCode::OK, Some("running")), "{record}");
+
+    let (status, body) = harness.test.call(Method::POST, &format!("/agent_run/{run_id}/cancel"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let stored_as_records = match backend {
+        Backend::Sqlite => {
+            let connection = rusqlite::Connection::open(harness.database.clone().unwrap()).unwrap();
+            let plan: Option<String> =
+                connection.query_row("SELECT plan FROM runs WHERE id = ?1", [&run_id], |row| row.get(0)).unwrap();
+            let chunks: i64 = connection
+                .query_row("SELECT count(*) FROM run_chunks WHERE run_id = ?1", [&run_id], |row| row.get(0))
+                .unwrap();
+            plan.is_some() && chunks == 1
+        }
+        Backend::DynamoDb => {
+            let table = crate::helpers::dynamodb().await;
+            let head = table
+                .client()
+                .get_item()
+                .table_name(table.table())
+                .key("pk", AttributeValue::S(format!("ORG#{organization}")))
+                .key("sk", AttributeValue::S(format!("RUN#{run_id}")))
+                .consistent_read(true)
+                .send()
+                .await
+                .unwrap();
+            head.item().is_some_and(|head| head.contains_key("form"))
+        }
+    };
+    assert!(stored_as_records, "the change stored the run as records");
+    // A new process reads the records: the run as the change left it.
+    let fresh: Arc<dyn RunRepo> = match backend {
+        Backend::Sqlite => Arc::new(shared::adapters::sqlite::Sqlite::open(harness.database.clone().unwrap()).unwrap()),
+        Backend::DynamoDb => Arc::new(crate::helpers::dynamodb().await),
+    };
+    let cancelled = fresh.get_run(organization, id).await.unwrap().unwrap();
+    assert_eq!(cancelled.status, RunStatus::Cancelled);
+    assert_eq!(cancelled.version, whole.version + 1);
+    assert_eq!(cancelled.tasks.len(), whole.tasks.len());
+    assert_eq!(cancelled.nodes, whole.nodes);
+    assert_eq!(cancelled, harness.test.app.engine.runs.get_run(organization, id).await.unwrap().unwrap());
 }

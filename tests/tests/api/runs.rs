@@ -976,6 +976,7 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
     let secret = shared::core::signing::generate_secret();
     let recorded = |dynamodb: &DynamoDb, s3: &S3BlobStore, queue: &SqsTaskQueue| {
         let (dynamodb, dynamodb_log) = dynamodb.recording_actions();
+        let runs = dynamodb.clone();
         let (s3, s3_log) = s3.recording_actions();
         let (queue, queue_log) = queue.recording_actions();
         let (webhook_queue, webhook_log) = webhook_queue.recording_actions();
@@ -997,10 +998,12 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
             links: Some((secret.clone(), public_url.clone())),
             settings,
         });
-        (app, [dynamodb_log, s3_log, queue_log, webhook_log], webhook_queue)
+        (app, [dynamodb_log, s3_log, queue_log, webhook_log], webhook_queue, runs)
     };
-    let (api, api_logs, _) = recorded(&dynamodb, &s3, &queue);
-    let (worker, worker_logs, worker_webhooks) = recorded(&dynamodb, &s3, &queue);
+    // Each call below reads runs as a new process would (`api_runs.forget_runs()`): what
+    // a Lambda function does whenever the run changed since it last read it.
+    let (api, api_logs, _, api_runs) = recorded(&dynamodb, &s3, &queue);
+    let (worker, worker_logs, worker_webhooks, _) = recorded(&dynamodb, &s3, &queue);
     let test = TestApp::seeded(api).await;
     let (_, stop) = serve::spawn_on(test.app.clone(), listener).unwrap();
     let harness = Harness { test, scratch: std::path::PathBuf::new(), database: None, _stop: stop, _workers: None };
@@ -1066,6 +1069,7 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
         ("get-media", Method::GET, input_link.strip_prefix(public_url.as_str()).unwrap().to_owned(), StatusCode::FOUND),
     ];
     for (function, method, path, expected) in calls {
+        api_runs.forget_runs();
         let (status, body) = harness.test.call(method, &path, None).await;
         assert_eq!(status, expected, "{function}: {body}");
         performed.entry(function).or_default().extend(take(&api_logs));
@@ -1073,9 +1077,11 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
     // Cancel a run no worker took, then resume it.
     let second = harness.start(&agent, json!({ "video_ids": [video], "callback_url": receiver.url })).await;
     take(&api_logs);
+    api_runs.forget_runs();
     let (status, body) = harness.test.call(Method::POST, &format!("/agent_run/{second}/cancel"), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     performed.entry("cancel-run").or_default().extend(take(&api_logs));
+    api_runs.forget_runs();
     let (status, body) = harness.test.call(Method::POST, &format!("/agent_run/{second}/resume"), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     performed.entry("resume-run").or_default().extend(take(&api_logs));

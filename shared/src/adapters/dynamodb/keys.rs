@@ -11,8 +11,11 @@
 //! | workspace       | `ORG#{org}`                     | `WORKSPACE#{id}`            |
 //! | agent + graph   | `ORG#{org}`                     | `AGENT#{id}` (v7 IDs: key order is creation order) |
 //! | upload/asset    | `ORG#{org}`                     | `UPLOAD#{id}`               |
-//! | run (+ part 0)  | `ORG#{org}`                     | `RUN#{id}` (v7 IDs of the start time: key order is start order) |
-//! | run part n ≥ 1  | `ORG#{org}#RUN#{id}`            | `PART#{n:03}`               |
+//! | run head        | `ORG#{org}`                     | `RUN#{id}` (v7 IDs of the start time: key order is start order) |
+//! | run plan part   | `ORG#{org}#RUN#{id}`            | `PLAN#{n:03}`               |
+//! | run task chunk  | `ORG#{org}#RUN#{id}`            | `CHUNK#{n:04}`              |
+//! | run output      | `ORG#{org}#RUN#{id}`            | `OUTPUT#{position:06}`      |
+//! | run part n ≥ 1  | `ORG#{org}#RUN#{id}`            | `PART#{n:03}` (runs stored whole, before the split) |
 //! | media record    | `MEDIA#{id}`                    | `MEDIA` (links carry only the ID; the signature is the authority) |
 //! | webhook delivery| `ORG#{org}#RUN#{id}`            | `WEBHOOK#{sequence:012}` (key order is sequence order) |
 //! | webhook secret  | `ORG#{org}`                     | `WEBHOOK_SECRET`            |
@@ -121,6 +124,26 @@ pub fn run_parts_pk(organization: OrganizationId, id: RunId) -> String {
 /// Part `part` (from 1) of a run's document.
 pub fn run_part(organization: OrganizationId, id: RunId, part: usize) -> Item {
     key(run_parts_pk(organization, id), format!("PART#{part:03}"))
+}
+
+/// Sort-key prefixes of a run's records in its own partition (domain::runs::stored).
+pub const PLAN_PREFIX: &str = "PLAN#";
+pub const CHUNK_PREFIX: &str = "CHUNK#";
+pub const OUTPUT_PREFIX: &str = "OUTPUT#";
+
+/// Part `part` (from 0) of a run's plan.
+pub fn run_plan(organization: OrganizationId, id: RunId, part: usize) -> Item {
+    key(run_parts_pk(organization, id), format!("{PLAN_PREFIX}{part:03}"))
+}
+
+/// Chunk `chunk` of a run's task state.
+pub fn run_chunk(organization: OrganizationId, id: RunId, chunk: usize) -> Item {
+    key(run_parts_pk(organization, id), format!("{CHUNK_PREFIX}{chunk:04}"))
+}
+
+/// A run's output by position.
+pub fn run_output(organization: OrganizationId, id: RunId, position: usize) -> Item {
+    key(run_parts_pk(organization, id), format!("{OUTPUT_PREFIX}{position:06}"))
 }
 
 /// Sort-key prefix of a run's webhook deliveries in its own partition.

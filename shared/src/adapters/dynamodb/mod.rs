@@ -39,6 +39,8 @@ pub struct DynamoDb {
     table: String,
     /// The time store leases are taken and checked at.
     clock: Arc<dyn Clock>,
+    /// Runs as this process last read or wrote them.
+    runs: Arc<crate::domain::runs::stored::RunCache>,
 }
 
 /// The SDK's retry settings for a schedule: standard mode (which retries throttling and
@@ -78,12 +80,17 @@ impl DynamoDb {
             .retry_config(sdk_retry_config(&AWS_SDK_CALLS))
             .timeout_config(sdk_timeout_config(&AWS_SDK_CALLS, AWS_ATTEMPT_TIMEOUT))
             .build();
-        Self { client: Client::from_conf(config), table: table.into(), clock: Arc::new(SystemClock) }
+        Self {
+            client: Client::from_conf(config),
+            table: table.into(),
+            clock: Arc::new(SystemClock),
+            runs: Default::default(),
+        }
     }
 
     /// Wraps an already configured SDK client.
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self { client, table: table.into(), clock: Arc::new(SystemClock) }
+        Self { client, table: table.into(), clock: Arc::new(SystemClock), runs: Default::default() }
     }
 
     /// The SDK client, for tools that compare against raw calls.
@@ -147,14 +154,32 @@ impl DynamoDb {
     pub fn recording_actions(&self) -> (Self, ActionLog) {
         let log = ActionLog::default();
         let config = self.client.config().to_builder().interceptor(RecordActions(log.clone())).build();
-        (Self { client: Client::from_conf(config), table: self.table.clone(), clock: self.clock.clone() }, log)
+        // A process of its own: its own cache of runs.
+        let recording = Self {
+            client: Client::from_conf(config),
+            table: self.table.clone(),
+            clock: self.clock.clone(),
+            runs: Default::default(),
+        };
+        (recording, log)
+    }
+
+    /// Forgets the runs this process read or wrote, as a new process starts: the next
+    /// read of each reads its records (tests hold policies to what a cold read does).
+    pub fn forget_runs(&self) {
+        self.runs.clear();
     }
 
     /// A copy of this backend whose client also runs `interceptor` (tests use one to
     /// inject failures).
     pub fn with_interceptor(&self, interceptor: impl aws_sdk_dynamodb::config::Intercept + 'static) -> Self {
         let config = self.client.config().to_builder().interceptor(interceptor).build();
-        Self { client: Client::from_conf(config), table: self.table.clone(), clock: self.clock.clone() }
+        Self {
+            client: Client::from_conf(config),
+            table: self.table.clone(),
+            clock: self.clock.clone(),
+            runs: self.runs.clone(),
+        }
     }
 }
 

@@ -1,10 +1,12 @@
-//! Runs in DynamoDB. A run is one JSON document under a version; the item `RUN#{id}` in
-//! the organization's partition holds the attributes lists filter on, the version and
-//! the document's first part. A document over one part's size continues in items of
-//! its own partition, written in the same transaction and stamped with the version, so
-//! a reader that meets parts of another version reads again. Run IDs are version 7 IDs
-//! of the start time, so the key order of `RUN#{id}` is start order and a `from`/`to`
-//! window is a key range: a list page is one query.
+//! Runs in DynamoDB, as the records of [`stored`]. The item `RUN#{id}` in the
+//! organization's partition is the head: the attributes lists filter on, the version,
+//! the write token and the head record. The plan (in parts), the chunks of task state
+//! and the outputs are items of the run's own partition, each stamped with the version
+//! that wrote it, so a reader that meets a chunk newer than the head it read reads
+//! again. A change writes the head and what changed, in one transaction. Run IDs are
+//! version 7 IDs of the start time, so the key order of `RUN#{id}` is start order and a
+//! `from`/`to` window is a key range: a list page is one query. A head without `form`
+//! is a run stored whole before the split: its document, continued in `PART#` items.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::primitives::Blob;
@@ -17,16 +19,16 @@ use super::table::{
 use super::{keys, AttributeValue, DynamoDb};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::ports::RunQuery;
-use crate::domain::runs::ports::{read_run_document, run_document, RunRepo, RunningPage};
+use crate::domain::runs::ports::{read_run_document, RunRepo, RunningPage};
+use crate::domain::runs::stored::{self, Encoded, Stored};
 use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId, RunStatus};
 use crate::domain::webhooks::WebhookDelivery;
 
-/// Bytes of the document per item: with the other attributes, well under DynamoDB's
-/// 400 KB item limit.
+/// Bytes of a plan per item: with the other attributes, well under DynamoDB's 400 KB
+/// item limit (as are the other records: [`stored::MAX_RECORD_BYTES`]).
 const PART_BYTES: usize = 350_000;
-/// Parts a document may have: a transaction carries at most 4 MB.
-const MAX_PARTS: usize = 10;
-const _: () = assert!(crate::domain::runs::ports::MAX_RUN_BYTES <= PART_BYTES * MAX_PARTS);
+/// The `form` of a head stored as records.
+const RECORDS_FORM: u64 = 2;
 /// Reads of a run that may meet a concurrent write between its head and its parts.
 const TORN_READS: usize = 5;
 /// Items one transaction may write.
@@ -41,13 +43,10 @@ fn blob(item: &Item, name: &str) -> anyhow::Result<Vec<u8>> {
     }
 }
 
-/// The items of a run as stored: the head, then parts 1.. of its document. The head
-/// carries `token`, new for each write, by which a writer whose successful write was
-/// answered with an error (and retried by the SDK into a failed condition) recognises
-/// its own write.
-fn run_items(run: &Run, token: &str) -> anyhow::Result<(Item, Vec<Item>)> {
-    let document = run_document(run)?;
-    let parts: Vec<&[u8]> = document.chunks(PART_BYTES).collect();
+/// The head item of a run written as `encoded`. It carries `token`, new for each write,
+/// by which a writer whose successful write was answered with an error (and retried by
+/// the SDK into a failed condition) recognises its own write.
+fn head_item(run: &Run, encoded: &Encoded, token: &str) -> Item {
     let mut head = keys::run(run.organization_id, run.id);
     head.extend([
         ("id".to_owned(), s(run.id.to_string())),
@@ -56,26 +55,57 @@ fn run_items(run: &Run, token: &str) -> anyhow::Result<(Item, Vec<Item>)> {
         ("started_at".to_owned(), s(run.started_at.to_string())),
         ("version".to_owned(), n(run.version)),
         ("write_token".to_owned(), s(token)),
-        ("parts".to_owned(), n(parts.len().max(1))),
-        ("document".to_owned(), AttributeValue::B(Blob::new(parts.first().copied().unwrap_or_default()))),
+        ("form".to_owned(), n(RECORDS_FORM)),
+        ("document".to_owned(), AttributeValue::B(Blob::new(encoded.head.clone()))),
     ]);
     if run.status == crate::domain::runs::RunStatus::Running {
         head.extend(keys::sweep_running(run.id));
     }
-    let rest = parts
+    head
+}
+
+/// A record of a run: its key, the version that wrote it and its bytes.
+fn record_item(mut key: Item, version: u64, bytes: &[u8]) -> Item {
+    key.extend([("version".to_owned(), n(version)), ("document".to_owned(), AttributeValue::B(Blob::new(bytes)))]);
+    key
+}
+
+/// The plan parts and changed chunks of `encoded` (written with the head), and its new
+/// outputs (write-once records).
+fn record_items(run: &Run, encoded: &Encoded) -> (Vec<Item>, Vec<Item>) {
+    let (organization, id, version) = (run.organization_id, run.id, run.version);
+    let mut records: Vec<Item> = encoded
+        .plan
         .iter()
-        .enumerate()
-        .skip(1)
-        .map(|(index, part)| {
-            let mut item = keys::run_part(run.organization_id, run.id, index);
-            item.extend([
-                ("version".to_owned(), n(run.version)),
-                ("document".to_owned(), AttributeValue::B(Blob::new(*part))),
-            ]);
-            item
-        })
+        .flat_map(|plan| plan.chunks(PART_BYTES).enumerate())
+        .map(|(part, bytes)| record_item(keys::run_plan(organization, id, part), version, bytes))
         .collect();
-    Ok((head, rest))
+    records.extend(
+        encoded
+            .chunks
+            .iter()
+            .map(|(chunk, bytes)| record_item(keys::run_chunk(organization, id, *chunk), version, bytes)),
+    );
+    let outputs = encoded
+        .outputs
+        .iter()
+        .map(|(position, bytes)| record_item(keys::run_output(organization, id, *position), version, bytes))
+        .collect();
+    (records, outputs)
+}
+
+/// The condition a write of a run's head is under, and the version it expects.
+struct Guard<'a> {
+    condition: &'a str,
+    expected: Option<u64>,
+}
+
+/// The number after a record's sort-key prefix.
+fn record_number(item: &Item, prefix: &str) -> anyhow::Result<usize> {
+    let sk = text(item, "sk")?;
+    sk.strip_prefix(prefix)
+        .and_then(|number| number.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("a run record's key {sk:?} is not {prefix}<n>"))
 }
 
 fn media_item(record: &MediaRecord) -> Item {
@@ -118,8 +148,9 @@ fn run_from(document: &[u8]) -> anyhow::Result<Run> {
 }
 
 impl DynamoDb {
-    /// Writes a run's items and new media records: one conditional put when everything
-    /// fits one item, else one transaction. `condition` guards the head item.
+    /// Writes a run's changed records and new media records, in one transaction with
+    /// the head (write-once records first when they would not fit it). `condition`
+    /// guards the head item. Keeps the run in the cache once it is known stored.
     async fn write_run(
         &self,
         run: &Run,
@@ -128,49 +159,72 @@ impl DynamoDb {
         condition: &str,
         expected: Option<u64>,
     ) -> anyhow::Result<bool> {
+        let before = expected.and_then(|expected| self.runs.get(run.organization_id, run.id, expected));
+        let encoded = stored::encode(before.as_deref(), run)?;
         let token = uuid::Uuid::new_v4().to_string();
-        if self.put_run(run, media, deliveries, condition, expected, &token).await? {
-            return Ok(true);
+        let guard = Guard { condition, expected };
+        let mut written = self.put_run(run, &encoded, media, deliveries, guard, &token).await?;
+        if !written {
+            // The condition failed: another writer came first, or this write landed and
+            // its answer was lost (the SDK's retry then met the version it had written).
+            let head = self.get(keys::run(run.organization_id, run.id), "reading a run").await?;
+            written = head.is_some_and(|head| {
+                optional_text(&head, "write_token").ok().flatten() == Some(token.as_str())
+                    && number::<u64>(&head, "version").ok() == Some(run.version)
+            });
         }
-        // The condition failed: another writer came first, or this write landed and its
-        // answer was lost (the SDK's retry then met the version it had written).
-        let head = self.get(keys::run(run.organization_id, run.id), "reading a run").await?;
-        Ok(head.is_some_and(|head| {
-            optional_text(&head, "write_token").ok().flatten() == Some(token.as_str())
-                && number::<u64>(&head, "version").ok() == Some(run.version)
-        }))
+        if written {
+            self.runs.put(Stored { run: run.clone(), sizes: Some(encoded.sizes) });
+        }
+        Ok(written)
+    }
+
+    /// Puts `items` (write-once records) in transactions of at most 100.
+    async fn put_records(&self, items: Vec<Item>, what: &'static str) -> anyhow::Result<()> {
+        let mut items = items.into_iter().peekable();
+        while items.peek().is_some() {
+            let puts = items
+                .by_ref()
+                .take(TRANSACTION_ITEMS)
+                .map(|item| {
+                    let put = build(Put::builder().table_name(&self.table).set_item(Some(item)).build())?;
+                    Ok(TransactWriteItem::builder().put(put).build())
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            anyhow::ensure!(self.transact(puts, what).await?.is_ok(), "{what} failed");
+        }
+        Ok(())
     }
 
     /// [`Self::write_run`]'s write under `token`: false when its condition failed.
     async fn put_run(
         &self,
         run: &Run,
+        encoded: &Encoded,
         media: &[MediaRecord],
         deliveries: &[WebhookDelivery],
-        condition: &str,
-        expected: Option<u64>,
+        Guard { condition, expected }: Guard<'_>,
         token: &str,
     ) -> anyhow::Result<bool> {
         let deliveries = deliveries.iter().map(super::webhooks::delivery_item).collect::<anyhow::Result<Vec<_>>>()?;
-        let (head, parts) = run_items(run, token)?;
-        let mut media = media;
-        if 1 + parts.len() + media.len() + deliveries.len() > TRANSACTION_ITEMS {
-            // Records first, the run that names them after: a failure in between leaves
-            // unreferenced records, never a run naming missing ones.
-            for chunk in media.chunks(TRANSACTION_ITEMS) {
-                let puts = chunk
-                    .iter()
-                    .map(|record| {
-                        let put =
-                            build(Put::builder().table_name(&self.table).set_item(Some(media_item(record))).build())?;
-                        Ok(TransactWriteItem::builder().put(put).build())
-                    })
-                    .collect::<anyhow::Result<Vec<_>>>()?;
-                anyhow::ensure!(self.transact(puts, "recording media").await?.is_ok(), "recording media failed");
-            }
-            media = &[];
+        let head = head_item(run, encoded, token);
+        let (records, mut outputs) = record_items(run, encoded);
+        let mut media: Vec<Item> = media.iter().map(media_item).collect();
+        if 1 + records.len() + outputs.len() + media.len() + deliveries.len() > TRANSACTION_ITEMS {
+            // Write-once records first, the head that counts them after: a failure in
+            // between leaves records no head names (outputs beyond its count, media no
+            // run links to), never a head naming missing ones.
+            self.put_records(std::mem::take(&mut outputs), "recording a run's outputs").await?;
+            self.put_records(std::mem::take(&mut media), "recording media").await?;
         }
-        if parts.is_empty() && media.is_empty() && deliveries.is_empty() {
+        anyhow::ensure!(
+            1 + records.len() + deliveries.len() <= TRANSACTION_ITEMS,
+            "run {} would write {} records in one change, over DynamoDB's {TRANSACTION_ITEMS}",
+            run.id,
+            1 + records.len() + deliveries.len()
+        );
+        let rest: Vec<Item> = records.into_iter().chain(outputs).chain(media).chain(deliveries).collect();
+        if rest.is_empty() {
             let mut request =
                 self.client.put_item().table_name(&self.table).set_item(Some(head)).condition_expression(condition);
             if let Some(expected) = expected {
@@ -183,11 +237,55 @@ impl DynamoDb {
             head_put = head_put.expression_attribute_values(":expected", n(expected));
         }
         let mut items = vec![TransactWriteItem::builder().put(build(head_put.build())?).build()];
-        for item in parts.into_iter().chain(media.iter().map(media_item)).chain(deliveries) {
+        for item in rest {
             let put = build(Put::builder().table_name(&self.table).set_item(Some(item)).build())?;
             items.push(TransactWriteItem::builder().put(put).build());
         }
         Ok(self.transact(items, "storing a run").await?.is_ok())
+    }
+
+    /// The run whose head item (as records) is `head`: from the cache at the head's
+    /// version, else its records read (None when one is newer than the head: a write
+    /// landed in between, read again).
+    async fn records_of(&self, head: &Item) -> anyhow::Result<Option<Run>> {
+        let version: u64 = number(head, "version")?;
+        let run: RunId = id(head, "id")?;
+        let organization: OrganizationId = {
+            let pk = text(head, "pk")?;
+            pk.strip_prefix("ORG#").and_then(OrganizationId::parse).ok_or_else(|| anyhow::anyhow!("run key {pk:?}"))?
+        };
+        if let Some(cached) = self.runs.get(organization, run, version) {
+            return Ok(Some(cached.run.clone()));
+        }
+        let pk = keys::run_parts_pk(organization, run);
+        let (plan, chunks, outputs) = tokio::try_join!(
+            self.query_all(pk.clone(), Some(keys::PLAN_PREFIX), None, "reading a run's plan"),
+            self.query_all(pk.clone(), Some(keys::CHUNK_PREFIX), None, "reading a run's tasks"),
+            self.query_all(pk, Some(keys::OUTPUT_PREFIX), None, "reading a run's outputs"),
+        )?;
+        let mut plan_bytes = Vec::new();
+        for part in &plan {
+            plan_bytes.extend(blob(part, "document")?);
+        }
+        let mut chunk_bytes = Vec::with_capacity(chunks.len());
+        for chunk in &chunks {
+            if number::<u64>(chunk, "version")? > version {
+                return Ok(None);
+            }
+            chunk_bytes.push((record_number(chunk, keys::CHUNK_PREFIX)?, blob(chunk, "document")?));
+        }
+        let mut output_bytes = Vec::with_capacity(outputs.len());
+        for output in &outputs {
+            output_bytes.push((record_number(output, keys::OUTPUT_PREFIX)?, blob(output, "document")?));
+        }
+        let chunks: Vec<(usize, &[u8])> = chunk_bytes.iter().map(|(chunk, bytes)| (*chunk, bytes.as_slice())).collect();
+        let outputs: Vec<(usize, &[u8])> =
+            output_bytes.iter().map(|(position, bytes)| (*position, bytes.as_slice())).collect();
+        let stored = stored::decode(&plan_bytes, &blob(head, "document")?, &chunks, &outputs)?;
+        anyhow::ensure!(stored.run.version == version, "run {run}: its head record is not at the head's version");
+        let found = stored.run.clone();
+        self.runs.put(stored);
+        Ok(Some(found))
     }
 
     /// The whole document of a run whose head item is `head`, reading its further parts
@@ -219,10 +317,15 @@ impl DynamoDb {
         Ok(Some(document))
     }
 
-    /// A run from its head item, reading again (a few times) when a write tore the read.
+    /// A run from its head item (either form), reading again (a few times) when a write
+    /// tore the read.
     async fn run_from_head(&self, mut head: Item) -> anyhow::Result<Run> {
         for _ in 0..TORN_READS {
-            if let Some(document) = self.document_of(&head).await? {
+            if head.contains_key("form") {
+                if let Some(run) = self.records_of(&head).await? {
+                    return Ok(run);
+                }
+            } else if let Some(document) = self.document_of(&head).await? {
                 return run_from(&document);
             }
             let key = super::table::key_of(&head);

@@ -48,6 +48,8 @@ struct Pool {
     /// In memory, the database lives as long as one connection to it: this one, which
     /// never runs anything, keeps it alive whatever happens to the working connection.
     _anchor: Option<Mutex<Connection>>,
+    /// Runs as this process last read or wrote them.
+    runs: crate::domain::runs::stored::RunCache,
 }
 
 enum Target {
@@ -113,6 +115,7 @@ impl Sqlite {
                 idle: Mutex::new(idle),
                 permits: Arc::new(Semaphore::new(size)),
                 _anchor: anchor.map(Mutex::new),
+                runs: Default::default(),
             }),
         }
     }

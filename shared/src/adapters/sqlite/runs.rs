@@ -1,24 +1,100 @@
-//! Runs in SQLite: one JSON document per run, with the columns the lists filter and sort
-//! on beside it; an update is conditional on the version it read.
+//! Runs in SQLite, as the records of [`stored`]: the row in `runs` holds the head (with
+//! the columns lists filter and sort on) and the plan, `run_chunks` the tasks' state and
+//! `run_outputs` the outputs; an update is conditional on the version it read and writes
+//! what changed. A row without a plan is a run stored whole, before the split.
 
 use async_trait::async_trait;
-use rusqlite::{params, params_from_iter, OptionalExtension};
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
-use super::{parsed, Db, Sqlite};
+use super::{parsed, Db, Pool, Sqlite};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::ports::RunQuery;
-use crate::domain::runs::ports::{read_run_document, run_document, RunRepo, RunningPage};
+use crate::domain::runs::ports::{read_run_document, RunRepo, RunningPage};
+use crate::domain::runs::stored::{self, Encoded, Stored};
 use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId, RunStatus};
 use crate::domain::webhooks::WebhookDelivery;
 
 use super::webhooks::insert_deliveries;
 
-fn document(run: &Run) -> anyhow::Result<String> {
-    Ok(String::from_utf8(run_document(run)?)?)
+fn text(bytes: Vec<u8>) -> anyhow::Result<String> {
+    Ok(String::from_utf8(bytes)?)
 }
 
-fn from_document(text: &str) -> anyhow::Result<Run> {
-    read_run_document(text.as_bytes())
+/// The run `(organization, id)` at `version`, whose row's plan is `plan`: from this
+/// process's cache when it has that version, else read (within the caller's snapshot)
+/// and cached.
+fn load(
+    connection: &Connection,
+    pool: &Pool,
+    organization: OrganizationId,
+    id: RunId,
+    version: u64,
+) -> anyhow::Result<Run> {
+    if let Some(cached) = pool.runs.get(organization, id, version) {
+        return Ok(cached.run.clone());
+    }
+    let (org, run) = (organization.to_string(), id.to_string());
+    let (plan, head): (Option<String>, String) = connection
+        .prepare_cached("SELECT plan, document FROM runs WHERE organization_id = ?1 AND id = ?2")
+        .db("reading a run")?
+        .query_row([&org, &run], |row| Ok((row.get(0)?, row.get(1)?)))
+        .db("reading a run")?;
+    let stored = match plan {
+        None => Stored { run: read_run_document(head.as_bytes())?, sizes: None },
+        Some(plan) => {
+            let chunks: Vec<(i64, String)> = connection
+                .prepare_cached("SELECT chunk, document FROM run_chunks WHERE organization_id = ?1 AND run_id = ?2")
+                .db("reading a run's tasks")?
+                .query_map([&org, &run], |row| Ok((row.get(0)?, row.get(1)?)))
+                .db("reading a run's tasks")?
+                .collect::<Result<_, _>>()
+                .db("reading a run's tasks")?;
+            let outputs: Vec<(i64, String)> = connection
+                .prepare_cached(
+                    "SELECT position, document FROM run_outputs
+                     WHERE organization_id = ?1 AND run_id = ?2 AND position < ?3",
+                )
+                .db("reading a run's outputs")?
+                .query_map(params![&org, &run, stored::head_outputs(head.as_bytes())? as i64], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })
+                .db("reading a run's outputs")?
+                .collect::<Result<_, _>>()
+                .db("reading a run's outputs")?;
+            let chunks: Vec<(usize, &[u8])> =
+                chunks.iter().map(|(chunk, text)| (*chunk as usize, text.as_bytes())).collect();
+            let outputs: Vec<(usize, &[u8])> =
+                outputs.iter().map(|(position, text)| (*position as usize, text.as_bytes())).collect();
+            stored::decode(plan.as_bytes(), head.as_bytes(), &chunks, &outputs)?
+        }
+    };
+    let run = stored.run.clone();
+    pool.runs.put(stored);
+    Ok(run)
+}
+
+/// Writes the records of `encoded` beside the run's row (written by the caller).
+fn write_records(connection: &Connection, run: &Run, encoded: &Encoded) -> anyhow::Result<()> {
+    let (org, id) = (run.organization_id.to_string(), run.id.to_string());
+    let mut chunks = connection
+        .prepare_cached(
+            "INSERT OR REPLACE INTO run_chunks (organization_id, run_id, chunk, document) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .db("storing a run's tasks")?;
+    for (chunk, bytes) in &encoded.chunks {
+        chunks.execute(params![&org, &id, *chunk as i64, std::str::from_utf8(bytes)?]).db("storing a run's tasks")?;
+    }
+    let mut outputs = connection
+        .prepare_cached(
+            "INSERT OR REPLACE INTO run_outputs (organization_id, run_id, position, document) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .db("storing a run's outputs")?;
+    for (position, bytes) in &encoded.outputs {
+        outputs
+            .execute(params![&org, &id, *position as i64, std::str::from_utf8(bytes)?])
+            .db("storing a run's outputs")?;
+    }
+    Ok(())
 }
 
 fn insert_media(connection: &rusqlite::Connection, media: &[MediaRecord]) -> anyhow::Result<()> {
@@ -49,13 +125,15 @@ fn insert_media(connection: &rusqlite::Connection, media: &[MediaRecord]) -> any
 #[async_trait]
 impl RunRepo for Sqlite {
     async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()> {
-        let (run, media, deliveries) = (run.clone(), media.to_vec(), deliveries.to_vec());
-        let text = document(&run)?;
+        let encoded = stored::encode(None, run)?;
+        let sizes = encoded.sizes.clone();
+        let (written, media, deliveries) = (run.clone(), media.to_vec(), deliveries.to_vec());
         self.write(move |transaction| {
+            let run = written;
             transaction
                 .prepare_cached(
-                    "INSERT INTO runs (organization_id, id, agent_id, status, started_at, version, document)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    "INSERT INTO runs (organization_id, id, agent_id, status, started_at, version, document, plan)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )
                 .db("storing a run")?
                 .execute(params![
@@ -65,27 +143,32 @@ impl RunRepo for Sqlite {
                     run.status.as_str(),
                     run.started_at.to_string(),
                     run.version as i64,
-                    text
+                    text(encoded.head.clone())?,
+                    text(encoded.plan.clone().unwrap_or_default())?,
                 ])
                 .db("storing a run")?;
+            write_records(transaction, &run, &encoded)?;
             insert_media(transaction, &media)?;
             insert_deliveries(transaction, &deliveries)
         })
-        .await
+        .await?;
+        // Kept once committed: a cached version is always one that was stored.
+        self.inner.runs.put(Stored { run: run.clone(), sizes: Some(sizes) });
+        Ok(())
     }
 
     async fn get_run(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<Run>> {
-        let text: Option<String> = self
-            .call(move |connection| {
-                connection
-                    .prepare_cached("SELECT document FROM runs WHERE organization_id = ?1 AND id = ?2")
-                    .db("reading a run")?
-                    .query_row([organization.to_string(), id.to_string()], |row| row.get(0))
-                    .optional()
-                    .db("reading a run")
-            })
-            .await?;
-        text.as_deref().map(from_document).transpose()
+        let pool = self.inner.clone();
+        self.read(move |connection| {
+            let version: Option<i64> = connection
+                .prepare_cached("SELECT version FROM runs WHERE organization_id = ?1 AND id = ?2")
+                .db("reading a run")?
+                .query_row([organization.to_string(), id.to_string()], |row| row.get(0))
+                .optional()
+                .db("reading a run")?;
+            version.map(|version| load(connection, &pool, organization, id, version as u64)).transpose()
+        })
+        .await
     }
 
     async fn run_status(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<RunStatus>> {
@@ -112,68 +195,80 @@ impl RunRepo for Sqlite {
         media: &[MediaRecord],
         deliveries: &[WebhookDelivery],
     ) -> anyhow::Result<bool> {
-        let (run, media, deliveries) = (run.clone(), media.to_vec(), deliveries.to_vec());
-        let text = document(&run)?;
-        self.write(move |transaction| {
-            let changed = transaction
-                .prepare_cached(
-                    "UPDATE runs SET status = ?3, version = ?4, document = ?5
-                     WHERE organization_id = ?1 AND id = ?2 AND version = ?6",
-                )
-                .db("updating a run")?
-                .execute(params![
-                    run.organization_id.to_string(),
-                    run.id.to_string(),
-                    run.status.as_str(),
-                    run.version as i64,
-                    text,
-                    run.version as i64 - 1
-                ])
-                .db("updating a run")?;
-            if changed == 0 {
-                return Ok(false);
-            }
-            insert_media(transaction, &media)?;
-            insert_deliveries(transaction, &deliveries)?;
-            Ok(true)
-        })
-        .await
+        let before = self.inner.runs.get(run.organization_id, run.id, run.version.wrapping_sub(1));
+        let encoded = stored::encode(before.as_deref(), run)?;
+        let sizes = encoded.sizes.clone();
+        let (written, media, deliveries) = (run.clone(), media.to_vec(), deliveries.to_vec());
+        let stored = self
+            .write(move |transaction| -> anyhow::Result<bool> {
+                let run = written;
+                let changed = transaction
+                    .prepare_cached(
+                        "UPDATE runs SET status = ?3, version = ?4, document = ?5, plan = coalesce(?6, plan)
+                     WHERE organization_id = ?1 AND id = ?2 AND version = ?7",
+                    )
+                    .db("updating a run")?
+                    .execute(params![
+                        run.organization_id.to_string(),
+                        run.id.to_string(),
+                        run.status.as_str(),
+                        run.version as i64,
+                        text(encoded.head.clone())?,
+                        encoded.plan.clone().map(text).transpose()?,
+                        run.version as i64 - 1
+                    ])
+                    .db("updating a run")?;
+                if changed == 0 {
+                    return Ok(false);
+                }
+                write_records(transaction, &run, &encoded)?;
+                insert_media(transaction, &media)?;
+                insert_deliveries(transaction, &deliveries)?;
+                Ok(true)
+            })
+            .await?;
+        if stored {
+            self.inner.runs.put(Stored { run: run.clone(), sizes: Some(sizes) });
+        }
+        Ok(stored)
     }
 
     async fn list_runs(&self, organization: OrganizationId, query: &RunQuery) -> anyhow::Result<Vec<Run>> {
         let query = query.clone();
-        let texts: Vec<String> = self
-            .call(move |connection| {
-                let mut sql = String::from("SELECT document FROM runs WHERE organization_id = ?");
-                let mut values: Vec<String> = vec![organization.to_string()];
-                if let Some(agent) = query.agent_id {
-                    sql.push_str(" AND agent_id = ?");
-                    values.push(agent.to_string());
-                }
-                if !query.statuses.is_empty() {
-                    let marks = vec!["?"; query.statuses.len()].join(", ");
-                    sql.push_str(&format!(" AND status IN ({marks})"));
-                    values.extend(query.statuses.iter().map(|status| status.as_str().to_owned()));
-                }
-                if let Some(from) = query.from {
-                    sql.push_str(" AND started_at >= ?");
-                    values.push(from.to_string());
-                }
-                if let Some(to) = query.to {
-                    sql.push_str(" AND started_at <= ?");
-                    values.push(to.to_string());
-                }
-                if let Some((at, id)) = query.after {
-                    sql.push_str(" AND (started_at < ? OR (started_at = ? AND id < ?))");
-                    values.extend([at.to_string(), at.to_string(), id.to_string()]);
-                }
-                sql.push_str(&format!(" ORDER BY started_at DESC, id DESC LIMIT {}", query.limit + 1));
-                let mut statement = connection.prepare_cached(&sql).db("listing runs")?;
-                let rows = statement.query_map(params_from_iter(values), |row| row.get(0)).db("listing runs")?;
-                rows.collect::<Result<Vec<String>, _>>().db("listing runs")
-            })
-            .await?;
-        texts.iter().map(|text| from_document(text)).collect()
+        let pool = self.inner.clone();
+        self.read(move |connection| {
+            let mut sql = String::from("SELECT id, version FROM runs WHERE organization_id = ?");
+            let mut values: Vec<String> = vec![organization.to_string()];
+            if let Some(agent) = query.agent_id {
+                sql.push_str(" AND agent_id = ?");
+                values.push(agent.to_string());
+            }
+            if !query.statuses.is_empty() {
+                let marks = vec!["?"; query.statuses.len()].join(", ");
+                sql.push_str(&format!(" AND status IN ({marks})"));
+                values.extend(query.statuses.iter().map(|status| status.as_str().to_owned()));
+            }
+            if let Some(from) = query.from {
+                sql.push_str(" AND started_at >= ?");
+                values.push(from.to_string());
+            }
+            if let Some(to) = query.to {
+                sql.push_str(" AND started_at <= ?");
+                values.push(to.to_string());
+            }
+            if let Some((at, id)) = query.after {
+                sql.push_str(" AND (started_at < ? OR (started_at = ? AND id < ?))");
+                values.extend([at.to_string(), at.to_string(), id.to_string()]);
+            }
+            sql.push_str(&format!(" ORDER BY started_at DESC, id DESC LIMIT {}", query.limit + 1));
+            let mut statement = connection.prepare_cached(&sql).db("listing runs")?;
+            let rows = statement
+                .query_map(params_from_iter(values), |row| Ok((parsed::<RunId>(row, 0)?, row.get::<_, i64>(1)?)))
+                .db("listing runs")?;
+            let found = rows.collect::<Result<Vec<_>, _>>().db("listing runs")?;
+            found.into_iter().map(|(id, version)| load(connection, &pool, organization, id, version as u64)).collect()
+        })
+        .await
     }
 
     async fn running_runs(&self, cursor: Option<String>, limit: usize) -> anyhow::Result<RunningPage> {

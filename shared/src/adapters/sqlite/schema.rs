@@ -173,6 +173,24 @@ pub const MIGRATIONS: &[&str] = &[
         document TEXT NOT NULL,
         PRIMARY KEY (organization_id, connection_id, id)
     ) STRICT;",
+    // 7: a run as records (domain::runs::stored): `runs.document` is its head once
+    // `plan` is set (a row without a plan is a whole run, as stored before), its tasks'
+    // state in chunks, its outputs one row each.
+    "ALTER TABLE runs ADD COLUMN plan TEXT;
+    CREATE TABLE run_chunks (
+        organization_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        chunk INTEGER NOT NULL,
+        document TEXT NOT NULL,
+        PRIMARY KEY (organization_id, run_id, chunk)
+    ) STRICT;
+    CREATE TABLE run_outputs (
+        organization_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        document TEXT NOT NULL,
+        PRIMARY KEY (organization_id, run_id, position)
+    ) STRICT;",
 ];
 
 /// Refuses a file that is not a readable SQLite database or fails SQLite's own check.

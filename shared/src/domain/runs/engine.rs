@@ -68,6 +68,23 @@ pub struct Swept {
 #[error("{0}")]
 pub struct WrongStatus(pub String);
 
+/// Most bytes of a task's error kept: a chunk of task state stays far below its bound
+/// whatever its tasks' errors say (ffmpeg's output can be long).
+pub const MAX_ERROR_BYTES: usize = 2_048;
+
+/// `message` cut to [`MAX_ERROR_BYTES`] (at a character boundary, marked with "…").
+fn capped(mut message: String) -> String {
+    if message.len() > MAX_ERROR_BYTES {
+        let mut end = MAX_ERROR_BYTES - '…'.len_utf8();
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
 impl Run {
     fn touch(&mut self, now: Timestamp) {
         self.updated_at = now;
@@ -285,7 +302,7 @@ impl Run {
         }
         self.set_status(index, TaskStatus::Failed);
         let task = &mut self.tasks[index];
-        task.error = Some(message);
+        task.error = Some(capped(message));
         task.error_node = node.filter(|node| task.nodes.contains(node));
         task.lease_until = None;
         self.touch(now);
@@ -499,7 +516,7 @@ impl Run {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use serde_json::{json, Map};
 
     use super::*;
@@ -512,7 +529,7 @@ mod tests {
 
     /// A run of `nodes` (type, upstream positions) with `items` URL inputs on node 0,
     /// planned and settled as a start would.
-    fn run_of(nodes: &[(NodeTypeId, &[usize])], items: usize) -> Run {
+    pub(in crate::domain::runs) fn run_of(nodes: &[(NodeTypeId, &[usize])], items: usize) -> Run {
         let ids: Vec<AgentNodeId> = nodes.iter().map(|_| AgentNodeId::new_v4()).collect();
         let params = |kind: NodeTypeId| -> Map<String, serde_json::Value> {
             let params = if kind == CLIP { json!({ "start_ms": 0, "end_ms": 500 }) } else { json!({}) };
@@ -571,7 +588,7 @@ mod tests {
     }
 
     /// Claims and ends task `index`: completed (with an output when it delivers one) or failed.
-    fn end(run: &mut Run, index: TaskIndex, completed: bool) -> Vec<TaskIndex> {
+    pub(in crate::domain::runs) fn end(run: &mut Run, index: TaskIndex, completed: bool) -> Vec<TaskIndex> {
         let now = Timestamp::now();
         assert_eq!(run.claim(index, run.tasks[index].attempt, now, Duration::from_secs(60)), Claim::Claimed);
         let attempt = run.tasks[index].attempt;
@@ -714,5 +731,17 @@ mod tests {
         assert_eq!(swept, Swept { resend: Vec::new(), failed: 1 });
         assert_eq!(run.tasks[0].status, TaskStatus::Failed);
         assert!(run.tasks[0].error.as_deref().unwrap().contains("worker stopped"));
+    }
+
+    #[test]
+    fn a_task_error_is_kept_to_its_bound() {
+        let mut run = run_of(&[(VIDEO_INPUT, &[]), (DESTINATION, &[0])], 1);
+        let now = Timestamp::now();
+        assert_eq!(run.claim(TaskIndex(0), 0, now, Duration::from_secs(60)), Claim::Claimed);
+        run.fail(TaskIndex(0), 0, "é".repeat(5_000), None, now).unwrap();
+        let error = run.tasks[0].error.as_deref().unwrap();
+        assert!(error.len() <= MAX_ERROR_BYTES && error.len() > MAX_ERROR_BYTES - 8, "{}", error.len());
+        assert!(error.ends_with('…') && error.starts_with("éé"));
+        assert_eq!(capped("short".into()), "short");
     }
 }

@@ -11,6 +11,7 @@ pub mod plan;
 pub mod ports;
 pub mod service;
 pub mod start;
+pub mod stored;
 pub mod sweep;
 pub mod views;
 pub mod worker;

@@ -29,8 +29,9 @@ pub struct RunQuery {
 #[async_trait]
 pub trait RunRepo: Send + Sync {
     /// Stores a new run (version 0), the media records it starts with and the webhook
-    /// deliveries of its first events, in one atomic write. A run whose document is
-    /// over [`MAX_RUN_BYTES`] is refused with [`RunTooLarge`] (here and on update).
+    /// deliveries of its first events, in one atomic write, as the records of
+    /// [`super::stored`]. A run over its bounds is refused with [`RunTooLarge`] (here
+    /// and on update).
     async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()>;
     /// A run of the organization.
     async fn get_run(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<Run>>;
@@ -39,7 +40,8 @@ pub trait RunRepo: Send + Sync {
     async fn run_status(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<RunStatus>>;
     /// Stores `run` if the stored one is still at `run.version - 1`, with new media
     /// records and the webhook deliveries of the change's events, in one atomic write;
-    /// false when another writer came first.
+    /// false when another writer came first. Writes the head and the records that
+    /// changed since the version before, when this process read or wrote that one.
     async fn update_run(
         &self,
         run: &Run,
@@ -57,28 +59,22 @@ pub trait RunRepo: Send + Sync {
     async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>>;
 }
 
-/// Largest stored document of a run, in bytes of JSON: below what a DynamoDB run may
-/// span (10 items of 350 KB in one transaction), alike on every backend.
+/// Largest a run may be as stored, in bytes of JSON over all its records (see
+/// [`super::stored`]): what one DynamoDB transaction may carry, alike on every backend.
 pub const MAX_RUN_BYTES: usize = 3_000_000;
 
-/// A run's change refused because its document would exceed [`MAX_RUN_BYTES`].
+/// A run's change refused because the run, or one of its records, would exceed its
+/// bound ([`MAX_RUN_BYTES`], [`super::stored::MAX_RECORD_BYTES`]).
 #[derive(Debug, thiserror::Error)]
-#[error("run {run} would be {bytes} bytes of state, over the {MAX_RUN_BYTES} a run may store")]
+#[error("run {run} would be {bytes} bytes of state, over the {limit} it may store")]
 pub struct RunTooLarge {
     pub run: RunId,
     pub bytes: usize,
+    pub limit: usize,
 }
 
-/// The document of `run` as stored, unless it is over [`MAX_RUN_BYTES`].
-pub fn run_document(run: &Run) -> anyhow::Result<Vec<u8>> {
-    let document = serde_json::to_vec(run)?;
-    if document.len() > MAX_RUN_BYTES {
-        return Err(RunTooLarge { run: run.id, bytes: document.len() }.into());
-    }
-    Ok(document)
-}
-
-/// A run from its stored document, counted ([`Run::recount`]).
+/// A run from its document as stored before the split into records (one document per
+/// run), counted ([`Run::recount`]).
 pub fn read_run_document(document: &[u8]) -> anyhow::Result<Run> {
     let mut run: Run =
         serde_json::from_slice(document).map_err(|error| anyhow::anyhow!("a stored run could not be read: {error}"))?;

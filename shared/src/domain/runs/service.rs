@@ -8,7 +8,7 @@ use super::bind::{check_target, Binder};
 use super::engine::{Cancelled, Resumed, WrongStatus};
 use super::events::{Before, Notifier};
 use super::plan::{plan_tasks, runtime_graph};
-use super::ports::{run_document, RunRepo, RunTooLarge, TaskMessage, MAX_RUN_BYTES};
+use super::ports::{RunRepo, RunTooLarge, TaskMessage};
 use super::start::StartRequest;
 use super::{AgentStateId, BoundInput, InputSource, MediaRecord, Run, RunId, RunStatus, TaskIndex};
 use crate::core::blocking::off_runtime;
@@ -171,17 +171,17 @@ struct RequestSizes {
 /// Refuses (400) a run whose document would be over [`MAX_RUN_BYTES`], naming what
 /// makes it large.
 fn check_size(run: &Run, request: &RequestSizes) -> Result<(), RunError> {
-    let bytes = match run_document(run) {
+    let (bytes, limit) = match super::stored::encode(None, run) {
         Ok(_) => return Ok(()),
         Err(error) => match error.downcast_ref::<RunTooLarge>() {
-            Some(too_large) => too_large.bytes,
+            Some(too_large) => (too_large.bytes, too_large.limit),
             None => return Err(RunError::Backend(error)),
         },
     };
     let inputs = serde_json::to_vec(&run.inputs).map_or(0, |bytes| bytes.len());
     let field = if request.update_params >= inputs { "update_params" } else { "inputs" };
     Err(RunError::Invalid(format!(
-        "{field}: this run would store {bytes} bytes of state, over the {MAX_RUN_BYTES} a run may store \
+        "{field}: this run would store {bytes} bytes of state, over the {limit} a run may store \
          (update_params: {} bytes, inputs: {inputs} bytes, {} tasks); send smaller parameters or fewer inputs",
         request.update_params,
         run.tasks.len()
