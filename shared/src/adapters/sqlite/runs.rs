@@ -16,13 +16,8 @@ use crate::domain::webhooks::WebhookDelivery;
 
 use super::webhooks::insert_deliveries;
 
-fn text(bytes: Vec<u8>) -> anyhow::Result<String> {
-    Ok(String::from_utf8(bytes)?)
-}
-
-/// The run `(organization, id)` at `version`, whose row's plan is `plan`: from this
-/// process's cache when it has that version, else read (within the caller's snapshot)
-/// and cached.
+/// The run `(organization, id)` at `version`: from this process's cache when it has that
+/// version, else read (within the caller's snapshot) and cached.
 fn load(
     connection: &Connection,
     pool: &Pool,
@@ -73,16 +68,40 @@ fn load(
     Ok(run)
 }
 
+/// The columns of a run's row, and its key (what a write needs of the run beside its
+/// records: no copy of the run crosses to the database thread).
+struct Row {
+    organization: String,
+    id: String,
+    agent: String,
+    status: &'static str,
+    started_at: String,
+    version: i64,
+}
+
+impl Row {
+    fn of(run: &Run) -> Self {
+        Self {
+            organization: run.organization_id.to_string(),
+            id: run.id.to_string(),
+            agent: run.agent_id.to_string(),
+            status: run.status.as_str(),
+            started_at: run.started_at.to_string(),
+            version: run.version as i64,
+        }
+    }
+}
+
 /// Writes the records of `encoded` beside the run's row (written by the caller).
-fn write_records(connection: &Connection, run: &Run, encoded: &Encoded) -> anyhow::Result<()> {
-    let (org, id) = (run.organization_id.to_string(), run.id.to_string());
+fn write_records(connection: &Connection, row: &Row, encoded: &Encoded) -> anyhow::Result<()> {
+    let (org, id) = (&row.organization, &row.id);
     let mut chunks = connection
         .prepare_cached(
             "INSERT OR REPLACE INTO run_chunks (organization_id, run_id, chunk, document) VALUES (?1, ?2, ?3, ?4)",
         )
         .db("storing a run's tasks")?;
     for (chunk, bytes) in &encoded.chunks {
-        chunks.execute(params![&org, &id, *chunk as i64, std::str::from_utf8(bytes)?]).db("storing a run's tasks")?;
+        chunks.execute(params![org, id, *chunk as i64, std::str::from_utf8(bytes)?]).db("storing a run's tasks")?;
     }
     let mut outputs = connection
         .prepare_cached(
@@ -91,7 +110,7 @@ fn write_records(connection: &Connection, run: &Run, encoded: &Encoded) -> anyho
         .db("storing a run's outputs")?;
     for (position, bytes) in &encoded.outputs {
         outputs
-            .execute(params![&org, &id, *position as i64, std::str::from_utf8(bytes)?])
+            .execute(params![org, id, *position as i64, std::str::from_utf8(bytes)?])
             .db("storing a run's outputs")?;
     }
     Ok(())
@@ -127,9 +146,8 @@ impl RunRepo for Sqlite {
     async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()> {
         let encoded = stored::encode(None, run)?;
         let sizes = encoded.sizes.clone();
-        let (written, media, deliveries) = (run.clone(), media.to_vec(), deliveries.to_vec());
+        let (row, media, deliveries) = (Row::of(run), media.to_vec(), deliveries.to_vec());
         self.write(move |transaction| {
-            let run = written;
             transaction
                 .prepare_cached(
                     "INSERT INTO runs (organization_id, id, agent_id, status, started_at, version, document, plan)
@@ -137,17 +155,17 @@ impl RunRepo for Sqlite {
                 )
                 .db("storing a run")?
                 .execute(params![
-                    run.organization_id.to_string(),
-                    run.id.to_string(),
-                    run.agent_id.to_string(),
-                    run.status.as_str(),
-                    run.started_at.to_string(),
-                    run.version as i64,
-                    text(encoded.head.clone())?,
-                    text(encoded.plan.clone().unwrap_or_default())?,
+                    row.organization,
+                    row.id,
+                    row.agent,
+                    row.status,
+                    row.started_at,
+                    row.version,
+                    std::str::from_utf8(&encoded.head)?,
+                    std::str::from_utf8(encoded.plan.as_deref().unwrap_or_default())?,
                 ])
                 .db("storing a run")?;
-            write_records(transaction, &run, &encoded)?;
+            write_records(transaction, &row, &encoded)?;
             insert_media(transaction, &media)?;
             insert_deliveries(transaction, &deliveries)
         })
@@ -198,10 +216,9 @@ impl RunRepo for Sqlite {
         let before = self.inner.runs.get(run.organization_id, run.id, run.version.wrapping_sub(1));
         let encoded = stored::encode(before.as_deref(), run)?;
         let sizes = encoded.sizes.clone();
-        let (written, media, deliveries) = (run.clone(), media.to_vec(), deliveries.to_vec());
+        let (row, media, deliveries) = (Row::of(run), media.to_vec(), deliveries.to_vec());
         let stored = self
             .write(move |transaction| -> anyhow::Result<bool> {
-                let run = written;
                 let changed = transaction
                     .prepare_cached(
                         "UPDATE runs SET status = ?3, version = ?4, document = ?5, plan = coalesce(?6, plan)
@@ -209,19 +226,19 @@ impl RunRepo for Sqlite {
                     )
                     .db("updating a run")?
                     .execute(params![
-                        run.organization_id.to_string(),
-                        run.id.to_string(),
-                        run.status.as_str(),
-                        run.version as i64,
-                        text(encoded.head.clone())?,
-                        encoded.plan.clone().map(text).transpose()?,
-                        run.version as i64 - 1
+                        row.organization,
+                        row.id,
+                        row.status,
+                        row.version,
+                        std::str::from_utf8(&encoded.head)?,
+                        encoded.plan.as_deref().map(std::str::from_utf8).transpose()?,
+                        row.version - 1
                     ])
                     .db("updating a run")?;
                 if changed == 0 {
                     return Ok(false);
                 }
-                write_records(transaction, &run, &encoded)?;
+                write_records(transaction, &row, &encoded)?;
                 insert_media(transaction, &media)?;
                 insert_deliveries(transaction, &deliveries)?;
                 Ok(true)

@@ -276,15 +276,6 @@ pub fn encode(before: Option<&Stored>, run: &Run) -> anyhow::Result<Encoded> {
     Ok(Encoded { plan, head, chunks, chunk_count: count, outputs, sizes })
 }
 
-/// The version a stored head is at.
-pub fn head_version(head: &[u8]) -> anyhow::Result<u64> {
-    #[derive(Deserialize)]
-    struct Version {
-        version: u64,
-    }
-    Ok(serde_json::from_slice::<Version>(head).map_err(unreadable)?.version)
-}
-
 /// How many output records a stored head counts.
 pub fn head_outputs(head: &[u8]) -> anyhow::Result<usize> {
     #[derive(Deserialize)]
