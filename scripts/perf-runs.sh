@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 . scripts/perf-serve.sh
 start_perf_serve 3902
 echo "machine: $(nproc) cores, $(uname -m), $(ffmpeg -version | head -1)"
-python3 scripts/perf_runs.py "http://$ADDR" "$KEY" "$WORK" --label "SQLite: " "$@"
+python3 scripts/perf_runs.py "http://$ADDR" "$KEY" "$WORK" --label "SQLite: " --cpu "serve=$SERVE_PID" "$@"
 stop_perf_serve
 
 if [ "${PERF_AWS:-1}" = 1 ]; then
@@ -23,6 +23,8 @@ if [ "${PERF_AWS:-1}" = 1 ]; then
   export TASK_QUEUE_URL="" WEBHOOK_QUEUE_URL=""
   unset TASK_QUEUE_URL WEBHOOK_QUEUE_URL
   start_perf_serve 3903 --backend aws
-  python3 scripts/perf_runs.py "http://$ADDR" "$KEY" "$WORK" --label "DynamoDB: " "$@" --only wide
+  RUN_DIR=.local/run
+  python3 scripts/perf_runs.py "http://$ADDR" "$KEY" "$WORK" --label "DynamoDB: " \
+    --cpu "serve=$SERVE_PID,DynamoDB Local=$(cat $RUN_DIR/dynamodb.pid),moto=$(cat $RUN_DIR/moto.pid)" "$@" --only wide
   stop_perf_serve
 fi

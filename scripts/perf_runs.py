@@ -4,7 +4,10 @@ starts it). Each figure is a ratio or a difference against a floor measured in t
 run: the ffmpeg commands a person would write by hand for the same work.
 
   usage: perf_runs.py BASE_URL API_KEY WORK_DIR [--repeats N] [--starts N] [--long-seconds S]
-                     [--only chain,fan,edit,first,wide] [--label TEXT]
+                     [--only chain,fan,edit,first,wide] [--label TEXT] [--cpu NAME=PID,...]
+
+--cpu names processes (serve, the emulators) whose own CPU time (not their children's:
+ffmpeg is the floor's) the wide rows report per task, over the engine's runs only.
 
 Prints markdown for docs/performance.md. Standard library only.
 """
@@ -27,6 +30,7 @@ SPEED = "47a6bc12-618b-47a6-b0ad-7b3983640b2d"
 ENCODE = ["-c:v", "libx264", "-preset", "veryfast", "-crf", "23", "-pix_fmt", "yuv420p",
           "-c:a", "aac", "-b:a", "128k", "-movflags", "+faststart"]
 POLL_SECONDS = 0.1
+POLL_SHARE = 0.02
 # Longest a measured run may take before the script gives up.
 RUN_LIMIT_SECONDS = 1800
 
@@ -39,6 +43,19 @@ long_seconds = int(options.get("--long-seconds", 60))
 only = set(options.get("--only", "chain,fan,edit,first,wide").split(","))
 # Names the backend in the rows (perf-runs.sh measures the wide runs on both).
 label = options.get("--label", "")
+# name -> PID of the processes whose CPU per task the wide rows report.
+cpu_pids = dict(entry.split("=", 1) for entry in options.get("--cpu", "").split(",") if "=" in entry)
+
+
+def cpu_seconds():
+    """Each named process's own user + system CPU seconds so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    seconds = {}
+    for name, pid in cpu_pids.items():
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        seconds[name] = (int(fields[11]) + int(fields[12])) / ticks
+    return seconds
 
 
 def call(method, path, body=None):
@@ -76,8 +93,11 @@ def agent(nodes, edges):
 
 def run(agent_id, video):
     """Seconds from the run's start to its end, by the run's own started_at and finished_at
-    (milliseconds): polling often enough to see the end at once would load the server
-    the figure is about. `video`: an upload ID, or a list of them (one item each)."""
+    (milliseconds), so how often the script polls does not change the figure; it only
+    loads the server the figure is about (a poll renders the whole run, O(run) by the
+    contract's record). So it polls every POLL_SECONDS, or every POLL_SHARE of the time
+    the run has taken when that is longer: a bounded number of polls per run, whatever
+    its size. `video`: an upload ID, or a list of them (one item each)."""
     started = time.perf_counter()
     videos = video if isinstance(video, list) else [video]
     run_id = call("POST", f"/agent/{agent_id}/run", {"video_ids": videos})["run_id"]
@@ -86,7 +106,7 @@ def run(agent_id, video):
         if record["status"] != "running":
             assert record["status"] == "completed", record
             return seconds_between(record["started_at"], record["finished_at"])
-        time.sleep(POLL_SECONDS)
+        time.sleep(max(POLL_SECONDS, POLL_SHARE * (time.perf_counter() - started)))
     raise SystemExit(f"run {run_id} did not finish in {RUN_LIMIT_SECONDS} s")
 
 
@@ -122,12 +142,18 @@ def timed(function):
     return time.perf_counter() - started
 
 
-def alternate(agent_id, video, floor, pairs=None):
+def alternate(agent_id, video, floor, pairs=None, cpu=None):
     """`pairs` (default `repeats`) runs of the agent and of its floor, one after the
-    other, so that drift on the machine touches both alike: (run seconds, floor seconds)."""
+    other, so that drift on the machine touches both alike: (run seconds, floor seconds).
+    Adds the named processes' CPU seconds over the runs (not the floors) to `cpu`."""
     runs, floors = [], []
     for _ in range(pairs or repeats):
+        before = cpu_seconds()
         runs.append(run(agent_id, video))
+        after = cpu_seconds()
+        if cpu is not None:
+            for name in after:
+                cpu[name] = cpu.get(name, 0.0) + after[name] - before[name]
         floors.append(timed(floor))
     return runs, floors
 
@@ -226,13 +252,17 @@ if "wide" in only:
         # A small run's overhead is a few ms against a floor that moves by tens: more
         # pairs for the small runs (at least 10 for 10 tasks, 5 for 100).
         pairs = max(repeats, {10: 10, 100: 5}.get(tasks, repeats))
-        wide_runs, wide_floors = alternate(wide, items[:count], wide_floor, pairs)
+        cpu = {}
+        wide_runs, wide_floors = alternate(wide, items[:count], wide_floor, pairs, cpu)
         per_task[tasks] = (statistics.median(wide_runs) - statistics.median(wide_floors)) / tasks
         rows.append(f"| {label}fan-out of {tasks:,} tasks ({count} item{'s' if count > 1 else ''} x {branches} "
                     f"branches and the input task{'s' if count > 1 else ''}), median of {pairs} | "
                     f"{ms(statistics.median(wide_runs))} | {ms(statistics.median(wide_floors))} (probe and thumbnail "
                     f"of each item, a thumbnail per branch task, {os.cpu_count()} at once) | "
                     f"**{per_task[tasks] * 1000:.2f} ms per task** |")
+        if cpu:
+            shares = ", ".join(f"{name} {seconds * 1000 / (pairs * tasks):.2f}" for name, seconds in cpu.items())
+            rows.append(f"| {label}CPU per task of the {tasks:,}-task runs, ms (each process's own) | | | {shares} |")
     rows.append(f"| {label}per-task overhead, 1,000 tasks against 10 | | | "
                 f"**{per_task[1000] / per_task[10]:.2f}×** |" if per_task[10] > 0 else
                 f"| {label}per-task overhead, 1,000 tasks against 10 | | | 10-task overhead within noise |")
