@@ -567,17 +567,17 @@ pub(super) mod tests {
             agent_state_id: AgentStateId::new_v4(),
             resumes: Vec::new(),
             version: 0,
-            nodes,
+            nodes: nodes.into(),
             inputs,
-            tasks: Vec::new(),
-            outputs: Vec::new(),
+            tasks: Default::default(),
+            outputs: Default::default(),
             assets: Default::default(),
             webhook_sequence: 0,
             counts: Default::default(),
             dependents: Default::default(),
         };
         let outputs: Vec<bool> = run.node_indexes().map(|index| run.is_output_node(index)).collect();
-        run.tasks = plan_tasks(&run.nodes, &run.inputs, |index| outputs[index.0]).unwrap();
+        run.tasks = plan_tasks(&run.nodes, &run.inputs, |index| outputs[index.0]).unwrap().into();
         run.recount();
         run.settle(now);
         run

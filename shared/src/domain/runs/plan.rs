@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Value};
 
 use super::{BoundInput, NodeIndex, RuntimeNode, Task, TaskIndex, TaskSource, TaskStatus, MAX_TASKS};
+use crate::core::shared_list::SharedList;
 use crate::domain::graph::{AgentNodeId, Graph};
 use crate::domain::nodes::{self, ItemFlow, NodeKind};
 
@@ -163,7 +164,7 @@ fn joins_chain(node: &RuntimeNode) -> bool {
 /// Plans every task of the run. `is_output(node)` tells which nodes deliver outputs
 /// (no chain continues past one).
 pub fn plan_tasks(
-    nodes: &[RuntimeNode],
+    nodes: &SharedList<RuntimeNode>,
     inputs: &[BoundInput],
     is_output: impl Fn(NodeIndex) -> bool,
 ) -> Result<Vec<Task>, String> {
@@ -235,7 +236,11 @@ fn too_many_tasks() -> String {
 
 /// Joins each single-input task to the task before it when that one is a chain of
 /// edits, feeds nothing else and delivers no output.
-fn join_chains(mut tasks: Vec<Task>, nodes: &[RuntimeNode], is_output: impl Fn(NodeIndex) -> bool) -> Vec<Task> {
+fn join_chains(
+    mut tasks: Vec<Task>,
+    nodes: &SharedList<RuntimeNode>,
+    is_output: impl Fn(NodeIndex) -> bool,
+) -> Vec<Task> {
     let mut consumers = vec![0usize; tasks.len()];
     for task in &tasks {
         if let TaskSource::Tasks { tasks: sources } = &task.source {

@@ -123,24 +123,19 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
         agent_state_id: AgentStateId::new_v4(),
         resumes: Vec::new(),
         version: 0,
-        nodes,
+        nodes: nodes.into(),
         inputs,
-        tasks: Vec::new(),
-        outputs: Vec::new(),
+        tasks: Default::default(),
+        outputs: Default::default(),
         assets,
         webhook_sequence: 0,
         counts: Default::default(),
         dependents: Default::default(),
     };
     let outputs: Vec<bool> = run.node_indexes().map(|index| run.is_output_node(index)).collect();
-    let (nodes, inputs) = (std::mem::take(&mut run.nodes), std::mem::take(&mut run.inputs));
-    let (nodes, inputs, tasks) = off_runtime(move || {
-        let tasks = plan_tasks(&nodes, &inputs, |index| outputs[index.0]);
-        (nodes, inputs, tasks)
-    })
-    .await?;
-    (run.nodes, run.inputs) = (nodes, inputs);
-    run.tasks = tasks.map_err(RunError::Invalid)?;
+    let (nodes, inputs) = (run.nodes.clone(), run.inputs.clone());
+    let tasks = off_runtime(move || plan_tasks(&nodes, &inputs, |index| outputs[index.0])).await?;
+    run.tasks = tasks.map_err(RunError::Invalid)?.into();
     run.recount();
     if run.output_tasks().next().is_none() {
         return Err(RunError::Invalid(

@@ -20,6 +20,7 @@ use super::{
     AgentStateId, AssetFile, BoundInput, MediaFile, MediaLinkIds, NodeIndex, Resume, Run, RunId, RunOutput, RunStatus,
     RuntimeNode, Task, TaskSource, TaskStatus,
 };
+use crate::core::shared_list::SharedList;
 use crate::domain::agents::AgentId;
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
@@ -54,7 +55,7 @@ struct Plan {
     started_at: Timestamp,
     triggered_by: Option<Value>,
     callback_url: Option<String>,
-    nodes: Vec<RuntimeNode>,
+    nodes: SharedList<RuntimeNode>,
     /// The bound inputs, without their clipped links (those are the head's).
     inputs: Vec<BoundInput>,
     tasks: Vec<PlannedTask>,
@@ -132,6 +133,20 @@ impl TaskState {
             sent: task.sent,
             queued_at: task.queued_at,
         }
+    }
+
+    /// Gives `task` this state (its nodes and source are the plan's).
+    fn set(self, task: &mut Task) {
+        task.attempt = self.attempt;
+        task.claims = self.claims;
+        task.status = self.status;
+        task.lease_until = self.lease_until;
+        task.error = self.error;
+        task.error_node = self.error_node;
+        task.result = self.result;
+        task.detached_attempts = self.detached_attempts;
+        task.sent = self.sent;
+        task.queued_at = self.queued_at;
     }
 
     fn into_task(self, planned: PlannedTask) -> Task {
@@ -214,7 +229,7 @@ fn plan_of(run: &Run) -> anyhow::Result<Vec<u8>> {
 fn chunk_of(run: &Run, chunk: usize) -> anyhow::Result<Vec<u8>> {
     let size = chunk_size(run.tasks.len());
     let end = ((chunk + 1) * size).min(run.tasks.len());
-    let states: Vec<TaskState> = run.tasks[chunk * size..end].iter().map(TaskState::of).collect();
+    let states: Vec<TaskState> = (chunk * size..end).map(|index| TaskState::of(&run.tasks[index])).collect();
     record(run, &states)
 }
 
@@ -236,8 +251,10 @@ pub fn encode(before: Option<&Stored>, run: &Run) -> anyhow::Result<Encoded> {
     let mut chunks = Vec::new();
     for chunk in 0..count {
         let range = chunk * size..((chunk + 1) * size).min(run.tasks.len());
+        // A task the change did not touch is still the cached run's (shared, not
+        // copied): comparing it is one pointer comparison.
         let changed = match before {
-            Some((was, _)) => was.tasks.get(range.clone()) != run.tasks.get(range),
+            Some((was, _)) => !was.tasks.same_in(&run.tasks, range),
             None => true,
         };
         if changed {
@@ -307,7 +324,7 @@ pub fn decode(
         *slot = Some(serde_json::from_slice(bytes).map_err(unreadable)?);
     }
     let mut planned = plan.tasks.into_iter();
-    let mut tasks = Vec::with_capacity(planned.len());
+    let mut tasks = SharedList::new();
     for (chunk, states) in states.into_iter().enumerate() {
         let states = states.ok_or_else(|| anyhow::anyhow!("a stored run is missing its chunk {chunk}"))?;
         for state in states {
@@ -329,7 +346,7 @@ pub fn decode(
         .map(|(position, output)| {
             output.ok_or_else(|| anyhow::anyhow!("a stored run is missing its output {position}"))
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<anyhow::Result<SharedList<_>>>()?;
     let mut inputs = plan.inputs;
     for (input, clipped) in inputs.iter_mut().zip(head.clipped) {
         input.clipped = clipped;
@@ -358,6 +375,51 @@ pub fn decode(
         counts: Default::default(),
         dependents: Default::default(),
     };
+    run.recount();
+    Ok(Stored { run, sizes: Some(head.sizes) })
+}
+
+/// The run at the version of `head`, from `older` (the same run as stored, in records, at
+/// an earlier version) and the records written since: at least every chunk written after
+/// `older`'s version (by number; others are ignored unless given) and the outputs past
+/// `older`'s count (by position). The plan and earlier outputs are write-once, so they
+/// are `older`'s: a process that has read a run once reads only what changed since.
+pub fn refresh(
+    older: &Stored,
+    head: &[u8],
+    chunks: &[(usize, &[u8])],
+    outputs: &[(usize, &[u8])],
+) -> anyhow::Result<Stored> {
+    anyhow::ensure!(older.sizes.is_some(), "a run stored whole is read whole");
+    let head: Head = serde_json::from_slice(head).map_err(unreadable)?;
+    let mut run = older.run.clone();
+    anyhow::ensure!(head.version >= run.version, "a stored run went back to version {}", head.version);
+    let (tasks, size) = (run.tasks.len(), chunk_size(run.tasks.len()));
+    for (chunk, bytes) in chunks {
+        let states: Vec<TaskState> = serde_json::from_slice(bytes).map_err(unreadable)?;
+        let range = chunk * size..((chunk + 1) * size).min(tasks);
+        anyhow::ensure!(states.len() == range.len(), "a stored run's chunk {chunk} does not hold its tasks");
+        for (index, state) in range.zip(states) {
+            state.set(&mut run.tasks[index]);
+        }
+    }
+    let known = run.outputs.len();
+    anyhow::ensure!(head.outputs >= known, "a stored run lost outputs");
+    let mut found: Vec<Option<RunOutput>> = vec![None; head.outputs - known];
+    for (position, bytes) in outputs {
+        if let Some(slot) = position.checked_sub(known).and_then(|at| found.get_mut(at)) {
+            *slot = Some(serde_json::from_slice(bytes).map_err(unreadable)?);
+        }
+    }
+    for (at, output) in found.into_iter().enumerate() {
+        run.outputs.push(output.ok_or_else(|| anyhow::anyhow!("a stored run is missing its output {}", known + at))?);
+    }
+    for (input, clipped) in run.inputs.iter_mut().zip(head.clipped) {
+        input.clipped = clipped;
+    }
+    (run.status, run.status_message, run.needs_credits) = (head.status, head.status_message, head.needs_credits);
+    (run.updated_at, run.finished_at, run.agent_state_id) = (head.updated_at, head.finished_at, head.agent_state_id);
+    (run.resumes, run.version, run.webhook_sequence) = (head.resumes, head.version, head.webhook_sequence);
     run.recount();
     Ok(Stored { run, sizes: Some(head.sizes) })
 }
@@ -394,6 +456,11 @@ impl RunCache {
         let entry = entries.get_mut(&(organization, id)).filter(|entry| entry.stored.run.version == version)?;
         entry.used = tick;
         Some(entry.stored.clone())
+    }
+
+    /// The latest version of the organization's run that this process has, if any.
+    pub fn latest(&self, organization: OrganizationId, id: RunId) -> Option<Arc<Stored>> {
+        self.lock().get(&(organization, id)).map(|entry| entry.stored.clone())
     }
 
     /// Forgets every run.
@@ -529,6 +596,112 @@ mod tests {
             encode(Some(&read(&records)), &run).unwrap()
         };
         assert!(cancelled.chunks.len() <= MAX_CHUNKS);
+    }
+
+    /// What a change costs in memory does not grow with the run: the copy it starts from
+    /// (the cached run) shares every task, node and output, and the change copies only
+    /// the task it touches.
+    #[test]
+    fn a_change_copies_only_the_tasks_it_changes() {
+        let mut run = wide(10, 99);
+        for input in 0..10 {
+            end(&mut run, TaskIndex(input), true);
+        }
+        let task = TaskIndex(500);
+        let now = Timestamp::now();
+        assert_eq!(run.claim(task, run.tasks[task].attempt, now, Duration::from_secs(60)), Claim::Claimed);
+        let delivered = crate::domain::runs::engine::Delivered {
+            video: crate::domain::runs::MediaId::new_v4(),
+            thumbnail: None,
+            timeline: None,
+            placements: Vec::new(),
+        };
+        let file = run.tasks[0].result.clone().unwrap();
+        run.complete(task, run.tasks[task].attempt, file, Some(delivered), now).unwrap();
+        let (organization, id) = (run.organization_id, run.id);
+        let sizes = encode(None, &run).unwrap().sizes;
+        let cache = RunCache::default();
+        cache.put(Stored { run, sizes: Some(sizes) });
+        let cached = cache.get(organization, id, 0).unwrap();
+
+        let mut changed = cached.run.clone();
+        let claimed = TaskIndex(600);
+        let attempt = changed.tasks[claimed].attempt;
+        assert_eq!(changed.claim(claimed, attempt, now, Duration::from_secs(60)), Claim::Claimed);
+        let shared = |list: fn(&Run, usize) -> Option<*const ()>| {
+            (0..1_000)
+                .filter(|at| list(&cached.run, *at).is_some() && list(&cached.run, *at) == list(&changed, *at))
+                .count()
+        };
+        assert_eq!(
+            shared(|run, at| run.tasks.get(at).map(|task| task as *const _ as *const ())),
+            999,
+            "one task copied"
+        );
+        assert_eq!(
+            shared(|run, at| run.nodes.get(at).map(|node| node as *const _ as *const ())),
+            199,
+            "no node copied"
+        );
+        assert_eq!(shared(|run, at| run.outputs.get(at).map(|output| output as *const _ as *const ())), 1);
+        assert_eq!(
+            encode(Some(&cached), &changed).unwrap().chunks.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            vec![600 / 32]
+        );
+    }
+
+    /// A process that read a run at an earlier version reads it again from the chunks
+    /// written since and the new outputs, and gets what a whole read gets.
+    #[test]
+    fn a_run_read_before_is_brought_up_to_date_from_what_was_written_since() {
+        let mut run = wide(10, 99);
+        let mut records = Default::default();
+        store(&mut records, encode(None, &run).unwrap());
+        let mut before = read(&records);
+        let (mut written, mut older) = (std::collections::BTreeSet::new(), None);
+        let now = Timestamp::now();
+        for step in 0..10 {
+            let queued = end(&mut run, TaskIndex(step), true);
+            for task in queued.into_iter().step_by(40) {
+                assert_eq!(run.claim(task, run.tasks[task].attempt, now, Duration::from_secs(60)), Claim::Claimed);
+                let delivered = crate::domain::runs::engine::Delivered {
+                    video: crate::domain::runs::MediaId::new_v4(),
+                    thumbnail: None,
+                    timeline: None,
+                    placements: Vec::new(),
+                };
+                let file = run.tasks[0].result.clone().unwrap();
+                run.complete(task, run.tasks[task].attempt, file, Some(delivered), now).unwrap();
+            }
+            run.version += 1;
+            let encoded = encode(Some(&before), &run).unwrap();
+            written.extend(encoded.chunks.iter().map(|(n, _)| *n));
+            store(&mut records, encoded);
+            before = read(&records);
+            if step == 3 {
+                (older, written) = (Some(before.clone()), Default::default());
+            }
+        }
+        let older = older.unwrap();
+        assert!(older.run.outputs.len() < run.outputs.len());
+        let outputs: Vec<(usize, &[u8])> = records.3.iter().map(|(n, bytes)| (*n, bytes.as_slice())).collect();
+        let changed: Vec<(usize, &[u8])> = written.iter().map(|n| (*n, records.2[n].as_slice())).collect();
+        let refreshed = refresh(&older, &records.1, &changed, &outputs[older.run.outputs.len()..]).unwrap();
+        assert_eq!(refreshed.run, run);
+        assert_eq!((refreshed.run.counts.clone(), refreshed.sizes), (run.recounted(), before.sizes.clone()));
+        let every: Vec<(usize, &[u8])> = records.2.iter().map(|(n, bytes)| (*n, bytes.as_slice())).collect();
+        assert_eq!(refresh(&older, &records.1, &every, &outputs).unwrap().run, run, "records it has are read again");
+        let missing = refresh(&older, &records.1, &changed, &outputs[older.run.outputs.len() + 1..]);
+        assert!(missing.unwrap_err().to_string().contains("missing its output"));
+
+        // A claim writes one chunk: that chunk and the head are all a refresh needs.
+        let task = run.task_indexes().find(|index| run.tasks[*index].status == TaskStatus::Queued).unwrap();
+        assert_eq!(run.claim(task, run.tasks[task].attempt, now, Duration::from_secs(60)), Claim::Claimed);
+        run.version += 1;
+        let encoded = encode(Some(&before), &run).unwrap();
+        assert_eq!(encoded.chunks.len(), 1);
+        let (chunk, bytes) = &encoded.chunks[0];
+        assert_eq!(refresh(&before, &encoded.head, &[(*chunk, bytes)], &[]).unwrap().run, run);
     }
 
     #[test]
