@@ -844,3 +844,24 @@ async fn a_run_stored_whole_before_the_split_is_read_and_stored_as_records_by_it
     assert_eq!(cancelled.nodes, whole.nodes);
     assert_eq!(cancelled, harness.test.app.engine.runs.get_run(organization, id).await.unwrap().unwrap());
 }
+
+/// On Lambda each change of a run may land on another instance. An instance that read a
+/// run at an earlier version reads only what was written since (the head, the chunks
+/// stamped after its version, the outputs past its count) and gets the run a whole read
+/// of its records gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_that_read_a_run_before_brings_it_up_to_date_from_what_was_written_since() {
+    let harness = Harness::with_workers(Backend::DynamoDb, 1).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&crate::runs::chain(), &crate::runs::CHAIN_EDGES).await;
+    let run_id = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let (organization, id) = (harness.test.organization, RunId::parse(&run_id).unwrap());
+    let other = crate::helpers::dynamodb().await;
+    let early = other.get_run(organization, id).await.unwrap().unwrap();
+    let record = harness.finished(&run_id).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    let refreshed = other.get_run(organization, id).await.unwrap().unwrap();
+    let whole = crate::helpers::dynamodb().await.get_run(organization, id).await.unwrap().unwrap();
+    assert!(early.version < whole.version && early.outputs.is_empty() && !whole.outputs.is_empty(), "{early:?}");
+    assert_eq!(refreshed, whole);
+}

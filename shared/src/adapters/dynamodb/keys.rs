@@ -143,7 +143,12 @@ pub fn run_chunk(organization: OrganizationId, id: RunId, chunk: usize) -> Item 
 
 /// A run's output by position.
 pub fn run_output(organization: OrganizationId, id: RunId, position: usize) -> Item {
-    key(run_parts_pk(organization, id), format!("{OUTPUT_PREFIX}{position:06}"))
+    key(run_parts_pk(organization, id), run_output_sk(position))
+}
+
+/// The sort key of a run's output by position (in its run's partition).
+pub fn run_output_sk(position: usize) -> String {
+    format!("{OUTPUT_PREFIX}{position:06}")
 }
 
 /// Sort-key prefix of a run's webhook deliveries in its own partition.

@@ -206,6 +206,36 @@ impl DynamoDb {
                 .expression_attribute_values(":prefix", s(prefix)),
             None => query.key_condition_expression("pk = :pk"),
         };
+        self.all_pages(query, what).await
+    }
+
+    /// Every item of partition `pk` whose sort key starts with `prefix` and is at least
+    /// `from` (a key with that prefix), strongly consistent, all pages.
+    pub(super) async fn query_from(
+        &self,
+        pk: String,
+        from: String,
+        prefix: &str,
+        what: &'static str,
+    ) -> anyhow::Result<Vec<Item>> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
+            .expression_attribute_values(":pk", s(&pk))
+            .expression_attribute_values(":from", s(from))
+            // '~' sorts after the digits that follow the prefix.
+            .expression_attribute_values(":to", s(format!("{prefix}~")))
+            .consistent_read(true);
+        self.all_pages(query, what).await
+    }
+
+    async fn all_pages(
+        &self,
+        query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+        what: &'static str,
+    ) -> anyhow::Result<Vec<Item>> {
         let mut items = Vec::new();
         let mut start: Option<Item> = None;
         loop {
