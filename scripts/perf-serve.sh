@@ -1,13 +1,16 @@
 # Sourced by the perf scripts: installs ffmpeg when missing, builds the release `serve`
 # and starts it on 127.0.0.1:$PERF_PORT (default: the port given) with a new data folder
 # and a seeded organization; arguments after the port go to serve (e.g. --backend aws).
+# PERF_SERVE_BIN measures another build instead (e.g. the commit before a change, built
+# and measured in the same session).
 # Sets WORK, KEY, ADDR and SERVE_PID; stop_perf_serve (or the script's exit) stops serve
 # and removes the folder.
 start_perf_serve() {
   local port="$1"
   shift
   infra/ffmpeg.sh
-  cargo build --release --bin serve
+  local serve="${PERF_SERVE_BIN:-target/release/serve}"
+  [ -n "${PERF_SERVE_BIN:-}" ] || cargo build --release --bin serve
   WORK="$(mktemp -d)"
   SERVE_PID=0
   trap stop_perf_serve EXIT
@@ -16,7 +19,7 @@ start_perf_serve() {
 {"organizations": [{"id": "$(cat /proc/sys/kernel/random/uuid)", "name": "Perf", "slug": "perf", "api_keys": ["$KEY"]}]}
 JSON
   ADDR="127.0.0.1:${PERF_PORT:-$port}"
-  RUST_LOG="${SERVE_LOG:-warn}" target/release/serve --addr "$ADDR" --seed "$WORK/seed.json" --data-dir "$WORK/data" "$@" &
+  RUST_LOG="${SERVE_LOG:-warn}" "$serve" --addr "$ADDR" --seed "$WORK/seed.json" --data-dir "$WORK/data" "$@" &
   SERVE_PID=$!
   for _ in $(seq 1 100); do curl -s -o /dev/null "http://$ADDR/whoami" && break; sleep 0.1; done
 }
