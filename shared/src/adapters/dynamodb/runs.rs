@@ -257,16 +257,24 @@ impl DynamoDb {
         if let Some(cached) = self.runs.get(organization, run, version) {
             return Ok(Some(cached.run.clone()));
         }
+        // A version this process read or wrote before: its plan and outputs are write-once,
+        // so only the chunks stamped after it and the outputs past its count are needed.
+        // (On Lambda consecutive changes of a run land on different instances: this keeps
+        // such a read from costing the whole run.)
         let older =
             self.runs.latest(organization, run).filter(|older| older.sizes.is_some() && older.run.version < version);
-        if let Some(older) = older {
-            return self.refreshed(head, &older).await;
-        }
         let pk = keys::run_parts_pk(organization, run);
+        let known = older.as_ref().map_or(0, |older| older.run.outputs.len());
+        let plan = async {
+            match older {
+                Some(_) => Ok(Vec::new()),
+                None => self.query_all(pk.clone(), Some(keys::PLAN_PREFIX), None, "reading a run's plan").await,
+            }
+        };
         let (plan, chunks, outputs) = tokio::try_join!(
-            self.query_all(pk.clone(), Some(keys::PLAN_PREFIX), None, "reading a run's plan"),
+            plan,
             self.query_all(pk.clone(), Some(keys::CHUNK_PREFIX), None, "reading a run's tasks"),
-            self.query_all(pk, Some(keys::OUTPUT_PREFIX), None, "reading a run's outputs"),
+            self.query_from(pk.clone(), keys::run_output_sk(known), keys::OUTPUT_PREFIX, "reading a run's outputs"),
         )?;
         let mut plan_bytes = Vec::new();
         for part in &plan {
@@ -274,50 +282,11 @@ impl DynamoDb {
         }
         let mut chunk_bytes = Vec::with_capacity(chunks.len());
         for chunk in &chunks {
-            if number::<u64>(chunk, "version")? > version {
-                return Ok(None);
-            }
-            chunk_bytes.push((record_number(chunk, keys::CHUNK_PREFIX)?, blob(chunk, "document")?));
-        }
-        let mut output_bytes = Vec::with_capacity(outputs.len());
-        for output in &outputs {
-            output_bytes.push((record_number(output, keys::OUTPUT_PREFIX)?, blob(output, "document")?));
-        }
-        let chunks: Vec<(usize, &[u8])> = chunk_bytes.iter().map(|(chunk, bytes)| (*chunk, bytes.as_slice())).collect();
-        let outputs: Vec<(usize, &[u8])> =
-            output_bytes.iter().map(|(position, bytes)| (*position, bytes.as_slice())).collect();
-        let stored = stored::decode(&plan_bytes, &blob(head, "document")?, &chunks, &outputs)?;
-        anyhow::ensure!(stored.run.version == version, "run {run}: its head record is not at the head's version");
-        let found = stored.run.clone();
-        self.runs.put(stored);
-        Ok(Some(found))
-    }
-
-    /// The run whose head item is `head`, from `older` (the run as this process stored or
-    /// read it at an earlier version): only the chunks stamped after that version and
-    /// the outputs past its count are read and parsed (None when a chunk is newer than the
-    /// head: read again). On Lambda, where consecutive changes of a run land on different
-    /// instances, this keeps a read from costing the whole run.
-    async fn refreshed(&self, head: &Item, older: &Stored) -> anyhow::Result<Option<Run>> {
-        let version: u64 = number(head, "version")?;
-        let (organization, run) = (older.run.organization_id, older.run.id);
-        let pk = keys::run_parts_pk(organization, run);
-        let (chunks, outputs) = tokio::try_join!(
-            self.query_all(pk.clone(), Some(keys::CHUNK_PREFIX), None, "reading a run's tasks"),
-            self.query_from(
-                pk,
-                keys::run_output_sk(older.run.outputs.len()),
-                keys::OUTPUT_PREFIX,
-                "reading a run's outputs"
-            ),
-        )?;
-        let mut chunk_bytes = Vec::new();
-        for chunk in &chunks {
             let written: u64 = number(chunk, "version")?;
             if written > version {
                 return Ok(None);
             }
-            if written > older.run.version {
+            if older.as_ref().is_none_or(|older| written > older.run.version) {
                 chunk_bytes.push((record_number(chunk, keys::CHUNK_PREFIX)?, blob(chunk, "document")?));
             }
         }
@@ -328,7 +297,11 @@ impl DynamoDb {
         let chunks: Vec<(usize, &[u8])> = chunk_bytes.iter().map(|(chunk, bytes)| (*chunk, bytes.as_slice())).collect();
         let outputs: Vec<(usize, &[u8])> =
             output_bytes.iter().map(|(position, bytes)| (*position, bytes.as_slice())).collect();
-        let stored = stored::refresh(older, &blob(head, "document")?, &chunks, &outputs)?;
+        let head = blob(head, "document")?;
+        let stored = match &older {
+            Some(older) => stored::refresh(older, &head, &chunks, &outputs)?,
+            None => stored::decode(&plan_bytes, &head, &chunks, &outputs)?,
+        };
         anyhow::ensure!(stored.run.version == version, "run {run}: its head record is not at the head's version");
         let found = stored.run.clone();
         self.runs.put(stored);
