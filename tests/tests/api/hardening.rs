@@ -865,3 +865,69 @@ async fn an_instance_that_read_a_run_before_brings_it_up_to_date_from_what_was_w
     assert!(early.version < whole.version && early.outputs.is_empty() && !whole.outputs.is_empty(), "{early:?}");
     assert_eq!(refreshed, whole);
 }
+
+/// A change whose version left the process's cache between its read and its write (more
+/// runs touched in between than the cache keeps) reads that version again and writes only
+/// what it changed; when another writer came first, it writes nothing and is made again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_whose_version_left_the_cache_writes_only_what_changed_or_nothing() {
+    use shared::domain::runs::engine::Claim;
+    use shared::domain::runs::TaskIndex;
+    use shared::domain::time::Timestamp;
+
+    let harness = Harness::with_workers(Backend::DynamoDb, 0).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&crate::runs::chain(), &crate::runs::CHAIN_EDGES).await;
+    let run_id = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let (organization, id) = (harness.test.organization, RunId::parse(&run_id).unwrap());
+    let claim = |run: &mut Run| {
+        let attempt = run.tasks[TaskIndex(0)].attempt;
+        assert_eq!(run.claim(TaskIndex(0), attempt, Timestamp::now(), Duration::from_secs(60)), Claim::Claimed);
+        run.version += 1;
+    };
+
+    let puts = CountPuts::default();
+    let this = crate::helpers::dynamodb().await.with_interceptor(puts.clone());
+    let mut changed = this.get_run(organization, id).await.unwrap().unwrap();
+    let mut raced = changed.clone();
+    claim(&mut changed);
+    this.forget_runs();
+    puts.0.store(0, Ordering::SeqCst);
+    assert!(this.update_run(&changed, &[], &[]).await.unwrap(), "written after reading its version again");
+    assert_eq!(puts.0.load(Ordering::SeqCst), 2, "the head and the claimed task's chunk, not the plan again");
+    let other = crate::helpers::dynamodb().await;
+    assert_eq!(other.get_run(organization, id).await.unwrap().unwrap(), changed);
+
+    // A change made on the version before: another writer came first.
+    claim(&mut raced);
+    raced.tasks[TaskIndex(0)].claims += 1;
+    this.forget_runs();
+    assert!(!this.update_run(&raced, &[], &[]).await.unwrap(), "nothing written over the other writer's version");
+    crate::helpers::dynamodb().await.forget_runs();
+    assert_eq!(crate::helpers::dynamodb().await.get_run(organization, id).await.unwrap().unwrap(), changed);
+}
+
+/// Counts the items a DynamoDB client puts (alone or in transactions).
+#[derive(Clone, Debug, Default)]
+struct CountPuts(Arc<AtomicUsize>);
+
+impl aws_sdk_dynamodb::config::Intercept for CountPuts {
+    fn name(&self) -> &'static str {
+        "CountPuts"
+    }
+
+    fn read_before_execution(
+        &self,
+        context: &aws_sdk_dynamodb::config::interceptors::BeforeSerializationInterceptorContextRef<'_>,
+        _cfg: &mut aws_sdk_dynamodb::config::ConfigBag,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        use aws_sdk_dynamodb::operation as op;
+        let input = context.input();
+        let puts = match input.downcast_ref::<op::transact_write_items::TransactWriteItemsInput>() {
+            Some(transaction) => transaction.transact_items().iter().filter(|item| item.put().is_some()).count(),
+            None => usize::from(input.downcast_ref::<op::put_item::PutItemInput>().is_some()),
+        };
+        self.0.fetch_add(puts, Ordering::SeqCst);
+        Ok(())
+    }
+}

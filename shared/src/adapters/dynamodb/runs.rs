@@ -159,7 +159,22 @@ impl DynamoDb {
         condition: &str,
         expected: Option<u64>,
     ) -> anyhow::Result<bool> {
-        let before = expected.and_then(|expected| self.runs.get(run.organization_id, run.id, expected));
+        let mut before = expected.and_then(|expected| self.runs.get(run.organization_id, run.id, expected));
+        if let (None, Some(expected)) = (&before, expected) {
+            // The version this change was made on left the cache since it was read: read
+            // it again, so that only what changed is written. Written whole, the outputs
+            // would go ahead of the head (more than a transaction holds), where those of
+            // a writer that loses the race could land after the winner's and replace them.
+            match self.get(keys::run(run.organization_id, run.id), "reading a run").await? {
+                Some(head) if number::<u64>(&head, "version")? == expected => {
+                    if head.contains_key("form") && self.records_of(&head).await?.is_some() {
+                        before = self.runs.get(run.organization_id, run.id, expected);
+                    }
+                }
+                // Another writer came first: this change is made again on what it stored.
+                _ => return Ok(false),
+            }
+        }
         let encoded = stored::encode(before.as_deref(), run)?;
         let token = uuid::Uuid::new_v4().to_string();
         let guard = Guard { condition, expected };
@@ -263,18 +278,45 @@ impl DynamoDb {
         // such a read from costing the whole run.)
         let older =
             self.runs.latest(organization, run).filter(|older| older.sizes.is_some() && older.run.version < version);
+        if let Some(older) = older {
+            match self.read_records(head, (organization, run, version), Some(&older)).await {
+                Ok(found) => return Ok(found),
+                Err(error) => tracing::warn!(
+                    run_id = %run,
+                    error = %format!("{error:#}"),
+                    "a run could not be brought up to date from the version read before; reading it whole"
+                ),
+            }
+        }
+        self.read_records(head, (organization, run, version), None).await
+    }
+
+    /// [`Self::records_of`]'s read of the records of run `key` (at the head's version):
+    /// all of them, or what was written since `older`.
+    async fn read_records(
+        &self,
+        head: &Item,
+        (organization, run, version): (OrganizationId, RunId, u64),
+        older: Option<&Stored>,
+    ) -> anyhow::Result<Option<Run>> {
         let pk = keys::run_parts_pk(organization, run);
-        let known = older.as_ref().map_or(0, |older| older.run.outputs.len());
+        let outputs_from = keys::run_output_sk(older.map_or(0, |older| older.run.outputs.len()));
         let plan = async {
             match older {
                 Some(_) => Ok(Vec::new()),
                 None => self.query_all(pk.clone(), Some(keys::PLAN_PREFIX), None, "reading a run's plan").await,
             }
         };
+        // Chunks newer than the head (a write landed in between) are among those asked for.
         let (plan, chunks, outputs) = tokio::try_join!(
             plan,
-            self.query_all(pk.clone(), Some(keys::CHUNK_PREFIX), None, "reading a run's tasks"),
-            self.query_from(pk.clone(), keys::run_output_sk(known), keys::OUTPUT_PREFIX, "reading a run's outputs"),
+            self.query_from(
+                pk.clone(),
+                keys::CHUNK_PREFIX,
+                older.map(|older| older.run.version),
+                "reading a run's tasks"
+            ),
+            self.query_from(pk.clone(), &outputs_from, None, "reading a run's outputs"),
         )?;
         let mut plan_bytes = Vec::new();
         for part in &plan {
@@ -286,9 +328,7 @@ impl DynamoDb {
             if written > version {
                 return Ok(None);
             }
-            if older.as_ref().is_none_or(|older| written > older.run.version) {
-                chunk_bytes.push((record_number(chunk, keys::CHUNK_PREFIX)?, blob(chunk, "document")?));
-            }
+            chunk_bytes.push((record_number(chunk, keys::CHUNK_PREFIX)?, blob(chunk, "document")?));
         }
         let mut output_bytes = Vec::with_capacity(outputs.len());
         for output in &outputs {
@@ -298,7 +338,7 @@ impl DynamoDb {
         let outputs: Vec<(usize, &[u8])> =
             output_bytes.iter().map(|(position, bytes)| (*position, bytes.as_slice())).collect();
         let head = blob(head, "document")?;
-        let stored = match &older {
+        let stored = match older {
             Some(older) => stored::refresh(older, &head, &chunks, &outputs)?,
             None => stored::decode(&plan_bytes, &head, &chunks, &outputs)?,
         };

@@ -209,16 +209,19 @@ impl DynamoDb {
         self.all_pages(query, what).await
     }
 
-    /// Every item of partition `pk` whose sort key starts with `prefix` and is at least
-    /// `from` (a key with that prefix), strongly consistent, all pages.
+    /// Every item of partition `pk` whose sort key is at least `from` and starts with what
+    /// `from` starts with up to its `#` (`OUTPUT#000010`: outputs from 10 on; `CHUNK#`:
+    /// every chunk), strongly consistent, all pages; with `newer_than`, only those whose
+    /// `version` is greater (the others are read but not returned).
     pub(super) async fn query_from(
         &self,
         pk: String,
-        from: String,
-        prefix: &str,
+        from: &str,
+        newer_than: Option<u64>,
         what: &'static str,
     ) -> anyhow::Result<Vec<Item>> {
-        let query = self
+        let prefix = from.split_inclusive('#').next().unwrap_or(from);
+        let mut query = self
             .client
             .query()
             .table_name(&self.table)
@@ -228,6 +231,12 @@ impl DynamoDb {
             // '~' sorts after the digits that follow the prefix.
             .expression_attribute_values(":to", s(format!("{prefix}~")))
             .consistent_read(true);
+        if let Some(version) = newer_than {
+            query = query
+                .filter_expression("#version > :version")
+                .expression_attribute_names("#version", "version")
+                .expression_attribute_values(":version", AttributeValue::N(version.to_string()));
+        }
         self.all_pages(query, what).await
     }
 

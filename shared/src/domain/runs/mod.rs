@@ -733,11 +733,12 @@ impl Run {
     /// Moves task `index` to `status`, and its counts with it. Every change of a task's
     /// status goes through here.
     pub fn set_status(&mut self, index: TaskIndex, status: TaskStatus) {
-        let task = &mut self.tasks[index];
-        let was = std::mem::replace(&mut task.status, status);
-        if was == status {
+        if self.tasks[index].status == status {
+            // Unchanged: the task stays shared with the copy the run was made from.
             return;
         }
+        let task = &mut self.tasks[index];
+        let was = std::mem::replace(&mut task.status, status);
         let counts = &mut self.counts;
         counts.run[was as usize] = counts.run[was as usize].saturating_sub(1);
         counts.run[status as usize] += 1;

@@ -396,6 +396,7 @@ pub fn refresh(
     anyhow::ensure!(head.version >= run.version, "a stored run went back to version {}", head.version);
     let (tasks, size) = (run.tasks.len(), chunk_size(run.tasks.len()));
     for (chunk, bytes) in chunks {
+        anyhow::ensure!(*chunk < chunk_count(tasks), "a stored run has an unknown chunk {chunk}");
         let states: Vec<TaskState> = serde_json::from_slice(bytes).map_err(unreadable)?;
         let range = chunk * size..((chunk + 1) * size).min(tasks);
         anyhow::ensure!(states.len() == range.len(), "a stored run's chunk {chunk} does not hold its tasks");
@@ -414,8 +415,8 @@ pub fn refresh(
     for (at, output) in found.into_iter().enumerate() {
         run.outputs.push(output.ok_or_else(|| anyhow::anyhow!("a stored run is missing its output {}", known + at))?);
     }
-    for (input, clipped) in run.inputs.iter_mut().zip(head.clipped) {
-        input.clipped = clipped;
+    for (at, input) in run.inputs.iter_mut().enumerate() {
+        input.clipped = head.clipped.get(at).copied().flatten();
     }
     (run.status, run.status_message, run.needs_credits) = (head.status, head.status_message, head.needs_credits);
     (run.updated_at, run.finished_at, run.agent_state_id) = (head.updated_at, head.finished_at, head.agent_state_id);
