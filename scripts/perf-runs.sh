@@ -36,6 +36,9 @@ start_fauxqs() {
 if [ "${PERF_AWS:-1}" = 1 ]; then
   infra/emulators.sh install
   DYNAMODB_JAVA_OPTS="" infra/emulators.sh start
+  # A cold JVM is several times slower: the first (10-task) rows would measure its
+  # warm-up, not the service.
+  infra/emulators.sh warm
   eval "$(infra/emulators.sh env)"
   RUN_DIR=.local/run
   EMULATORS="DynamoDB Local=$(cat $RUN_DIR/dynamodb.pid),moto (SQS, S3)=$(cat $RUN_DIR/moto.pid)"
