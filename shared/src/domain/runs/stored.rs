@@ -508,6 +508,16 @@ mod tests {
         run_of(&nodes, items)
     }
 
+    /// What a delivering task hands over: a new video, nothing else.
+    fn delivered() -> crate::domain::runs::engine::Delivered {
+        crate::domain::runs::engine::Delivered {
+            video: crate::domain::runs::MediaId::new_v4(),
+            thumbnail: None,
+            timeline: None,
+            placements: Vec::new(),
+        }
+    }
+
     /// A run's records as a backend holds them: plan, head, chunks, outputs.
     type Records = (Vec<u8>, Vec<u8>, BTreeMap<usize, Vec<u8>>, BTreeMap<usize, Vec<u8>>);
 
@@ -577,14 +587,8 @@ mod tests {
         assert!(claimed.head.len() < 2_000, "the head stays small: {} bytes", claimed.head.len());
         store(&mut records, claimed);
         before = read(&records);
-        let delivered = crate::domain::runs::engine::Delivered {
-            video: crate::domain::runs::MediaId::new_v4(),
-            thumbnail: None,
-            timeline: None,
-            placements: Vec::new(),
-        };
         let file = run.tasks[0].result.clone().unwrap();
-        run.complete(task, run.tasks[task].attempt, file, Some(delivered), now).unwrap();
+        run.complete(task, run.tasks[task].attempt, file, Some(delivered()), now).unwrap();
         let completed = encode(Some(&before), &run).unwrap();
         assert_eq!(completed.chunks.iter().map(|(n, _)| *n).collect::<Vec<_>>(), vec![500 / 32]);
         assert_eq!(completed.outputs.iter().map(|(n, _)| *n).collect::<Vec<_>>(), vec![0]);
@@ -611,14 +615,8 @@ mod tests {
         let task = TaskIndex(500);
         let now = Timestamp::now();
         assert_eq!(run.claim(task, run.tasks[task].attempt, now, Duration::from_secs(60)), Claim::Claimed);
-        let delivered = crate::domain::runs::engine::Delivered {
-            video: crate::domain::runs::MediaId::new_v4(),
-            thumbnail: None,
-            timeline: None,
-            placements: Vec::new(),
-        };
         let file = run.tasks[0].result.clone().unwrap();
-        run.complete(task, run.tasks[task].attempt, file, Some(delivered), now).unwrap();
+        run.complete(task, run.tasks[task].attempt, file, Some(delivered()), now).unwrap();
         let (organization, id) = (run.organization_id, run.id);
         let sizes = encode(None, &run).unwrap().sizes;
         let cache = RunCache::default();
@@ -665,14 +663,8 @@ mod tests {
             let queued = end(&mut run, TaskIndex(step), true);
             for task in queued.into_iter().step_by(40) {
                 assert_eq!(run.claim(task, run.tasks[task].attempt, now, Duration::from_secs(60)), Claim::Claimed);
-                let delivered = crate::domain::runs::engine::Delivered {
-                    video: crate::domain::runs::MediaId::new_v4(),
-                    thumbnail: None,
-                    timeline: None,
-                    placements: Vec::new(),
-                };
                 let file = run.tasks[0].result.clone().unwrap();
-                run.complete(task, run.tasks[task].attempt, file, Some(delivered), now).unwrap();
+                run.complete(task, run.tasks[task].attempt, file, Some(delivered()), now).unwrap();
             }
             run.version += 1;
             let encoded = encode(Some(&before), &run).unwrap();
