@@ -4,6 +4,8 @@
 //! and Overlay in order — so that `sources` can say where each medium is used and the
 //! timeline project can rebuild the edit in an editor.
 
+use std::collections::{BTreeSet, HashMap};
+
 use super::views::MediaLinks;
 use super::{InputSource, MediaFile, MediaId, Run, TaskIndex, TaskSource};
 use crate::core::timeline::{ClipKind, Timeline, TimelineClip};
@@ -20,27 +22,31 @@ pub const MAX_PLACEMENTS: usize = 200;
 
 /// The placements of a task's result `file` and its length. Every task it builds on is
 /// placed once, sources before the tasks that use them, and each list is kept to
-/// [`MAX_PLACEMENTS`]: linear in the tasks and their connections however often a
-/// result is used again downstream (a walk per path would be exponential in a graph of
-/// layers that each join two copies of the layer before).
+/// [`MAX_PLACEMENTS`]: linear in the tasks it builds on and their connections however
+/// often a result is used again downstream (a walk per path would be exponential in a
+/// graph of layers that each join two copies of the layer before), and in nothing else
+/// of the run (an output of a 1,000-task fan-out walks its own chain, not the run).
 fn placements_and_length(run: &Run, index: TaskIndex, file: &MediaFile) -> (Vec<Placement>, u64) {
-    // The tasks `index` builds on; tasks only depend on earlier tasks.
-    let mut needed = vec![false; index.0 + 1];
-    needed[index.0] = true;
-    for at in (0..=index.0).rev() {
-        if let (true, TaskSource::Tasks { tasks }) = (needed[at], &run.tasks[at].source) {
+    // The tasks `index` builds on, found from it; tasks only depend on earlier tasks, so
+    // in ascending order sources come before the tasks that use them.
+    let mut needed = BTreeSet::from([index.0]);
+    let mut unvisited = vec![index.0];
+    while let Some(at) = unvisited.pop() {
+        if let TaskSource::Tasks { tasks } = &run.tasks[at].source {
             for source in tasks.iter().filter(|source| source.0 < at) {
-                needed[source.0] = true;
+                if needed.insert(source.0) {
+                    unvisited.push(source.0);
+                }
             }
         }
     }
-    let mut placed: Vec<Option<(Vec<Placement>, u64)>> = vec![None; index.0 + 1];
-    for at in (0..=index.0).filter(|at| needed[*at]) {
+    let mut placed: HashMap<usize, (Vec<Placement>, u64)> = HashMap::with_capacity(needed.len());
+    for at in needed {
         let file = if at == index.0 { Some(file) } else { run.tasks[at].result.as_ref() };
-        let this = place_task(run, TaskIndex(at), file, |source| placed.get(source.0).and_then(Option::as_ref));
-        placed[at] = Some(this);
+        let this = place_task(run, TaskIndex(at), file, |source| placed.get(&source.0));
+        placed.insert(at, this);
     }
-    placed[index.0].take().unwrap_or_default()
+    placed.remove(&index.0).unwrap_or_default()
 }
 
 /// One task's placements and length from those of its sources; `file` is its result.
