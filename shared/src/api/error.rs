@@ -1,12 +1,15 @@
 //! One error type that renders itself as the contract's JSON bodies.
 
-use http::StatusCode;
+use http::{header, HeaderValue, Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::{json_response, Response};
 use crate::core::retry::is_unavailable;
 use crate::domain::identity::AuthError;
 use crate::domain::shared_stores::{StoreError, MAX_ENTRIES_PER_STORE, MAX_STORES_PER_ORGANIZATION};
+
+/// The challenge of every 401.
+pub const BEARER_CHALLENGE: &str = r#"Bearer realm="video-workflow""#;
 
 /// An HTTP error: a status and a JSON body.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,9 +52,25 @@ impl ApiError {
         Self::detail(StatusCode::INTERNAL_SERVER_ERROR, message)
     }
 
-    /// Renders the response.
+    /// Renders the response. A 401 carries the `WWW-Authenticate` challenge RFC 9110
+    /// requires (the bearer scheme; `X-API-Key` is an API key, not an HTTP scheme).
     pub fn into_response(self) -> Response {
-        json_response(self.status, &self.body)
+        let mut response = json_response(self.status, &self.body);
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(BEARER_CHALLENGE));
+        }
+        response
+    }
+
+    /// A 405 `{ detail }` with the `Allow` header RFC 9110 requires: the methods the
+    /// path does answer.
+    pub fn method_not_allowed(allowed: &[&Method], detail: &str) -> Response {
+        let mut response = Self::detail(StatusCode::METHOD_NOT_ALLOWED, detail).into_response();
+        let list = allowed.iter().map(|method| method.as_str()).collect::<Vec<_>>().join(", ");
+        if let Ok(value) = HeaderValue::from_str(&list) {
+            response.headers_mut().insert(header::ALLOW, value);
+        }
+        response
     }
 
     /// Maps a shared-store failure; `failure` is the contract's 500 text for the endpoint.

@@ -79,11 +79,11 @@ fn respond(result: Result<Response, ApiError>) -> Response {
 pub async fn dispatch(app: Arc<App>, request: Request) -> Response {
     let refusal = match routes::find(request.method(), request.uri().path()) {
         routes::Match::Found(route, params) => return invoke(route, app, request, params).await,
-        routes::Match::MethodNotAllowed => ApiError::detail(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed"),
-        routes::Match::NotFound => ApiError::detail(StatusCode::NOT_FOUND, "Not Found"),
+        routes::Match::MethodNotAllowed(allowed) => ApiError::method_not_allowed(&allowed, "Method Not Allowed"),
+        routes::Match::NotFound => ApiError::detail(StatusCode::NOT_FOUND, "Not Found").into_response(),
     };
-    tracing::info!(method = %request.method(), path = request.uri().path(), status = refusal.status.as_u16(), "request");
-    refusal.into_response()
+    tracing::info!(method = %request.method(), path = request.uri().path(), status = refusal.status().as_u16(), "request");
+    refusal
 }
 
 /// Serves a request in a Lambda that knows its route; a stage prefix before the

@@ -139,25 +139,26 @@ pub static ROUTES: &[Route] = &[
 /// The result of looking a request up in the table.
 pub enum Match {
     Found(&'static Route, PathParams),
-    MethodNotAllowed,
+    /// The path is a route's, with other methods: these.
+    MethodNotAllowed(Vec<&'static Method>),
     NotFound,
 }
 
 /// Finds the route for a method and a raw (percent-encoded) path.
 pub fn find(method: &Method, path: &str) -> Match {
-    let mut path_matched = false;
+    let mut allowed = Vec::new();
     for route in ROUTES {
         if let Some(params) = route.match_path(path) {
             if route.method == *method {
                 return Match::Found(route, params);
             }
-            path_matched = true;
+            allowed.push(&route.method);
         }
     }
-    if path_matched {
-        Match::MethodNotAllowed
-    } else {
+    if allowed.is_empty() {
         Match::NotFound
+    } else {
+        Match::MethodNotAllowed(allowed)
     }
 }
 
@@ -230,7 +231,8 @@ mod tests {
         let Match::Found(route, params) = find(&Method::PUT, "/shared-stores/s/entries/bulk") else { panic!() };
         assert_eq!(route.function, "put-shared-store-entry");
         assert_eq!(params.get("entry_id"), "bulk");
-        assert!(matches!(find(&Method::POST, "/shared-stores/s/entries/x"), Match::MethodNotAllowed));
+        let Match::MethodNotAllowed(allowed) = find(&Method::POST, "/shared-stores/s/entries/x") else { panic!() };
+        assert_eq!(allowed, [&Method::GET, &Method::PUT, &Method::PATCH, &Method::DELETE]);
         assert!(matches!(find(&Method::GET, "/nowhere"), Match::NotFound));
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use http::StatusCode;
 
 use super::auth::{authenticate, Scheme};
-use super::body::{deny_unknown, json_object};
+use super::body::json_object;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::identity::OrganizationId;
@@ -66,7 +66,7 @@ pub async fn create_store(app: Arc<App>, call: Call) -> Result<Response, ApiErro
     let body = json_object(&call.request)?;
     let name = StoreName::parse(body.get("name")).map_err(fail(CREATE_STORE_FAILED))?;
     let source_type = SourceType::parse(body.get("source_type")).map_err(fail(CREATE_STORE_FAILED))?;
-    deny_unknown(&body, &["name", "source_type"])?;
+    stores::deny_unknown(&body, &["name", "source_type"]).map_err(fail(CREATE_STORE_FAILED))?;
     let store = stores::create_store(app.stores.as_ref(), app.clock.as_ref(), organization, name, source_type)
         .await
         .map_err(fail(CREATE_STORE_FAILED))?;
@@ -77,6 +77,7 @@ pub async fn create_store(app: Arc<App>, call: Call) -> Result<Response, ApiErro
 pub async fn rename_store(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, store) = store_scope(&app, &call, RENAME_STORE_FAILED).await?;
     let body = json_object(&call.request)?;
+    stores::deny_unknown(&body, &["name"]).map_err(fail(RENAME_STORE_FAILED))?;
     let name = StoreName::parse(body.get("name")).map_err(fail(RENAME_STORE_FAILED))?;
     let store = stores::rename_store(app.stores.as_ref(), app.clock.as_ref(), organization, store, name)
         .await

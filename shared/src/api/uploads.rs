@@ -6,7 +6,7 @@ use http::StatusCode;
 use serde_json::Value;
 
 use super::auth::{authenticate, Scheme};
-use super::body::json_body;
+use super::body::{deny_unknown, json_body};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::identity::OrganizationId;
@@ -41,8 +41,9 @@ pub async fn get_upload_url(app: Arc<App>, call: Call) -> Result<Response, ApiEr
     let (organization, kind) = upload_scope(&app, &call).await?;
     // An optional body: `{"content_type": "video/quicktime"}` picks the type the URL pins.
     let body = json_body(&call.request)?;
+    deny_unknown(&body, &["content_type"])?;
     let content_type = match body.get("content_type") {
-        None | Some(Value::Null) => None,
+        None => None,
         Some(Value::String(text)) => Some(text.as_str()),
         Some(_) => return Err(ApiError::detail(StatusCode::BAD_REQUEST, "content_type must be a string")),
     };
@@ -63,6 +64,7 @@ pub async fn get_upload_url(app: Arc<App>, call: Call) -> Result<Response, ApiEr
 pub async fn finalize_upload(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, kind) = upload_scope(&app, &call).await?;
     let body = json_body(&call.request)?;
+    deny_unknown(&body, &["id"])?;
     let id = match body.get("id") {
         Some(Value::String(id)) => uploads::parse_upload_id(id).map_err(fail("finalize"))?,
         Some(_) => return Err(ApiError::detail(StatusCode::BAD_REQUEST, "id must be a UUID string")),

@@ -4,6 +4,7 @@
 pub mod blocking;
 pub mod cursor;
 pub mod id;
+pub mod json;
 pub mod queue;
 pub mod retry;
 pub mod shared_list;

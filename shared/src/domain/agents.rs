@@ -121,7 +121,7 @@ impl AgentFields {
             Some(_) => return Err(invalid("name must be a string")),
         };
         let description = match body.get("description") {
-            None | Some(Value::Null) => None,
+            None => None,
             Some(Value::String(text)) if text.chars().count() <= MAX_DESCRIPTION_CHARS => Some(text.clone()),
             Some(Value::String(_)) => {
                 return Err(invalid(format!("description must be at most {MAX_DESCRIPTION_CHARS} characters")))
@@ -161,16 +161,13 @@ fn invalid(message: impl Into<String>) -> AgentError {
 
 /// Refuses properties outside `allowed`.
 fn deny_unknown(body: &Map<String, Value>, allowed: &[&str]) -> Result<(), AgentError> {
-    match body.keys().find(|key| !allowed.contains(&key.as_str())) {
-        Some(key) => Err(invalid(format!("unknown property: {key}"))),
-        None => Ok(()),
-    }
+    crate::core::json::unknown_property(body, allowed).map_or(Ok(()), |message| Err(invalid(message)))
 }
 
 /// Parses the optional `workspace_id` field.
 fn optional_workspace(body: &Map<String, Value>) -> Result<Option<WorkspaceId>, AgentError> {
     match body.get("workspace_id") {
-        None | Some(Value::Null) => Ok(None),
+        None => Ok(None),
         Some(Value::String(text)) => {
             WorkspaceId::parse(text).map(Some).ok_or_else(|| invalid("workspace_id must be a UUID"))
         }

@@ -235,10 +235,7 @@ pub async fn create_item(
 }
 
 fn deny_unknown(body: &Map<String, Value>, known: &[&str]) -> Result<(), AssetError> {
-    match body.keys().find(|key| !known.contains(&key.as_str())) {
-        Some(unknown) => Err(AssetError::Invalid(format!("unknown property: {unknown}"))),
-        None => Ok(()),
-    }
+    crate::core::json::unknown_property(body, known).map_or(Ok(()), |message| Err(AssetError::Invalid(message)))
 }
 
 fn optional_text(body: &Map<String, Value>, field: &str) -> Result<Option<String>, AssetError> {

@@ -121,10 +121,10 @@ impl StoreName {
 pub struct SourceType(String);
 
 impl SourceType {
-    /// Parses `source_type`; omitted or null means `manual`.
+    /// Parses `source_type`; omitted means `manual` (null is refused, as for `name`).
     pub fn parse(value: Option<&Value>) -> Result<Self, StoreError> {
         match value {
-            None | Some(Value::Null) => Ok(Self("manual".into())),
+            None => Ok(Self("manual".into())),
             Some(Value::String(text)) if !text.trim().is_empty() => {
                 bounded("source_type", text.trim())?;
                 Ok(Self(text.trim().to_owned()))
@@ -269,6 +269,7 @@ pub struct EntryWrite {
 impl EntryWrite {
     /// Parses a PUT: the entry ID comes from the path, the rest from the body.
     pub fn parse_put(entry_id: &str, body: &Map<String, Value>) -> Result<Self, StoreError> {
+        deny_unknown(body, &["display_name", "metadata"])?;
         let entry_id = entry_id_field(entry_id, "entry_id", StoreError::PutFieldsRequired)?;
         let display_name = required_label(body.get("display_name"), "display_name")?;
         let display_name = display_name.ok_or(StoreError::PutFieldsRequired)?;
@@ -280,6 +281,7 @@ impl EntryWrite {
         let Value::Object(item) = item else {
             return Err(StoreError::EntriesIncomplete);
         };
+        deny_unknown(item, &["entry_id", "display_name", "metadata"])?;
         let entry_id = match item.get("entry_id") {
             Some(Value::String(id)) => entry_id_field(id, "entry_id", StoreError::EntriesIncomplete)?,
             _ => return Err(StoreError::EntriesIncomplete),
@@ -313,6 +315,7 @@ pub struct EntryRename {
 impl EntryRename {
     /// Parses a PATCH body.
     pub fn parse(body: &Map<String, Value>) -> Result<Self, StoreError> {
+        deny_unknown(body, &["entry_id", "display_name", "metadata"])?;
         let new_entry_id = match body.get("entry_id") {
             Some(Value::String(id)) => Some(entry_id_field(id, "entry_id", StoreError::PatchFieldsRequired)?),
             _ => None,
@@ -340,6 +343,11 @@ impl EntryRename {
     }
 }
 
+/// Refuses a property outside `allowed` by name (400 `{ error }`).
+pub fn deny_unknown(body: &Map<String, Value>, allowed: &[&str]) -> Result<(), StoreError> {
+    crate::core::json::unknown_property(body, allowed).map_or(Ok(()), |message| Err(StoreError::Invalid(message)))
+}
+
 /// Parses a store ID from a path; text that is not a UUID names no store.
 pub fn parse_store_id(text: &str) -> Result<StoreId, StoreError> {
     StoreId::parse(text).ok_or(StoreError::StoreNotFound)
@@ -347,6 +355,7 @@ pub fn parse_store_id(text: &str) -> Result<StoreId, StoreError> {
 
 /// Parses the `entries` list of a bulk upsert, keeping the last occurrence of each ID.
 pub fn parse_bulk(body: &Map<String, Value>) -> Result<Vec<EntryWrite>, StoreError> {
+    deny_unknown(body, &["entries"])?;
     let items = match body.get("entries") {
         Some(Value::Array(items)) if !items.is_empty() => items,
         _ => return Err(StoreError::EntriesRequired),

@@ -28,7 +28,11 @@ pub fn full_body(bytes: Bytes) -> ResponseBody {
 }
 
 fn respond(refusal: ApiError) -> hyper::Response<ResponseBody> {
-    let (parts, body) = refusal.into_response().into_parts();
+    into_hyper(refusal.into_response())
+}
+
+fn into_hyper(response: crate::api::Response) -> hyper::Response<ResponseBody> {
+    let (parts, body) = response.into_parts();
     hyper::Response::from_parts(parts, full_body(Bytes::copy_from_slice(&body)))
 }
 
@@ -48,7 +52,10 @@ pub async fn handle(
     body: Incoming,
 ) -> hyper::Response<ResponseBody> {
     if method != Method::PUT && method != Method::GET {
-        return respond(ApiError::detail(StatusCode::METHOD_NOT_ALLOWED, "media URLs accept PUT and GET only"));
+        return into_hyper(ApiError::method_not_allowed(
+            &[&Method::GET, &Method::PUT],
+            "media URLs accept PUT and GET only",
+        ));
     }
     let key = uri.path().strip_prefix(BLOB_PATH_PREFIX).unwrap_or_default();
     let (expires, signature) = signed_query_values(uri.query().unwrap_or_default());

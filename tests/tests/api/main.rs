@@ -9,6 +9,7 @@ mod bulk_faults;
 mod concurrency;
 mod crashes;
 mod failures;
+mod fuzz_findings;
 mod faults;
 mod hardening;
 mod iam;

@@ -91,8 +91,8 @@ type RefParser = fn(&str, &str) -> Parsed<InputRef>;
 
 impl StartRequest {
     pub fn parse(body: &Map<String, Value>) -> Parsed<Self> {
-        if let Some(unknown) = body.keys().find(|key| !FIELDS.contains(&key.as_str())) {
-            return Err(format!("unknown property: {unknown}"));
+        if let Some(unknown) = crate::core::json::unknown_property(body, FIELDS) {
+            return Err(unknown);
         }
         let top_level = INPUT_FIELDS.iter().any(|field| body.contains_key(*field));
         let inputs = match (body.get("video_inputs"), top_level) {

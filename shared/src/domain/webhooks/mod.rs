@@ -72,8 +72,9 @@ pub struct Attempt {
     /// refused address.
     pub error: Option<String>,
     pub duration_ms: u64,
-    /// The start of the receiver's answer (at most [`RESPONSE_EXCERPT_BYTES`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The start of the receiver's answer (at most [`RESPONSE_EXCERPT_BYTES`]); always
+    /// written, null when there was none.
+    #[serde(default)]
     pub response_excerpt: Option<String>,
 }
 
@@ -170,6 +171,16 @@ impl WebhookSchedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_attempt_without_an_answer_shows_a_null_response_excerpt() {
+        let at = Timestamp::now();
+        let attempt =
+            Attempt { at, status_code: None, error: Some("timeout".into()), duration_ms: 3, response_excerpt: None };
+        let shown = serde_json::to_value(&attempt).unwrap();
+        assert!(shown["response_excerpt"].is_null() && shown.as_object().unwrap().contains_key("response_excerpt"));
+        assert_eq!(serde_json::from_value::<Attempt>(shown).unwrap(), attempt);
+    }
 
     #[test]
     fn the_default_schedule_is_1_2_4_8_16_minutes_with_up_to_a_fifth_of_jitter() {
