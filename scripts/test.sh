@@ -21,9 +21,13 @@ export YT_DLP_PATH="$PWD/.local/venv/bin/yt-dlp"
 
 # Each test run uses its own table, so runs never see each other's data.
 export TEST_TABLE_NAME="tests-$(date +%s)-$$" TEST_BUCKET_NAME="tests-$(date +%s)-$$"
-# The crash tests run `serve` as a process; built first, not inside a running test.
-cargo build --bin serve
+# The crash tests run `serve` as a process, and the Lambda tests (lambda_binaries.rs) run
+# every function binary under a Runtime API emulator: built first, not inside a test.
+cargo build -p functions --bins
 cargo test --workspace "$@"
+# The service description is valid OpenAPI and the API holds to it under Schemathesis
+# (bounded: about 3 minutes); a filtered run (arguments given) skips it unless FUZZ=1.
+if [ $# = 0 ] || [ "${FUZZ:-0}" = 1 ]; then scripts/fuzz.sh; fi
 
 export SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION="$AWS_REGION"
 sam validate --lint --template template.yaml

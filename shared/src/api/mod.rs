@@ -9,6 +9,7 @@ mod body;
 mod error;
 mod idempotency;
 mod identity;
+pub mod openapi;
 mod query;
 pub mod routes;
 pub mod runs;

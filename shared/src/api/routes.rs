@@ -4,7 +4,7 @@
 use http::Method;
 use percent_encoding::percent_decode_str;
 
-use super::{agents, assets, identity, runs, shared_stores, uploads, webhooks, Handler, PathParams};
+use super::{agents, assets, identity, openapi, runs, shared_stores, uploads, webhooks, Handler, PathParams};
 
 /// One endpoint.
 pub struct Route {
@@ -134,6 +134,8 @@ pub static ROUTES: &[Route] = &[
         ["dynamodb:GetItem", "dynamodb:DeleteItem"]),
     // A signed link is its own authority (no API key): one read, then a presigned GET.
     route!(GET "/media/{media_id}" => "get-media", runs::get_media, ["dynamodb:GetItem"], s3: ["s3:GetObject", "s3:GetObjectVersion"]),
+    // The service description (no API key, no state).
+    route!(GET "/openapi.json" => "get-openapi", openapi::get_document, []),
 ];
 
 /// The result of looking a request up in the table.
@@ -145,21 +147,36 @@ pub enum Match {
 }
 
 /// Finds the route for a method and a raw (percent-encoded) path.
+///
+/// A concrete segment beats an ID parameter, as OpenAPI matches concrete paths before
+/// templated ones: `GET /agent/create` is a 405 (`/agent/create` answers POST only), not
+/// a read of an agent called `create`. Parameters that are UUIDs ([`is_uuid_parameter`])
+/// match UUIDs first; a path that no route matches that way is matched with any text in
+/// them, so that `/agent/not-a-uuid` still reaches its endpoint's own 404. An entry ID is
+/// any text: `PUT /shared-stores/{id}/entries/bulk` writes the entry `bulk`, as API
+/// Gateway routes it.
 pub fn find(method: &Method, path: &str) -> Match {
-    let mut allowed = Vec::new();
-    for route in ROUTES {
-        if let Some(params) = route.match_path(path) {
-            if route.method == *method {
-                return Match::Found(route, params);
+    for typed in [true, false] {
+        let mut allowed = Vec::new();
+        for route in ROUTES {
+            if let Some(params) = route.match_path_as(path, typed) {
+                if route.method == *method {
+                    return Match::Found(route, params);
+                }
+                allowed.push(&route.method);
             }
-            allowed.push(&route.method);
+        }
+        if !allowed.is_empty() {
+            return Match::MethodNotAllowed(allowed);
         }
     }
-    if allowed.is_empty() {
-        Match::NotFound
-    } else {
-        Match::MethodNotAllowed(allowed)
-    }
+    Match::NotFound
+}
+
+/// True for a path parameter that holds a UUID: every `*_id` but the caller's
+/// `entry_id`. The router and the OpenAPI document read it from here.
+pub fn is_uuid_parameter(name: &str) -> bool {
+    name.ends_with("_id") && name != "entry_id"
 }
 
 /// The route served by a Lambda function.
@@ -170,8 +187,13 @@ pub fn by_function(function: &str) -> Option<&'static Route> {
 impl Route {
     /// Matches a whole raw path against the template.
     pub fn match_path(&self, path: &str) -> Option<PathParams> {
+        self.match_path_as(path, false)
+    }
+
+    /// Matches a whole raw path; `typed`: UUID parameters match UUIDs only.
+    fn match_path_as(&self, path: &str, typed: bool) -> Option<PathParams> {
         let segments: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
-        self.match_segments(&segments)
+        self.match_segments(&segments, typed)
     }
 
     /// Matches the end of a raw path, so that an API Gateway stage prefix is ignored.
@@ -179,21 +201,27 @@ impl Route {
         let segments: Vec<&str> = path.strip_prefix('/')?.split('/').collect();
         let wanted = self.template_segments().count();
         let skip = segments.len().checked_sub(wanted)?;
-        self.match_segments(&segments[skip..])
+        self.match_segments(&segments[skip..], false)
     }
 
     fn template_segments(&self) -> impl Iterator<Item = &'static str> {
         self.path.trim_start_matches('/').split('/')
     }
 
-    fn match_segments(&self, segments: &[&str]) -> Option<PathParams> {
+    fn match_segments(&self, segments: &[&str], typed: bool) -> Option<PathParams> {
         if segments.len() != self.template_segments().count() {
             return None;
         }
         let mut params = Vec::new();
         for (template, segment) in self.template_segments().zip(segments) {
             match template.strip_prefix('{').and_then(|rest| rest.strip_suffix('}')) {
-                Some(name) => params.push((name, percent_decode_str(segment).decode_utf8().ok()?.into_owned())),
+                Some(name) => {
+                    let value = percent_decode_str(segment).decode_utf8().ok()?.into_owned();
+                    if typed && is_uuid_parameter(name) && uuid::Uuid::try_parse(&value).is_err() {
+                        return None;
+                    }
+                    params.push((name, value));
+                }
                 None if template == *segment => {}
                 None => return None,
             }
@@ -234,6 +262,21 @@ mod tests {
         let Match::MethodNotAllowed(allowed) = find(&Method::POST, "/shared-stores/s/entries/x") else { panic!() };
         assert_eq!(allowed, [&Method::GET, &Method::PUT, &Method::PATCH, &Method::DELETE]);
         assert!(matches!(find(&Method::GET, "/nowhere"), Match::NotFound));
+    }
+
+    #[test]
+    fn a_concrete_segment_beats_an_id_parameter_but_not_an_entry_id() {
+        let Match::MethodNotAllowed(allowed) = find(&Method::GET, "/agent/create") else { panic!() };
+        assert_eq!(allowed, [&Method::POST]);
+        let Match::MethodNotAllowed(allowed) = find(&Method::GET, "/uploads/video/get_upload_url") else { panic!() };
+        assert_eq!(allowed, [&Method::POST]);
+        let Match::Found(route, params) = find(&Method::GET, "/agent/not-a-uuid") else { panic!() };
+        assert_eq!((route.function, params.get("agent_id")), ("get-agent", "not-a-uuid"));
+        let Match::Found(route, _) = find(&Method::GET, "/shared-stores/nope/entries") else { panic!() };
+        assert_eq!(route.function, "list-shared-store-entries", "a malformed store ID gets the store's own 404");
+        let store = "/shared-stores/5f2d8c1e-3b7a-4c9d-8e6f-0a1b2c3d4e5f/entries/bulk";
+        let Match::Found(route, params) = find(&Method::GET, store) else { panic!() };
+        assert_eq!((route.function, params.get("entry_id")), ("get-shared-store-entry", "bulk"));
     }
 
     #[test]

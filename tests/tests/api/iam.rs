@@ -56,6 +56,7 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
     s3_log.take();
 
     run("whoami", StatusCode::OK, test.call(Method::GET, "/whoami", None).await);
+    run("get-openapi", StatusCode::OK, test.raw(Method::GET, "/openapi.json", &[], vec![]).await);
     let created = run(
         "create-shared-store",
         StatusCode::OK,

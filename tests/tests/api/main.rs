@@ -18,6 +18,7 @@ mod lambda;
 mod layers;
 mod logs;
 mod node_types;
+mod openapi;
 mod outputs;
 mod runs;
 mod serve;

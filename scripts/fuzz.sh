@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Checks the service description and fuzzes the API against it:
+#   1. docs/openapi.json must be valid OpenAPI 3.1 (openapi-spec-validator);
+#   2. Schemathesis sends every operation generated requests, valid and invalid, to a
+#      `serve` on SQLite authenticated as a seeded organization, and fails on any 5xx, a
+#      status or body the document does not describe, a wrong content type or header, a
+#      405 without `Allow`, or an answer slower than FUZZ_MAX_RESPONSE_SECONDS.
+# Repeatable: the same seed each run (FUZZ_SEED to change it). Bounded: FUZZ_EXAMPLES cases per operation and phase, FUZZ_SECONDS in all (default 180).
+# Installs both tools from PyPI into .local/fuzz (their own venv: Schemathesis pins
+# versions that aws-sam-cli's venv does not share). Needs target/debug/serve (test.sh
+# builds it). Reports go to .local/fuzz-report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=.local/fuzz
+PACKAGES=("schemathesis==4.32.5" "openapi-spec-validator==0.9.0")
+SECONDS_BUDGET="${FUZZ_SECONDS:-180}"
+EXAMPLES="${FUZZ_EXAMPLES:-25}"
+MAX_RESPONSE="${FUZZ_MAX_RESPONSE_SECONDS:-2}"
+PORT="${FUZZ_PORT:-3917}"
+SERVE="${SERVE_BIN:-target/debug/serve}"
+
+log() { echo "[fuzz] $*" >&2; }
+
+if ! "$VENV/bin/python" -c "import schemathesis, openapi_spec_validator" 2>/dev/null; then
+  log "installing ${PACKAGES[*]} into $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "${PACKAGES[@]}"
+fi
+
+log "validating docs/openapi.json"
+"$VENV/bin/openapi-spec-validator" docs/openapi.json
+
+[ -x "$SERVE" ] || { log "$SERVE is missing: cargo build --bin serve"; exit 1; }
+work="$(mktemp -d)"
+serve_pid=""
+cleanup() {
+  if [ -n "$serve_pid" ]; then kill "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+key="fuzz-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+cat >"$work/seed.json" <<EOF
+{"organizations": [{"id": "5f2d8c1e-3b7a-4c9d-8e6f-0a1b2c3d4e5f", "name": "Fuzz", "slug": "fuzz",
+  "api_access": true, "plan": "free", "credits": 1000, "api_keys": ["$key"],
+  "workspaces": [{"id": "6a3e9d2f-4c8b-4dae-9f70-1b2c3d4e5f60", "name": "Main", "primary": true}]}]}
+EOF
+# The SSRF guard of a deployment: generated callback and input URLs reach nothing local.
+"$SERVE" --addr "127.0.0.1:$PORT" --data-dir "$work/data" --seed "$work/seed.json" \
+  --allow-private-urls false --workers 1 >"$work/serve.log" 2>&1 &
+serve_pid=$!
+for _ in $(seq 1 100); do
+  curl -fsS "http://127.0.0.1:$PORT/openapi.json" -o /dev/null 2>/dev/null && break
+  kill -0 "$serve_pid" 2>/dev/null || { cat "$work/serve.log" >&2; log "serve did not start"; exit 1; }
+  sleep 0.1
+done
+curl -fsS "http://127.0.0.1:$PORT/openapi.json" | cmp -s - docs/openapi.json \
+  || { log "serve answers another document than docs/openapi.json"; exit 1; }
+
+log "fuzzing every operation: $EXAMPLES cases each, at most ${SECONDS_BUDGET}s"
+started=$(date +%s)
+status=0
+"$VENV/bin/st" --config-file scripts/schemathesis.toml run docs/openapi.json \
+  --url "http://127.0.0.1:$PORT" \
+  --header "Authorization: Bearer $key" \
+  --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,unsupported_method \
+  --max-response-time "$MAX_RESPONSE" \
+  --max-examples "$EXAMPLES" \
+  --max-time "$SECONDS_BUDGET" \
+  --request-timeout 10 \
+  --workers 2 \
+  --seed "${FUZZ_SEED:-20261126}" \
+  --generation-database none \
+  --no-color \
+  --report junit --report-dir .local/fuzz-report \
+  || status=$?
+log "schemathesis took $(($(date +%s) - started))s"
+if [ "$status" != 0 ]; then
+  log "serve's log:"; tail -n 50 "$work/serve.log" >&2
+  grep -i "panicked" "$work/serve.log" >&2 || true
+fi
+exit "$status"

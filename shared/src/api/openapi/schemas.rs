@@ -1,0 +1,1052 @@
+//! The wire shapes of request and response bodies, as OpenAPI schemas. Each type here
+//! is the documented form of a body a handler reads or writes; Schemathesis checks in
+//! CI that every answer conforms to them, and the handlers' own tests pin the values.
+//!
+//! Bodies the service reads are closed (`deny_unknown_fields` → `additionalProperties:
+//! false`): every handler refuses a property it does not know, naming it. Answers are
+//! closed too, so that a field added without being documented fails the fuzzer. An
+//! `Option` is nullable; one that may be left out but never null carries
+//! `nullable = false`; a field always present, possibly null, is `required = true`.
+#![allow(dead_code)] // The fields are read by the schema derive, not by code.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+/// A UUID string.
+type Uuid = uuid::Uuid;
+
+/// An ISO 8601 UTC date-time with milliseconds, e.g. `2026-01-31T12:00:00.000Z`.
+#[derive(Serialize, Deserialize)]
+pub struct Time(String);
+
+impl utoipa::PartialSchema for Time {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+            .description(Some("An ISO 8601 UTC date-time"))
+            .into()
+    }
+}
+
+impl ToSchema for Time {}
+
+// ---- Errors ----------------------------------------------------------------------
+
+/// `{ detail }`: authentication failures and the errors of every endpoint outside the
+/// shared stores.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Detail {
+    pub detail: String,
+}
+
+/// `{ error }`: the shared stores' errors; the limit errors add `code` and `limit`.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoreErrorBody {
+    pub error: String,
+    /// `shared_store_limit_reached` or `shared_store_entry_limit_reached`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub code: Option<String>,
+    /// The limit reached (10 stores, 10,000 entries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub limit: Option<u64>,
+}
+
+/// A shared-store 400 or 413: `{ error }`, or `{ detail }` for metadata problems.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum StoreRefusal {
+    Error(StoreErrorBody),
+    Detail(Detail),
+}
+
+/// A 303 to a response too large for a Lambda function, kept for 10 minutes.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LargeResponse {
+    pub detail: String,
+    /// Where to GET the whole answer (also the `Location` header).
+    pub location: String,
+}
+
+/// `{ success: true }`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Success {
+    pub success: bool,
+}
+
+// ---- Identity ----------------------------------------------------------------------
+
+/// The organization the API key belongs to.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Whoami {
+    pub organization_id: Uuid,
+    pub organization_name: String,
+    pub organization_slug: String,
+    pub created_at: Time,
+    /// When a key of the organization was last used (this request's time, at the latest).
+    #[schema(required = true)]
+    pub last_used_at: Option<Time>,
+}
+
+// ---- Shared stores -----------------------------------------------------------------
+
+/// `POST /shared-stores`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateStore {
+    /// Non-empty once trimmed; at most 1,000 characters.
+    #[schema(min_length = 1, max_length = 1000)]
+    pub name: String,
+    /// A caller-defined label; omitted means `manual` (null is refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, min_length = 1, max_length = 1000)]
+    pub source_type: Option<String>,
+}
+
+/// `PATCH /shared-stores/{store_id}`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenameStore {
+    #[schema(min_length = 1, max_length = 1000)]
+    pub name: String,
+}
+
+/// A shared store.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Store {
+    pub id: Uuid,
+    pub name: String,
+    pub source_type: String,
+    #[schema(minimum = 0, maximum = 10000)]
+    pub entry_count: u64,
+    pub created_at: Time,
+    pub updated_at: Time,
+}
+
+/// `{ store }`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoreAnswer {
+    pub store: Store,
+}
+
+/// `{ stores }`, by name.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoreList {
+    #[schema(max_items = 10)]
+    pub stores: Vec<Store>,
+}
+
+/// `PUT /shared-stores/{store_id}/entries/{entry_id}`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutEntry {
+    /// Non-empty once trimmed (it is stored trimmed).
+    #[schema(min_length = 1, max_length = 1000)]
+    pub display_name: String,
+    /// Any JSON object of at most 256,000 bytes; omitted or null is stored as `{}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// `PATCH /shared-stores/{store_id}/entries/{entry_id}`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchEntry {
+    /// The entry's new ID.
+    #[schema(min_length = 1, max_length = 1024)]
+    pub entry_id: String,
+    #[schema(min_length = 1, max_length = 1000)]
+    pub display_name: String,
+    /// Omitted keeps the current metadata; null replaces it with `{}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// One item of a bulk upsert.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkItem {
+    #[schema(min_length = 1, max_length = 1024)]
+    pub entry_id: String,
+    #[schema(min_length = 1, max_length = 1000)]
+    pub display_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// `POST /shared-stores/{store_id}/entries/bulk`; the last item of an ID wins.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Bulk {
+    #[schema(min_items = 1, max_items = 5000)]
+    pub entries: Vec<BulkItem>,
+}
+
+/// A shared-store entry.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    pub entry_id: String,
+    pub display_name: String,
+    pub metadata: Map<String, Value>,
+    pub created_at: Time,
+}
+
+/// `{ entry }`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EntryAnswer {
+    pub entry: Entry,
+}
+
+/// `{ entries }`, by display name.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EntryList {
+    #[schema(max_items = 10000)]
+    pub entries: Vec<Entry>,
+}
+
+/// The answer of a bulk upsert.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkAnswer {
+    pub success: bool,
+    /// Unique IDs written.
+    #[schema(minimum = 1, maximum = 5000)]
+    pub count: u64,
+    pub entries: Vec<Entry>,
+}
+
+// ---- Agents ------------------------------------------------------------------------
+
+/// Who may see an agent.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Visibility {
+    Public,
+    Private,
+}
+
+/// `POST /agent/create`; every field optional.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateAgent {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, min_length = 1, max_length = 120)]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, max_length = 5000)]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub visibility: Option<Visibility>,
+    /// A workspace of the key's organization; omitted: its primary workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub workspace_id: Option<Uuid>,
+}
+
+/// `POST /agent/{agent_id}/duplicate`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DuplicateAgent {
+    /// The copy's name; omitted: the original's with ` (copy)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, min_length = 1, max_length = 120)]
+    pub name: Option<String>,
+}
+
+/// One graph operation of an update, applied in order, all or nothing.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Operation {
+    CreateNode {
+        node_type_id: Uuid,
+        /// A name later operations of the same request use for this node.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(min_length = 1, max_length = 100)]
+        temp_ref_id: Option<String>,
+        /// Null or omitted: `{}`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        params_used: Option<Map<String, Value>>,
+    },
+    UpdateNode {
+        agent_node_id: Uuid,
+        params_used: Map<String, Value>,
+    },
+    DeleteNode {
+        agent_node_id: Uuid,
+    },
+    /// Each end by `*_agent_node_id` or by `*_temp_ref_id`, exactly one of them.
+    CreateConnection {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        source_agent_node_id: Option<Uuid>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        source_temp_ref_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        target_agent_node_id: Option<Uuid>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        target_temp_ref_id: Option<String>,
+    },
+    DeleteConnection {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        source_agent_node_id: Option<Uuid>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        source_temp_ref_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        target_agent_node_id: Option<Uuid>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        target_temp_ref_id: Option<String>,
+    },
+}
+
+/// `POST /agent/{agent_id}/update`: metadata, operations, or both.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateAgent {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, min_length = 1, max_length = 120)]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, max_length = 5000)]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub visibility: Option<Visibility>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, min_items = 1)]
+    pub operations: Option<Vec<Operation>>,
+}
+
+/// An agent's record.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Agent {
+    pub id: Uuid,
+    pub name: String,
+    pub description: String,
+    pub visibility: Visibility,
+    pub workspace_id: Uuid,
+    pub created_at: Time,
+    pub updated_at: Time,
+}
+
+/// The answer of a create or duplicate: `201 { agent_id, agent }`.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCreated {
+    pub agent_id: Uuid,
+    pub agent: Agent,
+}
+
+/// One page of agents, newest first.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentPage {
+    pub agents: Vec<Agent>,
+    /// The `cursor` of the next page; null on the last.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+/// A node's type, by ID and name.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeTypeRef {
+    pub node_type_id: Uuid,
+    pub node_type_name: String,
+}
+
+/// A node of an agent's graph.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentNode {
+    pub agent_node_id: Uuid,
+    pub node_type: NodeTypeRef,
+    pub params_used: Map<String, Value>,
+}
+
+/// An edge of an agent's graph.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Connection {
+    pub source_agent_node_id: Uuid,
+    pub target_agent_node_id: Uuid,
+}
+
+/// `GET /agent/{agent_id}`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentDetail {
+    pub agent: Agent,
+    pub agent_nodes: Vec<AgentNode>,
+    pub connections: Vec<Connection>,
+}
+
+/// A node a `create_node` operation created.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreatedNode {
+    #[schema(required = true)]
+    pub temp_ref_id: Option<String>,
+    pub agent_node_id: Uuid,
+}
+
+/// The answer of an update.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateAnswer {
+    pub success: bool,
+    pub agent_id: Uuid,
+    pub operations_applied: u64,
+    pub created_nodes: Vec<CreatedNode>,
+}
+
+/// A node type's role in a graph.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeKind {
+    Trigger,
+    Input,
+    Edit,
+    Generation,
+    Destination,
+}
+
+/// What a node's credits are counted per.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CostUnit {
+    Free,
+    PerRun,
+    PerOutputSecond,
+}
+
+/// Multiplies the price when parameter `param` equals `equals`.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CostMultiplier {
+    pub param: String,
+    pub equals: Value,
+    pub factor: u64,
+}
+
+/// A node type's price.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreditCost {
+    pub unit: CostUnit,
+    pub credits: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub multipliers: Option<Vec<CostMultiplier>>,
+}
+
+/// An entry of the node-type catalog.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeType {
+    pub id: Uuid,
+    pub name: String,
+    pub kind: NodeKind,
+    /// True when `update_params` of a run may not change its parameters.
+    pub protected: bool,
+    /// JSON Schema (draft 2020-12) of the node's parameters.
+    pub params_schema: Map<String, Value>,
+    pub credit_cost: CreditCost,
+}
+
+/// `GET /node_types`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeTypeList {
+    pub node_types: Vec<NodeType>,
+}
+
+// ---- Uploads and asset managers ---------------------------------------------------------
+
+/// `POST /uploads/{kind}/get_upload_url`; the body is optional.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UploadUrlRequest {
+    /// The media type the URL pins (default: the kind's usual one, e.g. `video/mp4`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub content_type: Option<String>,
+}
+
+/// Where and how to PUT the file.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UploadTicket {
+    pub id: Uuid,
+    pub upload_url: String,
+    /// Always `PUT`.
+    pub upload_method: String,
+    /// Headers the PUT must carry (its `Content-Type`).
+    pub upload_headers: std::collections::BTreeMap<String, String>,
+    pub expires_at: Time,
+}
+
+/// `POST /uploads/{kind}/finalize_upload`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FinalizeUpload {
+    pub id: Uuid,
+}
+
+/// An upload's kind.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UploadKind {
+    Video,
+    Audio,
+    Image,
+}
+
+/// An upload's state.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UploadStatus {
+    PendingUpload,
+    Ready,
+}
+
+/// An upload; the media fields are present once it is `ready`.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Upload {
+    pub id: Uuid,
+    pub kind: UploadKind,
+    pub status: UploadStatus,
+    pub created_at: Time,
+    pub upload_expires_at: Time,
+    #[schema(required = true)]
+    pub finalized_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub size_bytes: Option<u64>,
+    /// Null for an image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// Null for audio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub height: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub codec: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub format: Option<String>,
+}
+
+/// `POST /asset_connections`; null for a field is the same as leaving it out.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateAssetConnection {
+    /// Default: the primary workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<Uuid>,
+    /// Default and only provider: `local` (items made of this organization's uploads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Default: `Asset manager`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(min_length = 1, max_length = 200)]
+    pub name: Option<String>,
+}
+
+/// A workspace's asset-manager connection.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AssetConnection {
+    pub id: Uuid,
+    pub workspace_id: Uuid,
+    pub provider: String,
+    pub name: String,
+    pub created_at: Time,
+}
+
+/// `201 { connection }`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AssetConnectionAnswer {
+    pub connection: AssetConnection,
+}
+
+/// `POST /asset_connections/{connection_id}/items`: a ready video upload as the
+/// high-resolution file, the proxy, or both (null is the same as leaving it out).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateAssetItem {
+    #[schema(min_length = 1, max_length = 200)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub highres_video_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_video_id: Option<Uuid>,
+}
+
+/// An item of an asset manager.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AssetItem {
+    pub id: Uuid,
+    pub connection_id: Uuid,
+    pub name: String,
+    #[schema(required = true)]
+    pub highres: Option<Uuid>,
+    #[schema(required = true)]
+    pub proxy: Option<Uuid>,
+    pub created_at: Time,
+}
+
+/// `201 { item }`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AssetItemAnswer {
+    pub item: AssetItem,
+}
+
+// ---- Runs --------------------------------------------------------------------------
+
+/// An input by ID with its own clip window.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdInput {
+    pub id: Uuid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, minimum = 0)]
+    pub input_clip_start_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, minimum = 0)]
+    pub input_clip_end_ms: Option<u64>,
+}
+
+/// An input by URL with its own clip window.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UrlInput {
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, minimum = 0)]
+    pub input_clip_start_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, minimum = 0)]
+    pub input_clip_end_ms: Option<u64>,
+}
+
+/// Which file of an asset-manager item a run takes.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Artifact {
+    Highres,
+    Proxy,
+    Auto,
+}
+
+/// An asset-manager item as an input.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AssetInput {
+    pub id: Uuid,
+    /// Default `highres`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<Artifact>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, minimum = 0)]
+    pub input_clip_start_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, minimum = 0)]
+    pub input_clip_end_ms: Option<u64>,
+}
+
+/// The inputs of one Video Input tile (`video_inputs`).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TileInputs {
+    pub agent_node_id: Uuid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub video_ids: Option<Vec<Uuid>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub node_render_ids: Option<Vec<Uuid>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub video_urls: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, minimum = 0)]
+    pub input_clip_start_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, minimum = 0)]
+    pub input_clip_end_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub video_id_inputs: Option<Vec<IdInput>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub node_render_inputs: Option<Vec<IdInput>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub video_url_inputs: Option<Vec<UrlInput>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub youtube_url_inputs: Option<Vec<UrlInput>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub asset_manager_assets: Option<Vec<AssetInput>>,
+}
+
+/// `POST /agent/{agent_id}/run`: either `video_inputs` or the top-level input arrays.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartRun {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, min_items = 1)]
+    pub video_inputs: Option<Vec<TileInputs>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub video_ids: Option<Vec<Uuid>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub node_render_ids: Option<Vec<Uuid>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub video_urls: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, minimum = 0)]
+    pub input_clip_start_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, minimum = 0)]
+    pub input_clip_end_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub video_id_inputs: Option<Vec<IdInput>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub node_render_inputs: Option<Vec<IdInput>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub video_url_inputs: Option<Vec<UrlInput>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub youtube_url_inputs: Option<Vec<UrlInput>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub asset_manager_assets: Option<Vec<AssetInput>>,
+    /// Where run events are POSTed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
+    /// `agent_node_id` → parameters to override for this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub update_params: Option<std::collections::BTreeMap<String, Map<String, Value>>>,
+    /// `agent_node_id`s bypassed in this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub ignore_nodes: Option<Vec<Uuid>>,
+}
+
+/// `{ run_id }`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunStarted {
+    pub run_id: Uuid,
+}
+
+/// A run's state.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Completed,
+    PartialComplete,
+    Failed,
+    Cancelled,
+}
+
+/// A runtime node's state.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    NotStarted,
+    Queued,
+    Running,
+    Completed,
+    PartialComplete,
+    Failed,
+    Blocked,
+    Cancelled,
+}
+
+/// Nodes by state.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeStatusCounts {
+    pub completed: u64,
+    pub in_progress: u64,
+    pub failed: u64,
+}
+
+/// A run input's links.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunInput {
+    pub video_url: String,
+    #[schema(required = true)]
+    pub thumbnail_url: Option<String>,
+}
+
+/// A citation of external or generated media an output uses.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    pub provider: String,
+    pub source_kind: String,
+    pub media_type: String,
+    /// Absent for a plain URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub provider_asset_id: Option<String>,
+    pub render_asset_id: String,
+    pub query: String,
+    pub start_ms: u64,
+    pub end_ms: u64,
+    pub placement: String,
+    pub layout: String,
+    pub licensed_asset_family: String,
+}
+
+/// A run output.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunOutput {
+    /// Render ID, usable as `node_render_ids` of another run.
+    pub id: Uuid,
+    /// Signed, valid 7 days.
+    pub video_url: String,
+    #[schema(required = true)]
+    pub thumbnail_url: Option<String>,
+    pub completed_at: Time,
+    #[schema(required = true)]
+    pub original_node_id: Option<Uuid>,
+    /// A zip of the output's timeline (OTIO, FCP7 XML, EDL).
+    #[schema(required = true)]
+    pub timeline_prproj_url: Option<String>,
+    pub sources: Vec<Source>,
+}
+
+/// Errors of one template node.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunErrors {
+    #[schema(required = true)]
+    pub original_node_id: Option<Uuid>,
+    pub messages: Vec<String>,
+}
+
+/// `GET /agent_run/{run_id}`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunRecord {
+    pub run_id: Uuid,
+    pub agent_id: Uuid,
+    pub started_at: Time,
+    pub updated_at: Time,
+    #[schema(required = true)]
+    pub finished_at: Option<Time>,
+    pub status: RunStatus,
+    #[schema(required = true)]
+    pub status_message: Option<String>,
+    pub node_status_counts: NodeStatusCounts,
+    pub inputs: Vec<RunInput>,
+    pub outputs: Vec<RunOutput>,
+    pub needs_credits: bool,
+    pub errors: Vec<RunErrors>,
+    /// Null for runs started through the API.
+    #[schema(required = true)]
+    pub triggered_by: Option<Map<String, Value>>,
+}
+
+/// A run in a list.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunSummary {
+    pub run_id: Uuid,
+    pub agent_id: Uuid,
+    pub status: RunStatus,
+    #[schema(required = true)]
+    pub status_message: Option<String>,
+    pub started_at: Time,
+    pub updated_at: Time,
+    pub node_status_counts: NodeStatusCounts,
+    pub inputs: Vec<RunInput>,
+    pub outputs: Vec<RunOutput>,
+    #[schema(required = true)]
+    pub triggered_by: Option<Map<String, Value>>,
+}
+
+/// One page of runs, newest first.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunPage {
+    pub runs: Vec<RunSummary>,
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+/// A runtime node of a run.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunNode {
+    pub agent_node_id: Uuid,
+    #[schema(required = true)]
+    pub original_node_id: Option<Uuid>,
+    pub node_type: NodeTypeRef,
+    pub status: NodeStatus,
+    #[schema(required = true)]
+    pub status_message: Option<String>,
+    pub errors: Vec<String>,
+    pub outputs: Vec<RunOutput>,
+    pub needs_credits: bool,
+}
+
+/// `GET /agent_run/{run_id}/nodes`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunNodes {
+    pub run_id: Uuid,
+    pub status: RunStatus,
+    pub nodes: Vec<RunNode>,
+}
+
+/// `POST /agent_run/{run_id}/cancel`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Cancelled {
+    pub success: bool,
+    pub run_id: Uuid,
+    pub tasks_cancelled: u64,
+    pub nodes_reset: u64,
+    pub message: String,
+}
+
+/// `POST /agent_run/{run_id}/resume`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Resumed {
+    pub success: bool,
+    pub run_id: Uuid,
+    pub agent_state_id: Uuid,
+    pub nodes_queued: u64,
+    pub nodes_considered: u64,
+    pub requeued_nodes: u64,
+    pub requeued_node_tasks_detached: u64,
+    pub requeued_node_active_tasks_cancelled: u64,
+    pub requeued_node_active_tasks_total: u64,
+}
+
+// ---- Webhooks ----------------------------------------------------------------------
+
+/// A run event.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub enum EventFlag {
+    #[serde(rename = "RUN_STARTED")]
+    RunStarted,
+    #[serde(rename = "RUN_PROGRESS")]
+    RunProgress,
+    #[serde(rename = "RUN_FINISHED")]
+    RunFinished,
+}
+
+/// A delivery's state.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    Pending,
+    Delivered,
+    Failed,
+}
+
+/// One POST of a delivery.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Attempt {
+    pub at: Time,
+    /// The receiver's status, when it answered.
+    #[schema(required = true)]
+    pub status_code: Option<u16>,
+    /// Why the attempt failed (timeout, connection, refused address).
+    #[schema(required = true)]
+    pub error: Option<String>,
+    pub duration_ms: u64,
+    /// The start of the receiver's answer (at most 1,024 bytes); null when there was none.
+    #[schema(required = true)]
+    pub response_excerpt: Option<String>,
+}
+
+/// One event of a run for its `callback_url`.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Delivery {
+    pub delivery_id: Uuid,
+    pub event: EventFlag,
+    pub sequence: u64,
+    pub url: String,
+    pub state: DeliveryState,
+    pub created_at: Time,
+    #[schema(required = true)]
+    pub next_attempt_at: Option<Time>,
+    pub attempts: Vec<Attempt>,
+}
+
+/// `GET /agent_run/{run_id}/webhooks`, by sequence.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryPage {
+    pub run_id: Uuid,
+    pub deliveries: Vec<Delivery>,
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /agent_run/{run_id}/webhooks/{delivery_id}/redeliver`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Redelivered {
+    pub success: bool,
+    pub delivery: Delivery,
+}
+
+/// `POST /webhooks/secret`: the new secret, shown only here.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSecret {
+    pub secret: String,
+    pub created_at: Time,
+    pub message: String,
+}

@@ -1,0 +1,94 @@
+//! The service description: generated from the routes table, committed, served.
+
+use http::{Method, StatusCode};
+use serde_json::Value;
+use shared::api::openapi::{self, Access};
+use shared::api::{self, Body, ROUTES};
+
+use crate::helpers::{Backend, TestApp};
+
+fn document() -> Value {
+    serde_json::from_str(openapi::json()).expect("the document is JSON")
+}
+
+#[test]
+fn the_committed_document_is_the_generated_one() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json");
+    let committed = std::fs::read_to_string(path).expect("docs/openapi.json");
+    assert!(
+        committed == openapi::json(),
+        "docs/openapi.json is not the generated document: run `cargo run --bin openapi > docs/openapi.json`"
+    );
+}
+
+#[test]
+fn every_route_is_a_documented_operation_and_nothing_else_is() {
+    let document = document();
+    assert_eq!(document["openapi"], "3.1.0");
+    assert_eq!(document["info"]["version"], "2.0.0", "the contract's version of the description");
+    let mut operations = 0;
+    for route in ROUTES {
+        assert!(openapi::operation(route.function).is_some(), "{} has no documented operation", route.function);
+        let method = route.method.as_str().to_lowercase();
+        let operation = &document["paths"][route.path][&method];
+        assert_eq!(operation["operationId"], route.function, "{} {}", route.method, route.path);
+        let responses = operation["responses"].as_object().unwrap();
+        assert!(responses.keys().any(|status| status.starts_with('2')), "{}: no success answer", route.function);
+        operations += 1;
+    }
+    let documented: usize =
+        document["paths"].as_object().unwrap().values().map(|item| item.as_object().unwrap().len()).sum();
+    assert_eq!(documented, operations, "every documented operation is a route");
+    assert!(openapi::operation("no-such-function").is_none());
+}
+
+#[test]
+fn shared_stores_declare_bearer_only_and_the_rest_either_scheme() {
+    let document = document();
+    let schemes = &document["components"]["securitySchemes"];
+    assert_eq!(schemes["bearerAuth"]["scheme"], "bearer");
+    assert_eq!((&schemes["apiKeyAuth"]["in"], &schemes["apiKeyAuth"]["name"]), (&"header".into(), &"X-API-Key".into()));
+    for route in ROUTES {
+        let operation = &document["paths"][route.path][route.method.as_str().to_lowercase()];
+        let names: Vec<String> = operation["security"]
+            .as_array()
+            .map(|list| list.iter().flat_map(|item| item.as_object().unwrap().keys().cloned()).collect())
+            .unwrap_or_default();
+        let access = openapi::operation(route.function).unwrap().access;
+        let expected: &[&str] = match access {
+            Access::Bearer => &["bearerAuth"],
+            Access::BearerOrApiKey => &["bearerAuth", "apiKeyAuth"],
+            Access::Public => &[],
+        };
+        assert_eq!(names, expected, "{}", route.function);
+        assert_eq!(route.path.starts_with("/shared-stores"), access == Access::Bearer, "{}", route.function);
+        if access != Access::Public {
+            assert!(operation["responses"]["401"]["headers"]["WWW-Authenticate"].is_object(), "{}", route.function);
+        }
+    }
+}
+
+#[test]
+fn bodies_the_service_reads_are_closed() {
+    let document = document();
+    for route in ROUTES {
+        let operation = &document["paths"][route.path][route.method.as_str().to_lowercase()];
+        let Some(reference) = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"].as_str() else {
+            continue;
+        };
+        let name = reference.rsplit('/').next().unwrap();
+        let schema = &document["components"]["schemas"][name];
+        assert_eq!(schema["additionalProperties"], false, "{}: {name} accepts unknown properties", route.function);
+    }
+}
+
+#[tokio::test]
+async fn the_document_is_served_without_an_api_key() {
+    let app = TestApp::new(Backend::Sqlite).await;
+    let request = http::Request::builder().method(Method::GET).uri("/openapi.json").body(Body::Empty).unwrap();
+    let response = api::dispatch(app.app.clone(), request).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()[http::header::CONTENT_TYPE], "application/json");
+    let body: &[u8] = response.body();
+    assert_eq!(body, openapi::json().as_bytes());
+}
