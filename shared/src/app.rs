@@ -93,6 +93,23 @@ impl AppConfig {
     /// queues when a task queue is configured (taken from by this process when `take`:
     /// `serve --backend aws`), media links signed with the configured secret.
     pub fn aws(config: &Config, aws: &aws_config::SdkConfig, take: bool) -> anyhow::Result<Self> {
+        let AwsParts { table, queues, media, links } = AwsParts::of(config, aws, take)?;
+        let storage = Storage::DynamoDb { table, queues };
+        Ok(Self { storage, media, links, settings: config.settings.clone() })
+    }
+}
+
+/// What an AWS deployment's process is built from, without naming the embedded
+/// backend: a Lambda binary built from these links no SQLite.
+struct AwsParts {
+    table: DynamoDb,
+    queues: Option<SqsQueues>,
+    media: Media,
+    links: Option<(Vec<u8>, String)>,
+}
+
+impl AwsParts {
+    fn of(config: &Config, aws: &aws_config::SdkConfig, take: bool) -> anyhow::Result<Self> {
         let table = DynamoDb::from_config(aws, &config.table_name);
         let media = Media::S3(S3BlobStore::from_config(aws, &config.media_bucket));
         let (queues, links) = match &config.task_queue_url {
@@ -110,8 +127,7 @@ impl AppConfig {
                 (Some(queues), Some((secret.as_bytes().to_vec(), config.public_url.clone())))
             }
         };
-        let storage = Storage::DynamoDb { table, queues };
-        Ok(Self { storage, media, links, settings: config.settings.clone() })
+        Ok(Self { table, queues, media, links })
     }
 }
 
@@ -199,10 +215,27 @@ impl App {
     /// Builds every adapter once and wires each part of the service to its ports.
     pub fn build(config: AppConfig) -> Self {
         let AppConfig { storage, media, links, settings } = config;
-        let backend: Arc<dyn BackendPorts> = match &storage {
-            Storage::Sqlite(database) => Arc::new(database.clone()),
-            Storage::DynamoDb { table, .. } => Arc::new(table.clone()),
-        };
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        match storage {
+            Storage::Sqlite(database) => {
+                let queues = Queues::sqlite(database.clone(), &clock);
+                Self::assemble(Arc::new(database), queues, clock, media, links, settings)
+            }
+            Storage::DynamoDb { table, queues } => {
+                Self::assemble(Arc::new(table), Queues::sqs(queues), clock, media, links, settings)
+            }
+        }
+    }
+
+    /// Wires each part of the service to the ports of `backend` and `queues`.
+    fn assemble(
+        backend: Arc<dyn BackendPorts>,
+        queues: Queues,
+        clock: Arc<dyn Clock>,
+        media: Media,
+        links: Option<(Vec<u8>, String)>,
+        settings: Settings,
+    ) -> Self {
         let (blobs, local_blobs): (Arc<dyn BlobStore>, _) = match media {
             Media::Local(local) => (local.clone(), Some(local)),
             Media::S3(s3) => (Arc::new(s3), None),
@@ -212,9 +245,7 @@ impl App {
             (None, Some(local)) => MediaLinks::new(local.secret(), local.base_url()),
             (None, None) => MediaLinks::new(&crate::core::signing::generate_secret(), "http://127.0.0.1:3000"),
         };
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let probe: Arc<dyn MediaProbe> = Arc::new(Ffprobe::new(settings.ffprobe.clone()));
-        let queues = Queues::of(storage, &clock);
         let notifier = Notifier { links: links.clone(), queue: queues.webhooks.clone() };
         let allow_private = settings.allow_private_urls;
         let yt_dlp = YtDlp::new(settings.yt_dlp.clone(), allow_private).with_ffmpeg(settings.ffmpeg.clone());
@@ -307,7 +338,9 @@ impl App {
     pub async fn from_env() -> anyhow::Result<Self> {
         let config = Config::from_env()?;
         let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        Ok(Self::build(AppConfig::aws(&config, &aws, false)?))
+        let AwsParts { table, queues, media, links } = AwsParts::of(&config, &aws, false)?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        Ok(Self::assemble(Arc::new(table), Queues::sqs(queues), clock, media, links, config.settings))
     }
 }
 
@@ -362,46 +395,45 @@ struct Queues {
 }
 
 impl Queues {
-    fn of(storage: Storage, clock: &Arc<dyn Clock>) -> Self {
-        match storage {
-            Storage::Sqlite(database) => {
-                let local = LocalQueues {
-                    tasks: SqliteTaskQueue::new(database.clone(), clock.clone()),
-                    webhooks: SqliteWebhookQueue::new(database, clock.clone()),
-                };
-                Self {
-                    tasks: Arc::new(local.tasks.clone()),
-                    inbox: Some(Arc::new(local.tasks.clone())),
-                    webhooks: Arc::new(local.webhooks.clone()),
-                    webhook_inbox: Some(Arc::new(local.webhooks.clone())),
-                    local: Some(local),
-                    missing: None,
-                }
-            }
-            Storage::DynamoDb { queues: Some(SqsQueues { tasks, webhooks, take }), .. } => {
-                let (webhooks, webhook_inbox): (Arc<dyn Queue<WebhookMessage>>, _) = match webhooks {
-                    Some(queue) => {
-                        (Arc::new(queue.clone()), take.then(|| Arc::new(queue) as Arc<dyn Inbox<WebhookMessage>>))
-                    }
-                    None => (Arc::new(Unconfigured(NO_WEBHOOK_QUEUE)), None),
-                };
-                Self {
-                    tasks: Arc::new(tasks.clone()),
-                    inbox: take.then(|| Arc::new(tasks) as Arc<dyn Inbox<TaskMessage>>),
-                    webhooks,
-                    webhook_inbox,
-                    local: None,
-                    missing: None,
-                }
-            }
-            Storage::DynamoDb { queues: None, .. } => Self {
+    /// The task and delivery tables of a SQLite database, worked by this process.
+    fn sqlite(database: Sqlite, clock: &Arc<dyn Clock>) -> Self {
+        let local = LocalQueues {
+            tasks: SqliteTaskQueue::new(database.clone(), clock.clone()),
+            webhooks: SqliteWebhookQueue::new(database, clock.clone()),
+        };
+        Self {
+            tasks: Arc::new(local.tasks.clone()),
+            inbox: Some(Arc::new(local.tasks.clone())),
+            webhooks: Arc::new(local.webhooks.clone()),
+            webhook_inbox: Some(Arc::new(local.webhooks.clone())),
+            local: Some(local),
+            missing: None,
+        }
+    }
+
+    /// The SQS queues of a deployment; without them runs are unavailable, saying why.
+    fn sqs(queues: Option<SqsQueues>) -> Self {
+        let Some(SqsQueues { tasks, webhooks, take }) = queues else {
+            return Self {
                 tasks: Arc::new(Unconfigured(NO_TASK_QUEUE)),
                 inbox: None,
                 webhooks: Arc::new(Unconfigured(NO_WEBHOOK_QUEUE)),
                 webhook_inbox: None,
                 local: None,
                 missing: Some(NO_TASK_QUEUE),
-            },
+            };
+        };
+        let (webhooks, webhook_inbox): (Arc<dyn Queue<WebhookMessage>>, _) = match webhooks {
+            Some(queue) => (Arc::new(queue.clone()), take.then(|| Arc::new(queue) as Arc<dyn Inbox<WebhookMessage>>)),
+            None => (Arc::new(Unconfigured(NO_WEBHOOK_QUEUE)), None),
+        };
+        Self {
+            tasks: Arc::new(tasks.clone()),
+            inbox: take.then(|| Arc::new(tasks) as Arc<dyn Inbox<TaskMessage>>),
+            webhooks,
+            webhook_inbox,
+            local: None,
+            missing: None,
         }
     }
 }

@@ -37,6 +37,26 @@ async fn a_method_a_path_does_not_answer_is_refused_with_the_methods_it_does() {
     assert!(response.headers().get(header::ALLOW).is_none());
 }
 
+/// Found by our own document: `GET /agent/create` read an agent called `create` (404)
+/// where OpenAPI's concrete path answers POST only.
+#[tokio::test]
+async fn a_concrete_path_answers_only_its_own_methods() {
+    let app = TestApp::new(Backend::Sqlite).await;
+    let key = format!("Bearer {}", app.key);
+    for (method, path) in [(Method::GET, "/agent/create"), (Method::GET, "/uploads/video/get_upload_url")] {
+        let response = send(&app, method.clone(), path, &[("authorization", &key)]).await;
+        assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        assert_eq!(response.headers()[header::ALLOW], "POST", "{method} {path}");
+    }
+    let response = send(&app, Method::GET, "/agent/not-a-uuid", &[("authorization", &key)]).await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND, "an ID that is not a UUID still gets its endpoint's 404");
+    let store = app.create_store("s").await;
+    let (status, body) = app
+        .call(Method::PUT, &format!("/shared-stores/{store}/entries/bulk"), Some(json!({ "display_name": "B" })))
+        .await;
+    assert_eq!((status, &body["entry"]["entry_id"]), (StatusCode::OK, &json!("bulk")), "an entry may be called bulk");
+}
+
 #[tokio::test]
 async fn every_401_carries_a_bearer_challenge() {
     let app = TestApp::new(Backend::Sqlite).await;

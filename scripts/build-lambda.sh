@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Builds the Lambda artifacts as `sam build` does for `BuildMethod: rust-cargolambda`:
+# cargo-lambda, release profile, arm64 (provided.al2023), zig as the cross linker, one
+# `bootstrap` per function under target/lambda/<function>/. Then prints each function's
+# size, stripped and zipped (what Lambda downloads at a cold start).
+#
+#   usage: scripts/build-lambda.sh [function ...]     (default: every function of template.yaml)
+#
+# Installs cargo-lambda and zig from PyPI into .local/lambda (their own venv; BUILD.md:
+# 9 s, where `cargo install cargo-lambda` takes 21 minutes) and needs the rustup target
+# aarch64-unknown-linux-gnu, which it adds when missing. Not part of the test suite: a
+# fresh machine may not reach the toolchain server, and a cold arm64 release build takes
+# 5 to 10 minutes on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=.local/lambda
+PACKAGES=("cargo-lambda==1.9.2" "ziglang==0.13.0.post1")
+TARGET=aarch64-unknown-linux-gnu
+
+log() { echo "[build-lambda] $*" >&2; }
+
+if ! [ -x "$VENV/bin/cargo-lambda" ] || ! "$VENV/bin/python" -c "import ziglang" 2>/dev/null; then
+  log "installing ${PACKAGES[*]} into $VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "${PACKAGES[@]}"
+fi
+if ! rustup target list --installed | grep -qx "$TARGET"; then
+  log "adding the rustup target $TARGET"
+  rustup target add "$TARGET"
+fi
+
+if [ $# -gt 0 ]; then
+  functions=("$@")
+else
+  mapfile -t functions < <(sed -n 's/^ *Binary: *//p' template.yaml | sort -u)
+fi
+args=()
+for function in "${functions[@]}"; do args+=(--bin "$function"); done
+
+# zig is found through the venv's python3, which must come first on the PATH.
+started=$(date +%s)
+PATH="$PWD/$VENV/bin:$PATH" cargo lambda build --release --arm64 "${args[@]}"
+log "built ${#functions[@]} functions in $(($(date +%s) - started)) s"
+
+printf '| function | bootstrap (MB) | zipped (MB) |\n|---|---:|---:|\n'
+for function in "${functions[@]}"; do
+  file="target/lambda/$function/bootstrap"
+  [ -f "$file" ] || { log "missing $file"; exit 1; }
+  bytes=$(stat -c %s "$file")
+  zipped=$(python3 - "$file" <<'PY'
+import io, sys, zipfile
+buffer = io.BytesIO()
+with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+    archive.write(sys.argv[1], "bootstrap")
+print(len(buffer.getvalue()))
+PY
+)
+  awk -v f="$function" -v b="$bytes" -v z="$zipped" 'BEGIN { printf "| %s | %.1f | %.1f |\n", f, b / 1e6, z / 1e6 }'
+done
