@@ -6,13 +6,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-infra/ffmpeg.sh
-infra/emulators.sh install
-infra/emulators.sh start
-[ "${KEEP_EMULATORS:-0}" = 1 ] || trap 'infra/emulators.sh stop' EXIT
+# Where the time goes (docs/performance.md): each step's seconds, printed at the end.
+timings=()
+step() {
+  local name="$1" started=$SECONDS
+  shift
+  "$@"
+  timings+=("$(printf '%5d s  %s' $((SECONDS - started)) "$name")")
+}
+report() { [ ${#timings[@]} = 0 ] || printf '[test] %s\n' "${timings[@]}" >&2; }
+cleanup() {
+  report
+  [ "${KEEP_EMULATORS:-0}" = 1 ] || infra/emulators.sh stop
+}
+trap cleanup EXIT
+
+step "ffmpeg" infra/ffmpeg.sh
+step "install emulators and tools" infra/emulators.sh install
+step "start emulators" infra/emulators.sh start
 # A cold emulator is many times slower than DynamoDB; the service's time bounds are
 # sized for DynamoDB, so the tests start on a warmed-up one.
-infra/emulators.sh warm
+step "warm DynamoDB Local" infra/emulators.sh warm
 eval "$(infra/emulators.sh env)"
 # The timeline exporters' unit test reads their files back with opentimelineio.
 export OTIO_PYTHON="$PWD/.local/venv/bin/python"
@@ -23,11 +37,12 @@ export YT_DLP_PATH="$PWD/.local/venv/bin/yt-dlp"
 export TEST_TABLE_NAME="tests-$(date +%s)-$$" TEST_BUCKET_NAME="tests-$(date +%s)-$$"
 # The crash tests run `serve` as a process, and the Lambda tests (lambda_binaries.rs) run
 # every function binary under a Runtime API emulator: built first, not inside a test.
-cargo build -p functions --bins
-cargo test --workspace "$@"
+step "build serve and the function binaries" cargo build -p functions --bins
+step "build the tests" cargo test --workspace --no-run "$@"
+step "run the tests" cargo test --workspace "$@"
 # The service description is valid OpenAPI and the API holds to it under Schemathesis
 # (bounded: about 3 minutes); a filtered run (arguments given) skips it unless FUZZ=1.
-if [ $# = 0 ] || [ "${FUZZ:-0}" = 1 ]; then scripts/fuzz.sh; fi
+if [ $# = 0 ] || [ "${FUZZ:-0}" = 1 ]; then step "validate and fuzz the OpenAPI document" scripts/fuzz.sh; fi
 
 export SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION="$AWS_REGION"
-sam validate --lint --template template.yaml
+step "sam validate --lint" sam validate --lint --template template.yaml

@@ -39,7 +39,8 @@ pub struct Settings {
     /// How long a verified API key is trusted without reading it again.
     pub auth_cache_ttl: Duration,
     /// Whether URL inputs and callbacks may reach loopback and private addresses (a
-    /// local `serve`).
+    /// local `serve`; functions run on this machine by the tests, `ALLOW_PRIVATE_URLS`,
+    /// which the template never sets).
     pub allow_private_urls: bool,
     /// How long an `Idempotency-Key` claim holds without renewal (a running request
     /// renews it every third of this).
@@ -108,11 +109,22 @@ impl Config {
     /// `FFPROBE_PATH` / `FFMPEG_PATH` (default: on the PATH), `TASK_QUEUE_URL`,
     /// `PUBLIC_URL` (default: the request's host), `MEDIA_LINK_SECRET`,
     /// `TASK_TIMEOUT_SECONDS` (default 900), `WEBHOOK_QUEUE_URL` and the webhook
-    /// schedule ([`webhook_schedule_from_env`]), `YT_DLP_PATH` and `VIDEO_SITE_HOSTS`
-    /// (comma-separated).
+    /// schedule ([`webhook_schedule_from_env`]), `YT_DLP_PATH`, `VIDEO_SITE_HOSTS`
+    /// (comma-separated) and `ALLOW_PRIVATE_URLS` (default false).
+    ///
+    /// In a Lambda function (`AWS_LAMBDA_RUNTIME_API` set) `TABLE_NAME` and
+    /// `MEDIA_BUCKET` must be set: a default there would be another deployment's table.
+    /// A `MEDIA_LINK_SECRET` that is still a `{{resolve:...}}` reference is refused
+    /// everywhere: its text is in the template, so links signed with it could be forged.
     pub fn from_env() -> anyhow::Result<Self> {
         let variable = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.to_owned());
         let present = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
+        let in_lambda = present("AWS_LAMBDA_RUNTIME_API").is_some();
+        let named = |name: &str, default: &str| match present(name) {
+            Some(value) => Ok(value),
+            None if in_lambda => Err(anyhow::anyhow!("{name} must be set in a Lambda function")),
+            None => Ok(default.to_owned()),
+        };
         let whole = |name: &str, default: u64| -> anyhow::Result<u64> {
             match std::env::var(name) {
                 Ok(text) => text.parse().with_context(|| format!("{name}={text:?} is not a whole number")),
@@ -129,17 +141,40 @@ impl Config {
             webhook_schedule: webhook_schedule_from_env()?,
             video_site_hosts: video_site_hosts_from_env(),
             auth_cache_ttl: Duration::from_secs(seconds),
+            allow_private_urls: flag("ALLOW_PRIVATE_URLS")?,
             ..Settings::default()
         };
+        let media_link_secret = present("MEDIA_LINK_SECRET");
+        if media_link_secret.as_deref().is_some_and(is_unresolved_reference) {
+            anyhow::bail!(
+                "MEDIA_LINK_SECRET is an unresolved dynamic reference ({{{{resolve:...}}}}), not the secret: \
+                 the deployment did not read it from Secrets Manager"
+            );
+        }
         Ok(Self {
-            table_name: variable("TABLE_NAME", DEFAULT_TABLE_NAME),
-            media_bucket: variable("MEDIA_BUCKET", DEFAULT_MEDIA_BUCKET),
+            table_name: named("TABLE_NAME", DEFAULT_TABLE_NAME)?,
+            media_bucket: named("MEDIA_BUCKET", DEFAULT_MEDIA_BUCKET)?,
             task_queue_url: present("TASK_QUEUE_URL"),
             public_url: variable("PUBLIC_URL", "").trim_end_matches('/').to_owned(),
-            media_link_secret: present("MEDIA_LINK_SECRET"),
+            media_link_secret,
             webhook_queue_url: present("WEBHOOK_QUEUE_URL"),
             settings,
         })
+    }
+}
+
+/// Whether a setting's value is a CloudFormation dynamic reference that was never
+/// resolved (`{{resolve:secretsmanager:...}}` copied as text).
+pub fn is_unresolved_reference(value: &str) -> bool {
+    value.trim_start().starts_with("{{resolve:")
+}
+
+/// A yes/no setting: `true`/`1` or `false`/`0`; unset or empty is false.
+fn flag(name: &str) -> anyhow::Result<bool> {
+    match std::env::var(name).unwrap_or_default().trim() {
+        "" | "false" | "0" => Ok(false),
+        "true" | "1" => Ok(true),
+        other => anyhow::bail!("{name}={other:?} is neither true nor false"),
     }
 }
 
@@ -188,4 +223,17 @@ pub fn video_site_hosts_from_env() -> Vec<String> {
         .filter(|host| !host.is_empty())
         .map(String::from)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dynamic_reference_left_as_text_is_not_a_secret() {
+        assert!(is_unresolved_reference("{{resolve:secretsmanager:LinkSecret:SecretString}}"));
+        assert!(is_unresolved_reference(" {{resolve:ssm:name}}"));
+        assert!(!is_unresolved_reference("a7Fq{{resolve:"));
+        assert!(!is_unresolved_reference("plain-secret"));
+    }
 }

@@ -1,4 +1,5 @@
-//! Lambda function `cancel-run`: its route and handler are in `shared::api::routes`.
+//! Lambda function `cancel-run`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("cancel-run")
+    shared::runtime::http::run("cancel-run", shared::api::handlers::cancel_run)
 }

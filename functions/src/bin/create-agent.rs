@@ -1,4 +1,5 @@
-//! Lambda function `create-agent`: its route and handler are in `shared::api::routes`.
+//! Lambda function `create-agent`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("create-agent")
+    shared::runtime::http::run("create-agent", shared::api::handlers::create_agent)
 }

@@ -1,4 +1,5 @@
-//! Lambda function `create-asset-connection`: its route and handler are in `shared::api::routes`.
+//! Lambda function `create-asset-connection`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("create-asset-connection")
+    shared::runtime::http::run("create-asset-connection", shared::api::handlers::create_asset_connection)
 }

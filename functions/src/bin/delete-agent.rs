@@ -1,4 +1,5 @@
-//! Lambda function `delete-agent`: its route and handler are in `shared::api::routes`.
+//! Lambda function `delete-agent`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("delete-agent")
+    shared::runtime::http::run("delete-agent", shared::api::handlers::delete_agent)
 }

@@ -1,4 +1,5 @@
-//! Lambda function `delete-shared-store`: its route and handler are in `shared::api::routes`.
+//! Lambda function `delete-shared-store`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("delete-shared-store")
+    shared::runtime::http::run("delete-shared-store", shared::api::handlers::delete_shared_store)
 }

@@ -1,4 +1,5 @@
-//! Lambda function `delete-webhook-secret`: its route and handler are in `shared::api::routes`.
+//! Lambda function `delete-webhook-secret`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("delete-webhook-secret")
+    shared::runtime::http::run("delete-webhook-secret", shared::api::handlers::delete_webhook_secret)
 }

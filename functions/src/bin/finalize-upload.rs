@@ -1,4 +1,5 @@
-//! Lambda function `finalize-upload`: its route and handler are in `shared::api::routes`.
+//! Lambda function `finalize-upload`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("finalize-upload")
+    shared::runtime::http::run("finalize-upload", shared::api::handlers::finalize_upload)
 }

@@ -1,4 +1,5 @@
-//! Lambda function `get-openapi`: its route and handler are in `shared::api::routes`.
+//! Lambda function `get-openapi`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("get-openapi")
+    shared::runtime::http::run("get-openapi", shared::api::handlers::get_openapi)
 }

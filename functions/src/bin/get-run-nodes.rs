@@ -1,4 +1,5 @@
-//! Lambda function `get-run-nodes`: its route and handler are in `shared::api::routes`.
+//! Lambda function `get-run-nodes`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("get-run-nodes")
+    shared::runtime::http::run("get-run-nodes", shared::api::handlers::get_run_nodes)
 }

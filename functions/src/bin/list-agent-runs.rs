@@ -1,4 +1,5 @@
-//! Lambda function `list-agent-runs`: its route and handler are in `shared::api::routes`.
+//! Lambda function `list-agent-runs`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("list-agent-runs")
+    shared::runtime::http::run("list-agent-runs", shared::api::handlers::list_agent_runs)
 }

@@ -1,4 +1,5 @@
-//! Lambda function `list-agents`: its route and handler are in `shared::api::routes`.
+//! Lambda function `list-agents`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("list-agents")
+    shared::runtime::http::run("list-agents", shared::api::handlers::list_agents)
 }

@@ -1,4 +1,5 @@
-//! Lambda function `list-run-webhooks`: its route and handler are in `shared::api::routes`.
+//! Lambda function `list-run-webhooks`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("list-run-webhooks")
+    shared::runtime::http::run("list-run-webhooks", shared::api::handlers::list_run_webhooks)
 }

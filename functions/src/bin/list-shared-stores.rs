@@ -1,4 +1,5 @@
-//! Lambda function `list-shared-stores`: its route and handler are in `shared::api::routes`.
+//! Lambda function `list-shared-stores`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("list-shared-stores")
+    shared::runtime::http::run("list-shared-stores", shared::api::handlers::list_shared_stores)
 }

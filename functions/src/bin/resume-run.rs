@@ -1,4 +1,5 @@
-//! Lambda function `resume-run`: its route and handler are in `shared::api::routes`.
+//! Lambda function `resume-run`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("resume-run")
+    shared::runtime::http::run("resume-run", shared::api::handlers::resume_run)
 }

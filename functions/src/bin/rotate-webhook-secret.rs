@@ -1,4 +1,5 @@
-//! Lambda function `rotate-webhook-secret`: its route and handler are in `shared::api::routes`.
+//! Lambda function `rotate-webhook-secret`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("rotate-webhook-secret")
+    shared::runtime::http::run("rotate-webhook-secret", shared::api::handlers::rotate_webhook_secret)
 }

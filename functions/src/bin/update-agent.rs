@@ -1,4 +1,5 @@
-//! Lambda function `update-agent`: its route and handler are in `shared::api::routes`.
+//! Lambda function `update-agent`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("update-agent")
+    shared::runtime::http::run("update-agent", shared::api::handlers::update_agent)
 }

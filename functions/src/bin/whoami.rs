@@ -1,4 +1,5 @@
-//! Lambda function `whoami`: its route and handler are in `shared::api::routes`.
+//! Lambda function `whoami`: its route is in `shared::api::routes`, and it
+//! names its handler, so that it links that one alone.
 fn main() {
-    shared::runtime::http::run("whoami")
+    shared::runtime::http::run("whoami", shared::api::handlers::whoami)
 }

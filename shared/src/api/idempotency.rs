@@ -10,14 +10,15 @@ use futures::FutureExt;
 use http::{header, HeaderValue, StatusCode};
 
 use super::auth::{authenticate, Scheme};
-use super::{ApiError, Body, Call, PathParams, Request, Response, Route};
+use super::{ApiError, Body, Call, Endpoint, PathParams, Request, Response};
 use crate::app::App;
 use crate::domain::idempotency::{self, Begun, KeptAnswer};
 
-/// Runs `route`'s handler, honouring the request's `Idempotency-Key` when it has one.
-pub(super) async fn handle(route: &Route, app: Arc<App>, request: Request, params: PathParams) -> Response {
+/// Runs the endpoint's handler, honouring the request's `Idempotency-Key` when it has one.
+pub(super) async fn handle(endpoint: Endpoint, app: Arc<App>, request: Request, params: PathParams) -> Response {
+    let route = endpoint.route;
     let Some(value) = request.headers().get(idempotency::HEADER) else {
-        return (route.handler)(app, Call { request, params }).await;
+        return (endpoint.handler)(app, Call { request, params }).await;
     };
     let checked = match value.to_str() {
         Ok(key) => idempotency::check_key(key).map(|()| key.to_owned()),
@@ -30,7 +31,7 @@ pub(super) async fn handle(route: &Route, app: Arc<App>, request: Request, param
     // Shared stores take bearer keys only; a key their handler would refuse is left to it.
     let scheme = if route.path.starts_with("/shared-stores") { Scheme::Bearer } else { Scheme::BearerOrApiKey };
     let Ok(principal) = authenticate(&app, request.headers(), scheme).await else {
-        return (route.handler)(app, Call { request, params }).await;
+        return (endpoint.handler)(app, Call { request, params }).await;
     };
     let fingerprint =
         idempotency::fingerprint(request.method().as_str(), request.uri().path(), request.body().as_ref());
@@ -60,7 +61,7 @@ pub(super) async fn handle(route: &Route, app: Arc<App>, request: Request, param
         .into_response(),
         Ok(Begun::Replay(answer)) => replay(answer),
         Ok(Begun::Run(claim)) => {
-            let handler = AssertUnwindSafe((route.handler)(app.clone(), Call { request, params })).catch_unwind();
+            let handler = AssertUnwindSafe((endpoint.handler)(app.clone(), Call { request, params })).catch_unwind();
             let (repo, clock) = (app.idempotency.as_ref(), app.clock.as_ref());
             let handled = idempotency::renew_while(repo, clock, app.idempotency_lease, &claim, handler).await;
             let response = match handled {

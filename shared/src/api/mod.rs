@@ -7,6 +7,7 @@ mod assets;
 mod auth;
 mod body;
 mod error;
+pub mod handlers;
 mod idempotency;
 mod identity;
 pub mod openapi;
@@ -44,6 +45,21 @@ pub type HandlerFuture = Pin<Box<dyn Future<Output = Response> + Send>>;
 /// An endpoint's handler: one non-generic function pointer, compiled once.
 pub type Handler = fn(Arc<App>, Call) -> HandlerFuture;
 
+/// A route and its handler: what one Lambda function serves.
+#[derive(Clone, Copy)]
+pub struct Endpoint {
+    pub route: &'static Route,
+    pub handler: Handler,
+}
+
+impl Endpoint {
+    /// The endpoint of the route served by `function` (its handler found by name, which
+    /// links every handler: for `serve` and the tests).
+    pub fn of(function: &str) -> Option<Self> {
+        Some(Self { route: routes::by_function(function)?, handler: handlers::of(function)? })
+    }
+}
+
 /// A request with the path parameters of its route.
 pub struct Call {
     pub request: Request,
@@ -79,7 +95,10 @@ fn respond(result: Result<Response, ApiError>) -> Response {
 /// Routes a request by method and path: the local router of `serve` and the tests.
 pub async fn dispatch(app: Arc<App>, request: Request) -> Response {
     let refusal = match routes::find(request.method(), request.uri().path()) {
-        routes::Match::Found(route, params) => return invoke(route, app, request, params).await,
+        routes::Match::Found(route, params) => match handlers::of(route.function) {
+            Some(handler) => return invoke(Endpoint { route, handler }, app, request, params).await,
+            None => ApiError::detail(StatusCode::NOT_FOUND, "Not Found").into_response(),
+        },
         routes::Match::MethodNotAllowed(allowed) => ApiError::method_not_allowed(&allowed, "Method Not Allowed"),
         routes::Match::NotFound => ApiError::detail(StatusCode::NOT_FOUND, "Not Found").into_response(),
     };
@@ -89,9 +108,9 @@ pub async fn dispatch(app: Arc<App>, request: Request) -> Response {
 
 /// Serves a request in a Lambda that knows its route; a stage prefix before the
 /// route's path is allowed.
-pub async fn invoke_route(route: &'static Route, app: Arc<App>, request: Request) -> Response {
-    match route.match_path_suffix(request.uri().path()) {
-        Some(params) => invoke(route, app, request, params).await,
+pub async fn invoke_route(endpoint: Endpoint, app: Arc<App>, request: Request) -> Response {
+    match endpoint.route.match_path_suffix(request.uri().path()) {
+        Some(params) => invoke(endpoint, app, request, params).await,
         None => ApiError::detail(StatusCode::NOT_FOUND, "Not Found").into_response(),
     }
 }
@@ -113,7 +132,8 @@ fn request_id(request: &Request) -> String {
 /// Runs a handler inside the request's span (request ID, organization once known) and
 /// deadline (every retry inside respects [`REQUEST_BUDGET`]), and logs one line for it;
 /// a panic becomes a logged 500 instead of a dead process.
-async fn invoke(route: &Route, app: Arc<App>, request: Request, params: PathParams) -> Response {
+async fn invoke(endpoint: Endpoint, app: Arc<App>, request: Request, params: PathParams) -> Response {
+    let route = endpoint.route;
     let started = Instant::now();
     let span = tracing::info_span!(
         "request",
@@ -124,8 +144,8 @@ async fn invoke(route: &Route, app: Arc<App>, request: Request, params: PathPara
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
     let handler = AssertUnwindSafe(async move {
         match route.idempotent {
-            true => idempotency::handle(route, app, request, params).await,
-            false => (route.handler)(app, Call { request, params }).await,
+            true => idempotency::handle(endpoint, app, request, params).await,
+            false => (endpoint.handler)(app, Call { request, params }).await,
         }
     })
     .catch_unwind();

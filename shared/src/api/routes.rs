@@ -1,10 +1,12 @@
-//! The routes table: the one list of endpoints that drives the local router, the
-//! Lambda binaries (by function name) and the `template.yaml` check.
+//! The routes table: the one list of endpoints, as data, that drives the local router,
+//! the OpenAPI document, the Lambda binaries (by function name) and the `template.yaml`
+//! and IAM checks. It names no handler, so that reading it links none: each function
+//! binary names its own handler (`api::handlers`), and only `serve` links them all.
 
 use http::Method;
 use percent_encoding::percent_decode_str;
 
-use super::{agents, assets, identity, openapi, runs, shared_stores, uploads, webhooks, Handler, PathParams};
+use super::PathParams;
 
 /// One endpoint.
 pub struct Route {
@@ -13,7 +15,6 @@ pub struct Route {
     pub path: &'static str,
     /// The Lambda function (and binary) name.
     pub function: &'static str,
-    pub handler: Handler,
     /// The DynamoDB actions the function's IAM policy grants, and no others.
     pub dynamodb_actions: &'static [&'static str],
     /// The S3 actions on the media bucket the function's IAM policy grants, and no others.
@@ -33,14 +34,13 @@ pub struct Route {
 }
 
 macro_rules! route {
-    ($method:ident $path:literal => $function:literal, $handler:path, [$($action:literal),* $(,)?]
+    ($method:ident $path:literal => $function:literal, [$($action:literal),* $(,)?]
         $(, s3: [$($s3:literal),* $(,)?])? $(, sqs: [$($sqs:literal),* $(,)?] on [$($queue:literal),* $(,)?])?
         $(, large_responses: $large:literal)? $(, idempotent: $idempotent:literal)?) => {
         Route {
             method: Method::$method,
             path: $path,
             function: $function,
-            handler: |app, call| Box::pin(async move { super::respond($handler(app, call).await) }),
             dynamodb_actions: &[$($action),*],
             s3_actions: &[$($($s3),*)?],
             large_responses: false $(|| $large)?,
@@ -53,58 +53,58 @@ macro_rules! route {
 
 /// Every endpoint of the service.
 pub static ROUTES: &[Route] = &[
-    route!(GET "/whoami" => "whoami", identity::whoami, ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
-    route!(GET "/shared-stores" => "list-shared-stores", shared_stores::list_stores, ["dynamodb:GetItem", "dynamodb:Query"]),
-    route!(POST "/shared-stores" => "create-shared-store", shared_stores::create_store,
+    route!(GET "/whoami" => "whoami", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
+    route!(GET "/shared-stores" => "list-shared-stores", ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(POST "/shared-stores" => "create-shared-store",
         ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true),
-    route!(PATCH "/shared-stores/{store_id}" => "rename-shared-store", shared_stores::rename_store,
+    route!(PATCH "/shared-stores/{store_id}" => "rename-shared-store",
         ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
-    route!(DELETE "/shared-stores/{store_id}" => "delete-shared-store", shared_stores::delete_store,
+    route!(DELETE "/shared-stores/{store_id}" => "delete-shared-store",
         ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:DeleteItem", "dynamodb:BatchGetItem",
          "dynamodb:BatchWriteItem"]),
     // A list of 10,000 entries, and a bulk's answer, can be larger than a Lambda response.
-    route!(GET "/shared-stores/{store_id}/entries" => "list-shared-store-entries", shared_stores::list_entries,
+    route!(GET "/shared-stores/{store_id}/entries" => "list-shared-store-entries",
         ["dynamodb:GetItem", "dynamodb:Query"], s3: ["s3:PutObject", "s3:GetObject"], large_responses: true),
     // Query: a bulk repairing the store a killed bulk left reads that bulk's journal.
-    route!(POST "/shared-stores/{store_id}/entries/bulk" => "bulk-upsert-shared-store-entries", shared_stores::bulk_upsert,
+    route!(POST "/shared-stores/{store_id}/entries/bulk" => "bulk-upsert-shared-store-entries",
         ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"],
         s3: ["s3:PutObject", "s3:GetObject"], large_responses: true),
-    route!(GET "/shared-stores/{store_id}/entries/{entry_id}" => "get-shared-store-entry", shared_stores::get_entry,
+    route!(GET "/shared-stores/{store_id}/entries/{entry_id}" => "get-shared-store-entry",
         ["dynamodb:GetItem"]),
     // Writers of one entry repair a store a dead bulk left first (lease, journal, counts):
     // UpdateItem, Query, BatchGetItem and BatchWriteItem.
-    route!(PUT "/shared-stores/{store_id}/entries/{entry_id}" => "put-shared-store-entry", shared_stores::put_entry,
+    route!(PUT "/shared-stores/{store_id}/entries/{entry_id}" => "put-shared-store-entry",
         ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:Query",
          "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"]),
-    route!(PATCH "/shared-stores/{store_id}/entries/{entry_id}" => "rename-shared-store-entry", shared_stores::rename_entry,
+    route!(PATCH "/shared-stores/{store_id}/entries/{entry_id}" => "rename-shared-store-entry",
         ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem",
          "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"]),
-    route!(DELETE "/shared-stores/{store_id}/entries/{entry_id}" => "delete-shared-store-entry", shared_stores::delete_entry,
+    route!(DELETE "/shared-stores/{store_id}/entries/{entry_id}" => "delete-shared-store-entry",
         ["dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem",
          "dynamodb:BatchWriteItem"]),
-    route!(GET "/agents" => "list-agents", agents::list_agents, ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(GET "/agents" => "list-agents", ["dynamodb:GetItem", "dynamodb:Query"]),
     // UpdateItem: an organization stored before workspaces existed gets its primary one.
-    route!(POST "/agent/create" => "create-agent", agents::create_agent,
+    route!(POST "/agent/create" => "create-agent",
         ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true),
-    route!(GET "/agent/{agent_id}" => "get-agent", agents::get_agent, ["dynamodb:GetItem"]),
+    route!(GET "/agent/{agent_id}" => "get-agent", ["dynamodb:GetItem"]),
     // Its create_node operations create nodes: a repeat must not create them twice.
-    route!(POST "/agent/{agent_id}/update" => "update-agent", agents::update_agent, ["dynamodb:GetItem", "dynamodb:PutItem"],
+    route!(POST "/agent/{agent_id}/update" => "update-agent", ["dynamodb:GetItem", "dynamodb:PutItem"],
         idempotent: true),
-    route!(POST "/agent/{agent_id}/duplicate" => "duplicate-agent", agents::duplicate_agent,
+    route!(POST "/agent/{agent_id}/duplicate" => "duplicate-agent",
         ["dynamodb:GetItem", "dynamodb:PutItem"], idempotent: true),
-    route!(POST "/agent/{agent_id}/delete" => "delete-agent", agents::delete_agent, ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
-    route!(GET "/node_types" => "list-node-types", agents::list_node_types, ["dynamodb:GetItem"]),
-    route!(POST "/uploads/{kind}/get_upload_url" => "get-upload-url", uploads::get_upload_url,
+    route!(POST "/agent/{agent_id}/delete" => "delete-agent", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
+    route!(GET "/node_types" => "list-node-types", ["dynamodb:GetItem"]),
+    route!(POST "/uploads/{kind}/get_upload_url" => "get-upload-url",
         ["dynamodb:GetItem", "dynamodb:PutItem"], s3: ["s3:PutObject", "s3:PutObjectTagging"], idempotent: true),
-    route!(POST "/uploads/{kind}/finalize_upload" => "finalize-upload", uploads::finalize_upload,
+    route!(POST "/uploads/{kind}/finalize_upload" => "finalize-upload",
         ["dynamodb:GetItem", "dynamodb:PutItem"],
         s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:PutObjectVersionTagging"]),
-    route!(GET "/uploads/{kind}/{upload_id}" => "get-upload", uploads::get_upload, ["dynamodb:GetItem"]),
+    route!(GET "/uploads/{kind}/{upload_id}" => "get-upload", ["dynamodb:GetItem"]),
     // Asset managers (rule 10): a connection per workspace (Query lists the
     // organization's), and the `local` provider's items made of ready video uploads.
-    route!(POST "/asset_connections" => "create-asset-connection", assets::create_connection,
+    route!(POST "/asset_connections" => "create-asset-connection",
         ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true),
-    route!(POST "/asset_connections/{connection_id}/items" => "create-asset-item", assets::create_item,
+    route!(POST "/asset_connections/{connection_id}/items" => "create-asset-item",
         ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"], idempotent: true),
     // The run engine. A run with many inputs records their media in transactions of
     // puts before the run itself. A run is read by its head (GetItem), then, unless the
@@ -113,29 +113,29 @@ pub static ROUTES: &[Route] = &[
     // Changes of runs record webhook deliveries in the same transaction and queue them
     // (SendMessage on the webhook queue as well).
     // Query: asset-manager inputs read the organization's connections.
-    route!(POST "/agent/{agent_id}/run" => "start-run", runs::start_run,
+    route!(POST "/agent/{agent_id}/run" => "start-run",
         ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"],
         idempotent: true),
-    route!(GET "/agent_run/{run_id}" => "get-run", runs::get_run, ["dynamodb:GetItem", "dynamodb:Query"]),
-    route!(GET "/agent_run/{run_id}/nodes" => "get-run-nodes", runs::get_run_nodes, ["dynamodb:GetItem", "dynamodb:Query"]),
-    route!(POST "/agent_run/{run_id}/cancel" => "cancel-run", runs::cancel_run,
+    route!(GET "/agent_run/{run_id}" => "get-run", ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(GET "/agent_run/{run_id}/nodes" => "get-run-nodes", ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(POST "/agent_run/{run_id}/cancel" => "cancel-run",
         ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], sqs: ["sqs:SendMessage"] on ["WebhookQueue"]),
-    route!(POST "/agent_run/{run_id}/resume" => "resume-run", runs::resume_run,
+    route!(POST "/agent_run/{run_id}/resume" => "resume-run",
         ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"]),
-    route!(GET "/agent/{agent_id}/runs" => "list-agent-runs", runs::list_agent_runs, ["dynamodb:GetItem", "dynamodb:Query"]),
-    route!(GET "/agent_runs" => "list-runs", runs::list_runs, ["dynamodb:GetItem", "dynamodb:Query"]),
-    route!(GET "/agent_run/{run_id}/webhooks" => "list-run-webhooks", webhooks::list_deliveries,
+    route!(GET "/agent/{agent_id}/runs" => "list-agent-runs", ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(GET "/agent_runs" => "list-runs", ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(GET "/agent_run/{run_id}/webhooks" => "list-run-webhooks",
         ["dynamodb:GetItem", "dynamodb:Query"]),
-    route!(POST "/agent_run/{run_id}/webhooks/{delivery_id}/redeliver" => "redeliver-run-webhook", webhooks::redeliver,
+    route!(POST "/agent_run/{run_id}/webhooks/{delivery_id}/redeliver" => "redeliver-run-webhook",
         ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["WebhookQueue"]),
-    route!(POST "/webhooks/secret" => "rotate-webhook-secret", webhooks::rotate_secret,
+    route!(POST "/webhooks/secret" => "rotate-webhook-secret",
         ["dynamodb:GetItem", "dynamodb:PutItem"], idempotent: true),
-    route!(DELETE "/webhooks/secret" => "delete-webhook-secret", webhooks::delete_secret,
+    route!(DELETE "/webhooks/secret" => "delete-webhook-secret",
         ["dynamodb:GetItem", "dynamodb:DeleteItem"]),
     // A signed link is its own authority (no API key): one read, then a presigned GET.
-    route!(GET "/media/{media_id}" => "get-media", runs::get_media, ["dynamodb:GetItem"], s3: ["s3:GetObject", "s3:GetObjectVersion"]),
+    route!(GET "/media/{media_id}" => "get-media", ["dynamodb:GetItem"], s3: ["s3:GetObject", "s3:GetObjectVersion"]),
     // The service description (no API key, no state).
-    route!(GET "/openapi.json" => "get-openapi", openapi::get_document, []),
+    route!(GET "/openapi.json" => "get-openapi", []),
 ];
 
 /// The result of looking a request up in the table.

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http::{header, StatusCode};
 use serde_json::json;
 
-use crate::api::{self, routes, Response, Route};
+use crate::api::{self, routes, Endpoint, Handler, Response, Route};
 use crate::app::App;
 use crate::core::retry::{Unavailable, FUNCTION_BUDGET};
 
@@ -22,41 +22,28 @@ pub const LARGE_RESPONSE_LINK_TTL: Duration = Duration::from_secs(10 * 60);
 /// Where larger responses are kept (the bucket expires them after a day).
 pub const LARGE_RESPONSE_PREFIX: &str = "responses/";
 
-/// Runs the Lambda function `function` (a name from the routes table) until the
-/// runtime stops it; exits the process with an error code if it cannot start.
-pub fn run(function: &str) -> ! {
-    init_tracing();
-    let Some(route) = routes::by_function(function) else {
-        tracing::error!(function, "no route in the routes table has this function name");
-        std::process::exit(2);
+/// Runs the Lambda function `function` (a name from the routes table) with its
+/// `handler` until the runtime stops it; a function that cannot start reports why to the
+/// Runtime API. The binary names its handler, so it links that one alone.
+pub fn run(function: &'static str, handler: Handler) -> ! {
+    let setup = async move {
+        let route = routes::by_function(function)
+            .ok_or_else(|| anyhow::anyhow!("no route in the routes table has the function name {function:?}"))?;
+        Ok((Endpoint { route, handler }, Arc::new(App::from_env().await?)))
     };
-    let result =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow::Error::from).and_then(
-            |runtime| {
-                runtime.block_on(async move {
-                    let app = Arc::new(App::from_env().await?);
-                    let service = lambda_http::service_fn(move |request: lambda_http::Request| {
-                        let app = app.clone();
-                        async move { Ok::<_, Infallible>(handle(route, app, request).await) }
-                    });
-                    lambda_http::run(service).await.map_err(|error| anyhow::anyhow!("{error}"))
-                })
-            },
-        );
-    match result {
-        Ok(()) => std::process::exit(0),
-        Err(error) => {
-            tracing::error!(error = %format!("{error:#}"), function, "lambda runtime stopped");
-            std::process::exit(1);
-        }
-    }
+    super::run_function(function, setup, |(endpoint, app)| {
+        lambda_http::run(lambda_http::service_fn(move |request: lambda_http::Request| {
+            let app = app.clone();
+            async move { Ok::<_, Infallible>(handle(endpoint, app, request).await) }
+        }))
+    })
 }
 
 /// Serves one request of a function's route as the Lambda runtime hands it over.
-pub async fn handle(route: &'static Route, app: Arc<App>, request: lambda_http::Request) -> Response {
+pub async fn handle(endpoint: Endpoint, app: Arc<App>, request: lambda_http::Request) -> Response {
     let deadline = Instant::now() + FUNCTION_BUDGET;
-    let response = api::invoke_route(route, app.clone(), request).await;
-    deliver(route, &app, response, deadline).await
+    let response = api::invoke_route(endpoint, app.clone(), request).await;
+    deliver(endpoint.route, &app, response, deadline).await
 }
 
 /// The size of a body once escaped inside the Lambda response's JSON envelope.

@@ -15,29 +15,20 @@ pub const SWEEPER_QUEUES: &[&str] = &["TaskQueue", "WebhookQueue"];
 
 /// Runs the `sweeper` function until the runtime stops it.
 pub fn run_sweeper() -> ! {
-    super::http::init_tracing();
-    let result =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow::Error::from).and_then(
-            |runtime| {
-                runtime.block_on(async move {
-                    let app = std::sync::Arc::new(App::from_env().await?);
-                    anyhow::ensure!(app.engine.missing.is_none(), "sweeper needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
-                    let service = lambda_http::service_fn(move |_: lambda_http::LambdaEvent<serde_json::Value>| {
-                        let app = app.clone();
-                        async move {
-                            let report = app.engine.sweeper.sweep().await.map_err(|error| format!("{error:#}"))?;
-                            Ok::<_, String>(serde_json::json!(report))
-                        }
-                    });
-                    lambda_http::lambda_runtime::run(service).await.map_err(|error| anyhow::anyhow!("{error}"))
-                })
+    let setup = async {
+        let app = App::from_env().await?;
+        anyhow::ensure!(app.engine.missing.is_none(), "sweeper needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
+        Ok(std::sync::Arc::new(app))
+    };
+    super::run_function(SWEEPER, setup, |app| {
+        lambda_http::lambda_runtime::run(lambda_http::service_fn(
+            move |_: lambda_http::LambdaEvent<serde_json::Value>| {
+                let app = app.clone();
+                async move {
+                    let report = app.engine.sweeper.sweep().await.map_err(|error| format!("{error:#}"))?;
+                    Ok::<_, String>(serde_json::json!(report))
+                }
             },
-        );
-    match result {
-        Ok(()) => std::process::exit(0),
-        Err(error) => {
-            tracing::error!(error = %format!("{error:#}"), function = SWEEPER, "lambda runtime stopped");
-            std::process::exit(1);
-        }
-    }
+        ))
+    })
 }

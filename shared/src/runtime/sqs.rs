@@ -46,7 +46,7 @@ pub const WEBHOOK_SENDER_SQS_ACTIONS: &[&str] = &["sqs:ChangeMessageVisibility"]
 const PARALLEL_TASKS: usize = 1;
 
 /// Runs an SQS-fed function until the runtime stops it: `setup` builds its state at cold
-/// start, `handle` answers each batch.
+/// start (a failure is reported to the Runtime API), `handle` answers each batch.
 fn run_sqs_function<S, Setup, Handle, Answer>(name: &'static str, setup: Setup, handle: Handle) -> !
 where
     S: Send + Sync + 'static,
@@ -54,27 +54,13 @@ where
     Handle: Fn(Arc<S>, SqsEvent) -> Answer + Send + Sync + Copy + 'static,
     Answer: std::future::Future<Output = SqsBatchResponse> + Send,
 {
-    super::http::init_tracing();
-    let result =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow::Error::from).and_then(
-            |runtime| {
-                runtime.block_on(async move {
-                    let state = Arc::new(setup.await?);
-                    let service = lambda_http::service_fn(move |event: lambda_http::LambdaEvent<SqsEvent>| {
-                        let state = state.clone();
-                        async move { Ok::<_, std::convert::Infallible>(handle(state, event.payload).await) }
-                    });
-                    lambda_http::lambda_runtime::run(service).await.map_err(|error| anyhow::anyhow!("{error}"))
-                })
-            },
-        );
-    match result {
-        Ok(()) => std::process::exit(0),
-        Err(error) => {
-            tracing::error!(error = %format!("{error:#}"), function = name, "lambda runtime stopped");
-            std::process::exit(1);
-        }
-    }
+    super::run_function(name, setup, move |state: S| {
+        let state = Arc::new(state);
+        lambda_http::lambda_runtime::run(lambda_http::service_fn(move |event: lambda_http::LambdaEvent<SqsEvent>| {
+            let state = state.clone();
+            async move { Ok::<_, std::convert::Infallible>(handle(state, event.payload).await) }
+        }))
+    })
 }
 
 /// Runs the `node-worker` function until the runtime stops it.

@@ -101,10 +101,14 @@ pub async fn s3_store() -> S3BlobStore {
         std::env::var("AWS_ENDPOINT_URL_S3").is_ok(),
         "AWS_ENDPOINT_URL_S3 is not set: run the tests with ./scripts/test.sh, which starts the S3 emulator"
     );
-    let bucket = std::env::var("TEST_BUCKET_NAME").unwrap_or_else(|_| "tests-media".to_owned());
-    let s3 = S3BlobStore::connect(bucket).await;
+    let s3 = S3BlobStore::connect(test_bucket_name()).await;
     s3.ensure_bucket().await.expect("creating the test bucket in the S3 emulator");
     s3
+}
+
+/// The S3 emulator's bucket of this test run; the test script sets `TEST_BUCKET_NAME`.
+pub fn test_bucket_name() -> String {
+    std::env::var("TEST_BUCKET_NAME").unwrap_or_else(|_| "tests-media".to_owned())
 }
 
 /// An application with one organization (API access on) and its key.
@@ -239,12 +243,28 @@ impl TestApp {
 
 /// An API Gateway HTTP API (v2) event as a Lambda function receives it.
 pub fn lambda_event(method: &str, raw_path: &str, query: &str, key: &str, body: Option<&str>) -> lambda_http::Request {
-    let event = json!({
+    let authorization = format!("Bearer {key}");
+    let headers = [("authorization", authorization.as_str()), ("content-type", "application/json")];
+    let event = api_gateway_event_json(method, raw_path, query, &headers, body);
+    lambda_http::request::from_str(&event.to_string()).expect("an API Gateway event")
+}
+
+/// The JSON of an API Gateway HTTP API (v2) event on its `$default` route.
+pub fn api_gateway_event_json(
+    method: &str,
+    raw_path: &str,
+    query: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Value {
+    let headers: serde_json::Map<String, Value> =
+        headers.iter().map(|(name, value)| (name.to_lowercase(), json!(value))).collect();
+    json!({
         "version": "2.0",
         "routeKey": "$default",
         "rawPath": raw_path,
         "rawQueryString": query,
-        "headers": { "authorization": format!("Bearer {key}"), "content-type": "application/json" },
+        "headers": headers,
         "requestContext": {
             "accountId": "123456789012",
             "apiId": "api",
@@ -259,8 +279,7 @@ pub fn lambda_event(method: &str, raw_path: &str, query: &str, key: &str, body: 
         },
         "body": body,
         "isBase64Encoded": false
-    });
-    lambda_http::request::from_str(&event.to_string()).expect("an API Gateway event")
+    })
 }
 
 /// Sends a request to the Lambda function of `function` as the runtime would, and
@@ -272,10 +291,10 @@ pub async fn call_function(
     path: &str,
     body: Option<&Value>,
 ) -> (StatusCode, http::HeaderMap, Value) {
-    let route = api::routes::by_function(function).expect("a function of the routes table");
+    let endpoint = api::Endpoint::of(function).expect("a function of the routes table");
     let body = body.map(Value::to_string);
     let request = lambda_event(method, path, "", &app.key, body.as_deref());
-    let response = shared::runtime::http::handle(route, app.app.clone(), request).await;
+    let response = shared::runtime::http::handle(endpoint, app.app.clone(), request).await;
     let status = response.status();
     let headers = response.headers().clone();
     let bytes: &[u8] = response.body();

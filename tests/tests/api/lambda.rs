@@ -2,7 +2,7 @@
 
 use http::StatusCode;
 use serde_json::{json, Value};
-use shared::api::{self, routes};
+use shared::api;
 use shared::runtime::http::MAX_INLINE_BODY_BYTES;
 
 use crate::helpers::{call_function, http_get, lambda_event, large_entries, s3_media, Backend, TestApp};
@@ -11,7 +11,7 @@ use crate::helpers::{call_function, http_get, lambda_event, large_entries, s3_me
 async fn a_function_serves_its_route_from_an_api_gateway_event() {
     let app = TestApp::new(Backend::Sqlite).await;
     let store = app.create_store("s").await;
-    let put = routes::by_function("put-shared-store-entry").unwrap();
+    let put = api::Endpoint::of("put-shared-store-entry").unwrap();
     let raw_path = format!("/shared-stores/{store}/entries/a%2Fb");
     let request = lambda_event("PUT", &raw_path, "", &app.key, Some(r#"{"display_name":"x"}"#));
     let response = api::invoke_route(put, app.app.clone(), request).await;
@@ -19,7 +19,7 @@ async fn a_function_serves_its_route_from_an_api_gateway_event() {
     let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
     assert_eq!(body["entry"]["entry_id"], "a/b");
 
-    let get = routes::by_function("get-shared-store-entry").unwrap();
+    let get = api::Endpoint::of("get-shared-store-entry").unwrap();
     let request = lambda_event("GET", &format!("/prod{raw_path}"), "", &app.key, None);
     let response = api::invoke_route(get, app.app.clone(), request).await;
     assert_eq!(response.status(), StatusCode::OK, "a stage prefix is ignored");
@@ -32,7 +32,7 @@ async fn a_function_reads_its_query_string_from_the_event() {
         let (status, _) = app.call(http::Method::POST, "/agent/create", Some(json!({ "name": name }))).await;
         assert_eq!(status, StatusCode::CREATED);
     }
-    let list = routes::by_function("list-agents").unwrap();
+    let list = api::Endpoint::of("list-agents").unwrap();
     let request = lambda_event("GET", "/agents", "limit=1&name=100%25", &app.key, None);
     let response = api::invoke_route(list, app.app.clone(), request).await;
     assert_eq!(response.status(), StatusCode::OK);

@@ -171,18 +171,7 @@ impl Harness {
     /// Uploads and finalizes `bytes`; then, when `later` is given, PUTs it to the same
     /// upload URL (still valid) as a client could.
     async fn upload_then_put(&self, kind: &str, bytes: Vec<u8>, later: Option<Vec<u8>>) -> String {
-        let (status, body) = self.test.call(Method::POST, &format!("/uploads/{kind}/get_upload_url"), None).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        let id = body["id"].as_str().unwrap().to_owned();
-        assert_eq!(put(&body, bytes).await, StatusCode::OK);
-        let ticket = body;
-        let (status, body) =
-            self.test.call(Method::POST, &format!("/uploads/{kind}/finalize_upload"), Some(json!({ "id": id }))).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        if let Some(later) = later {
-            assert_eq!(put(&ticket, later).await, StatusCode::OK, "the upload URL still takes a PUT");
-        }
-        id
+        upload(&self.test, kind, bytes, later).await
     }
 
     /// Creates an agent from nodes `(name, type, params)` and connections by name;
@@ -192,30 +181,7 @@ impl Harness {
         nodes: &[(&str, shared::domain::nodes::NodeTypeId, Value)],
         edges: &[(&str, &str)],
     ) -> (String, HashMap<String, String>) {
-        let (status, body) = self.test.call(Method::POST, "/agent/create", Some(json!({ "name": "runs" }))).await;
-        assert_eq!(status, StatusCode::CREATED, "{body}");
-        let agent = body["agent_id"].as_str().unwrap().to_owned();
-        let mut operations: Vec<Value> = nodes
-            .iter()
-            .map(|(name, kind, params)| json!({ "op": "create_node", "node_type_id": kind.to_string(), "temp_ref_id": name, "params_used": params }))
-            .collect();
-        operations.extend(edges.iter().map(
-            |(from, to)| json!({ "op": "create_connection", "source_temp_ref_id": from, "target_temp_ref_id": to }),
-        ));
-        let (status, body) = self
-            .test
-            .call(Method::POST, &format!("/agent/{agent}/update"), Some(json!({ "operations": operations })))
-            .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        let ids = body["created_nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|node| {
-                (node["temp_ref_id"].as_str().unwrap().to_owned(), node["agent_node_id"].as_str().unwrap().to_owned())
-            })
-            .collect();
-        (agent, ids)
+        create_agent(&self.test, nodes, edges).await
     }
 
     pub(crate) async fn start(&self, agent: &str, body: Value) -> String {
@@ -267,12 +233,62 @@ impl Harness {
     }
 }
 
+/// Uploads and finalizes `bytes` as `test`'s organization; then, when `later` is
+/// given, PUTs it to the same upload URL (still valid) as a client could.
+pub(crate) async fn upload(test: &TestApp, kind: &str, bytes: Vec<u8>, later: Option<Vec<u8>>) -> String {
+    let (status, body) = test.call(Method::POST, &format!("/uploads/{kind}/get_upload_url"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let id = body["id"].as_str().unwrap().to_owned();
+    assert_eq!(put(&body, bytes).await, StatusCode::OK);
+    let ticket = body;
+    let (status, body) =
+        test.call(Method::POST, &format!("/uploads/{kind}/finalize_upload"), Some(json!({ "id": id }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    if let Some(later) = later {
+        assert_eq!(put(&ticket, later).await, StatusCode::OK, "the upload URL still takes a PUT");
+    }
+    id
+}
+
+/// Creates an agent of `test`'s organization from nodes `(name, type, params)` and
+/// connections by name; returns its ID and the node IDs by name.
+pub(crate) async fn create_agent(
+    test: &TestApp,
+    nodes: &[(&str, shared::domain::nodes::NodeTypeId, Value)],
+    edges: &[(&str, &str)],
+) -> (String, HashMap<String, String>) {
+    let (status, body) = test.call(Method::POST, "/agent/create", Some(json!({ "name": "runs" }))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let agent = body["agent_id"].as_str().unwrap().to_owned();
+    let mut operations: Vec<Value> = nodes
+        .iter()
+        .map(|(name, kind, params)| json!({ "op": "create_node", "node_type_id": kind.to_string(), "temp_ref_id": name, "params_used": params }))
+        .collect();
+    operations.extend(
+        edges.iter().map(
+            |(from, to)| json!({ "op": "create_connection", "source_temp_ref_id": from, "target_temp_ref_id": to }),
+        ),
+    );
+    let (status, body) =
+        test.call(Method::POST, &format!("/agent/{agent}/update"), Some(json!({ "operations": operations }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let ids = body["created_nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|node| {
+            (node["temp_ref_id"].as_str().unwrap().to_owned(), node["agent_node_id"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    (agent, ids)
+}
+
 /// What ffprobe says about a fetched file.
 #[derive(Debug)]
 pub(crate) struct Probed {
     pub(crate) duration: f64,
     pub(crate) width: u64,
-    height: u64,
+    pub(crate) height: u64,
     video_codec: String,
     audio_codec: Option<String>,
 }

@@ -205,18 +205,18 @@ async fn rotate_secret(harness: &Harness) -> String {
 }
 
 /// The flags of accepted events in sequence order.
-fn flags(events: &[Received]) -> Vec<String> {
+pub(crate) fn flags(events: &[Received]) -> Vec<String> {
     events.iter().map(|event| event.body["flag"].as_str().unwrap_or_default().to_owned()).collect()
 }
 
 /// Sequences are 1.. without a gap or a repeat.
-fn assert_sequences(events: &[Received]) {
+pub(crate) fn assert_sequences(events: &[Received]) {
     let sequences: Vec<u64> = events.iter().map(|event| event.body["sequence"].as_u64().unwrap()).collect();
     assert_eq!(sequences, (1..=events.len() as u64).collect::<Vec<_>>(), "{:?}", flags(events));
 }
 
 /// Every request verifies with the Python `standardwebhooks` package under `secret`.
-fn verify_with_standardwebhooks(secret: &str, events: &[Received]) {
+pub(crate) fn verify_with_standardwebhooks(secret: &str, events: &[Received]) {
     let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.local/venv/bin/python");
     let cases: Vec<Value> = events
         .iter()

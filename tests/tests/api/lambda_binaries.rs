@@ -1,0 +1,455 @@
+//! The compiled function binaries run as AWS Lambda runs them: each is a child process
+//! of the Runtime API emulator (`runtime_emulator`), fed the published events (API
+//! Gateway HTTP API v2, SQS batches) on DynamoDB Local and the SQS/S3 emulator. Seeding
+//! (organization, upload, agent, webhook secret) goes through the in-process app on the
+//! same table; the run itself only through the binaries.
+
+use std::time::Duration;
+
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use serde_json::{json, Value};
+use shared::adapters::sqs::{SqsTaskQueue, SqsWebhookQueue};
+use shared::app::{App, Media};
+use shared::runtime::CONFIG_INVALID;
+
+use crate::helpers::{dynamodb, s3_store, test_bucket_name, TestApp};
+use crate::lambda_events::{api_gateway_event, batch_answer, http_answer, sqs_event, sqs_record};
+use crate::runs::{chain, create_agent, fetch_and_probe, upload, CHAIN_EDGES};
+use crate::runtime_emulator::{aws_environment, binary_path, debug_binary, Function, InvokeError, RunningFunction};
+use crate::uploads::sample;
+use crate::webhooks::{assert_sequences, flags, verify_with_standardwebhooks, Mode, Receiver};
+
+/// The address callers reach the API at: media links start with it (never fetched here).
+const PUBLIC_URL: &str = "https://api.example.test";
+/// How long a function may take to start and answer (debug builds, 2 cores).
+const FUNCTION_TIMEOUT: Duration = Duration::from_secs(60);
+/// node-worker's timeout here; its tasks' budget (TASK_TIMEOUT_SECONDS) stays under it,
+/// as in the template.
+const NODE_WORKER_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// An SQS queue of the deployment.
+struct Queue {
+    url: String,
+    arn: String,
+}
+
+/// A deployment on the emulators: the test run's table and bucket, queues of its own, a
+/// link secret, and the environment its functions get; `test` seeds it in process.
+struct Deployment {
+    test: TestApp,
+    env: Vec<(String, String)>,
+    sqs: aws_sdk_sqs::Client,
+    tasks: Queue,
+    webhooks: Queue,
+}
+
+impl Deployment {
+    async fn new() -> Self {
+        assert!(
+            std::env::var("AWS_ENDPOINT_URL_SQS").is_ok(),
+            "AWS_ENDPOINT_URL_SQS is not set: run the tests with ./scripts/test.sh, which starts the SQS emulator"
+        );
+        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let name = format!("lambda-{}", uuid::Uuid::new_v4());
+        let queue = |name: String, url: String| {
+            let region = config.region().map(ToString::to_string).unwrap_or_else(|| "us-east-1".to_owned());
+            Queue { url, arn: format!("arn:aws:sqs:{region}:123456789012:{name}") }
+        };
+        let tasks_url = SqsTaskQueue::ensure_queue(&config, &name, NODE_WORKER_TIMEOUT).await.unwrap();
+        let webhooks_name = format!("webhooks-{name}");
+        let webhooks_url = SqsWebhookQueue::ensure_queue(&config, &webhooks_name, FUNCTION_TIMEOUT).await.unwrap();
+        let table = dynamodb().await;
+        let table_name = table.table().to_owned();
+        let test = TestApp::seeded(App::dynamodb(table, Media::S3(s3_store().await))).await;
+        let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+        let mut env = aws_environment();
+        env.extend(
+            [
+                ("TABLE_NAME", table_name.as_str()),
+                ("MEDIA_BUCKET", &test_bucket_name()),
+                ("TASK_QUEUE_URL", &tasks_url),
+                ("WEBHOOK_QUEUE_URL", &webhooks_url),
+                ("MEDIA_LINK_SECRET", &secret),
+                ("PUBLIC_URL", PUBLIC_URL),
+                ("TASK_TIMEOUT_SECONDS", "100"),
+                ("WEBHOOK_RETRY_DELAYS_MS", "100,200,400"),
+                ("WEBHOOK_TIMEOUT_MS", "5000"),
+                // The webhook receiver is on this machine (the SSRF guard refuses it).
+                ("ALLOW_PRIVATE_URLS", "true"),
+            ]
+            .map(|(name, value)| (name.to_owned(), value.to_owned())),
+        );
+        Self {
+            test,
+            env,
+            sqs: aws_sdk_sqs::Client::new(&config),
+            tasks: queue(name, tasks_url),
+            webhooks: queue(webhooks_name, webhooks_url),
+        }
+    }
+
+    /// Starts the debug binary of `function` with this deployment's environment.
+    async fn start(&self, function: &str, timeout: Duration) -> RunningFunction {
+        Function::new(function).envs(&self.env).timeout(timeout).start().await
+    }
+
+    /// Receives up to ten messages of `queue` as an event source mapping does (leased
+    /// for `lease`), waiting up to a second for the first.
+    async fn receive(&self, queue: &Queue, lease: Duration) -> Vec<aws_sdk_sqs::types::Message> {
+        let received = self
+            .sqs
+            .receive_message()
+            .queue_url(&queue.url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .visibility_timeout(lease.as_secs() as i32)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .expect("receiving from the SQS emulator");
+        received.messages.unwrap_or_default()
+    }
+
+    /// Deletes the messages a function handled, as the event source mapping does with
+    /// those its batch response did not name.
+    async fn delete(&self, queue: &Queue, messages: &[&aws_sdk_sqs::types::Message]) {
+        for message in messages {
+            let handle = message.receipt_handle().expect("a receipt handle");
+            self.sqs.delete_message().queue_url(&queue.url).receipt_handle(handle).send().await.unwrap();
+        }
+    }
+}
+
+/// Sends a request to an HTTP function as API Gateway does, with the bearer `key` when
+/// given; answers what API Gateway would return.
+async fn request(
+    function: &RunningFunction,
+    method: Method,
+    path_and_query: &str,
+    key: Option<&str>,
+    body: Option<&Value>,
+) -> (StatusCode, HeaderMap, Bytes) {
+    let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
+    let authorization = key.map(|key| format!("Bearer {key}"));
+    let mut headers = vec![("content-type", "application/json")];
+    headers.extend(authorization.as_deref().map(|value| ("authorization", value)));
+    let body = body.map(Value::to_string);
+    let event = api_gateway_event(&method, path, query, &headers, body.as_deref());
+    http_answer(function.call(&event).await)
+}
+
+fn json_body(bytes: &Bytes) -> Value {
+    serde_json::from_slice(bytes).unwrap_or_else(|_| panic!("a JSON body: {}", String::from_utf8_lossy(bytes)))
+}
+
+/// The run as `get-run` answers it.
+async fn get_run(deployment: &Deployment, function: &RunningFunction, run: &str) -> Value {
+    let (status, _, body) =
+        request(function, Method::GET, &format!("/agent_run/{run}"), Some(&deployment.test.key), None).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    json_body(&body)
+}
+
+/// A record the task worker cannot read, as SQS could deliver it; `body` as given.
+fn unreadable_record(body: &str, queue: &Queue) -> (String, Value) {
+    let id = uuid::Uuid::new_v4().to_string();
+    let record = json!({
+        "messageId": id,
+        "receiptHandle": format!("bogus-{id}"),
+        "body": body,
+        "attributes": { "ApproximateReceiveCount": "1", "SentTimestamp": "1767225600000" },
+        "messageAttributes": {},
+        "md5OfBody": "00000000000000000000000000000000",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue.arn,
+        "awsRegion": "us-east-1",
+    });
+    (id, record)
+}
+
+/// Hands the task queue's messages to `node-worker` in SQS batches, as its event source
+/// does, until `get-run` says the run ended (bounded). The first batch carries two
+/// records that are no task messages: they, and only they, come back as batch item
+/// failures. Answers the number of task messages handled.
+async fn work_tasks(
+    deployment: &Deployment,
+    node_worker: &RunningFunction,
+    get_run_function: &RunningFunction,
+    run: &str,
+) -> usize {
+    let mut handled = 0;
+    let mut bogus_sent = false;
+    for _ in 0..200 {
+        let messages = deployment.receive(&deployment.tasks, NODE_WORKER_TIMEOUT).await;
+        if messages.is_empty() {
+            if get_run(deployment, get_run_function, run).await["status"] != "running" {
+                assert!(bogus_sent, "the run ended without a task batch");
+                return handled;
+            }
+            continue;
+        }
+        let mut records: Vec<Value> =
+            messages.iter().map(|message| sqs_record(message, &deployment.tasks.arn)).collect();
+        let mut bogus = Vec::new();
+        if !bogus_sent {
+            bogus_sent = true;
+            for body in ["\u{1}not JSON at all", r#"{"kind":"not a task message"}"#] {
+                let (id, record) = unreadable_record(body, &deployment.tasks);
+                bogus.push(id);
+                records.push(record);
+            }
+        }
+        let answer = batch_answer(node_worker.call(&sqs_event(records)).await);
+        let mut failed: Vec<String> =
+            answer.batch_item_failures.iter().map(|failure| failure.item_identifier.clone()).collect();
+        failed.sort();
+        bogus.sort();
+        assert_eq!(failed, bogus, "only the unreadable records fail; every task message succeeds");
+        let done: Vec<&aws_sdk_sqs::types::Message> = messages.iter().collect();
+        deployment.delete(&deployment.tasks, &done).await;
+        handled += messages.len();
+    }
+    panic!("run {run} did not end\n{}", node_worker.log_tail());
+}
+
+/// Hands the webhook queue's messages to `webhook-sender` in SQS batches until the
+/// receiver accepted every event up to a RUN_FINISHED (bounded); messages the sender
+/// names as failures stay on the queue for their retry.
+async fn send_webhooks(deployment: &Deployment, sender: &RunningFunction, receiver: &Receiver) {
+    for _ in 0..60 {
+        let accepted = receiver.accepted();
+        let mut sequences: Vec<u64> = accepted.iter().filter_map(|event| event.body["sequence"].as_u64()).collect();
+        sequences.sort_unstable();
+        sequences.dedup();
+        let finished = accepted.iter().any(|event| event.body["flag"] == "RUN_FINISHED");
+        if finished && sequences.last() == Some(&(sequences.len() as u64)) {
+            return;
+        }
+        let messages = deployment.receive(&deployment.webhooks, FUNCTION_TIMEOUT).await;
+        if messages.is_empty() {
+            continue;
+        }
+        let records = messages.iter().map(|message| sqs_record(message, &deployment.webhooks.arn)).collect();
+        let answer = batch_answer(sender.call(&sqs_event(records)).await);
+        let delivered: Vec<&aws_sdk_sqs::types::Message> = messages
+            .iter()
+            .filter(|message| {
+                let id = message.message_id().unwrap_or_default();
+                !answer.batch_item_failures.iter().any(|failure| failure.item_identifier == id)
+            })
+            .collect();
+        deployment.delete(&deployment.webhooks, &delivered).await;
+    }
+    panic!("the webhooks were not all delivered: {:?}\n{}", receiver.accepted().len(), sender.log_tail());
+}
+
+/// A whole run through the compiled functions: `start-run` takes the POST, its task
+/// messages go to SQS and from there, in batches, to `node-worker` (a partial batch
+/// failure names only the unreadable records), the webhook queue's messages to
+/// `webhook-sender`, which delivers signed events to a receiver on this machine;
+/// `get-run` answers the completed run and `get-media` its output's link, a 302 to the
+/// S3 emulator, where ffprobe finds the video the graph makes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_goes_through_the_compiled_functions_as_lambda_runs_them() {
+    let deployment = Deployment::new().await;
+    let test = &deployment.test;
+    let (start_run, node_worker, webhook_sender, get_run_function, get_media) = tokio::join!(
+        deployment.start("start-run", FUNCTION_TIMEOUT),
+        deployment.start("node-worker", NODE_WORKER_TIMEOUT),
+        deployment.start("webhook-sender", FUNCTION_TIMEOUT),
+        deployment.start("get-run", FUNCTION_TIMEOUT),
+        deployment.start("get-media", FUNCTION_TIMEOUT),
+    );
+    let (status, body) = test.call(Method::POST, "/webhooks/secret", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let secret = body["secret"].as_str().unwrap().to_owned();
+    let receiver = Receiver::start(Mode::Accept).await;
+    let video = upload(test, "video", sample("video.mp4"), None).await;
+    let (agent, nodes) = create_agent(test, &chain(), &CHAIN_EDGES).await;
+
+    let start = json!({ "video_ids": [video], "callback_url": receiver.url });
+    let (status, _, body) =
+        request(&start_run, Method::POST, &format!("/agent/{agent}/run"), Some(&test.key), Some(&start)).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let run = json_body(&body)["run_id"].as_str().expect("a run ID").to_owned();
+
+    let handled = work_tasks(&deployment, &node_worker, &get_run_function, &run).await;
+    assert!(handled > 0, "task messages went through node-worker");
+    let record = get_run(&deployment, &get_run_function, &run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["node_status_counts"], json!({ "completed": 5, "in_progress": 0, "failed": 0 }));
+    let outputs = record["outputs"].as_array().unwrap();
+    assert_eq!(outputs.len(), 1, "{record}");
+    assert_eq!(outputs[0]["original_node_id"], nodes["out"].as_str());
+
+    send_webhooks(&deployment, &webhook_sender, &receiver).await;
+    let events = receiver.finished_cycles(1).await;
+    assert_sequences(&events);
+    let flags = flags(&events);
+    assert_eq!(flags.first().map(String::as_str), Some("RUN_STARTED"), "{flags:?}");
+    assert_eq!(flags.last().map(String::as_str), Some("RUN_FINISHED"), "{flags:?}");
+    for event in &events {
+        assert_eq!(event.body["run_id"], run.as_str());
+        assert_eq!(event.headers["x-service-signature"], secret);
+    }
+    assert_eq!(events.last().unwrap().body["outputs"][0]["id"], outputs[0]["id"]);
+    verify_with_standardwebhooks(&secret, &events);
+
+    // The output's link, signed by get-run and checked by get-media with the secret of
+    // their environment: a 302 to a presigned GET of the S3 emulator.
+    let link = outputs[0]["video_url"].as_str().unwrap();
+    let path = link.strip_prefix(PUBLIC_URL).unwrap_or_else(|| panic!("{link} starts with PUBLIC_URL"));
+    let (status, headers, body) = request(&get_media, Method::GET, path, None, None).await;
+    assert_eq!(status, StatusCode::FOUND, "{}", String::from_utf8_lossy(&body));
+    let location = headers[http::header::LOCATION].to_str().unwrap();
+    let probed = fetch_and_probe(location).await;
+    assert!((probed.duration - 0.5).abs() <= 0.1, "1 s clip at double speed: {} s", probed.duration);
+    assert_eq!((probed.width, probed.height), (136, 240), "9:16 crop of 320x240");
+    let tampered = format!("{}{}", &path[..path.len() - 1], if path.ends_with('0') { '1' } else { '0' });
+    let (status, _, _) = request(&get_media, Method::GET, &tampered, None, None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "a changed signature");
+}
+
+/// A function that cannot start reports an init error to the Runtime API as Lambda
+/// expects (`Lambda-Runtime-Function-Error-Type` and an `errorMessage`/`errorType`
+/// body) and exits with a failure code, never asking for an event: without its table
+/// name; with a link secret that is still an unresolved `{{resolve:...}}` reference (its
+/// text is in the template: links signed with it could be forged); with a task queue but
+/// no link secret; webhook-sender without its queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_function_that_cannot_start_reports_an_init_error_and_exits() {
+    let base: Vec<(String, String)> = aws_environment()
+        .into_iter()
+        .chain([("TABLE_NAME", "t"), ("MEDIA_BUCKET", "b")].map(|(name, value)| (name.to_owned(), value.to_owned())))
+        .collect();
+    let queue = "http://127.0.0.1:9/123456789012/tasks";
+    let unresolved = "{{resolve:secretsmanager:LinkSecret:SecretString}}";
+    // (function, variables set, variables unset, what the error message says)
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str], &'a str);
+    let cases: [Case; 5] = [
+        ("whoami", &[], &["TABLE_NAME"], "TABLE_NAME must be set in a Lambda function"),
+        ("node-worker", &[("TASK_QUEUE_URL", queue)], &["TABLE_NAME"], "TABLE_NAME must be set in a Lambda function"),
+        (
+            "get-run",
+            &[("TASK_QUEUE_URL", queue), ("MEDIA_LINK_SECRET", unresolved)],
+            &[],
+            "MEDIA_LINK_SECRET is an unresolved dynamic reference",
+        ),
+        ("node-worker", &[("TASK_QUEUE_URL", queue)], &[], "MEDIA_LINK_SECRET must be set when TASK_QUEUE_URL is"),
+        ("webhook-sender", &[("TASK_QUEUE_URL", queue)], &[], "webhook-sender needs WEBHOOK_QUEUE_URL"),
+    ];
+    for (function, set, unset, reason) in cases {
+        let env: Vec<(String, String)> = base
+            .iter()
+            .filter(|(name, _)| !unset.contains(&name.as_str()))
+            .cloned()
+            .chain(set.iter().map(|(name, value)| ((*name).to_owned(), (*value).to_owned())))
+            .collect();
+        let running = Function::new(function).envs(&env).start().await;
+        let (report, status) = running.init_failure(Duration::from_secs(20)).await;
+        assert_eq!(report.error_type.as_deref(), Some(CONFIG_INVALID), "{function}: the error type header");
+        assert_eq!(report.body["errorType"], CONFIG_INVALID, "{function}: {}", report.body);
+        let message = report.body["errorMessage"].as_str().unwrap_or_default();
+        assert!(message.contains(reason), "{function}: {message}");
+        assert!(!message.contains(unresolved), "{function}: the setting's value is not repeated: {message}");
+        assert_eq!(status.code(), Some(1), "{function} exits with 1");
+        let after = running.invoke(&json!({})).await;
+        assert!(matches!(after, Err(InvokeError::Exited { .. })), "{function}: {after:?}");
+    }
+}
+
+/// An event a function cannot read is answered on `invocation/{id}/error` and the
+/// function goes on serving; its process ends when the emulator is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_event_is_an_invocation_error_and_the_function_keeps_serving() {
+    let env: Vec<(String, String)> = aws_environment()
+        .into_iter()
+        .chain([("TABLE_NAME", "t"), ("MEDIA_BUCKET", "b")].map(|(name, value)| (name.to_owned(), value.to_owned())))
+        .collect();
+    let whoami = Function::new("whoami").envs(&env).start().await;
+    let answer = whoami.invoke(&json!({ "Records": "not an API Gateway request" })).await;
+    let Err(InvokeError::Function { error_type, body }) = answer else {
+        panic!("an invocation error: {answer:?}\n{}", whoami.log_tail());
+    };
+    assert!(error_type.is_some(), "an error type header");
+    assert!(body["errorMessage"].is_string(), "{body}");
+    let event = api_gateway_event(&Method::GET, "/whoami", "", &[], None);
+    let (status, _, body) = http_answer(whoami.call(&event).await);
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{}", String::from_utf8_lossy(&body));
+    let process = std::path::PathBuf::from(format!("/proc/{}", whoami.pid()));
+    assert!(process.exists());
+    drop(whoami);
+    assert!(!process.exists(), "the process ended with its emulator");
+}
+
+/// Cold starts: for three functions, the time from starting the process to its first
+/// `invocation/next`, median of 20 starts, release binaries when built
+/// (`cargo build --release -p functions --bin whoami --bin get-run --bin node-worker`;
+/// `INIT_TIME_PROFILE=debug` measures the debug ones).
+/// A measurement, not a check: `./scripts/test.sh init_time -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement; run it with --ignored --nocapture"]
+async fn init_time_from_process_start_to_first_next() {
+    let env: Vec<(String, String)> = aws_environment()
+        .into_iter()
+        .chain(
+            [
+                ("TABLE_NAME", "t"),
+                ("MEDIA_BUCKET", "b"),
+                ("TASK_QUEUE_URL", "http://127.0.0.1:9/123456789012/tasks"),
+                ("WEBHOOK_QUEUE_URL", "http://127.0.0.1:9/123456789012/webhooks"),
+                ("MEDIA_LINK_SECRET", "a-secret-of-the-measurement"),
+                ("PUBLIC_URL", PUBLIC_URL),
+            ]
+            .map(|(name, value)| (name.to_owned(), value.to_owned())),
+        )
+        .collect();
+    for function in ["whoami", "get-run", "node-worker"] {
+        let release = binary_path(function, "release");
+        let (binary, profile) = match std::env::var("INIT_TIME_PROFILE").as_deref() {
+            Ok("debug") => (debug_binary(function), "debug"),
+            _ if release.is_file() => (release, "release"),
+            _ => (debug_binary(function), "debug"),
+        };
+        let mut times = Vec::new();
+        for _ in 0..20 {
+            let running = Function::new(function).binary(binary.clone()).envs(&env).start().await;
+            times.push(running.ready(Duration::from_secs(20)).await.expect("the function starts"));
+        }
+        times.sort();
+        let median = (times[9] + times[10]) / 2;
+        println!(
+            "{function} ({profile}, {} bytes): median {:.1} ms, min {:.1} ms, max {:.1} ms (20 starts)",
+            std::fs::metadata(&binary).map(|metadata| metadata.len()).unwrap_or(0),
+            median.as_secs_f64() * 1000.0,
+            times[0].as_secs_f64() * 1000.0,
+            times[19].as_secs_f64() * 1000.0
+        );
+    }
+}
+
+/// A list larger than Lambda returns (6 MB, which the emulator enforces on what the
+/// process posts) comes back from the compiled function as a 303 to the whole list in
+/// the S3 emulator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_larger_than_a_lambda_response_comes_back_from_the_binary_as_a_link() {
+    let deployment = Deployment::new().await;
+    let test = &deployment.test;
+    let list = deployment.start("list-shared-store-entries", FUNCTION_TIMEOUT).await;
+    let store = test.create_store("big").await;
+    // 26 entries of 255,000 bytes of metadata: 6.6 MB.
+    let entries = crate::helpers::large_entries("e", 26, 255_000);
+    let path = format!("/shared-stores/{store}/entries");
+    let (status, body) = test.call(Method::POST, &format!("{path}/bulk"), Some(json!({ "entries": entries }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, headers, body) = request(&list, Method::GET, &path, Some(&test.key), None).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{}", String::from_utf8_lossy(&body));
+    let location = headers[http::header::LOCATION].to_str().unwrap();
+    let (status, whole) = crate::helpers::http_get(location).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(whole.len() > crate::runtime_emulator::MAX_RESPONSE_BYTES, "{} bytes", whole.len());
+    let listed = json_body(&whole);
+    assert_eq!(listed["entries"].as_array().unwrap().len(), 26);
+}
