@@ -1,7 +1,7 @@
 //! Wiring: [`App::build`] constructs every adapter of a process once, from an
 //! [`AppConfig`], and hands each part of the service the ports it uses.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::adapters::dynamodb::DynamoDb;
 use crate::adapters::ffmpeg::Ffmpeg;
@@ -207,8 +207,74 @@ pub struct App {
     pub links: MediaLinks,
     /// Whether URL inputs and callbacks may reach private addresses (local `serve`).
     pub allow_private_urls: bool,
-    /// The run engine.
-    pub engine: Engine,
+    /// The run engine, built when first used ([`App::engine`]).
+    engine: OnceLock<Engine>,
+    engine_parts: EngineParts,
+}
+
+/// What the run engine is built from, kept until a handler first needs the engine.
+struct EngineParts {
+    backend: Arc<dyn BackendPorts>,
+    queues: Queues,
+    blobs: Arc<dyn BlobStore>,
+    probe: Arc<dyn MediaProbe>,
+    clock: Arc<dyn Clock>,
+    links: MediaLinks,
+    settings: Settings,
+}
+
+impl Engine {
+    /// Builds the engine: its worker (ffmpeg, downloads, video sites), webhook sender
+    /// and sweeper. Only [`App::engine`] calls it, so a function binary whose handler
+    /// never touches runs links none of them.
+    fn build(parts: &EngineParts) -> Self {
+        let EngineParts { backend, queues, blobs, probe, clock, links, settings } = parts;
+        let queues = queues.clone();
+        let notifier = Notifier { links: links.clone(), queue: queues.webhooks.clone() };
+        let allow_private = settings.allow_private_urls;
+        let yt_dlp = YtDlp::new(settings.yt_dlp.clone(), allow_private).with_ffmpeg(settings.ffmpeg.clone());
+        let worker = Worker {
+            runs: backend.clone().runs(),
+            queue: queues.tasks.clone(),
+            blobs: blobs.clone(),
+            toolkit: Arc::new(Ffmpeg::new(settings.ffmpeg.clone())),
+            probe: probe.clone(),
+            downloader: Arc::new(HttpDownloader::new(allow_private)),
+            sites: Sites::new(Arc::new(yt_dlp), &settings.video_site_hosts),
+            clock: clock.clone(),
+            notifier,
+            deliveries: backend.clone().webhooks(),
+            task_budget: settings.task_budget,
+            claim_margin: settings.claim_margin,
+            scratch: settings.scratch.clone(),
+        };
+        let sender = WebhookSender {
+            repo: backend.clone().webhooks(),
+            client: Arc::new(HttpWebhookClient::new(allow_private)),
+            clock: clock.clone(),
+            schedule: settings.webhook_schedule.clone(),
+        };
+        let sweeper = Sweeper {
+            runs: backend.clone().runs(),
+            deliveries: backend.clone().webhooks(),
+            tasks: queues.tasks.clone(),
+            notifier: worker.notifier.clone(),
+            clock: clock.clone(),
+            settings: settings.sweep,
+        };
+        Engine {
+            sweeper,
+            runs: backend.clone().runs(),
+            queue: queues.tasks,
+            worker,
+            inbox: queues.inbox,
+            webhooks: queues.webhooks,
+            webhook_inbox: queues.webhook_inbox,
+            local: queues.local,
+            sender,
+            missing: queues.missing,
+        }
+    }
 }
 
 impl App {
@@ -246,49 +312,14 @@ impl App {
             (None, None) => MediaLinks::new(&crate::core::signing::generate_secret(), "http://127.0.0.1:3000"),
         };
         let probe: Arc<dyn MediaProbe> = Arc::new(Ffprobe::new(settings.ffprobe.clone()));
-        let notifier = Notifier { links: links.clone(), queue: queues.webhooks.clone() };
-        let allow_private = settings.allow_private_urls;
-        let yt_dlp = YtDlp::new(settings.yt_dlp.clone(), allow_private).with_ffmpeg(settings.ffmpeg.clone());
-        let worker = Worker {
-            runs: backend.clone().runs(),
-            queue: queues.tasks.clone(),
+        let engine_parts = EngineParts {
+            backend: backend.clone(),
+            queues,
             blobs: blobs.clone(),
-            toolkit: Arc::new(Ffmpeg::new(settings.ffmpeg.clone())),
             probe: probe.clone(),
-            downloader: Arc::new(HttpDownloader::new(allow_private)),
-            sites: Sites::new(Arc::new(yt_dlp), &settings.video_site_hosts),
             clock: clock.clone(),
-            notifier,
-            deliveries: backend.clone().webhooks(),
-            task_budget: settings.task_budget,
-            claim_margin: settings.claim_margin,
-            scratch: settings.scratch.clone(),
-        };
-        let sender = WebhookSender {
-            repo: backend.clone().webhooks(),
-            client: Arc::new(HttpWebhookClient::new(allow_private)),
-            clock: clock.clone(),
-            schedule: settings.webhook_schedule.clone(),
-        };
-        let sweeper = Sweeper {
-            runs: backend.clone().runs(),
-            deliveries: backend.clone().webhooks(),
-            tasks: queues.tasks.clone(),
-            notifier: worker.notifier.clone(),
-            clock: clock.clone(),
-            settings: settings.sweep,
-        };
-        let engine = Engine {
-            sweeper,
-            runs: backend.clone().runs(),
-            queue: queues.tasks,
-            worker,
-            inbox: queues.inbox,
-            webhooks: queues.webhooks,
-            webhook_inbox: queues.webhook_inbox,
-            local: queues.local,
-            sender,
-            missing: queues.missing,
+            links: links.clone(),
+            settings: settings.clone(),
         };
         Self {
             auth: Authenticator::new(backend.clone().identity(), settings.auth_cache_ttl),
@@ -306,9 +337,15 @@ impl App {
             clock,
             local_blobs,
             links,
-            allow_private_urls: allow_private,
-            engine,
+            allow_private_urls: settings.allow_private_urls,
+            engine: OnceLock::new(),
+            engine_parts,
         }
+    }
+
+    /// The run engine, built on first use.
+    pub fn engine(&self) -> &Engine {
+        self.engine.get_or_init(|| Engine::build(&self.engine_parts))
     }
 
     /// State in SQLite (runs and their queues included), media where given, default
@@ -385,6 +422,7 @@ impl<B: Backend> BackendPorts for B {
 }
 
 /// The queues of one transport, both sides.
+#[derive(Clone)]
 struct Queues {
     tasks: Arc<dyn Queue<TaskMessage>>,
     inbox: Option<Arc<dyn Inbox<TaskMessage>>>,

@@ -17,7 +17,7 @@ pub const SWEEPER_QUEUES: &[&str] = &["TaskQueue", "WebhookQueue"];
 pub fn run_sweeper() -> ! {
     let setup = async {
         let app = App::from_env().await?;
-        anyhow::ensure!(app.engine.missing.is_none(), "sweeper needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
+        anyhow::ensure!(app.engine().missing.is_none(), "sweeper needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
         Ok(std::sync::Arc::new(app))
     };
     super::run_function(SWEEPER, setup, |app| {
@@ -25,7 +25,7 @@ pub fn run_sweeper() -> ! {
             move |_: lambda_http::LambdaEvent<serde_json::Value>| {
                 let app = app.clone();
                 async move {
-                    let report = app.engine.sweeper.sweep().await.map_err(|error| format!("{error:#}"))?;
+                    let report = app.engine().sweeper.sweep().await.map_err(|error| format!("{error:#}"))?;
                     Ok::<_, String>(serde_json::json!(report))
                 }
             },

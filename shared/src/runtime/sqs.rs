@@ -69,7 +69,7 @@ pub fn run_node_worker() -> ! {
         NODE_WORKER,
         async {
             let app = App::from_env().await?;
-            anyhow::ensure!(app.engine.missing.is_none(), "node-worker needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
+            anyhow::ensure!(app.engine().missing.is_none(), "node-worker needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
             Ok(app)
         },
         |app: Arc<App>, event| async move { handle_batch(&app, event).await },
@@ -111,7 +111,7 @@ fn all_failed(event: &SqsEvent) -> SqsBatchResponse {
 
 /// Works on every message of a batch; answers the ones to deliver again.
 pub async fn handle_batch(app: &App, event: SqsEvent) -> SqsBatchResponse {
-    let engine = &app.engine;
+    let engine = &app.engine();
     if engine.missing.is_some() {
         return all_failed(&event);
     }
@@ -142,7 +142,10 @@ pub fn run_webhook_sender() -> ! {
                 .ok_or_else(|| anyhow::anyhow!("webhook-sender needs WEBHOOK_QUEUE_URL"))?;
             let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
             let app = App::from_env().await?;
-            anyhow::ensure!(app.engine.missing.is_none(), "webhook-sender needs TASK_QUEUE_URL and MEDIA_LINK_SECRET");
+            anyhow::ensure!(
+                app.engine().missing.is_none(),
+                "webhook-sender needs TASK_QUEUE_URL and MEDIA_LINK_SECRET"
+            );
             Ok((app, SqsWebhookQueue::from_config(&aws, url)))
         },
         |state: Arc<(App, SqsWebhookQueue)>, event| async move { handle_webhook_batch(&state.0, &state.1, event).await },
@@ -152,7 +155,7 @@ pub fn run_webhook_sender() -> ! {
 /// Attempts every delivery of a batch (concurrently: one slow receiver does not hold up
 /// the others); answers the messages to deliver again.
 pub async fn handle_webhook_batch(app: &App, queue: &SqsWebhookQueue, event: SqsEvent) -> SqsBatchResponse {
-    let engine = &app.engine;
+    let engine = &app.engine();
     if engine.missing.is_some() {
         return all_failed(&event);
     }

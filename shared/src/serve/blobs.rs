@@ -94,7 +94,7 @@ pub async fn handle(
 /// Serves a run's media link: checks its signature and streams the file (with Range).
 pub async fn media(app: &crate::app::App, uri: &Uri, range: Option<&HeaderValue>) -> hyper::Response<ResponseBody> {
     use crate::domain::runs::views::MEDIA_PATH_PREFIX;
-    let (engine, Some(store)) = (&app.engine, app.local_blobs.as_ref()) else {
+    let (engine, Some(store)) = (&app.engine(), app.local_blobs.as_ref()) else {
         return respond(ApiError::detail(StatusCode::NOT_FOUND, "Not Found"));
     };
     let id = uri.path().strip_prefix(MEDIA_PATH_PREFIX).unwrap_or_default();

@@ -341,7 +341,7 @@ async fn one_sweep_sends_again_what_a_start_lost(backend: Backend) {
     let video = harness.upload("video", "video.mp4").await;
     let (agent, _) = harness.agent(&crate::runs::chain(), &crate::runs::CHAIN_EDGES).await;
     let app = &harness.test.app;
-    let engine = app.engine.clone();
+    let engine = app.engine().clone();
     let webhooks: Arc<dyn Queue<WebhookMessage>> =
         Arc::new(FailsFirstSend { inner: engine.webhooks.clone(), failed: AtomicBool::new(false) });
     let notifier = Notifier { links: app.links.clone(), queue: webhooks };
@@ -467,7 +467,7 @@ impl MediaToolkit for PanicsOnce {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_task_that_panics_fails_and_its_worker_goes_on() {
     let harness = Harness::with_workers(Backend::Sqlite, 0).await;
-    let mut engine = harness.test.app.engine.clone();
+    let mut engine = harness.test.app.engine().clone();
     engine.worker.toolkit =
         Arc::new(PanicsOnce { inner: engine.worker.toolkit.clone(), panicked: AtomicBool::new(false) });
     let _workers = shared::serve::workers::start_engine(&engine, None, 1).await.unwrap();
@@ -735,7 +735,7 @@ impl RunRepo for OutputsOverflow {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_output_that_would_overgrow_its_run_fails_its_task_and_the_run_ends() {
     let harness = Harness::with_workers(Backend::Sqlite, 0).await;
-    let mut engine = harness.test.app.engine.clone();
+    let mut engine = harness.test.app.engine().clone();
     engine.worker.runs = Arc::new(OutputsOverflow(engine.worker.runs.clone()));
     let _workers = shared::serve::workers::start_engine(&engine, None, 1).await.unwrap();
     let video = harness.upload("video", "video.mp4").await;
@@ -761,7 +761,7 @@ async fn a_run_stored_whole_before_the_split_is_read_and_stored_as_records_by_it
     let (agent, _) = harness.agent(&crate::runs::chain(), &crate::runs::CHAIN_EDGES).await;
     let run_id = harness.start(&agent, json!({ "video_ids": [video] })).await;
     let (organization, id) = (harness.test.organization, RunId::parse(&run_id).unwrap());
-    let mut whole = harness.test.app.engine.runs.get_run(organization, id).await.unwrap().unwrap();
+    let mut whole = harness.test.app.engine().runs.get_run(organization, id).await.unwrap().unwrap();
     // Stored again whole, one version on (so that no process has that version cached).
     whole.version += 1;
     let document = serde_json::to_string(&whole).unwrap();
@@ -842,7 +842,7 @@ async fn a_run_stored_whole_before_the_split_is_read_and_stored_as_records_by_it
     assert_eq!(cancelled.version, whole.version + 1);
     assert_eq!(cancelled.tasks.len(), whole.tasks.len());
     assert_eq!(cancelled.nodes, whole.nodes);
-    assert_eq!(cancelled, harness.test.app.engine.runs.get_run(organization, id).await.unwrap().unwrap());
+    assert_eq!(cancelled, harness.test.app.engine().runs.get_run(organization, id).await.unwrap().unwrap());
 }
 
 /// On Lambda each change of a run may land on another instance. An instance that read a

@@ -199,13 +199,13 @@ impl Harness {
     ) -> shared::domain::runs::service::RunPorts<'a> {
         let app = &self.test.app;
         shared::domain::runs::service::RunPorts {
-            runs: app.engine.runs.as_ref(),
+            runs: app.engine().runs.as_ref(),
             queue,
             clock: app.clock.as_ref(),
             notifier,
             agents: app.agents.as_ref(),
             uploads: app.uploads.as_ref(),
-            sites: &app.engine.worker.sites,
+            sites: &app.engine().worker.sites,
             assets: app.assets.as_ref(),
             asset_manager: app.asset_manager.as_ref(),
             allow_private_urls: true,
@@ -805,7 +805,7 @@ async fn chain_run_without_workers(backend: Backend) -> (Harness, String, shared
     let video = harness.upload("video", "video.mp4").await;
     let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
     let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
-    let engine = harness.test.app.engine.clone();
+    let engine = harness.test.app.engine().clone();
     let run_id = RunId::parse(&run).unwrap();
     let message = TaskMessage { organization_id: harness.test.organization, run_id, task: TaskIndex(0), attempt: 0 };
     (harness, run, engine, message)
@@ -894,7 +894,7 @@ async fn a_run_whose_first_tasks_cannot_be_queued_fails_and_resumes(backend: Bac
     let video = harness.upload("video", "video.mp4").await;
     let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
     let app = &harness.test.app;
-    let notifier = app.engine.notifier(app.links.clone());
+    let notifier = app.engine().notifier(app.links.clone());
     let ports = harness.run_ports(&Unreachable, &notifier);
     let started = service::start_run(&ports, harness.start_of(&agent, json!({ "video_ids": [video] }))).await;
     let error = started.expect_err("the first task could not be queued");

@@ -645,7 +645,7 @@ async fn a_sender_that_finds_its_delivery_not_due_under_its_claim_lets_the_claim
     let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
     let run = harness.start(&agent, json!({ "video_ids": [video], "callback_url": receiver.url })).await;
     let app = &harness.test.app;
-    let sender = app.engine.sender.clone();
+    let sender = app.engine().sender.clone();
     let racing = WebhookSender {
         repo: Arc::new(AnotherSenderFirst { log: app.webhooks.clone(), other: sender.clone() }),
         ..sender.clone()
