@@ -26,7 +26,7 @@ pub(super) async fn organization(app: &App, call: &Call) -> Result<OrganizationI
 
 pub(super) fn engine(app: &App) -> Result<&Engine, ApiError> {
     match app.engine().missing {
-        None => Ok(&app.engine()),
+        None => Ok(app.engine()),
         Some(missing) => Err(ApiError::detail(StatusCode::SERVICE_UNAVAILABLE, missing)),
     }
 }

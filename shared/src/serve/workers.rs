@@ -56,7 +56,7 @@ pub const WEBHOOK_SENDERS: usize = 8;
 /// workers on the engine's inbox, and the webhook senders. Nothing to do when the app
 /// has no inbox.
 pub async fn start(app: &App, count: usize) -> anyhow::Result<Option<Workers>> {
-    start_engine(&app.engine(), app.local_blobs.clone(), count).await
+    start_engine(app.engine(), app.local_blobs.clone(), count).await
 }
 
 /// As [`start`], for an engine (tests give theirs a toolkit of their own) and the local
