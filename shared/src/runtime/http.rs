@@ -115,17 +115,42 @@ async fn deliver(route: &Route, app: &App, response: Response, deadline: Instant
 }
 
 /// JSON logs at the level of `RUST_LOG` (default info), as CloudWatch reads them.
+/// `RUST_LOG` is read as a list of `target=level` directives and a default level
+/// (`info`, `shared=debug,info`): `Targets`, which needs no regular expressions, where an
+/// `EnvFilter` would link a regex engine into every function.
 pub fn init_tracing() {
-    tracing_subscriber::fmt().json().with_env_filter(env_filter()).with_current_span(true).init();
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref());
+    let json = tracing_subscriber::fmt::layer().json().with_current_span(true);
+    tracing_subscriber::registry().with(json).with(filter).init();
 }
 
-fn env_filter() -> tracing_subscriber::EnvFilter {
-    tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+/// The directives of `RUST_LOG`; unset, empty or unreadable: `info`.
+fn log_filter(text: Option<&str>) -> tracing_subscriber::filter::Targets {
+    let info = || tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO);
+    match text.map(str::trim).filter(|text| !text.is_empty()) {
+        Some(text) => text.parse().unwrap_or_else(|_| info()),
+        None => info(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rust_log_is_read_as_targets_with_info_by_default() {
+        use tracing::Level;
+        let filter = log_filter(Some("shared=debug,warn"));
+        assert!(filter.would_enable("shared::api", &Level::DEBUG));
+        assert!(!filter.would_enable("aws_smithy_runtime", &Level::INFO));
+        assert!(filter.would_enable("aws_smithy_runtime", &Level::WARN));
+        for text in [None, Some(""), Some("not a = filter = at all")] {
+            let filter = log_filter(text);
+            assert!(filter.would_enable("shared", &Level::INFO) && !filter.would_enable("shared", &Level::DEBUG));
+        }
+    }
 
     #[test]
     fn the_envelope_counts_escapes_as_json_writes_them() {
