@@ -45,7 +45,7 @@ log "built ${#functions[@]} functions in $(($(date +%s) - started)) s"
 
 printf '| function | bootstrap (MB) | zipped (MB) |\n|---|---:|---:|\n'
 for function in "${functions[@]}"; do
-  file="target/lambda/$function/bootstrap"
+  file="${CARGO_TARGET_DIR:-target}/lambda/$function/bootstrap"
   [ -f "$file" ] || { log "missing $file"; exit 1; }
   bytes=$(stat -c %s "$file")
   zipped=$(python3 - "$file" <<'PY'

@@ -684,11 +684,16 @@ pub struct AssetInput {
     pub input_clip_end_ms: Option<u64>,
 }
 
-/// The inputs of one Video Input tile (`video_inputs`).
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TileInputs {
-    pub agent_node_id: Uuid,
+/// Declares a closed body with the input arrays a run takes at the top level or in a
+/// `video_inputs` entry (`video_ids` … `asset_manager_assets`, and the clip window),
+/// after its own fields.
+macro_rules! with_input_arrays {
+    ($(#[$meta:meta])* pub struct $name:ident { $($field:tt)* }) => {
+        $(#[$meta])*
+        #[derive(Serialize, Deserialize, ToSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $($field)*
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub video_ids: Option<Vec<Uuid>>,
@@ -719,56 +724,35 @@ pub struct TileInputs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub asset_manager_assets: Option<Vec<AssetInput>>,
+        }
+    };
 }
 
-/// `POST /agent/{agent_id}/run`: either `video_inputs` or the top-level input arrays.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StartRun {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, min_items = 1)]
-    pub video_inputs: Option<Vec<TileInputs>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub video_ids: Option<Vec<Uuid>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub node_render_ids: Option<Vec<Uuid>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub video_urls: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, minimum = 0)]
-    pub input_clip_start_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, minimum = 0)]
-    pub input_clip_end_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub video_id_inputs: Option<Vec<IdInput>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub node_render_inputs: Option<Vec<IdInput>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub video_url_inputs: Option<Vec<UrlInput>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub youtube_url_inputs: Option<Vec<UrlInput>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub asset_manager_assets: Option<Vec<AssetInput>>,
-    /// Where run events are POSTed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub callback_url: Option<String>,
-    /// `agent_node_id` → parameters to override for this run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub update_params: Option<std::collections::BTreeMap<String, Map<String, Value>>>,
-    /// `agent_node_id`s bypassed in this run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub ignore_nodes: Option<Vec<Uuid>>,
+with_input_arrays! {
+    /// The inputs of one Video Input tile (`video_inputs`).
+    pub struct TileInputs {
+        pub agent_node_id: Uuid,
+    }
+}
+
+with_input_arrays! {
+    /// `POST /agent/{agent_id}/run`: either `video_inputs` or the top-level input arrays.
+    pub struct StartRun {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false, min_items = 1)]
+        pub video_inputs: Option<Vec<TileInputs>>,
+        /// Where run events are POSTed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub callback_url: Option<String>,
+        /// `agent_node_id` → parameters to override for this run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        pub update_params: Option<std::collections::BTreeMap<String, Map<String, Value>>>,
+        /// `agent_node_id`s bypassed in this run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        pub ignore_nodes: Option<Vec<Uuid>>,
+    }
 }
 
 /// `{ run_id }`
