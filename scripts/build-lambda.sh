@@ -20,7 +20,14 @@ TARGET=aarch64-unknown-linux-gnu
 
 log() { echo "[build-lambda] $*" >&2; }
 
-if ! [ -x "$VENV/bin/cargo-lambda" ] || ! "$VENV/bin/python" -c "import ziglang" 2>/dev/null; then
+installed() {
+  "$VENV/bin/python" - "${PACKAGES[@]}" 2>/dev/null <<'PY'
+import sys
+from importlib.metadata import version
+sys.exit(any(version(name) != pinned for name, pinned in (p.split("==") for p in sys.argv[1:])))
+PY
+}
+if ! [ -x "$VENV/bin/cargo-lambda" ] || ! installed; then
   log "installing ${PACKAGES[*]} into $VENV"
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check "${PACKAGES[@]}"

@@ -18,11 +18,18 @@ SECONDS_BUDGET="${FUZZ_SECONDS:-180}"
 EXAMPLES="${FUZZ_EXAMPLES:-25}"
 MAX_RESPONSE="${FUZZ_MAX_RESPONSE_SECONDS:-2}"
 PORT="${FUZZ_PORT:-3917}"
-SERVE="${SERVE_BIN:-target/debug/serve}"
+SERVE="${SERVE_BIN:-${CARGO_TARGET_DIR:-target}/debug/serve}"
 
 log() { echo "[fuzz] $*" >&2; }
 
-if ! "$VENV/bin/python" -c "import schemathesis, openapi_spec_validator" 2>/dev/null; then
+installed() {
+  "$VENV/bin/python" - "${PACKAGES[@]}" 2>/dev/null <<'PY'
+import sys
+from importlib.metadata import version
+sys.exit(any(version(name) != pinned for name, pinned in (p.split("==") for p in sys.argv[1:])))
+PY
+}
+if ! installed; then
   log "installing ${PACKAGES[*]} into $VENV"
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check "${PACKAGES[@]}"
@@ -49,11 +56,15 @@ EOF
 "$SERVE" --addr "127.0.0.1:$PORT" --data-dir "$work/data" --seed "$work/seed.json" \
   --allow-private-urls false --workers 1 >"$work/serve.log" 2>&1 &
 serve_pid=$!
-for _ in $(seq 1 100); do
-  curl -fsS "http://127.0.0.1:$PORT/openapi.json" -o /dev/null 2>/dev/null && break
+# Ready when it answers this run's key: another process on the port (a `serve` left
+# running) would answer 401 to every request, which the document allows.
+for _ in $(seq 1 200); do
   kill -0 "$serve_pid" 2>/dev/null || { cat "$work/serve.log" >&2; log "serve did not start"; exit 1; }
+  curl -fsS -H "Authorization: Bearer $key" "http://127.0.0.1:$PORT/whoami" -o /dev/null 2>/dev/null && break
   sleep 0.1
 done
+curl -fsS -H "Authorization: Bearer $key" "http://127.0.0.1:$PORT/whoami" -o /dev/null \
+  || { log "serve on port $PORT does not answer this run's key"; exit 1; }
 curl -fsS "http://127.0.0.1:$PORT/openapi.json" | cmp -s - docs/openapi.json \
   || { log "serve answers another document than docs/openapi.json"; exit 1; }
 

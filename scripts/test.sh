@@ -17,7 +17,7 @@ step() {
 report() { [ ${#timings[@]} = 0 ] || printf '[test] %s\n' "${timings[@]}" >&2; }
 cleanup() {
   report
-  [ "${KEEP_EMULATORS:-0}" = 1 ] || infra/emulators.sh stop
+  [ "${KEEP_EMULATORS:-0}" = 1 ] || infra/emulators.sh stop || true
 }
 trap cleanup EXIT
 

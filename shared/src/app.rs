@@ -374,6 +374,9 @@ impl App {
     /// source), when one is.
     pub async fn from_env() -> anyhow::Result<Self> {
         let config = Config::from_env()?;
+        if config.settings.allow_private_urls {
+            tracing::warn!("ALLOW_PRIVATE_URLS is on: URL inputs and callbacks may reach private addresses");
+        }
         let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         let AwsParts { table, queues, media, links } = AwsParts::of(&config, &aws, false)?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);

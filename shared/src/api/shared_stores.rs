@@ -64,9 +64,9 @@ pub async fn list_stores(app: Arc<App>, call: Call) -> Result<Response, ApiError
 pub async fn create_store(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
     let body = json_object(&call.request)?;
+    stores::deny_unknown(&body, &["name", "source_type"]).map_err(fail(CREATE_STORE_FAILED))?;
     let name = StoreName::parse(body.get("name")).map_err(fail(CREATE_STORE_FAILED))?;
     let source_type = SourceType::parse(body.get("source_type")).map_err(fail(CREATE_STORE_FAILED))?;
-    stores::deny_unknown(&body, &["name", "source_type"]).map_err(fail(CREATE_STORE_FAILED))?;
     let store = stores::create_store(app.stores.as_ref(), app.clock.as_ref(), organization, name, source_type)
         .await
         .map_err(fail(CREATE_STORE_FAILED))?;

@@ -68,18 +68,51 @@ fn shared_stores_declare_bearer_only_and_the_rest_either_scheme() {
     }
 }
 
+/// Every object schema reachable from `schema` (through references, items, properties,
+/// `oneOf`/`anyOf`/`allOf`), by where it was found.
+fn objects<'a>(document: &'a Value, schema: &'a Value, path: String, found: &mut Vec<(String, &'a Value)>) {
+    if let Some(reference) = schema["$ref"].as_str() {
+        let name = reference.rsplit('/').next().unwrap();
+        if found.iter().any(|(seen, _)| seen == name) {
+            return;
+        }
+        return objects(document, &document["components"]["schemas"][name], name.to_owned(), found);
+    }
+    if schema["properties"].is_object() {
+        found.push((path.clone(), schema));
+        for (name, property) in schema["properties"].as_object().unwrap() {
+            objects(document, property, format!("{path}.{name}"), found);
+        }
+    }
+    for key in ["oneOf", "anyOf", "allOf"] {
+        for (index, item) in schema[key].as_array().into_iter().flatten().enumerate() {
+            objects(document, item, format!("{path}/{key}[{index}]"), found);
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if schema[key].is_object() {
+            objects(document, &schema[key], format!("{path}/{key}"), found);
+        }
+    }
+}
+
 #[test]
-fn bodies_the_service_reads_are_closed() {
+fn bodies_the_service_reads_are_closed_all_the_way_down() {
     let document = document();
+    let mut checked = 0;
     for route in ROUTES {
         let operation = &document["paths"][route.path][route.method.as_str().to_lowercase()];
-        let Some(reference) = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"].as_str() else {
-            continue;
-        };
-        let name = reference.rsplit('/').next().unwrap();
-        let schema = &document["components"]["schemas"][name];
-        assert_eq!(schema["additionalProperties"], false, "{}: {name} accepts unknown properties", route.function);
+        let schema = &operation["requestBody"]["content"]["application/json"]["schema"];
+        let mut found = Vec::new();
+        objects(&document, schema, route.function.to_owned(), &mut found);
+        for (path, object) in found {
+            assert_eq!(object["additionalProperties"], false, "{}: {path} accepts unknown properties", route.function);
+            checked += 1;
+        }
     }
+    assert!(checked > 20, "the walk reached the nested bodies ({checked} objects)");
+    let operation = &document["components"]["schemas"]["Operation"]["oneOf"];
+    assert_eq!(operation.as_array().map(Vec::len), Some(5), "five graph operations");
 }
 
 #[tokio::test]

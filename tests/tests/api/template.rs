@@ -372,3 +372,13 @@ fn uploads_never_finalized_expire_after_a_day() {
     assert_eq!(rule["ExpirationInDays"].as_u64(), Some(1));
     assert_eq!(rule["NoncurrentVersionExpiration"]["NoncurrentDays"].as_u64(), Some(1));
 }
+
+#[test]
+fn no_deployed_function_lifts_the_ssrf_guard() {
+    let template = template();
+    assert!(template["Globals"]["Function"]["Environment"]["Variables"]["ALLOW_PRIVATE_URLS"].is_null());
+    for (logical_id, function) in functions(&template) {
+        let variables = &function["Properties"]["Environment"]["Variables"];
+        assert!(variables["ALLOW_PRIVATE_URLS"].is_null(), "{logical_id} lets URLs reach private addresses");
+    }
+}

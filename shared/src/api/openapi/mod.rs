@@ -78,6 +78,7 @@ impl Doc {
         self
     }
 
+    /// The request body; a body may also meet `serve`'s (and API Gateway's) 10 MB limit.
     fn body(mut self, schema: RefOr<Schema>, required: bool) -> Self {
         self.body = Some((schema, required));
         self
@@ -210,10 +211,10 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
             .query("from", date_time(), "Runs started at or after this time (RFC 3339)")
             .query("to", date_time(), "Runs started before this time (RFC 3339)")
     };
-    let doc = match function {
+    let mut doc = match function {
         "whoami" => Doc::new("The organization of the API key", "Identity", BearerOrApiKey)
             .answer(200, "The organization", sc.of::<s::Whoami>())
-            .refusals(sc),
+            .general(sc, &[]),
         "list-shared-stores" => Doc::new("List shared stores, by name", STORES, Bearer)
             .answer(200, "At most 10 stores", sc.of::<s::StoreList>())
             .store(sc, &[]),
@@ -365,7 +366,25 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
         ),
         _ => return None,
     };
+    if doc.body.is_some() && !doc.responses.iter().any(|(status, _, _)| *status == 413) {
+        let detail = sc.of::<s::Detail>();
+        doc = doc.answer(413, "The request body is larger than 10 MB", detail);
+    }
     Some(doc)
+}
+
+/// Marks every object variant of a `oneOf` closed, as the body parser refuses what a
+/// variant does not name (utoipa closes an internally tagged enum's variants only with
+/// `deny_unknown_fields` on each, which serde does not allow there).
+fn close_variants(schema: &mut RefOr<Schema>) {
+    use utoipa::openapi::schema::AdditionalProperties;
+    if let RefOr::T(Schema::OneOf(one_of)) = schema {
+        for item in &mut one_of.items {
+            if let RefOr::T(Schema::Object(object)) = item {
+                object.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(false)));
+            }
+        }
+    }
 }
 
 /// Path parameters of a template: `{name}`, each a string.
@@ -514,8 +533,11 @@ pub fn document() -> OpenApi {
             ))),
         );
     let mut seen = std::collections::BTreeSet::new();
-    for (name, schema) in schemas.0 {
+    for (name, mut schema) in schemas.0 {
         if seen.insert(name.clone()) {
+            if name == s::Operation::name() {
+                close_variants(&mut schema);
+            }
             components = components.schema(name, schema);
         }
     }

@@ -269,7 +269,8 @@ pub struct DuplicateAgent {
     pub name: Option<String>,
 }
 
-/// One graph operation of an update, applied in order, all or nothing.
+/// One graph operation of an update, applied in order, all or nothing; each variant is
+/// closed (`document()` marks them: the derive closes only the enum).
 #[derive(Serialize, Deserialize, ToSchema)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Operation {
@@ -324,6 +325,7 @@ pub enum Operation {
 /// `POST /agent/{agent_id}/update`: metadata, operations, or both.
 #[derive(Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(min_properties = 1)]
 pub struct UpdateAgent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false, min_length = 1, max_length = 120)]
@@ -335,7 +337,7 @@ pub struct UpdateAgent {
     #[schema(nullable = false)]
     pub visibility: Option<Visibility>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, min_items = 1)]
+    #[schema(nullable = false, min_items = 1, max_items = 1000)]
     pub operations: Option<Vec<Operation>>,
 }
 
@@ -639,10 +641,10 @@ pub struct AssetItemAnswer {
 pub struct IdInput {
     pub id: Uuid,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, minimum = 0)]
+    #[schema(minimum = 0, maximum = 18000000)]
     pub input_clip_start_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, minimum = 0)]
+    #[schema(minimum = 1, maximum = 18000000)]
     pub input_clip_end_ms: Option<u64>,
 }
 
@@ -652,10 +654,10 @@ pub struct IdInput {
 pub struct UrlInput {
     pub url: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, minimum = 0)]
+    #[schema(minimum = 0, maximum = 18000000)]
     pub input_clip_start_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, minimum = 0)]
+    #[schema(minimum = 1, maximum = 18000000)]
     pub input_clip_end_ms: Option<u64>,
 }
 
@@ -677,10 +679,10 @@ pub struct AssetInput {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact: Option<Artifact>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, minimum = 0)]
+    #[schema(minimum = 0, maximum = 18000000)]
     pub input_clip_start_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, minimum = 0)]
+    #[schema(minimum = 1, maximum = 18000000)]
     pub input_clip_end_ms: Option<u64>,
 }
 
@@ -704,10 +706,10 @@ macro_rules! with_input_arrays {
     #[schema(nullable = false)]
     pub video_urls: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, minimum = 0)]
+    #[schema(minimum = 0, maximum = 18000000)]
     pub input_clip_start_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, minimum = 0)]
+    #[schema(minimum = 1, maximum = 18000000)]
     pub input_clip_end_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -744,13 +746,11 @@ with_input_arrays! {
         /// Where run events are POSTed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub callback_url: Option<String>,
-        /// `agent_node_id` → parameters to override for this run.
+        /// `agent_node_id` → parameters to override for this run (null: none).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false)]
         pub update_params: Option<std::collections::BTreeMap<String, Map<String, Value>>>,
-        /// `agent_node_id`s bypassed in this run.
+        /// `agent_node_id`s bypassed in this run (null: none).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false)]
         pub ignore_nodes: Option<Vec<Uuid>>,
     }
 }
@@ -816,10 +816,17 @@ pub struct Source {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub provider_asset_id: Option<String>,
-    pub render_asset_id: String,
-    pub query: String,
+    /// The media ID of the clipped input or upload inside the run; null while unknown.
+    #[schema(required = true)]
+    pub render_asset_id: Option<String>,
+    /// The URL as given, or the asset item's name; absent for uploaded music and pictures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub query: Option<String>,
     pub start_ms: u64,
-    pub end_ms: u64,
+    /// Null for a URL input whose clip has no end (its whole length from `start_ms`).
+    #[schema(required = true)]
+    pub end_ms: Option<u64>,
     pub placement: String,
     pub layout: String,
     pub licensed_asset_family: String,
