@@ -125,3 +125,43 @@ async fn the_document_is_served_without_an_api_key() {
     let body: &[u8] = response.body();
     assert_eq!(body, openapi::json().as_bytes());
 }
+
+/// Checks an answer of the route served by `function` against the document's schema for
+/// that status, formats (UUIDs, date-times) included; panics naming every violation.
+pub fn conforms(function: &str, status: StatusCode, body: &Value) {
+    let document = document();
+    let route = ROUTES.iter().find(|route| route.function == function).expect("a function of the routes table");
+    let answer = &document["paths"][route.path][route.method.as_str().to_lowercase()]["responses"][status.as_str()];
+    assert!(answer.is_object(), "{function} does not document a {status}");
+    let mut schema = answer["content"]["application/json"]["schema"].clone();
+    schema["components"] = document["components"].clone();
+    let validator = jsonschema::options().should_validate_formats(true).build(&schema).expect("a valid schema");
+    let problems: Vec<String> =
+        validator.iter_errors(body).map(|error| format!("{} at {}", error, error.instance_path())).collect();
+    assert!(
+        problems.is_empty(),
+        "{function} {status} does not conform to the document:\n{}\n{body}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn an_answer_that_breaks_the_document_is_caught() {
+    let store = serde_json::json!({
+        "id": "5f2d8c1e-3b7a-4c9d-8e6f-0a1b2c3d4e5f", "name": "s", "source_type": "manual", "entry_count": 0,
+        "created_at": "2026-11-26T12:00:00.000Z", "updated_at": "2026-11-26T12:00:00.000Z",
+    });
+    conforms("create-shared-store", StatusCode::OK, &serde_json::json!({ "store": store }));
+    let mut bad_id = store.clone();
+    bad_id["id"] = "not-a-uuid".into();
+    let mut no_name = store.clone();
+    no_name.as_object_mut().unwrap().remove("name");
+    for broken in [
+        serde_json::json!({ "store": store, "extra": 1 }),
+        serde_json::json!({ "store": bad_id }),
+        serde_json::json!({ "store": no_name }),
+    ] {
+        let caught = std::panic::catch_unwind(|| conforms("create-shared-store", StatusCode::OK, &broken));
+        assert!(caught.is_err(), "{broken} passed");
+    }
+}

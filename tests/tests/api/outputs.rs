@@ -47,6 +47,15 @@ async fn an_output_cites_its_media_where_they_play_and_links_a_timeline_project_
     let run = harness.start(&agent, body).await;
     let record = harness.finished(&run).await;
     assert_eq!(record["status"], "completed", "{record}");
+    crate::openapi::conforms("get-run", StatusCode::OK, &record);
+    for (function, path) in [
+        ("get-run-nodes", format!("/agent_run/{run}/nodes")),
+        ("list-runs", format!("/agent_runs?agent_id={agent}")),
+        ("list-run-webhooks", format!("/agent_run/{run}/webhooks")),
+    ] {
+        let (status, body) = harness.test.call(Method::GET, &path, None).await;
+        crate::openapi::conforms(function, status, &body);
+    }
     let output = &record["outputs"][0];
 
     // The upload is the caller's own video: not cited. The URL input plays from 800 ms
