@@ -416,12 +416,12 @@ async fn a_delivery_whose_retries_all_fail_is_failed_and_redeliver_sends_it_agai
     assert_eq!((status, body), (StatusCode::NOT_FOUND, json!({ "detail": "Webhook delivery not found" })));
 }
 
-fn all_delivered(deliveries: &[Value]) -> bool {
+pub(crate) fn all_delivered(deliveries: &[Value]) -> bool {
     !deliveries.is_empty() && deliveries.iter().all(|delivery| delivery["state"] == "delivered")
 }
 
 /// Polls the delivery log until `done` (bounded); returns its deliveries.
-async fn loop_until_log(harness: &Harness, run: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+pub(crate) async fn loop_until_log(harness: &Harness, run: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
     for _ in 0..300 {
         let (status, log) = harness.test.call(Method::GET, &format!("/agent_run/{run}/webhooks"), None).await;
         assert_eq!(status, StatusCode::OK, "{log}");
