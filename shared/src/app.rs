@@ -147,8 +147,9 @@ pub struct Engine {
     /// `webhook-sender` event source delivers them.
     pub webhook_inbox: Option<Arc<dyn Inbox<WebhookMessage>>>,
     /// The local tables, when they are the queues: workers release and recover their
-    /// work at start.
-    pub local: Option<LocalQueues>,
+    /// work at start. A trait object, so that a process without them links no SQLite
+    /// code, not even the code that would drop them.
+    pub local: Option<Arc<dyn LocalTables>>,
     /// Attempts deliveries.
     pub sender: WebhookSender,
     /// What the deployment lacks for runs, when it cannot run any.
@@ -162,6 +163,21 @@ pub struct Engine {
 pub struct LocalQueues {
     pub tasks: SqliteTaskQueue,
     pub webhooks: SqliteWebhookQueue,
+}
+
+/// The task and delivery tables of a local database.
+pub trait LocalTables: Send + Sync {
+    fn tasks(&self) -> &SqliteTaskQueue;
+    fn webhooks(&self) -> &SqliteWebhookQueue;
+}
+
+impl LocalTables for LocalQueues {
+    fn tasks(&self) -> &SqliteTaskQueue {
+        &self.tasks
+    }
+    fn webhooks(&self) -> &SqliteWebhookQueue {
+        &self.webhooks
+    }
 }
 
 impl Engine {
@@ -182,25 +198,28 @@ impl<M: Sync> Queue<M> for Unconfigured {
 }
 
 /// Ports and services shared by all requests of a process.
+///
+/// Each port is built the first time a handler asks for it ([`App::stores`],
+/// [`App::blobs`], [`App::engine`] …), from adapters named concretely where AWS provides
+/// them. A Lambda function's binary therefore links the adapters its handler reaches and
+/// no others: `whoami` reads API keys from DynamoDB and carries no S3, SQS, run or
+/// SQLite code. SQLite sits behind trait objects ([`BackendPorts`], [`LocalTables`]),
+/// which only `serve` and the tests create.
 pub struct App {
-    pub identity: Arc<dyn IdentityRepo>,
-    pub stores: Arc<dyn SharedStoreRepo>,
-    pub agents: Arc<dyn AgentRepo>,
-    pub uploads: Arc<dyn UploadRepo>,
-    /// Webhook deliveries and secrets.
-    pub webhooks: Arc<dyn WebhookRepo>,
-    /// Idempotency keys of the creating POSTs.
-    pub idempotency: Arc<dyn IdempotencyRepo>,
+    repos: Repos,
+    ports: Ports,
+    media: Media,
+    blobs: OnceLock<Arc<dyn BlobStore>>,
+    probe: OnceLock<Arc<dyn MediaProbe>>,
+    asset_manager: OnceLock<Arc<dyn AssetManager>>,
+    queue_source: QueueSource,
+    queues: OnceLock<Queues>,
+    sites: OnceLock<Sites>,
+    settings: Settings,
+    pub clock: Arc<dyn Clock>,
+    auth: OnceLock<Authenticator>,
     /// How long a key's claim holds without renewal.
     pub idempotency_lease: std::time::Duration,
-    /// Workspaces' asset-manager connections and the `local` provider's items.
-    pub assets: Arc<dyn AssetRepo>,
-    /// Reads asset-manager items (the `local` provider).
-    pub asset_manager: Arc<dyn AssetManager>,
-    pub blobs: Arc<dyn BlobStore>,
-    pub probe: Arc<dyn MediaProbe>,
-    pub clock: Arc<dyn Clock>,
-    pub auth: Authenticator,
     /// The local folder behind `blobs`, when media is local: `serve` answers its URLs.
     pub local_blobs: Option<Arc<LocalBlobStore>>,
     /// Signs the 7-day media links of runs.
@@ -209,54 +228,95 @@ pub struct App {
     pub allow_private_urls: bool,
     /// The run engine, built when first used ([`App::engine`]).
     engine: OnceLock<Engine>,
-    engine_parts: EngineParts,
 }
 
-/// What the run engine is built from, kept until a handler first needs the engine.
-struct EngineParts {
-    backend: Arc<dyn BackendPorts>,
-    queues: Queues,
-    blobs: Arc<dyn BlobStore>,
-    probe: Arc<dyn MediaProbe>,
-    clock: Arc<dyn Clock>,
-    links: MediaLinks,
-    settings: Settings,
+/// Where the repositories are kept: a DynamoDB table, named concretely so that each
+/// port's code is linked only where it is asked for; or any backend behind the trait
+/// object of all its ports (SQLite).
+enum Repos {
+    DynamoDb(DynamoDb),
+    Any(Arc<dyn BackendPorts>),
+}
+
+/// Where the run engine's messages go: the SQS queues of a deployment (none: runs are
+/// unavailable), built with the engine; or queues made already (SQLite's tables).
+enum QueueSource {
+    Sqs(Option<SqsQueues>),
+    Made(Queues),
+}
+
+macro_rules! ports {
+    ($($(#[$doc:meta])* $name:ident: $port:ident,)*) => {
+        /// The repositories, each built on first use.
+        #[derive(Default)]
+        struct Ports {
+            $($name: OnceLock<Arc<dyn $port>>,)*
+        }
+
+        impl App {
+            $(
+                $(#[$doc])*
+                pub fn $name(&self) -> &Arc<dyn $port> {
+                    self.ports.$name.get_or_init(|| match &self.repos {
+                        Repos::DynamoDb(table) => Arc::new(table.clone()),
+                        Repos::Any(backend) => backend.clone().$name(),
+                    })
+                }
+            )*
+        }
+    };
+}
+
+ports! {
+    /// Organizations and their API keys.
+    identity: IdentityRepo,
+    stores: SharedStoreRepo,
+    agents: AgentRepo,
+    uploads: UploadRepo,
+    /// Runs with their nodes, tasks and outputs.
+    runs: RunRepo,
+    /// Webhook deliveries and secrets.
+    webhooks: WebhookRepo,
+    /// Idempotency keys of the creating POSTs.
+    idempotency: IdempotencyRepo,
+    /// Workspaces' asset-manager connections and the `local` provider's items.
+    assets: AssetRepo,
 }
 
 impl Engine {
-    /// Builds the engine: its worker (ffmpeg, downloads, video sites), webhook sender
-    /// and sweeper. Only [`App::engine`] calls it, so a function binary whose handler
-    /// never touches runs links none of them.
-    fn build(parts: &EngineParts) -> Self {
-        let EngineParts { backend, queues, blobs, probe, clock, links, settings } = parts;
-        let queues = queues.clone();
-        let notifier = Notifier { links: links.clone(), queue: queues.webhooks.clone() };
+    /// Builds the engine: its queues, its worker (ffmpeg, downloads, video sites), webhook
+    /// sender and sweeper. Only [`App::engine`] calls it, so a function binary whose
+    /// handler never touches runs links none of them.
+    fn build(app: &App) -> Self {
+        let queues = app.queues().clone();
+        let settings = &app.settings;
+        let clock = &app.clock;
+        let notifier = queues.notifier(app.links.clone());
         let allow_private = settings.allow_private_urls;
-        let yt_dlp = YtDlp::new(settings.yt_dlp.clone(), allow_private).with_ffmpeg(settings.ffmpeg.clone());
         let worker = Worker {
-            runs: backend.clone().runs(),
+            runs: app.runs().clone(),
             queue: queues.tasks.clone(),
-            blobs: blobs.clone(),
+            blobs: app.blobs().clone(),
             toolkit: Arc::new(Ffmpeg::new(settings.ffmpeg.clone())),
-            probe: probe.clone(),
+            probe: app.probe().clone(),
             downloader: Arc::new(HttpDownloader::new(allow_private)),
-            sites: Sites::new(Arc::new(yt_dlp), &settings.video_site_hosts),
+            sites: app.sites().clone(),
             clock: clock.clone(),
             notifier,
-            deliveries: backend.clone().webhooks(),
+            deliveries: app.webhooks().clone(),
             task_budget: settings.task_budget,
             claim_margin: settings.claim_margin,
             scratch: settings.scratch.clone(),
         };
         let sender = WebhookSender {
-            repo: backend.clone().webhooks(),
+            repo: app.webhooks().clone(),
             client: Arc::new(HttpWebhookClient::new(allow_private)),
             clock: clock.clone(),
             schedule: settings.webhook_schedule.clone(),
         };
         let sweeper = Sweeper {
-            runs: backend.clone().runs(),
-            deliveries: backend.clone().webhooks(),
+            runs: app.runs().clone(),
+            deliveries: app.webhooks().clone(),
             tasks: queues.tasks.clone(),
             notifier: worker.notifier.clone(),
             clock: clock.clone(),
@@ -264,7 +324,7 @@ impl Engine {
         };
         Engine {
             sweeper,
-            runs: backend.clone().runs(),
+            runs: app.runs().clone(),
             queue: queues.tasks,
             worker,
             inbox: queues.inbox,
@@ -278,74 +338,130 @@ impl Engine {
 }
 
 impl App {
-    /// Builds every adapter once and wires each part of the service to its ports.
+    /// Wires each part of the service to the adapters `config` names; each port is built
+    /// when first used.
     pub fn build(config: AppConfig) -> Self {
         let AppConfig { storage, media, links, settings } = config;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         match storage {
             Storage::Sqlite(database) => {
-                let queues = Queues::sqlite(database.clone(), &clock);
-                Self::assemble(Arc::new(database), queues, clock, media, links, settings)
+                let queues = QueueSource::Made(Queues::sqlite(database.clone(), &clock));
+                Self::assemble(Repos::Any(Arc::new(database)), queues, clock, media, links, settings)
             }
             Storage::DynamoDb { table, queues } => {
-                Self::assemble(Arc::new(table), Queues::sqs(queues), clock, media, links, settings)
+                Self::assemble(Repos::DynamoDb(table), QueueSource::Sqs(queues), clock, media, links, settings)
             }
         }
     }
 
-    /// Wires each part of the service to the ports of `backend` and `queues`.
     fn assemble(
-        backend: Arc<dyn BackendPorts>,
-        queues: Queues,
+        repos: Repos,
+        queues: QueueSource,
         clock: Arc<dyn Clock>,
         media: Media,
         links: Option<(Vec<u8>, String)>,
         settings: Settings,
     ) -> Self {
-        let (blobs, local_blobs): (Arc<dyn BlobStore>, _) = match media {
-            Media::Local(local) => (local.clone(), Some(local)),
-            Media::S3(s3) => (Arc::new(s3), None),
+        let local_blobs = match &media {
+            Media::Local(local) => Some(local.clone()),
+            Media::S3(_) => None,
         };
         let links = match (links, &local_blobs) {
             (Some((secret, public_url)), _) => MediaLinks::new(&secret, &public_url),
             (None, Some(local)) => MediaLinks::new(local.secret(), local.base_url()),
             (None, None) => MediaLinks::new(&crate::core::signing::generate_secret(), "http://127.0.0.1:3000"),
         };
-        let probe: Arc<dyn MediaProbe> = Arc::new(Ffprobe::new(settings.ffprobe.clone()));
-        let engine_parts = EngineParts {
-            backend: backend.clone(),
-            queues,
-            blobs: blobs.clone(),
-            probe: probe.clone(),
-            clock: clock.clone(),
-            links: links.clone(),
-            settings: settings.clone(),
-        };
         Self {
-            auth: Authenticator::new(backend.clone().identity(), settings.auth_cache_ttl),
-            identity: backend.clone().identity(),
-            stores: backend.clone().stores(),
-            agents: backend.clone().agents(),
-            uploads: backend.clone().uploads(),
-            webhooks: backend.clone().webhooks(),
-            idempotency: backend.clone().idempotency(),
-            idempotency_lease: settings.idempotency_lease,
-            assets: backend.clone().assets(),
-            asset_manager: Arc::new(LocalAssetManager::new(backend.assets())),
-            blobs,
-            probe,
+            repos,
+            ports: Ports::default(),
+            media,
+            blobs: OnceLock::new(),
+            probe: OnceLock::new(),
+            asset_manager: OnceLock::new(),
+            queue_source: queues,
+            queues: OnceLock::new(),
+            sites: OnceLock::new(),
             clock,
+            auth: OnceLock::new(),
+            idempotency_lease: settings.idempotency_lease,
             local_blobs,
             links,
             allow_private_urls: settings.allow_private_urls,
+            settings,
             engine: OnceLock::new(),
-            engine_parts,
         }
     }
 
-    /// The run engine, built on first use.
+    /// Reads the caller's key (cached for `AUTH_CACHE_TTL`).
+    pub fn auth(&self) -> &Authenticator {
+        self.auth.get_or_init(|| Authenticator::new(self.identity().clone(), self.settings.auth_cache_ttl))
+    }
+
+    /// Where media files are kept.
+    pub fn blobs(&self) -> &Arc<dyn BlobStore> {
+        self.blobs.get_or_init(|| match &self.media {
+            Media::Local(local) => local.clone(),
+            Media::S3(s3) => Arc::new(s3.clone()),
+        })
+    }
+
+    /// Reads the streams and duration of media files (ffprobe).
+    pub fn probe(&self) -> &Arc<dyn MediaProbe> {
+        self.probe.get_or_init(|| Arc::new(Ffprobe::new(self.settings.ffprobe.clone())))
+    }
+
+    /// Reads asset-manager items (the `local` provider).
+    pub fn asset_manager(&self) -> &Arc<dyn AssetManager> {
+        self.asset_manager.get_or_init(|| Arc::new(LocalAssetManager::new(self.assets().clone())))
+    }
+
+    /// Replaces where media is kept (tests give an app a fake).
+    pub fn replace_blobs(&mut self, blobs: Arc<dyn BlobStore>) {
+        self.blobs = OnceLock::from(blobs);
+    }
+
+    /// Replaces how media is probed (tests give an app a fake).
+    pub fn replace_probe(&mut self, probe: Arc<dyn MediaProbe>) {
+        self.probe = OnceLock::from(probe);
+    }
+
+    /// Replaces the shared-store repository (tests give an app one that fails).
+    pub fn replace_stores(&mut self, stores: Arc<dyn SharedStoreRepo>) {
+        self.ports.stores = OnceLock::from(stores);
+    }
+
+    /// Where run messages go (and, locally, come from), built on first use.
+    pub fn queues(&self) -> &Queues {
+        self.queues.get_or_init(|| match &self.queue_source {
+            QueueSource::Sqs(queues) => Queues::sqs(queues.clone()),
+            QueueSource::Made(queues) => queues.clone(),
+        })
+    }
+
+    /// What this deployment lacks for runs, when it cannot run any (known without
+    /// building the queues).
+    pub fn runs_missing(&self) -> Option<&'static str> {
+        match &self.queue_source {
+            QueueSource::Sqs(None) => Some(NO_TASK_QUEUE),
+            QueueSource::Sqs(Some(_)) => None,
+            QueueSource::Made(queues) => queues.missing,
+        }
+    }
+
+    /// The video-sharing sites URL inputs may name, read with yt-dlp.
+    pub fn sites(&self) -> &Sites {
+        self.sites.get_or_init(|| {
+            let settings = &self.settings;
+            let yt_dlp =
+                YtDlp::new(settings.yt_dlp.clone(), settings.allow_private_urls).with_ffmpeg(settings.ffmpeg.clone());
+            Sites::new(Arc::new(yt_dlp), &settings.video_site_hosts)
+        })
+    }
+
+    /// The run engine (worker, webhook sender, sweeper), built on first use: what the
+    /// queue-fed functions, the sweeper and `serve`'s workers run.
     pub fn engine(&self) -> &Engine {
-        self.engine.get_or_init(|| Engine::build(&self.engine_parts))
+        self.engine.get_or_init(|| Engine::build(self))
     }
 
     /// State in SQLite (runs and their queues included), media where given, default
@@ -377,10 +493,10 @@ impl App {
         if config.settings.allow_private_urls {
             tracing::warn!("ALLOW_PRIVATE_URLS is on: URL inputs and callbacks may reach private addresses");
         }
-        let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let aws = crate::adapters::aws_env::lambda_settings()?;
         let AwsParts { table, queues, media, links } = AwsParts::of(&config, &aws, false)?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        Ok(Self::assemble(Arc::new(table), Queues::sqs(queues), clock, media, links, config.settings))
+        Ok(Self::assemble(Repos::DynamoDb(table), QueueSource::Sqs(queues), clock, media, links, config.settings))
     }
 }
 
@@ -426,16 +542,28 @@ impl<B: Backend> BackendPorts for B {
 
 /// The queues of one transport, both sides.
 #[derive(Clone)]
-struct Queues {
-    tasks: Arc<dyn Queue<TaskMessage>>,
-    inbox: Option<Arc<dyn Inbox<TaskMessage>>>,
-    webhooks: Arc<dyn Queue<WebhookMessage>>,
-    webhook_inbox: Option<Arc<dyn Inbox<WebhookMessage>>>,
-    local: Option<LocalQueues>,
-    missing: Option<&'static str>,
+pub struct Queues {
+    /// Where node-task messages go.
+    pub tasks: Arc<dyn Queue<TaskMessage>>,
+    /// Where this process's workers take them from (`serve`); None where the
+    /// `node-worker` event source delivers them.
+    pub inbox: Option<Arc<dyn Inbox<TaskMessage>>>,
+    /// Where webhook delivery messages go.
+    pub webhooks: Arc<dyn Queue<WebhookMessage>>,
+    /// Where this process's senders take them from (`serve`).
+    pub webhook_inbox: Option<Arc<dyn Inbox<WebhookMessage>>>,
+    /// The local tables, when they are the queues.
+    pub local: Option<Arc<dyn LocalTables>>,
+    /// What the deployment lacks for runs, when it cannot run any.
+    pub missing: Option<&'static str>,
 }
 
 impl Queues {
+    /// Records run events with media links signed by `links`.
+    pub fn notifier(&self, links: MediaLinks) -> Notifier {
+        Notifier { links, queue: self.webhooks.clone() }
+    }
+
     /// The task and delivery tables of a SQLite database, worked by this process.
     fn sqlite(database: Sqlite, clock: &Arc<dyn Clock>) -> Self {
         let local = LocalQueues {
@@ -447,7 +575,7 @@ impl Queues {
             inbox: Some(Arc::new(local.tasks.clone())),
             webhooks: Arc::new(local.webhooks.clone()),
             webhook_inbox: Some(Arc::new(local.webhooks.clone())),
-            local: Some(local),
+            local: Some(Arc::new(local)),
             missing: None,
         }
     }

@@ -1,5 +1,6 @@
 //! Implementations of the ports: SQLite, DynamoDB, S3, a local folder, ffprobe.
 
+pub mod aws_env;
 pub mod child;
 pub mod dynamodb;
 pub mod ffmpeg;
@@ -30,5 +31,40 @@ impl ActionLog {
 
     fn record(&self, actions: impl IntoIterator<Item = String>) {
         self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).extend(actions);
+    }
+}
+
+/// An AWS SDK client made on first use from the settings a process loaded at start, so
+/// that a function whose handler never calls the service links none of its client code
+/// (building a client pulls in its endpoint rules and interceptors). Clones share it.
+pub(crate) struct LazyClient<C> {
+    settings: Option<Arc<aws_config::SdkConfig>>,
+    client: Arc<std::sync::OnceLock<C>>,
+}
+
+impl<C> Clone for LazyClient<C> {
+    fn clone(&self) -> Self {
+        Self { settings: self.settings.clone(), client: self.client.clone() }
+    }
+}
+
+impl<C> LazyClient<C> {
+    /// A client to be made from `settings`.
+    pub(crate) fn new(settings: &aws_config::SdkConfig) -> Self {
+        Self { settings: Some(Arc::new(settings.clone())), client: Default::default() }
+    }
+
+    /// A client made already.
+    pub(crate) fn ready(client: C) -> Self {
+        Self { settings: None, client: Arc::new(std::sync::OnceLock::from(client)) }
+    }
+
+    /// The client, made by `make` on first use. `make` is named at the call site, the
+    /// adapter's own `client()`, so only code that calls the service reaches it.
+    pub(crate) fn get(&self, make: fn(&aws_config::SdkConfig) -> C) -> &C {
+        self.client.get_or_init(|| match &self.settings {
+            Some(settings) => make(settings),
+            None => unreachable!("a ready client is set when it is made"),
+        })
     }
 }

@@ -13,7 +13,7 @@ use aws_sdk_s3::types::{BucketVersioningStatus, Tag, Tagging, VersioningConfigur
 use aws_sdk_s3::Client;
 use bytes::Bytes;
 
-use super::ActionLog;
+use super::{ActionLog, LazyClient};
 use crate::core::retry::AWS_SDK_CALLS;
 use crate::domain::media::ports::{BlobStore, UploadTarget};
 use crate::domain::media::SealedBlob;
@@ -24,7 +24,7 @@ const PROBE_URL_TTL: Duration = Duration::from_secs(15 * 60);
 /// A bucket of media objects.
 #[derive(Clone)]
 pub struct S3BlobStore {
-    client: Client,
+    client: LazyClient<Client>,
     bucket: String,
 }
 
@@ -32,16 +32,25 @@ impl S3BlobStore {
     /// Connects with the standard AWS settings of the environment. With an endpoint
     /// override (an emulator) addresses use the path style, which needs no DNS per bucket.
     pub async fn connect(bucket: impl Into<String>) -> Self {
-        let shared = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let shared = crate::adapters::aws_env::load_defaults().await;
         Self::from_config(&shared, bucket)
     }
 
-    /// Uses AWS settings loaded already (one load per process serves every client).
+    /// Uses AWS settings loaded already (one load per process serves every client); the
+    /// client is made on first use.
     pub fn from_config(shared: &aws_config::SdkConfig, bucket: impl Into<String>) -> Self {
+        Self { client: LazyClient::new(shared), bucket: bucket.into() }
+    }
+
+    fn client(&self) -> &Client {
+        self.client.get(Self::make_client)
+    }
+
+    /// The client of the bucket: the retries of `AWS_SDK_CALLS`, where an attempt may
+    /// take the whole budget, since a PUT of a large response body is one attempt.
+    fn make_client(shared: &aws_config::SdkConfig) -> Client {
         let emulated =
             std::env::var_os("AWS_ENDPOINT_URL_S3").is_some() || std::env::var_os("AWS_ENDPOINT_URL").is_some();
-        // The retries of `AWS_SDK_CALLS`; an attempt may take the whole budget, since a
-        // PUT of a large response body is one attempt.
         let retry = RetryConfig::standard()
             .with_max_attempts(AWS_SDK_CALLS.max_attempts)
             .with_initial_backoff(AWS_SDK_CALLS.first_delay)
@@ -55,15 +64,15 @@ impl S3BlobStore {
             .retry_config(retry)
             .timeout_config(timeout)
             .build();
-        Self { client: Client::from_conf(config), bucket: bucket.into() }
+        Client::from_conf(config)
     }
 
     /// Creates the bucket, versioned, when it does not exist (local use; AWS gets it from SAM).
     pub async fn ensure_bucket(&self) -> anyhow::Result<()> {
-        if self.client.head_bucket().bucket(&self.bucket).send().await.is_ok() {
+        if self.client().head_bucket().bucket(&self.bucket).send().await.is_ok() {
             return Ok(());
         }
-        let created = self.client.create_bucket().bucket(&self.bucket).send().await;
+        let created = self.client().create_bucket().bucket(&self.bucket).send().await;
         if let Err(error) = created {
             let service = error.into_service_error();
             if !service.is_bucket_already_owned_by_you() && !service.is_bucket_already_exists() {
@@ -71,7 +80,7 @@ impl S3BlobStore {
             }
         }
         let versioning = VersioningConfiguration::builder().status(BucketVersioningStatus::Enabled).build();
-        self.client
+        self.client()
             .put_bucket_versioning()
             .bucket(&self.bucket)
             .versioning_configuration(versioning)
@@ -139,7 +148,7 @@ impl S3BlobStore {
         ttl: Duration,
     ) -> anyhow::Result<String> {
         let presigned = self
-            .client
+            .client()
             .get_object()
             .bucket(&self.bucket)
             .key(key)
@@ -154,7 +163,7 @@ impl S3BlobStore {
     /// The tags of the object at `key` (of `version`): what the lifecycle rules see.
     pub async fn tags(&self, key: &str, version: Option<&str>) -> anyhow::Result<Vec<(String, String)>> {
         let tagging = self
-            .client
+            .client()
             .get_object_tagging()
             .bucket(&self.bucket)
             .key(key)
@@ -168,8 +177,8 @@ impl S3BlobStore {
     /// A copy of this store whose client records the IAM action of every call.
     pub fn recording_actions(&self) -> (Self, ActionLog) {
         let log = ActionLog::default();
-        let config = self.client.config().to_builder().interceptor(RecordActions(log.clone())).build();
-        (Self { client: Client::from_conf(config), bucket: self.bucket.clone() }, log)
+        let config = self.client().config().to_builder().interceptor(RecordActions(log.clone())).build();
+        (Self { client: LazyClient::ready(Client::from_conf(config)), bucket: self.bucket.clone() }, log)
     }
 }
 
@@ -179,7 +188,7 @@ impl BlobStore for S3BlobStore {
         // Both headers are signed: S3 refuses a PUT with another type, and the tag lets
         // the bucket's lifecycle rule expire an upload never finalized.
         let presigned = self
-            .client
+            .client()
             .put_object()
             .bucket(&self.bucket)
             .key(key)
@@ -195,7 +204,7 @@ impl BlobStore for S3BlobStore {
     async fn mark_finalized(&self, blob: &SealedBlob) -> anyhow::Result<()> {
         let tag = Tag::builder().key(UPLOAD_TAG_KEY).value("finalized").build().context("an object tag")?;
         let tagging = Tagging::builder().tag_set(tag).build().context("an object tagging")?;
-        self.client
+        self.client()
             .put_object_tagging()
             .bucket(&self.bucket)
             .key(&blob.key)
@@ -210,7 +219,7 @@ impl BlobStore for S3BlobStore {
     async fn seal(&self, key: &str, _sealed_prefix: &str) -> anyhow::Result<Option<SealedBlob>> {
         // The bucket is versioned: pinning the current version freezes the content without
         // copying it (a copy of a 5 GB object would outlast the request).
-        match self.client.head_object().bucket(&self.bucket).key(key).send().await {
+        match self.client().head_object().bucket(&self.bucket).key(key).send().await {
             Ok(head) => Ok(Some(SealedBlob {
                 key: key.to_owned(),
                 version: head.version_id().filter(|version| *version != "null").map(str::to_owned),
@@ -223,7 +232,7 @@ impl BlobStore for S3BlobStore {
 
     async fn probe_location(&self, blob: &SealedBlob) -> anyhow::Result<String> {
         let presigned = self
-            .client
+            .client()
             .get_object()
             .bucket(&self.bucket)
             .key(&blob.key)
@@ -235,7 +244,7 @@ impl BlobStore for S3BlobStore {
     }
 
     async fn put(&self, key: &str, bytes: Bytes, content_type: &str) -> anyhow::Result<()> {
-        self.client
+        self.client()
             .put_object()
             .bucket(&self.bucket)
             .key(key)
@@ -263,7 +272,7 @@ impl BlobStore for S3BlobStore {
 
     async fn put_file(&self, key: &str, path: &std::path::Path, content_type: &str) -> anyhow::Result<()> {
         let body = ByteStream::from_path(path).await.with_context(|| format!("reading {}", path.display()))?;
-        self.client
+        self.client()
             .put_object()
             .bucket(&self.bucket)
             .key(key)

@@ -11,7 +11,7 @@ use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName, SendMes
 use aws_sdk_sqs::Client;
 
 use super::dynamodb::{sdk_retry_config, sdk_timeout_config};
-use super::ActionLog;
+use super::{ActionLog, LazyClient};
 use crate::core::queue::Delivery;
 use crate::core::queue::Inbox;
 use crate::core::queue::Queue;
@@ -26,9 +26,23 @@ const RECEIVE_MAX: usize = 10;
 /// Long-polling wait of a receive (SQS allows up to 20 s).
 const RECEIVE_WAIT_SECONDS: i32 = 10;
 
+/// The SQS client of a queue: the retries and timeouts of [`AWS_SDK_CALLS`], and room
+/// in each call for the receive's long poll.
+fn make_client(config: &aws_config::SdkConfig) -> Client {
+    let wait = Duration::from_secs(RECEIVE_WAIT_SECONDS as u64);
+    let attempt = AWS_ATTEMPT_TIMEOUT + wait;
+    // A receive on an idle queue waits its whole long poll: the call's budget has room.
+    let long_polls = crate::core::retry::RetryPolicy { budget: AWS_SDK_CALLS.budget + wait, ..AWS_SDK_CALLS };
+    let config = aws_sdk_sqs::config::Builder::from(config)
+        .retry_config(sdk_retry_config(&AWS_SDK_CALLS))
+        .timeout_config(sdk_timeout_config(&long_polls, attempt))
+        .build();
+    Client::from_conf(config)
+}
+
 /// A queue of messages of type `M` on SQS; cheap to clone.
 pub struct SqsQueue<M> {
-    client: Client,
+    client: LazyClient<Client>,
     queue_url: String,
     messages: std::marker::PhantomData<fn() -> M>,
 }
@@ -48,18 +62,13 @@ impl<M> SqsQueue<M>
 where
     M: serde::Serialize + serde::de::DeserializeOwned + Send + Sync,
 {
-    /// Uses AWS settings loaded already, with the retries and timeouts of
-    /// [`AWS_SDK_CALLS`]; the receive's long poll gets its own room.
+    /// Uses AWS settings loaded already; the client is made on first use.
     pub fn from_config(config: &aws_config::SdkConfig, queue_url: impl Into<String>) -> Self {
-        let wait = Duration::from_secs(RECEIVE_WAIT_SECONDS as u64);
-        let attempt = AWS_ATTEMPT_TIMEOUT + wait;
-        // A receive on an idle queue waits its whole long poll: the call's budget has room.
-        let long_polls = crate::core::retry::RetryPolicy { budget: AWS_SDK_CALLS.budget + wait, ..AWS_SDK_CALLS };
-        let config = aws_sdk_sqs::config::Builder::from(config)
-            .retry_config(sdk_retry_config(&AWS_SDK_CALLS))
-            .timeout_config(sdk_timeout_config(&long_polls, attempt))
-            .build();
-        Self { client: Client::from_conf(config), queue_url: queue_url.into(), messages: std::marker::PhantomData }
+        Self { client: LazyClient::new(config), queue_url: queue_url.into(), messages: std::marker::PhantomData }
+    }
+
+    fn client(&self) -> &Client {
+        self.client.get(make_client)
     }
 
     /// The queue's URL.
@@ -89,10 +98,10 @@ where
     /// A copy whose client records the IAM action of every call.
     pub fn recording_actions(&self) -> (Self, ActionLog) {
         let log = ActionLog::default();
-        let config = self.client.config().to_builder().interceptor(RecordActions(log.clone())).build();
+        let config = self.client().config().to_builder().interceptor(RecordActions(log.clone())).build();
         (
             Self {
-                client: Client::from_conf(config),
+                client: LazyClient::ready(Client::from_conf(config)),
                 queue_url: self.queue_url.clone(),
                 messages: std::marker::PhantomData,
             },
@@ -116,7 +125,7 @@ where
             let mut retry = UNPROCESSED_ITEMS.start();
             while !pending.is_empty() {
                 let output = self
-                    .client
+                    .client()
                     .send_message_batch()
                     .queue_url(&self.queue_url)
                     .set_entries(Some(pending.clone()))
@@ -143,7 +152,7 @@ where
 
     async fn receive_messages(&self, max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery<M>>> {
         let output = self
-            .client
+            .client()
             .receive_message()
             .queue_url(&self.queue_url)
             .max_number_of_messages(max.clamp(1, RECEIVE_MAX) as i32)
@@ -178,7 +187,7 @@ where
 
     /// Shows the message with receipt `handle` again after `delay` (at most 12 hours).
     pub async fn show_after(&self, handle: &str, delay: Duration) -> anyhow::Result<()> {
-        self.client
+        self.client()
             .change_message_visibility()
             .queue_url(&self.queue_url)
             .receipt_handle(handle)
@@ -193,7 +202,7 @@ where
     }
 
     async fn delete(&self, handle: &str) -> anyhow::Result<()> {
-        self.client.delete_message().queue_url(&self.queue_url).receipt_handle(handle).send().await.map_err(
+        self.client().delete_message().queue_url(&self.queue_url).receipt_handle(handle).send().await.map_err(
             |error| anyhow::anyhow!("deleting a message: {}", aws_sdk_sqs::error::DisplayErrorContext(&error)),
         )?;
         Ok(())

@@ -95,7 +95,7 @@ pub async fn list_agents(app: Arc<App>, call: Call) -> Result<Response, ApiError
     let param = |name: &str| params.get(name).map(String::as_str);
     let query = AgentQuery::parse(param("limit"), param("cursor"), param("workspace_id"), param("name"))
         .map_err(fail("list"))?;
-    let page = agents::list_agents(app.agents.as_ref(), app.identity.as_ref(), organization, query)
+    let page = agents::list_agents(app.agents().as_ref(), app.identity().as_ref(), organization, query)
         .await
         .map_err(|error| map_error(error, "list", StatusCode::FORBIDDEN))?;
     Ok(json_response(StatusCode::OK, &page))
@@ -107,7 +107,7 @@ pub async fn create_agent(app: Arc<App>, call: Call) -> Result<Response, ApiErro
     let body = json_body(&call.request)?;
     let create = AgentCreate::parse(&body).map_err(fail("create"))?;
     let agent =
-        agents::create_agent(app.agents.as_ref(), app.identity.as_ref(), app.clock.as_ref(), organization, create)
+        agents::create_agent(app.agents().as_ref(), app.identity().as_ref(), app.clock.as_ref(), organization, create)
             .await
             .map_err(fail("create"))?;
     Ok(json_response(StatusCode::CREATED, &json!({ "agent_id": agent.id, "agent": agent })))
@@ -116,7 +116,7 @@ pub async fn create_agent(app: Arc<App>, call: Call) -> Result<Response, ApiErro
 /// `GET /agent/{agent_id}`
 pub async fn get_agent(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, agent) = agent_scope(&app, &call).await?;
-    let record = agents::get_agent(app.agents.as_ref(), organization, agent).await.map_err(fail("read"))?;
+    let record = agents::get_agent(app.agents().as_ref(), organization, agent).await.map_err(fail("read"))?;
     Ok(json_response(StatusCode::OK, &AgentView::of(&record)))
 }
 
@@ -125,7 +125,7 @@ pub async fn update_agent(app: Arc<App>, call: Call) -> Result<Response, ApiErro
     let (organization, agent) = agent_scope(&app, &call).await?;
     let body = json_body(&call.request)?;
     let update = AgentUpdate::parse(&body).map_err(fail("update"))?;
-    let result = agents::update_agent(app.agents.as_ref(), app.clock.as_ref(), organization, agent, update)
+    let result = agents::update_agent(app.agents().as_ref(), app.clock.as_ref(), organization, agent, update)
         .await
         .map_err(fail("update"))?;
     Ok(json_response(StatusCode::OK, &result))
@@ -135,7 +135,7 @@ pub async fn update_agent(app: Arc<App>, call: Call) -> Result<Response, ApiErro
 pub async fn duplicate_agent(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, agent) = agent_scope(&app, &call).await?;
     let body = json_body(&call.request)?;
-    let copy = agents::duplicate_agent(app.agents.as_ref(), app.clock.as_ref(), organization, agent, &body)
+    let copy = agents::duplicate_agent(app.agents().as_ref(), app.clock.as_ref(), organization, agent, &body)
         .await
         .map_err(fail("duplicate"))?;
     Ok(json_response(StatusCode::CREATED, &json!({ "agent_id": copy.id, "agent": copy })))
@@ -144,7 +144,9 @@ pub async fn duplicate_agent(app: Arc<App>, call: Call) -> Result<Response, ApiE
 /// `POST /agent/{agent_id}/delete`
 pub async fn delete_agent(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, agent) = agent_scope(&app, &call).await?;
-    agents::delete_agent(app.agents.as_ref(), app.clock.as_ref(), organization, agent).await.map_err(fail("delete"))?;
+    agents::delete_agent(app.agents().as_ref(), app.clock.as_ref(), organization, agent)
+        .await
+        .map_err(fail("delete"))?;
     Ok(json_response(StatusCode::OK, &json!({ "success": true })))
 }
 

@@ -26,8 +26,8 @@ pub async fn create_connection(app: Arc<App>, call: Call) -> Result<Response, Ap
     let organization = organization(&app, &call).await?;
     let new = NewConnection::parse(&json_body(&call.request)?).map_err(map_error)?;
     let connection = asset_manager::create_connection(
-        app.identity.as_ref(),
-        app.assets.as_ref(),
+        app.identity().as_ref(),
+        app.assets().as_ref(),
         organization,
         new,
         app.clock.now(),
@@ -44,8 +44,8 @@ pub async fn create_item(app: Arc<App>, call: Call) -> Result<Response, ApiError
         .ok_or_else(|| map_error(AssetError::ConnectionNotFound))?;
     let new = NewItem::parse(&json_body(&call.request)?).map_err(map_error)?;
     let item = asset_manager::create_item(
-        app.assets.as_ref(),
-        app.uploads.as_ref(),
+        app.assets().as_ref(),
+        app.uploads().as_ref(),
         organization,
         connection,
         new,

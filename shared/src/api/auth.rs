@@ -23,7 +23,7 @@ const MUST_START_WITH_BEARER: &str = "Authorization header must start with Beare
 /// request carries it.
 pub async fn authenticate(app: &App, headers: &HeaderMap, scheme: Scheme) -> Result<Principal, ApiError> {
     let key = presented_key(headers, scheme)?;
-    let principal = app.auth.authenticate(key).await?;
+    let principal = app.auth().authenticate(key).await?;
     tracing::Span::current().record("organization_id", tracing::field::display(principal.organization_id()));
     Ok(principal)
 }

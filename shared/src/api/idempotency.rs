@@ -36,7 +36,7 @@ pub(super) async fn handle(endpoint: Endpoint, app: Arc<App>, request: Request, 
     let fingerprint =
         idempotency::fingerprint(request.method().as_str(), request.uri().path(), request.body().as_ref());
     let begun = idempotency::begin(
-        app.idempotency.as_ref(),
+        app.idempotency().as_ref(),
         app.clock.as_ref(),
         app.idempotency_lease,
         principal.organization_id(),
@@ -62,7 +62,7 @@ pub(super) async fn handle(endpoint: Endpoint, app: Arc<App>, request: Request, 
         Ok(Begun::Replay(answer)) => replay(answer),
         Ok(Begun::Run(claim)) => {
             let handler = AssertUnwindSafe((endpoint.handler)(app.clone(), Call { request, params })).catch_unwind();
-            let (repo, clock) = (app.idempotency.as_ref(), app.clock.as_ref());
+            let (repo, clock) = (app.idempotency().as_ref(), app.clock.as_ref());
             let handled = idempotency::renew_while(repo, clock, app.idempotency_lease, &claim, handler).await;
             let response = match handled {
                 Ok(response) => response,
@@ -74,7 +74,7 @@ pub(super) async fn handle(endpoint: Endpoint, app: Arc<App>, request: Request, 
             };
             let body = String::from_utf8_lossy(response.body().as_ref()).into_owned();
             let answer = KeptAnswer { status: response.status().as_u16(), body };
-            if let Err(error) = idempotency::finish(app.idempotency.as_ref(), &claim, answer).await {
+            if let Err(error) = idempotency::finish(app.idempotency().as_ref(), &claim, answer).await {
                 // The answer stands; a repeat finds the claim lapsed after its lease and runs again.
                 tracing::error!(error = %format!("{error:#}"), "an idempotent answer could not be kept");
             }

@@ -12,7 +12,7 @@ use crate::domain::identity;
 /// Describes the organization of the caller's key and records the key's use.
 pub async fn whoami(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let principal = authenticate(&app, call.request.headers(), Scheme::BearerOrApiKey).await?;
-    let record = identity::whoami(app.identity.as_ref(), app.clock.as_ref(), &principal)
+    let record = identity::whoami(app.identity().as_ref(), app.clock.as_ref(), &principal)
         .await
         .map_err(|error| ApiError::backend(&error, "Failed to read the caller's identity".to_owned()))?;
     Ok(json_response(StatusCode::OK, &record))

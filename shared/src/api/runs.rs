@@ -10,11 +10,12 @@ use super::auth::{authenticate, Scheme};
 use super::body::json_body;
 use super::query::query_params;
 use super::{json_response, ApiError, Call, Response};
-use crate::app::{App, Engine};
+use crate::app::{App, Queues};
 use crate::domain::agents::{self, AgentError};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::events::Notifier;
 use crate::domain::runs::list;
+use crate::domain::runs::ports::RunRepo;
 use crate::domain::runs::service::{self, RunError, RunPorts, StartRun};
 use crate::domain::runs::start::StartRequest;
 use crate::domain::runs::RunId;
@@ -24,24 +25,32 @@ pub(super) async fn organization(app: &App, call: &Call) -> Result<OrganizationI
     Ok(authenticate(app, call.request.headers(), Scheme::BearerOrApiKey).await?.organization_id())
 }
 
-pub(super) fn engine(app: &App) -> Result<&Engine, ApiError> {
-    match app.engine().missing {
-        None => Ok(app.engine()),
+/// The runs of a deployment that can run them; a 503 saying what is missing otherwise.
+/// Reading runs needs no queue: only the endpoints that send messages build them.
+pub(super) fn runs(app: &App) -> Result<&dyn RunRepo, ApiError> {
+    match app.runs_missing() {
+        None => Ok(app.runs().as_ref()),
         Some(missing) => Err(ApiError::detail(StatusCode::SERVICE_UNAVAILABLE, missing)),
     }
 }
 
-fn ports<'a>(app: &'a App, engine: &'a Engine, notifier: &'a Notifier) -> RunPorts<'a> {
+/// The queues runs' messages go to, as [`runs`] answers.
+pub(super) fn queues(app: &App) -> Result<&Queues, ApiError> {
+    runs(app)?;
+    Ok(app.queues())
+}
+
+fn ports<'a>(app: &'a App, queues: &'a Queues, notifier: &'a Notifier) -> RunPorts<'a> {
     RunPorts {
-        runs: engine.runs.as_ref(),
-        queue: engine.queue.as_ref(),
+        runs: app.runs().as_ref(),
+        queue: queues.tasks.as_ref(),
         clock: app.clock.as_ref(),
         notifier,
-        agents: app.agents.as_ref(),
-        uploads: app.uploads.as_ref(),
-        sites: &engine.worker.sites,
-        assets: app.assets.as_ref(),
-        asset_manager: app.asset_manager.as_ref(),
+        agents: app.agents().as_ref(),
+        uploads: app.uploads().as_ref(),
+        sites: app.sites(),
+        assets: app.assets().as_ref(),
+        asset_manager: app.asset_manager().as_ref(),
         allow_private_urls: app.allow_private_urls,
     }
 }
@@ -65,13 +74,13 @@ pub(super) fn run_id(call: &Call) -> Result<RunId, ApiError> {
 /// `POST /agent/{agent_id}/run`
 pub async fn start_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let engine = engine(&app)?;
+    let queues = queues(&app)?;
     let agent = agents::parse_agent_id(call.params.get("agent_id"))
         .map_err(|error: AgentError| ApiError::detail(StatusCode::NOT_FOUND, error.to_string()))?;
     let body = json_body(&call.request)?;
     let request = StartRequest::parse(&body).map_err(|message| ApiError::detail(StatusCode::BAD_REQUEST, message))?;
-    let notifier = engine.notifier(links(&app, &call));
-    let ports = ports(&app, engine, &notifier);
+    let notifier = queues.notifier(links(&app, &call));
+    let ports = ports(&app, queues, &notifier);
     let run = service::start_run(&ports, StartRun { organization, agent_id: agent, request })
         .await
         .map_err(|error| map_error(error, "start the run"))?;
@@ -87,8 +96,7 @@ fn links(app: &App, call: &Call) -> crate::domain::runs::views::MediaLinks {
 /// `GET /agent_run/{run_id}`
 pub async fn get_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let engine = engine(&app)?;
-    let run = service::get_run(engine.runs.as_ref(), organization, run_id(&call)?)
+    let run = service::get_run(runs(&app)?, organization, run_id(&call)?)
         .await
         .map_err(|error| map_error(error, "read the run"))?;
     Ok(json_response(StatusCode::OK, &run.record_view(&links(&app, &call), app.clock.now())))
@@ -97,8 +105,7 @@ pub async fn get_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
 /// `GET /agent_run/{run_id}/nodes`
 pub async fn get_run_nodes(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let engine = engine(&app)?;
-    let run = service::get_run(engine.runs.as_ref(), organization, run_id(&call)?)
+    let run = service::get_run(runs(&app)?, organization, run_id(&call)?)
         .await
         .map_err(|error| map_error(error, "read the run"))?;
     Ok(json_response(StatusCode::OK, &run.nodes_view(&links(&app, &call), app.clock.now())))
@@ -106,7 +113,7 @@ pub async fn get_run_nodes(app: Arc<App>, call: Call) -> Result<Response, ApiErr
 
 async fn list(app: &App, call: &Call, agent_in_path: bool) -> Result<Response, ApiError> {
     let organization = organization(app, call).await?;
-    let engine = engine(app)?;
+    let runs = runs(app)?;
     let params = query_params(&call.request)?;
     let mut query = list::parse_list(|name| params.get(name).cloned(), !agent_in_path)
         .map_err(|error| map_error(error, "list runs"))?;
@@ -115,7 +122,7 @@ async fn list(app: &App, call: &Call, agent_in_path: bool) -> Result<Response, A
             .map_err(|error| ApiError::detail(StatusCode::NOT_FOUND, error.to_string()))?;
         query.agent_id = Some(agent);
     }
-    let (runs, next_cursor) = list::list_runs(engine.runs.as_ref(), app.agents.as_ref(), organization, query)
+    let (runs, next_cursor) = list::list_runs(runs, app.agents().as_ref(), organization, query)
         .await
         .map_err(|error| map_error(error, "list runs"))?;
     let (now, links) = (app.clock.now(), links(app, call));
@@ -136,9 +143,9 @@ pub async fn list_runs(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
 /// `POST /agent_run/{run_id}/cancel`
 pub async fn cancel_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let engine = engine(&app)?;
+    let queues = queues(&app)?;
     let run = run_id(&call)?;
-    let cancelled = service::cancel_run(&ports(&app, engine, &engine.notifier(links(&app, &call))), organization, run)
+    let cancelled = service::cancel_run(&ports(&app, queues, &queues.notifier(links(&app, &call))), organization, run)
         .await
         .map_err(|error| map_error(error, "cancel the run"))?;
     let message = if cancelled.tasks_cancelled + cancelled.nodes_reset == 0 {
@@ -161,9 +168,9 @@ pub async fn cancel_run(app: Arc<App>, call: Call) -> Result<Response, ApiError>
 /// `POST /agent_run/{run_id}/resume`
 pub async fn resume_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let engine = engine(&app)?;
+    let queues = queues(&app)?;
     let run = run_id(&call)?;
-    let resumed = service::resume_run(&ports(&app, engine, &engine.notifier(links(&app, &call))), organization, run)
+    let resumed = service::resume_run(&ports(&app, queues, &queues.notifier(links(&app, &call))), organization, run)
         .await
         .map_err(|error| map_error(error, "resume the run"))?;
     Ok(json_response(
@@ -185,10 +192,9 @@ pub async fn resume_run(app: Arc<App>, call: Call) -> Result<Response, ApiError>
 /// `GET /media/{media_id}`: a signed link (no API key) → a 302 to a 15-minute link of the
 /// file. `serve` answers these links itself, streaming the file.
 pub async fn get_media(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
-    let engine = engine(&app)?;
-    let record = verified_media(&app, engine, call.params.get("media_id"), call.request.uri().query()).await?;
+    let record = verified_media(&app, call.params.get("media_id"), call.request.uri().query()).await?;
     let url = app
-        .blobs
+        .blobs()
         .media_url(
             &record.key,
             record.version.as_deref(),
@@ -209,7 +215,6 @@ pub async fn get_media(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
 /// a media that does not exist.
 pub async fn verified_media(
     app: &App,
-    engine: &Engine,
     id: &str,
     query: Option<&str>,
 ) -> Result<crate::domain::runs::MediaRecord, ApiError> {
@@ -218,8 +223,7 @@ pub async fn verified_media(
     let id = MediaId::parse(id).ok_or_else(|| forbidden("the link's signature does not match".into()))?;
     let (expires, signature) = crate::core::signing::signed_query_values(query.unwrap_or_default());
     app.links.verify(id, expires, signature, app.clock.now()).map_err(|error| forbidden(error.to_string()))?;
-    engine
-        .runs
+    runs(app)?
         .get_media(id)
         .await
         .map_err(|error| ApiError::backend(&error, "Failed to read the media".into()))?

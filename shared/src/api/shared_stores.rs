@@ -56,7 +56,7 @@ fn fail(failure: &'static str) -> impl Fn(StoreError) -> ApiError {
 /// `GET /shared-stores`
 pub async fn list_stores(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let list = stores::list_stores(app.stores.as_ref(), organization).await.map_err(fail(LIST_STORES_FAILED))?;
+    let list = stores::list_stores(app.stores().as_ref(), organization).await.map_err(fail(LIST_STORES_FAILED))?;
     field("stores", &list)
 }
 
@@ -67,7 +67,7 @@ pub async fn create_store(app: Arc<App>, call: Call) -> Result<Response, ApiErro
     stores::deny_unknown(&body, &["name", "source_type"]).map_err(fail(CREATE_STORE_FAILED))?;
     let name = StoreName::parse(body.get("name")).map_err(fail(CREATE_STORE_FAILED))?;
     let source_type = SourceType::parse(body.get("source_type")).map_err(fail(CREATE_STORE_FAILED))?;
-    let store = stores::create_store(app.stores.as_ref(), app.clock.as_ref(), organization, name, source_type)
+    let store = stores::create_store(app.stores().as_ref(), app.clock.as_ref(), organization, name, source_type)
         .await
         .map_err(fail(CREATE_STORE_FAILED))?;
     field("store", &store)
@@ -79,7 +79,7 @@ pub async fn rename_store(app: Arc<App>, call: Call) -> Result<Response, ApiErro
     let body = json_object(&call.request)?;
     stores::deny_unknown(&body, &["name"]).map_err(fail(RENAME_STORE_FAILED))?;
     let name = StoreName::parse(body.get("name")).map_err(fail(RENAME_STORE_FAILED))?;
-    let store = stores::rename_store(app.stores.as_ref(), app.clock.as_ref(), organization, store, name)
+    let store = stores::rename_store(app.stores().as_ref(), app.clock.as_ref(), organization, store, name)
         .await
         .map_err(fail(RENAME_STORE_FAILED))?;
     field("store", &store)
@@ -88,7 +88,7 @@ pub async fn rename_store(app: Arc<App>, call: Call) -> Result<Response, ApiErro
 /// `DELETE /shared-stores/{store_id}`
 pub async fn delete_store(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, store) = store_scope(&app, &call, DELETE_STORE_FAILED).await?;
-    stores::delete_store(app.stores.as_ref(), organization, store).await.map_err(fail(DELETE_STORE_FAILED))?;
+    stores::delete_store(app.stores().as_ref(), organization, store).await.map_err(fail(DELETE_STORE_FAILED))?;
     field("success", &true)
 }
 
@@ -96,7 +96,7 @@ pub async fn delete_store(app: Arc<App>, call: Call) -> Result<Response, ApiErro
 pub async fn list_entries(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, store) = store_scope(&app, &call, LIST_ENTRIES_FAILED).await?;
     let entries =
-        stores::list_entries(app.stores.as_ref(), organization, store).await.map_err(fail(LIST_ENTRIES_FAILED))?;
+        stores::list_entries(app.stores().as_ref(), organization, store).await.map_err(fail(LIST_ENTRIES_FAILED))?;
     field("entries", &entries)
 }
 
@@ -104,8 +104,9 @@ pub async fn list_entries(app: Arc<App>, call: Call) -> Result<Response, ApiErro
 pub async fn get_entry(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, store) = store_scope(&app, &call, GET_ENTRY_FAILED).await?;
     let entry_id = path_entry_id(&call, GET_ENTRY_FAILED)?;
-    let entry =
-        stores::get_entry(app.stores.as_ref(), organization, store, &entry_id).await.map_err(fail(GET_ENTRY_FAILED))?;
+    let entry = stores::get_entry(app.stores().as_ref(), organization, store, &entry_id)
+        .await
+        .map_err(fail(GET_ENTRY_FAILED))?;
     field("entry", &entry)
 }
 
@@ -114,7 +115,7 @@ pub async fn put_entry(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
     let (organization, store) = store_scope(&app, &call, PUT_ENTRY_FAILED).await?;
     let body = json_object(&call.request)?;
     let write = EntryWrite::parse_put(call.params.get("entry_id"), &body).map_err(fail(PUT_ENTRY_FAILED))?;
-    let entry = stores::put_entry(app.stores.as_ref(), app.clock.as_ref(), organization, store, write)
+    let entry = stores::put_entry(app.stores().as_ref(), app.clock.as_ref(), organization, store, write)
         .await
         .map_err(fail(PUT_ENTRY_FAILED))?;
     field("entry", &entry)
@@ -126,7 +127,7 @@ pub async fn rename_entry(app: Arc<App>, call: Call) -> Result<Response, ApiErro
     let entry_id = path_entry_id(&call, RENAME_ENTRY_FAILED)?;
     let body = json_object(&call.request)?;
     let rename = EntryRename::parse(&body).map_err(fail(RENAME_ENTRY_FAILED))?;
-    let entry = stores::rename_entry(app.stores.as_ref(), app.clock.as_ref(), organization, store, &entry_id, rename)
+    let entry = stores::rename_entry(app.stores().as_ref(), app.clock.as_ref(), organization, store, &entry_id, rename)
         .await
         .map_err(fail(RENAME_ENTRY_FAILED))?;
     field("entry", &entry)
@@ -136,7 +137,7 @@ pub async fn rename_entry(app: Arc<App>, call: Call) -> Result<Response, ApiErro
 pub async fn delete_entry(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, store) = store_scope(&app, &call, DELETE_ENTRY_FAILED).await?;
     let entry_id = path_entry_id(&call, DELETE_ENTRY_FAILED)?;
-    stores::delete_entry(app.stores.as_ref(), organization, store, &entry_id)
+    stores::delete_entry(app.stores().as_ref(), organization, store, &entry_id)
         .await
         .map_err(fail(DELETE_ENTRY_FAILED))?;
     field("success", &true)
@@ -147,7 +148,7 @@ pub async fn bulk_upsert(app: Arc<App>, call: Call) -> Result<Response, ApiError
     let (organization, store) = store_scope(&app, &call, UPSERT_ENTRIES_FAILED).await?;
     let body = json_object(&call.request)?;
     let writes = stores::parse_bulk(&body).map_err(fail(UPSERT_ENTRIES_FAILED))?;
-    let result = stores::bulk_upsert(app.stores.as_ref(), app.clock.as_ref(), organization, store, writes)
+    let result = stores::bulk_upsert(app.stores().as_ref(), app.clock.as_ref(), organization, store, writes)
         .await
         .map_err(fail(UPSERT_ENTRIES_FAILED))?;
     Ok(json_response(StatusCode::OK, &result))

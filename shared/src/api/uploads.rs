@@ -48,8 +48,8 @@ pub async fn get_upload_url(app: Arc<App>, call: Call) -> Result<Response, ApiEr
         Some(_) => return Err(ApiError::detail(StatusCode::BAD_REQUEST, "content_type must be a string")),
     };
     let ticket = uploads::create_upload(
-        app.uploads.as_ref(),
-        app.blobs.as_ref(),
+        app.uploads().as_ref(),
+        app.blobs().as_ref(),
         app.clock.as_ref(),
         organization,
         kind,
@@ -71,9 +71,9 @@ pub async fn finalize_upload(app: Arc<App>, call: Call) -> Result<Response, ApiE
         None => return Err(ApiError::detail(StatusCode::BAD_REQUEST, "id is required")),
     };
     let upload = uploads::finalize_upload(
-        app.uploads.as_ref(),
-        app.blobs.as_ref(),
-        app.probe.as_ref(),
+        app.uploads().as_ref(),
+        app.blobs().as_ref(),
+        app.probe().as_ref(),
         app.clock.as_ref(),
         organization,
         kind,
@@ -88,6 +88,6 @@ pub async fn finalize_upload(app: Arc<App>, call: Call) -> Result<Response, ApiE
 pub async fn get_upload(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, kind) = upload_scope(&app, &call).await?;
     let id = uploads::parse_upload_id(call.params.get("upload_id")).map_err(fail("read"))?;
-    let upload = uploads::get_upload(app.uploads.as_ref(), organization, kind, id).await.map_err(fail("read"))?;
+    let upload = uploads::get_upload(app.uploads().as_ref(), organization, kind, id).await.map_err(fail("read"))?;
     Ok(json_response(StatusCode::OK, &upload))
 }

@@ -7,7 +7,7 @@ use http::StatusCode;
 use serde_json::json;
 
 use super::query::query_params;
-use super::runs::{engine, organization, run_id};
+use super::runs::{organization, queues, run_id, runs};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::core::cursor;
@@ -32,10 +32,8 @@ async fn check_run(
     call: &Call,
 ) -> Result<(crate::domain::identity::OrganizationId, crate::domain::runs::RunId), ApiError> {
     let organization = organization(app, call).await?;
-    let engine = engine(app)?;
     let run = run_id(call)?;
-    let found = engine
-        .runs
+    let found = runs(app)?
         .get_run(organization, run)
         .await
         .map_err(|error| ApiError::backend(&error, "Failed to read the run".into()))?;
@@ -65,7 +63,7 @@ pub async fn list_deliveries(app: Arc<App>, call: Call) -> Result<Response, ApiE
                 .ok_or_else(|| invalid("cursor is not valid".into()))?,
         ),
     };
-    let (page, next) = log::delivery_log(app.webhooks.as_ref(), organization, run, after, limit)
+    let (page, next) = log::delivery_log(app.webhooks().as_ref(), organization, run, after, limit)
         .await
         .map_err(|error| map_error(error, "list webhook deliveries"))?;
     let deliveries: Vec<_> = page.iter().map(WebhookDelivery::view).collect();
@@ -76,11 +74,11 @@ pub async fn list_deliveries(app: Arc<App>, call: Call) -> Result<Response, ApiE
 /// `POST /agent_run/{run_id}/webhooks/{delivery_id}/redeliver`
 pub async fn redeliver(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, run) = check_run(&app, &call).await?;
-    let engine = engine(&app)?;
+    let queues = queues(&app)?;
     let id = DeliveryId::parse(call.params.get("delivery_id"))
         .ok_or_else(|| map_error(DeliveryError::NotFound, "redeliver the webhook"))?;
     let delivery =
-        log::redeliver(app.webhooks.as_ref(), engine.webhooks.as_ref(), app.clock.as_ref(), organization, run, id)
+        log::redeliver(app.webhooks().as_ref(), queues.webhooks.as_ref(), app.clock.as_ref(), organization, run, id)
             .await
             .map_err(|error| map_error(error, "redeliver the webhook"))?;
     Ok(json_response(StatusCode::OK, &json!({ "success": true, "delivery": delivery.view() })))
@@ -90,7 +88,7 @@ pub async fn redeliver(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
 /// (the only time it is shown).
 pub async fn rotate_secret(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let secret = secret::rotate_secret(app.webhooks.as_ref(), app.clock.as_ref(), organization)
+    let secret = secret::rotate_secret(app.webhooks().as_ref(), app.clock.as_ref(), organization)
         .await
         .map_err(|error| ApiError::backend(&error, "Failed to store the webhook secret".into()))?;
     Ok(json_response(
@@ -107,7 +105,7 @@ pub async fn rotate_secret(app: Arc<App>, call: Call) -> Result<Response, ApiErr
 /// `DELETE /webhooks/secret`
 pub async fn delete_secret(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let had = secret::delete_secret(app.webhooks.as_ref(), organization)
+    let had = secret::delete_secret(app.webhooks().as_ref(), organization)
         .await
         .map_err(|error| ApiError::backend(&error, "Failed to remove the webhook secret".into()))?;
     if !had {

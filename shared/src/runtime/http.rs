@@ -13,6 +13,7 @@ use serde_json::json;
 use crate::api::{self, routes, Endpoint, Handler, Response, Route};
 use crate::app::App;
 use crate::core::retry::{Unavailable, FUNCTION_BUDGET};
+use crate::domain::media::ports::BlobStore;
 
 /// Largest body a function answers itself. Lambda refuses responses over 6 MB, counting
 /// the JSON envelope the body travels in, where every `"` and `\` of the body is escaped.
@@ -22,28 +23,53 @@ pub const LARGE_RESPONSE_LINK_TTL: Duration = Duration::from_secs(10 * 60);
 /// Where larger responses are kept (the bucket expires them after a day).
 pub const LARGE_RESPONSE_PREFIX: &str = "responses/";
 
+/// Where a function parks a response too large to return: the app's blob store, for
+/// the routes marked `large_responses`.
+type Park = fn(&App) -> &Arc<dyn BlobStore>;
+
 /// Runs the Lambda function `function` (a name from the routes table) with its
 /// `handler` until the runtime stops it; a function that cannot start reports why to the
-/// Runtime API. The binary names its handler, so it links that one alone.
+/// Runtime API. The binary names its handler, so it links that one alone. A route marked
+/// `large_responses` runs with [`run_parking`] instead, and this one refuses to start it.
 pub fn run(function: &'static str, handler: Handler) -> ! {
+    serve(function, handler, None)
+}
+
+/// As [`run`], for a route whose responses may be larger than Lambda returns: those go
+/// to the blob store and are answered with a 303 (the only functions that link S3 for it).
+pub fn run_parking(function: &'static str, handler: Handler) -> ! {
+    serve(function, handler, Some(App::blobs))
+}
+
+fn serve(function: &'static str, handler: Handler, park: Option<Park>) -> ! {
     let setup = async move {
         let route = routes::by_function(function)
             .ok_or_else(|| anyhow::anyhow!("no route in the routes table has the function name {function:?}"))?;
+        if route.large_responses != park.is_some() {
+            let runner = if route.large_responses { "run_parking" } else { "run" };
+            anyhow::bail!("the binary of {function} must start with shared::runtime::http::{runner}");
+        }
         Ok((Endpoint { route, handler }, Arc::new(App::from_env().await?)))
     };
     super::run_function(function, setup, |(endpoint, app)| {
         lambda_http::run(lambda_http::service_fn(move |request: lambda_http::Request| {
             let app = app.clone();
-            async move { Ok::<_, Infallible>(handle(endpoint, app, request).await) }
+            async move { Ok::<_, Infallible>(answer(endpoint, app, request, park).await) }
         }))
     })
 }
 
-/// Serves one request of a function's route as the Lambda runtime hands it over.
+/// Serves one request of a function's route as its binary does, parking a large
+/// response when the route allows it.
 pub async fn handle(endpoint: Endpoint, app: Arc<App>, request: lambda_http::Request) -> Response {
+    let park: Option<Park> = if endpoint.route.large_responses { Some(App::blobs) } else { None };
+    answer(endpoint, app, request, park).await
+}
+
+async fn answer(endpoint: Endpoint, app: Arc<App>, request: lambda_http::Request, park: Option<Park>) -> Response {
     let deadline = Instant::now() + FUNCTION_BUDGET;
     let response = api::invoke_route(endpoint, app.clone(), request).await;
-    deliver(endpoint.route, &app, response, deadline).await
+    deliver(endpoint.route, &app, response, deadline, park).await
 }
 
 /// The size of a body once escaped inside the Lambda response's JSON envelope.
@@ -62,7 +88,7 @@ pub fn envelope_size(body: &[u8]) -> usize {
 /// Answers a response a function can return as it is; a larger one (a list of 10,000
 /// entries with large metadata) is stored in the blob store and answered with a 303 to a
 /// short-lived link from which clients GET it whole.
-async fn deliver(route: &Route, app: &App, response: Response, deadline: Instant) -> Response {
+async fn deliver(route: &Route, app: &App, response: Response, deadline: Instant, park: Option<Park>) -> Response {
     if envelope_size(response.body()) <= MAX_INLINE_BODY_BYTES {
         return response;
     }
@@ -73,7 +99,7 @@ async fn deliver(route: &Route, app: &App, response: Response, deadline: Instant
         .unwrap_or("application/json")
         .to_owned();
     let size = response.body().len();
-    if !route.large_responses {
+    let Some(park) = park else {
         tracing::error!(
             function = route.function,
             size,
@@ -81,12 +107,13 @@ async fn deliver(route: &Route, app: &App, response: Response, deadline: Instant
         );
         return api::ApiError::detail(StatusCode::INTERNAL_SERVER_ERROR, "the response is too large to return")
             .into_response();
-    }
+    };
     let key = format!("{LARGE_RESPONSE_PREFIX}{}.json", uuid::Uuid::new_v4());
     let body = Bytes::copy_from_slice(response.body());
     let parked = async {
-        app.blobs.put(&key, body, &content_type).await?;
-        app.blobs.download_url(&key, None, LARGE_RESPONSE_LINK_TTL).await
+        let blobs = park(app);
+        blobs.put(&key, body, &content_type).await?;
+        blobs.download_url(&key, None, LARGE_RESPONSE_LINK_TTL).await
     };
     let left = deadline.saturating_duration_since(Instant::now());
     let parked = tokio::time::timeout(left, parked).await.unwrap_or_else(|_| {

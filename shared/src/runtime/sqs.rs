@@ -140,7 +140,7 @@ pub fn run_webhook_sender() -> ! {
                 .webhook_queue_url
                 .clone()
                 .ok_or_else(|| anyhow::anyhow!("webhook-sender needs WEBHOOK_QUEUE_URL"))?;
-            let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            let aws = crate::adapters::aws_env::lambda_settings()?;
             let app = App::from_env().await?;
             anyhow::ensure!(
                 app.engine().missing.is_none(),

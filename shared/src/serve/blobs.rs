@@ -94,11 +94,11 @@ pub async fn handle(
 /// Serves a run's media link: checks its signature and streams the file (with Range).
 pub async fn media(app: &crate::app::App, uri: &Uri, range: Option<&HeaderValue>) -> hyper::Response<ResponseBody> {
     use crate::domain::runs::views::MEDIA_PATH_PREFIX;
-    let (engine, Some(store)) = (&app.engine(), app.local_blobs.as_ref()) else {
+    let Some(store) = app.local_blobs.as_ref() else {
         return respond(ApiError::detail(StatusCode::NOT_FOUND, "Not Found"));
     };
     let id = uri.path().strip_prefix(MEDIA_PATH_PREFIX).unwrap_or_default();
-    let record = match crate::api::runs::verified_media(app, engine, id, uri.query()).await {
+    let record = match crate::api::runs::verified_media(app, id, uri.query()).await {
         Ok(record) => record,
         Err(refusal) => return respond(refusal),
     };

@@ -261,7 +261,7 @@ pub async fn build_app(
         }
         Backend::Aws => {
             let mut config = Config::from_env()?;
-            let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            let aws = crate::adapters::aws_env::load_defaults().await;
             DynamoDb::from_config(&aws, &config.table_name).ensure_table().await.with_context(|| {
                 format!("DynamoDB table {} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)", config.table_name)
             })?;
@@ -304,10 +304,10 @@ pub async fn build_app(
             let text =
                 std::fs::read_to_string(path).with_context(|| format!("reading seed file {}", path.display()))?;
             let seed = Seed::from_json(&text).with_context(|| format!("seed file {}", path.display()))?;
-            apply_seed(app.identity.as_ref(), app.clock.as_ref(), &seed).await?;
+            apply_seed(app.identity().as_ref(), app.clock.as_ref(), &seed).await?;
             None
         }
-        None => Some(development_organization_key(app.identity.as_ref(), app.clock.as_ref()).await?.1),
+        None => Some(development_organization_key(app.identity().as_ref(), app.clock.as_ref()).await?.1),
     };
     Ok((app, development_key))
 }

@@ -69,9 +69,9 @@ pub async fn start_engine(
     let engine = engine.clone();
     let Some(inbox) = engine.inbox.clone() else { return Ok(None) };
     if let Some(local) = &engine.local {
-        local.webhooks.release_all().await?;
-        local.tasks.release_all().await?;
-        recover(&engine, &local.tasks).await?;
+        local.webhooks().release_all().await?;
+        local.tasks().release_all().await?;
+        recover(&engine, local.tasks()).await?;
     }
     let mut handles = senders(&engine, WEBHOOK_SENDERS);
     handles.push(sweeps(&engine, local_blobs));

@@ -226,7 +226,7 @@ async fn organization_with_two_workspaces(app: &TestApp) -> (String, WorkspaceId
         }],
         unbound_api_keys: vec![],
     };
-    apply_seed(app.app.identity.as_ref(), app.app.clock.as_ref(), &seed).await.unwrap();
+    apply_seed(app.app.identity().as_ref(), app.app.clock.as_ref(), &seed).await.unwrap();
     (key, primary, other)
 }
 
@@ -274,8 +274,8 @@ async fn reseeding_with_workspaces_leaves_one_primary(backend: Backend) {
         unbound_api_keys: vec![],
     };
     for _ in 0..2 {
-        apply_seed(app.app.identity.as_ref(), app.app.clock.as_ref(), &seed).await.unwrap();
-        let workspaces = app.app.identity.workspaces(app.organization).await.unwrap();
+        apply_seed(app.app.identity().as_ref(), app.app.clock.as_ref(), &seed).await.unwrap();
+        let workspaces = app.app.identity().workspaces(app.organization).await.unwrap();
         let primaries: Vec<WorkspaceId> = workspaces.iter().filter(|w| w.primary).map(|w| w.id).collect();
         assert_eq!(primaries, [seeded], "exactly the seeded primary");
         assert_eq!(workspaces.len(), 2, "the old default stays, no longer primary");

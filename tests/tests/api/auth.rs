@@ -75,9 +75,9 @@ async fn unknown_unbound_and_no_access_keys_are_refused(backend: Backend) {
     assert_eq!((status, body), (StatusCode::FORBIDDEN, json!({ "detail": "api_access_required" })));
     // Keys are stored only as their SHA-256 hash.
     let hash = shared::domain::identity::hash_api_key(&app.key);
-    let record = app.app.identity.api_key(&hash).await.unwrap().expect("stored under its hash");
+    let record = app.app.identity().api_key(&hash).await.unwrap().expect("stored under its hash");
     assert_eq!(record.organization_id, Some(app.organization));
-    assert!(app.app.identity.api_key(&app.key).await.unwrap().is_none(), "never stored in clear");
+    assert!(app.app.identity().api_key(&app.key).await.unwrap().is_none(), "never stored in clear");
 }
 
 async fn whoami_accepts_both_schemes_and_updates_last_used_at(backend: Backend) {
@@ -94,7 +94,7 @@ async fn whoami_accepts_both_schemes_and_updates_last_used_at(backend: Backend) 
     assert_eq!(status, StatusCode::OK);
     assert!(second["last_used_at"].as_str() > first["last_used_at"].as_str());
     let hash = shared::domain::identity::hash_api_key(&app.key);
-    let record = app.app.identity.api_key(&hash).await.unwrap().unwrap();
+    let record = app.app.identity().api_key(&hash).await.unwrap().unwrap();
     assert_eq!(record.last_used_at.map(|at| at.to_string()).as_deref(), second["last_used_at"].as_str(), "persisted");
     let (status, body) = app.raw(Method::GET, "/whoami", &[], vec![]).await;
     assert_eq!(

@@ -90,7 +90,7 @@ impl SharedStoreRepo for Down {
 #[tokio::test]
 async fn every_shared_store_endpoint_has_its_own_500_body() {
     let mut app = App::embedded().unwrap();
-    app.stores = Arc::new(Down);
+    app.replace_stores(Arc::new(Down));
     let test = TestApp::seeded(app).await;
     let store = StoreId::new_v4();
     let cases = [
@@ -144,6 +144,7 @@ fn dynamodb_at(endpoint: &str) -> DynamoDb {
             aws_sdk_dynamodb::config::Credentials::new("local", "local", None, None, "test"),
         ))
         .endpoint_url(endpoint)
+        .http_client(shared::adapters::aws_env::https_client())
         .build();
     DynamoDb::from_config(&shared, "unreachable")
 }

@@ -169,7 +169,7 @@ impl TestApp {
             }],
             unbound_api_keys: vec![],
         };
-        apply_seed(self.app.identity.as_ref(), self.app.clock.as_ref(), &seed).await.expect("seeding");
+        apply_seed(self.app.identity().as_ref(), self.app.clock.as_ref(), &seed).await.expect("seeding");
         (id, key)
     }
 
@@ -177,7 +177,7 @@ impl TestApp {
     pub async fn add_unbound_key(&self) -> String {
         let key = format!("unbound-{}", Uuid::new_v4());
         let seed = Seed { organizations: vec![], unbound_api_keys: vec![key.clone()] };
-        apply_seed(self.app.identity.as_ref(), self.app.clock.as_ref(), &seed).await.expect("seeding");
+        apply_seed(self.app.identity().as_ref(), self.app.clock.as_ref(), &seed).await.expect("seeding");
         key
     }
 

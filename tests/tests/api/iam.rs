@@ -152,8 +152,8 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
         credits: 0,
         created_at: now,
     };
-    test.app.identity.upsert_organization(&organization).await.unwrap();
-    test.app.identity.upsert_api_key(&hash_api_key(&older_key), Some(older), now).await.unwrap();
+    test.app.identity().upsert_organization(&organization).await.unwrap();
+    test.app.identity().upsert_api_key(&hash_api_key(&older_key), Some(older), now).await.unwrap();
     log.take();
     run("create-agent", StatusCode::CREATED, test.call_as(&older_key, Method::POST, "/agent/create", None).await);
     let agent = created["agent_id"].as_str().unwrap().to_owned();

@@ -177,7 +177,7 @@ async fn a_key_used_with_another_request_is_refused_and_keys_belong_to_one_organ
 
 async fn an_expired_key_or_a_lapsed_claim_is_claimed_again(backend: Backend) {
     let test = TestApp::new(backend).await;
-    let repo = test.app.idempotency.clone();
+    let repo = test.app.idempotency().clone();
     let now = Timestamp::now();
     let claim = |token: &str, at: Timestamp| KeyRecord {
         organization: test.organization,

@@ -51,7 +51,7 @@ impl Deployment {
             std::env::var("AWS_ENDPOINT_URL_SQS").is_ok(),
             "AWS_ENDPOINT_URL_SQS is not set: run the tests with ./scripts/test.sh, which starts the SQS emulator"
         );
-        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let config = shared::adapters::aws_env::load_defaults().await;
         let name = format!("lambda-{}", uuid::Uuid::new_v4());
         let queue = |name: String, url: String| {
             let region = config.region().map(ToString::to_string).unwrap_or_else(|| "us-east-1".to_owned());
@@ -315,7 +315,8 @@ async fn a_run_goes_through_the_compiled_functions_as_lambda_runs_them() {
 /// A function that cannot start reports an init error to the Runtime API as Lambda
 /// expects (`Lambda-Runtime-Function-Error-Type` and an `errorMessage`/`errorType`
 /// body) and exits with a failure code, never asking for an event: without its table
-/// name; with a link secret that is still an unresolved `{{resolve:...}}` reference (its
+/// name; without a region (functions read their AWS settings from the environment
+/// Lambda gives them); with a link secret that is still an unresolved `{{resolve:...}}` reference (its
 /// text is in the template: links signed with it could be forged); with a task queue but
 /// no link secret; webhook-sender without its queue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -328,8 +329,9 @@ async fn a_function_that_cannot_start_reports_an_init_error_and_exits() {
     let unresolved = "{{resolve:secretsmanager:LinkSecret:SecretString}}";
     // (function, variables set, variables unset, what the error message says)
     type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str], &'a str);
-    let cases: [Case; 5] = [
+    let cases: [Case; 6] = [
         ("whoami", &[], &["TABLE_NAME"], "TABLE_NAME must be set in a Lambda function"),
+        ("whoami", &[], &["AWS_REGION"], "AWS_REGION is not set"),
         ("node-worker", &[("TASK_QUEUE_URL", queue)], &["TABLE_NAME"], "TABLE_NAME must be set in a Lambda function"),
         (
             "get-run",
@@ -452,4 +454,111 @@ async fn a_list_larger_than_a_lambda_response_comes_back_from_the_binary_as_a_li
     assert!(whole.len() > crate::runtime_emulator::MAX_RESPONSE_BYTES, "{} bytes", whole.len());
     let listed = json_body(&whole);
     assert_eq!(listed["entries"].as_array().unwrap().len(), 26);
+}
+
+/// An HTTPS endpoint that answers every DynamoDB call with `{}` (a GetItem that finds
+/// nothing) and prints the `X-Amz-Target` of each: a Python child process, with a
+/// certificate for `localhost` signed by a CA of its own (made with openssl).
+struct HttpsEndpoint {
+    _child: tokio::process::Child,
+    port: u16,
+    /// The `X-Amz-Target` of each call received.
+    targets: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    ca: std::path::PathBuf,
+    _folder: tempfile::TempDir,
+}
+
+const HTTPS_ENDPOINT: &str = r#"
+import http.server, ssl, sys
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        print(self.headers.get("x-amz-target"), flush=True)
+        body = b"{}"
+        self.send_response(200)
+        self.send_header("content-type", "application/x-amz-json-1.0")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(sys.argv[1], sys.argv[2])
+server.socket = context.wrap_socket(server.socket, server_side=True)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+
+impl HttpsEndpoint {
+    async fn start() -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let folder = tempfile::tempdir().unwrap();
+        let path = |name: &str| folder.path().join(name).to_str().unwrap().to_owned();
+        let openssl = |args: &[&str]| {
+            let output = std::process::Command::new("openssl").args(args).output().expect("openssl runs");
+            assert!(output.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        };
+        let (ca_key, ca, key, request, certificate, extensions) =
+            (path("ca.key"), path("ca.pem"), path("key.pem"), path("req.pem"), path("cert.pem"), path("ext.cnf"));
+        std::fs::write(&extensions, "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n").unwrap();
+        openssl(&["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", &ca_key, "-out", &ca, "-days", "1", "-subj", "/CN=test CA"]);
+        openssl(&["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &request, "-subj", "/CN=localhost"]);
+        openssl(&[
+            "x509", "-req", "-in", &request, "-CA", &ca, "-CAkey", &ca_key, "-CAcreateserial", "-out", &certificate,
+            "-days", "1", "-extfile", &extensions,
+        ]);
+        let mut child = tokio::process::Command::new("python3")
+            .args(["-c", HTTPS_ENDPOINT, &certificate, &key])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("python3 runs");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let port = tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await.unwrap().unwrap().unwrap();
+        let targets = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let seen = targets.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                seen.lock().unwrap().push(line);
+            }
+        });
+        let port = port.trim().parse().unwrap();
+        Self { _child: child, port, targets, ca: folder.path().join("ca.pem"), _folder: folder }
+    }
+}
+
+/// The SDK clients of a function speak TLS as deployed (rustls on ring, the system's
+/// root certificates, which `SSL_CERT_FILE` names here): the compiled `whoami` reads an
+/// API key from an HTTPS endpoint whose certificate a local CA signed. Trusting that CA,
+/// the read arrives and finds no key (401); without it the handshake is refused and the
+/// function answers 503, as for any unreachable table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn function_binaries_reach_aws_over_tls() {
+    let endpoint = HttpsEndpoint::start().await;
+    let env: Vec<(String, String)> = [
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "local"),
+        ("AWS_SECRET_ACCESS_KEY", "local"),
+        ("TABLE_NAME", "t"),
+        ("MEDIA_BUCKET", "b"),
+    ]
+    .map(|(name, value)| (name.to_owned(), value.to_owned()))
+    .into_iter()
+    .chain([("AWS_ENDPOINT_URL_DYNAMODB".to_owned(), format!("https://localhost:{}", endpoint.port))])
+    .collect();
+    let trusted = [("SSL_CERT_FILE".to_owned(), endpoint.ca.to_str().unwrap().to_owned())];
+    let whoami = Function::new("whoami").envs(&env).envs(&trusted).timeout(FUNCTION_TIMEOUT).start().await;
+    let (status, _, body) = request(&whoami, Method::GET, "/whoami", Some("vw_not_a_key"), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{}", String::from_utf8_lossy(&body));
+    assert!(
+        endpoint.targets.lock().unwrap().iter().any(|target| target.ends_with(".GetItem")),
+        "the key was read over TLS: {:?}",
+        endpoint.targets.lock().unwrap()
+    );
+    let calls = endpoint.targets.lock().unwrap().len();
+    let untrusting = Function::new("whoami").envs(&env).timeout(FUNCTION_TIMEOUT).start().await;
+    let (status, _, body) = request(&untrusting, Method::GET, "/whoami", Some("vw_not_a_key"), None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(endpoint.targets.lock().unwrap().len(), calls, "no call got through an untrusted handshake");
 }

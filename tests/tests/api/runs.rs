@@ -43,7 +43,7 @@ pub(crate) async fn aws_engine_queues() -> (DynamoDb, S3BlobStore, SqsTaskQueue,
         std::env::var("AWS_ENDPOINT_URL_SQS").is_ok(),
         "AWS_ENDPOINT_URL_SQS is not set: run the tests with ./scripts/test.sh, which starts the SQS emulator"
     );
-    let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let config = shared::adapters::aws_env::load_defaults().await;
     let name = format!("tasks-{}", uuid::Uuid::new_v4());
     let url = SqsTaskQueue::ensure_queue(&config, &name, Duration::from_secs(60)).await.unwrap();
     let webhooks =
@@ -203,11 +203,11 @@ impl Harness {
             queue,
             clock: app.clock.as_ref(),
             notifier,
-            agents: app.agents.as_ref(),
-            uploads: app.uploads.as_ref(),
+            agents: app.agents().as_ref(),
+            uploads: app.uploads().as_ref(),
             sites: &app.engine().worker.sites,
-            assets: app.assets.as_ref(),
-            asset_manager: app.asset_manager.as_ref(),
+            assets: app.assets().as_ref(),
+            asset_manager: app.asset_manager().as_ref(),
             allow_private_urls: true,
         }
     }
@@ -830,7 +830,7 @@ async fn a_task_message_delivered_twice_does_its_work_once(backend: Backend) {
     let stored = engine.runs.get_run(organization, run_id).await.unwrap().unwrap();
     assert!(stored.tasks.iter().all(|task| task.claims == 1), "{:?}", stored.tasks);
     if let Some(local) = engine.local.as_ref() {
-        assert_eq!(local.tasks.len().await.unwrap(), 0, "every message acknowledged");
+        assert_eq!(local.tasks().len().await.unwrap(), 0, "every message acknowledged");
     }
 }
 

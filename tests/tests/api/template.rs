@@ -111,6 +111,18 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
         assert_eq!(event["Properties"]["Method"], route.method.as_str(), "{logical_id}");
         assert_eq!(event["Properties"]["Path"], route.path, "{logical_id}");
         check_policy(logical_id, function, route.dynamodb_actions, route.s3_actions, route.sqs_actions, route.queues);
+        let main = std::fs::read_to_string(format!(
+            "{}/../functions/src/bin/{}.rs",
+            env!("CARGO_MANIFEST_DIR"),
+            route.function
+        ))
+        .unwrap_or_else(|error| panic!("{}: {error}", route.function));
+        assert_eq!(
+            main.contains("shared::runtime::http::run_parking("),
+            route.large_responses,
+            "{}: a binary parks large responses (run_parking) exactly when its route may answer them",
+            route.function
+        );
         if route.large_responses {
             let resources = format!("{:?}", function["Properties"]["Policies"][0]["Statement"][1]["Resource"]);
             assert!(

@@ -89,8 +89,8 @@ pub async fn put_to(url: &str, headers: &[(String, String)], bytes: Vec<u8>) -> 
 
 /// The bytes of a finalized upload's file, read where runs will read it.
 async fn sealed_bytes(app: &TestApp, id: &str) -> Vec<u8> {
-    let upload = app.app.uploads.get_upload(app.organization, UploadId::parse(id).unwrap()).await.unwrap().unwrap();
-    let location = app.app.blobs.probe_location(upload.blob.as_ref().expect("a sealed file")).await.unwrap();
+    let upload = app.app.uploads().get_upload(app.organization, UploadId::parse(id).unwrap()).await.unwrap().unwrap();
+    let location = app.app.blobs().probe_location(upload.blob.as_ref().expect("a sealed file")).await.unwrap();
     if let Some(path) = location.strip_prefix("file:") {
         return std::fs::read(path).unwrap();
     }
@@ -111,7 +111,7 @@ async fn local_app_probing_with(probe: Option<Arc<dyn MediaProbe>>) -> (TestApp,
     let (media, _) = local_media(&format!("http://{}", listener.local_addr().unwrap()));
     let mut test = TestApp::with_media(Backend::Sqlite, media).await;
     if let Some(probe) = probe {
-        Arc::get_mut(&mut test.app).expect("the test holds the only handle").probe = probe;
+        Arc::get_mut(&mut test.app).expect("the test holds the only handle").replace_probe(probe);
     }
     let (_, stop) = serve::spawn_on(test.app.clone(), listener).unwrap();
     (test, stop)
@@ -272,7 +272,7 @@ async fn uploads_through_the_s3_emulator() {
     let tag = |value: &str| vec![("upload".to_owned(), value.to_owned())];
     assert_eq!(store.tags(&key, None).await.unwrap(), tag("pending"), "an upload not finalized yet");
     assert_eq!(finalize(&app, "video", &id).await.0, StatusCode::OK);
-    let upload = app.app.uploads.get_upload(app.organization, UploadId::parse(&id).unwrap()).await.unwrap().unwrap();
+    let upload = app.app.uploads().get_upload(app.organization, UploadId::parse(&id).unwrap()).await.unwrap().unwrap();
     let version = upload.blob.as_ref().unwrap().version.clone();
     assert!(version.is_some(), "the bucket is versioned");
     assert_eq!(store.tags(&key, version.as_deref()).await.unwrap(), tag("finalized"), "out of the expiry rule");
@@ -397,8 +397,8 @@ fn probed(format_name: &str, seconds: f64, codec_type: &str) -> ProbeReport {
 async fn faked(size: u64, report: ProbeReport) -> TestApp {
     let mut test = TestApp::new(Backend::Sqlite).await;
     let app = Arc::get_mut(&mut test.app).expect("the test holds the only handle");
-    app.blobs = Arc::new(Sized(size));
-    app.probe = Arc::new(Probed(report));
+    app.replace_blobs(Arc::new(Sized(size)));
+    app.replace_probe(Arc::new(Probed(report)));
     test
 }
 

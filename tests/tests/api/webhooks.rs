@@ -647,7 +647,7 @@ async fn a_sender_that_finds_its_delivery_not_due_under_its_claim_lets_the_claim
     let app = &harness.test.app;
     let sender = app.engine().sender.clone();
     let racing = WebhookSender {
-        repo: Arc::new(AnotherSenderFirst { log: app.webhooks.clone(), other: sender.clone() }),
+        repo: Arc::new(AnotherSenderFirst { log: app.webhooks().clone(), other: sender.clone() }),
         ..sender.clone()
     };
     let run_id = RunId::parse(&run).unwrap();

@@ -69,7 +69,7 @@ impl DynamoDb {
     /// Connects with the standard AWS settings of the environment (region, credentials,
     /// `AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_DYNAMODB`).
     pub async fn connect(table: impl Into<String>) -> Self {
-        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let config = crate::adapters::aws_env::load_defaults().await;
         Self::from_config(&config, table)
     }
 

@@ -126,8 +126,10 @@ pub struct NodeType {
     /// Its typed parameters, from parameters that passed the schema.
     #[serde(skip)]
     settings: fn(&Map<String, Value>) -> Arc<dyn NodeSettings>,
+    /// Compiled on the first validation, so that code which only reads the catalog
+    /// (names, kinds, a run's views) links no JSON Schema compiler.
     #[serde(skip)]
-    validator: Validator,
+    validator: OnceLock<Validator>,
 }
 
 impl Debug for NodeType {
@@ -291,7 +293,14 @@ impl NodeType {
         // The validator reads a `Value`; parameter maps are small, so one copy is cheap.
         let instance = Value::Object(params.clone());
         let mut messages: Vec<String> = Vec::new();
-        for error in self.validator.iter_errors(&instance) {
+        // The schemas are constants written in the node types' modules and every one is
+        // compiled by the unit tests, so a failure here is a programming error that cannot
+        // depend on input.
+        let validator = self.validator.get_or_init(|| {
+            jsonschema::validator_for(&self.params_schema)
+                .unwrap_or_else(|error| panic!("node type {} has an invalid params schema: {error}", self.name))
+        });
+        for error in validator.iter_errors(&instance) {
             for message in describe_error(&error, &self.params_schema) {
                 if !messages.contains(&message) {
                     messages.push(message);
