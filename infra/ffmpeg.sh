@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Makes sure ffmpeg and ffprobe are on the PATH, with a font for burned-in captions
 # (libass): the uploads flow probes files with ffprobe, and edit nodes render with
-# ffmpeg. Installs Debian's packages when missing (as root), or says how to.
+# ffmpeg. Installs Debian's packages when missing (as root), or says how to. Also the
+# openssl command, with which a test makes the certificates of a local HTTPS endpoint.
 set -euo pipefail
 
 packages=()
 command -v ffprobe >/dev/null 2>&1 && command -v ffmpeg >/dev/null 2>&1 || packages+=(ffmpeg)
 [ -n "$(fc-list 2>/dev/null | head -n 1)" ] || packages+=(fonts-dejavu-core fontconfig)
+command -v openssl >/dev/null 2>&1 || packages+=(openssl)
 if [ ${#packages[@]} = 0 ]; then
   exit 0
 fi

@@ -1,5 +1,5 @@
-//! Wiring: [`App::build`] constructs every adapter of a process once, from an
-//! [`AppConfig`], and hands each part of the service the ports it uses.
+//! Wiring: [`App::build`] takes an [`AppConfig`], and the app builds each adapter of the
+//! process the first time a part of the service asks for its port.
 
 use std::sync::{Arc, OnceLock};
 
@@ -239,7 +239,8 @@ enum Repos {
 }
 
 /// Where the run engine's messages go: the SQS queues of a deployment (none: runs are
-/// unavailable), built with the engine; or queues made already (SQLite's tables).
+/// unavailable), built when an endpoint first sends a message ([`App::queues`]); or
+/// queues made already (SQLite's tables).
 enum QueueSource {
     Sqs(Option<SqsQueues>),
     Made(Queues),
@@ -417,16 +418,19 @@ impl App {
 
     /// Replaces where media is kept (tests give an app a fake).
     pub fn replace_blobs(&mut self, blobs: Arc<dyn BlobStore>) {
+        assert!(self.engine.get().is_none(), "replace the blob store before the engine is built");
         self.blobs = OnceLock::from(blobs);
     }
 
     /// Replaces how media is probed (tests give an app a fake).
     pub fn replace_probe(&mut self, probe: Arc<dyn MediaProbe>) {
+        assert!(self.engine.get().is_none(), "replace the probe before the engine is built");
         self.probe = OnceLock::from(probe);
     }
 
     /// Replaces the shared-store repository (tests give an app one that fails).
     pub fn replace_stores(&mut self, stores: Arc<dyn SharedStoreRepo>) {
+        assert!(self.engine.get().is_none(), "replace the store repository before the engine is built");
         self.ports.stores = OnceLock::from(stores);
     }
 

@@ -6,31 +6,105 @@
 //! STS web identity, IMDS, container credentials) into every function, which never uses
 //! it; `serve --backend aws` on a laptop keeps that chain ([`load_defaults`]).
 //!
-//! Every client speaks HTTPS through [`https_client`]: the SDK's hyper and rustls
-//! connector, on the ring provider that reqwest's rustls already uses, where the SDK's
-//! default would compile aws-lc too.
+//! Every client speaks HTTPS through [`https_client`]: reqwest (HTTP/1.1, rustls on ring,
+//! the system's root certificates), which the service already uses for downloads and
+//! webhooks. The SDK's default client would add hyper's HTTP/2 and a second TLS stack on
+//! aws-lc to every function.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use aws_config::environment::EnvironmentVariableCredentialsProvider;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_smithy_http_client::proxy::ProxyConfig;
-use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
-use aws_smithy_http_client::{Builder, ConnectorBuilder};
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpConnector,
+};
+use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
+use aws_smithy_runtime_api::client::result::ConnectorError;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::body::SdkBody;
 use aws_types::sdk_config::{SharedCredentialsProvider, SharedHttpClient};
 use aws_types::service_config::{LoadServiceConfig, ServiceConfigKey};
 
-/// The HTTPS client of every AWS SDK client: what the SDK's `default-https-client` builds
-/// (its connector settings and sleep, proxies from the environment, the system's root
-/// certificates), with rustls on ring.
+/// The HTTP client of every AWS SDK client.
 pub fn https_client() -> SharedHttpClient {
-    Builder::new().build_with_connector_fn(|settings, components| {
-        let mut connector = ConnectorBuilder::default().tls_provider(Provider::Rustls(CryptoMode::Ring));
-        connector.set_connector_settings(settings.cloned());
-        if let Some(components) = components {
-            connector.set_sleep_impl(components.sleep_impl());
-        }
-        connector.set_proxy_config(Some(ProxyConfig::from_env()));
-        connector.build()
-    })
+    SharedHttpClient::new(ReqwestClient::default())
+}
+
+/// Hands the SDK one reqwest client per connector settings (its connect and read
+/// timeouts), made on first use and kept; reqwest pools the connections.
+#[derive(Debug, Default)]
+struct ReqwestClient {
+    connectors: Mutex<HashMap<(Option<Duration>, Option<Duration>), SharedHttpConnector>>,
+}
+
+impl HttpClient for ReqwestClient {
+    fn http_connector(&self, settings: &HttpConnectorSettings, _: &RuntimeComponents) -> SharedHttpConnector {
+        let key = (settings.connect_timeout(), settings.read_timeout());
+        let mut connectors = self.connectors.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        connectors
+            .entry(key)
+            .or_insert_with(|| {
+                let mut builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+                if let Some(timeout) = key.0 {
+                    builder = builder.connect_timeout(timeout);
+                }
+                if let Some(timeout) = key.1 {
+                    builder = builder.read_timeout(timeout);
+                }
+                SharedHttpConnector::new(ReqwestConnector(
+                    builder.build().map_err(|error| Arc::from(with_causes(&error))),
+                ))
+            })
+            .clone()
+    }
+}
+
+/// Sends the SDK's requests; a client that could not be built (no TLS roots readable)
+/// fails each call with why.
+#[derive(Debug)]
+struct ReqwestConnector(Result<reqwest::Client, Arc<str>>);
+
+impl HttpConnector for ReqwestConnector {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        let client = self.0.clone();
+        HttpConnectorFuture::new(async move {
+            let client = client.map_err(|reason| ConnectorError::other(reason.to_string().into(), None))?;
+            let request = request.try_into_http1x().map_err(|error| ConnectorError::user(error.into()))?;
+            let request = reqwest::Request::try_from(request.map(reqwest::Body::wrap))
+                .map_err(|error| ConnectorError::user(error.into()))?;
+            let response = client.execute(request).await.map_err(connector_error)?;
+            let response = http::Response::from(response).map(SdkBody::from_body_1_x);
+            HttpResponse::try_from(response).map_err(|error| ConnectorError::other(error.into(), None))
+        })
+    }
+}
+
+/// An error and its causes, as one line.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        cause = next.source();
+    }
+    text
+}
+
+/// How the SDK's retries read a failed call: timeouts, and connections that failed or
+/// closed before the answer (reqwest's request and body errors, which include a reset
+/// mid-request) are transient and retried, as the SDK's own client classifies them;
+/// anything else is not.
+fn connector_error(error: reqwest::Error) -> ConnectorError {
+    if error.is_timeout() {
+        ConnectorError::timeout(error.into())
+    } else if error.is_connect() || error.is_request() || error.is_body() {
+        ConnectorError::io(error.into())
+    } else {
+        ConnectorError::other(error.into(), None)
+    }
 }
 
 /// The SDK's default settings chain (environment, profiles, SSO, IMDS …) with

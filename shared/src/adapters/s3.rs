@@ -49,8 +49,8 @@ impl S3BlobStore {
     /// The client of the bucket: the retries of `AWS_SDK_CALLS`, where an attempt may
     /// take the whole budget, since a PUT of a large response body is one attempt.
     fn make_client(shared: &aws_config::SdkConfig) -> Client {
-        let emulated =
-            std::env::var_os("AWS_ENDPOINT_URL_S3").is_some() || std::env::var_os("AWS_ENDPOINT_URL").is_some();
+        let set = |name: &str| std::env::var_os(name).is_some_and(|value| !value.is_empty());
+        let emulated = set("AWS_ENDPOINT_URL_S3") || set("AWS_ENDPOINT_URL");
         let retry = RetryConfig::standard()
             .with_max_attempts(AWS_SDK_CALLS.max_attempts)
             .with_initial_backoff(AWS_SDK_CALLS.first_delay)

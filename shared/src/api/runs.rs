@@ -192,6 +192,7 @@ pub async fn resume_run(app: Arc<App>, call: Call) -> Result<Response, ApiError>
 /// `GET /media/{media_id}`: a signed link (no API key) → a 302 to a 15-minute link of the
 /// file. `serve` answers these links itself, streaming the file.
 pub async fn get_media(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    runs(&app)?;
     let record = verified_media(&app, call.params.get("media_id"), call.request.uri().query()).await?;
     let url = app
         .blobs()

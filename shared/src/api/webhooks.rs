@@ -32,8 +32,9 @@ async fn check_run(
     call: &Call,
 ) -> Result<(crate::domain::identity::OrganizationId, crate::domain::runs::RunId), ApiError> {
     let organization = organization(app, call).await?;
+    let runs = runs(app)?;
     let run = run_id(call)?;
-    let found = runs(app)?
+    let found = runs
         .get_run(organization, run)
         .await
         .map_err(|error| ApiError::backend(&error, "Failed to read the run".into()))?;

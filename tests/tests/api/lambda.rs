@@ -98,6 +98,16 @@ async fn without_a_task_queue_the_run_endpoints_say_what_is_missing() {
         (http::Method::GET, "/agent_runs".to_owned()),
         (http::Method::GET, format!("/agent_run/{}", uuid::Uuid::new_v4())),
         (http::Method::POST, format!("/agent/{}/run", uuid::Uuid::new_v4())),
+        (http::Method::GET, format!("/agent/{}/runs", uuid::Uuid::new_v4())),
+        (http::Method::GET, format!("/agent_run/{}/nodes", uuid::Uuid::new_v4())),
+        (http::Method::POST, format!("/agent_run/{}/cancel", uuid::Uuid::new_v4())),
+        (http::Method::POST, format!("/agent_run/{}/resume", uuid::Uuid::new_v4())),
+        (http::Method::GET, format!("/agent_run/{}/webhooks", uuid::Uuid::new_v4())),
+        (
+            http::Method::POST,
+            format!("/agent_run/{}/webhooks/{}/redeliver", uuid::Uuid::new_v4(), uuid::Uuid::new_v4()),
+        ),
+        (http::Method::GET, format!("/media/{}?expires=1&signature=00", uuid::Uuid::new_v4())),
     ] {
         let (status, body) = app.call(method.clone(), &path, Some(json!({}))).await;
         assert_eq!((status, &body), (StatusCode::SERVICE_UNAVAILABLE, &missing), "{method} {path}");

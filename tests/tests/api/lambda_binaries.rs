@@ -456,13 +456,15 @@ async fn a_list_larger_than_a_lambda_response_comes_back_from_the_binary_as_a_li
     assert_eq!(listed["entries"].as_array().unwrap().len(), 26);
 }
 
-/// An HTTPS endpoint that answers every DynamoDB call with `{}` (a GetItem that finds
-/// nothing) and prints the `X-Amz-Target` of each: a Python child process, with a
-/// certificate for `localhost` signed by a CA of its own (made with openssl).
+/// An HTTPS endpoint that answers DynamoDB calls with `{}` (a GetItem that finds nothing)
+/// and prints the `X-Amz-Target` and `X-Amz-Security-Token` of each; the first call it
+/// reads gets no answer (its connection is closed), as a connection reset mid-call. A
+/// Python child process, with a certificate for `localhost` signed by a CA of its own
+/// (made with openssl).
 struct HttpsEndpoint {
     _child: tokio::process::Child,
     port: u16,
-    /// The `X-Amz-Target` of each call received.
+    /// The `X-Amz-Target` and session token of each call received.
     targets: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     ca: std::path::PathBuf,
     _folder: tempfile::TempDir,
@@ -470,10 +472,15 @@ struct HttpsEndpoint {
 
 const HTTPS_ENDPOINT: &str = r#"
 import http.server, ssl, sys
+calls = []
 class Answer(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length", 0)))
-        print(self.headers.get("x-amz-target"), flush=True)
+        print(self.headers.get("x-amz-target"), self.headers.get("x-amz-security-token"), flush=True)
+        calls.append(1)
+        if len(calls) == 1:
+            self.close_connection = True
+            return
         body = b"{}"
         self.send_response(200)
         self.send_header("content-type", "application/x-amz-json-1.0")
@@ -502,11 +509,38 @@ impl HttpsEndpoint {
         let (ca_key, ca, key, request, certificate, extensions) =
             (path("ca.key"), path("ca.pem"), path("key.pem"), path("req.pem"), path("cert.pem"), path("ext.cnf"));
         std::fs::write(&extensions, "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n").unwrap();
-        openssl(&["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", &ca_key, "-out", &ca, "-days", "1", "-subj", "/CN=test CA"]);
+        openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            &ca_key,
+            "-out",
+            &ca,
+            "-days",
+            "1",
+            "-subj",
+            "/CN=test CA",
+        ]);
         openssl(&["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &request, "-subj", "/CN=localhost"]);
         openssl(&[
-            "x509", "-req", "-in", &request, "-CA", &ca, "-CAkey", &ca_key, "-CAcreateserial", "-out", &certificate,
-            "-days", "1", "-extfile", &extensions,
+            "x509",
+            "-req",
+            "-in",
+            &request,
+            "-CA",
+            &ca,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-out",
+            &certificate,
+            "-days",
+            "1",
+            "-extfile",
+            &extensions,
         ]);
         let mut child = tokio::process::Command::new("python3")
             .args(["-c", HTTPS_ENDPOINT, &certificate, &key])
@@ -528,11 +562,13 @@ impl HttpsEndpoint {
     }
 }
 
-/// The SDK clients of a function speak TLS as deployed (rustls on ring, the system's
-/// root certificates, which `SSL_CERT_FILE` names here): the compiled `whoami` reads an
-/// API key from an HTTPS endpoint whose certificate a local CA signed. Trusting that CA,
-/// the read arrives and finds no key (401); without it the handshake is refused and the
-/// function answers 503, as for any unreachable table.
+/// The SDK clients of a function speak TLS as deployed (reqwest, rustls on ring, the
+/// system's root certificates, which `SSL_CERT_FILE` names here): the compiled `whoami`
+/// reads an API key from an HTTPS endpoint whose certificate a local CA signed, signing
+/// with the session token Lambda gives it. Trusting that CA, the read arrives, its first
+/// attempt meets a closed connection and is retried, and the key is not found (401);
+/// without it the handshake is refused and the function answers 503, as for any
+/// unreachable table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn function_binaries_reach_aws_over_tls() {
     let endpoint = HttpsEndpoint::start().await;
@@ -540,6 +576,7 @@ async fn function_binaries_reach_aws_over_tls() {
         ("AWS_REGION", "us-east-1"),
         ("AWS_ACCESS_KEY_ID", "local"),
         ("AWS_SECRET_ACCESS_KEY", "local"),
+        ("AWS_SESSION_TOKEN", "session-of-the-role"),
         ("TABLE_NAME", "t"),
         ("MEDIA_BUCKET", "b"),
     ]
@@ -547,18 +584,24 @@ async fn function_binaries_reach_aws_over_tls() {
     .into_iter()
     .chain([("AWS_ENDPOINT_URL_DYNAMODB".to_owned(), format!("https://localhost:{}", endpoint.port))])
     .collect();
+    let calls = || endpoint.targets.lock().unwrap().clone();
     let trusted = [("SSL_CERT_FILE".to_owned(), endpoint.ca.to_str().unwrap().to_owned())];
     let whoami = Function::new("whoami").envs(&env).envs(&trusted).timeout(FUNCTION_TIMEOUT).start().await;
     let (status, _, body) = request(&whoami, Method::GET, "/whoami", Some("vw_not_a_key"), None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{}", String::from_utf8_lossy(&body));
-    assert!(
-        endpoint.targets.lock().unwrap().iter().any(|target| target.ends_with(".GetItem")),
-        "the key was read over TLS: {:?}",
-        endpoint.targets.lock().unwrap()
-    );
-    let calls = endpoint.targets.lock().unwrap().len();
+    // The endpoint's output is read by another task: wait for its lines.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while calls().len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let seen = calls();
+    assert_eq!(seen.len(), 2, "a call whose connection closed, then its retry: {seen:?}");
+    for call in &seen {
+        assert!(call.ends_with(".GetItem session-of-the-role"), "a signed GetItem with the session token: {call}");
+    }
     let untrusting = Function::new("whoami").envs(&env).timeout(FUNCTION_TIMEOUT).start().await;
     let (status, _, body) = request(&untrusting, Method::GET, "/whoami", Some("vw_not_a_key"), None).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{}", String::from_utf8_lossy(&body));
-    assert_eq!(endpoint.targets.lock().unwrap().len(), calls, "no call got through an untrusted handshake");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(calls().len(), 2, "no call got through an untrusted handshake");
 }
