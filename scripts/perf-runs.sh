@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run-engine figures on `serve` (release build): engine overhead per node of a 200-node
+# Run-engine figures on `serve` (`serve` profile: optimized, no LTO): engine overhead per node of a 200-node
 # chain and of a 99-task fan-out, a 60 s 1080p edit chain against one hand-written ffmpeg
 # command, the time from POST run to the first task running, and the cost per task of
 # fan-outs of 10, 100 and 1,000 tasks — on SQLite, then (the wide runs) on DynamoDB Local

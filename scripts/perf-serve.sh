@@ -1,4 +1,4 @@
-# Sourced by the perf scripts: installs ffmpeg when missing, builds the release `serve`
+# Sourced by the perf scripts: installs ffmpeg when missing, builds `serve` with the `serve` profile (optimized, no LTO)
 # and starts it on 127.0.0.1:$PERF_PORT (default: the port given) with a new data folder
 # and a seeded organization; arguments after the port go to serve (e.g. --backend aws).
 # PERF_SERVE_BIN measures another build instead (e.g. the commit before a change, built
@@ -9,8 +9,8 @@ start_perf_serve() {
   local port="$1"
   shift
   infra/ffmpeg.sh
-  local serve="${PERF_SERVE_BIN:-target/release/serve}"
-  [ -n "${PERF_SERVE_BIN:-}" ] || cargo build --release --bin serve
+  local serve="${PERF_SERVE_BIN:-target/serve/serve}"
+  [ -n "${PERF_SERVE_BIN:-}" ] || cargo build --profile serve --bin serve
   WORK="$(mktemp -d)"
   SERVE_PID=0
   trap stop_perf_serve EXIT

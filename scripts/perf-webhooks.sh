@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Webhook figures on `serve` (embedded backend, release build) with a receiver on this
+# Webhook figures on `serve` (embedded backend, `serve` profile) with a receiver on this
 # machine: time from a node finishing to its RUN_PROGRESS arriving (p50, p99), and the
 # deliveries per second one serve process's senders sustain; each beside a floor
 # measured in the same run (the same POSTs sent straight to the receiver). Prints
