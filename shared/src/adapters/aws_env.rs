@@ -32,11 +32,14 @@ pub fn https_client() -> SharedHttpClient {
     SharedHttpClient::new(ReqwestClient::default())
 }
 
-/// Hands the SDK one reqwest client per connector settings (its connect and read
-/// timeouts), made on first use and kept; reqwest pools the connections.
+/// A connector's connect and read timeouts.
+type Timeouts = (Option<Duration>, Option<Duration>);
+
+/// Hands the SDK one reqwest client per connector settings (its timeouts), made on
+/// first use and kept; reqwest pools the connections.
 #[derive(Debug, Default)]
 struct ReqwestClient {
-    connectors: Mutex<HashMap<(Option<Duration>, Option<Duration>), SharedHttpConnector>>,
+    connectors: Mutex<HashMap<Timeouts, SharedHttpConnector>>,
 }
 
 impl HttpClient for ReqwestClient {

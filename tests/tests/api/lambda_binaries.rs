@@ -605,3 +605,32 @@ async fn function_binaries_reach_aws_over_tls() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(calls().len(), 2, "no call got through an untrusted handshake");
 }
+
+/// `whoami` links what its handler reaches and nothing else: its compiled binary's
+/// symbols (read with `nm`) hold DynamoDB's GetItem and no S3 or SQS client code, no
+/// SQLite, no STS credential chain, no run worker and no JSON Schema compiler — only,
+/// at most, the code that would drop the lazily made clients it never makes.
+#[test]
+fn whoami_links_only_the_adapters_its_handler_uses() {
+    let output = std::process::Command::new("nm")
+        .arg("--demangle")
+        .arg(debug_binary("whoami"))
+        .output()
+        .expect("nm (binutils) runs");
+    assert!(output.status.success(), "nm: {}", String::from_utf8_lossy(&output.stderr));
+    let symbols = String::from_utf8_lossy(&output.stdout);
+    let code: Vec<&str> = symbols.lines().filter(|line| !line.contains("drop_in_place")).collect();
+    assert!(code.iter().any(|line| line.contains("aws_sdk_dynamodb::operation::get_item")), "the key lookup is there");
+    for absent in [
+        "aws_sdk_s3::",
+        "aws_sdk_sqs::",
+        "aws_sdk_sts::",
+        "rusqlite::",
+        "sqlite3",
+        "shared::domain::runs::worker::",
+        "jsonschema::",
+    ] {
+        let found: Vec<&&str> = code.iter().filter(|line| line.contains(absent)).take(3).collect();
+        assert!(found.is_empty(), "whoami links {absent}: {found:?}");
+    }
+}
