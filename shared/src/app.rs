@@ -493,12 +493,17 @@ impl App {
     /// its runs' tasks go to the SQS queue configured (the `node-worker` function's event
     /// source), when one is.
     pub async fn from_env() -> anyhow::Result<Self> {
+        Self::from_env_with(&crate::adapters::aws_env::lambda_settings()?)
+    }
+
+    /// As [`App::from_env`], with AWS settings the function loaded already (its other
+    /// clients then share their HTTP connections).
+    pub fn from_env_with(aws: &aws_config::SdkConfig) -> anyhow::Result<Self> {
         let config = Config::from_env()?;
         if config.settings.allow_private_urls {
             tracing::warn!("ALLOW_PRIVATE_URLS is on: URL inputs and callbacks may reach private addresses");
         }
-        let aws = crate::adapters::aws_env::lambda_settings()?;
-        let AwsParts { table, queues, media, links } = AwsParts::of(&config, &aws, false)?;
+        let AwsParts { table, queues, media, links } = AwsParts::of(&config, aws, false)?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         Ok(Self::assemble(Repos::DynamoDb(table), QueueSource::Sqs(queues), clock, media, links, config.settings))
     }

@@ -141,7 +141,7 @@ pub fn run_webhook_sender() -> ! {
                 .clone()
                 .ok_or_else(|| anyhow::anyhow!("webhook-sender needs WEBHOOK_QUEUE_URL"))?;
             let aws = crate::adapters::aws_env::lambda_settings()?;
-            let app = App::from_env().await?;
+            let app = App::from_env_with(&aws)?;
             anyhow::ensure!(
                 app.engine().missing.is_none(),
                 "webhook-sender needs TASK_QUEUE_URL and MEDIA_LINK_SECRET"

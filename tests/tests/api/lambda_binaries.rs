@@ -122,6 +122,15 @@ impl Deployment {
     }
 }
 
+/// The test environment's AWS settings, a table name and a bucket name: enough for a
+/// function to start (it reads neither before a request needs it).
+fn table_and_bucket_environment() -> Vec<(String, String)> {
+    aws_environment()
+        .into_iter()
+        .chain([("TABLE_NAME", "t"), ("MEDIA_BUCKET", "b")].map(|(name, value)| (name.to_owned(), value.to_owned())))
+        .collect()
+}
+
 /// Sends a request to an HTTP function as API Gateway does, with the bearer `key` when
 /// given; answers what API Gateway would return.
 async fn request(
@@ -321,10 +330,7 @@ async fn a_run_goes_through_the_compiled_functions_as_lambda_runs_them() {
 /// no link secret; webhook-sender without its queue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_function_that_cannot_start_reports_an_init_error_and_exits() {
-    let base: Vec<(String, String)> = aws_environment()
-        .into_iter()
-        .chain([("TABLE_NAME", "t"), ("MEDIA_BUCKET", "b")].map(|(name, value)| (name.to_owned(), value.to_owned())))
-        .collect();
+    let base = table_and_bucket_environment();
     let queue = "http://127.0.0.1:9/123456789012/tasks";
     let unresolved = "{{resolve:secretsmanager:LinkSecret:SecretString}}";
     // (function, variables set, variables unset, what the error message says)
@@ -366,10 +372,7 @@ async fn a_function_that_cannot_start_reports_an_init_error_and_exits() {
 /// function goes on serving; its process ends when the emulator is dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreadable_event_is_an_invocation_error_and_the_function_keeps_serving() {
-    let env: Vec<(String, String)> = aws_environment()
-        .into_iter()
-        .chain([("TABLE_NAME", "t"), ("MEDIA_BUCKET", "b")].map(|(name, value)| (name.to_owned(), value.to_owned())))
-        .collect();
+    let env = table_and_bucket_environment();
     let whoami = Function::new("whoami").envs(&env).start().await;
     let answer = whoami.invoke(&json!({ "Records": "not an API Gateway request" })).await;
     let Err(InvokeError::Function { error_type, body }) = answer else {
