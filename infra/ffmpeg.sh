@@ -2,12 +2,17 @@
 # Makes sure ffmpeg and ffprobe are on the PATH, with a font for burned-in captions
 # (libass): the uploads flow probes files with ffprobe, and edit nodes render with
 # ffmpeg. Installs Debian's packages when missing (as root), or says how to. Also the
-# openssl command, with which a test makes the certificates of a local HTTPS endpoint.
+# openssl command, with which a test makes the certificates of a local HTTPS endpoint,
+# and what the local generation providers use: espeak-ng (speech) and DejaVu Sans
+# (prompts drawn on generated pictures).
 set -euo pipefail
 
 packages=()
 command -v ffprobe >/dev/null 2>&1 && command -v ffmpeg >/dev/null 2>&1 || packages+=(ffmpeg)
-[ -n "$(fc-list 2>/dev/null | head -n 1)" ] || packages+=(fonts-dejavu-core fontconfig)
+[ -n "$(fc-list 2>/dev/null | head -n 1)" ] || packages+=(fontconfig)
+# The font local generation draws prompts with (GENERATION_FONT's default), and speech.
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || packages+=(fonts-dejavu-core)
+command -v espeak-ng >/dev/null 2>&1 || packages+=(espeak-ng)
 command -v openssl >/dev/null 2>&1 || packages+=(openssl)
 if [ ${#packages[@]} = 0 ]; then
   exit 0

@@ -302,6 +302,7 @@ impl Engine {
             probe: app.probe().clone(),
             downloader: Arc::new(HttpDownloader::new(allow_private)),
             sites: app.sites().clone(),
+            generators: crate::adapters::providers::generators(&settings.generation, &settings.ffmpeg),
             clock: clock.clone(),
             notifier,
             deliveries: app.webhooks().clone(),

@@ -47,6 +47,111 @@ pub struct Settings {
     pub idempotency_lease: Duration,
     /// When the sweeper takes a message or a claim as lost.
     pub sweep: crate::domain::runs::sweep::SweepSettings,
+    /// Which provider makes each kind of generated media, and the local tools.
+    pub generation: GenerationSettings,
+}
+
+/// Who makes a kind of generated media.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProviderChoice {
+    /// On this machine (ffmpeg, espeak-ng): the default.
+    #[default]
+    Local,
+    /// OpenAI's (or a compatible server's) API.
+    OpenAi,
+    /// Google's Gemini API (Veo).
+    Gemini,
+}
+
+/// An HTTP provider's address and key (the key is never printed).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProviderAccess {
+    pub base_url: String,
+    pub api_key: String,
+}
+
+impl std::fmt::Debug for ProviderAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderAccess").field("base_url", &self.base_url).field("api_key", &"<hidden>").finish()
+    }
+}
+
+/// Default address of OpenAI's API (the official SDKs' `OPENAI_BASE_URL` default).
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+/// Default address of the Gemini API.
+pub const GEMINI_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
+
+/// Generation providers and the local tools they use.
+#[derive(Clone, Debug)]
+pub struct GenerationSettings {
+    pub image: ProviderChoice,
+    pub video: ProviderChoice,
+    pub speech: ProviderChoice,
+    pub openai: Option<ProviderAccess>,
+    pub gemini: Option<ProviderAccess>,
+    /// The espeak-ng program (local speech).
+    pub espeak: PathBuf,
+    /// The font drawn text uses (local images and video).
+    pub font: PathBuf,
+}
+
+impl Default for GenerationSettings {
+    /// Every kind made locally, espeak-ng on the PATH, Debian's DejaVu Sans.
+    fn default() -> Self {
+        Self {
+            image: ProviderChoice::Local,
+            video: ProviderChoice::Local,
+            speech: ProviderChoice::Local,
+            openai: None,
+            gemini: None,
+            espeak: PathBuf::from("espeak-ng"),
+            font: PathBuf::from(crate::adapters::local_generation::DEFAULT_FONT),
+        }
+    }
+}
+
+impl GenerationSettings {
+    /// Reads `IMAGE_PROVIDER` and `SPEECH_PROVIDER` (`local` or `openai`),
+    /// `VIDEO_PROVIDER` (`local` or `gemini`: the veo models through Gemini, the others
+    /// locally), `OPENAI_API_KEY` / `OPENAI_BASE_URL`, `GEMINI_API_KEY` /
+    /// `GEMINI_BASE_URL`, `ESPEAK_PATH` and `GENERATION_FONT`. A provider chosen without
+    /// its key is refused at start, naming the variable.
+    pub fn from_env() -> anyhow::Result<Self> {
+        let present = |name: &str| std::env::var(name).ok().filter(|value| !value.trim().is_empty());
+        let choice = |name: &str, allowed: &[(&str, ProviderChoice)]| -> anyhow::Result<ProviderChoice> {
+            let Some(text) = present(name) else { return Ok(ProviderChoice::Local) };
+            let names: Vec<&str> = allowed.iter().map(|(name, _)| *name).collect();
+            allowed
+                .iter()
+                .find(|(known, _)| *known == text.trim())
+                .map(|(_, choice)| *choice)
+                .ok_or_else(|| anyhow::anyhow!("{name}={text:?} is not one of {}", names.join(", ")))
+        };
+        let local = ("local", ProviderChoice::Local);
+        let image = choice("IMAGE_PROVIDER", &[local, ("openai", ProviderChoice::OpenAi)])?;
+        let speech = choice("SPEECH_PROVIDER", &[local, ("openai", ProviderChoice::OpenAi)])?;
+        let video = choice("VIDEO_PROVIDER", &[local, ("gemini", ProviderChoice::Gemini)])?;
+        let access = |key: &str, base: &str, default: &str, wanted: bool| -> anyhow::Result<Option<ProviderAccess>> {
+            if !wanted {
+                return Ok(None);
+            }
+            let api_key = present(key).ok_or_else(|| anyhow::anyhow!("{key} must be set for the provider chosen"))?;
+            anyhow::ensure!(!is_unresolved_reference(&api_key), "{key} is an unresolved dynamic reference");
+            let base_url = present(base).unwrap_or_else(|| default.to_owned()).trim_end_matches('/').to_owned();
+            Ok(Some(ProviderAccess { base_url, api_key }))
+        };
+        let wants_openai = image == ProviderChoice::OpenAi || speech == ProviderChoice::OpenAi;
+        let defaults = Self::default();
+        Ok(Self {
+            image,
+            video,
+            speech,
+            openai: access("OPENAI_API_KEY", "OPENAI_BASE_URL", OPENAI_BASE_URL, wants_openai)?,
+            gemini: access("GEMINI_API_KEY", "GEMINI_BASE_URL", GEMINI_BASE_URL, video == ProviderChoice::Gemini)?,
+            espeak: present("ESPEAK_PATH").map(PathBuf::from).unwrap_or(defaults.espeak),
+            font: present("GENERATION_FONT").map(PathBuf::from).unwrap_or(defaults.font),
+        })
+    }
 }
 
 impl Default for Settings {
@@ -67,6 +172,7 @@ impl Default for Settings {
             allow_private_urls: false,
             idempotency_lease: crate::domain::idempotency::CLAIM_LEASE,
             sweep: Default::default(),
+            generation: GenerationSettings::default(),
         }
     }
 }
@@ -142,6 +248,7 @@ impl Config {
             video_site_hosts: video_site_hosts_from_env(),
             auth_cache_ttl: Duration::from_secs(seconds),
             allow_private_urls: flag("ALLOW_PRIVATE_URLS")?,
+            generation: GenerationSettings::from_env()?,
             ..Settings::default()
         };
         let media_link_secret = present("MEDIA_LINK_SECRET");

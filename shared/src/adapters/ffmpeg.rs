@@ -296,7 +296,7 @@ fn seconds(ms: u64) -> String {
 impl Ffmpeg {
     /// Runs ffmpeg with `args` until it ends, the budget passes or `cancelled` is set
     /// (the child is killed in both cases).
-    async fn run(
+    pub(crate) async fn run(
         &self,
         args: &[String],
         folder: Option<&Path>,
@@ -400,6 +400,34 @@ impl MediaToolkit for Ffmpeg {
             "1",
             "-vf",
             "scale=320:-2",
+            "-q:v",
+            "4",
+        ]
+        .iter()
+        .map(|arg| arg.to_string())
+        .chain([output.display().to_string()])
+        .collect();
+        let (_never, cancelled) = tokio::sync::watch::channel(false);
+        self.run(&args, None, THUMBNAIL_BUDGET, cancelled).await
+    }
+
+    async fn waveform(&self, location: &str, output: &Path) -> Result<(), MediaError> {
+        let args: Vec<String> = [
+            "-nostdin",
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-y",
+            "-protocol_whitelist",
+            protocols_of(location),
+            "-format_whitelist",
+            MEDIA_FORMATS,
+            "-i",
+            location,
+            "-filter_complex",
+            "showwavespic=s=320x120:colors=white,format=yuvj420p",
+            "-frames:v",
+            "1",
             "-q:v",
             "4",
         ]

@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod asset_manager;
+pub mod generation;
 pub mod graph;
 pub mod idempotency;
 pub mod identity;

@@ -255,6 +255,7 @@ pub async fn build_app(
                 webhook_schedule: options.webhook_schedule.clone(),
                 video_site_hosts: crate::config::video_site_hosts_from_env(),
                 allow_private_urls: options.allow_private_urls,
+                generation: crate::config::GenerationSettings::from_env()?,
                 ..Settings::default()
             };
             config

@@ -463,6 +463,10 @@ impl MediaToolkit for PanicsOnce {
     async fn thumbnail(&self, location: &str, duration_ms: u64, output: &std::path::Path) -> Result<(), MediaError> {
         self.inner.thumbnail(location, duration_ms, output).await
     }
+
+    async fn waveform(&self, location: &str, output: &std::path::Path) -> Result<(), MediaError> {
+        self.inner.waveform(location, output).await
+    }
 }
 
 /// A task whose work panics fails with what the panic said, and the one worker goes on:

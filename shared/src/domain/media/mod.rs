@@ -36,6 +36,45 @@ pub struct ProbedStream {
     pub attached_pic: bool,
 }
 
+/// What a media file holds: the engine's files are videos, except what image and audio
+/// generation make (which feed Overlay, Background Music or a Destination).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MediaType {
+    #[default]
+    Video,
+    Image,
+    Audio,
+}
+
+impl MediaType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Video => "video",
+            Self::Image => "image",
+            Self::Audio => "audio",
+        }
+    }
+
+    /// The media type its files are served with.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::Video => "video/mp4",
+            Self::Image => "image/png",
+            Self::Audio => "audio/mp4",
+        }
+    }
+
+    /// The extension its files are stored with.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::Video => "mp4",
+            Self::Image => "png",
+            Self::Audio => "m4a",
+        }
+    }
+}
+
 /// A media file a job reads, with what is known of it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RenderInput {

@@ -74,6 +74,8 @@ pub trait MediaToolkit: Send + Sync {
     async fn render(&self, job: &RenderJob, cancelled: tokio::sync::watch::Receiver<bool>) -> Result<(), MediaError>;
     /// Writes a JPEG thumbnail of the video at `location` to `output`.
     async fn thumbnail(&self, location: &str, duration_ms: u64, output: &std::path::Path) -> Result<(), MediaError>;
+    /// Writes a JPEG picture of the waveform of the sound at `location` to `output`.
+    async fn waveform(&self, location: &str, output: &std::path::Path) -> Result<(), MediaError>;
 }
 
 /// Why a download failed.

@@ -7,14 +7,15 @@ use uuid::uuid;
 
 use super::placement::{Medium, Placement};
 use super::schema::{no_rules, node, params_schema, uuid_string};
-use super::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType, NodeTypeId, UploadUse};
-use crate::domain::media::Edit;
+use super::{Connectable, CreditCost, EditContext, NodeKind, NodeSettings, NodeType, NodeTypeId, UploadUse};
+use crate::domain::media::{Edit, MediaType};
 use crate::domain::uploads::{UploadId, UploadKind};
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("e1da61bb-803c-4518-8c72-3794867512a7"));
 
 pub(super) fn node_type() -> NodeType {
     NodeType {
+        connectable: Some(Connectable { media: MediaType::Audio, param: "audio_id" }),
         settings: |params| Arc::new(Music::parse(params)),
         ..node(
             ID,
@@ -58,10 +59,13 @@ impl NodeSettings for Music {
     }
 
     fn edit(&self, context: &EditContext<'_>) -> Result<Option<Edit>, String> {
-        let audio = self.audio_id.as_deref().ok_or("Background Music needs audio_id")?;
-        let location = UploadId::parse(audio)
-            .and_then(context.files)
-            .ok_or_else(|| format!("Background Music: audio {audio} is not available"))?;
+        let location = match (&context.connected, self.audio_id.as_deref()) {
+            (Some(connected), _) => connected.clone(),
+            (None, None) => return Err("Background Music needs audio_id or a connected audio".into()),
+            (None, Some(audio)) => UploadId::parse(audio)
+                .and_then(context.files)
+                .ok_or_else(|| format!("Background Music: audio {audio} is not available"))?,
+        };
         Ok(Some(Edit::Music { location, volume: self.volume, ducking: self.ducking }))
     }
 

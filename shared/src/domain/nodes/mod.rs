@@ -34,7 +34,8 @@ use serde_json::{Map, Value};
 use messages::{describe_error, MAX_MESSAGES};
 use placement::Placement;
 
-use super::media::Edit;
+use super::generation::{AudioRequest, ImageRequest, VideoRequest};
+use super::media::{Edit, MediaType};
 use super::uploads::{UploadId, UploadKind};
 
 crate::typed_id!(
@@ -123,6 +124,12 @@ pub struct NodeType {
     /// How the node takes the items reaching it.
     #[serde(skip)]
     pub flow: ItemFlow,
+    /// What a generation node makes (None for the other kinds).
+    #[serde(skip)]
+    pub produces: Option<MediaType>,
+    /// A generated medium an edit takes through a connection, besides the video it edits.
+    #[serde(skip)]
+    pub connectable: Option<Connectable>,
     /// Its typed parameters, from parameters that passed the schema.
     #[serde(skip)]
     settings: fn(&Map<String, Value>) -> Arc<dyn NodeSettings>,
@@ -135,6 +142,49 @@ pub struct NodeType {
 impl Debug for NodeType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeType").field("id", &self.id).field("name", &self.name).field("kind", &self.kind).finish()
+    }
+}
+
+/// A medium an edit node takes through a connection from a generation node (an image
+/// into Overlay, audio into Background Music), in place of the upload `param` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Connectable {
+    pub media: MediaType,
+    pub param: &'static str,
+}
+
+/// What a generation node asks its provider to make.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Generation {
+    Image(ImageRequest),
+    Video(VideoRequest),
+    Audio(AudioRequest),
+    /// A talking avatar of the profile reading the script.
+    Avatar {
+        profile: String,
+        script: String,
+        video_model: String,
+    },
+}
+
+impl Generation {
+    /// The text the media was made from (`query` in `sources`).
+    pub fn prompt(&self) -> &str {
+        match self {
+            Self::Image(request) => &request.prompt,
+            Self::Video(request) => &request.prompt,
+            Self::Audio(request) => &request.prompt,
+            Self::Avatar { script, .. } => script,
+        }
+    }
+
+    /// What it makes.
+    pub fn media(&self) -> MediaType {
+        match self {
+            Self::Image(_) => MediaType::Image,
+            Self::Audio(_) => MediaType::Audio,
+            Self::Video(_) | Self::Avatar { .. } => MediaType::Video,
+        }
     }
 }
 
@@ -171,6 +221,8 @@ pub struct EditContext<'a> {
     pub files: &'a dyn Fn(UploadId) -> Option<String>,
     /// Where the node's [`ScratchFile`] was written, when it has one.
     pub scratch_file: Option<PathBuf>,
+    /// Where the generated medium connected into the node is (see [`Connectable`]).
+    pub connected: Option<String>,
 }
 
 /// A node's typed parameters and what the engine asks of them. Every hook has the
@@ -189,6 +241,11 @@ pub trait NodeSettings: Send + Sync + Debug {
 
     /// A file to write into the task's scratch folder for its edit.
     fn scratch_file(&self) -> Option<ScratchFile> {
+        None
+    }
+
+    /// What a generation node asks its provider for (None: the node generates nothing).
+    fn generation(&self) -> Option<Generation> {
         None
     }
 

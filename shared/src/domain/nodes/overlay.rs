@@ -7,14 +7,15 @@ use uuid::uuid;
 
 use super::placement::{Medium, Placement};
 use super::schema::{no_rules, node, params_schema, uuid_string};
-use super::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType, NodeTypeId, UploadUse};
-use crate::domain::media::{Corner, Edit};
+use super::{Connectable, CreditCost, EditContext, NodeKind, NodeSettings, NodeType, NodeTypeId, UploadUse};
+use crate::domain::media::{Corner, Edit, MediaType};
 use crate::domain::uploads::{UploadId, UploadKind};
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("5aa5e31c-34be-4cd1-b618-7a7544f6e4c0"));
 
 pub(super) fn node_type() -> NodeType {
     NodeType {
+        connectable: Some(Connectable { media: MediaType::Image, param: "image_id" }),
         settings: |params| Arc::new(Overlay::parse(params)),
         ..node(
             ID,
@@ -72,10 +73,13 @@ impl NodeSettings for Overlay {
     }
 
     fn edit(&self, context: &EditContext<'_>) -> Result<Option<Edit>, String> {
-        let image = self.image_id.as_deref().ok_or("Overlay needs image_id")?;
-        let location = UploadId::parse(image)
-            .and_then(context.files)
-            .ok_or_else(|| format!("Overlay: image {image} is not available"))?;
+        let location = match (&context.connected, self.image_id.as_deref()) {
+            (Some(connected), _) => connected.clone(),
+            (None, None) => return Err("Overlay needs image_id or a connected image".into()),
+            (None, Some(image)) => UploadId::parse(image)
+                .and_then(context.files)
+                .ok_or_else(|| format!("Overlay: image {image} is not available"))?,
+        };
         Ok(Some(Edit::Overlay { location, position: self.position, opacity: self.opacity, scale: self.scale }))
     }
 

@@ -15,6 +15,30 @@ pub enum Medium {
     Music { upload: UploadId },
     /// An uploaded picture (Overlay).
     Picture { upload: UploadId },
+    /// What the generation task with this index made, playing as `role`.
+    Generated { task: usize, role: Role },
+}
+
+/// How a generated medium is used in an output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The picture and sound themselves (a generated video, or an image or sound delivered as it is).
+    Main,
+    /// A picture over the video (Overlay).
+    Overlay,
+    /// A sound under the video (Background Music).
+    Background,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Main => "main",
+            Self::Overlay => "overlay",
+            Self::Background => "background",
+        }
+    }
 }
 
 /// One stretch of a medium in the output: the medium plays from `source_in_ms` to

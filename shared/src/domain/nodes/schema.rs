@@ -70,6 +70,8 @@ pub(super) fn node(
         params_schema: schema,
         credit_cost,
         flow: ItemFlow::EachItem,
+        produces: None,
+        connectable: None,
         settings: no_settings,
         validator: Default::default(),
     }

@@ -17,7 +17,7 @@ use crate::domain::asset_manager::{self, Artifact, AssetItemId};
 use crate::domain::graph::AgentNodeId;
 use crate::domain::identity::OrganizationId;
 use crate::domain::media::ports::DownloadError;
-use crate::domain::nodes::{NodeKind, Unready, UploadUse};
+use crate::domain::nodes::{Connectable, NodeKind, Unready, UploadUse};
 use crate::domain::sites::{SiteVideoInfo, Sites};
 use crate::domain::time::Timestamp;
 use crate::domain::uploads::{Upload, UploadId, UploadKind, UploadStatus};
@@ -216,7 +216,17 @@ impl<'a> Binder<'a> {
                     return Err(RunError::Invalid(format!("node {original} ({name}): {problem}")))
                 }
             }
+            let connected = connected_media(nodes, node);
             for UploadUse { param, kind, value } in node.settings().uploads() {
+                if let Some(media) = connected.filter(|connectable| connectable.param == param).map(|c| c.media) {
+                    if value.is_some() {
+                        return Err(RunError::Invalid(format!(
+                            "node {original} ({name}): give {param} or a connected {}, not both",
+                            media.as_str()
+                        )));
+                    }
+                    continue;
+                }
                 let Some(text) = value else {
                     return Err(RunError::Invalid(format!("node {original} ({name}) needs {param}")));
                 };
@@ -254,6 +264,15 @@ impl<'a> Binder<'a> {
         }
         Ok(assets)
     }
+}
+
+/// What `node` takes through a connection from a generation node upstream, if any.
+fn connected_media(nodes: &[RuntimeNode], node: &RuntimeNode) -> Option<Connectable> {
+    let connectable = node.node_type()?.connectable?;
+    let produces = |id: &AgentNodeId| {
+        nodes.iter().find(|other| other.agent_node_id == *id).and_then(|other| other.node_type()?.produces)
+    };
+    node.upstream.iter().any(|id| produces(id) == Some(connectable.media)).then_some(connectable)
 }
 
 /// Which items go to which runtime Video Input node: the top-level arrays to the only

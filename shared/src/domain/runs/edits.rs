@@ -9,7 +9,10 @@ use std::collections::{BTreeSet, HashMap};
 use super::views::MediaLinks;
 use super::{InputSource, MediaFile, MediaId, Run, TaskIndex, TaskSource};
 use crate::core::timeline::{ClipKind, Timeline, TimelineClip};
+use crate::domain::media::MediaType;
+use crate::domain::nodes::placement::Role;
 pub use crate::domain::nodes::placement::{Medium, Placement};
+use crate::domain::nodes::NodeKind;
 use crate::domain::time::Timestamp;
 
 /// The placements of task `task`'s result `file` (the tasks it builds on are completed).
@@ -72,15 +75,29 @@ fn place_task<'a>(
             };
             (vec![placement], length)
         }
+        TaskSource::Generate => {
+            let length = file.map_or(0, |file| file.duration_ms);
+            (vec![Placement::whole(Medium::Generated { task: index.0, role: Role::Main }, length)], length)
+        }
         TaskSource::Tasks { tasks } => {
             let mut placed = Vec::new();
             let mut offset = 0;
+            let edits = task.nodes.first().and_then(|node| run.nodes[*node].kind()) == Some(NodeKind::Edit);
+            let mut connected = Vec::new();
             for source in tasks {
+                let media = run.tasks[*source].result.as_ref().map(|file| file.media).unwrap_or_default();
+                if edits && media != MediaType::Video {
+                    // A generated medium the edit takes through a connection, over its whole length.
+                    let role = if media == MediaType::Audio { Role::Background } else { Role::Overlay };
+                    connected.push(Medium::Generated { task: source.0, role });
+                    continue;
+                }
                 let Some((parts, length)) = of_source(*source) else { continue };
                 let room = MAX_PLACEMENTS.saturating_sub(placed.len());
                 placed.extend(parts.iter().take(room).map(|part| part.clone().shifted(offset)));
                 offset += length;
             }
+            placed.extend(connected.into_iter().map(|medium| Placement::whole(medium, offset)));
             (placed, offset)
         }
     };
@@ -125,6 +142,22 @@ pub fn timeline(
             Medium::Input { input } => {
                 let Some(bound) = run.inputs.get(*input) else { continue };
                 (ClipKind::Video, format!("input {}", input + 1), source_url(&bound.source, links, now), None)
+            }
+            Medium::Generated { task, role } => {
+                let Some(made) = run.tasks.get(*task).and_then(|task| task.result.as_ref()) else { continue };
+                let kind = match made.media {
+                    MediaType::Video => ClipKind::Video,
+                    MediaType::Image => ClipKind::Image,
+                    MediaType::Audio => ClipKind::Audio,
+                };
+                let target = made.generated.as_ref().and_then(|by| by.link).map(|media| links.link(media, now));
+                let name = format!("generated {} ({})", made.media.as_str(), role.as_str());
+                (
+                    kind,
+                    name,
+                    target.unwrap_or_default(),
+                    Some(made.duration_ms).filter(|ms| *ms > 0 && made.media == MediaType::Video),
+                )
             }
             Medium::Music { upload } | Medium::Picture { upload } => {
                 let kind =

@@ -584,7 +584,16 @@ pub(super) mod tests {
     }
 
     fn file() -> MediaFile {
-        MediaFile { key: "k".into(), version: None, duration_ms: 500, width: 320, height: 240, has_audio: true }
+        MediaFile {
+            key: "k".into(),
+            version: None,
+            duration_ms: 500,
+            width: 320,
+            height: 240,
+            has_audio: true,
+            media: Default::default(),
+            generated: None,
+        }
     }
 
     /// Claims and ends task `index`: completed (with an output when it delivers one) or failed.

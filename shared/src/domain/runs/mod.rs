@@ -25,6 +25,7 @@ use super::identity::OrganizationId;
 use std::ops::{Index, IndexMut};
 use std::sync::{Arc, OnceLock};
 
+use super::media::MediaType;
 use super::nodes::placement::Placement;
 use super::nodes::{self, NodeKind, NodeSettings, NodeType, NodeTypeId};
 use super::time::Timestamp;
@@ -364,6 +365,23 @@ pub struct MediaFile {
     pub width: u32,
     pub height: u32,
     pub has_audio: bool,
+    /// A video (the engine's renders), or an image or sound a generation made.
+    #[serde(default, skip_serializing_if = "is_video")]
+    pub media: MediaType,
+    /// Who made it, when a generation did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated: Option<GeneratedBy>,
+}
+
+fn is_video(media: &MediaType) -> bool {
+    *media == MediaType::Video
+}
+
+/// The provider that made a generated file, and the file's signed-link ID.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GeneratedBy {
+    pub provider: String,
+    pub link: Option<MediaId>,
 }
 
 /// What a task works on.
@@ -373,8 +391,11 @@ pub enum TaskSource {
     /// The bound input with this index (a Video Input task).
     Input { input: usize },
     /// The results of these tasks: one for a single-input chain, all of them (in
-    /// connection order, then item order) for Concatenate.
+    /// connection order, then item order) for Concatenate. An edit that takes a
+    /// generated medium through a connection lists that task after the video's.
     Tasks { tasks: Vec<TaskIndex> },
+    /// Nothing: a generation node's task makes its media from its parameters.
+    Generate,
 }
 
 /// A unit of work: one execution of a chain of nodes on one item (or, for Concatenate,

@@ -10,7 +10,8 @@ use serde_json::{Map, Value};
 use super::{BoundInput, NodeIndex, RuntimeNode, Task, TaskIndex, TaskSource, TaskStatus, MAX_TASKS};
 use crate::core::shared_list::SharedList;
 use crate::domain::graph::{AgentNodeId, Graph};
-use crate::domain::nodes::{self, ItemFlow, NodeKind};
+use crate::domain::media::MediaType;
+use crate::domain::nodes::{self, Connectable, ItemFlow, NodeKind};
 
 /// The runtime graph of a template for one run: nodes in an order where every node comes
 /// after its upstream nodes, with new IDs.
@@ -188,38 +189,60 @@ pub fn plan_tasks(
         sent: false,
         queued_at: None,
     };
+    // What each task's result holds.
+    let mut media: Vec<MediaType> = Vec::new();
     for (index, node) in nodes.iter().enumerate() {
         let upstream_items: Vec<TaskIndex> =
             node.upstream.iter().filter_map(|id| position(*id)).flat_map(|up| items_out[up].clone()).collect();
-        let flow = node.node_type().map(|node_type| node_type.flow);
+        let node_type = node.node_type();
+        let flow = node_type.map(|node_type| node_type.flow);
+        let named = || format!("node {} ({})", node.original_node_id, node.type_name());
         match node.kind() {
             Some(NodeKind::Trigger) => {}
             Some(NodeKind::Input) => {
                 for (input, _) in inputs.iter().enumerate().filter(|(_, bound)| bound.node == node.agent_node_id) {
                     items_out[index].push(TaskIndex(tasks.len()));
                     tasks.push(new_task(NodeIndex(index), TaskSource::Input { input }));
+                    media.push(MediaType::Video);
                 }
             }
             Some(NodeKind::Generation) => {
-                return Err(format!(
-                    "node {} is a {} tile, and generation tiles are not available in this deployment yet",
-                    node.original_node_id,
-                    node.type_name()
-                ))
-            }
-            _ if flow == Some(ItemFlow::AllItems) => {
                 if !upstream_items.is_empty() {
-                    items_out[index].push(TaskIndex(tasks.len()));
-                    tasks.push(new_task(NodeIndex(index), TaskSource::Tasks { tasks: upstream_items }));
+                    return Err(format!(
+                        "{} makes its media from its parameters and takes no input: remove the connections into it",
+                        named()
+                    ));
                 }
+                items_out[index].push(TaskIndex(tasks.len()));
+                tasks.push(new_task(NodeIndex(index), TaskSource::Generate));
+                media.push(node_type.and_then(|node_type| node_type.produces).unwrap_or_default());
             }
-            _ => {
-                if tasks.len() + upstream_items.len() > MAX_TASKS {
-                    return Err(too_many_tasks());
-                }
+            Some(NodeKind::Destination) => {
                 for item in upstream_items {
                     items_out[index].push(TaskIndex(tasks.len()));
                     tasks.push(new_task(NodeIndex(index), TaskSource::Tasks { tasks: vec![item] }));
+                    media.push(media[item.0]);
+                }
+            }
+            _ => {
+                let connectable = node_type.and_then(|node_type| node_type.connectable);
+                let (videos, connected) = split_items(&upstream_items, &media, connectable, &named)?;
+                if flow == Some(ItemFlow::AllItems) {
+                    if !videos.is_empty() {
+                        items_out[index].push(TaskIndex(tasks.len()));
+                        tasks.push(new_task(NodeIndex(index), TaskSource::Tasks { tasks: videos }));
+                        media.push(MediaType::Video);
+                    }
+                } else {
+                    if tasks.len() + videos.len() > MAX_TASKS {
+                        return Err(too_many_tasks());
+                    }
+                    for item in videos {
+                        items_out[index].push(TaskIndex(tasks.len()));
+                        let sources = std::iter::once(item).chain(connected).collect();
+                        tasks.push(new_task(NodeIndex(index), TaskSource::Tasks { tasks: sources }));
+                        media.push(MediaType::Video);
+                    }
                 }
             }
         }
@@ -228,6 +251,39 @@ pub fn plan_tasks(
         }
     }
     Ok(join_chains(tasks, nodes, is_output))
+}
+
+/// The items reaching an edit node, split into the videos it edits and the generated
+/// medium it takes through a connection (at most one, of the kind it takes); anything
+/// else reaching it is refused, naming the node.
+fn split_items(
+    items: &[TaskIndex],
+    media: &[MediaType],
+    connectable: Option<Connectable>,
+    named: &dyn Fn() -> String,
+) -> Result<(Vec<TaskIndex>, Option<TaskIndex>), String> {
+    let mut videos = Vec::with_capacity(items.len());
+    let mut connected = None;
+    for &item in items {
+        match (media[item.0], connectable) {
+            (MediaType::Video, _) => videos.push(item),
+            (other, Some(takes)) if takes.media == other => {
+                if connected.replace(item).is_some() {
+                    return Err(format!("{} takes one connected {}; several are connected", named(), other.as_str()));
+                }
+            }
+            (other, Some(takes)) => {
+                return Err(format!(
+                    "{} edits video and takes a connected {}, not an {}",
+                    named(),
+                    takes.media.as_str(),
+                    other.as_str()
+                ))
+            }
+            (other, None) => return Err(format!("{} edits video, not an {}", named(), other.as_str())),
+        }
+    }
+    Ok((videos, connected))
 }
 
 fn too_many_tasks() -> String {

@@ -106,8 +106,6 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
     let run_id = RunId::v7_at(now.unix_millis());
     let mut binder = Binder::new(ports, organization, record.agent.workspace_id, run_id, now);
     let inputs = binder.inputs(&nodes, request.inputs).await?;
-    let assets = binder.node_uploads(&nodes).await?;
-    let media = binder.media;
     let mut run = Run {
         id: run_id,
         organization_id: organization,
@@ -127,7 +125,7 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
         inputs,
         tasks: Default::default(),
         outputs: Default::default(),
-        assets,
+        assets: Default::default(),
         webhook_sequence: 0,
         counts: Default::default(),
         dependents: Default::default(),
@@ -136,6 +134,11 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
     let (nodes, inputs) = (run.nodes.clone(), run.inputs.clone());
     let tasks = off_runtime(move || plan_tasks(&nodes, &inputs, |index| outputs[index.0])).await?;
     run.tasks = tasks.map_err(RunError::Invalid)?.into();
+    // After the plan, whose refusals (what connects to what) explain more than a
+    // parameter a connection would have replaced.
+    let nodes: Vec<super::RuntimeNode> = run.nodes.iter().cloned().collect();
+    run.assets = binder.node_uploads(&nodes).await?;
+    let media = binder.media;
     run.recount();
     if run.output_tasks().next().is_none() {
         return Err(RunError::Invalid(

@@ -8,12 +8,16 @@ use serde_json::{json, Value};
 use super::edits::{Medium, Placement};
 use super::{InputSource, MediaId, NodeIndex, Run};
 use crate::core::signing::{SignatureError, UrlSigner};
+use crate::domain::media::MediaType;
+use crate::domain::nodes::placement::Role;
 use crate::domain::time::Timestamp;
 
 /// How long a link handed out stays valid.
 pub const LINK_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// `licensed_asset_family` of media the caller supplied (inputs, uploads).
 pub const CUSTOMER_SUPPLIED: &str = "customer_supplied";
+/// `licensed_asset_family` of media a generation provider made.
+pub const GENERATED: &str = "generated";
 /// The path under which links are answered.
 pub const MEDIA_PATH_PREFIX: &str = "/media/";
 
@@ -151,6 +155,30 @@ impl Run {
                     }),
                     InputSource::Upload { .. } | InputSource::Render { .. } => return None,
                 }
+            }
+            Medium::Generated { task, role } => {
+                let task = self.tasks.get(*task)?;
+                let made = task.result.as_ref()?;
+                let node = &self.nodes[*task.nodes.first()?];
+                let prompt = node.settings().generation().map(|generation| generation.prompt().to_owned());
+                let provider = made.generated.as_ref().map_or("unknown", |by| by.provider.as_str());
+                let layout = match (made.media, role) {
+                    (MediaType::Audio, _) => "audio_only",
+                    (_, Role::Overlay) => "picture_in_picture",
+                    _ => "full_frame",
+                };
+                return Some(json!({
+                    "provider": provider,
+                    "source_kind": "generated",
+                    "media_type": made.media.as_str(),
+                    "render_asset_id": made.generated.as_ref().and_then(|by| by.link),
+                    "query": prompt.unwrap_or_default(),
+                    "start_ms": placement.record_in_ms,
+                    "end_ms": placement.record_out_ms,
+                    "placement": role.as_str(),
+                    "layout": layout,
+                    "licensed_asset_family": GENERATED,
+                }));
             }
             Medium::Music { upload } => json!({
                 "provider": "upload",

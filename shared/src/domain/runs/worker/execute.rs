@@ -3,22 +3,21 @@
 //! and timeline project.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{Outcome, Worker};
 use crate::core::blocking::off_runtime;
-use crate::domain::media::{Edit, MediaError, RenderInput, RenderJob};
+use crate::domain::media::{Edit, MediaError, MediaType, RenderInput, RenderJob};
 use crate::domain::nodes::EditContext;
 use crate::domain::runs::edits::{placements, timeline};
 use crate::domain::runs::engine::Delivered;
-use crate::domain::runs::{MediaFile, MediaId, MediaKind, MediaRecord, NodeIndex, Run, TaskIndex, TaskSource};
+use crate::domain::runs::{
+    GeneratedBy, MediaFile, MediaId, MediaKind, MediaRecord, NodeIndex, Run, TaskIndex, TaskSource,
+};
 
 /// When a task's media work must stop: its run was cancelled, or its time is up.
-pub(super) struct Stop {
-    pub(super) cancelled: tokio::sync::watch::Receiver<bool>,
-    pub(super) deadline: tokio::time::Instant,
-}
+pub(super) use crate::domain::generation::Stop;
 
 /// What a task's media work produced.
 pub(super) enum Made {
@@ -26,6 +25,12 @@ pub(super) enum Made {
     Rendered,
     /// An existing file, passed on.
     Existing(MediaFile),
+    /// A file a generation provider made at `path`.
+    Generated {
+        path: PathBuf,
+        media: MediaType,
+        provider: String,
+    },
     Failed(String),
     /// Failed because of this node.
     FailedAt(String, NodeIndex),
@@ -71,40 +76,62 @@ impl Worker {
         let made = match &task.source {
             TaskSource::Input { input } => self.input_task(run, *input, scratch, &output, &stop).await?,
             TaskSource::Tasks { tasks } => self.edit_task(run, index, tasks, scratch, &output, &stop).await?,
+            TaskSource::Generate => self.generate_task(run, index, scratch, &stop).await?,
         };
         let file = match made {
             Made::Failed(message) => return Ok(Outcome::Failed(message, None)),
             Made::FailedAt(message, node) => return Ok(Outcome::Failed(message, Some(node))),
             Made::Cancelled => return Ok(Outcome::Cancelled),
             Made::Existing(file) => file,
-            Made::Rendered => match self.store_render(&workspace).await? {
+            Made::Rendered => match self.store_made(&workspace, &output, MediaType::Video).await? {
                 Ok(file) => file,
-                Err(problem) => return Ok(Outcome::Failed(problem, None)),
+                Err(problem) => {
+                    return Ok(Outcome::Failed(format!("the rendered video is not readable: {problem}"), None))
+                }
+            },
+            Made::Generated { path, media, provider } => match self.store_made(&workspace, &path, media).await? {
+                Ok(file) => MediaFile { generated: Some(GeneratedBy { provider, link: None }), ..file },
+                Err(problem) => {
+                    let node = *task.nodes.first().unwrap_or(&NodeIndex(0));
+                    let what = super::generate::expected(media);
+                    let message = format!("{provider} made no readable {what}: {problem}");
+                    return Ok(Outcome::Failed(message, Some(node)));
+                }
             },
         };
         let last = *task.nodes.last().unwrap_or(&NodeIndex(0));
         let kind = match (run.is_output_node(last), &task.source) {
             (true, _) => MediaKind::Render,
-            (false, TaskSource::Input { .. }) => MediaKind::Input,
+            (false, TaskSource::Input { .. } | TaskSource::Generate) => MediaKind::Input,
             (false, TaskSource::Tasks { .. }) => return Ok(Outcome::Done { file, delivered: None, media: Vec::new() }),
         };
         let (delivered, media) = self.deliver(run, index, &file, kind, &workspace).await?;
+        // A generated file keeps its link: `sources` and the timeline point at it.
+        let file = match file.generated {
+            Some(by) => MediaFile { generated: Some(GeneratedBy { link: Some(delivered.video), ..by }), ..file },
+            None => file,
+        };
         Ok(Outcome::Done { file, delivered: Some(delivered), media })
     }
 
-    /// Stores the rendered output; Err (the task's failure) when it is not readable.
-    async fn store_render(&self, workspace: &Workspace) -> anyhow::Result<Result<MediaFile, String>> {
-        let output = workspace.output();
-        let report = match self.probe.probe(&format!("file:{}", output.display())).await {
+    /// Stores a file the task made at `path`, which should hold `media`; Err (why the
+    /// task fails) when it does not.
+    async fn store_made(
+        &self,
+        workspace: &Workspace,
+        path: &Path,
+        media: MediaType,
+    ) -> anyhow::Result<Result<MediaFile, String>> {
+        let report = match self.probe.probe(&format!("file:{}", path.display())).await {
             Ok(report) => report,
-            Err(error) => return Ok(Err(format!("the rendered video is not readable: {error}"))),
+            Err(error) => return Ok(Err(error.to_string())),
         };
-        let facts = match super::inputs::facts_of(&report) {
-            Ok((facts, _)) => facts,
-            Err(problem) => return Ok(Err(format!("the rendered video is not readable: {problem}"))),
+        let facts = match super::inputs::facts_of_media(&report, media) {
+            Ok(facts) => facts,
+            Err(problem) => return Ok(Err(problem)),
         };
-        let key = format!("{}.mp4", workspace.base);
-        self.blobs.put_file(&key, &output, "video/mp4").await?;
+        let key = format!("{}.{}", workspace.base, media.extension());
+        self.blobs.put_file(&key, path, media.content_type()).await?;
         Ok(Ok(MediaFile { key, version: None, ..facts }))
     }
 
@@ -132,7 +159,8 @@ impl Worker {
                 duration_ms,
                 created_at: now,
             };
-        let video = record(&file.key, file.version.as_ref(), kind, "video/mp4", Some(file.duration_ms));
+        let duration = Some(file.duration_ms).filter(|_| file.media != MediaType::Image);
+        let video = record(&file.key, file.version.as_ref(), kind, file.media.content_type(), duration);
         let thumbnail = thumbnail.map(|key| record(&key, None, MediaKind::Thumbnail, "image/jpeg", None));
         let mut delivered = Delivered {
             video: video.id,
@@ -173,7 +201,11 @@ impl Worker {
     ) -> anyhow::Result<Option<String>> {
         let path = workspace.scratch.path().join("thumbnail.jpg");
         let location = self.blobs.read_location(&file.key, file.version.as_deref()).await?;
-        match self.toolkit.thumbnail(&location, file.duration_ms, &path).await {
+        let made = match file.media {
+            MediaType::Audio => self.toolkit.waveform(&location, &path).await,
+            MediaType::Video | MediaType::Image => self.toolkit.thumbnail(&location, file.duration_ms, &path).await,
+        };
+        match made {
             Ok(()) => {
                 let key = format!("{}.jpg", workspace.base);
                 self.blobs.put_file(&key, &path, "image/jpeg").await?;
@@ -198,10 +230,16 @@ impl Worker {
         stop: &Stop,
     ) -> anyhow::Result<Made> {
         let mut inputs = Vec::new();
+        // A generated image or sound the chain's first node takes through a connection.
+        let mut connected = None;
         for source in sources {
             let Some(file) = &run.tasks[*source].result else {
                 return Ok(Made::Failed(format!("the result of task {source} is missing")));
             };
+            if file.media != MediaType::Video {
+                connected = Some(self.blobs.read_location(&file.key, file.version.as_deref()).await?);
+                continue;
+            }
             inputs.push(RenderInput {
                 location: self.blobs.read_location(&file.key, file.version.as_deref()).await?,
                 duration_ms: file.duration_ms,
@@ -225,7 +263,8 @@ impl Worker {
                 }
                 None => None,
             };
-            let context = EditContext { files: &|id| assets.get(&id).cloned(), scratch_file };
+            let connected = if position == 0 { connected.clone() } else { None };
+            let context = EditContext { files: &|id| assets.get(&id).cloned(), scratch_file, connected };
             match settings.edit(&context) {
                 Ok(Some(edit)) => {
                     edits.push(edit);
@@ -236,6 +275,7 @@ impl Worker {
             }
         }
         if let ([_], true) = (sources, edits.is_empty()) {
+            // Nothing to change (a Destination): the file passes on, whatever it holds.
             let file = run.tasks[sources[0]].result.clone().unwrap_or_else(|| unreachable!("checked above"));
             return Ok(Made::Existing(file));
         }

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::execute::{Made, Stop};
 use super::Worker;
 use crate::domain::media::ports::{DownloadError, WEB_PAGE_REFUSAL};
-use crate::domain::media::{until_cancelled, Edit, ProbeReport, RenderInput};
+use crate::domain::media::{until_cancelled, Edit, MediaType, ProbeReport, RenderInput};
 use crate::domain::runs::{InputSource, MediaFile, Run};
 
 /// Largest URL input (the contract's limit).
@@ -112,6 +112,41 @@ impl Worker {
 
 /// What the engine tracks of a probed video, and whether it is already in the output
 /// format (MP4, H.264, AAC or no sound) so that it can be used without re-encoding.
+/// What a probed file holds, when it holds `media`: an image's size, a sound's length,
+/// or a video's facts (see [`facts_of`]).
+pub(super) fn facts_of_media(report: &ProbeReport, media: MediaType) -> Result<MediaFile, String> {
+    let duration_ms = report.duration_seconds.map(|seconds| (seconds * 1000.0).round() as u64).unwrap_or(0);
+    let blank = MediaFile {
+        key: String::new(),
+        version: None,
+        duration_ms: 0,
+        width: 0,
+        height: 0,
+        has_audio: false,
+        media,
+        generated: None,
+    };
+    match media {
+        MediaType::Video => facts_of(report).map(|(facts, _)| facts),
+        MediaType::Image => {
+            let picture = report.streams.iter().find(|stream| stream.codec_type == "video");
+            match picture.map(|stream| (stream.width, stream.height)) {
+                Some((Some(width), Some(height))) => Ok(MediaFile { width, height, ..blank }),
+                _ => Err("it has no picture of a known size".into()),
+            }
+        }
+        MediaType::Audio => {
+            if !report.streams.iter().any(|stream| stream.codec_type == "audio") {
+                return Err("it has no audio stream".into());
+            }
+            if duration_ms == 0 {
+                return Err("its duration is unknown or zero".into());
+            }
+            Ok(MediaFile { duration_ms, has_audio: true, ..blank })
+        }
+    }
+}
+
 pub(super) fn facts_of(report: &ProbeReport) -> Result<(MediaFile, bool), String> {
     let video = report
         .streams
@@ -129,6 +164,15 @@ pub(super) fn facts_of(report: &ProbeReport) -> Result<(MediaFile, bool), String
     let ready = report.format_name.split(',').any(|name| name == "mp4")
         && video.codec_name == "h264"
         && audio.is_none_or(|audio| audio.codec_name == "aac");
-    let file = MediaFile { key: String::new(), version: None, duration_ms, width, height, has_audio: audio.is_some() };
+    let file = MediaFile {
+        key: String::new(),
+        version: None,
+        duration_ms,
+        width,
+        height,
+        has_audio: audio.is_some(),
+        media: MediaType::Video,
+        generated: None,
+    };
     Ok((file, ready))
 }

@@ -4,6 +4,7 @@
 //! worker that dies leaves a task that runs again.
 
 mod execute;
+mod generate;
 mod inputs;
 
 use std::panic::AssertUnwindSafe;
@@ -20,6 +21,7 @@ use super::service::{change_run, send_tasks, Change, RunError};
 use super::{MediaFile, MediaRecord, NodeIndex, Run, RunStatus, TaskIndex, TaskStatus};
 use crate::core::queue::Queue;
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
+use crate::domain::generation::Generators;
 use crate::domain::identity::OrganizationId;
 use crate::domain::media::ports::{BlobStore, Downloader, MediaProbe, MediaToolkit};
 use crate::domain::sites::Sites;
@@ -43,6 +45,8 @@ pub struct Worker {
     pub downloader: Arc<dyn Downloader>,
     /// Video-sharing sites' videos (yt-dlp).
     pub sites: Sites,
+    /// The providers of generation nodes.
+    pub generators: Generators,
     pub clock: Arc<dyn Clock>,
     /// Records the runs' webhook events.
     pub notifier: Notifier,

@@ -1,0 +1,233 @@
+//! Generation: what a generation tile asks a provider for, and the provider ports, one
+//! per kind of media (image, video, music and effects, speech, avatar). A provider writes
+//! the file it makes to the path it is given; the worker probes and stores it like any
+//! render. Local providers (ffmpeg, espeak-ng) are the default; HTTP adapters (OpenAI,
+//! Gemini) are chosen by configuration.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::core::retry::RetryPolicy;
+
+/// An image to make: a PNG of `width`×`height`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageRequest {
+    pub prompt: String,
+    pub width: u32,
+    pub height: u32,
+    /// `low`, `medium` or `high`.
+    pub quality: String,
+}
+
+/// A video clip to make: an H.264/AAC MP4 of `width`×`height` lasting `duration_s`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VideoRequest {
+    pub prompt: String,
+    /// The tile's model (`veo-3`, `veo-3-fast`, `kling-2.1`, `kling-2.1-pro`).
+    pub model: String,
+    /// The tile's resolution name (`480p`, `720p`, `1080p`, `4k`).
+    pub resolution: String,
+    /// `16:9`, `9:16` or `1:1`.
+    pub aspect_ratio: String,
+    pub width: u32,
+    pub height: u32,
+    pub duration_s: u32,
+}
+
+/// What kind of sound an audio generation makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AudioMode {
+    Music,
+    SoundEffect,
+}
+
+/// A sound to make: an AAC `.m4a` lasting `length_ms`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AudioRequest {
+    pub mode: AudioMode,
+    pub prompt: String,
+    pub length_ms: u64,
+}
+
+/// Speech to make: a WAV file of `text` spoken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpeechRequest {
+    pub text: String,
+}
+
+/// The reference an avatar is made from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AvatarReference {
+    /// A video of the person (looped or cut to the speech).
+    Video { location: String },
+    /// A picture of the person.
+    Image { location: String },
+}
+
+/// An avatar video to make: the reference carrying the spoken script (a WAV file made by
+/// the speech provider), as long as the speech.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AvatarRequest {
+    pub reference: AvatarReference,
+    /// Where the speech is (a local file).
+    pub speech: std::path::PathBuf,
+    pub speech_ms: u64,
+    /// `standard` or `expressive`.
+    pub video_model: String,
+    /// The size of the video (the reference's, even, at most 1080 on its long side).
+    pub width: u32,
+    pub height: u32,
+}
+
+/// When a provider's work must stop: its run was cancelled, or its task's time is up.
+#[derive(Clone, Debug)]
+pub struct Stop {
+    pub cancelled: tokio::sync::watch::Receiver<bool>,
+    pub deadline: tokio::time::Instant,
+}
+
+impl Stop {
+    /// Time left before the deadline.
+    pub fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(tokio::time::Instant::now())
+    }
+}
+
+/// Why a generation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerationError {
+    /// The provider refused or failed; the message is the provider's own.
+    #[error("{provider}: {message}")]
+    Provider { provider: String, message: String },
+    /// The provider did not finish within the task's time.
+    #[error("{provider} did not finish within the task's time limit of {limit:?}")]
+    TimedOut { provider: String, limit: Duration },
+    /// Stopped because the run was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+    /// The provider could not be reached or run at all (retried like any outage).
+    #[error("generation provider unavailable: {0:#}")]
+    Unavailable(anyhow::Error),
+}
+
+/// How often a provider's long-running operation is polled: from 2 s backing off to
+/// 15 s, for as long as the task's deadline allows (the budget here only caps attempts;
+/// the task's [`Stop`] ends the wait). The wait is a timer: no worker thread is held.
+pub const PROVIDER_POLL: RetryPolicy = RetryPolicy {
+    name: "polling a generation provider's operation",
+    max_attempts: 400,
+    first_delay: Duration::from_secs(2),
+    max_delay: Duration::from_secs(15),
+    budget: Duration::from_secs(60 * 60),
+};
+
+/// Makes images.
+#[async_trait]
+pub trait ImageGenerator: Send + Sync {
+    /// The provider's name, cited in `sources`.
+    fn name(&self) -> &str;
+    /// Writes a PNG for `request` to `output`.
+    async fn generate(&self, request: &ImageRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError>;
+}
+
+/// Makes video clips.
+#[async_trait]
+pub trait VideoGenerator: Send + Sync {
+    fn name(&self) -> &str;
+    /// Writes an MP4 for `request` to `output`.
+    async fn generate(&self, request: &VideoRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError>;
+}
+
+/// Makes music and sound effects.
+#[async_trait]
+pub trait AudioGenerator: Send + Sync {
+    fn name(&self) -> &str;
+    /// Writes an `.m4a` for `request` to `output`.
+    async fn generate(&self, request: &AudioRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError>;
+}
+
+/// Speaks text.
+#[async_trait]
+pub trait SpeechGenerator: Send + Sync {
+    fn name(&self) -> &str;
+    /// Writes a WAV of `request` to `output`.
+    async fn generate(&self, request: &SpeechRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError>;
+}
+
+/// Makes talking avatars.
+#[async_trait]
+pub trait AvatarGenerator: Send + Sync {
+    fn name(&self) -> &str;
+    /// Writes an MP4 for `request` to `output`.
+    async fn generate(&self, request: &AvatarRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError>;
+}
+
+/// The provider of each kind.
+#[derive(Clone)]
+pub struct Generators {
+    pub image: Arc<dyn ImageGenerator>,
+    /// Video of the models a configured adapter does not serve.
+    pub video: Arc<dyn VideoGenerator>,
+    /// Video of the veo models, when an adapter for them is configured.
+    pub veo: Option<Arc<dyn VideoGenerator>>,
+    pub audio: Arc<dyn AudioGenerator>,
+    pub speech: Arc<dyn SpeechGenerator>,
+    pub avatar: Arc<dyn AvatarGenerator>,
+}
+
+impl Generators {
+    /// The provider that makes a video of `model`.
+    pub fn video_for(&self, model: &str) -> &Arc<dyn VideoGenerator> {
+        match &self.veo {
+            Some(veo) if model.starts_with("veo-") => veo,
+            _ => &self.video,
+        }
+    }
+}
+
+/// The size of a video: `resolution` names the short side (`4k` is 3840 on the long
+/// side), `aspect_ratio` the shape; both even.
+pub fn video_size(resolution: &str, aspect_ratio: &str) -> (u32, u32) {
+    let (long_over_short, portrait) = match aspect_ratio {
+        "9:16" => (16.0 / 9.0, true),
+        "1:1" => (1.0, false),
+        _ => (16.0 / 9.0, false),
+    };
+    let even = |value: f64| ((value / 2.0).round() as u32) * 2;
+    let (long, short) = match resolution {
+        "4k" => (3840, even(3840.0 / long_over_short)),
+        name => {
+            let short: u32 = match name {
+                "480p" => 480,
+                "720p" => 720,
+                _ => 1080,
+            };
+            (even(f64::from(short) * long_over_short), short)
+        }
+    };
+    if portrait {
+        (short, long)
+    } else {
+        (long, short)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::video_size;
+
+    #[test]
+    fn resolution_names_the_short_side_and_4k_the_long_one() {
+        assert_eq!(video_size("1080p", "16:9"), (1920, 1080));
+        assert_eq!(video_size("1080p", "9:16"), (1080, 1920));
+        assert_eq!(video_size("1080p", "1:1"), (1080, 1080));
+        assert_eq!(video_size("720p", "16:9"), (1280, 720));
+        assert_eq!(video_size("480p", "16:9"), (854, 480));
+        assert_eq!(video_size("4k", "16:9"), (3840, 2160));
+        assert_eq!(video_size("4k", "9:16"), (2160, 3840));
+        assert_eq!(video_size("4k", "1:1"), (3840, 3840));
+    }
+}
