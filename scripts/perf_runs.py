@@ -4,7 +4,7 @@ starts it). Each figure is a ratio or a difference against a floor measured in t
 run: the ffmpeg commands a person would write by hand for the same work.
 
   usage: perf_runs.py BASE_URL API_KEY WORK_DIR [--repeats N] [--starts N] [--long-seconds S]
-                     [--only chain,fan,edit,first,wide] [--label TEXT] [--cpu NAME=PID,...]
+                     [--only chain,fan,edit,first,wide,generation] [--label TEXT] [--cpu NAME=PID,...]
 
 --cpu names processes (serve, the emulators) whose own CPU time (not their children's:
 ffmpeg is the floor's) the wide rows report per task, over the engine's runs only.
@@ -26,6 +26,9 @@ VIDEO_INPUT = "87a28532-ca1d-4652-9a23-a5b9d452e79a"
 DESTINATION = "96600cea-d346-4a43-a262-cc54579cfe1e"
 CLIP = "774577c0-7d6c-42fa-9f2d-fbc179081641"
 REFRAME = "3c86da6e-c0b0-4ac6-a4e3-23ff638dceae"
+IMAGE_GENERATION = "18b998a0-2ea7-4676-a5d3-3ae6c8ac0b72"
+# The local providers' font (GENERATION_FONT's default).
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 SPEED = "47a6bc12-618b-47a6-b0ad-7b3983640b2d"
 ENCODE = ["-c:v", "libx264", "-preset", "veryfast", "-crf", "23", "-pix_fmt", "yuv420p",
           "-c:a", "aac", "-b:a", "128k", "-movflags", "+faststart"]
@@ -40,7 +43,7 @@ repeats = int(options.get("--repeats", 3))
 starts = int(options.get("--starts", 20))
 # The long video's length (a smoke run of the script may shorten it).
 long_seconds = int(options.get("--long-seconds", 60))
-only = set(options.get("--only", "chain,fan,edit,first,wide").split(","))
+only = set(options.get("--only", "chain,fan,edit,first,wide,generation").split(","))
 # Names the backend in the rows (perf-runs.sh measures the wide runs on both).
 label = options.get("--label", "")
 # name -> PID of the processes whose CPU per task the wide rows report.
@@ -102,7 +105,9 @@ def run(agent_id, video):
     started = time.perf_counter()
     videos = video if isinstance(video, list) else [video]
     since = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    run_id = call("POST", f"/agent/{agent_id}/run", {"video_ids": videos})["run_id"]
+    # A generation-only agent (video None) takes no inputs.
+    body = {} if video is None else {"video_ids": videos}
+    run_id = call("POST", f"/agent/{agent_id}/run", body)["run_id"]
     ended = f"/agent_runs?agent_id={agent_id}&status={ENDED}&from={since}&limit=1"
     while time.perf_counter() - started < RUN_LIMIT_SECONDS:
         if any(listed["run_id"] == run_id for listed in call("GET", ended)["runs"]):
@@ -291,6 +296,44 @@ if "edit" in only:
     rows.append(f"| Video Input → Clip → Reframe → Speed → Destination, {long_seconds} s 1080p, median of {repeats} | "
                 f"{ms(statistics.median(chain_runs))} | {ms(statistics.median(chain_floors))} (one ffmpeg command) | "
                 f"**{statistics.median(ratios):.2f}×** (pairs: {', '.join(f'{r:.2f}' for r in ratios)}) |")
+
+if "generation" in only:
+    # Generation-only runs: 20 Image Generation nodes (the local provider, 1024x1024),
+    # each into a Destination, no input. The floor is the provider's own work by hand:
+    # per image, the ffmpeg command it runs, the probe of the PNG and its thumbnail, as
+    # many at once as serve has workers. The figure is the engine's time per node beyond it.
+    IMAGES = 20
+    gen_nodes, gen_edges = [], []
+    for i in range(IMAGES):
+        gen_nodes += [(f"image{i}", IMAGE_GENERATION, {"prompt": f"perf image {i}", "quality": "low"}),
+                      (f"out{i}", DESTINATION, {})]
+        gen_edges.append((f"image{i}", f"out{i}"))
+    generation = agent(gen_nodes, gen_edges)
+
+    def generation_floor():
+        def one(i):
+            folder = f"{work}/gen-{i}"
+            os.makedirs(folder, exist_ok=True)
+            with open(f"{folder}/prompt.txt", "w") as file:
+                file.write(f"perf image {i}")
+            drawn = (f"drawtext=fontfile='{FONT}':textfile=prompt.txt:expansion=none:fontcolor=white:fontsize=64:"
+                     "line_spacing=21:box=1:boxcolor=black@0.35:boxborderw=32:x=(w-text_w)/2:y=(h-text_h)/2,format=rgb24")
+            subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "color=c=0x406080:s=1024x1024:d=1",
+                            "-vf", drawn, "-frames:v", "1", "-fflags", "+bitexact", "-flags:v", "+bitexact",
+                            "image.png"], check=True, cwd=folder)
+            ffprobe(f"{folder}/image.png")
+            ffmpeg("-ss", "0", "-i", f"{folder}/image.png", "-frames:v", "1", "-vf", "scale=320:-2", "-q:v", "4",
+                   f"{folder}/thumbnail.jpg")
+
+        with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+            list(pool.map(one, range(IMAGES)))
+
+    gen_runs, gen_floors = alternate(generation, None, generation_floor, max(repeats, 5))
+    gen_overhead = (statistics.median(gen_runs) - statistics.median(gen_floors)) / len(gen_nodes)
+    rows.append(f"| {label}generation-only run: {IMAGES} Image Generation nodes (local provider, 1024x1024) into "
+                f"{IMAGES} Destinations, median of {max(repeats, 5)} | {ms(statistics.median(gen_runs))} | "
+                f"{ms(statistics.median(gen_floors))} (per image: the provider's ffmpeg command, probe, thumbnail; "
+                f"{os.cpu_count()} at once) | **{gen_overhead * 1000:.2f} ms per node** |")
 
 if "first" in only:
     # POST -> first task running.

@@ -76,6 +76,9 @@ impl std::fmt::Debug for ProviderAccess {
     }
 }
 
+/// The font drawn text uses when none is configured: Debian's `fonts-dejavu-core`.
+pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+
 /// Default address of OpenAI's API (the official SDKs' `OPENAI_BASE_URL` default).
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// Default address of the Gemini API.
@@ -105,7 +108,7 @@ impl Default for GenerationSettings {
             openai: None,
             gemini: None,
             espeak: PathBuf::from("espeak-ng"),
-            font: PathBuf::from(crate::adapters::local_generation::DEFAULT_FONT),
+            font: PathBuf::from(DEFAULT_FONT),
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::core::retry::RetryPolicy;
 use crate::domain::generation::{GenerationError, Stop, VideoGenerator, VideoRequest, PROVIDER_POLL};
 
 /// The API's address when none is configured.
-pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
+pub const DEFAULT_BASE_URL: &str = crate::config::GEMINI_BASE_URL;
 
 const PROVIDER: &str = "gemini-veo";
 const API_KEY_HEADER: &str = "x-goog-api-key";

@@ -26,9 +26,6 @@ use crate::domain::media::{until_cancelled, MediaError};
 /// The name local providers are cited by in `sources`.
 pub const LOCAL: &str = "local";
 
-/// The font drawn text uses when none is configured: Debian's `fonts-dejavu-core`.
-pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-
 /// Most lines of a prompt drawn on a picture (the rest is cut with "…").
 const MAX_LINES: usize = 8;
 

@@ -22,7 +22,7 @@ use crate::domain::generation::{GenerationError, ImageGenerator, ImageRequest, S
 use crate::domain::media::until_cancelled;
 
 /// The API's address when none is configured (as the SDKs' `OPENAI_BASE_URL`).
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub const DEFAULT_BASE_URL: &str = crate::config::OPENAI_BASE_URL;
 
 const PROVIDER: &str = "openai";
 const IMAGE_MODEL: &str = "gpt-image-1";

@@ -5,7 +5,8 @@
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use shared::domain::nodes::{
-    AUDIO_GENERATION, BACKGROUND_MUSIC, DESTINATION, IMAGE_GENERATION, OVERLAY, REFRAME, VIDEO_GENERATION, VIDEO_INPUT,
+    AI_AVATAR, AUDIO_GENERATION, BACKGROUND_MUSIC, DESTINATION, IMAGE_GENERATION, OVERLAY, REFRAME, VIDEO_GENERATION,
+    VIDEO_INPUT,
 };
 
 use crate::conformance;
@@ -398,6 +399,23 @@ async fn generation_refusals_name_the_node_and_parameter_and_create_nothing(back
         refused(agent, json!({"video_ids": [video]})).await,
         format!("node {} (Overlay): give image_id or a connected image, not both", ids["overlay"])
     );
+    // An AI Avatar names a profile that must exist (none does on a new organization).
+    let profile = uuid::Uuid::new_v4();
+    let (agent, ids) = harness
+        .agent(
+            &[
+                ("avatar", AI_AVATAR, json!({"avatar_profile_id": profile, "script": "Hello."})),
+                ("out", DESTINATION, json!({})),
+            ],
+            &[("avatar", "out")],
+        )
+        .await;
+    assert_eq!(
+        refused(agent.clone(), json!({})).await,
+        format!("node {} (AI Avatar): avatar_profile_id {profile} was not found", ids["avatar"])
+    );
+    let body = json!({"update_params": {ids["avatar"].clone(): {"script": null}}});
+    assert_eq!(refused(agent, body).await, format!("node {} (AI Avatar) needs script", ids["avatar"]));
     // Only the one run that was accepted exists.
     let (status, runs) = harness.test.call(Method::GET, "/agent_runs", None).await;
     assert_eq!(status, StatusCode::OK);

@@ -17,7 +17,7 @@ use crate::domain::asset_manager::{self, Artifact, AssetItemId};
 use crate::domain::graph::AgentNodeId;
 use crate::domain::identity::OrganizationId;
 use crate::domain::media::ports::DownloadError;
-use crate::domain::nodes::{Connectable, NodeKind, Unready, UploadUse};
+use crate::domain::nodes::{Connectable, Generation, NodeKind, Unready, UploadUse};
 use crate::domain::sites::{SiteVideoInfo, Sites};
 use crate::domain::time::Timestamp;
 use crate::domain::uploads::{Upload, UploadId, UploadKind, UploadStatus};
@@ -215,6 +215,12 @@ impl<'a> Binder<'a> {
                 Err(Unready::Refused(problem)) => {
                     return Err(RunError::Invalid(format!("node {original} ({name}): {problem}")))
                 }
+            }
+            if let Some(Generation::Avatar { profile, .. }) = node.settings().generation() {
+                // Avatar profiles are not stored by this deployment yet: no ID names one.
+                return Err(RunError::Invalid(format!(
+                    "node {original} ({name}): avatar_profile_id {profile} was not found"
+                )));
             }
             let connected = connected_media(nodes, node);
             for UploadUse { param, kind, value } in node.settings().uploads() {
