@@ -11,9 +11,10 @@ use serde_json::{json, Value};
 
 use super::openai::{
     api_base_url, json_of, non_empty_key, provider_client, provider_error, read_body, secret_header, send,
-    stream_to_file, within_stop,
+    send_answering, stream_to_file, within_stop,
 };
 use crate::core::retry::RetryPolicy;
+use crate::core::ssrf::resolve_allowed;
 use crate::domain::generation::{GenerationError, Stop, VideoGenerator, VideoRequest, PROVIDER_POLL};
 
 /// The API's address when none is configured.
@@ -26,7 +27,7 @@ const API_KEY_HEADER: &str = "x-goog-api-key";
 const MAX_OPERATION_BYTES: u64 = 1024 * 1024;
 
 /// Largest video written: an 8 s 1080p clip is tens of MB.
-const MAX_VIDEO_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+const MAX_VIDEO_BYTES: u64 = 512 * 1024 * 1024;
 
 /// Redirects of a video download followed at most.
 const MAX_REDIRECTS: usize = 5;
@@ -110,14 +111,30 @@ impl Veo {
                 return Err(provider_error(PROVIDER, format!("the video URI {current} is not http(s)")));
             }
             let with_key = api_origin.as_ref() == Some(&current.origin());
-            let response = send(PROVIDER, || {
-                let get = self.client.get(current.clone());
-                if with_key {
-                    get.header(API_KEY_HEADER, self.api_key.clone())
-                } else {
-                    get
+            // Off the API's origin the provider names the host: public HTTPS only, unless
+            // the API itself is a plain-HTTP server of this machine's network (a local
+            // compatible server, the tests').
+            let local_api = self.base_url.starts_with("http://");
+            if !with_key && !local_api {
+                if current.scheme() != "https" {
+                    return Err(provider_error(PROVIDER, "the video download is not https".to_owned()));
                 }
-            })
+                if let Err(refused) = resolve_allowed(&current, false).await {
+                    return Err(provider_error(PROVIDER, format!("the video download is refused: {refused}")));
+                }
+            }
+            let response = send_answering(
+                PROVIDER,
+                || {
+                    let get = self.client.get(current.clone());
+                    if with_key {
+                        get.header(API_KEY_HEADER, self.api_key.clone())
+                    } else {
+                        get
+                    }
+                },
+                true,
+            )
             .await?;
             let status = response.status();
             if !status.is_redirection() {

@@ -30,8 +30,11 @@ pub const LOCAL: &str = "local";
 const MAX_LINES: usize = 8;
 
 /// Flags that keep ffmpeg's output free of anything but the media (no version string,
-/// no time): the same request gives the same bytes.
-const BIT_EXACT: [&str; 6] = ["-fflags", "+bitexact", "-flags:v", "+bitexact", "-flags:a", "+bitexact"];
+/// no time): the same request gives the same bytes. The encoder's thread count is fixed
+/// too: x264's choices (and the options it writes into the stream) follow it, so a
+/// count taken from the machine's cores would make other bytes on another machine.
+const BIT_EXACT: [&str; 8] =
+    ["-fflags", "+bitexact", "-flags:v", "+bitexact", "-flags:a", "+bitexact", "-threads", "4"];
 
 /// The local providers of every kind.
 #[derive(Clone)]
@@ -62,17 +65,26 @@ impl LocalGenerator {
     /// The drawtext filter that writes the text of `file` (in the run folder) centred
     /// horizontally at height `y`, `size` pixels high.
     fn drawtext(&self, file: &str, size: u32, y: &str) -> String {
+        // [`Self::check_font`] refused the characters a filter graph would read as syntax.
         format!(
-            "drawtext=fontfile='{}':textfile={file}:expansion=none:fontcolor=white:fontsize={size}:\
+            "drawtext=fontfile={}:textfile={file}:expansion=none:fontcolor=white:fontsize={size}:\
              line_spacing={}:box=1:boxcolor=black@0.35:boxborderw={}:x=(w-text_w)/2:y={y}",
-            filter_quoted(&self.font.display().to_string()),
+            self.font.display(),
             size / 3,
             size / 2,
         )
     }
 
-    /// Checks that the font exists: drawtext's own error would not say what to install.
+    /// Checks that the font exists (drawtext's own error would not say what to install)
+    /// and that its path needs no quoting in a filter graph.
     fn check_font(&self) -> Result<(), GenerationError> {
+        let path = self.font.display().to_string();
+        if let Some(bad) = path.chars().find(|c| matches!(c, '\'' | '\\' | ':' | ',' | ';' | '[' | ']')) {
+            return Err(GenerationError::Unavailable(anyhow::anyhow!(
+                "the font path {path} has a {bad:?}, which ffmpeg's filters would read as syntax: \
+                 set GENERATION_FONT to a path without it"
+            )));
+        }
         if self.font.is_file() {
             return Ok(());
         }
@@ -96,11 +108,6 @@ fn seed(text: &str) -> [u8; 32] {
 /// A dark colour of the seed, as ffmpeg writes colours (`0xRRGGBB`).
 fn colour(seed: &[u8; 32]) -> String {
     format!("0x{:02x}{:02x}{:02x}", 40 + seed[0] % 120, 40 + seed[1] % 120, 40 + seed[2] % 120)
-}
-
-/// `text` quoted for a filter option inside single quotes.
-fn filter_quoted(text: &str) -> String {
-    text.replace('\\', "\\\\").replace('\'', "'\\''").replace(':', "\\:")
 }
 
 /// `prompt` broken into lines of at most `width` characters, at most [`MAX_LINES`] of them.
@@ -367,10 +374,5 @@ mod tests {
         assert_eq!(music_expression(&seed("calm piano")), music_expression(&seed("calm piano")));
         assert_ne!(music_expression(&seed("calm piano")), music_expression(&seed("loud drums")));
         assert_eq!(colour(&seed("a")), colour(&seed("a")));
-    }
-
-    #[test]
-    fn quoting_keeps_filter_syntax_out_of_paths() {
-        assert_eq!(filter_quoted("/a:b/c'd"), "/a\\:b/c'\\''d");
     }
 }

@@ -180,11 +180,21 @@ pub(crate) async fn send(
     provider: &str,
     build: impl Fn() -> reqwest::RequestBuilder,
 ) -> Result<reqwest::Response, GenerationError> {
+    send_answering(provider, build, false).await
+}
+
+/// As [`send`], a redirect answered as it is (a download follows it by hand); [`send`]
+/// takes one as a refusal (an API call is never redirected).
+pub(crate) async fn send_answering(
+    provider: &str,
+    build: impl Fn() -> reqwest::RequestBuilder,
+    redirects: bool,
+) -> Result<reqwest::Response, GenerationError> {
     let mut retry = PROVIDER_CALLS.start();
     loop {
         let response = build().send().await.map_err(|error| unavailable(provider, error))?;
         let status = response.status();
-        if status.is_success() || status.is_redirection() {
+        if status.is_success() || (redirects && status.is_redirection()) {
             return Ok(response);
         }
         let message = refusal_message(status, &error_body(response).await);

@@ -108,7 +108,8 @@ pub enum GenerationError {
     /// Stopped because the run was cancelled.
     #[error("cancelled")]
     Cancelled,
-    /// The provider could not be reached or run at all (retried like any outage).
+    /// The provider could not be reached or run at all (the task fails saying so; a
+    /// resume of the run tries again).
     #[error("generation provider unavailable: {0:#}")]
     Unavailable(anyhow::Error),
 }

@@ -227,6 +227,13 @@ pub fn plan_tasks(
             _ => {
                 let connectable = node_type.and_then(|node_type| node_type.connectable);
                 let (videos, connected) = split_items(&upstream_items, &media, connectable, &named)?;
+                if let (true, Some(item)) = (videos.is_empty(), connected) {
+                    return Err(format!(
+                        "{} has a connected {} but no video reaches it to edit",
+                        named(),
+                        media[item.0].as_str()
+                    ));
+                }
                 if flow == Some(ItemFlow::AllItems) {
                     if !videos.is_empty() {
                         items_out[index].push(TaskIndex(tasks.len()));

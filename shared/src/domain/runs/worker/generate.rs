@@ -46,7 +46,8 @@ impl Worker {
         Ok(match made {
             (provider, Ok(())) => Made::Generated { path: output, media, provider },
             (_, Err(GenerationError::Cancelled)) => Made::Cancelled,
-            (_, Err(GenerationError::Unavailable(error))) => return Err(error),
+            // An unreachable provider or a missing tool fails the node saying so; a
+            // resume tries again.
             (_, Err(error)) => Made::FailedAt(error.to_string(), node),
         })
     }

@@ -127,7 +127,11 @@ pub(super) fn facts_of_media(report: &ProbeReport, media: MediaType) -> Result<M
         generated: None,
     };
     match media {
-        MediaType::Video => facts_of(report).map(|(facts, _)| facts),
+        // What a provider made is delivered as it is: it must be what renders are.
+        MediaType::Video => match facts_of(report)? {
+            (facts, true) => Ok(facts),
+            (_, false) => Err("it is not an H.264/AAC MP4".into()),
+        },
         MediaType::Image => {
             let picture = report.streams.iter().find(|stream| stream.codec_type == "video");
             match picture.map(|stream| (stream.width, stream.height)) {
