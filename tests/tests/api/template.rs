@@ -199,6 +199,10 @@ fn node_worker_takes_the_task_queue_with_partial_failures_a_dlq_and_room_for_ffm
     assert!(queue["RedrivePolicy"]["maxReceiveCount"].as_u64().unwrap() >= 1);
     assert_eq!(template["Resources"]["LinkSecret"]["Type"], "AWS::SecretsManager::Secret");
     assert!(format!("{:?}", variables["MEDIA_LINK_SECRET"]).contains("resolve:secretsmanager"));
+    // The local generation providers' font and speech come from the layer.
+    for (name, path) in [("GENERATION_FONT", "/opt/fonts/DejaVuSans.ttf"), ("ESPEAK_PATH", "/opt/bin/espeak-ng")] {
+        assert_eq!(variables[name].as_str(), Some(path), "{name}");
+    }
 }
 
 fn properties_of(function: &Value) -> &Value {
