@@ -20,6 +20,7 @@ use crate::config::{Config, Settings};
 use crate::core::queue::{Inbox, Queue};
 use crate::domain::agents::AgentRepo;
 use crate::domain::asset_manager::{AssetManager, AssetRepo};
+use crate::domain::avatars::AvatarRepo;
 use crate::domain::idempotency::IdempotencyRepo;
 use crate::domain::identity::{Authenticator, IdentityRepo};
 use crate::domain::media::ports::{BlobStore, MediaProbe};
@@ -282,6 +283,8 @@ ports! {
     idempotency: IdempotencyRepo,
     /// Workspaces' asset-manager connections and the `local` provider's items.
     assets: AssetRepo,
+    /// Avatar profiles.
+    avatars: AvatarRepo,
 }
 
 impl Engine {
@@ -303,6 +306,9 @@ impl Engine {
             downloader: Arc::new(HttpDownloader::new(allow_private)),
             sites: app.sites().clone(),
             generators: crate::adapters::providers::generators(&settings.generation, &settings.ffmpeg),
+            avatars: app.avatars().clone(),
+            uploads: app.uploads().clone(),
+            blocked_retry: settings.blocked_retry,
             clock: clock.clone(),
             notifier,
             deliveries: app.webhooks().clone(),
@@ -521,6 +527,7 @@ trait BackendPorts: Send + Sync {
     fn webhooks(self: Arc<Self>) -> Arc<dyn WebhookRepo>;
     fn idempotency(self: Arc<Self>) -> Arc<dyn IdempotencyRepo>;
     fn assets(self: Arc<Self>) -> Arc<dyn AssetRepo>;
+    fn avatars(self: Arc<Self>) -> Arc<dyn AvatarRepo>;
 }
 
 impl<B: Backend> BackendPorts for B {
@@ -546,6 +553,9 @@ impl<B: Backend> BackendPorts for B {
         self
     }
     fn assets(self: Arc<Self>) -> Arc<dyn AssetRepo> {
+        self
+    }
+    fn avatars(self: Arc<Self>) -> Arc<dyn AvatarRepo> {
         self
     }
 }

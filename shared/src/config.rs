@@ -49,6 +49,9 @@ pub struct Settings {
     pub sweep: crate::domain::runs::sweep::SweepSettings,
     /// Which provider makes each kind of generated media, and the local tools.
     pub generation: GenerationSettings,
+    /// How long a task waiting for an avatar profile's processing (`blocked`) waits
+    /// before it looks again.
+    pub blocked_retry: Duration,
 }
 
 /// Who makes a kind of generated media.
@@ -176,6 +179,7 @@ impl Default for Settings {
             idempotency_lease: crate::domain::idempotency::CLAIM_LEASE,
             sweep: Default::default(),
             generation: GenerationSettings::default(),
+            blocked_retry: Duration::from_secs(10),
         }
     }
 }

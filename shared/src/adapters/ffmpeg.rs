@@ -11,7 +11,8 @@ use async_trait::async_trait;
 
 use crate::domain::media::ports::MediaToolkit;
 use crate::domain::media::{
-    duration_after, reframed_size, until_cancelled, CaptionPosition, Corner, Edit, MediaError, RenderJob,
+    duration_after, reframed_size, until_cancelled, CaptionPosition, Corner, Edit, Loudness, MediaError, PreviewJob,
+    RenderJob, SILENCE_DB, SILENCE_MIN_S,
 };
 
 /// Encoder settings of every output (the performance script's reference command uses
@@ -333,6 +334,55 @@ impl Ffmpeg {
     }
 }
 
+/// Longest a loudness check or a preview may take.
+const ANALYSIS_BUDGET: Duration = Duration::from_secs(120);
+
+impl Ffmpeg {
+    /// Runs ffmpeg with `args` (its log at `info`) and answers its log's end: what the
+    /// analysis filters (`volumedetect`, `silencedetect`) print.
+    async fn log_of(&self, args: &[String], budget: Duration) -> Result<String, MediaError> {
+        let mut command = super::child::command(&self.program);
+        command.args(args).stdout(Stdio::null());
+        let mut child = command.spawn().map_err(|error| {
+            MediaError::Unavailable(anyhow::Error::new(error).context(format!("running {}", self.program.display())))
+        })?;
+        let group = super::child::GroupGuard::of(&child);
+        let stderr = tokio::spawn(super::child::stderr_tail(child.stderr.take()));
+        let status = tokio::select! {
+            status = child.wait() => status,
+            () = tokio::time::sleep(budget) => return Err(MediaError::TimedOut(budget)),
+        };
+        let status = status.map_err(|error| MediaError::Unavailable(error.into()))?;
+        group.disarm();
+        let log = stderr.await.unwrap_or_default();
+        if status.success() {
+            Ok(log)
+        } else {
+            let last = log.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or("no message");
+            Err(MediaError::Invalid(format!("ffmpeg could not read the sound: {last}")))
+        }
+    }
+}
+
+/// The loudness `volumedetect` and `silencedetect` printed in an ffmpeg log.
+pub fn loudness_of(log: &str) -> Option<Loudness> {
+    let value = |label: &str| {
+        log.lines().rev().find_map(|line| {
+            let (_, rest) = line.split_once(label)?;
+            rest.trim().trim_end_matches("dB").trim().parse::<f64>().ok()
+        })
+    };
+    let silent: f64 = log
+        .lines()
+        .filter_map(|line| line.split_once("silence_duration:").and_then(|(_, rest)| rest.trim().parse::<f64>().ok()))
+        .sum();
+    Some(Loudness {
+        mean_db: value("mean_volume:")?,
+        max_db: value("max_volume:")?,
+        silent_ms: (silent * 1000.0) as u64,
+    })
+}
+
 impl Ffmpeg {
     /// The job with each caption file read as SubRip (the format forced, never probed:
     /// text that starts like a playlist must not open the HLS demuxer) and written as
@@ -409,6 +459,55 @@ impl MediaToolkit for Ffmpeg {
         .collect();
         let (_never, cancelled) = tokio::sync::watch::channel(false);
         self.run(&args, None, THUMBNAIL_BUDGET, cancelled).await
+    }
+
+    async fn loudness(&self, location: &str) -> Result<Loudness, MediaError> {
+        let filters = format!("silencedetect=noise={SILENCE_DB}dB:d={SILENCE_MIN_S},volumedetect");
+        let args: Vec<String> = ["-nostdin", "-hide_banner", "-nostats", "-loglevel", "info"]
+            .iter()
+            .map(|arg| arg.to_string())
+            .chain(input(location))
+            .chain(["-vn", "-af", &filters, "-f", "null", "-"].iter().map(|arg| arg.to_string()))
+            .collect();
+        let log = self.log_of(&args, ANALYSIS_BUDGET).await?;
+        // A file without sound prints no volume: as silent as can be.
+        Ok(loudness_of(&log).unwrap_or(Loudness {
+            mean_db: f64::NEG_INFINITY,
+            max_db: f64::NEG_INFINITY,
+            silent_ms: 0,
+        }))
+    }
+
+    async fn preview(&self, job: &PreviewJob, output: &Path) -> Result<(), MediaError> {
+        let seconds = job.seconds.to_string();
+        let mut args: Vec<String> = ["-nostdin", "-hide_banner", "-loglevel", "error", "-y"].map(String::from).to_vec();
+        let scale = format!("scale={}:-2,setsar=1,format=yuv420p", job.width);
+        match (&job.video, &job.image, &job.audio) {
+            (Some(video), _, _) => {
+                args.extend(["-t".into(), seconds.clone()]);
+                args.extend(input(video));
+                args.extend(["-map".into(), "0:v:0".into(), "-map".into(), "0:a:0?".into(), "-vf".into(), scale]);
+            }
+            (None, Some(image), Some(audio)) => {
+                args.extend([
+                    "-loop".into(),
+                    "1".into(),
+                    "-framerate".into(),
+                    "30".into(),
+                    "-t".into(),
+                    seconds.clone(),
+                ]);
+                args.extend(input(image));
+                args.extend(["-t".into(), seconds.clone()]);
+                args.extend(input(audio));
+                args.extend(["-map".into(), "0:v:0".into(), "-map".into(), "1:a:0".into(), "-vf".into(), scale]);
+            }
+            _ => return Err(MediaError::Invalid("a preview needs a video, or a picture and a sound".into())),
+        }
+        args.extend(VIDEO_ENCODER.iter().chain(AUDIO_ENCODER.iter()).map(|arg| arg.to_string()));
+        args.extend(["-t".into(), seconds, "-movflags".into(), "+faststart".into(), output.display().to_string()]);
+        let (_never, cancelled) = tokio::sync::watch::channel(false);
+        self.run(&args, None, job.budget.min(ANALYSIS_BUDGET), cancelled).await
     }
 
     async fn waveform(&self, location: &str, output: &Path) -> Result<(), MediaError> {
@@ -506,6 +605,17 @@ mod tests {
         }
         assert_eq!(protocols_of("file:/m.mp3"), "file");
         assert!(!MEDIA_FORMATS.split(',').any(|format| ["hls", "concat", "srt", "tty"].contains(&format)));
+    }
+
+    #[test]
+    fn loudness_is_read_from_the_filters_log() {
+        let log =
+            "[silencedetect @ 0x1] silence_start: 0\n[silencedetect @ 0x1] silence_end: 1.5 | silence_duration: 1.5\n\
+                   [silencedetect @ 0x1] silence_duration: 0.25\n[Parsed_volumedetect_1 @ 0x2] mean_volume: -21.4 dB\n\
+                   [Parsed_volumedetect_1 @ 0x2] max_volume: -3.0 dB\n";
+        let loudness = loudness_of(log).unwrap();
+        assert_eq!((loudness.mean_db, loudness.max_db, loudness.silent_ms), (-21.4, -3.0, 1750));
+        assert!(loudness_of("no volume here").is_none());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{agents, assets, identity, openapi, respond, runs, shared_stores, uploads, webhooks};
+use super::{agents, assets, avatars, identity, openapi, respond, runs, shared_stores, uploads, webhooks};
 use super::{Call, Handler, HandlerFuture};
 use crate::app::App;
 
@@ -51,6 +51,9 @@ handlers! {
     get_upload = "get-upload" => uploads::get_upload,
     create_asset_connection = "create-asset-connection" => assets::create_connection,
     create_asset_item = "create-asset-item" => assets::create_item,
+    list_avatar_profiles = "list-avatar-profiles" => avatars::list_profiles,
+    create_avatar_profile = "create-avatar-profile" => avatars::create_profile,
+    get_avatar_profile = "get-avatar-profile" => avatars::get_profile,
     start_run = "start-run" => runs::start_run,
     get_run = "get-run" => runs::get_run,
     get_run_nodes = "get-run-nodes" => runs::get_run_nodes,

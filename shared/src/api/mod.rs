@@ -5,6 +5,7 @@
 mod agents;
 mod assets;
 mod auth;
+mod avatars;
 mod body;
 mod error;
 pub mod handlers;

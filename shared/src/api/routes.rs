@@ -106,6 +106,14 @@ pub static ROUTES: &[Route] = &[
         ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true),
     route!(POST "/asset_connections/{connection_id}/items" => "create-asset-item",
         ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"], idempotent: true),
+    // Avatar profiles: the primary workspace is read (Query); a create (which makes the
+    // primary workspace of an organization that has none) claims its name and stores the
+    // profile in one transaction of puts, and queues its processing on the task queue.
+    route!(GET "/avatar-profiles" => "list-avatar-profiles", ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(POST "/avatar-profiles/create" => "create-avatar-profile",
+        ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["TaskQueue"],
+        idempotent: true),
+    route!(GET "/avatar-profiles/{id}" => "get-avatar-profile", ["dynamodb:GetItem"]),
     // The run engine. A run with many inputs records their media in transactions of
     // puts before the run itself. A run is read by its head (GetItem), then, unless the
     // process has that version cached, its plan, chunks and outputs (Query of the run's

@@ -51,6 +51,7 @@ fn ports<'a>(app: &'a App, queues: &'a Queues, notifier: &'a Notifier) -> RunPor
         sites: app.sites(),
         assets: app.assets().as_ref(),
         asset_manager: app.asset_manager().as_ref(),
+        avatars: app.avatars().as_ref(),
         allow_private_urls: app.allow_private_urls,
     }
 }
@@ -88,7 +89,7 @@ pub async fn start_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
 }
 
 /// The signer of the media links of a response to `call`.
-fn links(app: &App, call: &Call) -> crate::domain::runs::views::MediaLinks {
+pub(super) fn links(app: &App, call: &Call) -> crate::domain::runs::views::MediaLinks {
     let host = call.request.headers().get(http::header::HOST).and_then(|value| value.to_str().ok());
     app.links.for_host(host)
 }

@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod asset_manager;
+pub mod avatars;
 pub mod generation;
 pub mod graph;
 pub mod idempotency;
@@ -32,6 +33,7 @@ pub trait Backend:
     + webhooks::ports::WebhookRepo
     + idempotency::IdempotencyRepo
     + asset_manager::AssetRepo
+    + avatars::AvatarRepo
     + 'static
 {
 }

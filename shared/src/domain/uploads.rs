@@ -267,6 +267,46 @@ pub async fn finalize_upload(
     repo.record_finalized(organization, &finalized).await?.ok_or(UploadError::NotFound)
 }
 
+/// Records a file the service fetched itself (an avatar's URL source) as a ready upload
+/// of `kind`: stored under the upload's sealed prefix, probed and classified like a
+/// finalized upload. A file that is not media of its kind is refused with why, and no
+/// upload is recorded (the stored copy is left as an orphan, never a dangling record).
+#[allow(clippy::too_many_arguments)]
+pub async fn record_fetched(
+    repo: &dyn UploadRepo,
+    blobs: &dyn BlobStore,
+    probe: &dyn MediaProbe,
+    clock: &dyn Clock,
+    organization: OrganizationId,
+    kind: UploadKind,
+    path: &std::path::Path,
+    size: u64,
+) -> Result<Upload, UploadError> {
+    let id = UploadId::new_v4();
+    let key = format!("{}/fetched", Upload::sealed_prefix(organization, id));
+    let (limit_bytes, limit) = kind.max_bytes();
+    if size > limit_bytes {
+        return Err(UploadError::TooLarge { kind: kind.as_str(), limit, size });
+    }
+    blobs.put_file(&key, path, kind.default_content_type()).await?;
+    let blob = SealedBlob { key, version: None, size };
+    let media = check_sealed(blobs, probe, kind, &blob).await?;
+    let now = clock.now();
+    let upload = Upload {
+        id,
+        kind,
+        status: UploadStatus::PendingUpload,
+        created_at: now,
+        upload_expires_at: now,
+        finalized_at: None,
+        media: None,
+        blob: None,
+    };
+    repo.put_upload(organization, &upload).await?;
+    let finalized = upload.finalized(media, blob, now);
+    repo.record_finalized(organization, &finalized).await?.ok_or(UploadError::NotFound)
+}
+
 /// The size and kind of a sealed upload: what it holds, or why it is refused.
 async fn check_sealed(
     blobs: &dyn BlobStore,

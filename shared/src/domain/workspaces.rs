@@ -69,6 +69,11 @@ fn primary_of(workspaces: &[Workspace]) -> Option<&Workspace> {
     workspaces.iter().filter(|workspace| workspace.primary).min_by_key(|workspace| workspace.id)
 }
 
+/// The organization's primary workspace, if it has one (read only).
+pub async fn find_primary(repo: &dyn IdentityRepo, organization: OrganizationId) -> anyhow::Result<Option<Workspace>> {
+    Ok(primary_of(&repo.workspaces(organization).await?).cloned())
+}
+
 /// The ID of the primary workspace made for an organization that lists none: derived
 /// from the organization, so concurrent first uses all write the same workspace.
 fn default_workspace_id(organization: OrganizationId) -> WorkspaceId {

@@ -467,6 +467,18 @@ impl MediaToolkit for PanicsOnce {
     async fn waveform(&self, location: &str, output: &std::path::Path) -> Result<(), MediaError> {
         self.inner.waveform(location, output).await
     }
+
+    async fn loudness(&self, location: &str) -> Result<shared::domain::media::Loudness, MediaError> {
+        self.inner.loudness(location).await
+    }
+
+    async fn preview(
+        &self,
+        job: &shared::domain::media::PreviewJob,
+        output: &std::path::Path,
+    ) -> Result<(), MediaError> {
+        self.inner.preview(job, output).await
+    }
 }
 
 /// A task whose work panics fails with what the panic said, and the one worker goes on:

@@ -18,7 +18,7 @@ use crate::helpers::{call_function, dynamodb, large_entries, s3_store, TestApp};
 
 /// The run engine's functions, held to their policies by `runs::aws` (which drives runs
 /// through an API and a node-worker with recording clients).
-pub const RUN_ROUTES: [&str; 12] = [
+pub const RUN_ROUTES: [&str; 15] = [
     "start-run",
     "get-run",
     "get-run-nodes",
@@ -31,6 +31,9 @@ pub const RUN_ROUTES: [&str; 12] = [
     "redeliver-run-webhook",
     "rotate-webhook-secret",
     "delete-webhook-secret",
+    "list-avatar-profiles",
+    "create-avatar-profile",
+    "get-avatar-profile",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

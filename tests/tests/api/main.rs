@@ -5,6 +5,7 @@ mod helpers;
 mod agents;
 mod assets;
 mod auth;
+mod avatars;
 mod bulk_faults;
 mod concurrency;
 mod crashes;

@@ -208,6 +208,7 @@ impl Harness {
             sites: &app.engine().worker.sites,
             assets: app.assets().as_ref(),
             asset_manager: app.asset_manager().as_ref(),
+            avatars: app.avatars().as_ref(),
             allow_private_urls: true,
         }
     }
@@ -807,7 +808,13 @@ async fn chain_run_without_workers(backend: Backend) -> (Harness, String, shared
     let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
     let engine = harness.test.app.engine().clone();
     let run_id = RunId::parse(&run).unwrap();
-    let message = TaskMessage { organization_id: harness.test.organization, run_id, task: TaskIndex(0), attempt: 0 };
+    let message = TaskMessage {
+        organization_id: harness.test.organization,
+        run_id,
+        task: TaskIndex(0),
+        attempt: 0,
+        avatar: None,
+    };
     (harness, run, engine, message)
 }
 
@@ -874,7 +881,10 @@ async fn a_worker_that_stops_between_recording_and_queueing_loses_no_task(backen
     let redelivered = shared::domain::runs::worker::Worker { queue: recording.clone(), ..engine.worker.clone() };
     redelivered.process(message).await.unwrap();
     let sent = recording.0.lock().unwrap().clone();
-    assert_eq!(sent, [TaskMessage { organization_id: organization, run_id, task: TaskIndex(1), attempt: 0 }]);
+    assert_eq!(
+        sent,
+        [TaskMessage { organization_id: organization, run_id, task: TaskIndex(1), attempt: 0, avatar: None }]
+    );
     engine.queue.send(&sent).await.unwrap();
     let workers = serve::workers::start(&harness.test.app, 1).await.unwrap();
     let record = harness.finished(&run).await;
@@ -1052,6 +1062,7 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
         run_id: RunId::parse(&run).unwrap(),
         task: TaskIndex(0),
         attempt: 0,
+        avatar: None,
     };
     shared::core::queue::Queue::<TaskMessage>::send(&queue, &[copy]).await.unwrap();
     work_off_queue(&worker, &queue).await;
@@ -1069,6 +1080,21 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
     let (status, _) = harness.test.call(Method::DELETE, "/webhooks/secret", None).await;
     assert_eq!(status, StatusCode::OK);
     performed.entry("delete-webhook-secret").or_default().extend(take(&api_logs));
+    // Avatar profiles: a create, whose processing node-worker does (the 2 s video fails
+    // it), a read and a list.
+    let avatar = json!({ "name": "iam", "sources": { "video_id": video } });
+    let (status, created) = harness.test.call(Method::POST, "/avatar-profiles/create", Some(avatar)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    performed.entry("create-avatar-profile").or_default().extend(take(&api_logs));
+    work_off_queue(&worker, &queue).await;
+    performed.entry(NODE_WORKER).or_default().extend(take(&worker_logs));
+    let path = format!("/avatar-profiles/{}", created["id"].as_str().unwrap());
+    let (status, profile) = harness.test.call(Method::GET, &path, None).await;
+    assert_eq!((status, &profile["status"]), (StatusCode::OK, &json!("failed")), "{profile}");
+    performed.entry("get-avatar-profile").or_default().extend(take(&api_logs));
+    let (status, listed) = harness.test.call(Method::GET, "/avatar-profiles", None).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    performed.entry("list-avatar-profiles").or_default().extend(take(&api_logs));
     take(&api_logs);
     let record = harness.finished(&run).await;
     assert_eq!(record["status"], "completed", "{record}");

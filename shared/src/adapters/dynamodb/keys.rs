@@ -22,6 +22,8 @@
 //! | idempotency key | `ORG#{org}`                     | `IDEMPOTENCY#{sha256 of the key}` |
 //! | asset connection| `ORG#{org}`                     | `ASSETCONN#{workspace}` (one per workspace) |
 //! | asset item      | `ORG#{org}#ASSETS#{connection}` | `ITEM#{item}`               |
+//! | avatar profile  | `ORG#{org}`                     | `AVATAR#{id}` (v7 IDs: key order is creation order) |
+//! | avatar name     | `ORG#{org}`                     | `AVATARNAME#{workspace}#{name, trimmed, case folded}` (≤ 800 bytes) |
 
 use std::collections::HashMap;
 
@@ -104,6 +106,19 @@ pub fn workspace(organization: OrganizationId, id: WorkspaceId) -> Item {
 /// An agent with its graph.
 pub fn agent(organization: OrganizationId, id: AgentId) -> Item {
     key(organization_pk(organization), format!("{AGENT_PREFIX}{id}"))
+}
+
+/// Sort-key prefix of avatar profiles in an organization's partition.
+pub const AVATAR_PREFIX: &str = "AVATAR#";
+
+/// An avatar profile.
+pub fn avatar(organization: OrganizationId, id: crate::domain::avatars::AvatarProfileId) -> Item {
+    key(organization_pk(organization), format!("{AVATAR_PREFIX}{id}"))
+}
+
+/// The claim of an avatar name in a workspace (`name_key`: trimmed, case folded).
+pub fn avatar_name(organization: OrganizationId, workspace: WorkspaceId, name_key: &str) -> Item {
+    key(organization_pk(organization), format!("AVATARNAME#{workspace}#{name_key}"))
 }
 
 /// An upload (an asset once finalized).

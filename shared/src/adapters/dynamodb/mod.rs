@@ -4,6 +4,7 @@
 
 mod agents;
 mod assets;
+mod avatars;
 mod bulk;
 mod idempotency;
 mod identity;

@@ -108,7 +108,7 @@ fn record_number(item: &Item, prefix: &str) -> anyhow::Result<usize> {
         .ok_or_else(|| anyhow::anyhow!("a run record's key {sk:?} is not {prefix}<n>"))
 }
 
-fn media_item(record: &MediaRecord) -> Item {
+pub(super) fn media_item(record: &MediaRecord) -> Item {
     let mut item = keys::media(record.id);
     item.extend([
         ("id".to_owned(), s(record.id.to_string())),

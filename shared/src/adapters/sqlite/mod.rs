@@ -13,6 +13,7 @@
 
 mod agents;
 mod assets;
+mod avatars;
 mod idempotency;
 mod identity;
 mod runs;

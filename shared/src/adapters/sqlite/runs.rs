@@ -116,7 +116,7 @@ fn write_records(connection: &Connection, row: &Row, encoded: &Encoded) -> anyho
     Ok(())
 }
 
-fn insert_media(connection: &rusqlite::Connection, media: &[MediaRecord]) -> anyhow::Result<()> {
+pub(super) fn insert_media(connection: &rusqlite::Connection, media: &[MediaRecord]) -> anyhow::Result<()> {
     let mut statement = connection
         .prepare_cached(
             "INSERT INTO media (id, organization_id, run_id, kind, key, version, content_type, duration_ms, created_at)

@@ -191,6 +191,19 @@ pub const MIGRATIONS: &[&str] = &[
         document TEXT NOT NULL,
         PRIMARY KEY (organization_id, run_id, position)
     ) STRICT;",
+    // 8: avatar profiles; a name is unique in its workspace, compared trimmed and case
+    // folded (name_key).
+    "CREATE TABLE avatar_profiles (
+        organization_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        workspace_id TEXT NOT NULL,
+        name_key TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        document TEXT NOT NULL,
+        PRIMARY KEY (organization_id, id)
+    ) STRICT;
+    CREATE UNIQUE INDEX avatar_names ON avatar_profiles (organization_id, workspace_id, name_key);
+    CREATE INDEX avatars_by_workspace ON avatar_profiles (organization_id, workspace_id, id);",
 ];
 
 /// Refuses a file that is not a readable SQLite database or fails SQLite's own check.

@@ -204,6 +204,7 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
     const RUNS: &str = "Agent runs";
     const UPLOADS: &str = "Uploads";
     const WEBHOOKS: &str = "Webhooks";
+    const AVATARS: &str = "Avatar profiles";
     let run_filters = |doc: Doc| {
         doc.query("limit", integer(1, 100), "Runs per page, 1 to 100 (default 25)")
             .query("cursor", text(4096), "The `next_cursor` of the previous page")
@@ -306,6 +307,19 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
             .answer(201, "The item", sc.of::<s::AssetItemAnswer>())
             .general(sc, &[400, 404])
             .idempotent(sc),
+        "list-avatar-profiles" => {
+            Doc::new("List the avatar profiles of the primary workspace", AVATARS, BearerOrApiKey)
+                .answer(200, "The profiles, newest first", sc.of::<s::AvatarProfileList>())
+                .general(sc, &[])
+        }
+        "create-avatar-profile" => Doc::new("Create an avatar profile; its processing starts", AVATARS, BearerOrApiKey)
+            .body(sc.of::<s::CreateAvatarProfile>(), true)
+            .answer(201, "The profile, pending", sc.of::<s::AvatarProfile>())
+            .general(sc, &[400, 409])
+            .idempotent(sc),
+        "get-avatar-profile" => Doc::new("Read an avatar profile", AVATARS, BearerOrApiKey)
+            .answer(200, "The profile", sc.of::<s::AvatarProfile>())
+            .general(sc, &[404]),
         "start-run" => Doc::new("Start a run of an agent", RUNS, BearerOrApiKey)
             .body(sc.of::<s::StartRun>(), false)
             .answer(200, "The run started", sc.of::<s::RunStarted>())

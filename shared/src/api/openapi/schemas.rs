@@ -1041,3 +1041,72 @@ pub struct WebhookSecret {
     pub created_at: Time,
     pub message: String,
 }
+
+/// An avatar profile's state: `ready` means fully prepared; a `failed` one cannot be used.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AvatarStatus {
+    Pending,
+    Processing,
+    Ready,
+    Failed,
+}
+
+/// An avatar profile.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AvatarProfile {
+    /// Passed as `avatar_profile_id` in an AI Avatar node.
+    pub id: Uuid,
+    /// Signed, valid 7 days: the first seconds of the avatar, 480 px wide. Null until
+    /// processing made it.
+    #[schema(required = true)]
+    pub video_preview_url: Option<String>,
+    pub name: String,
+    pub status: AvatarStatus,
+    /// Why processing failed; null otherwise.
+    #[schema(required = true)]
+    pub status_message: Option<String>,
+}
+
+/// `GET /avatar-profiles`: the profiles of the organization's primary workspace, newest first.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AvatarProfileList {
+    pub avatar_profiles: Vec<AvatarProfile>,
+}
+
+/// The sources of a new avatar: a video source (`video_url` or `video_id`), or an image
+/// source and an audio source. Video and voice recordings are 4 to 15 seconds long. Null
+/// is the same as leaving a property out.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AvatarSources {
+    /// An http(s) URL, fetched when the profile is processed and stored as an upload.
+    #[serde(default)]
+    #[schema(format = "uri", max_length = 2048)]
+    pub video_url: Option<String>,
+    #[serde(default)]
+    #[schema(format = "uri", max_length = 2048)]
+    pub audio_url: Option<String>,
+    #[serde(default)]
+    #[schema(format = "uri", max_length = 2048)]
+    pub image_url: Option<String>,
+    /// A ready video upload of the organization.
+    #[serde(default)]
+    pub video_id: Option<Uuid>,
+    #[serde(default)]
+    pub audio_id: Option<Uuid>,
+    #[serde(default)]
+    pub image_id: Option<Uuid>,
+}
+
+/// `POST /avatar-profiles/create`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateAvatarProfile {
+    /// Unique in the workspace (compared trimmed, ignoring case).
+    #[schema(min_length = 1, max_length = 200)]
+    pub name: String,
+    pub sources: AvatarSources,
+}

@@ -75,6 +75,32 @@ impl MediaType {
     }
 }
 
+/// How loud a sound is (ffmpeg's `volumedetect`) and how long it is silent
+/// (`silencedetect` below [`SILENCE_DB`] for at least [`SILENCE_MIN_S`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Loudness {
+    pub mean_db: f64,
+    pub max_db: f64,
+    pub silent_ms: u64,
+}
+
+/// The level below which a stretch of sound counts as silence, in dBFS.
+pub const SILENCE_DB: i32 = -40;
+/// The shortest stretch below [`SILENCE_DB`] counted as silence, in seconds.
+pub const SILENCE_MIN_S: f64 = 0.3;
+
+/// A preview to make: the first `seconds` of a video (with its sound), or of a picture
+/// shown over a sound; `width` pixels wide.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PreviewJob {
+    pub video: Option<String>,
+    pub image: Option<String>,
+    pub audio: Option<String>,
+    pub seconds: u32,
+    pub width: u32,
+    pub budget: Duration,
+}
+
 /// A media file a job reads, with what is known of it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RenderInput {

@@ -76,6 +76,10 @@ pub trait MediaToolkit: Send + Sync {
     async fn thumbnail(&self, location: &str, duration_ms: u64, output: &std::path::Path) -> Result<(), MediaError>;
     /// Writes a JPEG picture of the waveform of the sound at `location` to `output`.
     async fn waveform(&self, location: &str, output: &std::path::Path) -> Result<(), MediaError>;
+    /// How loud the sound of the media at `location` is, and how much of it is silence.
+    async fn loudness(&self, location: &str) -> Result<super::Loudness, MediaError>;
+    /// Writes a short H.264/AAC MP4 preview of `job` to `output`.
+    async fn preview(&self, job: &super::PreviewJob, output: &std::path::Path) -> Result<(), MediaError>;
 }
 
 /// Why a download failed.

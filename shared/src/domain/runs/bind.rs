@@ -14,6 +14,7 @@ use super::start::{InputItem, InputRef, Inputs};
 use super::{AssetFile, BoundInput, InputSource, MediaId, MediaKind, MediaRecord, RunId, RuntimeNode};
 use crate::core::retry::Unavailable;
 use crate::domain::asset_manager::{self, Artifact, AssetItemId};
+use crate::domain::avatars::{AvatarProfileId, AvatarStatus};
 use crate::domain::graph::AgentNodeId;
 use crate::domain::identity::OrganizationId;
 use crate::domain::media::ports::DownloadError;
@@ -217,10 +218,26 @@ impl<'a> Binder<'a> {
                 }
             }
             if let Some(Generation::Avatar { profile, .. }) = node.settings().generation() {
-                // Avatar profiles are not stored by this deployment yet: no ID names one.
-                return Err(RunError::Invalid(format!(
-                    "node {original} ({name}): avatar_profile_id {profile} was not found"
-                )));
+                // Unknown, another organization's or failed: refused now. Pending or
+                // processing: the node's task waits (`blocked`) until it is ready.
+                let found = match AvatarProfileId::parse(&profile) {
+                    Some(id) => self.ports.avatars.get_avatar(self.organization, id).await?,
+                    None => None,
+                };
+                match found {
+                    None => {
+                        return Err(RunError::Invalid(format!(
+                            "node {original} ({name}): avatar_profile_id {profile} was not found"
+                        )))
+                    }
+                    Some(found) if found.status == AvatarStatus::Failed => {
+                        return Err(RunError::Invalid(format!(
+                            "node {original} ({name}): avatar profile {profile} failed ({}); it cannot be used",
+                            found.status_message.unwrap_or_default()
+                        )))
+                    }
+                    Some(_) => {}
+                }
             }
             let connected = connected_media(nodes, node);
             for UploadUse { param, kind, value } in node.settings().uploads() {

@@ -202,7 +202,9 @@ impl Run {
             }
         }
         let abandoned = task.status == TaskStatus::Running;
-        if task.status != TaskStatus::Queued && !abandoned {
+        // A blocked task's message comes back to look again at what it waits for.
+        let waiting = task.status == TaskStatus::Blocked;
+        if task.status != TaskStatus::Queued && !abandoned && !waiting {
             return Claim::Refused(format!("the task is {:?}", task.status).to_lowercase());
         }
         if task.claims >= MAX_CLAIMS {
@@ -286,6 +288,22 @@ impl Run {
         }
         self.touch(now);
         Some(self.settle_after(index, now))
+    }
+
+    /// Records that a task waits for something not ready yet (an avatar profile being
+    /// processed): `blocked`, its claims forgotten (waiting is not a worker stopping);
+    /// its message comes back to claim it again. False when the attempt is no longer
+    /// running.
+    pub fn block(&mut self, index: TaskIndex, attempt: u32, now: Timestamp) -> bool {
+        if !self.still_running(index, attempt) {
+            return false;
+        }
+        self.set_status(index, TaskStatus::Blocked);
+        let task = &mut self.tasks[index];
+        task.lease_until = None;
+        task.claims = 0;
+        self.touch(now);
+        true
     }
 
     /// Records a task's failure (see [`Run::complete`] for when nothing changes).

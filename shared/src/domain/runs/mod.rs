@@ -593,6 +593,8 @@ pub enum MediaKind {
     Input,
     /// An output's timeline project (a zip).
     Timeline,
+    /// An avatar profile's preview (its `run_id` is the profile's ID).
+    Preview,
 }
 
 impl MediaKind {
@@ -602,11 +604,14 @@ impl MediaKind {
             Self::Thumbnail => "thumbnail",
             Self::Input => "input",
             Self::Timeline => "timeline",
+            Self::Preview => "preview",
         }
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        [Self::Render, Self::Thumbnail, Self::Input, Self::Timeline].into_iter().find(|kind| kind.as_str() == text)
+        [Self::Render, Self::Thumbnail, Self::Input, Self::Timeline, Self::Preview]
+            .into_iter()
+            .find(|kind| kind.as_str() == text)
     }
 }
 

@@ -322,10 +322,15 @@ fn join_chains(
         let chain = alias[source.0];
         let chain_last = *tasks[chain].nodes.last().unwrap_or(&node);
         let chain_first = tasks[chain].nodes[0];
+        // A generation's file goes to its one Destination in the same task (the task
+        // that makes it delivers it); edits of it are tasks of their own.
+        let delivers_generated = tasks[chain].source == TaskSource::Generate
+            && tasks[chain].nodes.len() == 1
+            && nodes[node].kind() == Some(NodeKind::Destination);
+        let edit_chain = matches!(tasks[chain].source, TaskSource::Tasks { .. }) && joins_chain(&nodes[chain_first]);
         if joins_chain(&nodes[node])
             && consumers[source.0] == 1
-            && matches!(tasks[chain].source, TaskSource::Tasks { .. })
-            && joins_chain(&nodes[chain_first])
+            && (edit_chain || delivers_generated)
             && !is_output(chain_last)
         {
             tasks[chain].nodes.push(node);

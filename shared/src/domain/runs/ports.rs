@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 
 use super::{MediaId, MediaRecord, Run, RunId, RunStatus, TaskIndex};
+use crate::domain::avatars::AvatarProfileId;
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::domain::webhooks::WebhookDelivery;
@@ -92,4 +93,21 @@ pub struct TaskMessage {
     pub run_id: RunId,
     pub task: TaskIndex,
     pub attempt: u32,
+    /// Set on a message that processes this avatar profile instead (the node-task queue
+    /// carries both; its run fields are then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avatar: Option<AvatarProfileId>,
+}
+
+impl TaskMessage {
+    /// The message that processes an avatar profile.
+    pub fn avatar(organization: OrganizationId, id: AvatarProfileId) -> Self {
+        TaskMessage {
+            organization_id: organization,
+            run_id: RunId::from_uuid(uuid::Uuid::nil()),
+            task: TaskIndex(0),
+            attempt: 0,
+            avatar: Some(id),
+        }
+    }
 }

@@ -60,6 +60,8 @@ pub struct RunPorts<'a> {
     /// Workspaces' asset-manager connections, and the managers' items.
     pub assets: &'a dyn AssetRepo,
     pub asset_manager: &'a dyn AssetManager,
+    /// Avatar profiles, which AI Avatar nodes name.
+    pub avatars: &'a dyn crate::domain::avatars::AvatarRepo,
     /// Whether URL inputs and `callback_url` may reach private addresses.
     pub allow_private_urls: bool,
 }
@@ -83,6 +85,7 @@ pub async fn send_tasks(queue: &dyn Queue<TaskMessage>, run: &Run, tasks: &[Task
             run_id: run.id,
             task: *task,
             attempt: run.tasks[*task].attempt,
+            avatar: None,
         })
         .collect();
     queue.send(&messages).await

@@ -35,6 +35,8 @@ pub(super) enum Made {
     /// Failed because of this node.
     FailedAt(String, NodeIndex),
     Cancelled,
+    /// Waits for something not ready yet.
+    Blocked,
 }
 
 /// Where one task's files go: a scratch folder of its own, and keys under one base.
@@ -82,6 +84,7 @@ impl Worker {
             Made::Failed(message) => return Ok(Outcome::Failed(message, None)),
             Made::FailedAt(message, node) => return Ok(Outcome::Failed(message, Some(node))),
             Made::Cancelled => return Ok(Outcome::Cancelled),
+            Made::Blocked => return Ok(Outcome::Blocked),
             Made::Existing(file) => file,
             Made::Rendered => match self.store_made(&workspace, &output, MediaType::Video).await? {
                 Ok(file) => file,
@@ -145,7 +148,13 @@ impl Worker {
         kind: MediaKind,
         workspace: &Workspace,
     ) -> anyhow::Result<(Delivered, Vec<MediaRecord>)> {
-        let thumbnail = self.thumbnail(run, index, file, workspace).await?;
+        // A generated file an edit goes on to use is linked (sources, the timeline), but
+        // shown nowhere: no thumbnail.
+        let shown = kind == MediaKind::Render || !matches!(run.tasks[index].source, TaskSource::Generate);
+        let thumbnail = match shown {
+            true => self.thumbnail(run, index, file, workspace).await?,
+            false => None,
+        };
         let now = self.clock.now();
         let record =
             |key: &str, version: Option<&String>, kind: MediaKind, content_type: &str, duration_ms| MediaRecord {

@@ -5,7 +5,8 @@ use std::path::Path;
 
 use super::execute::{Made, Stop};
 use super::Worker;
-use crate::domain::generation::GenerationError;
+use crate::domain::avatars::{AvatarFile, AvatarProfileId, AvatarStatus};
+use crate::domain::generation::{AvatarReference, AvatarRequest, GenerationError, SpeechRequest};
 use crate::domain::media::MediaType;
 use crate::domain::nodes::Generation;
 use crate::domain::runs::{NodeIndex, Run, TaskIndex};
@@ -39,8 +40,8 @@ impl Worker {
                 let provider = &self.generators.audio;
                 (provider.name().to_owned(), provider.generate(request, &output, stop).await)
             }
-            Generation::Avatar { profile, .. } => {
-                return Ok(Made::FailedAt(format!("AI Avatar: avatar profile {profile} was not found"), node));
+            Generation::Avatar { profile, script, video_model } => {
+                return self.avatar_task(run, node, profile, script, video_model, scratch, stop).await;
             }
         };
         Ok(match made {
@@ -52,6 +53,88 @@ impl Worker {
         })
     }
 }
+
+impl Worker {
+    /// An AI Avatar node's task: the profile's reference speaking the script. Waits
+    /// (`blocked`) while the profile is processed, for at most [`AVATAR_WAIT`].
+    #[allow(clippy::too_many_arguments)]
+    async fn avatar_task(
+        &self,
+        run: &Run,
+        node: NodeIndex,
+        profile: &str,
+        script: &str,
+        video_model: &str,
+        scratch: &Path,
+        stop: &Stop,
+    ) -> anyhow::Result<Made> {
+        let failed = |message: String| Ok(Made::FailedAt(format!("AI Avatar: {message}"), node));
+        let found = match AvatarProfileId::parse(profile) {
+            Some(id) => self.avatars.get_avatar(run.organization_id, id).await?,
+            None => None,
+        };
+        let Some(found) = found else { return failed(format!("avatar profile {profile} was not found")) };
+        let reference = match (found.status, &found.reference) {
+            (AvatarStatus::Ready, Some(reference)) => reference,
+            (AvatarStatus::Pending | AvatarStatus::Processing, _) => {
+                let waited = self.clock.now().unix_millis().saturating_sub(found.created_at.unix_millis());
+                if waited > AVATAR_WAIT.as_millis() as u64 {
+                    return failed(format!(
+                        "avatar profile {profile} was still being processed after {} minutes",
+                        AVATAR_WAIT.as_secs() / 60
+                    ));
+                }
+                return Ok(Made::Blocked);
+            }
+            _ => {
+                let why = found.status_message.unwrap_or_else(|| "no reason recorded".into());
+                return failed(format!("avatar profile {profile} failed: {why}"));
+            }
+        };
+        let speech = scratch.join("speech.wav");
+        let speaker = &self.generators.speech;
+        match speaker.generate(&SpeechRequest { text: script.to_owned() }, &speech, stop).await {
+            Ok(()) => {}
+            Err(GenerationError::Cancelled) => return Ok(Made::Cancelled),
+            Err(error) => return failed(format!("the script could not be spoken: {error}")),
+        }
+        let speech_ms = match self.probe.probe(&format!("file:{}", speech.display())).await {
+            Ok(report) => report.duration_seconds.map_or(0, |seconds| (seconds * 1000.0).round() as u64),
+            Err(error) => return failed(format!("{} made no readable speech: {error}", speaker.name())),
+        };
+        if speech_ms == 0 {
+            return failed(format!("{} made speech of no length", speaker.name()));
+        }
+        let blobs = self.blobs.as_ref();
+        let location = |file: &AvatarFile| {
+            let (key, version) = (file.key.clone(), file.version.clone());
+            async move { blobs.read_location(&key, version.as_deref()).await }
+        };
+        let source = match (&reference.video, &reference.image) {
+            (Some(video), _) => AvatarReference::Video { location: location(video).await? },
+            (None, Some(image)) => AvatarReference::Image { location: location(image).await? },
+            (None, None) => return failed(format!("avatar profile {profile} has no reference")),
+        };
+        let request = AvatarRequest {
+            reference: source,
+            speech,
+            speech_ms,
+            video_model: video_model.to_owned(),
+            width: reference.width,
+            height: reference.height,
+        };
+        let output = scratch.join("generated.mp4");
+        let provider = &self.generators.avatar;
+        Ok(match provider.generate(&request, &output, stop).await {
+            Ok(()) => Made::Generated { path: output, media: MediaType::Video, provider: provider.name().to_owned() },
+            Err(GenerationError::Cancelled) => Made::Cancelled,
+            Err(error) => Made::FailedAt(error.to_string(), node),
+        })
+    }
+}
+
+/// Longest an AI Avatar task waits for its profile's processing.
+pub const AVATAR_WAIT: std::time::Duration = std::time::Duration::from_secs(2 * 60 * 60);
 
 /// What the probe of a generated file must find, by what it should hold.
 pub(super) fn expected(media: MediaType) -> &'static str {

@@ -21,11 +21,13 @@ use super::service::{change_run, send_tasks, Change, RunError};
 use super::{MediaFile, MediaRecord, NodeIndex, Run, RunStatus, TaskIndex, TaskStatus};
 use crate::core::queue::Queue;
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
+use crate::domain::avatars::AvatarRepo;
 use crate::domain::generation::Generators;
 use crate::domain::identity::OrganizationId;
 use crate::domain::media::ports::{BlobStore, Downloader, MediaProbe, MediaToolkit};
 use crate::domain::sites::Sites;
 use crate::domain::time::{Clock, Timestamp};
+use crate::domain::uploads::UploadRepo;
 use crate::domain::webhooks::ports::WebhookRepo;
 use crate::domain::webhooks::{DeliveryState, WebhookMessage};
 
@@ -47,6 +49,12 @@ pub struct Worker {
     pub sites: Sites,
     /// The providers of generation nodes.
     pub generators: Generators,
+    /// Avatar profiles: processed by this worker, read by AI Avatar tasks.
+    pub avatars: Arc<dyn AvatarRepo>,
+    /// Uploads (an avatar's sources, and the URL sources it stores as uploads).
+    pub uploads: Arc<dyn UploadRepo>,
+    /// How long a task blocked on an avatar profile waits before it looks again.
+    pub blocked_retry: Duration,
     pub clock: Arc<dyn Clock>,
     /// Records the runs' webhook events.
     pub notifier: Notifier,
@@ -71,6 +79,8 @@ pub(super) enum Outcome {
     /// Failed, with the message and the node it is about, if one.
     Failed(String, Option<NodeIndex>),
     Cancelled,
+    /// Waits for something not ready yet (an avatar profile being processed).
+    Blocked,
 }
 
 /// What became of a task message.
@@ -106,6 +116,9 @@ impl Worker {
     /// back after another worker's claim; an error means it should be delivered again
     /// later.
     pub async fn process(&self, message: TaskMessage) -> anyhow::Result<Processed> {
+        if let Some(avatar) = message.avatar {
+            return self.process_avatar(message.organization_id, avatar).await;
+        }
         let run = match self.claim(message).await? {
             Claimed::Run(run) => run,
             Claimed::Nothing => return Ok(Processed::Done),
@@ -134,7 +147,9 @@ impl Worker {
             Outcome::Done { .. } => "completed",
             Outcome::Failed(..) => "failed",
             Outcome::Cancelled => "cancelled",
+            Outcome::Blocked => "blocked",
         };
+        let blocked = matches!(outcome, Outcome::Blocked);
         tracing::info!(
             run_id = %message.run_id,
             task = message.task.0,
@@ -144,7 +159,39 @@ impl Worker {
             ms = started.elapsed().as_secs_f64() * 1000.0,
             "node task"
         );
-        self.record(message, outcome).await.map(|()| Processed::Done)
+        self.record(message, outcome).await?;
+        // A blocked task's message comes back to look again.
+        Ok(if blocked { Processed::Later(self.blocked_retry) } else { Processed::Done })
+    }
+
+    /// Processes an avatar profile (a message of the node-task queue too).
+    async fn process_avatar(
+        &self,
+        organization: OrganizationId,
+        id: crate::domain::avatars::AvatarProfileId,
+    ) -> anyhow::Result<Processed> {
+        use crate::domain::avatars::processing::{self, AvatarWork};
+        tokio::fs::create_dir_all(&self.scratch).await?;
+        let scratch = tempfile::Builder::new().prefix("avatar-").tempdir_in(&self.scratch)?;
+        let work = AvatarWork {
+            avatars: self.avatars.as_ref(),
+            uploads: self.uploads.as_ref(),
+            blobs: self.blobs.as_ref(),
+            probe: self.probe.as_ref(),
+            downloader: self.downloader.as_ref(),
+            toolkit: self.toolkit.as_ref(),
+            clock: self.clock.as_ref(),
+            scratch: scratch.path(),
+            budget: self.task_budget,
+        };
+        match processing::process(&work, organization, id).await {
+            Ok(processing::Processed::Done) => Ok(Processed::Done),
+            Ok(processing::Processed::Held(until)) => {
+                let wait = until.unix_millis().saturating_sub(self.clock.now().unix_millis()) + 1_000;
+                Ok(Processed::Later(Duration::from_millis(wait)))
+            }
+            Err(error) => Err(anyhow::anyhow!("processing avatar profile {id}: {error}")),
+        }
     }
 
     /// Takes the message's attempt for this worker: the run to work on, or None when
@@ -152,7 +199,7 @@ impl Worker {
     /// its task ended) sends again what its task queued and the run's never-attempted
     /// webhook deliveries, in case the worker that ended it stopped before sending them.
     async fn claim(&self, message: TaskMessage) -> anyhow::Result<Claimed> {
-        let TaskMessage { organization_id: organization, run_id, task, attempt } = message;
+        let TaskMessage { organization_id: organization, run_id, task, attempt, .. } = message;
         let (now, lease) = (self.clock.now(), self.lease());
         let changed =
             change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
@@ -214,16 +261,31 @@ impl Worker {
 
     /// [`Self::record`]'s one attempt at storing the outcome.
     async fn record_once(&self, message: TaskMessage, outcome: &Outcome) -> Result<(), RunError> {
-        let TaskMessage { organization_id: organization, run_id, task, attempt } = message;
+        let TaskMessage { organization_id: organization, run_id, task, attempt, .. } = message;
         if matches!(outcome, Outcome::Cancelled) {
             // The cancel recorded the task's end already.
             return Ok(());
+        }
+        if matches!(outcome, Outcome::Blocked) {
+            let now = self.clock.now();
+            let changed =
+                change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
+                    Ok(match run.block(task, attempt, now) {
+                        true => Change::Store((), Vec::new()),
+                        false => Change::Keep(()),
+                    })
+                })
+                .await;
+            return match changed {
+                Ok(_) | Err(RunError::NotFound) => Ok(()),
+                Err(error) => Err(error),
+            };
         }
         let now = self.clock.now();
         let changed =
             change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
                 let recorded = match &outcome {
-                    Outcome::Cancelled => None,
+                    Outcome::Cancelled | Outcome::Blocked => None,
                     Outcome::Done { file, delivered, media } => run
                         .complete(task, attempt, file.clone(), delivered.clone(), now)
                         .map(|queued| (queued, media.clone())),
@@ -311,6 +373,7 @@ impl Run {
             run_id: self.id,
             task: index,
             attempt: self.tasks[index].attempt,
+            avatar: None,
         }
     }
 }

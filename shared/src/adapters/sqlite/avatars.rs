@@ -1,0 +1,113 @@
+//! Avatar profiles in SQLite: one row each, the profile as a JSON document beside the
+//! columns its rules need. A unique index on `(organization_id, workspace_id, name_key)`
+//! refuses a second profile of the same name in a workspace; an update is conditional
+//! on the version it read.
+
+use async_trait::async_trait;
+use rusqlite::{params, OptionalExtension};
+
+use super::runs::insert_media;
+use super::{Db, Sqlite};
+use crate::domain::avatars::{AvatarProfile, AvatarProfileId, AvatarRepo};
+use crate::domain::identity::OrganizationId;
+use crate::domain::runs::MediaRecord;
+use crate::domain::workspaces::WorkspaceId;
+
+fn profile_of(document: &str) -> anyhow::Result<AvatarProfile> {
+    Ok(serde_json::from_str(document)?)
+}
+
+#[async_trait]
+impl AvatarRepo for Sqlite {
+    async fn create_avatar(&self, profile: &AvatarProfile) -> anyhow::Result<bool> {
+        let (profile, document) = (profile.clone(), serde_json::to_string(profile)?);
+        self.write(move |transaction| {
+            let inserted = transaction.execute(
+                "INSERT INTO avatar_profiles (organization_id, id, workspace_id, name_key, version, document)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    profile.organization_id.to_string(),
+                    profile.id.to_string(),
+                    profile.workspace_id.to_string(),
+                    profile.name_key(),
+                    profile.version as i64,
+                    document
+                ],
+            );
+            match inserted {
+                Ok(_) => Ok(true),
+                Err(rusqlite::Error::SqliteFailure(error, _))
+                    if error.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE =>
+                {
+                    Ok(false)
+                }
+                Err(error) => Err(error).db("recording an avatar profile"),
+            }
+        })
+        .await
+    }
+
+    async fn get_avatar(
+        &self,
+        organization: OrganizationId,
+        id: AvatarProfileId,
+    ) -> anyhow::Result<Option<AvatarProfile>> {
+        self.call(move |connection| {
+            let document: Option<String> = connection
+                .prepare_cached("SELECT document FROM avatar_profiles WHERE organization_id = ?1 AND id = ?2")
+                .db("reading an avatar profile")?
+                .query_row([organization.to_string(), id.to_string()], |row| row.get(0))
+                .optional()
+                .db("reading an avatar profile")?;
+            document.as_deref().map(profile_of).transpose()
+        })
+        .await
+    }
+
+    async fn list_avatars(
+        &self,
+        organization: OrganizationId,
+        workspace: WorkspaceId,
+    ) -> anyhow::Result<Vec<AvatarProfile>> {
+        self.call(move |connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT document FROM avatar_profiles WHERE organization_id = ?1 AND workspace_id = ?2
+                     ORDER BY id DESC",
+                )
+                .db("listing avatar profiles")?;
+            let documents = statement
+                .query_map([organization.to_string(), workspace.to_string()], |row| row.get::<_, String>(0))
+                .db("listing avatar profiles")?
+                .collect::<Result<Vec<String>, _>>()
+                .db("listing avatar profiles")?;
+            documents.iter().map(|document| profile_of(document)).collect()
+        })
+        .await
+    }
+
+    async fn update_avatar(&self, profile: &AvatarProfile, preview: Option<&MediaRecord>) -> anyhow::Result<bool> {
+        let (profile, document) = (profile.clone(), serde_json::to_string(profile)?);
+        let preview: Vec<MediaRecord> = preview.into_iter().cloned().collect();
+        self.write(move |transaction| {
+            let changed = transaction
+                .execute(
+                    "UPDATE avatar_profiles SET version = ?3, document = ?4
+                     WHERE organization_id = ?1 AND id = ?2 AND version = ?5",
+                    params![
+                        profile.organization_id.to_string(),
+                        profile.id.to_string(),
+                        profile.version as i64,
+                        document,
+                        profile.version as i64 - 1
+                    ],
+                )
+                .db("updating an avatar profile")?;
+            if changed == 1 {
+                insert_media(transaction, &preview)?;
+            }
+            Ok(changed == 1)
+        })
+        .await
+    }
+}

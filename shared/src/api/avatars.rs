@@ -1,0 +1,63 @@
+//! The avatar profile endpoints: list, create (201, processing queued) and read. Each:
+//! auth (bearer or X-API-Key), parse, one domain call, map.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::{json, Value};
+
+use super::body::json_body;
+use super::runs::{links, organization, queues};
+use super::{json_response, ApiError, Call, Response};
+use crate::app::{App, Queues};
+use crate::domain::avatars::{self, AvatarError, AvatarPorts};
+
+fn ports<'a>(app: &'a App, queues: &'a Queues) -> AvatarPorts<'a> {
+    AvatarPorts {
+        avatars: app.avatars().as_ref(),
+        uploads: app.uploads().as_ref(),
+        identity: app.identity().as_ref(),
+        queue: queues.tasks.as_ref(),
+        clock: app.clock.as_ref(),
+    }
+}
+
+fn map_error(error: AvatarError, action: &'static str) -> ApiError {
+    let message = error.to_string();
+    match error {
+        AvatarError::Invalid(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
+        AvatarError::NameTaken(_) => ApiError::detail(StatusCode::CONFLICT, message),
+        AvatarError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
+        AvatarError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action} the avatar profile")),
+    }
+}
+
+/// `GET /avatar-profiles`
+pub async fn list_profiles(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let profiles = avatars::list(app.avatars().as_ref(), app.identity().as_ref(), organization)
+        .await
+        .map_err(|error| map_error(error, "list"))?;
+    let (links, now) = (links(&app, &call), app.clock.now());
+    let views: Vec<Value> = profiles.iter().map(|profile| avatars::view(profile, &links, now)).collect();
+    Ok(json_response(StatusCode::OK, &json!({ "avatar_profiles": views })))
+}
+
+/// `POST /avatar-profiles/create`
+pub async fn create_profile(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let body = json_body(&call.request)?;
+    let queues = queues(&app)?;
+    let profile =
+        avatars::create(&ports(&app, queues), organization, &body).await.map_err(|error| map_error(error, "create"))?;
+    Ok(json_response(StatusCode::CREATED, &avatars::view(&profile, &links(&app, &call), app.clock.now())))
+}
+
+/// `GET /avatar-profiles/{id}`
+pub async fn get_profile(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let profile = avatars::get(app.avatars().as_ref(), organization, call.params.get("id"))
+        .await
+        .map_err(|error| map_error(error, "read"))?;
+    Ok(json_response(StatusCode::OK, &avatars::view(&profile, &links(&app, &call), app.clock.now())))
+}

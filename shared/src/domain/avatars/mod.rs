@@ -1,0 +1,457 @@
+//! Avatar profiles: a reusable person an AI Avatar node speaks as, made from a video of
+//! them, or a picture of them and a recording of their voice. Created `pending` in the
+//! organization's primary workspace, then processed by a queued task (`processing →
+//! ready | failed`): the sources are fetched, probed and checked (length, streams,
+//! audible speech) and a short preview is made.
+
+pub mod processing;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::identity::{IdentityRepo, OrganizationId};
+use super::runs::ports::TaskMessage;
+use super::runs::views::MediaLinks;
+use super::runs::{MediaId, MediaRecord};
+use super::time::{Clock, Timestamp};
+use super::uploads::{Upload, UploadId, UploadKind, UploadRepo, UploadStatus};
+use super::workspaces::WorkspaceId;
+use super::workspaces::{ensure_primary, find_primary};
+use crate::core::queue::Queue;
+
+crate::typed_id!(
+    /// Identifies an avatar profile (version 7: later profiles sort after earlier ones).
+    AvatarProfileId
+);
+
+/// Longest avatar name, in characters (the contract's limit).
+pub const MAX_NAME_CHARS: usize = 200;
+/// Shortest video or voice recording an avatar is made from.
+pub const MIN_SOURCE_MS: u64 = 4_000;
+/// Longest video or voice recording an avatar is made from.
+pub const MAX_SOURCE_MS: u64 = 15_000;
+/// Longest URL source.
+const MAX_URL_CHARS: usize = 2_048;
+
+/// Where an avatar profile is in its processing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AvatarStatus {
+    Pending,
+    Processing,
+    Ready,
+    Failed,
+}
+
+impl AvatarStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Processing => "processing",
+            Self::Ready => "ready",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// One source of an avatar as given: an upload of this organization, or a URL fetched
+/// when the profile is processed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AvatarSource {
+    Upload { id: UploadId },
+    Url { url: String },
+}
+
+/// The sources of an avatar: a video, or a picture and a voice recording.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AvatarSources {
+    pub video: Option<AvatarSource>,
+    pub image: Option<AvatarSource>,
+    pub audio: Option<AvatarSource>,
+}
+
+/// A stored file of a ready avatar: an upload asset (URL sources become uploads).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AvatarFile {
+    pub upload: UploadId,
+    pub key: String,
+    pub version: Option<String>,
+}
+
+/// What processing found and made: the files a run's avatar is made from, their size,
+/// and the preview's link.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AvatarReference {
+    pub video: Option<AvatarFile>,
+    pub image: Option<AvatarFile>,
+    pub audio: Option<AvatarFile>,
+    /// The picture's size, even, at most 1080 on its long side.
+    pub width: u32,
+    pub height: u32,
+    pub preview: Option<MediaId>,
+}
+
+/// An avatar profile as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AvatarProfile {
+    pub id: AvatarProfileId,
+    pub organization_id: OrganizationId,
+    pub workspace_id: WorkspaceId,
+    pub name: String,
+    pub status: AvatarStatus,
+    pub status_message: Option<String>,
+    pub sources: AvatarSources,
+    pub reference: Option<AvatarReference>,
+    /// Processing attempts started (a worker that stopped leaves its attempt behind).
+    pub attempts: u32,
+    /// While `processing`, the attempt's claim holds until then.
+    pub processing_until: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// Incremented by every stored change; a write names the version it read.
+    pub version: u64,
+}
+
+impl AvatarProfile {
+    /// The key two names of a workspace may not share: trimmed, case folded.
+    pub fn name_key(&self) -> String {
+        name_key(&self.name)
+    }
+}
+
+/// The uniqueness key of an avatar name.
+pub fn name_key(name: &str) -> String {
+    name.trim().to_lowercase()
+}
+
+/// Avatar profiles as stored.
+#[async_trait]
+pub trait AvatarRepo: Send + Sync {
+    /// Stores a new profile; false (nothing stored) when its workspace has a profile of
+    /// the same name (case-insensitive), however many creates run at once.
+    async fn create_avatar(&self, profile: &AvatarProfile) -> anyhow::Result<bool>;
+    /// A profile of the organization.
+    async fn get_avatar(
+        &self,
+        organization: OrganizationId,
+        id: AvatarProfileId,
+    ) -> anyhow::Result<Option<AvatarProfile>>;
+    /// The profiles of a workspace, newest first.
+    async fn list_avatars(
+        &self,
+        organization: OrganizationId,
+        workspace: WorkspaceId,
+    ) -> anyhow::Result<Vec<AvatarProfile>>;
+    /// Stores `profile` if the stored one is still at `profile.version - 1`, with the
+    /// media record of its preview when it has a new one, in one atomic write; false
+    /// when another writer came first.
+    async fn update_avatar(&self, profile: &AvatarProfile, preview: Option<&MediaRecord>) -> anyhow::Result<bool>;
+}
+
+/// A refused create, or a failure of ours.
+#[derive(Debug, thiserror::Error)]
+pub enum AvatarError {
+    /// 400, naming the field.
+    #[error("{0}")]
+    Invalid(String),
+    /// 409.
+    #[error("an avatar profile named {0:?} already exists in this workspace")]
+    NameTaken(String),
+    /// 404.
+    #[error("Avatar profile not found")]
+    NotFound,
+    #[error("avatar storage failed: {0:#}")]
+    Backend(#[from] anyhow::Error),
+}
+
+/// What a create asks for, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewAvatar {
+    pub name: String,
+    pub sources: AvatarSources,
+}
+
+/// The six properties `sources` takes, and the kind of each.
+const SOURCE_FIELDS: [(&str, UploadKind, bool); 6] = [
+    ("video_url", UploadKind::Video, true),
+    ("video_id", UploadKind::Video, false),
+    ("image_url", UploadKind::Image, true),
+    ("image_id", UploadKind::Image, false),
+    ("audio_url", UploadKind::Audio, true),
+    ("audio_id", UploadKind::Audio, false),
+];
+
+/// Parses a create body `{name, sources}`: every refusal names the field.
+pub fn parse_new(body: &Map<String, Value>) -> Result<NewAvatar, AvatarError> {
+    let invalid = |message: String| AvatarError::Invalid(message);
+    if let Some(extra) = body.keys().find(|key| !matches!(key.as_str(), "name" | "sources")) {
+        return Err(invalid(format!("{} is not a property of an avatar profile", excerpt(extra))));
+    }
+    let name = match body.get("name") {
+        Some(Value::String(name)) => name.trim().to_owned(),
+        Some(_) => return Err(invalid("name must be a string".into())),
+        None => return Err(invalid("name is required".into())),
+    };
+    let chars = name.chars().count();
+    if chars == 0 || chars > MAX_NAME_CHARS {
+        return Err(invalid(format!("name must be 1 to {MAX_NAME_CHARS} characters after trimming, got {chars}")));
+    }
+    let sources = match body.get("sources") {
+        Some(Value::Object(sources)) => sources,
+        Some(_) => return Err(invalid("sources must be an object".into())),
+        None => return Err(invalid("sources is required".into())),
+    };
+    if let Some(extra) = sources.keys().find(|key| !SOURCE_FIELDS.iter().any(|(field, ..)| field == key)) {
+        return Err(invalid(format!(
+            "sources.{} is not a source: use video_url, video_id, image_url, image_id, audio_url or audio_id",
+            excerpt(extra)
+        )));
+    }
+    let mut parsed = AvatarSources::default();
+    for (field, kind, is_url) in SOURCE_FIELDS {
+        let source = match sources.get(field) {
+            None | Some(Value::Null) => continue,
+            Some(Value::String(text)) if is_url => {
+                check_url(text, &format!("sources.{field}")).map_err(invalid)?;
+                AvatarSource::Url { url: text.clone() }
+            }
+            Some(Value::String(text)) => match UploadId::parse(text) {
+                Some(id) => AvatarSource::Upload { id },
+                None => return Err(invalid(format!("sources.{field} must be a UUID, got {}", excerpt(text)))),
+            },
+            Some(_) => return Err(invalid(format!("sources.{field} must be a string or null"))),
+        };
+        let slot = match kind {
+            UploadKind::Video => &mut parsed.video,
+            UploadKind::Image => &mut parsed.image,
+            UploadKind::Audio => &mut parsed.audio,
+        };
+        if slot.is_some() {
+            let kind = kind.as_str();
+            return Err(invalid(format!("sources: give one of {kind}_url and {kind}_id, not both")));
+        }
+        *slot = Some(source);
+    }
+    match (&parsed.video, &parsed.image, &parsed.audio) {
+        (Some(_), None, None) | (None, Some(_), Some(_)) => Ok(NewAvatar { name, sources: parsed }),
+        (Some(_), _, _) => Err(invalid(
+            "sources: give either a video source (video_url or video_id) or an image source and an audio source, \
+             not both"
+                .into(),
+        )),
+        (None, Some(_), None) => {
+            Err(invalid("sources: an image source needs an audio source (audio_url or audio_id)".into()))
+        }
+        (None, None, Some(_)) => {
+            Err(invalid("sources: an audio source needs an image source (image_url or image_id)".into()))
+        }
+        (None, None, None) => Err(invalid(
+            "sources: give a video source (video_url or video_id), or an image source and an audio source".into(),
+        )),
+    }
+}
+
+/// An http(s) URL of bounded length, or why not.
+fn check_url(text: &str, field: &str) -> Result<(), String> {
+    if text.chars().count() > MAX_URL_CHARS {
+        return Err(format!("{field} must be at most {MAX_URL_CHARS} characters"));
+    }
+    match url::Url::parse(text) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(|host| !host.is_empty()) => {
+            Ok(())
+        }
+        _ => Err(format!("{field} must be an http:// or https:// URL, got {}", excerpt(text))),
+    }
+}
+
+/// A caller's text in a message: quoted, and cut when long.
+fn excerpt(text: &str) -> String {
+    const MAX: usize = 60;
+    if text.chars().count() <= MAX {
+        format!("{text:?}")
+    } else {
+        format!("{:?}…", text.chars().take(MAX).collect::<String>())
+    }
+}
+
+/// Checks that every upload source is a ready upload of its kind of the organization
+/// (400 naming the field otherwise).
+pub async fn check_uploads(
+    uploads: &dyn UploadRepo,
+    organization: OrganizationId,
+    sources: &AvatarSources,
+) -> Result<(), AvatarError> {
+    let named = [("video_id", UploadKind::Video, &sources.video), ("image_id", UploadKind::Image, &sources.image)];
+    let named = named.into_iter().chain([("audio_id", UploadKind::Audio, &sources.audio)]);
+    for (field, kind, source) in named {
+        let Some(AvatarSource::Upload { id }) = source else { continue };
+        match uploads.get_upload(organization, *id).await? {
+            Some(Upload { kind: found, status: UploadStatus::Ready, .. }) if found == kind => {}
+            Some(Upload { kind: found, .. }) if found != kind => {
+                return Err(AvatarError::Invalid(format!(
+                    "sources.{field}: {id} is an {} upload, not an {} one",
+                    found.as_str(),
+                    kind.as_str()
+                )))
+            }
+            Some(_) => {
+                return Err(AvatarError::Invalid(format!(
+                    "sources.{field}: upload {id} is not ready (finalize it first)"
+                )))
+            }
+            None => return Err(AvatarError::Invalid(format!("sources.{field}: upload {id} was not found"))),
+        }
+    }
+    Ok(())
+}
+
+/// A new profile, `pending`.
+pub fn new_profile(
+    organization: OrganizationId,
+    workspace: WorkspaceId,
+    new: NewAvatar,
+    now: Timestamp,
+) -> AvatarProfile {
+    AvatarProfile {
+        id: AvatarProfileId::v7_at(now.unix_millis()),
+        organization_id: organization,
+        workspace_id: workspace,
+        name: new.name,
+        status: AvatarStatus::Pending,
+        status_message: None,
+        sources: new.sources,
+        reference: None,
+        attempts: 0,
+        processing_until: None,
+        created_at: now,
+        updated_at: now,
+        version: 0,
+    }
+}
+
+/// What the avatar endpoints need.
+pub struct AvatarPorts<'a> {
+    pub avatars: &'a dyn AvatarRepo,
+    pub uploads: &'a dyn UploadRepo,
+    pub identity: &'a dyn IdentityRepo,
+    /// Where processing is queued (the node-task queue).
+    pub queue: &'a dyn Queue<TaskMessage>,
+    pub clock: &'a dyn Clock,
+}
+
+/// Creates a profile from a create body in the organization's primary workspace and
+/// queues its processing. Every refusal creates nothing.
+pub async fn create(
+    ports: &AvatarPorts<'_>,
+    organization: OrganizationId,
+    body: &Map<String, Value>,
+) -> Result<AvatarProfile, AvatarError> {
+    let new = parse_new(body)?;
+    check_uploads(ports.uploads, organization, &new.sources).await?;
+    let now = ports.clock.now();
+    let workspace = ensure_primary(ports.identity, organization, now).await?;
+    let profile = new_profile(organization, workspace.id, new, now);
+    if !ports.avatars.create_avatar(&profile).await? {
+        return Err(AvatarError::NameTaken(profile.name));
+    }
+    if let Err(error) = ports.queue.send(&[TaskMessage::avatar(organization, profile.id)]).await {
+        tracing::error!(avatar = %profile.id, error = %format!("{error:#}"), "avatar processing could not be queued");
+        if let Some(failed) = processing::unqueued(ports.avatars, &profile, now).await? {
+            return Ok(failed);
+        }
+    }
+    tracing::info!(avatar = %profile.id, "avatar profile created");
+    Ok(profile)
+}
+
+/// The profiles of the organization's primary workspace, newest first.
+pub async fn list(
+    avatars: &dyn AvatarRepo,
+    identity: &dyn IdentityRepo,
+    organization: OrganizationId,
+) -> Result<Vec<AvatarProfile>, AvatarError> {
+    // An organization without a primary workspace has no profiles yet (a create makes it).
+    match find_primary(identity, organization).await? {
+        Some(workspace) => Ok(avatars.list_avatars(organization, workspace.id).await?),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// A profile of the organization by its ID as given (not a UUID: not found).
+pub async fn get(
+    avatars: &dyn AvatarRepo,
+    organization: OrganizationId,
+    id: &str,
+) -> Result<AvatarProfile, AvatarError> {
+    let id = AvatarProfileId::parse(id).ok_or(AvatarError::NotFound)?;
+    avatars.get_avatar(organization, id).await?.ok_or(AvatarError::NotFound)
+}
+
+/// A profile as the API shows it, its preview's link valid 7 days from `now`.
+pub fn view(profile: &AvatarProfile, links: &MediaLinks, now: Timestamp) -> Value {
+    let preview = profile.reference.as_ref().and_then(|reference| reference.preview);
+    serde_json::json!({
+        "id": profile.id,
+        "video_preview_url": preview.map(|id| links.link(id, now)),
+        "name": profile.name,
+        "status": profile.status.as_str(),
+        "status_message": profile.status_message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn parse(body: Value) -> Result<NewAvatar, String> {
+        parse_new(body.as_object().unwrap()).map_err(|error| error.to_string())
+    }
+
+    const ID: &str = "6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e01";
+
+    #[test]
+    fn a_video_or_an_image_and_a_voice() {
+        let video = parse(json!({"name": " Ada ", "sources": {"video_id": ID, "image_url": null}})).unwrap();
+        assert_eq!(video.name, "Ada");
+        assert!(video.sources.video.is_some() && video.sources.image.is_none());
+        let pair = parse(json!({"name": "Ada", "sources": {"image_url": "https://x.test/a.png", "audio_id": ID}}));
+        assert!(pair.is_ok());
+    }
+
+    #[test]
+    fn every_refusal_names_its_field() {
+        let cases = [
+            (json!({"sources": {"video_id": ID}}), "name is required"),
+            (json!({"name": "  ", "sources": {"video_id": ID}}), "name must be 1 to 200"),
+            (json!({"name": "a".repeat(201), "sources": {"video_id": ID}}), "got 201"),
+            (json!({"name": "a", "sources": {"video_id": ID}, "x": 1}), "\"x\" is not a property"),
+            (json!({"name": "a", "sources": {"face_url": "https://x.test"}}), "sources.\"face_url\""),
+            (json!({"name": "a", "sources": {}}), "give a video source"),
+            (json!({"name": "a", "sources": {"video_id": ID, "image_id": ID}}), "not both"),
+            (
+                json!({"name": "a", "sources": {"video_id": ID, "video_url": "https://x.test/v.mp4"}}),
+                "one of video_url",
+            ),
+            (json!({"name": "a", "sources": {"image_id": ID}}), "needs an audio source"),
+            (json!({"name": "a", "sources": {"audio_id": ID}}), "needs an image source"),
+            (json!({"name": "a", "sources": {"video_id": "nope"}}), "sources.video_id must be a UUID"),
+            (json!({"name": "a", "sources": {"video_url": "ftp://x.test/v"}}), "sources.video_url must be an http"),
+            (json!({"name": "a", "sources": {"video_url": 3}}), "sources.video_url must be a string or null"),
+            (json!({"name": "a", "sources": []}), "sources must be an object"),
+        ];
+        for (body, expected) in cases {
+            let message = parse(body.clone()).unwrap_err();
+            assert!(message.contains(expected), "{body}: {message}");
+        }
+        assert!(parse(json!({"name": "a".repeat(200), "sources": {"video_id": ID}})).is_ok());
+    }
+
+    #[test]
+    fn names_compare_trimmed_and_case_folded() {
+        assert_eq!(name_key(" Ada Lovelace "), name_key("ada lovelace"));
+    }
+}

@@ -1,0 +1,371 @@
+//! Avatar profiles on both backends: created from a video upload or an image + voice URL
+//! pair, processed by the engine's workers with real ffprobe and ffmpeg checks, every
+//! refusal with its status or `status_message`, and AI Avatar nodes in runs (blocked
+//! while their profile is processed, then completed).
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
+use shared::config::Settings;
+use shared::domain::nodes::{AI_AVATAR, DESTINATION};
+
+use crate::conformance;
+use crate::generation::{fetch, probe_bytes};
+use crate::helpers::Backend;
+use crate::runs::{upload, Harness};
+
+conformance!(
+    an_avatar_from_a_video_upload_is_processed_to_ready_with_a_preview,
+    an_avatar_from_an_image_and_a_voice_url_stores_them_as_uploads,
+    refused_creates_name_the_field_and_create_nothing,
+    sources_that_fail_processing_say_why,
+    profiles_are_the_organizations_own_and_listed_newest_first,
+    a_run_on_an_avatar_being_processed_is_blocked_then_completes,
+    a_failed_or_unknown_avatar_is_refused_at_run_start,
+);
+
+/// Media made once per test process with ffmpeg (320×240, a few seconds).
+fn media() -> &'static PathBuf {
+    static MEDIA: OnceLock<PathBuf> = OnceLock::new();
+    MEDIA.get_or_init(|| {
+        let folder = tempfile::tempdir().unwrap().keep();
+        let make = |args: &[&str]| {
+            let status = std::process::Command::new("ffmpeg")
+                .args(["-v", "error", "-y"])
+                .args(args)
+                .current_dir(&folder)
+                .status()
+                .expect("ffmpeg is installed");
+            assert!(status.success(), "ffmpeg {args:?}");
+        };
+        // A voice-like sound: a tone whose loudness moves three times a second.
+        let voice = |seconds: u32| format!("aevalsrc=0.5*sin(2*PI*220*t)*(0.6+0.4*sin(2*PI*3*t)):s=48000:d={seconds}");
+        let video = |seconds: u32, name: &str, audio: Option<String>| {
+            let picture = format!("testsrc=duration={seconds}:size=320x240:rate=15");
+            let mut args = vec!["-f".to_owned(), "lavfi".to_owned(), "-i".to_owned(), picture];
+            if let Some(audio) = audio {
+                args.extend(["-f".to_owned(), "lavfi".to_owned(), "-i".to_owned(), audio]);
+            }
+            args.extend(["-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", name].map(str::to_owned));
+            make(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        };
+        video(6, "speaking.mp4", Some(voice(6)));
+        video(3, "short.mp4", Some(voice(3)));
+        video(16, "long.mp4", Some(voice(16)));
+        video(6, "mute.mp4", None);
+        video(6, "silent.mp4", Some("anullsrc=r=48000:cl=mono:d=6".into()));
+        make(&["-f", "lavfi", "-i", &voice(6), "-c:a", "aac", "voice.m4a"]);
+        make(&["-f", "lavfi", "-i", "color=orange:size=320x240", "-frames:v", "1", "face.png"]);
+        folder
+    })
+}
+
+fn bytes_of(name: &str) -> Vec<u8> {
+    std::fs::read(media().join(name)).unwrap()
+}
+
+/// A server that answers `/{name}` with the media file of that name, after `delay`.
+async fn media_server(delay: Duration) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let read = socket.read(&mut request).await.unwrap_or(0);
+                let head = String::from_utf8_lossy(&request[..read]).to_string();
+                let path = head.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_owned();
+                tokio::time::sleep(delay).await;
+                let (status, body) = match std::fs::read(media().join(&path)) {
+                    Ok(body) if !path.is_empty() && !path.contains("..") => ("200 OK", body),
+                    _ => ("404 Not Found", b"not found".to_vec()),
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(&body).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    base
+}
+
+async fn create(harness: &Harness, body: Value) -> (StatusCode, Value) {
+    harness.test.call(Method::POST, "/avatar-profiles/create", Some(body)).await
+}
+
+/// Polls a profile until it leaves `pending` and `processing` (bounded).
+async fn processed(harness: &Harness, id: &str) -> Value {
+    for _ in 0..600 {
+        let (status, body) = harness.test.call(Method::GET, &format!("/avatar-profiles/{id}"), None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        if !matches!(body["status"].as_str(), Some("pending" | "processing")) {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("avatar profile {id} still processing after 60 s");
+}
+
+async fn an_avatar_from_a_video_upload_is_processed_to_ready_with_a_preview(backend: Backend) {
+    let harness = Harness::new(backend).await;
+    let video = upload(&harness.test, "video", bytes_of("speaking.mp4"), None).await;
+    let (status, created) = create(&harness, json!({"name": "  Ada  ", "sources": {"video_id": video}})).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["name"], "Ada");
+    assert!(matches!(created["status"].as_str(), Some("pending" | "processing")), "{created}");
+    assert_eq!(created["video_preview_url"], Value::Null);
+    assert_eq!(created["status_message"], Value::Null);
+    let keys: Vec<&String> = created.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["id", "video_preview_url", "name", "status", "status_message"]);
+    let profile = processed(&harness, created["id"].as_str().unwrap()).await;
+    assert_eq!(profile["status"], "ready", "{profile}");
+    assert_eq!(profile["status_message"], Value::Null);
+    // The preview: the first 3 s, 480 px wide, H.264/AAC, served by its signed link.
+    let (bytes, content_type) = fetch(profile["video_preview_url"].as_str().expect("a preview")).await;
+    assert_eq!(content_type, "video/mp4");
+    let report = probe_bytes(&bytes);
+    let picture = report.stream("video").unwrap();
+    assert_eq!((picture["width"].as_u64(), picture["height"].as_u64()), (Some(480), Some(360)));
+    assert_eq!(picture["codec_name"], "h264");
+    assert_eq!(report.stream("audio").expect("the voice")["codec_name"], "aac");
+    assert!((report.duration() - 3.0).abs() <= 0.1, "preview of {} s", report.duration());
+}
+
+async fn an_avatar_from_an_image_and_a_voice_url_stores_them_as_uploads(backend: Backend) {
+    let harness = Harness::new(backend).await;
+    let base = media_server(Duration::ZERO).await;
+    let body = json!({"name": "Grace", "sources": {
+        "image_url": format!("{base}/face.png"), "audio_url": format!("{base}/voice.m4a"),
+        "video_url": null, "video_id": null,
+    }});
+    let (status, created) = create(&harness, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let profile = processed(&harness, created["id"].as_str().unwrap()).await;
+    assert_eq!(profile["status"], "ready", "{profile}");
+    let (bytes, _) = fetch(profile["video_preview_url"].as_str().unwrap()).await;
+    let report = probe_bytes(&bytes);
+    assert_eq!(report.stream("video").unwrap()["width"].as_u64(), Some(480));
+    assert!(report.stream("audio").is_some(), "the voice is in the preview");
+    // The fetched files are uploads of the organization now: a run reads them as such.
+    let stored = harness.test.app.avatars().get_avatar(harness.test.organization, profile_id(&profile)).await;
+    let reference = stored.unwrap().unwrap().reference.expect("a reference");
+    for (file, kind) in [(reference.image.unwrap(), "image"), (reference.audio.unwrap(), "audio")] {
+        let (status, upload) = harness.test.call(Method::GET, &format!("/uploads/{kind}/{}", file.upload), None).await;
+        assert_eq!((status, &upload["status"]), (StatusCode::OK, &json!("ready")), "{upload}");
+    }
+}
+
+/// Another organization of the same service, as a client of its own.
+async fn other_organization(harness: &Harness) -> crate::helpers::TestApp {
+    let (organization, key) = harness.test.add_organization(true).await;
+    crate::helpers::TestApp { app: harness.test.app.clone(), key, organization }
+}
+
+fn profile_id(profile: &Value) -> shared::domain::avatars::AvatarProfileId {
+    shared::domain::avatars::AvatarProfileId::parse(profile["id"].as_str().unwrap()).unwrap()
+}
+
+async fn refused_creates_name_the_field_and_create_nothing(backend: Backend) {
+    let harness = Harness::new(backend).await;
+    let video = upload(&harness.test, "video", bytes_of("speaking.mp4"), None).await;
+    let image = upload(&harness.test, "image", bytes_of("face.png"), None).await;
+    let voice = upload(&harness.test, "audio", bytes_of("voice.m4a"), None).await;
+    let other = other_organization(&harness).await;
+    let foreign = upload(&other, "video", bytes_of("speaking.mp4"), None).await;
+    let cases = [
+        (json!({"name": "", "sources": {"video_id": video}}), "name must be 1 to 200"),
+        (json!({"name": "a".repeat(201), "sources": {"video_id": video}}), "got 201"),
+        (json!({"sources": {"video_id": video}}), "name is required"),
+        (json!({"name": "x"}), "sources is required"),
+        (json!({"name": "x", "sources": {"video_id": video, "image_id": image, "audio_id": voice}}), "not both"),
+        (json!({"name": "x", "sources": {}}), "give a video source"),
+        (json!({"name": "x", "sources": {"image_id": image}}), "needs an audio source"),
+        (json!({"name": "x", "sources": {"face_id": image}}), "sources.\"face_id\" is not a source"),
+        (json!({"name": "x", "sources": {"video_id": voice}}), "sources.video_id: "),
+        (json!({"name": "x", "sources": {"video_id": foreign}}), "was not found"),
+        (json!({"name": "x", "sources": {"video_id": uuid::Uuid::new_v4()}}), "was not found"),
+        (json!({"name": "x", "sources": {"video_url": "file:///etc/passwd"}}), "sources.video_url must be an http"),
+        (json!({"name": "x", "sources": {"video_id": video}, "extra": 1}), "\"extra\" is not a property"),
+    ];
+    for (body, expected) in cases {
+        let (status, answer) = create(&harness, body.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        let detail = answer["detail"].as_str().unwrap();
+        assert!(detail.contains(expected), "{body}: {detail}");
+    }
+    let (status, listed) = harness.test.call(Method::GET, "/avatar-profiles", None).await;
+    assert_eq!((status, &listed), (StatusCode::OK, &json!({"avatar_profiles": []})));
+    // 200 characters is the limit, and a name is unique in the workspace whatever its case.
+    let long = "é".repeat(200);
+    let (status, _) = create(&harness, json!({"name": long, "sources": {"video_id": video}})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _) = create(&harness, json!({"name": "Ada", "sources": {"video_id": video}})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, answer) = create(&harness, json!({"name": " ADA ", "sources": {"video_id": video}})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{answer}");
+    assert!(answer["detail"].as_str().unwrap().contains("already exists"), "{answer}");
+    let (_, listed) = harness.test.call(Method::GET, "/avatar-profiles", None).await;
+    assert_eq!(listed["avatar_profiles"].as_array().unwrap().len(), 2, "{listed}");
+}
+
+async fn sources_that_fail_processing_say_why(backend: Backend) {
+    let harness = Harness::new(backend).await;
+    let base = media_server(Duration::ZERO).await;
+    let cases = [
+        ("short.mp4", "the video is 3.0 s long; it must be 4 to 15 s"),
+        ("long.mp4", "the video is 16.0 s long; it must be 4 to 15 s"),
+        ("mute.mp4", "the video has no sound"),
+        ("silent.mp4", "the sound is silent"),
+    ];
+    let mut created = Vec::new();
+    for (index, (file, _)) in cases.iter().enumerate() {
+        let video = upload(&harness.test, "video", bytes_of(file), None).await;
+        let (status, body) =
+            create(&harness, json!({"name": format!("v{index}"), "sources": {"video_id": video}})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        created.push(body["id"].as_str().unwrap().to_owned());
+    }
+    // URL sources: a voice of 3 s given as a video, a page that is not there, a picture
+    // given as the voice.
+    let url_cases = [
+        (json!({"video_url": format!("{base}/short.mp4")}), "the video is 3.0 s long"),
+        (json!({"video_url": format!("{base}/missing.mp4")}), "sources.video_url: "),
+        (
+            json!({"image_url": format!("{base}/face.png"), "audio_url": format!("{base}/face.png")}),
+            "sources.audio_url: ",
+        ),
+    ];
+    for (index, (sources, _)) in url_cases.iter().enumerate() {
+        let (status, body) = create(&harness, json!({"name": format!("u{index}"), "sources": sources})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        created.push(body["id"].as_str().unwrap().to_owned());
+    }
+    let expected = cases.iter().map(|(_, why)| *why).chain(url_cases.iter().map(|(_, why)| *why));
+    for (id, why) in created.iter().zip(expected) {
+        let profile = processed(&harness, id).await;
+        assert_eq!(profile["status"], "failed", "{profile}");
+        let message = profile["status_message"].as_str().unwrap();
+        assert!(message.contains(why), "{why}: {message}");
+        assert_eq!(profile["video_preview_url"], Value::Null);
+    }
+}
+
+async fn profiles_are_the_organizations_own_and_listed_newest_first(backend: Backend) {
+    let harness = Harness::new(backend).await;
+    let video = upload(&harness.test, "video", bytes_of("speaking.mp4"), None).await;
+    let mut ids = Vec::new();
+    for name in ["first", "second", "third"] {
+        let (status, body) = create(&harness, json!({"name": name, "sources": {"video_id": video}})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        ids.push(body["id"].as_str().unwrap().to_owned());
+    }
+    let (_, listed) = harness.test.call(Method::GET, "/avatar-profiles", None).await;
+    let names: Vec<&str> =
+        listed["avatar_profiles"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["third", "second", "first"]);
+    let (_, other_key) = harness.test.add_organization(true).await;
+    let (status, theirs) = harness.test.call_as(&other_key, Method::GET, "/avatar-profiles", None).await;
+    assert_eq!((status, theirs), (StatusCode::OK, json!({"avatar_profiles": []})));
+    for path in [
+        format!("/avatar-profiles/{}", ids[0]),
+        "/avatar-profiles/not-a-uuid".into(),
+        format!("/avatar-profiles/{}", uuid::Uuid::new_v4()),
+    ] {
+        let (status, body) = harness.test.call_as(&other_key, Method::GET, &path, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
+        assert_eq!(body, json!({"detail": "Avatar profile not found"}));
+    }
+    let (status, _) = harness.test.call_as("wrong", Method::GET, "/avatar-profiles", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+async fn a_run_on_an_avatar_being_processed_is_blocked_then_completes(backend: Backend) {
+    let harness =
+        Harness::tuned(backend, |settings| Settings { blocked_retry: Duration::from_millis(300), ..settings }).await;
+    // The sources are slow to fetch: the profile is still processing when the run's task runs.
+    let base = media_server(Duration::from_secs(3)).await;
+    let body = json!({"name": "Slow", "sources": {"video_url": format!("{base}/speaking.mp4")}});
+    let (status, created) = create(&harness, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let profile = created["id"].as_str().unwrap().to_owned();
+    let script = "Hello from the avatar.";
+    let (agent, ids) = harness
+        .agent(
+            &[
+                ("avatar", AI_AVATAR, json!({"avatar_profile_id": profile, "script": script})),
+                ("out", DESTINATION, json!({})),
+            ],
+            &[("avatar", "out")],
+        )
+        .await;
+    let run = harness.start(&agent, json!({})).await;
+    let mut saw_blocked = false;
+    for _ in 0..100 {
+        let (_, nodes) = harness.test.call(Method::GET, &format!("/agent_run/{run}/nodes"), None).await;
+        let node =
+            nodes["nodes"].as_array().unwrap().iter().find(|node| node["original_node_id"] == ids["avatar"]).cloned();
+        if node.is_some_and(|node| node["status"] == "blocked") {
+            let (_, record) = harness.test.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+            assert_eq!(record["status"], "running");
+            assert!(record["node_status_counts"]["in_progress"].as_u64().unwrap() >= 1, "{record}");
+            saw_blocked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(saw_blocked, "the AI Avatar node waited, blocked, for its profile");
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    let output = &record["outputs"][0];
+    let (bytes, _) = fetch(output["video_url"].as_str().unwrap()).await;
+    let report = probe_bytes(&bytes);
+    let picture = report.stream("video").unwrap();
+    assert_eq!((picture["width"].as_u64(), picture["height"].as_u64()), (Some(320), Some(240)));
+    assert!(report.stream("audio").is_some(), "the avatar speaks");
+    // As long as the speech: espeak-ng says the script in one to three seconds.
+    assert!((0.5..4.0).contains(&report.duration()), "{} s", report.duration());
+    let source = &output["sources"][0];
+    assert_eq!((source["source_kind"].as_str(), source["query"].as_str()), (Some("generated"), Some(script)));
+}
+
+async fn a_failed_or_unknown_avatar_is_refused_at_run_start(backend: Backend) {
+    let harness = Harness::new(backend).await;
+    let video = upload(&harness.test, "video", bytes_of("short.mp4"), None).await;
+    let (_, created) = create(&harness, json!({"name": "Short", "sources": {"video_id": video}})).await;
+    let failed = created["id"].as_str().unwrap().to_owned();
+    assert_eq!(processed(&harness, &failed).await["status"], "failed");
+    let other = other_organization(&harness).await;
+    let their_video = upload(&other, "video", bytes_of("speaking.mp4"), None).await;
+    let body = json!({"name": "Theirs", "sources": {"video_id": their_video}});
+    let (status, theirs) = other.call(Method::POST, "/avatar-profiles/create", Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{theirs}");
+    let theirs = theirs["id"].as_str().unwrap().to_owned();
+    let unknown = uuid::Uuid::new_v4().to_string();
+    let cases =
+        [(failed.clone(), "failed (the video is 3.0 s long"), (theirs, "was not found"), (unknown, "was not found")];
+    for (profile, expected) in cases {
+        let (agent, ids) = harness
+            .agent(
+                &[
+                    ("avatar", AI_AVATAR, json!({"avatar_profile_id": profile, "script": "Hi."})),
+                    ("out", DESTINATION, json!({})),
+                ],
+                &[("avatar", "out")],
+            )
+            .await;
+        let (status, answer) = harness.test.call(Method::POST, &format!("/agent/{agent}/run"), Some(json!({}))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+        let detail = answer["detail"].as_str().unwrap();
+        assert!(detail.starts_with(&format!("node {} (AI Avatar)", ids["avatar"])), "{detail}");
+        assert!(detail.contains(expected), "{detail}");
+    }
+}
