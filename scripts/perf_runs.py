@@ -4,7 +4,7 @@ starts it). Each figure is a ratio or a difference against a floor measured in t
 run: the ffmpeg commands a person would write by hand for the same work.
 
   usage: perf_runs.py BASE_URL API_KEY WORK_DIR [--repeats N] [--starts N] [--long-seconds S]
-                     [--only chain,fan,edit,first,wide,generation] [--label TEXT] [--cpu NAME=PID,...]
+                     [--only chain,fan,edit,first,wide,generation,avatar] [--label TEXT] [--cpu NAME=PID,...]
 
 --cpu names processes (serve, the emulators) whose own CPU time (not their children's:
 ffmpeg is the floor's) the wide rows report per task, over the engine's runs only.
@@ -43,7 +43,7 @@ repeats = int(options.get("--repeats", 3))
 starts = int(options.get("--starts", 20))
 # The long video's length (a smoke run of the script may shorten it).
 long_seconds = int(options.get("--long-seconds", 60))
-only = set(options.get("--only", "chain,fan,edit,first,wide,generation").split(","))
+only = set(options.get("--only", "chain,fan,edit,first,wide,generation,avatar").split(","))
 # Names the backend in the rows (perf-runs.sh measures the wide runs on both).
 label = options.get("--label", "")
 # name -> PID of the processes whose CPU per task the wide rows report.
@@ -334,6 +334,47 @@ if "generation" in only:
                 f"{IMAGES} Destinations, median of {max(repeats, 5)} | {ms(statistics.median(gen_runs))} | "
                 f"{ms(statistics.median(gen_floors))} (per image: the provider's ffmpeg command, probe, thumbnail; "
                 f"{os.cpu_count()} at once) | **{gen_overhead * 1000:.2f} ms per node** |")
+
+if "avatar" in only:
+    # Avatar processing of a 10 s 720p video with a voice-like sound, from POST create to
+    # `ready` seen (polled every 10 ms), against the commands it runs by hand: ffprobe of
+    # the source, the loudness check, the 3 s 480 px preview.
+    voice = "aevalsrc=0.5*sin(2*PI*220*t)*(0.6+0.4*sin(2*PI*3*t)):s=48000:d=10"
+    speaking = f"{work}/speaking.mp4"
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30:duration=10", "-f", "lavfi", "-i", voice,
+           "-shortest", *ENCODE, speaking)
+    speaking_id = upload(speaking)
+
+    def process_avatar(number):
+        started = time.perf_counter()
+        created = call("POST", "/avatar-profiles/create",
+                       {"name": f"perf {number} {time.time_ns()}", "sources": {"video_id": speaking_id}})
+        while time.perf_counter() - started < RUN_LIMIT_SECONDS:
+            profile = call("GET", f"/avatar-profiles/{created['id']}")
+            if profile["status"] not in ("pending", "processing"):
+                assert profile["status"] == "ready", profile
+                return time.perf_counter() - started
+            time.sleep(0.01)
+        raise SystemExit("an avatar profile never finished processing")
+
+    def avatar_floor():
+        ffprobe(speaking)
+        subprocess.run(["ffmpeg", "-nostats", "-i", speaking, "-vn", "-af",
+                        "silencedetect=noise=-40dB:d=0.3,volumedetect", "-f", "null", "-"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ffmpeg("-t", "3", "-i", speaking, "-map", "0:v:0", "-map", "0:a:0?", "-vf",
+               "scale=480:-2,setsar=1,format=yuv420p", *ENCODE, "-t", "3", f"{work}/preview.mp4")
+
+    pairs = max(repeats, 5)
+    avatar_runs, avatar_floors = [], []
+    for number in range(pairs):
+        avatar_runs.append(process_avatar(number))
+        avatar_floors.append(timed(avatar_floor))
+    ratios = [a / b for a, b in zip(avatar_runs, avatar_floors)]
+    rows.append(f"| {label}avatar processing of a 10 s 720p video, POST create → ready, median of {pairs} | "
+                f"{ms(statistics.median(avatar_runs))} | {ms(statistics.median(avatar_floors))} (ffprobe, the loudness "
+                f"command, the preview command) | **{statistics.median(ratios):.2f}×** "
+                f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)}) |")
 
 if "first" in only:
     # POST -> first task running.

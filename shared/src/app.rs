@@ -10,6 +10,7 @@ use crate::adapters::fs::LocalBlobStore;
 use crate::adapters::http_download::HttpDownloader;
 use crate::adapters::local_assets::LocalAssetManager;
 use crate::adapters::s3::S3BlobStore;
+use crate::adapters::secrets::SecretsManager;
 use crate::adapters::sqlite::tasks::SqliteTaskQueue;
 use crate::adapters::sqlite::webhooks::SqliteWebhookQueue;
 use crate::adapters::sqlite::Sqlite;
@@ -77,17 +78,20 @@ pub struct AppConfig {
     /// None: the local media folder's (a new random secret with S3).
     pub links: Option<(Vec<u8>, String)>,
     pub settings: Settings,
+    /// Where the generation providers' keys are kept (a deployment's Secrets Manager).
+    pub secrets: Option<SecretsManager>,
 }
 
 impl AppConfig {
     /// SQLite storage with its own task tables, media where given, default settings.
     pub fn sqlite(database: Sqlite, media: Media) -> Self {
-        Self { storage: Storage::Sqlite(database), media, links: None, settings: Settings::default() }
+        Self { storage: Storage::Sqlite(database), media, links: None, settings: Settings::default(), secrets: None }
     }
 
     /// DynamoDB storage without task queues, media where given, default settings.
     pub fn dynamodb(table: DynamoDb, media: Media) -> Self {
-        Self { storage: Storage::DynamoDb { table, queues: None }, media, links: None, settings: Settings::default() }
+        let storage = Storage::DynamoDb { table, queues: None };
+        Self { storage, media, links: None, settings: Settings::default(), secrets: None }
     }
 
     /// What an AWS deployment's process is built from: DynamoDB and S3, and the SQS
@@ -96,7 +100,8 @@ impl AppConfig {
     pub fn aws(config: &Config, aws: &aws_config::SdkConfig, take: bool) -> anyhow::Result<Self> {
         let AwsParts { table, queues, media, links } = AwsParts::of(config, aws, take)?;
         let storage = Storage::DynamoDb { table, queues };
-        Ok(Self { storage, media, links, settings: config.settings.clone() })
+        let secrets = Some(SecretsManager::from_config(aws));
+        Ok(Self { storage, media, links, settings: config.settings.clone(), secrets })
     }
 }
 
@@ -217,6 +222,8 @@ pub struct App {
     queues: OnceLock<Queues>,
     sites: OnceLock<Sites>,
     settings: Settings,
+    /// Where the generation providers' keys are kept, on AWS.
+    secrets: Option<SecretsManager>,
     pub clock: Arc<dyn Clock>,
     auth: OnceLock<Authenticator>,
     /// How long a key's claim holds without renewal.
@@ -305,7 +312,11 @@ impl Engine {
             probe: app.probe().clone(),
             downloader: Arc::new(HttpDownloader::new(allow_private)),
             sites: app.sites().clone(),
-            generators: crate::adapters::providers::generators(&settings.generation, &settings.ffmpeg),
+            generators: crate::adapters::providers::generators(
+                &settings.generation,
+                &settings.ffmpeg,
+                app.secrets.clone(),
+            ),
             avatars: app.avatars().clone(),
             uploads: app.uploads().clone(),
             blocked_retry: settings.blocked_retry,
@@ -349,15 +360,16 @@ impl App {
     /// Wires each part of the service to the adapters `config` names; each port is built
     /// when first used.
     pub fn build(config: AppConfig) -> Self {
-        let AppConfig { storage, media, links, settings } = config;
+        let AppConfig { storage, media, links, settings, secrets } = config;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         match storage {
             Storage::Sqlite(database) => {
                 let queues = QueueSource::Made(Queues::sqlite(database.clone(), &clock));
-                Self::assemble(Repos::Any(Arc::new(database)), queues, clock, media, links, settings)
+                Self::assemble(Repos::Any(Arc::new(database)), queues, clock, media, links, (settings, secrets))
             }
             Storage::DynamoDb { table, queues } => {
-                Self::assemble(Repos::DynamoDb(table), QueueSource::Sqs(queues), clock, media, links, settings)
+                let queues = QueueSource::Sqs(queues);
+                Self::assemble(Repos::DynamoDb(table), queues, clock, media, links, (settings, secrets))
             }
         }
     }
@@ -368,7 +380,7 @@ impl App {
         clock: Arc<dyn Clock>,
         media: Media,
         links: Option<(Vec<u8>, String)>,
-        settings: Settings,
+        (settings, secrets): (Settings, Option<SecretsManager>),
     ) -> Self {
         let local_blobs = match &media {
             Media::Local(local) => Some(local.clone()),
@@ -396,6 +408,7 @@ impl App {
             links,
             allow_private_urls: settings.allow_private_urls,
             settings,
+            secrets,
             engine: OnceLock::new(),
         }
     }
@@ -512,7 +525,9 @@ impl App {
         }
         let AwsParts { table, queues, media, links } = AwsParts::of(&config, aws, false)?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        Ok(Self::assemble(Repos::DynamoDb(table), QueueSource::Sqs(queues), clock, media, links, config.settings))
+        let secrets = Some(SecretsManager::from_config(aws));
+        let queues = QueueSource::Sqs(queues);
+        Ok(Self::assemble(Repos::DynamoDb(table), queues, clock, media, links, (config.settings, secrets)))
     }
 }
 

@@ -66,16 +66,28 @@ pub enum ProviderChoice {
     Gemini,
 }
 
-/// An HTTP provider's address and key (the key is never printed).
-#[derive(Clone, PartialEq, Eq)]
+/// An HTTP provider's address and key.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProviderAccess {
     pub base_url: String,
-    pub api_key: String,
+    pub key: ProviderKey,
 }
 
-impl std::fmt::Debug for ProviderAccess {
+/// Where a provider's API key is: given (a local `serve`), or a field of a JSON secret
+/// in Secrets Manager (a deployment), read when the provider is first used.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ProviderKey {
+    Value(String),
+    Secret { secret: String, field: &'static str },
+}
+
+impl std::fmt::Debug for ProviderKey {
+    /// Never the key itself.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProviderAccess").field("base_url", &self.base_url).field("api_key", &"<hidden>").finish()
+        match self {
+            Self::Value(_) => f.write_str("Value(<hidden>)"),
+            Self::Secret { secret, field } => write!(f, "Secret({secret}, {field})"),
+        }
     }
 }
 
@@ -121,9 +133,16 @@ impl GenerationSettings {
     /// `VIDEO_PROVIDER` (`local` or `gemini`: the veo models through Gemini, the others
     /// locally), `OPENAI_API_KEY` / `OPENAI_BASE_URL`, `GEMINI_API_KEY` /
     /// `GEMINI_BASE_URL`, `ESPEAK_PATH` and `GENERATION_FONT`. A provider chosen without
-    /// its key is refused at start, naming the variable.
+    /// its key is refused at start, naming the variable. In a Lambda function the keys are
+    /// fields (`OPENAI_API_KEY`, `GEMINI_API_KEY`) of the JSON secret `PROVIDER_KEYS_SECRET`
+    /// names, never plain variables.
     pub fn from_env() -> anyhow::Result<Self> {
-        let present = |name: &str| std::env::var(name).ok().filter(|value| !value.trim().is_empty());
+        Self::from_lookup(&|name| std::env::var(name).ok())
+    }
+
+    /// As [`Self::from_env`], with the variables `lookup` answers.
+    pub fn from_lookup(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        let present = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
         let choice = |name: &str, allowed: &[(&str, ProviderChoice)]| -> anyhow::Result<ProviderChoice> {
             let Some(text) = present(name) else { return Ok(ProviderChoice::Local) };
             let names: Vec<&str> = allowed.iter().map(|(name, _)| *name).collect();
@@ -137,15 +156,31 @@ impl GenerationSettings {
         let image = choice("IMAGE_PROVIDER", &[local, ("openai", ProviderChoice::OpenAi)])?;
         let speech = choice("SPEECH_PROVIDER", &[local, ("openai", ProviderChoice::OpenAi)])?;
         let video = choice("VIDEO_PROVIDER", &[local, ("gemini", ProviderChoice::Gemini)])?;
-        let access = |key: &str, base: &str, default: &str, wanted: bool| -> anyhow::Result<Option<ProviderAccess>> {
-            if !wanted {
-                return Ok(None);
-            }
-            let api_key = present(key).ok_or_else(|| anyhow::anyhow!("{key} must be set for the provider chosen"))?;
-            anyhow::ensure!(!is_unresolved_reference(&api_key), "{key} is an unresolved dynamic reference");
-            let base_url = present(base).unwrap_or_else(|| default.to_owned()).trim_end_matches('/').to_owned();
-            Ok(Some(ProviderAccess { base_url, api_key }))
-        };
+        let in_lambda = present("AWS_LAMBDA_RUNTIME_API").is_some();
+        let keys_secret = present("PROVIDER_KEYS_SECRET");
+        let access =
+            |key: &'static str, base: &str, default: &str, wanted: bool| -> anyhow::Result<Option<ProviderAccess>> {
+                if !wanted {
+                    return Ok(None);
+                }
+                let key = match (present(key), &keys_secret) {
+                    (Some(_), _) if in_lambda => anyhow::bail!(
+                        "{key} may not be a plain environment variable of a function: put it in the Secrets Manager \
+                         secret PROVIDER_KEYS_SECRET names"
+                    ),
+                    (Some(value), _) => {
+                        anyhow::ensure!(!is_unresolved_reference(&value), "{key} is an unresolved dynamic reference");
+                        ProviderKey::Value(value)
+                    }
+                    (None, Some(secret)) => ProviderKey::Secret { secret: secret.clone(), field: key },
+                    (None, None) => anyhow::bail!(
+                        "{key} (or PROVIDER_KEYS_SECRET, a Secrets Manager secret holding it) must be set for the \
+                         provider chosen"
+                    ),
+                };
+                let base_url = present(base).unwrap_or_else(|| default.to_owned()).trim_end_matches('/').to_owned();
+                Ok(Some(ProviderAccess { base_url, key }))
+            };
         let wants_openai = image == ProviderChoice::OpenAi || speech == ProviderChoice::OpenAi;
         let defaults = Self::default();
         Ok(Self {
@@ -342,6 +377,40 @@ pub fn video_site_hosts_from_env() -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn provider_keys_are_given_locally_and_kept_in_secrets_manager_by_functions() {
+        let lookup = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| (*value).to_owned())
+        };
+        let local = GenerationSettings::from_lookup(&lookup(&[("IMAGE_PROVIDER", "openai"), ("OPENAI_API_KEY", "sk")]))
+            .unwrap();
+        assert_eq!(local.openai.unwrap().key, ProviderKey::Value("sk".into()));
+        const FUNCTION: &[(&str, &str)] = &[("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001"), ("IMAGE_PROVIDER", "openai")];
+        let refused = GenerationSettings::from_lookup(&lookup(&[
+            ("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001"),
+            ("IMAGE_PROVIDER", "openai"),
+            ("OPENAI_API_KEY", "sk"),
+        ]))
+        .unwrap_err();
+        assert!(refused.to_string().contains("may not be a plain environment variable"), "{refused}");
+        let missing = GenerationSettings::from_lookup(&lookup(FUNCTION)).unwrap_err();
+        assert!(missing.to_string().contains("PROVIDER_KEYS_SECRET"), "{missing}");
+        let kept = GenerationSettings::from_lookup(&lookup(&[
+            ("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001"),
+            ("VIDEO_PROVIDER", "gemini"),
+            ("PROVIDER_KEYS_SECRET", "arn:aws:secretsmanager:us-east-1:1:secret:keys"),
+        ]))
+        .unwrap();
+        let gemini = kept.gemini.unwrap();
+        let secret = "arn:aws:secretsmanager:us-east-1:1:secret:keys".to_owned();
+        assert_eq!(gemini.key, ProviderKey::Secret { secret, field: "GEMINI_API_KEY" });
+        assert_eq!(gemini.base_url, GEMINI_BASE_URL);
+        assert!(kept.openai.is_none() && kept.image == ProviderChoice::Local);
+        let wrong = GenerationSettings::from_lookup(&lookup(&[("VIDEO_PROVIDER", "runway")])).unwrap_err();
+        assert!(wrong.to_string().contains("VIDEO_PROVIDER=\"runway\" is not one of local, gemini"), "{wrong}");
+        assert_eq!(format!("{:?}", ProviderKey::Value("sk-secret".into())), "Value(<hidden>)");
+    }
 
     #[test]
     fn a_dynamic_reference_left_as_text_is_not_a_secret() {

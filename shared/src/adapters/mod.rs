@@ -14,6 +14,7 @@ pub mod openai;
 pub mod providers;
 pub mod proxy;
 pub mod s3;
+pub mod secrets;
 pub mod sqlite;
 pub mod sqs;
 pub mod webhook_client;

@@ -1,115 +1,117 @@
 //! The generation providers a configuration chooses: the local ones by default, the
-//! HTTP adapters (OpenAI, Gemini Veo) where a kind is set to use them.
+//! HTTP adapters (OpenAI, Gemini Veo) where a kind is set to use them. An HTTP adapter is
+//! built when it is first used, with its key as configured: given, or read from the
+//! deployment's Secrets Manager secret (a failure there fails that task saying why, and
+//! the next task tries again).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 
 use super::gemini::Veo;
 use super::local_generation::LocalGenerator;
 use super::openai::OpenAi;
-use crate::config::{GenerationSettings, ProviderAccess, ProviderChoice};
+use super::secrets::SecretsManager;
+use crate::config::{GenerationSettings, ProviderAccess, ProviderChoice, ProviderKey};
 use crate::domain::generation::{
     GenerationError, Generators, ImageGenerator, ImageRequest, SpeechGenerator, SpeechRequest, Stop, VideoGenerator,
     VideoRequest,
 };
 
-/// The providers of `settings`, with ffmpeg at `ffmpeg` for the local ones.
-pub fn generators(settings: &GenerationSettings, ffmpeg: &Path) -> Generators {
+/// The providers of `settings`, with ffmpeg at `ffmpeg` for the local ones and the
+/// deployment's Secrets Manager for keys kept there.
+pub fn generators(settings: &GenerationSettings, ffmpeg: &Path, secrets: Option<SecretsManager>) -> Generators {
     let local = Arc::new(LocalGenerator::new(ffmpeg, &settings.espeak, &settings.font));
-    let openai = |access: &Option<ProviderAccess>| -> Arc<Unbuilt<OpenAi>> {
-        Arc::new(match access {
-            Some(access) => Unbuilt::from(OpenAi::new(&access.base_url, &access.api_key), "openai"),
-            None => Unbuilt::Failed { name: "openai", error: "OPENAI_API_KEY is not set".into() },
-        })
-    };
+    let openai = || Arc::new(Lazy::new("openai", settings.openai.clone(), secrets.clone(), OpenAi::new));
     let image: Arc<dyn ImageGenerator> = match settings.image {
-        ProviderChoice::OpenAi => openai(&settings.openai),
+        ProviderChoice::OpenAi => openai(),
         _ => local.clone(),
     };
     let speech: Arc<dyn SpeechGenerator> = match settings.speech {
-        ProviderChoice::OpenAi => openai(&settings.openai),
+        ProviderChoice::OpenAi => openai(),
         _ => local.clone(),
     };
-    let veo: Option<Arc<dyn VideoGenerator>> = match (settings.video, &settings.gemini) {
-        (ProviderChoice::Gemini, Some(access)) => {
-            Some(Arc::new(Unbuilt::from(Veo::new(&access.base_url, &access.api_key), "gemini-veo")))
-        }
-        (ProviderChoice::Gemini, None) => {
-            Some(Arc::new(Unbuilt::<Veo>::Failed { name: "gemini-veo", error: "GEMINI_API_KEY is not set".into() }))
-        }
+    let veo: Option<Arc<dyn VideoGenerator>> = match settings.video {
+        ProviderChoice::Gemini => Some(Arc::new(Lazy::new("gemini-veo", settings.gemini.clone(), secrets, Veo::new))),
         _ => None,
     };
     Generators { image, video: local.clone(), veo, audio: local.clone(), speech, avatar: local }
 }
 
-/// An HTTP adapter, or why it could not be built (every generation then fails saying so).
-enum Unbuilt<P> {
-    Built(P),
-    Failed { name: &'static str, error: String },
+/// An HTTP adapter built on first use from its address and key.
+struct Lazy<P> {
+    name: &'static str,
+    make: Box<dyn Fn() -> BoxFuture<'static, anyhow::Result<P>> + Send + Sync>,
+    built: tokio::sync::OnceCell<P>,
 }
 
-impl<P> Unbuilt<P> {
-    fn from(built: anyhow::Result<P>, name: &'static str) -> Self {
-        match built {
-            Ok(provider) => Self::Built(provider),
-            Err(error) => Self::Failed { name, error: format!("{error:#}") },
-        }
+impl<P: Send + Sync + 'static> Lazy<P> {
+    fn new(
+        name: &'static str,
+        access: Option<ProviderAccess>,
+        secrets: Option<SecretsManager>,
+        build: fn(&str, &str) -> anyhow::Result<P>,
+    ) -> Self {
+        let make = move || -> BoxFuture<'static, anyhow::Result<P>> {
+            let (access, secrets) = (access.clone(), secrets.clone());
+            Box::pin(async move {
+                let Some(ProviderAccess { base_url, key }) = access else {
+                    anyhow::bail!("its key is not configured");
+                };
+                let key = match key {
+                    ProviderKey::Value(key) => key,
+                    ProviderKey::Secret { secret, field } => {
+                        let secrets = secrets.ok_or_else(|| {
+                            anyhow::anyhow!("keys in Secrets Manager (PROVIDER_KEYS_SECRET) need the AWS backend")
+                        })?;
+                        secrets.field(&secret, field).await?
+                    }
+                };
+                build(&base_url, &key)
+            })
+        };
+        Self { name, make: Box::new(make), built: tokio::sync::OnceCell::new() }
     }
 
-    fn unavailable(name: &str, error: &str) -> GenerationError {
-        GenerationError::Unavailable(anyhow::anyhow!("the {name} provider could not be set up: {error}"))
+    /// The adapter, built now if it was not.
+    async fn provider(&self) -> Result<&P, GenerationError> {
+        self.built.get_or_try_init(|| (self.make)()).await.map_err(|error| {
+            GenerationError::Unavailable(anyhow::anyhow!("the {} provider could not be set up: {error:#}", self.name))
+        })
     }
 }
 
 #[async_trait]
-impl<P: ImageGenerator> ImageGenerator for Unbuilt<P> {
+impl<P: ImageGenerator + 'static> ImageGenerator for Lazy<P> {
     fn name(&self) -> &str {
-        match self {
-            Self::Built(provider) => provider.name(),
-            Self::Failed { name, .. } => name,
-        }
+        self.name
     }
 
     async fn generate(&self, request: &ImageRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError> {
-        match self {
-            Self::Built(provider) => provider.generate(request, output, stop).await,
-            Self::Failed { name, error } => Err(Self::unavailable(name, error)),
-        }
+        self.provider().await?.generate(request, output, stop).await
     }
 }
 
 #[async_trait]
-impl<P: SpeechGenerator> SpeechGenerator for Unbuilt<P> {
+impl<P: SpeechGenerator + 'static> SpeechGenerator for Lazy<P> {
     fn name(&self) -> &str {
-        match self {
-            Self::Built(provider) => provider.name(),
-            Self::Failed { name, .. } => name,
-        }
+        self.name
     }
 
     async fn generate(&self, request: &SpeechRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError> {
-        match self {
-            Self::Built(provider) => provider.generate(request, output, stop).await,
-            Self::Failed { name, error } => Err(Self::unavailable(name, error)),
-        }
+        self.provider().await?.generate(request, output, stop).await
     }
 }
 
 #[async_trait]
-impl<P: VideoGenerator> VideoGenerator for Unbuilt<P> {
+impl<P: VideoGenerator + 'static> VideoGenerator for Lazy<P> {
     fn name(&self) -> &str {
-        match self {
-            Self::Built(provider) => provider.name(),
-            Self::Failed { name, .. } => name,
-        }
+        self.name
     }
 
     async fn generate(&self, request: &VideoRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError> {
-        match self {
-            Self::Built(provider) => provider.generate(request, output, stop).await,
-            Self::Failed { name, error } => Err(Self::unavailable(name, error)),
-        }
+        self.provider().await?.generate(request, output, stop).await
     }
 }

@@ -267,21 +267,27 @@ pub async fn finalize_upload(
     repo.record_finalized(organization, &finalized).await?.ok_or(UploadError::NotFound)
 }
 
+/// A file the service fetched itself: what it should be, where it is, its size.
+#[derive(Clone, Copy, Debug)]
+pub struct Fetched<'a> {
+    pub kind: UploadKind,
+    pub path: &'a std::path::Path,
+    pub size: u64,
+}
+
 /// Records a file the service fetched itself (an avatar's URL source) as a ready upload
 /// of `kind`: stored under the upload's sealed prefix, probed and classified like a
 /// finalized upload. A file that is not media of its kind is refused with why, and no
 /// upload is recorded (the stored copy is left as an orphan, never a dangling record).
-#[allow(clippy::too_many_arguments)]
 pub async fn record_fetched(
     repo: &dyn UploadRepo,
     blobs: &dyn BlobStore,
     probe: &dyn MediaProbe,
     clock: &dyn Clock,
     organization: OrganizationId,
-    kind: UploadKind,
-    path: &std::path::Path,
-    size: u64,
+    fetched: &Fetched<'_>,
 ) -> Result<Upload, UploadError> {
+    let Fetched { kind, path, size } = *fetched;
     let id = UploadId::new_v4();
     let key = format!("{}/fetched", Upload::sealed_prefix(organization, id));
     let (limit_bytes, limit) = kind.max_bytes();

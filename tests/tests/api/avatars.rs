@@ -268,10 +268,20 @@ async fn profiles_are_the_organizations_own_and_listed_newest_first(backend: Bac
         assert_eq!(status, StatusCode::CREATED, "{body}");
         ids.push(body["id"].as_str().unwrap().to_owned());
     }
+    // A create repeated with its Idempotency-Key answers the first profile again.
+    let authorization = format!("Bearer {}", harness.test.key);
+    let key = uuid::Uuid::new_v4().to_string();
+    let headers = [("authorization", authorization.as_str()), ("idempotency-key", key.as_str())];
+    let body = serde_json::to_vec(&json!({"name": "again", "sources": {"video_id": video}})).unwrap();
+    let first = harness.test.raw(Method::POST, "/avatar-profiles/create", &headers, body.clone()).await;
+    assert_eq!(first.0, StatusCode::CREATED, "{}", first.1);
+    let repeat = harness.test.raw(Method::POST, "/avatar-profiles/create", &headers, body).await;
+    assert_eq!((repeat.0, &repeat.1["id"]), (StatusCode::CREATED, &first.1["id"]), "{}", repeat.1);
+    ids.push(first.1["id"].as_str().unwrap().to_owned());
     let (_, listed) = harness.test.call(Method::GET, "/avatar-profiles", None).await;
     let names: Vec<&str> =
         listed["avatar_profiles"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["third", "second", "first"]);
+    assert_eq!(names, ["again", "third", "second", "first"]);
     let (_, other_key) = harness.test.add_organization(true).await;
     let (status, theirs) = harness.test.call_as(&other_key, Method::GET, "/avatar-profiles", None).await;
     assert_eq!((status, theirs), (StatusCode::OK, json!({"avatar_profiles": []})));

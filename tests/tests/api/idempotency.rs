@@ -75,6 +75,7 @@ fn exactly_the_creating_posts_honour_the_key() {
             "get-upload-url",
             "create-asset-connection",
             "create-asset-item",
+            "create-avatar-profile",
             "start-run",
             "rotate-webhook-secret"
         ]

@@ -940,3 +940,55 @@ async fn veo_unknown_model_is_refused_without_a_call() {
     assert_eq!(provider_message(outcome, "gemini-veo"), "no Veo model is named \"kling-2.1\"");
     assert!(api.received().is_empty());
 }
+
+/// A deployment's providers read their key from its Secrets Manager secret (moto here)
+/// when first used: the fake OpenAI sees that key. A secret without the key fails the
+/// generation saying what is missing, and nothing reaches the provider.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_kept_in_secrets_manager_is_read_when_the_provider_is_first_used() {
+    use shared::adapters::secrets::SecretsManager;
+    use shared::config::{GenerationSettings, ProviderAccess, ProviderChoice, ProviderKey};
+    assert!(
+        std::env::var("AWS_ENDPOINT_URL_SECRETS_MANAGER").is_ok(),
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER is not set: run the tests with ./scripts/test.sh"
+    );
+    let aws = shared::adapters::aws_env::load_defaults().await;
+    let client = aws_sdk_secretsmanager::Client::new(&aws);
+    let create = |name: String, text: String| {
+        let client = client.clone();
+        async move {
+            let created = client.create_secret().name(name).secret_string(text).send().await.unwrap();
+            created.arn().unwrap().to_owned()
+        }
+    };
+    let suffix = uuid::Uuid::new_v4();
+    let keys = create(format!("provider-keys-{suffix}"), json!({ "OPENAI_API_KEY": KEY }).to_string()).await;
+    let empty = create(format!("no-keys-{suffix}"), "{}".to_owned()).await;
+
+    let (fake, png, _) = openai_fake(OpenAiMode::Serve).await;
+    let settings = |secret: String| GenerationSettings {
+        image: ProviderChoice::OpenAi,
+        openai: Some(ProviderAccess {
+            base_url: format!("{}/v1", fake.url),
+            key: ProviderKey::Secret { secret, field: "OPENAI_API_KEY" },
+        }),
+        ..GenerationSettings::default()
+    };
+    let folder = tempfile::tempdir().unwrap();
+    let output = folder.path().join("image.png");
+    let (_cancel, stop) = stop_after(Duration::from_secs(20));
+    let secrets = Some(SecretsManager::from_config(&aws));
+
+    let generators = shared::adapters::providers::generators(&settings(keys), Path::new("ffmpeg"), secrets.clone());
+    assert_eq!(generators.image.name(), "openai");
+    generators.image.generate(&square_image("kept key"), &output, &stop).await.unwrap();
+    assert_eq!(std::fs::read(&output).unwrap(), png);
+    assert_eq!(fake.received()[0].headers["authorization"], format!("Bearer {KEY}"));
+
+    let without = shared::adapters::providers::generators(&settings(empty), Path::new("ffmpeg"), secrets);
+    let refused = without.image.generate(&square_image("no key"), &output, &stop).await.unwrap_err();
+    let message = refused.to_string();
+    assert!(matches!(refused, GenerationError::Unavailable(_)), "{message}");
+    assert!(message.contains("has no OPENAI_API_KEY"), "{message}");
+    assert_eq!(fake.requests().len(), 1, "nothing reached the provider without a key");
+}

@@ -150,6 +150,7 @@ impl Harness {
                     media: Media::S3(s3),
                     links: Some((shared::core::signing::generate_secret(), public_url)),
                     settings: Settings { allow_private_urls: true, ..settings },
+                    secrets: None,
                 }
             }
         };
@@ -1023,6 +1024,7 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
             media: Media::S3(s3),
             links: Some((secret.clone(), public_url.clone())),
             settings,
+            secrets: None,
         });
         (app, [dynamodb_log, s3_log, queue_log, webhook_log], webhook_queue, runs)
     };

@@ -203,6 +203,25 @@ fn node_worker_takes_the_task_queue_with_partial_failures_a_dlq_and_room_for_ffm
     for (name, path) in [("GENERATION_FONT", "/opt/fonts/DejaVuSans.ttf"), ("ESPEAK_PATH", "/opt/bin/espeak-ng")] {
         assert_eq!(variables[name].as_str(), Some(path), "{name}");
     }
+    // The providers' keys: read from one secret, by a policy of its own granting that
+    // alone; never a variable of any function.
+    assert!(format!("{:?}", variables["PROVIDER_KEYS_SECRET"]).contains("ProviderKeysSecret"));
+    assert_eq!(template["Resources"]["ProviderKeysSecret"]["Type"], "AWS::SecretsManager::Secret");
+    let policies = properties["Policies"].as_sequence().unwrap();
+    assert_eq!(policies.len(), 2, "the table, bucket and queues' policy, then the secret's");
+    let secret = policies[1]["Statement"].as_sequence().unwrap();
+    assert_eq!(secret.len(), 1);
+    assert_eq!(strings(&secret[0]["Action"]), ["secretsmanager:GetSecretValue"]);
+    assert_eq!(
+        format!("{:?}", secret[0]["Resource"]),
+        format!("{:?}", properties["Environment"]["Variables"]["PROVIDER_KEYS_SECRET"])
+    );
+    for (name, function) in &functions {
+        let variables = &function["Properties"]["Environment"]["Variables"];
+        for key in ["OPENAI_API_KEY", "GEMINI_API_KEY"] {
+            assert!(variables[key].is_null(), "{name} has {key} as a plain variable");
+        }
+    }
 }
 
 fn properties_of(function: &Value) -> &Value {

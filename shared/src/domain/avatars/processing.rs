@@ -246,17 +246,9 @@ async fn resolve(
                     return Ok(Err(format!("sources.{field}_url could not be downloaded: {error:#}")))
                 }
             };
-            let recorded = uploads::record_fetched(
-                work.uploads,
-                work.blobs,
-                work.probe,
-                work.clock,
-                organization,
-                kind,
-                &path,
-                size,
-            )
-            .await;
+            let fetched = uploads::Fetched { kind, path: &path, size };
+            let recorded =
+                uploads::record_fetched(work.uploads, work.blobs, work.probe, work.clock, organization, &fetched).await;
             match recorded {
                 Ok(upload) => upload,
                 Err(refused @ (UploadError::NotMedia(_) | UploadError::TooLarge { .. })) => {

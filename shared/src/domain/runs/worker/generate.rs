@@ -41,7 +41,8 @@ impl Worker {
                 (provider.name().to_owned(), provider.generate(request, &output, stop).await)
             }
             Generation::Avatar { profile, script, video_model } => {
-                return self.avatar_task(run, node, profile, script, video_model, scratch, stop).await;
+                let ask = AvatarAsk { profile, script, video_model };
+                return self.avatar_task(run, node, &ask, scratch, stop).await;
             }
         };
         Ok(match made {
@@ -57,17 +58,15 @@ impl Worker {
 impl Worker {
     /// An AI Avatar node's task: the profile's reference speaking the script. Waits
     /// (`blocked`) while the profile is processed, for at most [`AVATAR_WAIT`].
-    #[allow(clippy::too_many_arguments)]
     async fn avatar_task(
         &self,
         run: &Run,
         node: NodeIndex,
-        profile: &str,
-        script: &str,
-        video_model: &str,
+        ask: &AvatarAsk<'_>,
         scratch: &Path,
         stop: &Stop,
     ) -> anyhow::Result<Made> {
+        let AvatarAsk { profile, script, video_model } = *ask;
         let failed = |message: String| Ok(Made::FailedAt(format!("AI Avatar: {message}"), node));
         let found = match AvatarProfileId::parse(profile) {
             Some(id) => self.avatars.get_avatar(run.organization_id, id).await?,
@@ -131,6 +130,14 @@ impl Worker {
             Err(error) => Made::FailedAt(error.to_string(), node),
         })
     }
+}
+
+/// What an AI Avatar node asks for.
+#[derive(Clone, Copy)]
+struct AvatarAsk<'a> {
+    profile: &'a str,
+    script: &'a str,
+    video_model: &'a str,
 }
 
 /// Longest an AI Avatar task waits for its profile's processing.
