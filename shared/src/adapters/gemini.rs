@@ -14,8 +14,9 @@ use super::openai::{
     send_answering, stream_to_file, within_stop,
 };
 use crate::core::retry::RetryPolicy;
+use crate::core::retry::PROVIDER_POLL;
 use crate::core::ssrf::resolve_allowed;
-use crate::domain::generation::{GenerationError, Stop, VideoGenerator, VideoRequest, PROVIDER_POLL};
+use crate::domain::generation::{GenerationError, Stop, VideoGenerator, VideoRequest};
 
 /// The API's address when none is configured.
 pub const DEFAULT_BASE_URL: &str = crate::config::GEMINI_BASE_URL;

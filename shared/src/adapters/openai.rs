@@ -17,7 +17,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
-use crate::core::retry::{with_deadline, RetryPolicy};
+use crate::core::retry::with_deadline;
 use crate::domain::generation::{GenerationError, ImageGenerator, ImageRequest, SpeechGenerator, SpeechRequest, Stop};
 use crate::domain::media::until_cancelled;
 
@@ -37,16 +37,6 @@ const MAX_SPEECH_BYTES: u64 = 512 * 1024 * 1024;
 
 /// The first bytes of every PNG file.
 const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
-
-/// Provider calls answered 429 or 5xx: tried again a few times, never past the task's
-/// deadline.
-pub const PROVIDER_CALLS: RetryPolicy = RetryPolicy {
-    name: "a generation provider's overloaded call",
-    max_attempts: 4,
-    first_delay: Duration::from_secs(1),
-    max_delay: Duration::from_secs(8),
-    budget: Duration::from_secs(60),
-};
 
 /// Longest wait for a connection to a provider.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -173,7 +163,7 @@ pub(crate) async fn within_stop<T>(
 }
 
 /// Sends the request `build` makes, again after a 429 or 5xx answer (on the
-/// [`PROVIDER_CALLS`] schedule), and answers the response once it is a 2xx or 3xx (a
+/// [`PROVIDER_CALLS`](crate::core::retry::PROVIDER_CALLS) schedule), and answers the response once it is a 2xx or 3xx (a
 /// 3xx only reaches a client that follows no redirects); any other answer, or the last
 /// overloaded one, is the provider's error with its message.
 pub(crate) async fn send(
@@ -190,7 +180,7 @@ pub(crate) async fn send_answering(
     build: impl Fn() -> reqwest::RequestBuilder,
     redirects: bool,
 ) -> Result<reqwest::Response, GenerationError> {
-    let mut retry = PROVIDER_CALLS.start();
+    let mut retry = crate::core::retry::PROVIDER_CALLS.start();
     loop {
         let response = build().send().await.map_err(|error| unavailable(provider, error))?;
         let status = response.status();

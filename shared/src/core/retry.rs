@@ -75,6 +75,27 @@ pub const AWS_SDK_CALLS: RetryPolicy = RetryPolicy {
     budget: Duration::from_secs(8),
 };
 
+/// Provider calls answered 429 or 5xx: tried again a few times, never past the task's
+/// deadline.
+pub const PROVIDER_CALLS: RetryPolicy = RetryPolicy {
+    name: "a generation provider's overloaded call",
+    max_attempts: 4,
+    first_delay: Duration::from_secs(1),
+    max_delay: Duration::from_secs(8),
+    budget: Duration::from_secs(60),
+};
+
+/// How often a provider's long-running operation is polled: from 2 s backing off to
+/// 15 s, for as long as the task's deadline allows (the budget here only caps attempts;
+/// the task's deadline ends the wait). The wait is a timer: no worker thread is held.
+pub const PROVIDER_POLL: RetryPolicy = RetryPolicy {
+    name: "polling a generation provider's operation",
+    max_attempts: 400,
+    first_delay: Duration::from_secs(2),
+    max_delay: Duration::from_secs(15),
+    budget: Duration::from_secs(60 * 60),
+};
+
 /// Longest single attempt of an AWS SDK call.
 pub const AWS_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
 

@@ -317,7 +317,8 @@ async fn a_run_on_an_avatar_being_processed_is_blocked_then_completes(backend: B
             &[("avatar", "out")],
         )
         .await;
-    let run = harness.start(&agent, json!({})).await;
+    let receiver = crate::webhooks::Receiver::start(crate::webhooks::Mode::Accept).await;
+    let run = harness.start(&agent, json!({ "callback_url": receiver.url })).await;
     let mut saw_blocked = false;
     for _ in 0..100 {
         let (_, nodes) = harness.test.call(Method::GET, &format!("/agent_run/{run}/nodes"), None).await;
@@ -345,6 +346,16 @@ async fn a_run_on_an_avatar_being_processed_is_blocked_then_completes(backend: B
     assert!((0.5..4.0).contains(&report.duration()), "{} s", report.duration());
     let source = &output["sources"][0];
     assert_eq!((source["source_kind"].as_str(), source["query"].as_str()), (Some("generated"), Some(script)));
+    // Webhooks told the node's wait and its end.
+    let events = receiver.finished_cycles(1).await;
+    let statuses: Vec<String> = events
+        .iter()
+        .flat_map(|event| event.body["updated_nodes"].as_array().cloned().unwrap_or_default())
+        .filter(|node| node["original_node_id"] == ids["avatar"])
+        .map(|node| node["status"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(statuses.contains(&"blocked".to_owned()), "{statuses:?}");
+    assert_eq!(statuses.last().map(String::as_str), Some("completed"), "{statuses:?}");
 }
 
 async fn a_failed_or_unknown_avatar_is_refused_at_run_start(backend: Backend) {

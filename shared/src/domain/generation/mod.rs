@@ -10,8 +10,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::core::retry::RetryPolicy;
-
 /// An image to make: a PNG of `width`×`height`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ImageRequest {
@@ -113,17 +111,6 @@ pub enum GenerationError {
     #[error("generation provider unavailable: {0:#}")]
     Unavailable(anyhow::Error),
 }
-
-/// How often a provider's long-running operation is polled: from 2 s backing off to
-/// 15 s, for as long as the task's deadline allows (the budget here only caps attempts;
-/// the task's [`Stop`] ends the wait). The wait is a timer: no worker thread is held.
-pub const PROVIDER_POLL: RetryPolicy = RetryPolicy {
-    name: "polling a generation provider's operation",
-    max_attempts: 400,
-    first_delay: Duration::from_secs(2),
-    max_delay: Duration::from_secs(15),
-    budget: Duration::from_secs(60 * 60),
-};
 
 /// Makes images.
 #[async_trait]
