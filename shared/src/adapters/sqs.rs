@@ -109,7 +109,8 @@ where
         )
     }
 
-    async fn send_messages(&self, messages: &[M]) -> anyhow::Result<()> {
+    async fn send_messages(&self, messages: &[M], delay: Duration) -> anyhow::Result<()> {
+        let delay_seconds = delay.min(crate::core::queue::MAX_SEND_DELAY).as_secs() as i32;
         for chunk in messages.chunks(BATCH_ENTRIES) {
             let mut pending: Vec<SendMessageBatchRequestEntry> = chunk
                 .iter()
@@ -118,6 +119,7 @@ where
                     SendMessageBatchRequestEntry::builder()
                         .id(index.to_string())
                         .message_body(serde_json::to_string(message)?)
+                        .set_delay_seconds((delay_seconds > 0).then_some(delay_seconds))
                         .build()
                         .context("building an SQS entry")
                 })
@@ -215,7 +217,11 @@ where
     M: serde::Serialize + serde::de::DeserializeOwned + Send + Sync,
 {
     async fn send(&self, messages: &[M]) -> anyhow::Result<()> {
-        self.send_messages(messages).await
+        self.send_messages(messages, Duration::ZERO).await
+    }
+
+    async fn send_after(&self, messages: &[M], delay: Duration) -> anyhow::Result<()> {
+        self.send_messages(messages, delay).await
     }
 }
 

@@ -10,7 +10,22 @@ use async_trait::async_trait;
 pub trait Queue<M>: Send + Sync {
     /// Sends the messages (at least once each).
     async fn send(&self, messages: &[M]) -> anyhow::Result<()>;
+
+    /// Sends the messages to be received after `delay` (at most [`MAX_SEND_DELAY`]): a
+    /// new message each, so that a message looked at again later is not a receive of
+    /// the old one (which a queue counts towards its dead-letter limit). A queue whose
+    /// workers take a message back with a delay of their own (the local ones) says so.
+    async fn send_after(&self, messages: &[M], delay: Duration) -> anyhow::Result<()>
+    where
+        M: Sync,
+    {
+        let _ = (messages, delay);
+        anyhow::bail!("this queue takes messages back with a delay rather than sending them again")
+    }
 }
+
+/// Longest delay of [`Queue::send_after`] (SQS's `DelaySeconds` limit).
+pub const MAX_SEND_DELAY: Duration = Duration::from_secs(900);
 
 /// A message taken from a queue, with what settles it.
 #[derive(Clone, Debug)]

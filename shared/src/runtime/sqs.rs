@@ -118,8 +118,17 @@ pub async fn handle_batch(app: &App, event: SqsEvent) -> SqsBatchResponse {
     each_record(event, PARALLEL_TASKS, "task", |message: TaskMessage, record| async move {
         match engine.worker.process(message).await {
             Ok(Processed::Done) => true,
-            // Back after the queue's visibility timeout, which outlasts a claim.
-            Ok(Processed::Later(_)) => false,
+            // A new copy, delivered after the delay (a task waiting for its avatar, a
+            // claim held by another worker): this receive is done, and the copy's is
+            // its first (the queue's dead-letter count is for failures).
+            Ok(Processed::Later(delay)) => match engine.queue.send_after(&[message], delay).await {
+                Ok(()) => true,
+                Err(error) => {
+                    let id = record.message_id.unwrap_or_default();
+                    tracing::warn!(error = %format!("{error:#}"), message_id = id, "task message comes back after its visibility timeout");
+                    false
+                }
+            },
             Err(error) => {
                 let id = record.message_id.unwrap_or_default();
                 tracing::warn!(error = %format!("{error:#}"), message_id = id, "task message will be delivered again");

@@ -57,7 +57,12 @@ fn media() -> &'static PathBuf {
         video(16, "long.mp4", Some(voice(16)));
         video(6, "mute.mp4", None);
         video(6, "silent.mp4", Some("anullsrc=r=48000:cl=mono:d=6".into()));
+        // One second of voice, then five of silence.
+        video(6, "mostly_silent.mp4", Some("aevalsrc=if(lt(t\\,1)\\,0.5*sin(2*PI*220*t)\\,0):s=48000:d=6".into()));
         make(&["-f", "lavfi", "-i", &voice(6), "-c:a", "aac", "voice.m4a"]);
+        make(&["-f", "lavfi", "-i", &voice(3), "-c:a", "aac", "voice_short.m4a"]);
+        make(&["-f", "lavfi", "-i", &voice(16), "-c:a", "aac", "voice_long.m4a"]);
+        make(&["-f", "lavfi", "-i", "anullsrc=r=48000:cl=mono:d=6", "-c:a", "aac", "voice_silent.m4a"]);
         make(&["-f", "lavfi", "-i", "color=orange:size=320x240", "-frames:v", "1", "face.png"]);
         folder
     })
@@ -225,6 +230,7 @@ async fn sources_that_fail_processing_say_why(backend: Backend) {
         ("long.mp4", "the video is 16.0 s long; it must be 4 to 15 s"),
         ("mute.mp4", "the video has no sound"),
         ("silent.mp4", "the sound is silent"),
+        ("mostly_silent.mp4", "the sound is mostly silence"),
     ];
     let mut created = Vec::new();
     for (index, (file, _)) in cases.iter().enumerate() {
@@ -242,6 +248,18 @@ async fn sources_that_fail_processing_say_why(backend: Backend) {
         (
             json!({"image_url": format!("{base}/face.png"), "audio_url": format!("{base}/face.png")}),
             "sources.audio_url: ",
+        ),
+        (
+            json!({"image_url": format!("{base}/face.png"), "audio_url": format!("{base}/voice_short.m4a")}),
+            "the voice recording is 3.0 s long; it must be 4 to 15 s",
+        ),
+        (
+            json!({"image_url": format!("{base}/face.png"), "audio_url": format!("{base}/voice_long.m4a")}),
+            "the voice recording is 16.0 s long",
+        ),
+        (
+            json!({"image_url": format!("{base}/face.png"), "audio_url": format!("{base}/voice_silent.m4a")}),
+            "the sound is silent",
         ),
     ];
     for (index, (sources, _)) in url_cases.iter().enumerate() {
@@ -354,7 +372,8 @@ async fn a_run_on_an_avatar_being_processed_is_blocked_then_completes(backend: B
         .filter(|node| node["original_node_id"] == ids["avatar"])
         .map(|node| node["status"].as_str().unwrap_or_default().to_owned())
         .collect();
-    assert!(statuses.contains(&"blocked".to_owned()), "{statuses:?}");
+    // Blocked once: looking again at the profile changes nothing (no running/blocked flips).
+    assert_eq!(statuses.iter().filter(|status| *status == "blocked").count(), 1, "{statuses:?}");
     assert_eq!(statuses.last().map(String::as_str), Some("completed"), "{statuses:?}");
 }
 
@@ -389,4 +408,110 @@ async fn a_failed_or_unknown_avatar_is_refused_at_run_start(backend: Backend) {
         assert!(detail.starts_with(&format!("node {} (AI Avatar)", ids["avatar"])), "{detail}");
         assert!(detail.contains(expected), "{detail}");
     }
+}
+
+/// On Lambda (node-worker's SQS handler, on DynamoDB Local and the SQS emulator), a task
+/// blocked on an avatar answers its message as done and comes back as a new message
+/// after `blocked_retry` (so the queue's dead-letter count never grows); looking again
+/// writes nothing to the run; once the profile is processed the task runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_lambda_a_blocked_task_comes_back_as_a_new_message_and_looking_again_writes_nothing() {
+    use shared::app::{App, AppConfig, Media, SqsQueues, Storage};
+    use shared::core::queue::Inbox;
+    use shared::domain::runs::ports::{RunRepo, TaskMessage};
+
+    let (table, s3, tasks, webhooks) = crate::runs::aws_engine_queues().await;
+    let runs = table.clone();
+    let settings = Settings {
+        scratch: tempfile::tempdir().unwrap().keep(),
+        blocked_retry: Duration::from_secs(1),
+        allow_private_urls: true,
+        ..Settings::default()
+    };
+    let queues = SqsQueues { tasks: tasks.clone(), webhooks: Some(webhooks), take: false };
+    let app = App::build(AppConfig {
+        storage: Storage::DynamoDb { table, queues: Some(queues) },
+        media: Media::S3(s3),
+        links: Some((shared::core::signing::generate_secret(), "http://127.0.0.1:9".into())),
+        settings,
+        secrets: None,
+    });
+    let test = crate::helpers::TestApp::seeded(app).await;
+    let video = upload(&test, "video", bytes_of("speaking.mp4"), None).await;
+    let (status, created) = test
+        .call(Method::POST, "/avatar-profiles/create", Some(json!({"name": "Lambda", "sources": {"video_id": video}})))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let (agent, _) = crate::runs::create_agent(
+        &test,
+        &[
+            ("avatar", AI_AVATAR, json!({"avatar_profile_id": created["id"], "script": "Hello."})),
+            ("out", DESTINATION, json!({})),
+        ],
+        &[("avatar", "out")],
+    )
+    .await;
+    let (status, started) = test.call(Method::POST, &format!("/agent/{agent}/run"), Some(json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    let run_id = shared::domain::runs::RunId::parse(started["run_id"].as_str().unwrap()).unwrap();
+
+    // Takes the queue's messages (bounded), keeping the avatar's apart.
+    let take = |want_task: bool| {
+        let tasks = tasks.clone();
+        async move {
+            for _ in 0..50 {
+                let deliveries = tasks.receive(10, Duration::from_secs(60)).await.unwrap();
+                let mut found = Vec::new();
+                for delivery in deliveries {
+                    if (delivery.message.avatar.is_none()) == want_task {
+                        found.push(delivery);
+                    } else {
+                        // Not yet: back to the queue at once.
+                        tasks.retry_later(&delivery, Duration::ZERO).await.unwrap();
+                    }
+                }
+                if !found.is_empty() {
+                    return found;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            panic!("no {} message came", if want_task { "task" } else { "avatar" });
+        }
+    };
+    let handle = |deliveries: Vec<shared::core::queue::Delivery<TaskMessage>>| {
+        let (app, tasks) = (test.app.clone(), tasks.clone());
+        async move {
+            let records: Vec<Value> = deliveries
+                .iter()
+                .map(|delivery| json!({ "messageId": delivery.handle, "body": serde_json::to_string(&delivery.message).unwrap(), "eventSource": "aws:sqs" }))
+                .collect();
+            let answer = shared::runtime::sqs::handle_batch(
+                &app,
+                serde_json::from_value(json!({ "Records": records })).unwrap(),
+            )
+            .await;
+            assert!(answer.batch_item_failures.is_empty(), "every message answered done: {answer:?}");
+            for delivery in &deliveries {
+                tasks.acknowledge(delivery).await.unwrap();
+            }
+        }
+    };
+    let stored = || async { runs.get_run(test.organization, run_id).await.unwrap().unwrap() };
+
+    handle(take(true).await).await;
+    let blocked = stored().await;
+    assert_eq!(blocked.counts.of(shared::domain::runs::TaskStatus::Blocked), 1, "the task waits, blocked");
+    // Its new message comes after blocked_retry; looking again changes nothing stored.
+    let again = take(true).await;
+    assert_eq!(again[0].receives, 1, "a new message, not a receive of the old one");
+    handle(again).await;
+    assert_eq!(stored().await.version, blocked.version, "looking again wrote nothing");
+    // The profile is processed; the task's next look finds it ready and runs.
+    handle(take(false).await).await;
+    let (_, profile) =
+        test.call(Method::GET, &format!("/avatar-profiles/{}", created["id"].as_str().unwrap()), None).await;
+    assert_eq!(profile["status"], "ready", "{profile}");
+    handle(take(true).await).await;
+    let finished = stored().await;
+    assert_eq!(finished.status, shared::domain::runs::RunStatus::Completed, "{:?}", finished.status_message);
 }

@@ -291,7 +291,7 @@ pub async fn check_uploads(
             Some(Upload { kind: found, status: UploadStatus::Ready, .. }) if found == kind => {}
             Some(Upload { kind: found, .. }) if found != kind => {
                 return Err(AvatarError::Invalid(format!(
-                    "sources.{field}: {id} is an {} upload, not an {} one",
+                    "sources.{field}: {id} is an upload of kind {}, not {}",
                     found.as_str(),
                     kind.as_str()
                 )))

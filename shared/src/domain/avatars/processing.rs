@@ -72,7 +72,9 @@ pub async fn process(
         _ if profile.attempts >= MAX_ATTEMPTS => {
             profile.status = AvatarStatus::Failed;
             profile.status_message =
-                Some(format!("processing stopped {MAX_ATTEMPTS} times before it finished; create the avatar again"));
+                Some(format!(
+                    "processing stopped {MAX_ATTEMPTS} times before it finished; create the avatar again under another name"
+                ));
             profile.processing_until = None;
             profile.updated_at = now;
             Ok(Some(()))
@@ -200,7 +202,7 @@ async fn prepare(
             loudness.max_db
         )));
     }
-    let silent_percent = loudness.silent_ms * 100 / length_ms;
+    let silent_percent = loudness.silent_ms.saturating_mul(100) / length_ms;
     if silent_percent > MAX_SILENT_PERCENT {
         return Ok(Err(format!(
             "the sound is mostly silence ({silent_percent}% below {SILENCE_DB} dB, at most {MAX_SILENT_PERCENT}%): \
@@ -386,7 +388,8 @@ pub async fn unqueued(
             return Ok(None);
         }
         stored.status = AvatarStatus::Failed;
-        stored.status_message = Some("processing could not be queued; create the avatar again".into());
+        stored.status_message =
+            Some("processing could not be queued; create the avatar again under another name".into());
         stored.updated_at = now;
         Ok(Some(()))
     })

@@ -284,7 +284,9 @@ impl Run {
             "status_message": status_message,
             "errors": errors,
             "outputs": self.output_views(links, now, Some(index)),
-            "needs_credits": self.tasks_of(index).any(|(_, task)| task.status == super::TaskStatus::Blocked),
+            // Blocked for credits (the run says so), not for an avatar being processed.
+            "needs_credits": self.needs_credits
+                && self.tasks_of(index).any(|(_, task)| task.status == super::TaskStatus::Blocked),
         })
     }
 

@@ -132,6 +132,41 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// Whether a task blocked on avatar profile `profile` should go on waiting: the
+    /// profile is still being processed, and not for longer than [`AVATAR_WAIT`]. A
+    /// profile whose processing looks lost (pending, or its claim run out, for
+    /// [`STALE_PROFILE`]) is queued for processing again.
+    pub(super) async fn still_waiting(
+        &self,
+        organization: crate::domain::identity::OrganizationId,
+        profile: &str,
+    ) -> anyhow::Result<bool> {
+        let Some(id) = AvatarProfileId::parse(profile) else { return Ok(false) };
+        let Some(found) = self.avatars.get_avatar(organization, id).await? else { return Ok(false) };
+        let now = self.clock.now().unix_millis();
+        let waited = now.saturating_sub(found.created_at.unix_millis());
+        let quiet = now.saturating_sub(found.updated_at.unix_millis());
+        let stale = quiet > STALE_PROFILE.as_millis() as u64
+            && (found.status == AvatarStatus::Pending
+                || found.processing_until.is_some_and(|until| until.unix_millis() < now));
+        match found.status {
+            AvatarStatus::Pending | AvatarStatus::Processing if waited <= AVATAR_WAIT.as_millis() as u64 => {
+                if stale {
+                    tracing::warn!(avatar = %id, "queueing again an avatar profile whose processing looks lost");
+                    self.queue.send(&[crate::domain::runs::ports::TaskMessage::avatar(organization, id)]).await?;
+                }
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
+/// How long an avatar profile may stay pending, or processing past its claim, before a
+/// task waiting for it queues its processing again.
+pub const STALE_PROFILE: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// What an AI Avatar node asks for.
 #[derive(Clone, Copy)]
 struct AvatarAsk<'a> {

@@ -98,6 +98,8 @@ enum ClaimAnswer {
     Claimed,
     GaveUp,
     Held(Timestamp),
+    /// The task is blocked on this avatar profile (nothing written).
+    Waiting(String),
     /// Refused: the tasks the ended task queued (to send again) and whether the run
     /// records webhook events.
     Refused {
@@ -119,9 +121,19 @@ impl Worker {
         if let Some(avatar) = message.avatar {
             return self.process_avatar(message.organization_id, avatar).await;
         }
-        let run = match self.claim(message).await? {
+        let mut claimed = self.claim(message, false).await?;
+        if let Claimed::Waiting(profile) = &claimed {
+            // Blocked on an avatar profile: looked at without a write, claimed once it
+            // is ready (or failed, or gone: the task then fails saying so).
+            if self.still_waiting(message.organization_id, profile).await? {
+                return Ok(Processed::Later(self.blocked_retry));
+            }
+            claimed = self.claim(message, true).await?;
+        }
+        let run = match claimed {
             Claimed::Run(run) => run,
             Claimed::Nothing => return Ok(Processed::Done),
+            Claimed::Waiting(_) => return Ok(Processed::Later(self.blocked_retry)),
             Claimed::Held(until) => {
                 let wait = until.unix_millis().saturating_sub(self.clock.now().unix_millis()) + 1_000;
                 tracing::info!(run_id = %message.run_id, task = message.task.0, "task message waits for the claim it met");
@@ -198,11 +210,16 @@ impl Worker {
     /// there is nothing to do. A refused message (a duplicate, or
     /// its task ended) sends again what its task queued and the run's never-attempted
     /// webhook deliveries, in case the worker that ended it stopped before sending them.
-    async fn claim(&self, message: TaskMessage) -> anyhow::Result<Claimed> {
+    async fn claim(&self, message: TaskMessage, take_blocked: bool) -> anyhow::Result<Claimed> {
         let TaskMessage { organization_id: organization, run_id, task, attempt, .. } = message;
         let (now, lease) = (self.clock.now(), self.lease());
         let changed =
             change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
+                if !take_blocked {
+                    if let Some(profile) = avatar_waited_for(run, task, attempt) {
+                        return Ok(Change::Keep(ClaimAnswer::Waiting(profile)));
+                    }
+                }
                 Ok(match run.claim(task, attempt, now, lease) {
                     Claim::Claimed => Change::Store(ClaimAnswer::Claimed, Vec::new()),
                     Claim::GaveUp => Change::Store(ClaimAnswer::GaveUp, Vec::new()),
@@ -223,6 +240,7 @@ impl Worker {
                 Ok(Claimed::Nothing)
             }
             Ok((_, ClaimAnswer::Held(until))) => Ok(Claimed::Held(until)),
+            Ok((_, ClaimAnswer::Waiting(profile))) => Ok(Claimed::Waiting(profile)),
             Ok((_, ClaimAnswer::Refused { resend, has_events })) => {
                 if has_events {
                     self.queue_unsent_events(organization, run_id).await?;
@@ -363,6 +381,17 @@ enum Claimed {
     Nothing,
     /// Another claim holds the task until then.
     Held(Timestamp),
+    /// The task is blocked on this avatar profile.
+    Waiting(String),
+}
+
+/// The avatar profile attempt `attempt` of task `task` is blocked on, if it is.
+fn avatar_waited_for(run: &Run, task: TaskIndex, attempt: u32) -> Option<String> {
+    let waiting = run.tasks.get(task.0).filter(|t| t.status == TaskStatus::Blocked && t.attempt == attempt)?;
+    match run.nodes[*waiting.nodes.first()?].settings().generation()? {
+        crate::domain::nodes::Generation::Avatar { profile, .. } => Some(profile),
+        _ => None,
+    }
 }
 
 impl Run {
