@@ -992,3 +992,46 @@ async fn a_key_kept_in_secrets_manager_is_read_when_the_provider_is_first_used()
     assert!(message.contains("has no OPENAI_API_KEY"), "{message}");
     assert_eq!(fake.requests().len(), 1, "nothing reached the provider without a key");
 }
+
+/// Through the engine: a run whose Image Generation uses the OpenAI adapter delivers the
+/// picture the provider made; a provider's refusal fails the node with the provider's
+/// message in the run's `errors`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_delivers_what_the_configured_provider_made_and_fails_with_its_message() {
+    use shared::config::{GenerationSettings, ProviderAccess, ProviderChoice, ProviderKey, Settings};
+    use shared::domain::nodes::{DESTINATION, IMAGE_GENERATION};
+
+    let (fake, png, _) = openai_fake(OpenAiMode::Serve).await;
+    for (key, works) in [(KEY, true), ("sk-wrong-key-000000", false)] {
+        let generation = GenerationSettings {
+            image: ProviderChoice::OpenAi,
+            openai: Some(ProviderAccess { base_url: format!("{}/v1", fake.url), key: ProviderKey::Value(key.into()) }),
+            ..GenerationSettings::default()
+        };
+        let harness = crate::runs::Harness::tuned(crate::helpers::Backend::Sqlite, |settings| Settings {
+            generation: generation.clone(),
+            ..settings
+        })
+        .await;
+        let (agent, ids) = harness
+            .agent(
+                &[("image", IMAGE_GENERATION, json!({"prompt": "a red square"})), ("out", DESTINATION, json!({}))],
+                &[("image", "out")],
+            )
+            .await;
+        let run = harness.start(&agent, json!({})).await;
+        let record = harness.finished(&run).await;
+        if works {
+            assert_eq!(record["status"], "completed", "{record}");
+            let output = &record["outputs"][0];
+            let (bytes, content_type) = crate::generation::fetch(output["video_url"].as_str().unwrap()).await;
+            assert_eq!((bytes, content_type.as_str()), (png.clone(), "image/png"));
+            assert_eq!(output["sources"][0]["provider"], "openai");
+        } else {
+            assert_eq!(record["status"], "failed", "{record}");
+            assert_eq!(record["errors"][0]["original_node_id"], ids["image"].as_str());
+            let message = record["errors"][0]["messages"][0].as_str().unwrap();
+            assert!(message.starts_with("openai: 401 Unauthorized: Incorrect API key provided"), "{message}");
+        }
+    }
+}
