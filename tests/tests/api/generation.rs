@@ -195,6 +195,26 @@ async fn each_kind_makes_the_media_it_names_served_with_its_media_type(backend: 
     assert!(moves(&bytes), "the generated video has visible motion");
 }
 
+/// The 40×40 grey pixels at (`x`, `y`) of a video's frame at 1 s.
+fn region(bytes: &[u8], x: &str, y: &str) -> Vec<u8> {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), bytes).unwrap();
+    let output = std::process::Command::new("ffmpeg")
+        .args(["-v", "error", "-ss", "1", "-i"])
+        .arg(file.path())
+        .args(["-frames:v", "1", "-vf", &format!("crop=40:40:{x}:{y}"), "-f", "rawvideo", "-pix_fmt", "gray", "-"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    output.stdout
+}
+
+/// Whether two pictures differ by more than encoding noise (a mean of 12 grey levels).
+fn differs(a: &[u8], b: &[u8]) -> bool {
+    let total: u64 = a.iter().zip(b).map(|(a, b)| u64::from(a.abs_diff(*b))).sum();
+    total > 12 * a.len().min(b.len()) as u64
+}
+
 /// Whether a video's picture moves: more than 1% of the pixels of its frames at 0.2 s
 /// and 4.5 s differ by more than a few levels (more than encoding noise).
 fn moves(bytes: &[u8]) -> bool {
@@ -244,6 +264,11 @@ async fn a_mixed_run_overlays_a_generated_image_and_mixes_generated_music(backen
     assert_eq!((stream["width"].as_u64(), stream["height"].as_u64()), (Some(320), Some(240)));
     assert!(report.stream("audio").is_some());
     assert_close(report.duration(), 2.0, "the uploaded video's length");
+    // The generated picture is drawn in the top right corner, and only there.
+    let input = crate::uploads::sample("video.mp4");
+    let corner = |bytes: &[u8], x: &str| region(bytes, x, "0");
+    assert!(differs(&corner(&bytes, "iw-40"), &corner(&input, "iw-40")), "the overlay is in the top right corner");
+    assert!(!differs(&region(&bytes, "0", "ih-40"), &region(&input, "0", "ih-40")), "the rest is the input");
     let sources = output["sources"].as_array().unwrap();
     let generated: Vec<&Value> = sources.iter().filter(|source| source["source_kind"] == "generated").collect();
     assert_eq!(generated.len(), 2, "{output}");
