@@ -167,6 +167,32 @@ async fn an_avatar_from_an_image_and_a_voice_url_stores_them_as_uploads(backend:
         let (status, upload) = harness.test.call(Method::GET, &format!("/uploads/{kind}/{}", file.upload), None).await;
         assert_eq!((status, &upload["status"]), (StatusCode::OK, &json!("ready")), "{upload}");
     }
+    // An AI Avatar of it: the picture, slowly zoomed, speaking the script for as long as
+    // the speech lasts.
+    let (agent, _) = harness
+        .agent(
+            &[
+                (
+                    "avatar",
+                    AI_AVATAR,
+                    json!({"avatar_profile_id": profile["id"], "script": "Good morning to you all."}),
+                ),
+                ("out", DESTINATION, json!({})),
+            ],
+            &[("avatar", "out")],
+        )
+        .await;
+    let run = harness.start(&agent, json!({})).await;
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    let (bytes, _) = fetch(record["outputs"][0]["video_url"].as_str().unwrap()).await;
+    let report = probe_bytes(&bytes);
+    let picture = report.stream("video").unwrap();
+    assert_eq!((picture["width"].as_u64(), picture["height"].as_u64()), (Some(320), Some(240)));
+    let voice = report.stream("audio").expect("the avatar speaks");
+    let spoken: f64 = voice["duration"].as_str().unwrap().parse().unwrap();
+    assert!((report.duration() - spoken).abs() <= 0.1, "as long as the speech: {} s and {spoken} s", report.duration());
+    assert!((0.5..5.0).contains(&spoken), "{spoken} s");
 }
 
 /// Another organization of the same service, as a client of its own.
