@@ -77,6 +77,36 @@ impl Drop for GroupGuard {
     }
 }
 
+/// How a child run by [`run_to_end`] ended.
+pub enum Ended {
+    /// It exited by itself: whether it succeeded, and the end of its stderr.
+    Exited { success: bool, stderr: String },
+    /// Its time ran out; it was killed.
+    TimedOut,
+    /// `cancelled` was set; it was killed.
+    Cancelled,
+}
+
+/// Runs `command` (made by [`command`]) until it exits, `budget` passes or `cancelled`
+/// is set, killing it (and what it started) in the last two cases. Err: it could not
+/// be started.
+pub async fn run_to_end(
+    mut command: tokio::process::Command,
+    budget: std::time::Duration,
+    cancelled: tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<Ended> {
+    let mut child = command.spawn()?;
+    let group = GroupGuard::of(&child);
+    let stderr = tokio::spawn(stderr_tail(child.stderr.take()));
+    let status = tokio::select! {
+        status = child.wait() => status?,
+        () = tokio::time::sleep(budget) => return Ok(Ended::TimedOut),
+        () = crate::domain::media::until_cancelled(cancelled) => return Ok(Ended::Cancelled),
+    };
+    group.disarm();
+    Ok(Ended::Exited { success: status.success(), stderr: stderr.await.unwrap_or_default() })
+}
+
 /// Reads `stderr` to its end, keeping its last [`STDERR_TAIL_BYTES`].
 pub async fn stderr_tail(stderr: Option<tokio::process::ChildStderr>) -> String {
     let Some(mut stderr) = stderr else { return String::new() };

@@ -11,8 +11,8 @@ use async_trait::async_trait;
 
 use crate::domain::media::ports::MediaToolkit;
 use crate::domain::media::{
-    duration_after, reframed_size, until_cancelled, CaptionPosition, Corner, Edit, Loudness, MediaError, PreviewJob,
-    RenderJob, SILENCE_DB, SILENCE_MIN_S,
+    duration_after, reframed_size, CaptionPosition, Corner, Edit, Loudness, MediaError, PreviewJob, RenderJob,
+    SILENCE_DB, SILENCE_MIN_S,
 };
 
 /// Encoder settings of every output (the performance script's reference command uses
@@ -304,33 +304,42 @@ impl Ffmpeg {
         budget: Duration,
         cancelled: tokio::sync::watch::Receiver<bool>,
     ) -> Result<(), MediaError> {
-        let mut command = super::child::command(&self.program);
-        command.args(args).stdout(Stdio::null());
-        if let Some(folder) = folder {
-            command.current_dir(folder);
-        }
-        let mut child = command.spawn().map_err(|error| {
-            MediaError::Unavailable(anyhow::Error::new(error).context(format!("running {}", self.program.display())))
-        })?;
-        let group = super::child::GroupGuard::of(&child);
-        let stderr = tokio::spawn(super::child::stderr_tail(child.stderr.take()));
-        let status = tokio::select! {
-            status = child.wait() => status,
-            () = tokio::time::sleep(budget) => return Err(MediaError::TimedOut(budget)),
-            () = until_cancelled(cancelled) => return Err(MediaError::Cancelled),
+        let stderr = self.execute(args, folder, budget, cancelled).await?;
+        let stderr = match stderr {
+            Ok(_) => return Ok(()),
+            Err(stderr) => stderr,
         };
-        let status = status.map_err(|error| MediaError::Unavailable(error.into()))?;
-        group.disarm();
-        if status.success() {
-            return Ok(());
-        }
-        let stderr = stderr.await.unwrap_or_default();
         let lines: Vec<&str> = stderr.lines().filter(|line| !line.trim().is_empty()).collect();
         let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
         Err(MediaError::Invalid(format!(
             "ffmpeg could not make the video: {}",
             if tail.is_empty() { "no message" } else { &tail }
         )))
+    }
+
+    /// Runs ffmpeg with `args` (in `folder`) to its end: Ok(its stderr's end) when it
+    /// succeeded, Ok(Err(it)) when it failed; a budget passed or a cancel is an error.
+    async fn execute(
+        &self,
+        args: &[String],
+        folder: Option<&Path>,
+        budget: Duration,
+        cancelled: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Result<String, String>, MediaError> {
+        let mut command = super::child::command(&self.program);
+        command.args(args).stdout(Stdio::null());
+        if let Some(folder) = folder {
+            command.current_dir(folder);
+        }
+        let ended = super::child::run_to_end(command, budget, cancelled).await.map_err(|error| {
+            MediaError::Unavailable(anyhow::Error::new(error).context(format!("running {}", self.program.display())))
+        })?;
+        match ended {
+            super::child::Ended::Exited { success: true, stderr } => Ok(Ok(stderr)),
+            super::child::Ended::Exited { success: false, stderr } => Ok(Err(stderr)),
+            super::child::Ended::TimedOut => Err(MediaError::TimedOut(budget)),
+            super::child::Ended::Cancelled => Err(MediaError::Cancelled),
+        }
     }
 }
 
@@ -341,26 +350,11 @@ impl Ffmpeg {
     /// Runs ffmpeg with `args` (its log at `info`) and answers its log's end: what the
     /// analysis filters (`volumedetect`, `silencedetect`) print.
     async fn log_of(&self, args: &[String], budget: Duration) -> Result<String, MediaError> {
-        let mut command = super::child::command(&self.program);
-        command.args(args).stdout(Stdio::null());
-        let mut child = command.spawn().map_err(|error| {
-            MediaError::Unavailable(anyhow::Error::new(error).context(format!("running {}", self.program.display())))
-        })?;
-        let group = super::child::GroupGuard::of(&child);
-        let stderr = tokio::spawn(super::child::stderr_tail(child.stderr.take()));
-        let status = tokio::select! {
-            status = child.wait() => status,
-            () = tokio::time::sleep(budget) => return Err(MediaError::TimedOut(budget)),
-        };
-        let status = status.map_err(|error| MediaError::Unavailable(error.into()))?;
-        group.disarm();
-        let log = stderr.await.unwrap_or_default();
-        if status.success() {
-            Ok(log)
-        } else {
+        let (_never, cancelled) = tokio::sync::watch::channel(false);
+        self.execute(args, None, budget, cancelled).await?.map_err(|log| {
             let last = log.lines().rev().find(|line| !line.trim().is_empty()).unwrap_or("no message");
-            Err(MediaError::Invalid(format!("ffmpeg could not read the sound: {last}")))
-        }
+            MediaError::Invalid(format!("ffmpeg could not read the sound: {last}"))
+        })
     }
 }
 

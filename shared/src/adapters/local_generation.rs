@@ -21,7 +21,7 @@ use crate::domain::generation::{
     AudioGenerator, AudioMode, AudioRequest, AvatarGenerator, AvatarReference, AvatarRequest, GenerationError,
     ImageGenerator, ImageRequest, SpeechGenerator, SpeechRequest, Stop, VideoGenerator, VideoRequest,
 };
-use crate::domain::media::{until_cancelled, MediaError};
+use crate::domain::media::MediaError;
 
 /// The name local providers are cited by in `sources`.
 pub const LOCAL: &str = "local";
@@ -281,32 +281,22 @@ impl SpeechGenerator for LocalGenerator {
         tokio::fs::write(&script, &request.text).await.map_err(|error| GenerationError::Unavailable(error.into()))?;
         let mut command = super::child::command(&self.espeak);
         command.args(["-v", "en-us", "-s", "160", "-w"]).arg(output).arg("-f").arg(&script).stdout(Stdio::null());
-        let mut child = command.spawn().map_err(|error| {
+        let limit = stop.remaining();
+        let ended = super::child::run_to_end(command, limit, stop.cancelled.clone()).await.map_err(|error| {
             GenerationError::Unavailable(anyhow::anyhow!(
                 "running {}: {error} (install Debian's espeak-ng, or set ESPEAK_PATH)",
                 self.espeak.display()
             ))
         })?;
-        let group = super::child::GroupGuard::of(&child);
-        let stderr = tokio::spawn(super::child::stderr_tail(child.stderr.take()));
-        let limit = stop.remaining();
-        let status = tokio::select! {
-            status = child.wait() => status,
-            () = tokio::time::sleep_until(stop.deadline) => {
-                return Err(GenerationError::TimedOut { provider: LOCAL.into(), limit })
-            }
-            () = until_cancelled(stop.cancelled.clone()) => return Err(GenerationError::Cancelled),
-        };
-        let status = status.map_err(|error| GenerationError::Unavailable(error.into()))?;
-        group.disarm();
-        if status.success() {
-            return Ok(());
+        match ended {
+            super::child::Ended::Exited { success: true, .. } => Ok(()),
+            super::child::Ended::Exited { success: false, stderr } => Err(GenerationError::Provider {
+                provider: LOCAL.into(),
+                message: format!("espeak-ng could not speak the script: {}", stderr.trim()),
+            }),
+            super::child::Ended::TimedOut => Err(GenerationError::TimedOut { provider: LOCAL.into(), limit }),
+            super::child::Ended::Cancelled => Err(GenerationError::Cancelled),
         }
-        let stderr = stderr.await.unwrap_or_default();
-        Err(GenerationError::Provider {
-            provider: LOCAL.into(),
-            message: format!("espeak-ng could not speak the script: {}", stderr.trim()),
-        })
     }
 }
 
