@@ -816,10 +816,12 @@ pub struct Source {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub provider_asset_id: Option<String>,
-    /// The media ID of the clipped input or upload inside the run; null while unknown.
+    /// The media ID of the clipped input, upload or generated file inside the run; null
+    /// while unknown.
     #[schema(required = true)]
     pub render_asset_id: Option<String>,
-    /// The URL as given, or the asset item's name; absent for uploaded music and pictures.
+    /// The URL as given, the asset item's name, or the prompt of generated media; absent
+    /// for uploaded music and pictures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub query: Option<String>,
