@@ -343,6 +343,29 @@ impl Ffmpeg {
     }
 }
 
+impl Ffmpeg {
+    /// Writes one JPEG picture of the media at `location` to `output`: `before` are the
+    /// input's options (a seek), `filters` what makes the picture.
+    async fn picture(
+        &self,
+        before: &[&str],
+        location: &str,
+        filters: &[&str],
+        output: &Path,
+    ) -> Result<(), MediaError> {
+        let args: Vec<String> = ["-nostdin", "-hide_banner", "-loglevel", "error", "-y"]
+            .iter()
+            .chain(before)
+            .map(|arg| arg.to_string())
+            .chain(input(location))
+            .chain(filters.iter().chain(&["-frames:v", "1", "-q:v", "4"]).map(|arg| arg.to_string()))
+            .chain([output.display().to_string()])
+            .collect();
+        let (_never, cancelled) = tokio::sync::watch::channel(false);
+        self.run(&args, None, THUMBNAIL_BUDGET, cancelled).await
+    }
+}
+
 /// Longest a loudness check or a preview may take.
 const ANALYSIS_BUDGET: Duration = Duration::from_secs(120);
 
@@ -426,33 +449,7 @@ impl MediaToolkit for Ffmpeg {
 
     async fn thumbnail(&self, location: &str, duration_ms: u64, output: &Path) -> Result<(), MediaError> {
         let at = seconds((duration_ms / 2).min(1000));
-        let args: Vec<String> = [
-            "-nostdin",
-            "-hide_banner",
-            "-loglevel",
-            "error",
-            "-y",
-            "-ss",
-            &at,
-            "-protocol_whitelist",
-            protocols_of(location),
-            "-format_whitelist",
-            MEDIA_FORMATS,
-            "-i",
-            location,
-            "-frames:v",
-            "1",
-            "-vf",
-            "scale=320:-2",
-            "-q:v",
-            "4",
-        ]
-        .iter()
-        .map(|arg| arg.to_string())
-        .chain([output.display().to_string()])
-        .collect();
-        let (_never, cancelled) = tokio::sync::watch::channel(false);
-        self.run(&args, None, THUMBNAIL_BUDGET, cancelled).await
+        self.picture(&["-ss", &at], location, &["-vf", "scale=320:-2"], output).await
     }
 
     async fn loudness(&self, location: &str) -> Result<Loudness, MediaError> {
@@ -505,31 +502,8 @@ impl MediaToolkit for Ffmpeg {
     }
 
     async fn waveform(&self, location: &str, output: &Path) -> Result<(), MediaError> {
-        let args: Vec<String> = [
-            "-nostdin",
-            "-hide_banner",
-            "-loglevel",
-            "error",
-            "-y",
-            "-protocol_whitelist",
-            protocols_of(location),
-            "-format_whitelist",
-            MEDIA_FORMATS,
-            "-i",
-            location,
-            "-filter_complex",
-            "showwavespic=s=320x120:colors=white,format=yuvj420p",
-            "-frames:v",
-            "1",
-            "-q:v",
-            "4",
-        ]
-        .iter()
-        .map(|arg| arg.to_string())
-        .chain([output.display().to_string()])
-        .collect();
-        let (_never, cancelled) = tokio::sync::watch::channel(false);
-        self.run(&args, None, THUMBNAIL_BUDGET, cancelled).await
+        let filter = ["-filter_complex", "showwavespic=s=320x120:colors=white,format=yuvj420p"];
+        self.picture(&[], location, &filter, output).await
     }
 }
 

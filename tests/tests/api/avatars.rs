@@ -32,15 +32,7 @@ fn media() -> &'static PathBuf {
     static MEDIA: OnceLock<PathBuf> = OnceLock::new();
     MEDIA.get_or_init(|| {
         let folder = tempfile::tempdir().unwrap().keep();
-        let make = |args: &[&str]| {
-            let status = std::process::Command::new("ffmpeg")
-                .args(["-v", "error", "-y"])
-                .args(args)
-                .current_dir(&folder)
-                .status()
-                .expect("ffmpeg is installed");
-            assert!(status.success(), "ffmpeg {args:?}");
-        };
+        let make = |args: &[&str]| crate::helpers::ffmpeg_in(&folder, args);
         // A voice-like sound: a tone whose loudness moves three times a second.
         let voice = |seconds: u32| format!("aevalsrc=0.5*sin(2*PI*220*t)*(0.6+0.4*sin(2*PI*3*t)):s=48000:d={seconds}");
         let video = |seconds: u32, name: &str, audio: Option<String>| {

@@ -53,22 +53,10 @@ pub(crate) fn probe_bytes(bytes: &[u8]) -> Report {
 
 /// GETs a media link (following S3's redirect): its bytes and `Content-Type`.
 pub(crate) async fn fetch(url: &str) -> (Vec<u8>, String) {
-    use http_body_util::BodyExt;
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<http_body_util::Full<bytes::Bytes>>();
-    let mut url = url.to_owned();
-    for _ in 0..2 {
-        let response = client.get(url.parse().unwrap()).await.unwrap();
-        if response.status() == StatusCode::FOUND {
-            url = response.headers()[http::header::LOCATION].to_str().unwrap().to_owned();
-            continue;
-        }
-        assert_eq!(response.status(), StatusCode::OK, "{url}");
-        let content_type =
-            response.headers().get(http::header::CONTENT_TYPE).map_or("", |value| value.to_str().unwrap()).to_owned();
-        return (response.into_body().collect().await.unwrap().to_bytes().to_vec(), content_type);
-    }
-    panic!("{url} redirected more than once")
+    let (status, headers, body) = crate::helpers::http_fetch(url).await;
+    assert_eq!(status, StatusCode::OK, "{url}");
+    let content_type = headers.get(http::header::CONTENT_TYPE).map_or("", |value| value.to_str().unwrap()).to_owned();
+    (body.to_vec(), content_type)
 }
 
 fn assert_close(actual: f64, expected: f64, what: &str) {

@@ -660,23 +660,6 @@ async fn site_pages_that_lead_to_a_private_address_are_refused_without_reaching_
     assert_eq!(runs["runs"], json!([]));
 }
 
-/// GETs `url`, following one redirect (a media link on S3 answers 302 to a presigned
-/// GET): the status and headers of the answer.
-async fn get_headers(url: &str) -> (StatusCode, http::HeaderMap) {
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<http_body_util::Full<bytes::Bytes>>();
-    let mut url = url.to_owned();
-    for _ in 0..2 {
-        let response = client.get(url.parse().unwrap()).await.unwrap();
-        if response.status() == StatusCode::FOUND {
-            url = response.headers()[http::header::LOCATION].to_str().unwrap().to_owned();
-            continue;
-        }
-        return (response.status(), response.headers().clone());
-    }
-    panic!("{url} redirected more than once")
-}
-
 /// An upload URL pins the Content-Type of its kind (a page is refused where the server
 /// is ours; S3 refuses any change to the signed headers, which include it), and a media
 /// link answers with the media's type (`video/mp4`, and `nosniff` where the server is
@@ -703,7 +686,7 @@ async fn media_links_answer_with_their_media_type_whatever_the_upload_said(backe
     let run = harness.start(&agent, json!({ "video_ids": [id] })).await;
     let (_, record) = harness.test.call(Method::GET, &format!("/agent_run/{run}"), None).await;
     let link = record["inputs"][0]["video_url"].as_str().expect("the upload's link");
-    let (status, headers) = get_headers(link).await;
+    let (status, headers, _) = crate::helpers::http_fetch(link).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(headers[http::header::CONTENT_TYPE], "video/mp4");
     if backend == Backend::Sqlite {

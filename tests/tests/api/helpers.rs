@@ -301,13 +301,30 @@ pub async fn call_function(
     (status, headers, if bytes.is_empty() { Value::Null } else { serde_json::from_slice(bytes).expect("JSON") })
 }
 
+/// Runs ffmpeg with `args` in `folder` (test media are made there at test time).
+pub fn ffmpeg_in(folder: &std::path::Path, args: &[&str]) {
+    let status = std::process::Command::new("ffmpeg")
+        .args(["-v", "error", "-y"])
+        .args(args)
+        .current_dir(folder)
+        .status()
+        .expect("ffmpeg is installed (./scripts/test.sh installs it)");
+    assert!(status.success(), "ffmpeg {args:?}");
+}
+
 /// GETs a URL over plain HTTP and returns the status and body.
 pub async fn http_get(url: &str) -> (StatusCode, bytes::Bytes) {
+    let (status, _, body) = http_fetch(url).await;
+    (status, body)
+}
+
+/// GETs a URL over plain HTTP, following one redirect (a media link on S3 answers 302 to
+/// a presigned GET): the answer's status, headers and body.
+pub async fn http_fetch(url: &str) -> (StatusCode, http::HeaderMap, bytes::Bytes) {
     use http_body_util::BodyExt;
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<http_body_util::Full<bytes::Bytes>>();
     let mut url = url.to_owned();
-    // One redirect at most: a media link on S3 answers 302 to a presigned GET.
     for _ in 0..2 {
         let response = client.get(url.parse().expect("a URL")).await.expect("the URL answers");
         let status = response.status();
@@ -315,7 +332,8 @@ pub async fn http_get(url: &str) -> (StatusCode, bytes::Bytes) {
             url = response.headers()[http::header::LOCATION].to_str().unwrap().to_owned();
             continue;
         }
-        return (status, response.into_body().collect().await.expect("a body").to_bytes());
+        let headers = response.headers().clone();
+        return (status, headers, response.into_body().collect().await.expect("a body").to_bytes());
     }
     panic!("{url} redirected more than once")
 }

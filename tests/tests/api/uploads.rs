@@ -32,15 +32,7 @@ fn samples() -> &'static PathBuf {
     static SAMPLES: OnceLock<PathBuf> = OnceLock::new();
     SAMPLES.get_or_init(|| {
         let folder = tempfile::tempdir().expect("temporary folder").keep();
-        let make = |args: &[&str]| {
-            let status = std::process::Command::new("ffmpeg")
-                .args(["-v", "error", "-y"])
-                .args(args)
-                .current_dir(&folder)
-                .status()
-                .expect("ffmpeg is installed (./scripts/test.sh installs it)");
-            assert!(status.success(), "ffmpeg {args:?}");
-        };
+        let make = |args: &[&str]| crate::helpers::ffmpeg_in(&folder, args);
         make(
             &["-f", "lavfi", "-i", "testsrc=duration=2:size=320x240:rate=10", "-f", "lavfi", "-i", "sine=duration=2"]
                 .iter()
