@@ -22,6 +22,7 @@ async fn general_endpoints_accept_both_schemes_and_refuse_bad_keys(backend: Back
         (Method::POST, "/agent/create"),
         (Method::GET, "/node_types"),
         (Method::POST, "/uploads/image/get_upload_url"),
+        (Method::GET, "/avatar-profiles"),
     ];
     for (method, path) in routes {
         for headers in [vec![("x-api-key", app.key.as_str())], vec![("authorization", bearer.as_str())]] {
