@@ -16,7 +16,7 @@ start_perf_serve() {
   trap stop_perf_serve EXIT
   KEY="perf-$(date +%s%N)"
   cat >"$WORK/seed.json" <<JSON
-{"organizations": [{"id": "$(cat /proc/sys/kernel/random/uuid)", "name": "Perf", "slug": "perf", "api_keys": ["$KEY"]}]}
+{"organizations": [{"id": "$(cat /proc/sys/kernel/random/uuid)", "name": "Perf", "slug": "perf", "credits": 100000000, "api_keys": ["$KEY"]}]}
 JSON
   ADDR="127.0.0.1:${PERF_PORT:-$port}"
   RUST_LOG="${SERVE_LOG:-warn}" "$serve" --addr "$ADDR" --seed "$WORK/seed.json" --data-dir "$WORK/data" "$@" &

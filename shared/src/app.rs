@@ -22,6 +22,8 @@ use crate::core::queue::{Inbox, Queue};
 use crate::domain::agents::AgentRepo;
 use crate::domain::asset_manager::{AssetManager, AssetRepo};
 use crate::domain::avatars::AvatarRepo;
+use crate::domain::credits::billing::{BillingProvider, SandboxBilling};
+use crate::domain::credits::CreditRepo;
 use crate::domain::idempotency::IdempotencyRepo;
 use crate::domain::identity::{Authenticator, IdentityRepo};
 use crate::domain::media::ports::{BlobStore, MediaProbe};
@@ -236,6 +238,8 @@ pub struct App {
     pub allow_private_urls: bool,
     /// The run engine, built when first used ([`App::engine`]).
     engine: OnceLock<Engine>,
+    /// Where plans and credits are paid for.
+    billing: OnceLock<Arc<dyn BillingProvider>>,
 }
 
 /// Where the repositories are kept: a DynamoDB table, named concretely so that each
@@ -292,6 +296,8 @@ ports! {
     assets: AssetRepo,
     /// Avatar profiles.
     avatars: AvatarRepo,
+    /// Credit accounts, their ledgers and checkouts.
+    credits: CreditRepo,
 }
 
 impl Engine {
@@ -324,6 +330,9 @@ impl Engine {
             notifier,
             deliveries: app.webhooks().clone(),
             task_budget: settings.task_budget,
+            prices: settings.prices,
+            billing: app.billing().clone(),
+            top_up_wait: settings.top_up_wait,
             claim_margin: settings.claim_margin,
             scratch: settings.scratch.clone(),
         };
@@ -410,7 +419,20 @@ impl App {
             settings,
             secrets,
             engine: OnceLock::new(),
+            billing: OnceLock::new(),
         }
+    }
+
+    /// Where plans and credits are paid for: the local sandbox, whose checkout pages
+    /// `serve` answers.
+    pub fn billing(&self) -> &Arc<dyn BillingProvider> {
+        self.billing.get_or_init(|| Arc::new(SandboxBilling { public_url: self.links.public_url().to_owned() }))
+    }
+
+    /// Replaces the billing provider (tests give an app one that fails).
+    pub fn replace_billing(&mut self, billing: Arc<dyn BillingProvider>) {
+        assert!(self.engine.get().is_none(), "replace the billing provider before the engine is built");
+        self.billing = OnceLock::from(billing);
     }
 
     /// Reads the caller's key (cached for `AUTH_CACHE_TTL`).
@@ -543,6 +565,7 @@ trait BackendPorts: Send + Sync {
     fn idempotency(self: Arc<Self>) -> Arc<dyn IdempotencyRepo>;
     fn assets(self: Arc<Self>) -> Arc<dyn AssetRepo>;
     fn avatars(self: Arc<Self>) -> Arc<dyn AvatarRepo>;
+    fn credits(self: Arc<Self>) -> Arc<dyn CreditRepo>;
 }
 
 impl<B: Backend> BackendPorts for B {
@@ -571,6 +594,9 @@ impl<B: Backend> BackendPorts for B {
         self
     }
     fn avatars(self: Arc<Self>) -> Arc<dyn AvatarRepo> {
+        self
+    }
+    fn credits(self: Arc<Self>) -> Arc<dyn CreditRepo> {
         self
     }
 }

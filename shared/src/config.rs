@@ -52,6 +52,11 @@ pub struct Settings {
     /// How long a task waiting for an avatar profile's processing (`blocked`) waits
     /// before it looks again.
     pub blocked_retry: Duration,
+    /// Which prices tasks pay (`CREDIT_PRICES`: `catalog`, the default, or `free`).
+    pub prices: crate::domain::runs::charges::Prices,
+    /// How long a task blocked for credits waits for an auto top-up to be paid
+    /// (`TOP_UP_WAIT_SECONDS`, default 600) before it waits for a resume instead.
+    pub top_up_wait: Duration,
 }
 
 /// Who makes a kind of generated media.
@@ -215,7 +220,19 @@ impl Default for Settings {
             sweep: Default::default(),
             generation: GenerationSettings::default(),
             blocked_retry: Duration::from_secs(10),
+            prices: Default::default(),
+            top_up_wait: Duration::from_secs(600),
         }
+    }
+}
+
+/// `CREDIT_PRICES`: `catalog` (the default) or `free` (tasks cost nothing).
+pub fn prices_from_env() -> anyhow::Result<crate::domain::runs::charges::Prices> {
+    use crate::domain::runs::charges::Prices;
+    match std::env::var("CREDIT_PRICES").ok().as_deref() {
+        None | Some("") | Some("catalog") => Ok(Prices::Catalog),
+        Some("free") => Ok(Prices::Free),
+        Some(other) => anyhow::bail!("CREDIT_PRICES={other:?} is neither \"catalog\" nor \"free\""),
     }
 }
 
@@ -291,6 +308,8 @@ impl Config {
             auth_cache_ttl: Duration::from_secs(seconds),
             allow_private_urls: flag("ALLOW_PRIVATE_URLS")?,
             generation: GenerationSettings::from_env()?,
+            prices: prices_from_env()?,
+            top_up_wait: Duration::from_secs(whole("TOP_UP_WAIT_SECONDS", 600)?),
             ..Settings::default()
         };
         let media_link_secret = present("MEDIA_LINK_SECRET");

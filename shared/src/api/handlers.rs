@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{agents, assets, avatars, identity, openapi, respond, runs, shared_stores, uploads, webhooks};
+use super::{agents, assets, avatars, credits, identity, openapi, respond, runs, shared_stores, uploads, webhooks};
 use super::{Call, Handler, HandlerFuture};
 use crate::app::App;
 
@@ -54,6 +54,12 @@ handlers! {
     list_avatar_profiles = "list-avatar-profiles" => avatars::list_profiles,
     create_avatar_profile = "create-avatar-profile" => avatars::create_profile,
     get_avatar_profile = "get-avatar-profile" => avatars::get_profile,
+    get_plan = "get-plan" => credits::get_plan,
+    list_plans = "list-plans" => credits::list_plans,
+    upgrade_plan = "upgrade-plan" => credits::upgrade_plan,
+    get_credits = "get-credits" => credits::get_credits,
+    update_credit_settings = "update-credit-settings" => credits::update_credit_settings,
+    list_credit_ledger = "list-credit-ledger" => credits::list_credit_ledger,
     start_run = "start-run" => runs::start_run,
     get_run = "get-run" => runs::get_run,
     get_run_nodes = "get-run-nodes" => runs::get_run_nodes,

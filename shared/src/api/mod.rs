@@ -7,6 +7,7 @@ mod assets;
 mod auth;
 mod avatars;
 mod body;
+mod credits;
 mod error;
 pub mod handlers;
 mod idempotency;

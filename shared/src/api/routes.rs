@@ -114,6 +114,15 @@ pub static ROUTES: &[Route] = &[
         ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["TaskQueue"],
         idempotent: true),
     route!(GET "/avatar-profiles/{id}" => "get-avatar-profile", ["dynamodb:GetItem"]),
+    // Plans and credits: the account item is read (GetItem) and, when a monthly period
+    // began since its last grant, written with the grant's ledger entry in one
+    // transaction of puts; the ledger is a Query of the organization's partition.
+    route!(GET "/plan" => "get-plan", ["dynamodb:GetItem", "dynamodb:PutItem"]),
+    route!(GET "/plan/list" => "list-plans", ["dynamodb:GetItem"]),
+    route!(POST "/plan/upgrade" => "upgrade-plan", ["dynamodb:GetItem", "dynamodb:PutItem"]),
+    route!(GET "/credits" => "get-credits", ["dynamodb:GetItem", "dynamodb:PutItem"]),
+    route!(POST "/credits/settings" => "update-credit-settings", ["dynamodb:GetItem", "dynamodb:PutItem"]),
+    route!(GET "/credits/ledger" => "list-credit-ledger", ["dynamodb:GetItem", "dynamodb:Query"]),
     // The run engine. A run with many inputs records their media in transactions of
     // puts before the run itself. A run is read by its head (GetItem), then, unless the
     // process has that version cached, its plan, chunks and outputs (Query of the run's

@@ -128,6 +128,16 @@ pub const RUN_UPDATE_CONFLICTS: RetryPolicy = RetryPolicy {
     budget: Duration::from_secs(15),
 };
 
+/// Concurrent changes of one organization's credit account (charges of tasks running at
+/// once, grants, top-ups): each write names the account's sequence number it read.
+pub const ACCOUNT_CONFLICTS: RetryPolicy = RetryPolicy {
+    name: "concurrent changes of one credit account",
+    max_attempts: 100,
+    first_delay: Duration::from_millis(2),
+    max_delay: Duration::from_millis(100),
+    budget: Duration::from_secs(15),
+};
+
 /// A dependency kept failing, or did not answer in time: the request cannot be served
 /// now but may be later (HTTP 503, or the endpoint's contract 500 body).
 #[derive(Debug, thiserror::Error)]

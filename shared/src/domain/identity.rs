@@ -11,6 +11,9 @@ use sha2::{Digest, Sha256};
 use super::time::Timestamp;
 use super::workspaces::{self, Workspace, WorkspaceId};
 use super::MAX_LABEL_CHARS;
+use crate::domain::credits::plans::PlanId;
+use crate::domain::credits::service as credit_service;
+use crate::domain::credits::CreditRepo;
 use crate::domain::time::Clock;
 
 crate::typed_id!(
@@ -178,6 +181,10 @@ pub struct SeedOrganization {
     pub plan: String,
     #[serde(default = "default_credits")]
     pub credits: i64,
+    /// When its plan started (default: when it is seeded): its monthly periods count
+    /// from it.
+    #[serde(default)]
+    pub plan_started_at: Option<Timestamp>,
     #[serde(default)]
     pub api_keys: Vec<String>,
     /// Workspaces of the organization; one primary workspace is made when absent.
@@ -224,6 +231,19 @@ impl Seed {
                 organization.id
             );
             anyhow::ensure!(
+                crate::domain::credits::plans::PlanId::parse(&organization.plan).is_some(),
+                "organization {} names plan {:?}; plans are free, creator, creator_annual, professional and \
+                 professional_annual",
+                organization.id,
+                organization.plan
+            );
+            anyhow::ensure!(
+                organization.credits >= 0,
+                "organization {} is seeded with {} credits; a balance is never below zero",
+                organization.id,
+                organization.credits
+            );
+            anyhow::ensure!(
                 organization.api_keys.iter().all(|key| !key.is_empty()),
                 "organization {} lists an empty API key",
                 organization.id
@@ -247,8 +267,15 @@ impl Seed {
     }
 }
 
-/// Writes a seed into the identity repository; running it twice changes nothing more.
-pub async fn apply_seed(repo: &dyn IdentityRepo, clock: &dyn Clock, seed: &Seed) -> anyhow::Result<()> {
+/// Writes a seed into the identity repository, and opens each organization's credit
+/// account (with its seeded credits as the opening balance, once: an account already
+/// open keeps its balance); running it twice changes nothing more.
+pub async fn apply_seed(
+    repo: &dyn IdentityRepo,
+    credits: &dyn CreditRepo,
+    clock: &dyn Clock,
+    seed: &Seed,
+) -> anyhow::Result<()> {
     let now = clock.now();
     for seeded in &seed.organizations {
         let organization = Organization {
@@ -261,6 +288,9 @@ pub async fn apply_seed(repo: &dyn IdentityRepo, clock: &dyn Clock, seed: &Seed)
             created_at: now,
         };
         repo.upsert_organization(&organization).await?;
+        let plan = PlanId::parse(&seeded.plan).unwrap_or(PlanId::Free);
+        let started = seeded.plan_started_at.unwrap_or(now);
+        credit_service::open(credits, seeded.id, plan, seeded.credits, started, now).await?;
         match &seeded.workspaces {
             Some(workspaces) => {
                 let workspaces: Vec<Workspace> = workspaces
@@ -298,6 +328,7 @@ pub const DEVELOPMENT_ORGANIZATION: OrganizationId =
 /// stored, so earlier keys cannot be shown again, but they keep working.
 pub async fn development_organization_key(
     repo: &dyn IdentityRepo,
+    credits: &dyn CreditRepo,
     clock: &dyn Clock,
 ) -> anyhow::Result<(Organization, String)> {
     let now = clock.now();
@@ -317,6 +348,7 @@ pub async fn development_organization_key(
             organization
         }
     };
+    credit_service::open(credits, organization.id, PlanId::Free, default_credits(), now, now).await?;
     workspaces::ensure_primary(repo, organization.id, now).await?;
     let key = generate_api_key();
     repo.upsert_api_key(&hash_api_key(&key), Some(organization.id), now).await?;

@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod asset_manager;
 pub mod avatars;
+pub mod credits;
 pub mod generation;
 pub mod graph;
 pub mod idempotency;
@@ -34,6 +35,7 @@ pub trait Backend:
     + idempotency::IdempotencyRepo
     + asset_manager::AssetRepo
     + avatars::AvatarRepo
+    + credits::CreditRepo
     + 'static
 {
 }

@@ -3,6 +3,7 @@
 //! the local media folder.
 
 mod blobs;
+mod sandbox;
 pub mod workers;
 
 use std::convert::Infallible;
@@ -128,6 +129,12 @@ async fn handle(
         && app.local_blobs.is_some()
     {
         let response = blobs::media(&app, &parts.uri, parts.headers.get(http::header::RANGE)).await;
+        let status = response.status().as_u16();
+        tracing::info!(%method, path, status, ms = started.elapsed().as_secs_f64() * 1000.0, "request");
+        return Ok(response);
+    }
+    if path.starts_with(sandbox::PATH_PREFIX) {
+        let response = sandbox::handle(&app, &method, &path).await;
         let status = response.status().as_u16();
         tracing::info!(%method, path, status, ms = started.elapsed().as_secs_f64() * 1000.0, "request");
         return Ok(response);
@@ -305,10 +312,12 @@ pub async fn build_app(
             let text =
                 std::fs::read_to_string(path).with_context(|| format!("reading seed file {}", path.display()))?;
             let seed = Seed::from_json(&text).with_context(|| format!("seed file {}", path.display()))?;
-            apply_seed(app.identity().as_ref(), app.clock.as_ref(), &seed).await?;
+            apply_seed(app.identity().as_ref(), app.credits().as_ref(), app.clock.as_ref(), &seed).await?;
             None
         }
-        None => Some(development_organization_key(app.identity().as_ref(), app.clock.as_ref()).await?.1),
+        None => Some(
+            development_organization_key(app.identity().as_ref(), app.credits().as_ref(), app.clock.as_ref()).await?.1,
+        ),
     };
     Ok((app, development_key))
 }

@@ -190,7 +190,7 @@ async fn recover(engine: &Engine, queue: &SqliteTaskQueue) -> anyhow::Result<()>
             organization,
             run_id,
             &RUN_UPDATE_CONFLICTS,
-            |run| Ok(Change::Store(run.recover(now), Vec::new())),
+            |run, _| Ok(Change::Store(run.recover(now), Vec::new())),
         )
         .await
         .map_err(|error| anyhow::anyhow!("recovering run {run_id}: {error}"))?;

@@ -218,6 +218,7 @@ async fn organization_with_two_workspaces(app: &TestApp) -> (String, WorkspaceId
             api_access: true,
             plan: "free".into(),
             credits: 1000,
+            plan_started_at: None,
             api_keys: vec![key.clone()],
             workspaces: Some(vec![
                 SeedWorkspace { id: primary, name: "Main".into(), primary: true },
@@ -226,7 +227,7 @@ async fn organization_with_two_workspaces(app: &TestApp) -> (String, WorkspaceId
         }],
         unbound_api_keys: vec![],
     };
-    apply_seed(app.app.identity().as_ref(), app.app.clock.as_ref(), &seed).await.unwrap();
+    apply_seed(app.app.identity().as_ref(), app.app.credits().as_ref(), app.app.clock.as_ref(), &seed).await.unwrap();
     (key, primary, other)
 }
 
@@ -268,13 +269,16 @@ async fn reseeding_with_workspaces_leaves_one_primary(backend: Backend) {
             api_access: true,
             plan: "free".into(),
             credits: 1000,
+            plan_started_at: None,
             api_keys: vec![app.key.clone()],
             workspaces: Some(vec![SeedWorkspace { id: seeded, name: "Seeded".into(), primary: true }]),
         }],
         unbound_api_keys: vec![],
     };
     for _ in 0..2 {
-        apply_seed(app.app.identity().as_ref(), app.app.clock.as_ref(), &seed).await.unwrap();
+        apply_seed(app.app.identity().as_ref(), app.app.credits().as_ref(), app.app.clock.as_ref(), &seed)
+            .await
+            .unwrap();
         let workspaces = app.app.identity().workspaces(app.organization).await.unwrap();
         let primaries: Vec<WorkspaceId> = workspaces.iter().filter(|w| w.primary).map(|w| w.id).collect();
         assert_eq!(primaries, [seeded], "exactly the seeded primary");

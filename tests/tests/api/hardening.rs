@@ -2,6 +2,7 @@
 //! graphs, failures injected between the engine's steps, a killed process, hostile
 //! pages and files.
 
+use shared::domain::credits::{Account, AccountWrite, Checkout, CheckoutId, CreditRepo, LedgerEntry, Written};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -699,6 +700,30 @@ async fn media_links_answer_with_their_media_type_whatever_the_upload_said(backe
 struct OutputsOverflow(Arc<dyn RunRepo>);
 
 #[async_trait::async_trait]
+impl CreditRepo for OutputsOverflow {
+    async fn account(&self, organization: OrganizationId) -> anyhow::Result<Account> {
+        self.0.account(organization).await
+    }
+    async fn write_account(&self, write: &AccountWrite) -> anyhow::Result<Written> {
+        self.0.write_account(write).await
+    }
+    async fn ledger(
+        &self,
+        organization: OrganizationId,
+        after: Option<(u64, u32)>,
+        limit: usize,
+    ) -> anyhow::Result<Vec<LedgerEntry>> {
+        self.0.ledger(organization, after, limit).await
+    }
+    async fn put_checkout(&self, checkout: &Checkout) -> anyhow::Result<()> {
+        self.0.put_checkout(checkout).await
+    }
+    async fn checkout(&self, id: CheckoutId) -> anyhow::Result<Option<Checkout>> {
+        self.0.checkout(id).await
+    }
+}
+
+#[async_trait::async_trait]
 impl RunRepo for OutputsOverflow {
     async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()> {
         self.0.create_run(run, media, deliveries).await
@@ -714,11 +739,12 @@ impl RunRepo for OutputsOverflow {
         run: &Run,
         media: &[MediaRecord],
         deliveries: &[WebhookDelivery],
+        account: Option<&AccountWrite>,
     ) -> anyhow::Result<bool> {
         if !run.outputs.is_empty() {
             return Err(RunTooLarge { run: run.id, bytes: MAX_RUN_BYTES + 1, limit: MAX_RUN_BYTES }.into());
         }
-        self.0.update_run(run, media, deliveries).await
+        self.0.update_run(run, media, deliveries, account).await
     }
     async fn list_runs(&self, organization: OrganizationId, query: &RunQuery) -> anyhow::Result<Vec<Run>> {
         self.0.list_runs(organization, query).await
@@ -895,7 +921,7 @@ async fn a_change_whose_version_left_the_cache_writes_only_what_changed_or_nothi
     claim(&mut changed);
     this.forget_runs();
     puts.0.store(0, Ordering::SeqCst);
-    assert!(this.update_run(&changed, &[], &[]).await.unwrap(), "written after reading its version again");
+    assert!(this.update_run(&changed, &[], &[], None).await.unwrap(), "written after reading its version again");
     assert_eq!(puts.0.load(Ordering::SeqCst), 2, "the head and the claimed task's chunk, not the plan again");
     let other = crate::helpers::dynamodb().await;
     assert_eq!(other.get_run(organization, id).await.unwrap().unwrap(), changed);
@@ -904,7 +930,7 @@ async fn a_change_whose_version_left_the_cache_writes_only_what_changed_or_nothi
     claim(&mut raced);
     raced.tasks[TaskIndex(0)].claims += 1;
     this.forget_runs();
-    assert!(!this.update_run(&raced, &[], &[]).await.unwrap(), "nothing written over the other writer's version");
+    assert!(!this.update_run(&raced, &[], &[], None).await.unwrap(), "nothing written over the other writer's version");
     crate::helpers::dynamodb().await.forget_runs();
     assert_eq!(crate::helpers::dynamodb().await.get_run(organization, id).await.unwrap().unwrap(), changed);
 }

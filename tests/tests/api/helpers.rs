@@ -152,8 +152,20 @@ impl TestApp {
         TestApp { app: Arc::new(app), key: self.key.clone(), organization: self.organization }
     }
 
-    /// Seeds another organization in the same backend and returns its ID and key.
+    /// Seeds another organization in the same backend and returns its ID and key (with
+    /// credits enough for any test's runs).
     pub async fn add_organization(&self, api_access: bool) -> (OrganizationId, String) {
+        self.add_organization_with(api_access, "free", 1_000_000, None).await
+    }
+
+    /// Seeds another organization on `plan` (since `started`) with `credits`.
+    pub async fn add_organization_with(
+        &self,
+        api_access: bool,
+        plan: &str,
+        credits: i64,
+        started: Option<shared::domain::time::Timestamp>,
+    ) -> (OrganizationId, String) {
         let id = OrganizationId::new_v4();
         let key = format!("test-key-{}", Uuid::new_v4());
         let seed = Seed {
@@ -162,14 +174,17 @@ impl TestApp {
                 name: format!("Org {id}"),
                 slug: format!("org-{id}"),
                 api_access,
-                plan: "free".into(),
-                credits: 1000,
+                plan: plan.into(),
+                credits,
+                plan_started_at: started,
                 api_keys: vec![key.clone()],
                 workspaces: None,
             }],
             unbound_api_keys: vec![],
         };
-        apply_seed(self.app.identity().as_ref(), self.app.clock.as_ref(), &seed).await.expect("seeding");
+        apply_seed(self.app.identity().as_ref(), self.app.credits().as_ref(), self.app.clock.as_ref(), &seed)
+            .await
+            .expect("seeding");
         (id, key)
     }
 
@@ -177,7 +192,9 @@ impl TestApp {
     pub async fn add_unbound_key(&self) -> String {
         let key = format!("unbound-{}", Uuid::new_v4());
         let seed = Seed { organizations: vec![], unbound_api_keys: vec![key.clone()] };
-        apply_seed(self.app.identity().as_ref(), self.app.clock.as_ref(), &seed).await.expect("seeding");
+        apply_seed(self.app.identity().as_ref(), self.app.credits().as_ref(), self.app.clock.as_ref(), &seed)
+            .await
+            .expect("seeding");
         key
     }
 

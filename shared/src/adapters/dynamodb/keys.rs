@@ -24,6 +24,10 @@
 //! | asset item      | `ORG#{org}#ASSETS#{connection}` | `ITEM#{item}`               |
 //! | avatar profile  | `ORG#{org}`                     | `AVATAR#{id}` (v7 IDs: key order is creation order) |
 //! | avatar name     | `ORG#{org}`                     | `AVATARNAME#{workspace}#{name, trimmed, case folded}` (≤ 800 bytes) |
+//! | credit account  | `ORG#{org}`                     | `ACCOUNT`                   |
+//! | ledger entry    | `ORG#{org}`                     | `LEDGER#{seq:020}#{position:06}` (key order is ledger order) |
+//! | applied payment | `BILLINGONCE#{event}`           | `ONCE`                      |
+//! | checkout        | `CHECKOUT#{id}`                 | `CHECKOUT` (its ID is its secret: the page has no key) |
 
 use std::collections::HashMap;
 
@@ -114,6 +118,29 @@ pub const AVATAR_PREFIX: &str = "AVATAR#";
 /// An avatar profile.
 pub fn avatar(organization: OrganizationId, id: crate::domain::avatars::AvatarProfileId) -> Item {
     key(organization_pk(organization), format!("{AVATAR_PREFIX}{id}"))
+}
+
+/// An organization's credit account.
+pub fn account(organization: OrganizationId) -> Item {
+    key(organization_pk(organization), "ACCOUNT")
+}
+
+/// Sort-key prefix of ledger entries in an organization's partition.
+pub const LEDGER_PREFIX: &str = "LEDGER#";
+
+/// A ledger entry, at its place in the ledger.
+pub fn ledger_entry(organization: OrganizationId, seq: u64, position: u32) -> Item {
+    key(organization_pk(organization), format!("{LEDGER_PREFIX}{seq:020}#{position:06}"))
+}
+
+/// The record that a payment (a checkout, a provider's event) was applied.
+pub fn billing_once(event: &str) -> Item {
+    key(format!("BILLINGONCE#{event}"), "ONCE")
+}
+
+/// A checkout.
+pub fn checkout(id: crate::domain::credits::CheckoutId) -> Item {
+    key(format!("CHECKOUT#{id}"), "CHECKOUT")
 }
 
 /// The claim of an avatar name in a workspace (`name_key`: trimmed, case folded).

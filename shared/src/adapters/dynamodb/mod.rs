@@ -6,6 +6,7 @@ mod agents;
 mod assets;
 mod avatars;
 mod bulk;
+mod credits;
 mod idempotency;
 mod identity;
 pub mod keys;

@@ -17,6 +17,7 @@ use super::table::{
     Item,
 };
 use super::{keys, AttributeValue, DynamoDb};
+use crate::domain::credits::AccountWrite;
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::ports::RunQuery;
 use crate::domain::runs::ports::{read_run_document, RunRepo, RunningPage};
@@ -32,7 +33,7 @@ const RECORDS_FORM: u64 = 2;
 /// Reads of a run that may meet a concurrent write between its head and its parts.
 const TORN_READS: usize = 5;
 /// Items one transaction may write.
-const TRANSACTION_ITEMS: usize = 100;
+pub(super) const TRANSACTION_ITEMS: usize = 100;
 /// Items read per list page when filters may drop many of them.
 const FILTERED_PAGE_ITEMS: i32 = 200;
 
@@ -154,8 +155,7 @@ impl DynamoDb {
     async fn write_run(
         &self,
         run: &Run,
-        media: &[MediaRecord],
-        deliveries: &[WebhookDelivery],
+        (media, deliveries, account): (&[MediaRecord], &[WebhookDelivery], Option<&AccountWrite>),
         condition: &str,
         expected: Option<u64>,
     ) -> anyhow::Result<bool> {
@@ -178,7 +178,7 @@ impl DynamoDb {
         let encoded = stored::encode(before.as_deref(), run)?;
         let token = uuid::Uuid::new_v4().to_string();
         let guard = Guard { condition, expected };
-        let mut written = self.put_run(run, &encoded, media, deliveries, guard, &token).await?;
+        let mut written = self.put_run(run, &encoded, (media, deliveries, account), guard, &token).await?;
         if !written {
             // The condition failed: another writer came first, or this write landed and
             // its answer was lost (the SDK's retry then met the version it had written).
@@ -216,16 +216,21 @@ impl DynamoDb {
         &self,
         run: &Run,
         encoded: &Encoded,
-        media: &[MediaRecord],
-        deliveries: &[WebhookDelivery],
+        (media, deliveries, account): (&[MediaRecord], &[WebhookDelivery], Option<&AccountWrite>),
         Guard { condition, expected }: Guard<'_>,
         token: &str,
     ) -> anyhow::Result<bool> {
+        // The account's change goes in the same transaction (its own condition), marked
+        // with the run's token.
+        let account = match account {
+            Some(write) => super::credits::account_parts(&self.table, write, token)?,
+            None => Vec::new(),
+        };
         let deliveries = deliveries.iter().map(super::webhooks::delivery_item).collect::<anyhow::Result<Vec<_>>>()?;
         let head = head_item(run, encoded, token);
         let (records, mut outputs) = record_items(run, encoded);
         let mut media: Vec<Item> = media.iter().map(media_item).collect();
-        if 1 + records.len() + outputs.len() + media.len() + deliveries.len() > TRANSACTION_ITEMS {
+        if 1 + records.len() + outputs.len() + media.len() + deliveries.len() + account.len() > TRANSACTION_ITEMS {
             // Write-once records first, the head that counts them after: a failure in
             // between leaves records no head names (outputs beyond its count, media no
             // run links to), never a head naming missing ones.
@@ -233,13 +238,13 @@ impl DynamoDb {
             self.put_records(std::mem::take(&mut media), "recording media").await?;
         }
         anyhow::ensure!(
-            1 + records.len() + deliveries.len() <= TRANSACTION_ITEMS,
+            1 + records.len() + deliveries.len() + account.len() <= TRANSACTION_ITEMS,
             "run {} would write {} records in one change, over DynamoDB's {TRANSACTION_ITEMS}",
             run.id,
-            1 + records.len() + deliveries.len()
+            1 + records.len() + deliveries.len() + account.len()
         );
         let rest: Vec<Item> = records.into_iter().chain(outputs).chain(media).chain(deliveries).collect();
-        if rest.is_empty() {
+        if rest.is_empty() && account.is_empty() {
             let mut request =
                 self.client.put_item().table_name(&self.table).set_item(Some(head)).condition_expression(condition);
             if let Some(expected) = expected {
@@ -256,6 +261,7 @@ impl DynamoDb {
             let put = build(Put::builder().table_name(&self.table).set_item(Some(item)).build())?;
             items.push(TransactWriteItem::builder().put(put).build());
         }
+        items.extend(account);
         Ok(self.transact(items, "storing a run").await?.is_ok())
     }
 
@@ -401,7 +407,7 @@ impl DynamoDb {
 #[async_trait]
 impl RunRepo for DynamoDb {
     async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()> {
-        let created = self.write_run(run, media, deliveries, "attribute_not_exists(pk)", None).await?;
+        let created = self.write_run(run, (media, deliveries, None), "attribute_not_exists(pk)", None).await?;
         anyhow::ensure!(created, "run {} already exists", run.id);
         Ok(())
     }
@@ -435,9 +441,10 @@ impl RunRepo for DynamoDb {
         run: &Run,
         media: &[MediaRecord],
         deliveries: &[WebhookDelivery],
+        account: Option<&AccountWrite>,
     ) -> anyhow::Result<bool> {
         let expected = run.version.checked_sub(1).ok_or_else(|| anyhow::anyhow!("an update names version 0"))?;
-        self.write_run(run, media, deliveries, "version = :expected", Some(expected)).await
+        self.write_run(run, (media, deliveries, account), "version = :expected", Some(expected)).await
     }
 
     async fn list_runs(&self, organization: OrganizationId, query: &RunQuery) -> anyhow::Result<Vec<Run>> {

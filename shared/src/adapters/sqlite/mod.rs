@@ -14,6 +14,7 @@
 mod agents;
 mod assets;
 mod avatars;
+mod credits;
 mod idempotency;
 mod identity;
 mod runs;

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use super::{parsed, Db, Pool, Sqlite};
+use crate::domain::credits::{AccountWrite, Written};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::ports::RunQuery;
 use crate::domain::runs::ports::{read_run_document, RunRepo, RunningPage};
@@ -212,13 +213,30 @@ impl RunRepo for Sqlite {
         run: &Run,
         media: &[MediaRecord],
         deliveries: &[WebhookDelivery],
+        account: Option<&AccountWrite>,
     ) -> anyhow::Result<bool> {
         let before = self.inner.runs.get(run.organization_id, run.id, run.version.wrapping_sub(1));
         let encoded = stored::encode(before.as_deref(), run)?;
         let sizes = encoded.sizes.clone();
         let (row, media, deliveries) = (Row::of(run), media.to_vec(), deliveries.to_vec());
+        let account = account.cloned();
         let stored = self
             .write(move |transaction| -> anyhow::Result<bool> {
+                // The account first: when another writer moved it, nothing is written.
+                if let Some(account) = &account {
+                    let current: Option<i64> = transaction
+                        .prepare_cached("SELECT version FROM runs WHERE organization_id = ?1 AND id = ?2")
+                        .db("reading a run's version")?
+                        .query_row([&row.organization, &row.id], |found| found.get(0))
+                        .optional()
+                        .db("reading a run's version")?;
+                    if current != Some(row.version - 1) {
+                        return Ok(false);
+                    }
+                    if super::credits::write_account_in(transaction, account)? != Written::Done {
+                        return Ok(false);
+                    }
+                }
                 let changed = transaction
                     .prepare_cached(
                         "UPDATE runs SET status = ?3, version = ?4, document = ?5, plan = coalesce(?6, plan)

@@ -204,6 +204,29 @@ pub const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE UNIQUE INDEX avatar_names ON avatar_profiles (organization_id, workspace_id, name_key);
     CREATE INDEX avatars_by_workspace ON avatar_profiles (organization_id, workspace_id, id);",
+    // 9: credit accounts (a document under a write count), their ledgers (ordered by
+    // the write and the entry's place in it), the payments applied once, and checkouts.
+    "CREATE TABLE credit_accounts (
+        organization_id TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL,
+        document TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE credit_ledger (
+        organization_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        position INTEGER NOT NULL,
+        document TEXT NOT NULL,
+        PRIMARY KEY (organization_id, seq, position)
+    ) STRICT;
+    CREATE TABLE billing_once (
+        key TEXT PRIMARY KEY,
+        organization_id TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE checkouts (
+        id TEXT PRIMARY KEY,
+        organization_id TEXT NOT NULL,
+        document TEXT NOT NULL
+    ) STRICT;",
 ];
 
 /// Refuses a file that is not a readable SQLite database or fails SQLite's own check.

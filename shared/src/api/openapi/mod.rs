@@ -205,6 +205,7 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
     const UPLOADS: &str = "Uploads";
     const WEBHOOKS: &str = "Webhooks";
     const AVATARS: &str = "Avatar profiles";
+    const PLANS: &str = "Plans and credits";
     let run_filters = |doc: Doc| {
         doc.query("limit", integer(1, 100), "Runs per page, 1 to 100 (default 25)")
             .query("cursor", text(4096), "The `next_cursor` of the previous page")
@@ -320,6 +321,28 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
         "get-avatar-profile" => Doc::new("Read an avatar profile", AVATARS, BearerOrApiKey)
             .answer(200, "The profile", sc.of::<s::AvatarProfile>())
             .general(sc, &[404]),
+        "get-plan" => Doc::new("The organization's plan and credits", PLANS, BearerOrApiKey)
+            .answer(200, "The plan", sc.of::<s::PlanAnswer>())
+            .general(sc, &[]),
+        "list-plans" => Doc::new("The plans", PLANS, BearerOrApiKey)
+            .answer(200, "Every plan with its price and credits", sc.of::<s::PlanList>())
+            .general(sc, &[]),
+        "upgrade-plan" => Doc::new("Change the plan (from free: a checkout)", PLANS, BearerOrApiKey)
+            .body(sc.of::<s::UpgradePlan>(), true)
+            .answer(200, "A checkout to finish, or the change made", sc.of::<s::UpgradeAnswer>())
+            .general(sc, &[400]),
+        "get-credits" => Doc::new("The credit balance and auto top-up settings", PLANS, BearerOrApiKey)
+            .answer(200, "The credits", sc.of::<s::CreditsAnswer>())
+            .general(sc, &[]),
+        "update-credit-settings" => Doc::new("Change the auto top-up settings", PLANS, BearerOrApiKey)
+            .body(sc.of::<s::CreditSettings>(), true)
+            .answer(200, "The credits with the new settings", sc.of::<s::CreditsAnswer>())
+            .general(sc, &[400, 403]),
+        "list-credit-ledger" => Doc::new("Every movement of credits, newest first", PLANS, BearerOrApiKey)
+            .query("limit", integer(1, 100), "Entries per page, 1 to 100 (default 25)")
+            .query("cursor", text(4096), "The `next_cursor` of the previous page")
+            .answer(200, "One page", sc.of::<s::LedgerPage>())
+            .general(sc, &[400]),
         "start-run" => Doc::new("Start a run of an agent", RUNS, BearerOrApiKey)
             .body(sc.of::<s::StartRun>(), false)
             .answer(200, "The run started", sc.of::<s::RunStarted>())

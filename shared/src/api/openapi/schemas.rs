@@ -1112,3 +1112,202 @@ pub struct CreateAvatarProfile {
     pub name: String,
     pub sources: AvatarSources,
 }
+
+// ---- Plans and credits -----------------------------------------------------------
+
+/// A plan's ID.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanId {
+    Free,
+    Creator,
+    CreatorAnnual,
+    Professional,
+    ProfessionalAnnual,
+}
+
+/// The organization's plan: its monthly periods count from `started_at`.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanState {
+    pub id: PlanId,
+    /// The plan ID without `_annual`.
+    pub family: String,
+    /// `active`.
+    pub status: String,
+    pub started_at: Time,
+    pub current_period_start: Time,
+    pub current_period_end: Time,
+    /// When a change to free was asked for (it takes effect at the period's end).
+    #[schema(required = true)]
+    pub canceled_at: Option<Time>,
+}
+
+/// The organization's credits on its plan.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanCredits {
+    pub balance: i64,
+    /// Credits spent in the current period.
+    pub usage: i64,
+    /// Credits the plan grants each month.
+    pub included_usage: i64,
+    pub unlimited: bool,
+}
+
+/// `GET /plan`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanAnswer {
+    pub organization_id: Uuid,
+    pub plan: PlanState,
+    /// The plan that takes over at the period's end (a downgrade), if one.
+    #[schema(required = true)]
+    pub scheduled_plan: Option<PlanId>,
+    pub credits: PlanCredits,
+}
+
+/// How a plan is billed.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanBilling {
+    Free,
+    Monthly,
+    Annual,
+}
+
+/// A plan one can be on.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanOffer {
+    pub id: PlanId,
+    pub billing: PlanBilling,
+    /// Per billing period (a month; a year for the annual plans).
+    pub price_usd: u32,
+    /// Granted at the start of every monthly period (annual plans too).
+    pub credits_per_month: i64,
+    /// What 100 credits of top-up cost; null where the plan buys none.
+    #[schema(required = true)]
+    pub top_up_rate_per_100_credits_usd: Option<f64>,
+    pub notes: String,
+}
+
+/// `GET /plan/list`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanList {
+    pub plans: Vec<PlanOffer>,
+}
+
+/// `POST /plan/upgrade`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpgradePlan {
+    /// `free`, `creator`, `creator_annual`, `professional` or `professional_annual`.
+    #[schema(max_length = 100)]
+    pub plan_id: String,
+    /// Where the checkout sends the caller once paid (http or https).
+    #[serde(default)]
+    #[schema(format = "uri", max_length = 2048, nullable = false)]
+    pub success_url: Option<String>,
+    /// Where the checkout sends the caller when it is canceled.
+    #[serde(default)]
+    #[schema(format = "uri", max_length = 2048, nullable = false)]
+    pub cancel_url: Option<String>,
+}
+
+/// `POST /plan/upgrade`'s answer: from free a checkout to finish at `checkout_url`;
+/// between paid plans the change made (or scheduled for the period's end).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpgradeAnswer {
+    pub success: bool,
+    pub requires_checkout: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub checkout_url: Option<String>,
+    pub plan_id: PlanId,
+}
+
+/// Auto top-up settings: when the balance falls below `threshold` (or a task is
+/// blocked for credits), `quantity` credits are bought (at least what the task lacks).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AutoTopUp {
+    pub enabled: bool,
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub threshold: u64,
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub quantity: u64,
+}
+
+/// `GET /credits`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreditsAnswer {
+    pub balance: i64,
+    /// Credits spent in the current period.
+    pub usage: i64,
+    pub auto_topup: AutoTopUp,
+}
+
+/// Auto top-up settings to change; those left out keep their value.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AutoTopUpChange {
+    #[serde(default)]
+    #[schema(nullable = false)]
+    pub enabled: Option<bool>,
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1000000, nullable = false)]
+    pub threshold: Option<u64>,
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1000000, nullable = false)]
+    pub quantity: Option<u64>,
+}
+
+/// `POST /credits/settings` (creator, creator_annual, professional and
+/// professional_annual plans only).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreditSettings {
+    pub auto_topup: AutoTopUpChange,
+}
+
+/// Why credits moved.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LedgerReason {
+    OpeningBalance,
+    TaskCharge,
+    TaskSettlement,
+    Refund,
+    PeriodGrant,
+    TopUp,
+    PlanChange,
+}
+
+/// A movement of credits.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerEntry {
+    pub entry_id: Uuid,
+    pub created_at: Time,
+    /// Negative when spent.
+    pub amount: i64,
+    pub balance_after: i64,
+    pub reason: LedgerReason,
+    #[schema(required = true)]
+    pub run_id: Option<Uuid>,
+    #[schema(required = true)]
+    pub agent_node_id: Option<Uuid>,
+}
+
+/// `GET /credits/ledger`: newest first.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerPage {
+    pub entries: Vec<LedgerEntry>,
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}

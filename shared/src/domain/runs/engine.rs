@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use super::{
-    AgentStateId, MediaId, NodeIndex, NodeStatus, Resume, Run, RunOutput, RunStatus, TaskIndex, TaskSource, TaskStatus,
-    MAX_CLAIMS,
+    AgentStateId, Fault, MediaId, NodeIndex, NodeStatus, Resume, Run, RunOutput, RunStatus, TaskIndex, TaskSource,
+    TaskStatus, MAX_CLAIMS,
 };
 use crate::domain::time::Timestamp;
 
@@ -166,13 +166,27 @@ impl Run {
 
     /// Ends the run once every task is final: completed when every expected output was
     /// produced, partially when some were, failed when none was.
-    fn finish_if_done(&mut self, now: Timestamp) {
-        if self.status != RunStatus::Running || self.counts.unfinished() > 0 {
+    pub(super) fn finish_if_done(&mut self, now: Timestamp) {
+        if self.status != RunStatus::Running {
+            return;
+        }
+        let for_credits = self.counts.unfinished() > 0;
+        if for_credits && !self.only_credit_blocked_left() {
             return;
         }
         let expected = self.output_tasks().count();
         let produced = self.outputs.len();
-        let (status, message) = if produced >= expected {
+        self.refresh_needs_credits();
+        let (status, message) = if for_credits {
+            let credits = self.credits_message();
+            match produced {
+                0 => (RunStatus::Failed, Some(format!("No output was produced: {credits}"))),
+                _ => (
+                    RunStatus::PartialComplete,
+                    Some(format!("{produced} of {expected} outputs were produced; {credits}")),
+                ),
+            }
+        } else if produced >= expected {
             (RunStatus::Completed, None)
         } else if produced > 0 {
             (RunStatus::PartialComplete, Some(format!("{produced} of {expected} outputs were produced; see errors")))
@@ -212,6 +226,7 @@ impl Run {
             let task = &mut self.tasks[index];
             task.error = Some(format!("the task was started {MAX_CLAIMS} times and its worker stopped each time"));
             task.lease_until = None;
+            self.refund(index);
             self.touch(now);
             self.settle_after(index, now);
             return Claim::GaveUp;
@@ -306,13 +321,14 @@ impl Run {
         true
     }
 
-    /// Records a task's failure (see [`Run::complete`] for when nothing changes).
+    /// Records a task's failure (see [`Run::complete`] for when nothing changes); its
+    /// credits are given back when the fault is ours.
     pub fn fail(
         &mut self,
         index: TaskIndex,
         attempt: u32,
         message: String,
-        node: Option<NodeIndex>,
+        (node, fault): (Option<NodeIndex>, Fault),
         now: Timestamp,
     ) -> Option<Vec<TaskIndex>> {
         if !self.still_running(index, attempt) {
@@ -323,6 +339,9 @@ impl Run {
         task.error = Some(capped(message));
         task.error_node = node.filter(|node| task.nodes.contains(node));
         task.lease_until = None;
+        if fault == Fault::Ours {
+            self.refund(index);
+        }
         self.touch(now);
         Some(self.settle_after(index, now))
     }
@@ -414,6 +433,7 @@ impl Run {
                         "the task's worker stopped and the task was not run again; resume the run to try again".into(),
                     );
                     task.lease_until = None;
+                    self.refund(index);
                     swept.failed += 1;
                 }
                 _ => {}
@@ -509,7 +529,10 @@ impl Run {
             task.error_node = None;
             task.result = None;
             task.lease_until = None;
+            task.charged = None;
+            task.credits = None;
         }
+        self.refresh_needs_credits();
         self.status = RunStatus::Running;
         self.status_message = None;
         self.finished_at = None;
@@ -593,6 +616,7 @@ pub(super) mod tests {
             webhook_sequence: 0,
             counts: Default::default(),
             dependents: Default::default(),
+            credit_moves: Vec::new(),
         };
         let outputs: Vec<bool> = run.node_indexes().map(|index| run.is_output_node(index)).collect();
         run.tasks = plan_tasks(&run.nodes, &run.inputs, |index| outputs[index.0]).unwrap().into();
@@ -624,7 +648,7 @@ pub(super) mod tests {
                 Delivered { video: MediaId::new_v4(), thumbnail: None, timeline: None, placements: Vec::new() };
             run.complete(index, attempt, file(), Some(delivered), now).unwrap()
         } else {
-            run.fail(index, attempt, "broken".into(), None, now).unwrap()
+            run.fail(index, attempt, "broken".into(), (None, Fault::Ours), now).unwrap()
         };
         assert_eq!(run.counts, run.recounted(), "the counts follow every status change");
         let mut whole = run.clone();
@@ -765,7 +789,7 @@ pub(super) mod tests {
         let mut run = run_of(&[(VIDEO_INPUT, &[]), (DESTINATION, &[0])], 1);
         let now = Timestamp::now();
         assert_eq!(run.claim(TaskIndex(0), 0, now, Duration::from_secs(60)), Claim::Claimed);
-        run.fail(TaskIndex(0), 0, "é".repeat(5_000), None, now).unwrap();
+        run.fail(TaskIndex(0), 0, "é".repeat(5_000), (None, Fault::Ours), now).unwrap();
         let error = run.tasks[0].error.as_deref().unwrap();
         assert!(error.len() <= MAX_ERROR_BYTES && error.len() > MAX_ERROR_BYTES - 8, "{}", error.len());
         assert!(error.ends_with('…') && error.starts_with("éé"));

@@ -3,6 +3,7 @@
 //! [`engine`] and stored under a version so that concurrent writers take turns.
 
 pub mod bind;
+pub mod charges;
 pub mod edits;
 pub mod engine;
 pub mod events;
@@ -429,6 +430,31 @@ pub struct Task {
     /// a task queued long ago whose message may have been lost is sent again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_at: Option<Timestamp>,
+    /// The credits this attempt took, per node of its chain (None: not charged yet; a
+    /// claim again of an attempt whose worker stopped pays nothing more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charged: Option<Vec<u64>>,
+    /// Blocked because the balance did not cover its price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credits: Option<CreditBlock>,
+}
+
+/// A task blocked for credits: its price, the balance it met, and until when it waits
+/// for an auto top-up to be paid (None: it waits for a resume).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreditBlock {
+    pub price: u64,
+    pub balance: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_up_until: Option<Timestamp>,
+}
+
+/// Whose fault a task's failure is: ours (a render, a provider, a time limit) gives its
+/// credits back; the caller's (media that is not media, a profile that failed) keeps them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    Ours,
+    Caller,
 }
 
 /// A finished video of the run.
@@ -498,6 +524,10 @@ pub struct Run {
     /// Each task's dependents, found once when first asked for (see [`Run::dependents`]).
     #[serde(skip)]
     dependents: Dependents,
+    /// Credit movements the change being made asks for: written with the run, in the
+    /// same atomic write, by [`service::change_run`].
+    #[serde(skip)]
+    pub credit_moves: Vec<crate::domain::credits::CreditMove>,
 }
 
 /// Each task's dependents: the tasks whose source names it. The plan never changes, so

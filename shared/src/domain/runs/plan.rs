@@ -188,6 +188,8 @@ pub fn plan_tasks(
         detached_attempts: 0,
         sent: false,
         queued_at: None,
+        charged: None,
+        credits: None,
     };
     // What each task's result holds.
     let mut media: Vec<MediaType> = Vec::new();

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 
 use super::{MediaId, MediaRecord, Run, RunId, RunStatus, TaskIndex};
 use crate::domain::avatars::AvatarProfileId;
+use crate::domain::credits::{AccountWrite, CreditRepo};
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::domain::webhooks::WebhookDelivery;
@@ -26,9 +27,11 @@ pub struct RunQuery {
     pub limit: usize,
 }
 
-/// Runs and the media records of the files they made.
+/// Runs and the media records of the files they made. Runs are paid from the
+/// organization's credit account, which a run's change may write in the same atomic
+/// write (a task's charge in its claim): so a run repository is also the account's.
 #[async_trait]
-pub trait RunRepo: Send + Sync {
+pub trait RunRepo: CreditRepo + Send + Sync {
     /// Stores a new run (version 0), the media records it starts with and the webhook
     /// deliveries of its first events, in one atomic write, as the records of
     /// [`super::stored`]. A run over its bounds is refused with [`RunTooLarge`] (here
@@ -40,14 +43,16 @@ pub trait RunRepo: Send + Sync {
     /// cancellation, twice a second: a projection, not the document).
     async fn run_status(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<RunStatus>>;
     /// Stores `run` if the stored one is still at `run.version - 1`, with new media
-    /// records and the webhook deliveries of the change's events, in one atomic write;
-    /// false when another writer came first. Writes the head and the records that
+    /// records, the webhook deliveries of the change's events and the credit account's
+    /// change (if the account is still at the count it names), in one atomic write;
+    /// false when another writer (of the run or the account) came first. Writes the head and the records that
     /// changed since the version before, when this process read or wrote that one.
     async fn update_run(
         &self,
         run: &Run,
         media: &[MediaRecord],
         deliveries: &[WebhookDelivery],
+        account: Option<&AccountWrite>,
     ) -> anyhow::Result<bool>;
     /// One page of the organization's runs (see [`RunQuery`]); one query.
     async fn list_runs(&self, organization: OrganizationId, query: &RunQuery) -> anyhow::Result<Vec<Run>>;

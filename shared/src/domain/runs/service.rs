@@ -16,6 +16,7 @@ use crate::core::queue::Queue;
 use crate::core::retry::{RetryPolicy, RUN_UPDATE_CONFLICTS};
 use crate::domain::agents::{AgentId, AgentRepo};
 use crate::domain::asset_manager::{AssetManager, AssetRepo};
+use crate::domain::credits::{self, Account};
 use crate::domain::identity::OrganizationId;
 use crate::domain::sites::Sites;
 use crate::domain::time::{Clock, Timestamp};
@@ -132,6 +133,7 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
         webhook_sequence: 0,
         counts: Default::default(),
         dependents: Default::default(),
+        credit_moves: Vec::new(),
     };
     let outputs: Vec<bool> = run.node_indexes().map(|index| run.is_output_node(index)).collect();
     let (nodes, inputs) = (run.nodes.clone(), run.inputs.clone());
@@ -217,30 +219,45 @@ pub enum Change<T> {
     Store(T, Vec<MediaRecord>),
     /// Leave the stored run as it is, answering `T`.
     Keep(T),
+    /// Make the change again, given the organization's credit account (a claim that
+    /// must know whether the balance covers its task).
+    NeedsAccount,
 }
 
 /// Applies `change` to the stored run until a write wins (another writer may store the
 /// run in between; the change is then made again on what it stored). The change's
-/// webhook events are stored in the same write, then queued. Answers the run as stored
-/// (None when the change kept it) and the change's answer.
+/// webhook events are stored in the same write, then queued, and so are the credit
+/// movements it asked for ([`Run::credit_moves`]), as a change of the account it read
+/// (a writer of the account in between makes the change start again). Answers the run
+/// as stored (None when the change kept it) and the change's answer.
 pub async fn change_run<T>(
     runs: &dyn RunRepo,
     notifier: &Notifier,
     organization: OrganizationId,
     id: RunId,
     policy: &RetryPolicy,
-    mut change: impl FnMut(&mut Run) -> Result<Change<T>, RunError>,
+    mut change: impl FnMut(&mut Run, Option<&Account>) -> Result<Change<T>, RunError>,
 ) -> Result<(Option<Run>, T), RunError> {
     let mut retry = policy.start();
     loop {
-        let mut run = runs.get_run(organization, id).await?.ok_or(RunError::NotFound)?;
-        let before = run.callback_url.is_some().then(|| Before::of(&run));
-        let (answer, media) = match change(&mut run)? {
-            Change::Store(answer, media) => (answer, media),
-            Change::Keep(answer) => return Ok((None, answer)),
+        let stored = runs.get_run(organization, id).await?.ok_or(RunError::NotFound)?;
+        let mut account: Option<Account> = None;
+        let (mut run, answer, media) = loop {
+            let mut run = stored.clone();
+            match change(&mut run, account.as_ref())? {
+                Change::Store(answer, media) => break (run, answer, media),
+                Change::Keep(answer) => return Ok((None, answer)),
+                Change::NeedsAccount if account.is_none() => {
+                    account = Some(credits::service::current(runs, organization, run.updated_at).await?);
+                }
+                Change::NeedsAccount => {
+                    return Err(RunError::Backend(anyhow::anyhow!("a change of run {id} asked for the account twice")))
+                }
+            }
         };
         // Every status change moved the counts with it (tests and debug builds check).
         debug_assert_eq!(run.counts, run.recounted(), "run {id}: counts moved apart from the tasks");
+        let before = run.callback_url.is_some().then(|| Before::of(&stored));
         let deliveries = match &before {
             Some(before) => {
                 let at = run.updated_at;
@@ -248,8 +265,23 @@ pub async fn change_run<T>(
             }
             None => Vec::new(),
         };
+        let moves = std::mem::take(&mut run.credit_moves);
+        let account_write = match moves.is_empty() {
+            true => None,
+            false => {
+                let account = match account {
+                    Some(account) => account,
+                    None => credits::service::current(runs, organization, run.updated_at).await?,
+                };
+                let mut write = account.write();
+                for movement in &moves {
+                    write.apply(movement, run.updated_at);
+                }
+                Some(write)
+            }
+        };
         run.version += 1;
-        if runs.update_run(&run, &media, &deliveries).await? {
+        if runs.update_run(&run, &media, &deliveries, account_write.as_ref()).await? {
             notifier.send(&deliveries).await;
             return Ok((Some(run), answer));
         }
@@ -260,7 +292,7 @@ pub async fn change_run<T>(
 /// `POST /agent_run/{id}/cancel`.
 pub async fn cancel_run(ports: &RunPorts<'_>, organization: OrganizationId, id: RunId) -> Result<Cancelled, RunError> {
     let now = ports.clock.now();
-    let (_, cancelled) = change_run(ports.runs, ports.notifier, organization, id, &RUN_UPDATE_CONFLICTS, |run| {
+    let (_, cancelled) = change_run(ports.runs, ports.notifier, organization, id, &RUN_UPDATE_CONFLICTS, |run, _| {
         Ok(match run.status {
             RunStatus::Cancelled => Change::Keep(Cancelled { tasks_cancelled: 0, nodes_reset: 0 }),
             _ => Change::Store(run.cancel(now)?, Vec::new()),
@@ -274,7 +306,7 @@ pub async fn cancel_run(ports: &RunPorts<'_>, organization: OrganizationId, id: 
 pub async fn resume_run(ports: &RunPorts<'_>, organization: OrganizationId, id: RunId) -> Result<Resumed, RunError> {
     let now = ports.clock.now();
     let (run, (resumed, queued)) =
-        change_run(ports.runs, ports.notifier, organization, id, &RUN_UPDATE_CONFLICTS, |run| {
+        change_run(ports.runs, ports.notifier, organization, id, &RUN_UPDATE_CONFLICTS, |run, _| {
             Ok(Change::Store(run.resume(now)?, Vec::new()))
         })
         .await?;
@@ -290,13 +322,14 @@ pub async fn resume_run(ports: &RunPorts<'_>, organization: OrganizationId, id: 
 /// Fails the tasks of `run` that were stored as queued but whose messages could not be
 /// sent, rather than leave the run `running` with nothing queued behind it.
 async fn unqueued(ports: &RunPorts<'_>, run: &Run, queued: &[TaskIndex], message: &str) {
-    let failed = change_run(ports.runs, ports.notifier, run.organization_id, run.id, &RUN_UPDATE_CONFLICTS, |run| {
-        Ok(match run.unqueued(queued, message, ports.clock.now()) {
-            true => Change::Store((), Vec::new()),
-            false => Change::Keep(()),
+    let failed =
+        change_run(ports.runs, ports.notifier, run.organization_id, run.id, &RUN_UPDATE_CONFLICTS, |run, _| {
+            Ok(match run.unqueued(queued, message, ports.clock.now()) {
+                true => Change::Store((), Vec::new()),
+                false => Change::Keep(()),
+            })
         })
-    })
-    .await;
+        .await;
     if let Err(also) = failed {
         tracing::error!(run_id = %run.id, error = %also, "a run whose tasks could not be queued stays running");
     }

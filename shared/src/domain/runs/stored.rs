@@ -117,6 +117,10 @@ struct TaskState {
     sent: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     queued_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    charged: Option<Vec<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    credits: Option<super::CreditBlock>,
 }
 
 impl TaskState {
@@ -132,6 +136,8 @@ impl TaskState {
             detached_attempts: task.detached_attempts,
             sent: task.sent,
             queued_at: task.queued_at,
+            charged: task.charged.clone(),
+            credits: task.credits.clone(),
         }
     }
 
@@ -147,6 +153,8 @@ impl TaskState {
         task.detached_attempts = self.detached_attempts;
         task.sent = self.sent;
         task.queued_at = self.queued_at;
+        task.charged = self.charged;
+        task.credits = self.credits;
     }
 
     fn into_task(self, planned: PlannedTask) -> Task {
@@ -163,6 +171,8 @@ impl TaskState {
             detached_attempts: self.detached_attempts,
             sent: self.sent,
             queued_at: self.queued_at,
+            charged: self.charged,
+            credits: self.credits,
         }
     }
 }
@@ -374,6 +384,7 @@ pub fn decode(
         webhook_sequence: head.webhook_sequence,
         counts: Default::default(),
         dependents: Default::default(),
+        credit_moves: Vec::new(),
     };
     run.recount();
     Ok(Stored { run, sizes: Some(head.sizes) })

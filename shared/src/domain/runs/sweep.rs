@@ -88,7 +88,7 @@ impl Sweeper {
                     organization,
                     run_id,
                     &RUN_UPDATE_CONFLICTS,
-                    |run| {
+                    |run, _| {
                         let swept = run.sweep(now, queued_before, claim_before);
                         Ok(match swept.resend.is_empty() && swept.failed == 0 {
                             true => Change::Keep(swept),

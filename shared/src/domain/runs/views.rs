@@ -33,6 +33,11 @@ impl MediaLinks {
         Self { signer: UrlSigner::new(secret), public_url: public_url.trim_end_matches('/').to_owned() }
     }
 
+    /// The address links start with (empty: the request's host, on Lambda).
+    pub fn public_url(&self) -> &str {
+        &self.public_url
+    }
+
     /// These links, starting with `https://{host}` when no public address was
     /// configured (a Lambda function learns its API's address from the request: the
     /// template cannot give it without a dependency cycle).
@@ -284,9 +289,10 @@ impl Run {
             "status_message": status_message,
             "errors": errors,
             "outputs": self.output_views(links, now, Some(index)),
-            // Blocked for credits (the run says so), not for an avatar being processed.
-            "needs_credits": self.needs_credits
-                && self.tasks_of(index).any(|(_, task)| task.status == super::TaskStatus::Blocked),
+            // Blocked for credits, not for an avatar being processed.
+            "needs_credits": self
+                .tasks_of(index)
+                .any(|(_, task)| task.status == super::TaskStatus::Blocked && task.credits.is_some()),
         })
     }
 

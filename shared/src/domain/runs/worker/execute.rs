@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::super::Fault;
 use super::{Outcome, Worker};
 use crate::core::blocking::off_runtime;
 use crate::domain::media::{Edit, MediaError, MediaType, RenderInput, RenderJob};
@@ -31,9 +32,15 @@ pub(super) enum Made {
         media: MediaType,
         provider: String,
     },
+    /// Failed for a reason of ours (a render, a provider, a time limit): its credits
+    /// are given back.
     Failed(String),
-    /// Failed because of this node.
+    /// Failed because of this node (for a reason of ours).
     FailedAt(String, NodeIndex),
+    /// Refused because of what the caller gave (media that is not media, a profile
+    /// that failed, parameters an edit cannot use), at the node when one is named: its
+    /// credits are kept.
+    Refused(String, Option<NodeIndex>),
     Cancelled,
     /// Waits for something not ready yet.
     Blocked,
@@ -81,15 +88,17 @@ impl Worker {
             TaskSource::Generate => self.generate_task(run, index, scratch, &stop).await?,
         };
         let file = match made {
-            Made::Failed(message) => return Ok(Outcome::Failed(message, None)),
-            Made::FailedAt(message, node) => return Ok(Outcome::Failed(message, Some(node))),
+            Made::Failed(message) => return Ok(Outcome::Failed(message, None, Fault::Ours)),
+            Made::FailedAt(message, node) => return Ok(Outcome::Failed(message, Some(node), Fault::Ours)),
+            Made::Refused(message, node) => return Ok(Outcome::Failed(message, node, Fault::Caller)),
             Made::Cancelled => return Ok(Outcome::Cancelled),
             Made::Blocked => return Ok(Outcome::Blocked),
             Made::Existing(file) => file,
             Made::Rendered => match self.store_made(&workspace, &output, MediaType::Video).await? {
                 Ok(file) => file,
                 Err(problem) => {
-                    return Ok(Outcome::Failed(format!("the rendered video is not readable: {problem}"), None))
+                    let message = format!("the rendered video is not readable: {problem}");
+                    return Ok(Outcome::Failed(message, None, Fault::Ours));
                 }
             },
             Made::Generated { path, media, provider } => match self.store_made(&workspace, &path, media).await? {
@@ -98,7 +107,7 @@ impl Worker {
                     let node = *task.nodes.first().unwrap_or(&NodeIndex(0));
                     let what = super::generate::expected(media);
                     let message = format!("{provider} made no readable {what}: {problem}");
-                    return Ok(Outcome::Failed(message, Some(node)));
+                    return Ok(Outcome::Failed(message, Some(node), Fault::Ours));
                 }
             },
         };
@@ -280,7 +289,7 @@ impl Worker {
                     edit_nodes.push(node_index);
                 }
                 Ok(None) => {}
-                Err(problem) => return Ok(Made::FailedAt(problem, node_index)),
+                Err(problem) => return Ok(Made::Refused(problem, Some(node_index))),
             }
         }
         if let ([_], true) = (sources, edits.is_empty()) {

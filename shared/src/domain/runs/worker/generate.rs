@@ -23,7 +23,7 @@ impl Worker {
     ) -> anyhow::Result<Made> {
         let node = *run.tasks[index].nodes.first().unwrap_or(&NodeIndex(0));
         let Some(generation) = run.nodes[node].settings().generation() else {
-            return Ok(Made::FailedAt(format!("{} needs its parameters set", run.nodes[node].type_name()), node));
+            return Ok(Made::Refused(format!("{} needs its parameters set", run.nodes[node].type_name()), Some(node)));
         };
         let media = generation.media();
         let output = scratch.join(format!("generated.{}", media.extension()));
@@ -68,11 +68,13 @@ impl Worker {
     ) -> anyhow::Result<Made> {
         let AvatarAsk { profile, script, video_model } = *ask;
         let failed = |message: String| Ok(Made::FailedAt(format!("AI Avatar: {message}"), node));
+        // The caller's profile is the problem: its credits are kept.
+        let refused = |message: String| Ok(Made::Refused(format!("AI Avatar: {message}"), Some(node)));
         let found = match AvatarProfileId::parse(profile) {
             Some(id) => self.avatars.get_avatar(run.organization_id, id).await?,
             None => None,
         };
-        let Some(found) = found else { return failed(format!("avatar profile {profile} was not found")) };
+        let Some(found) = found else { return refused(format!("avatar profile {profile} was not found")) };
         let reference = match (found.status, &found.reference) {
             (AvatarStatus::Ready, Some(reference)) => reference,
             (AvatarStatus::Pending | AvatarStatus::Processing, _) => {
@@ -87,7 +89,7 @@ impl Worker {
             }
             _ => {
                 let why = found.status_message.unwrap_or_else(|| "no reason recorded".into());
-                return failed(format!("avatar profile {profile} failed: {why}"));
+                return refused(format!("avatar profile {profile} failed: {why}"));
             }
         };
         let speech = scratch.join("speech.wav");
@@ -140,8 +142,18 @@ impl Worker {
     pub(super) async fn still_waiting(
         &self,
         organization: crate::domain::identity::OrganizationId,
-        profile: &str,
+        wait: &super::WaitFor,
     ) -> anyhow::Result<bool> {
+        let profile = match wait {
+            super::WaitFor::Avatar(profile) => profile,
+            super::WaitFor::Credits { price, until } => {
+                // Looked at without a write: claimed once the balance covers the price,
+                // or once the wait for the top-up is over (then blocked for a resume).
+                let account = self.runs.account(organization).await?;
+                let covered = account.balance >= i64::try_from(*price).unwrap_or(i64::MAX);
+                return Ok(!covered && self.clock.now() < *until);
+            }
+        };
         let Some(id) = AvatarProfileId::parse(profile) else { return Ok(false) };
         let Some(found) = self.avatars.get_avatar(organization, id).await? else { return Ok(false) };
         let now = self.clock.now().unix_millis();

@@ -50,14 +50,15 @@ impl Worker {
                     Ok(Ok(_)) => (format!("file:{}", path.display()), None),
                     Ok(Err(DownloadError::Refused(problem))) => {
                         let site = matches!(bound.source, InputSource::Site { .. });
-                        return Ok(Made::Failed(match site {
+                        let message = match site {
                             // yt-dlp's reasons name the page already.
                             true if problem != WEB_PAGE_REFUSAL => problem,
                             false if problem == WEB_PAGE_REFUSAL => {
                                 format!("{url}: {problem}; give a video-sharing site's page in youtube_url_inputs")
                             }
                             _ => format!("{url}: {problem}"),
-                        }));
+                        };
+                        return Ok(Made::Refused(message, None));
                     }
                     Ok(Err(DownloadError::Failed(error))) => {
                         return Ok(Made::Failed(format!("{url} could not be downloaded: {error:#}")))
@@ -73,24 +74,27 @@ impl Worker {
         };
         let report = match self.probe.probe(&location).await {
             Ok(report) => report,
-            Err(error) => return Ok(Made::Failed(format!("the input video is not readable media: {error}"))),
+            Err(error) => return Ok(Made::Refused(format!("the input video is not readable media: {error}"), None)),
         };
         let (facts, ready) = match facts_of(&report) {
             Ok(facts) => facts,
-            Err(problem) => return Ok(Made::Failed(format!("the input is not usable: {problem}"))),
+            Err(problem) => return Ok(Made::Refused(format!("the input is not usable: {problem}"), None)),
         };
         if facts.duration_ms > MAX_INPUT_MS {
-            return Ok(Made::Failed(format!(
-                "the input video is {} s long; at most 5 hours (18000 s) are accepted",
-                facts.duration_ms / 1000
-            )));
+            return Ok(Made::Refused(
+                format!(
+                    "the input video is {} s long; at most 5 hours (18000 s) are accepted",
+                    facts.duration_ms / 1000
+                ),
+                None,
+            ));
         }
         let start = bound.clip_start_ms.unwrap_or(0);
         if start >= facts.duration_ms {
-            return Ok(Made::Failed(format!(
-                "the clip window starts at {start} ms, after the end of the video ({} ms)",
-                facts.duration_ms
-            )));
+            return Ok(Made::Refused(
+                format!("the clip window starts at {start} ms, after the end of the video ({} ms)", facts.duration_ms),
+                None,
+            ));
         }
         let window = start > 0 || bound.clip_end_ms.is_some_and(|end| end < facts.duration_ms);
         if !window && ready {

@@ -14,14 +14,17 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 
+use super::charges::Prices;
 use super::engine::{Claim, Delivered};
 use super::events::Notifier;
 use super::ports::{RunRepo, RunTooLarge, TaskMessage};
 use super::service::{change_run, send_tasks, Change, RunError};
-use super::{MediaFile, MediaRecord, NodeIndex, Run, RunStatus, TaskIndex, TaskStatus};
+use super::{CreditBlock, Fault, MediaFile, MediaRecord, NodeIndex, Run, RunStatus, TaskIndex, TaskStatus};
 use crate::core::queue::Queue;
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
 use crate::domain::avatars::AvatarRepo;
+use crate::domain::credits::billing::BillingProvider;
+use crate::domain::credits::service::{self as credit_service, CreditPorts, ToppedUp};
 use crate::domain::generation::Generators;
 use crate::domain::identity::OrganizationId;
 use crate::domain::media::ports::{BlobStore, Downloader, MediaProbe, MediaToolkit};
@@ -62,6 +65,12 @@ pub struct Worker {
     pub deliveries: Arc<dyn WebhookRepo>,
     /// Longest one task's media work may take.
     pub task_budget: Duration,
+    /// Which prices tasks pay.
+    pub prices: Prices,
+    /// Where auto top-ups are bought.
+    pub billing: Arc<dyn BillingProvider>,
+    /// How long a task blocked for credits waits for an auto top-up to be paid.
+    pub top_up_wait: Duration,
     /// How long a claim holds beyond the budget: time to store the task's files and
     /// record its result.
     pub claim_margin: Duration,
@@ -76,8 +85,8 @@ pub(super) enum Outcome {
         delivered: Option<Delivered>,
         media: Vec<MediaRecord>,
     },
-    /// Failed, with the message and the node it is about, if one.
-    Failed(String, Option<NodeIndex>),
+    /// Failed, with the message, the node it is about (if one) and whose fault it is.
+    Failed(String, Option<NodeIndex>, Fault),
     Cancelled,
     /// Waits for something not ready yet (an avatar profile being processed).
     Blocked,
@@ -95,11 +104,18 @@ pub enum Processed {
 
 /// What the claim's change of the run decided, and what a refused claim leaves to do.
 enum ClaimAnswer {
-    Claimed,
+    /// Claimed; true when the charge left the balance under the auto top-up threshold.
+    Claimed(bool),
     GaveUp,
     Held(Timestamp),
-    /// The task is blocked on this avatar profile (nothing written).
-    Waiting(String),
+    /// The task is blocked on this (nothing written).
+    Waiting(WaitFor),
+    /// Blocked for credits: `shortfall` more are needed; true when it waits for an auto
+    /// top-up (its message comes back to look again).
+    Short {
+        shortfall: u64,
+        waits: bool,
+    },
     /// Refused: the tasks the ended task queued (to send again) and whether the run
     /// records webhook events.
     Refused {
@@ -122,18 +138,36 @@ impl Worker {
             return self.process_avatar(message.organization_id, avatar).await;
         }
         let mut claimed = self.claim(message, false).await?;
-        if let Claimed::Waiting(profile) = &claimed {
-            // Blocked on an avatar profile: looked at without a write, claimed once it
-            // is ready (or failed, or gone: the task then fails saying so).
-            if self.still_waiting(message.organization_id, profile).await? {
+        if let Claimed::Waiting(wait) = &claimed {
+            // Blocked on an avatar profile or for credits: looked at without a write,
+            // claimed once it is ready (or failed, or gone: the task then fails saying
+            // so), or once the balance covers it (or its wait for a top-up is over).
+            if self.still_waiting(message.organization_id, wait).await? {
                 return Ok(Processed::Later(self.blocked_retry));
             }
             claimed = self.claim(message, true).await?;
         }
+        if let Claimed::Short { shortfall, waits } = claimed {
+            if !waits {
+                return Ok(Processed::Done);
+            }
+            // Auto top-up is on: buy, and when the credits arrived, claim again now.
+            if self.top_up(message.organization_id, shortfall).await == Some(ToppedUp::Granted) {
+                claimed = self.claim(message, true).await?;
+            }
+        }
         let run = match claimed {
-            Claimed::Run(run) => run,
+            Claimed::Run(run, low) => {
+                if low {
+                    self.top_up(message.organization_id, 0).await;
+                }
+                run
+            }
             Claimed::Nothing => return Ok(Processed::Done),
             Claimed::Waiting(_) => return Ok(Processed::Later(self.blocked_retry)),
+            Claimed::Short { waits, .. } => {
+                return Ok(if waits { Processed::Later(self.blocked_retry) } else { Processed::Done })
+            }
             Claimed::Held(until) => {
                 let wait = until.unix_millis().saturating_sub(self.clock.now().unix_millis()) + 1_000;
                 tracing::info!(run_id = %message.run_id, task = message.task.0, "task message waits for the claim it met");
@@ -152,7 +186,7 @@ impl Worker {
         watcher.abort();
         let outcome = executed.unwrap_or_else(|error| {
             // Ours, not the media's: say so plainly in the task's error.
-            Outcome::Failed(format!("internal error while running the task: {error:#}"), None)
+            Outcome::Failed(format!("internal error while running the task: {error:#}"), None, Fault::Ours)
         });
         let nodes: Vec<&str> = run.tasks[message.task].nodes.iter().map(|node| run.nodes[*node].type_name()).collect();
         let status = match &outcome {
@@ -213,15 +247,21 @@ impl Worker {
     async fn claim(&self, message: TaskMessage, take_blocked: bool) -> anyhow::Result<Claimed> {
         let TaskMessage { organization_id: organization, run_id, task, attempt, .. } = message;
         let (now, lease) = (self.clock.now(), self.lease());
-        let changed =
-            change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
+        let changed = change_run(
+            self.runs.as_ref(),
+            &self.notifier,
+            organization,
+            run_id,
+            &RUN_UPDATE_CONFLICTS,
+            |run, funds| {
                 if !take_blocked {
-                    if let Some(profile) = avatar_waited_for(run, task, attempt) {
-                        return Ok(Change::Keep(ClaimAnswer::Waiting(profile)));
+                    if let Some(wait) = waited_for(run, task, attempt) {
+                        return Ok(Change::Keep(ClaimAnswer::Waiting(wait)));
                     }
                 }
+                let block = run.tasks.get(task.0).and_then(|task| task.credits.clone());
                 Ok(match run.claim(task, attempt, now, lease) {
-                    Claim::Claimed => Change::Store(ClaimAnswer::Claimed, Vec::new()),
+                    Claim::Claimed => self.pay(run, (task, attempt), block, funds, now),
                     Claim::GaveUp => Change::Store(ClaimAnswer::GaveUp, Vec::new()),
                     Claim::Held(until) => Change::Keep(ClaimAnswer::Held(until)),
                     Claim::Refused(why) => {
@@ -231,16 +271,18 @@ impl Worker {
                         Change::Keep(ClaimAnswer::Refused { resend, has_events: run.webhook_sequence > 0 })
                     }
                 })
-            })
-            .await;
+            },
+        )
+        .await;
         match changed {
-            Ok((Some(run), ClaimAnswer::Claimed)) => Ok(Claimed::Run(Box::new(run))),
+            Ok((Some(run), ClaimAnswer::Claimed(low))) => Ok(Claimed::Run(Box::new(run), low)),
+            Ok((Some(_), ClaimAnswer::Short { shortfall, waits })) => Ok(Claimed::Short { shortfall, waits }),
             Ok((Some(run), _)) => {
                 send_tasks(self.queue.as_ref(), &run, &queued_tasks(&run)).await?;
                 Ok(Claimed::Nothing)
             }
             Ok((_, ClaimAnswer::Held(until))) => Ok(Claimed::Held(until)),
-            Ok((_, ClaimAnswer::Waiting(profile))) => Ok(Claimed::Waiting(profile)),
+            Ok((_, ClaimAnswer::Waiting(wait))) => Ok(Claimed::Waiting(wait)),
             Ok((_, ClaimAnswer::Refused { resend, has_events })) => {
                 if has_events {
                     self.queue_unsent_events(organization, run_id).await?;
@@ -256,6 +298,67 @@ impl Worker {
         }
     }
 
+    /// The claim's payment for the task it just claimed: nothing for an attempt paid
+    /// already (claimed again after its worker stopped) or priced at nothing; otherwise
+    /// the price, taken in the claim's write when the balance covers it, else the task is
+    /// blocked for credits (waiting for an auto top-up when one is on, until
+    /// [`Worker::top_up_wait`] has passed since it was first blocked).
+    fn pay(
+        &self,
+        run: &mut Run,
+        (task, attempt): (TaskIndex, u32),
+        block: Option<CreditBlock>,
+        funds: Option<&crate::domain::credits::Account>,
+        now: Timestamp,
+    ) -> Change<ClaimAnswer> {
+        if run.tasks[task].charged.is_some() {
+            return Change::Store(ClaimAnswer::Claimed(false), Vec::new());
+        }
+        let prices = run.task_prices(task, None, self.prices);
+        let price: u64 = prices.iter().sum();
+        if price == 0 {
+            run.charge(task, prices);
+            return Change::Store(ClaimAnswer::Claimed(false), Vec::new());
+        }
+        let Some(account) = funds else { return Change::NeedsAccount };
+        let price_credits = i64::try_from(price).unwrap_or(i64::MAX);
+        if account.balance >= price_credits {
+            run.charge(task, prices);
+            let auto = account.auto_topup;
+            let left = account.balance - price_credits;
+            let low = auto.enabled
+                && account.plan.allows_top_ups()
+                && left < i64::try_from(auto.threshold).unwrap_or(i64::MAX);
+            return Change::Store(ClaimAnswer::Claimed(low), Vec::new());
+        }
+        let top_ups = account.auto_topup.enabled && account.plan.allows_top_ups();
+        let top_up_until = match block {
+            // Looked again: the first block's deadline holds.
+            Some(block) => block.top_up_until.filter(|until| *until > now),
+            None => top_ups.then(|| now.after(self.top_up_wait)),
+        };
+        let waits = top_up_until.is_some();
+        let block = CreditBlock { price, balance: account.balance, top_up_until };
+        run.block_for_credits(task, attempt, block, now);
+        let shortfall = price.saturating_sub(account.balance.max(0) as u64);
+        tracing::info!(run_id = %run.id, task = task.0, price, balance = account.balance, waits, "task blocked for credits");
+        Change::Store(ClaimAnswer::Short { shortfall, waits }, Vec::new())
+    }
+
+    /// Buys credits when the organization's auto top-up is on (see
+    /// [`credit_service::auto_top_up`]); a failure is logged (the task stays blocked).
+    async fn top_up(&self, organization: OrganizationId, shortfall: u64) -> Option<ToppedUp> {
+        let ports =
+            CreditPorts { credits: self.runs.as_ref(), billing: self.billing.as_ref(), clock: self.clock.as_ref() };
+        match credit_service::auto_top_up(&ports, organization, shortfall).await {
+            Ok(done) => Some(done),
+            Err(error) => {
+                tracing::warn!(%organization, error = %error, "an auto top-up failed");
+                None
+            }
+        }
+    }
+
     /// Stores the outcome of the attempt (once: a duplicate finds it no longer running)
     /// and sends the tasks it queued.
     async fn record(&self, message: TaskMessage, outcome: Outcome) -> anyhow::Result<()> {
@@ -268,7 +371,7 @@ impl Worker {
                         let problem = format!(
                             "the task's output could not be recorded: {too_large}; use fewer inputs or a smaller graph"
                         );
-                        self.record_once(message, &Outcome::Failed(problem, None)).await.map_err(anyhow_of)
+                        self.record_once(message, &Outcome::Failed(problem, None, Fault::Ours)).await.map_err(anyhow_of)
                     }
                     None => Err(anyhow::anyhow!("{}", RunError::Backend(error))),
                 }
@@ -286,14 +389,20 @@ impl Worker {
         }
         if matches!(outcome, Outcome::Blocked) {
             let now = self.clock.now();
-            let changed =
-                change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
+            let changed = change_run(
+                self.runs.as_ref(),
+                &self.notifier,
+                organization,
+                run_id,
+                &RUN_UPDATE_CONFLICTS,
+                |run, _| {
                     Ok(match run.block(task, attempt, now) {
                         true => Change::Store((), Vec::new()),
                         false => Change::Keep(()),
                     })
-                })
-                .await;
+                },
+            )
+            .await;
             return match changed {
                 Ok(_) | Err(RunError::NotFound) => Ok(()),
                 Err(error) => Err(error),
@@ -301,15 +410,20 @@ impl Worker {
         }
         let now = self.clock.now();
         let changed =
-            change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run| {
+            change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run, _| {
                 let recorded = match &outcome {
                     Outcome::Cancelled | Outcome::Blocked => None,
-                    Outcome::Done { file, delivered, media } => run
-                        .complete(task, attempt, file.clone(), delivered.clone(), now)
-                        .map(|queued| (queued, media.clone())),
-                    Outcome::Failed(problem, node) => {
-                        run.fail(task, attempt, problem.clone(), *node, now).map(|queued| (queued, Vec::new()))
+                    Outcome::Done { file, delivered, media } => {
+                        let real = run.task_prices(task, Some(file.duration_ms as f64 / 1000.0), self.prices);
+                        let completed = run.complete(task, attempt, file.clone(), delivered.clone(), now);
+                        if completed.is_some() {
+                            run.settle_charge(task, &real);
+                        }
+                        completed.map(|queued| (queued, media.clone()))
                     }
+                    Outcome::Failed(problem, node, fault) => run
+                        .fail(task, attempt, problem.clone(), (*node, *fault), now)
+                        .map(|queued| (queued, Vec::new())),
                 };
                 Ok(match recorded {
                     Some((queued, media)) => Change::Store(queued, media),
@@ -375,21 +489,37 @@ pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
 
 /// What a claim on a task message found.
 enum Claimed {
-    /// This worker holds the task: the run to work on.
-    Run(Box<Run>),
+    /// This worker holds the task: the run to work on, and whether its charge left the
+    /// balance under the auto top-up threshold.
+    Run(Box<Run>, bool),
     /// Nothing to do.
     Nothing,
     /// Another claim holds the task until then.
     Held(Timestamp),
-    /// The task is blocked on this avatar profile.
-    Waiting(String),
+    /// The task is blocked on this.
+    Waiting(WaitFor),
+    /// The task was blocked for credits (see [`ClaimAnswer::Short`]).
+    Short { shortfall: u64, waits: bool },
 }
 
-/// The avatar profile attempt `attempt` of task `task` is blocked on, if it is.
-fn avatar_waited_for(run: &Run, task: TaskIndex, attempt: u32) -> Option<String> {
+/// What a blocked task waits for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum WaitFor {
+    /// An avatar profile being processed.
+    Avatar(String),
+    /// A balance of `price` credits, until the auto top-up's wait ends.
+    Credits { price: u64, until: Timestamp },
+}
+
+/// What attempt `attempt` of task `task` is blocked on, if it is and looking again may
+/// change it: an avatar profile, or credits an auto top-up is buying.
+fn waited_for(run: &Run, task: TaskIndex, attempt: u32) -> Option<WaitFor> {
     let waiting = run.tasks.get(task.0).filter(|t| t.status == TaskStatus::Blocked && t.attempt == attempt)?;
+    if let Some(block) = &waiting.credits {
+        return block.top_up_until.map(|until| WaitFor::Credits { price: block.price, until });
+    }
     match run.nodes[*waiting.nodes.first()?].settings().generation()? {
-        crate::domain::nodes::Generation::Avatar { profile, .. } => Some(profile),
+        crate::domain::nodes::Generation::Avatar { profile, .. } => Some(WaitFor::Avatar(profile)),
         _ => None,
     }
 }

@@ -1,0 +1,109 @@
+//! The plan and credit endpoints: the plan, the plans, upgrades, the balance, auto
+//! top-up settings and the ledger. Each: auth (bearer or X-API-Key), parse, one domain
+//! call, map.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::json;
+
+use super::body::json_body;
+use super::query::query_params;
+use super::runs::organization;
+use super::{json_response, ApiError, Call, Response};
+use crate::app::App;
+use crate::domain::credits::service::{self, CreditError, CreditPorts, Upgraded};
+
+fn ports(app: &App) -> CreditPorts<'_> {
+    CreditPorts { credits: app.credits().as_ref(), billing: app.billing().as_ref(), clock: app.clock.as_ref() }
+}
+
+pub(super) fn map_error(error: CreditError, action: &'static str) -> ApiError {
+    let message = error.to_string();
+    match error {
+        CreditError::Invalid(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
+        CreditError::Forbidden(_) => ApiError::detail(StatusCode::FORBIDDEN, message),
+        CreditError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
+        CreditError::Conflict(_) => ApiError::detail(StatusCode::CONFLICT, message),
+        CreditError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action}")),
+    }
+}
+
+/// `GET /plan`
+pub async fn get_plan(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let now = app.clock.now();
+    let account = service::current(app.credits().as_ref(), organization, now)
+        .await
+        .map_err(|error| map_error(error.into(), "read the plan"))?;
+    Ok(json_response(StatusCode::OK, &service::plan_view(&account, now)))
+}
+
+/// `GET /plan/list`
+pub async fn list_plans(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    organization(&app, &call).await?;
+    Ok(json_response(StatusCode::OK, &service::plans_view()))
+}
+
+/// `POST /plan/upgrade`
+pub async fn upgrade_plan(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let body = json_body(&call.request)?;
+    let upgraded = service::upgrade(&ports(&app), organization, &serde_json::Value::Object(body))
+        .await
+        .map_err(|error| map_error(error, "change the plan"))?;
+    let answer = match upgraded {
+        Upgraded::Checkout { url, plan } => json!({
+            "success": true,
+            "requires_checkout": true,
+            "checkout_url": url,
+            "plan_id": plan.as_str(),
+        }),
+        Upgraded::Changed { plan } => json!({
+            "success": true,
+            "requires_checkout": false,
+            "plan_id": plan.as_str(),
+        }),
+    };
+    Ok(json_response(StatusCode::OK, &answer))
+}
+
+/// `GET /credits`
+pub async fn get_credits(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let account = service::current(app.credits().as_ref(), organization, app.clock.now())
+        .await
+        .map_err(|error| map_error(error.into(), "read the credits"))?;
+    Ok(json_response(StatusCode::OK, &service::credits_view(&account)))
+}
+
+/// `POST /credits/settings`
+pub async fn update_credit_settings(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let body = json_body(&call.request)?;
+    let account = service::update_settings(&ports(&app), organization, &serde_json::Value::Object(body))
+        .await
+        .map_err(|error| map_error(error, "change the credit settings"))?;
+    Ok(json_response(StatusCode::OK, &service::credits_view(&account)))
+}
+
+/// `GET /credits/ledger`
+pub async fn list_credit_ledger(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let query = query_params(&call.request)?;
+    if let Some(unknown) = query.keys().find(|name| !matches!(name.as_str(), "limit" | "cursor")) {
+        return Err(ApiError::detail(
+            StatusCode::BAD_REQUEST,
+            format!("unknown query parameter {unknown:?}; allowed: limit, cursor"),
+        ));
+    }
+    let page = service::ledger(
+        app.credits().as_ref(),
+        organization,
+        query.get("limit").map(String::as_str),
+        query.get("cursor").map(String::as_str),
+    )
+    .await
+    .map_err(|error| map_error(error, "read the ledger"))?;
+    Ok(json_response(StatusCode::OK, &service::ledger_view(&page)))
+}

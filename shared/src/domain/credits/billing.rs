@@ -1,0 +1,65 @@
+//! The billing port: where plans and credits are paid for. The local sandbox (served by
+//! `serve`) and Stripe implement it.
+
+use async_trait::async_trait;
+
+use super::plans::PlanId;
+use super::{Account, Checkout};
+
+/// A checkout opened at the provider: where the caller goes to pay.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenedCheckout {
+    pub url: String,
+    /// The provider's own ID of it (Stripe's session), when it has one.
+    pub provider_session: Option<String>,
+}
+
+/// Where a top-up purchase stands once asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopUpState {
+    /// Paid now: grant the credits.
+    Paid,
+    /// The provider confirms the payment later (its event grants the credits).
+    Pending,
+}
+
+/// Takes payments.
+#[async_trait]
+pub trait BillingProvider: Send + Sync {
+    /// Its name, in logs.
+    fn name(&self) -> &'static str;
+    /// Opens a checkout for `checkout`'s purchase (a plan) for the account's organization.
+    async fn open_checkout(&self, checkout: &Checkout, account: &Account) -> anyhow::Result<OpenedCheckout>;
+    /// Buys `quantity` credits for `cents` with the payment method the organization
+    /// already gave (its paid plan's); `purchase` identifies the purchase (idempotent).
+    async fn top_up(&self, account: &Account, purchase: &str, quantity: u64, cents: u64) -> anyhow::Result<TopUpState>;
+    /// Moves the organization's subscription to another paid plan.
+    async fn change_plan(&self, account: &Account, to: PlanId) -> anyhow::Result<()>;
+}
+
+/// The local sandbox: checkouts are pages `serve` answers at
+/// `{public_url}/billing/sandbox/checkout/{id}`; top-ups are paid at once (a card on file
+/// is assumed); plan changes need nothing of a provider.
+pub struct SandboxBilling {
+    pub public_url: String,
+}
+
+#[async_trait]
+impl BillingProvider for SandboxBilling {
+    fn name(&self) -> &'static str {
+        "sandbox"
+    }
+
+    async fn open_checkout(&self, checkout: &Checkout, _account: &Account) -> anyhow::Result<OpenedCheckout> {
+        let base = self.public_url.trim_end_matches('/');
+        Ok(OpenedCheckout { url: format!("{base}/billing/sandbox/checkout/{}", checkout.id), provider_session: None })
+    }
+
+    async fn top_up(&self, _: &Account, _: &str, _: u64, _: u64) -> anyhow::Result<TopUpState> {
+        Ok(TopUpState::Paid)
+    }
+
+    async fn change_plan(&self, _: &Account, _: PlanId) -> anyhow::Result<()> {
+        Ok(())
+    }
+}

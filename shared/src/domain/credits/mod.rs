@@ -1,0 +1,291 @@
+//! Credits: an organization's balance, the ledger of every movement, its plan and
+//! auto top-up settings (ARCHITECTURE §6). The account is one record stored under a
+//! sequence number: every change (a task's charge, a grant, a top-up) is a write
+//! conditional on the number it read, with its ledger entries, so that the balance never
+//! goes below zero whatever runs at once.
+
+pub mod billing;
+pub mod plans;
+pub mod service;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use self::plans::PlanId;
+use super::graph::AgentNodeId;
+use super::identity::OrganizationId;
+use super::runs::RunId;
+use super::time::Timestamp;
+
+crate::typed_id!(
+    /// Identifies a ledger entry.
+    LedgerEntryId
+);
+crate::typed_id!(
+    /// Identifies a checkout (a plan purchase the caller completes at its URL).
+    CheckoutId
+);
+
+/// Largest auto top-up threshold or quantity.
+pub const MAX_TOP_UP_SETTING: u64 = 1_000_000;
+
+/// Why credits moved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// The credits an organization was created with.
+    OpeningBalance,
+    /// A task's price, taken when it started (per-output-second prices reserved).
+    TaskCharge,
+    /// The difference between a reserved price and the price of the real output.
+    TaskSettlement,
+    /// A task's price given back: it failed for a reason of ours.
+    Refund,
+    /// A plan's included credits, at the start of a monthly period.
+    PeriodGrant,
+    /// Credits bought.
+    TopUp,
+    /// Credits given when the plan changed up.
+    PlanChange,
+}
+
+/// A movement of credits and the balance it left.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    pub entry_id: LedgerEntryId,
+    pub created_at: Timestamp,
+    /// Negative when spent.
+    pub amount: i64,
+    pub balance_after: i64,
+    pub reason: Reason,
+    pub run_id: Option<RunId>,
+    pub agent_node_id: Option<AgentNodeId>,
+    /// The task of the run, for task movements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<usize>,
+    /// Where in the ledger it is: the account's sequence number of the write, and its
+    /// place in that write (the list's order, newest first by these).
+    pub seq: u64,
+    pub position: u32,
+}
+
+/// Auto top-up settings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AutoTopUp {
+    pub enabled: bool,
+    /// Buy when the balance falls below this.
+    pub threshold: u64,
+    /// Credits bought each time (at least what a blocked task lacks).
+    pub quantity: u64,
+}
+
+/// A top-up bought and not yet paid (one at a time).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingTopUp {
+    pub purchase: String,
+    pub quantity: u64,
+    pub since: Timestamp,
+}
+
+/// The billing provider's references for the organization (Stripe's customer and
+/// subscription).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BillingRefs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub customer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription: Option<String>,
+}
+
+/// An organization's credits and plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Account {
+    pub organization_id: OrganizationId,
+    /// The stored account's write count; 0 for one never stored.
+    #[serde(skip)]
+    pub seq: u64,
+    pub balance: i64,
+    /// Credits spent in the current period.
+    pub usage: i64,
+    pub auto_topup: AutoTopUp,
+    pub plan: PlanId,
+    pub plan_started_at: Timestamp,
+    /// The start of the period whose included credits were granted last.
+    pub period_start: Timestamp,
+    pub canceled_at: Option<Timestamp>,
+    /// The plan that takes over at the end of the current period (a downgrade).
+    pub scheduled_plan: Option<PlanId>,
+    pub pending_top_up: Option<PendingTopUp>,
+    #[serde(default)]
+    pub billing: BillingRefs,
+}
+
+impl Account {
+    /// The account of an organization that has none stored: the free plan, no credits.
+    pub fn empty(organization: OrganizationId, now: Timestamp) -> Self {
+        Self::opened(organization, PlanId::Free, 0, now)
+    }
+
+    /// A new account on `plan` since `started`, with `balance` credits.
+    pub fn opened(organization: OrganizationId, plan: PlanId, balance: i64, started: Timestamp) -> Self {
+        Account {
+            organization_id: organization,
+            seq: 0,
+            balance,
+            usage: 0,
+            auto_topup: AutoTopUp::default(),
+            plan,
+            plan_started_at: started,
+            period_start: started,
+            canceled_at: None,
+            scheduled_plan: None,
+            pending_top_up: None,
+            billing: BillingRefs::default(),
+        }
+    }
+}
+
+/// How a movement may meet the balance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cover {
+    /// The balance covers it (checked by whoever asked for it on the account it read).
+    Required,
+    /// Taken up to the balance: the balance never goes below zero.
+    UpToBalance,
+}
+
+/// A movement a change asks for; made an entry when the change is written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreditMove {
+    pub amount: i64,
+    pub reason: Reason,
+    pub run_id: Option<RunId>,
+    pub agent_node_id: Option<AgentNodeId>,
+    pub task: Option<usize>,
+    pub cover: Cover,
+}
+
+/// A change of an account to write: its new state and the entries it adds, conditional
+/// on the account still being at `expected` (0: not stored yet). `once` names an event
+/// (a checkout completed, a provider's event) recorded in the same write: a second write
+/// naming it is refused.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AccountWrite {
+    pub account: Account,
+    pub expected: u64,
+    pub entries: Vec<LedgerEntry>,
+    pub once: Option<String>,
+}
+
+/// Why an account write was not made.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Written {
+    Done,
+    /// Another writer changed the account first: read it again.
+    Conflict,
+    /// The `once` event was recorded already.
+    AlreadyDone,
+}
+
+impl Account {
+    /// Starts a write of this account (its next sequence number).
+    pub fn write(&self) -> AccountWrite {
+        let mut account = self.clone();
+        account.seq = self.seq + 1;
+        AccountWrite { account, expected: self.seq, entries: Vec::new(), once: None }
+    }
+}
+
+impl AccountWrite {
+    /// Applies `movement` to the balance (and usage) and records its entry.
+    pub fn apply(&mut self, movement: &CreditMove, now: Timestamp) {
+        let account = &mut self.account;
+        let amount = match movement.cover {
+            Cover::Required => movement.amount,
+            Cover::UpToBalance if movement.amount < 0 => movement.amount.max(-account.balance.max(0)),
+            Cover::UpToBalance => movement.amount,
+        };
+        if amount == 0 && movement.reason != Reason::OpeningBalance {
+            return;
+        }
+        account.balance += amount;
+        if matches!(movement.reason, Reason::TaskCharge | Reason::TaskSettlement | Reason::Refund) {
+            account.usage = (account.usage - amount).max(0);
+        }
+        let position = self.entries.len() as u32;
+        self.entries.push(LedgerEntry {
+            entry_id: LedgerEntryId::new_v4(),
+            created_at: now,
+            amount,
+            balance_after: account.balance,
+            reason: movement.reason,
+            run_id: movement.run_id,
+            agent_node_id: movement.agent_node_id,
+            task: movement.task,
+            seq: account.seq,
+            position,
+        });
+    }
+
+    /// Grants `amount` credits for `reason` (no run).
+    pub fn grant(&mut self, amount: i64, reason: Reason, now: Timestamp) {
+        let movement =
+            CreditMove { amount, reason, run_id: None, agent_node_id: None, task: None, cover: Cover::Required };
+        self.apply(&movement, now);
+    }
+}
+
+/// Where accounts and their ledgers are stored.
+#[async_trait]
+pub trait CreditRepo: Send + Sync {
+    /// The organization's account (seq 0 and [`Account::empty`] when none is stored).
+    async fn account(&self, organization: OrganizationId) -> anyhow::Result<Account>;
+    /// Writes the account and its entries if it is still at `write.expected`.
+    async fn write_account(&self, write: &AccountWrite) -> anyhow::Result<Written>;
+    /// Entries of the organization, newest first, after the entry at `after` (its
+    /// `(seq, position)`): at most `limit`.
+    async fn ledger(
+        &self,
+        organization: OrganizationId,
+        after: Option<(u64, u32)>,
+        limit: usize,
+    ) -> anyhow::Result<Vec<LedgerEntry>>;
+    /// Stores a checkout (new or changed).
+    async fn put_checkout(&self, checkout: &Checkout) -> anyhow::Result<()>;
+    /// A checkout by ID (its ID is its secret: no organization is needed to find it).
+    async fn checkout(&self, id: CheckoutId) -> anyhow::Result<Option<Checkout>>;
+}
+
+/// What a checkout buys.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Purchase {
+    /// A paid plan.
+    Plan { plan: PlanId },
+    /// Credits.
+    TopUp { quantity: u64 },
+}
+
+/// Where a checkout stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckoutStatus {
+    Open,
+    Completed,
+    Canceled,
+}
+
+/// A purchase the caller completes at the billing provider's page.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkout {
+    pub id: CheckoutId,
+    pub organization_id: OrganizationId,
+    pub purchase: Purchase,
+    pub status: CheckoutStatus,
+    pub success_url: Option<String>,
+    pub cancel_url: Option<String>,
+    pub created_at: Timestamp,
+    /// The provider's session ID (Stripe), when it is not ours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_session: Option<String>,
+}

@@ -1,0 +1,105 @@
+//! The local billing sandbox's checkout pages: `GET /billing/sandbox/checkout/{id}` shows
+//! the purchase with two forms, which post to `…/complete` and `…/cancel`; each answers
+//! 303 to the checkout's `success_url` / `cancel_url` (a plain page when none was given).
+//! No key is asked for: the checkout's ID is its secret, as a payment page's link is.
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, StatusCode};
+
+use super::blobs::{full_body, ResponseBody};
+use crate::app::App;
+use crate::domain::credits::service::{self, CreditError};
+use crate::domain::credits::{Checkout, CheckoutId, CheckoutStatus, Purchase};
+
+/// Where the pages are.
+pub const PATH_PREFIX: &str = "/billing/sandbox/checkout/";
+
+fn page(status: StatusCode, title: &str, body: &str) -> hyper::Response<ResponseBody> {
+    let html = format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{title}</title></head>\
+         <body><h1>{title}</h1>{body}</body></html>"
+    );
+    let mut response = hyper::Response::new(full_body(Bytes::from(html)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    response
+}
+
+fn see_other(location: &str) -> hyper::Response<ResponseBody> {
+    let mut response = hyper::Response::new(full_body(Bytes::new()));
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    match HeaderValue::from_str(location) {
+        Ok(value) => {
+            response.headers_mut().insert(header::LOCATION, value);
+            response
+        }
+        Err(_) => page(StatusCode::OK, "Done", "<p>The return address could not be used.</p>"),
+    }
+}
+
+fn what(checkout: &Checkout) -> String {
+    match &checkout.purchase {
+        Purchase::Plan { plan } => {
+            let offer = plan.plan();
+            format!("the {} plan: ${} for {} credits a month", plan.as_str(), offer.price_usd, offer.credits_per_month)
+        }
+        Purchase::TopUp { quantity } => format!("{quantity} credits"),
+    }
+}
+
+fn failure(error: CreditError) -> hyper::Response<ResponseBody> {
+    match error {
+        CreditError::NotFound => page(StatusCode::NOT_FOUND, "Checkout not found", "<p>No checkout has this link.</p>"),
+        CreditError::Conflict(message) => page(StatusCode::CONFLICT, "Checkout closed", &format!("<p>{message}.</p>")),
+        other => {
+            tracing::error!(error = %other, "a sandbox checkout failed");
+            page(StatusCode::INTERNAL_SERVER_ERROR, "Checkout failed", "<p>Try again.</p>")
+        }
+    }
+}
+
+/// Answers a request under [`PATH_PREFIX`].
+pub async fn handle(app: &App, method: &Method, path: &str) -> hyper::Response<ResponseBody> {
+    let rest = path.strip_prefix(PATH_PREFIX).unwrap_or_default();
+    let (id, action) = match rest.split_once('/') {
+        Some((id, action)) => (id, Some(action)),
+        None => (rest, None),
+    };
+    let Some(id) = CheckoutId::parse(id) else { return failure(CreditError::NotFound) };
+    let repo = app.credits().as_ref();
+    match (method, action) {
+        (&Method::GET, None) => match repo.checkout(id).await {
+            Ok(Some(checkout)) => {
+                let state = match checkout.status {
+                    CheckoutStatus::Open => "open",
+                    CheckoutStatus::Completed => "completed",
+                    CheckoutStatus::Canceled => "canceled",
+                };
+                let body = format!(
+                    "<p>Sandbox checkout of {} (no payment is taken). This checkout is {state}.</p>\
+                     <form method=\"post\" action=\"{PATH_PREFIX}{id}/complete\"><button>Pay</button></form>\
+                     <form method=\"post\" action=\"{PATH_PREFIX}{id}/cancel\"><button>Cancel</button></form>",
+                    what(&checkout)
+                );
+                page(StatusCode::OK, "Sandbox checkout", &body)
+            }
+            Ok(None) => failure(CreditError::NotFound),
+            Err(error) => failure(CreditError::Backend(error)),
+        },
+        (&Method::POST, Some("complete")) => match service::complete_checkout(repo, id, app.clock.now()).await {
+            Ok(checkout) => match &checkout.success_url {
+                Some(url) => see_other(url),
+                None => page(StatusCode::OK, "Payment complete", &format!("<p>Bought {}.</p>", what(&checkout))),
+            },
+            Err(error) => failure(error),
+        },
+        (&Method::POST, Some("cancel")) => match service::cancel_checkout(repo, id).await {
+            Ok(checkout) => match &checkout.cancel_url {
+                Some(url) => see_other(url),
+                None => page(StatusCode::OK, "Checkout canceled", "<p>Nothing was bought.</p>"),
+            },
+            Err(error) => failure(error),
+        },
+        _ => page(StatusCode::METHOD_NOT_ALLOWED, "Not allowed", "<p>GET the page; POST complete or cancel.</p>"),
+    }
+}
