@@ -27,7 +27,9 @@ impl BenchApp {
             r#"{{"organizations":[{{"id":"6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e01","name":"B","slug":"b","api_keys":["{KEY}"]}}]}}"#
         ))
         .unwrap();
-        runtime.block_on(apply_seed(app.identity().as_ref(), app.clock.as_ref(), &seed)).unwrap();
+        runtime
+            .block_on(apply_seed(app.identity().as_ref(), app.credits().as_ref(), app.clock.as_ref(), &seed))
+            .unwrap();
         Self { runtime, app }
     }
 

@@ -9,6 +9,7 @@ mod avatars;
 mod bulk_faults;
 mod concurrency;
 mod crashes;
+mod credits;
 mod failures;
 mod faults;
 mod fuzz_findings;

@@ -98,6 +98,11 @@ impl Harness {
         Self::build(backend, 2, DEFAULT_TASK_BUDGET, WebhookSchedule::default(), true, tune, |table| table).await
     }
 
+    /// `count` workers, settings as `tune` makes them.
+    pub(crate) async fn tuned_with(backend: Backend, count: usize, tune: impl FnOnce(Settings) -> Settings) -> Self {
+        Self::build(backend, count, DEFAULT_TASK_BUDGET, WebhookSchedule::default(), true, tune, |table| table).await
+    }
+
     /// Two workers on the AWS backend, whose DynamoDB client is `wrap`'s.
     pub(crate) async fn through_table(wrap: impl FnOnce(DynamoDb) -> DynamoDb) -> Self {
         let schedule = WebhookSchedule::default();
