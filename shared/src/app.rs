@@ -15,9 +15,10 @@ use crate::adapters::sqlite::tasks::SqliteTaskQueue;
 use crate::adapters::sqlite::webhooks::SqliteWebhookQueue;
 use crate::adapters::sqlite::Sqlite;
 use crate::adapters::sqs::SqsQueue;
+use crate::adapters::stripe::StripeBilling;
 use crate::adapters::webhook_client::HttpWebhookClient;
 use crate::adapters::ytdlp::YtDlp;
-use crate::config::{Config, Settings};
+use crate::config::{BillingSettings, Config, Settings};
 use crate::core::queue::{Inbox, Queue};
 use crate::domain::agents::AgentRepo;
 use crate::domain::asset_manager::{AssetManager, AssetRepo};
@@ -423,10 +424,18 @@ impl App {
         }
     }
 
-    /// Where plans and credits are paid for: the local sandbox, whose checkout pages
-    /// `serve` answers.
+    /// Where plans and credits are paid for: the local sandbox (whose checkout pages
+    /// `serve` answers), or Stripe.
     pub fn billing(&self) -> &Arc<dyn BillingProvider> {
-        self.billing.get_or_init(|| Arc::new(SandboxBilling { public_url: self.links.public_url().to_owned() }))
+        self.billing.get_or_init(|| {
+            let public_url = self.links.public_url().to_owned();
+            match &self.settings.billing {
+                BillingSettings::Sandbox => Arc::new(SandboxBilling { public_url }),
+                BillingSettings::Stripe(stripe) => {
+                    Arc::new(StripeBilling::new(stripe.clone(), self.secrets.clone(), &public_url))
+                }
+            }
+        })
     }
 
     /// Replaces the billing provider (tests give an app one that fails).

@@ -57,6 +57,8 @@ pub struct Settings {
     /// How long a task blocked for credits waits for an auto top-up to be paid
     /// (`TOP_UP_WAIT_SECONDS`, default 600) before it waits for a resume instead.
     pub top_up_wait: Duration,
+    /// Where plans and credits are paid for.
+    pub billing: BillingSettings,
 }
 
 /// Who makes a kind of generated media.
@@ -93,6 +95,66 @@ impl std::fmt::Debug for ProviderKey {
             Self::Value(_) => f.write_str("Value(<hidden>)"),
             Self::Secret { secret, field } => write!(f, "Secret({secret}, {field})"),
         }
+    }
+}
+
+/// Where plans and credits are paid for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum BillingSettings {
+    /// The local sandbox: checkouts are pages `serve` answers; top-ups are paid at once.
+    #[default]
+    Sandbox,
+    Stripe(StripeSettings),
+}
+
+/// Stripe's address and keys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StripeSettings {
+    pub base_url: String,
+    /// The secret API key (`sk_…`).
+    pub api_key: ProviderKey,
+    /// The webhook endpoint's signing secret (`whsec_…`).
+    pub webhook_secret: ProviderKey,
+}
+
+/// Default address of Stripe's API.
+pub const STRIPE_BASE_URL: &str = "https://api.stripe.com";
+
+impl BillingSettings {
+    /// Reads `BILLING_PROVIDER` (`sandbox`, the default, or `stripe`), `STRIPE_API_KEY`,
+    /// `STRIPE_WEBHOOK_SECRET` and `STRIPE_BASE_URL`. In a Lambda function the keys are
+    /// fields of the JSON secret `BILLING_KEYS_SECRET` names, never plain variables.
+    pub fn from_lookup(lookup: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        let present = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
+        match present("BILLING_PROVIDER").as_deref().map(str::trim) {
+            None | Some("sandbox") => return Ok(Self::Sandbox),
+            Some("stripe") => {}
+            Some(other) => anyhow::bail!("BILLING_PROVIDER={other:?} is not one of sandbox, stripe"),
+        }
+        let in_lambda = present("AWS_LAMBDA_RUNTIME_API").is_some();
+        let keys_secret = present("BILLING_KEYS_SECRET");
+        let key = |name: &'static str| -> anyhow::Result<ProviderKey> {
+            match (present(name), &keys_secret) {
+                (Some(_), _) if in_lambda => anyhow::bail!(
+                    "{name} may not be a plain environment variable of a function: put it in the Secrets Manager \
+                     secret BILLING_KEYS_SECRET names"
+                ),
+                (Some(value), _) => {
+                    anyhow::ensure!(!is_unresolved_reference(&value), "{name} is an unresolved dynamic reference");
+                    Ok(ProviderKey::Value(value))
+                }
+                (None, Some(secret)) => Ok(ProviderKey::Secret { secret: secret.clone(), field: name }),
+                (None, None) => anyhow::bail!(
+                    "{name} (or BILLING_KEYS_SECRET, a Secrets Manager secret holding it) must be set for \
+                     BILLING_PROVIDER=stripe"
+                ),
+            }
+        };
+        Ok(Self::Stripe(StripeSettings {
+            base_url: present("STRIPE_BASE_URL").unwrap_or_else(|| STRIPE_BASE_URL.to_owned()),
+            api_key: key("STRIPE_API_KEY")?,
+            webhook_secret: key("STRIPE_WEBHOOK_SECRET")?,
+        }))
     }
 }
 
@@ -222,6 +284,7 @@ impl Default for Settings {
             blocked_retry: Duration::from_secs(10),
             prices: Default::default(),
             top_up_wait: Duration::from_secs(600),
+            billing: BillingSettings::Sandbox,
         }
     }
 }
@@ -310,6 +373,7 @@ impl Config {
             generation: GenerationSettings::from_env()?,
             prices: prices_from_env()?,
             top_up_wait: Duration::from_secs(whole("TOP_UP_WAIT_SECONDS", 600)?),
+            billing: BillingSettings::from_lookup(&|name| std::env::var(name).ok())?,
             ..Settings::default()
         };
         let media_link_secret = present("MEDIA_LINK_SECRET");
@@ -396,6 +460,44 @@ pub fn video_site_hosts_from_env() -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stripe_keys_are_given_locally_and_kept_in_secrets_manager_by_functions() {
+        let lookup = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| (*value).to_owned())
+        };
+        assert_eq!(BillingSettings::from_lookup(&lookup(&[])).unwrap(), BillingSettings::Sandbox);
+        let local = BillingSettings::from_lookup(&lookup(&[
+            ("BILLING_PROVIDER", "stripe"),
+            ("STRIPE_API_KEY", "sk_test"),
+            ("STRIPE_WEBHOOK_SECRET", "whsec"),
+        ]))
+        .unwrap();
+        let BillingSettings::Stripe(stripe) = local else { panic!("stripe") };
+        assert_eq!((stripe.api_key, stripe.base_url.as_str()), (ProviderKey::Value("sk_test".into()), STRIPE_BASE_URL));
+        let refused = BillingSettings::from_lookup(&lookup(&[
+            ("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001"),
+            ("BILLING_PROVIDER", "stripe"),
+            ("STRIPE_API_KEY", "sk_live"),
+        ]))
+        .unwrap_err();
+        assert!(refused.to_string().contains("may not be a plain environment variable"), "{refused}");
+        let kept = BillingSettings::from_lookup(&lookup(&[
+            ("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001"),
+            ("BILLING_PROVIDER", "stripe"),
+            ("BILLING_KEYS_SECRET", "arn:keys"),
+        ]))
+        .unwrap();
+        let BillingSettings::Stripe(stripe) = kept else { panic!("stripe") };
+        assert_eq!(
+            stripe.webhook_secret,
+            ProviderKey::Secret { secret: "arn:keys".into(), field: "STRIPE_WEBHOOK_SECRET" }
+        );
+        let missing = BillingSettings::from_lookup(&lookup(&[("BILLING_PROVIDER", "stripe")])).unwrap_err();
+        assert!(missing.to_string().contains("BILLING_KEYS_SECRET"), "{missing}");
+        let wrong = BillingSettings::from_lookup(&lookup(&[("BILLING_PROVIDER", "paypal")])).unwrap_err();
+        assert!(wrong.to_string().contains("sandbox, stripe"), "{wrong}");
+    }
 
     #[test]
     fn provider_keys_are_given_locally_and_kept_in_secrets_manager_by_functions() {

@@ -17,6 +17,7 @@ pub mod s3;
 pub mod secrets;
 pub mod sqlite;
 pub mod sqs;
+pub mod stripe;
 pub mod webhook_client;
 pub mod ytdlp;
 

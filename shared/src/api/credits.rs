@@ -107,3 +107,21 @@ pub async fn list_credit_ledger(app: Arc<App>, call: Call) -> Result<Response, A
     .map_err(|error| map_error(error, "read the ledger"))?;
     Ok(json_response(StatusCode::OK, &service::ledger_view(&page)))
 }
+
+/// `POST /billing/stripe/webhook`: Stripe's events, verified by their `Stripe-Signature`
+/// header (no key: the signature is the authority). A forged, stale or unverifiable
+/// event is a 400 that changes nothing; an event sent again is a 200 that changes nothing.
+pub async fn stripe_webhook(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let signature = call.request.headers().get("stripe-signature").and_then(|value| value.to_str().ok());
+    let payload: &[u8] = call.request.body();
+    let now = app.clock.now();
+    let event = app
+        .billing()
+        .event(payload, signature, now)
+        .await
+        .map_err(|refused| ApiError::detail(StatusCode::BAD_REQUEST, refused.0))?;
+    let applied = service::apply_event(app.credits().as_ref(), &event, now)
+        .await
+        .map_err(|error| map_error(error, "apply the billing event"))?;
+    Ok(json_response(StatusCode::OK, &json!({ "received": true, "applied": applied })))
+}

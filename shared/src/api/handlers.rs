@@ -60,6 +60,7 @@ handlers! {
     get_credits = "get-credits" => credits::get_credits,
     update_credit_settings = "update-credit-settings" => credits::update_credit_settings,
     list_credit_ledger = "list-credit-ledger" => credits::list_credit_ledger,
+    stripe_webhook = "stripe-webhook" => credits::stripe_webhook,
     start_run = "start-run" => runs::start_run,
     get_run = "get-run" => runs::get_run,
     get_run_nodes = "get-run-nodes" => runs::get_run_nodes,

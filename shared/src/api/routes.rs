@@ -119,10 +119,14 @@ pub static ROUTES: &[Route] = &[
     // transaction of puts; the ledger is a Query of the organization's partition.
     route!(GET "/plan" => "get-plan", ["dynamodb:GetItem", "dynamodb:PutItem"]),
     route!(GET "/plan/list" => "list-plans", ["dynamodb:GetItem"]),
-    route!(POST "/plan/upgrade" => "upgrade-plan", ["dynamodb:GetItem", "dynamodb:PutItem"]),
+    // An upgrade from free opens a checkout: it honours Idempotency-Key (one checkout).
+    route!(POST "/plan/upgrade" => "upgrade-plan", ["dynamodb:GetItem", "dynamodb:PutItem"], idempotent: true),
     route!(GET "/credits" => "get-credits", ["dynamodb:GetItem", "dynamodb:PutItem"]),
     route!(POST "/credits/settings" => "update-credit-settings", ["dynamodb:GetItem", "dynamodb:PutItem"]),
     route!(GET "/credits/ledger" => "list-credit-ledger", ["dynamodb:GetItem", "dynamodb:Query"]),
+    // Stripe's events: a paid checkout or top-up is an account write (puts of one
+    // transaction) and its checkout's update.
+    route!(POST "/billing/stripe/webhook" => "stripe-webhook", ["dynamodb:GetItem", "dynamodb:PutItem"]),
     // The run engine. A run with many inputs records their media in transactions of
     // puts before the run itself. A run is read by its head (GetItem), then, unless the
     // process has that version cached, its plan, chunks and outputs (Query of the run's

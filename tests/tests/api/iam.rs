@@ -41,7 +41,7 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
     let (backend, log) = dynamodb().await.recording_actions();
     let (media, s3_log) = s3_store().await.recording_actions();
     let mut test = TestApp {
-        app: Arc::new(App::dynamodb(backend, Media::S3(media))),
+        app: Arc::new(App::dynamodb(backend.clone(), Media::S3(media))),
         key: String::new(),
         organization: OrganizationId::new_v4(),
     };
@@ -222,6 +222,36 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
         )
         .await,
     );
+
+    // Plans and credits: a read that grants a period's credits writes the account and
+    // its entry (puts of one transaction); an upgrade from free stores a checkout.
+    let old = shared::domain::time::Timestamp::from_unix_millis(
+        shared::domain::time::Timestamp::now().unix_millis() - 40 * 24 * 3600 * 1000,
+    );
+    let (_, due) = test.add_organization_with(true, "free", 5, Some(old)).await;
+    let (_, also_due) = test.add_organization_with(true, "free", 5, Some(old)).await;
+    let (_, paid) = test.add_organization_with(true, "creator", 5, None).await;
+    log.take();
+    run("get-plan", StatusCode::OK, test.call_as(&due, Method::GET, "/plan", None).await);
+    run("get-credits", StatusCode::OK, test.call_as(&also_due, Method::GET, "/credits", None).await);
+    run("list-plans", StatusCode::OK, test.call(Method::GET, "/plan/list", None).await);
+    run("list-credit-ledger", StatusCode::OK, test.call(Method::GET, "/credits/ledger", None).await);
+    let upgrade = json!({ "plan_id": "creator" });
+    run("upgrade-plan", StatusCode::OK, test.call(Method::POST, "/plan/upgrade", Some(upgrade)).await);
+    let settings = json!({ "auto_topup": { "enabled": true } });
+    run(
+        "update-credit-settings",
+        StatusCode::OK,
+        test.call_as(&paid, Method::POST, "/credits/settings", Some(settings)).await,
+    );
+    // Stripe's event of that checkout, paid: the account's write and the checkout's.
+    let upgrade = json!({ "plan_id": "professional" });
+    let opened = test.call(Method::POST, "/plan/upgrade", Some(upgrade)).await.1;
+    let checkout = opened["checkout_url"].as_str().unwrap().rsplit('/').next().unwrap().to_owned();
+    let stripe = TestApp { app: Arc::new(crate::stripe::app_of(&backend, "http://127.0.0.1:9")), ..test.clone() };
+    let event = crate::stripe::checkout_completed(test.organization, &checkout, "professional");
+    log.take();
+    run("stripe-webhook", StatusCode::OK, crate::stripe::deliver(&stripe, &event).await);
 
     for route in ROUTES.iter().filter(|route| !RUN_ROUTES.contains(&route.function)) {
         let granted: BTreeSet<String> =

@@ -76,6 +76,7 @@ fn exactly_the_creating_posts_honour_the_key() {
             "create-asset-connection",
             "create-asset-item",
             "create-avatar-profile",
+            "upgrade-plan",
             "start-run",
             "rotate-webhook-secret"
         ]
@@ -84,6 +85,8 @@ fn exactly_the_creating_posts_honour_the_key() {
         "bulk-upsert-shared-store-entries",
         "delete-agent",
         "finalize-upload",
+        "update-credit-settings",
+        "stripe-webhook",
         "cancel-run",
         "resume-run",
         "redeliver-run-webhook",
@@ -117,6 +120,8 @@ async fn every_creating_post_answers_a_repeat_with_its_first_answer(backend: Bac
         ("rotate-webhook-secret", "/webhooks/secret".into(), None, ""),
         // A workspace has one connection: the repeat replays, another key is a 409.
         ("create-asset-connection", "/asset_connections".into(), Some(json!({ "name": "dam" })), ""),
+        // From free: one checkout per key.
+        ("upgrade-plan", "/plan/upgrade".into(), Some(json!({ "plan_id": "creator" })), ""),
     ];
     for (function, path, body, _) in &requests {
         let key = new_key();

@@ -41,19 +41,21 @@ const QUICK_POLLS: RetryPolicy = RetryPolicy {
 
 /// One request a fake got.
 #[derive(Clone, Debug)]
-struct Received {
-    method: String,
+pub(crate) struct Received {
+    pub(crate) method: String,
     /// Path and query.
-    path: String,
-    headers: BTreeMap<String, String>,
+    pub(crate) path: String,
+    pub(crate) headers: BTreeMap<String, String>,
     /// The body as JSON (`Null` when it is not JSON).
-    body: Value,
+    pub(crate) body: Value,
+    /// The body as text.
+    pub(crate) raw: String,
 }
 
 type Reply = http::Response<Full<Bytes>>;
 
 /// How a fake answers one request.
-enum Answer {
+pub(crate) enum Answer {
     Reply(Box<Reply>),
     /// Reads the request and never answers.
     Hang,
@@ -62,13 +64,13 @@ enum Answer {
 /// A local HTTP server answering each request with `answer(request, earlier)`, where
 /// `earlier` counts the requests it got before on the same path and query.
 #[derive(Clone)]
-struct Fake {
-    url: String,
+pub(crate) struct Fake {
+    pub(crate) url: String,
     received: Arc<Mutex<Vec<Received>>>,
 }
 
 impl Fake {
-    async fn start(answer: impl Fn(&Received, usize) -> Answer + Send + Sync + 'static) -> Self {
+    pub(crate) async fn start(answer: impl Fn(&Received, usize) -> Answer + Send + Sync + 'static) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let fake = Self { url: format!("http://{}", listener.local_addr().unwrap()), received: Arc::default() };
         let answer = Arc::new(answer);
@@ -93,6 +95,7 @@ impl Fake {
                                     })
                                     .collect(),
                                 body: serde_json::from_slice(&raw).unwrap_or(Value::Null),
+                                raw: String::from_utf8_lossy(&raw).into_owned(),
                             };
                             let answer = {
                                 let mut all = received.lock().unwrap();
@@ -117,12 +120,12 @@ impl Fake {
         fake
     }
 
-    fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
     }
 
     /// `METHOD path` of each request, in order.
-    fn requests(&self) -> Vec<String> {
+    pub(crate) fn requests(&self) -> Vec<String> {
         self.received().iter().map(|request| format!("{} {}", request.method, request.path)).collect()
     }
 }
@@ -135,7 +138,7 @@ fn reply(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Repl
         .unwrap()
 }
 
-fn json_reply(status: StatusCode, body: Value) -> Answer {
+pub(crate) fn json_reply(status: StatusCode, body: Value) -> Answer {
     Answer::Reply(Box::new(reply(status, "application/json", body.to_string())))
 }
 

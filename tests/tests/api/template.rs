@@ -208,7 +208,7 @@ fn node_worker_takes_the_task_queue_with_partial_failures_a_dlq_and_room_for_ffm
     assert!(format!("{:?}", variables["PROVIDER_KEYS_SECRET"]).contains("ProviderKeysSecret"));
     assert_eq!(template["Resources"]["ProviderKeysSecret"]["Type"], "AWS::SecretsManager::Secret");
     let policies = properties["Policies"].as_sequence().unwrap();
-    assert_eq!(policies.len(), 2, "the table, bucket and queues' policy, then the secret's");
+    assert_eq!(policies.len(), 3, "the table, bucket and queues' policy, then each secret's");
     let secret = policies[1]["Statement"].as_sequence().unwrap();
     assert_eq!(secret.len(), 1);
     assert_eq!(strings(&secret[0]["Action"]), ["secretsmanager:GetSecretValue"]);
@@ -216,9 +216,23 @@ fn node_worker_takes_the_task_queue_with_partial_failures_a_dlq_and_room_for_ffm
         format!("{:?}", secret[0]["Resource"]),
         format!("{:?}", properties["Environment"]["Variables"]["PROVIDER_KEYS_SECRET"])
     );
+    // The billing provider's keys: the functions that pay or take payments' events read
+    // them from their secret, by a policy granting that alone.
+    assert_eq!(template["Resources"]["BillingKeysSecret"]["Type"], "AWS::SecretsManager::Secret");
+    for name in ["NodeWorkerFunction", "UpgradePlanFunction", "StripeWebhookFunction"] {
+        let properties = &functions[name]["Properties"];
+        let variables = &properties["Environment"]["Variables"];
+        assert!(format!("{:?}", variables["BILLING_KEYS_SECRET"]).contains("BillingKeysSecret"), "{name}");
+        assert!(format!("{:?}", variables["BILLING_PROVIDER"]).contains("BillingProvider"), "{name}");
+        let policies = properties["Policies"].as_sequence().unwrap();
+        let secret = policies.last().unwrap()["Statement"].as_sequence().unwrap();
+        assert_eq!(secret.len(), 1, "{name}");
+        assert_eq!(strings(&secret[0]["Action"]), ["secretsmanager:GetSecretValue"], "{name}");
+        assert_eq!(format!("{:?}", secret[0]["Resource"]), format!("{:?}", variables["BILLING_KEYS_SECRET"]), "{name}");
+    }
     for (name, function) in &functions {
         let variables = &function["Properties"]["Environment"]["Variables"];
-        for key in ["OPENAI_API_KEY", "GEMINI_API_KEY"] {
+        for key in ["OPENAI_API_KEY", "GEMINI_API_KEY", "STRIPE_API_KEY", "STRIPE_WEBHOOK_SECRET"] {
             assert!(variables[key].is_null(), "{name} has {key} as a plain variable");
         }
     }

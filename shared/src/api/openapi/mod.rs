@@ -343,6 +343,11 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
             .query("cursor", text(4096), "The `next_cursor` of the previous page")
             .answer(200, "One page", sc.of::<s::LedgerPage>())
             .general(sc, &[400]),
+        "stripe-webhook" => Doc::new("Stripe's events (verified by their Stripe-Signature)", PLANS, Public)
+            .body(sc.of::<s::StripeEvent>(), true)
+            .answer(200, "Received (applied once; an event sent again changes nothing)", sc.of::<s::EventReceived>())
+            .answer(400, "Not verified (forged, stale, unsigned): nothing changed", sc.of::<s::Detail>())
+            .answer(500, "The request failed on the service's side", sc.of::<s::Detail>()),
         "start-run" => Doc::new("Start a run of an agent", RUNS, BearerOrApiKey)
             .body(sc.of::<s::StartRun>(), false)
             .answer(200, "The run started", sc.of::<s::RunStarted>())

@@ -1311,3 +1311,29 @@ pub struct LedgerPage {
     #[schema(required = true)]
     pub next_cursor: Option<String>,
 }
+
+/// A Stripe event as Stripe sends it (`checkout.session.completed` and `invoice.paid`
+/// are applied; others are received and ignored).
+#[derive(Serialize, Deserialize)]
+pub struct StripeEvent(Value);
+
+impl utoipa::PartialSchema for StripeEvent {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .description(Some("A Stripe event, verified by its `Stripe-Signature` header"))
+            .into()
+    }
+}
+
+impl ToSchema for StripeEvent {}
+
+/// `POST /billing/stripe/webhook`'s answer.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventReceived {
+    pub received: bool,
+    /// False for an event that needed nothing or was applied before.
+    pub applied: bool,
+}

@@ -4,7 +4,9 @@
 use async_trait::async_trait;
 
 use super::plans::PlanId;
-use super::{Account, Checkout};
+use super::{Account, Checkout, CheckoutId};
+use crate::domain::identity::OrganizationId;
+use crate::domain::time::Timestamp;
 
 /// A checkout opened at the provider: where the caller goes to pay.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,6 +25,36 @@ pub enum TopUpState {
     Pending,
 }
 
+/// An event the billing provider sent, verified and read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BillingEvent {
+    /// The provider's event ID (an event is applied once, however often it is sent).
+    pub id: String,
+    pub kind: BillingEventKind,
+}
+
+/// What a billing event says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BillingEventKind {
+    /// A plan's checkout was paid (Stripe's `checkout.session.completed`).
+    PlanPaid {
+        organization: OrganizationId,
+        checkout: CheckoutId,
+        plan: PlanId,
+        customer: Option<String>,
+        subscription: Option<String>,
+    },
+    /// A top-up's invoice was paid (`invoice.paid` of an invoice the top-up made).
+    TopUpPaid { organization: OrganizationId, purchase: String, quantity: u64 },
+    /// Nothing for the service to do (another event type, a subscription's renewal).
+    Ignored(String),
+}
+
+/// Why an event was refused (400): the text says why; nothing is changed.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EventRefused(pub String);
+
 /// Takes payments.
 #[async_trait]
 pub trait BillingProvider: Send + Sync {
@@ -35,6 +67,14 @@ pub trait BillingProvider: Send + Sync {
     async fn top_up(&self, account: &Account, purchase: &str, quantity: u64, cents: u64) -> anyhow::Result<TopUpState>;
     /// Moves the organization's subscription to another paid plan.
     async fn change_plan(&self, account: &Account, to: PlanId) -> anyhow::Result<()>;
+    /// Verifies and reads an event the provider sent to the service: `payload` as
+    /// received, with its signature header.
+    async fn event(
+        &self,
+        payload: &[u8],
+        signature: Option<&str>,
+        now: Timestamp,
+    ) -> Result<BillingEvent, EventRefused>;
 }
 
 /// The local sandbox: checkouts are pages `serve` answers at
@@ -61,5 +101,12 @@ impl BillingProvider for SandboxBilling {
 
     async fn change_plan(&self, _: &Account, _: PlanId) -> anyhow::Result<()> {
         Ok(())
+    }
+
+    async fn event(&self, _: &[u8], _: Option<&str>, _: Timestamp) -> Result<BillingEvent, EventRefused> {
+        Err(EventRefused(
+            "this deployment takes no Stripe events: its billing provider is the local sandbox (BILLING_PROVIDER)"
+                .into(),
+        ))
     }
 }

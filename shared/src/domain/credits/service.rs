@@ -8,11 +8,11 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
-use super::billing::{BillingProvider, TopUpState};
+use super::billing::{BillingEvent, BillingEventKind, BillingProvider, TopUpState};
 use super::plans::{period_at, PlanId};
 use super::{
-    Account, AccountWrite, Checkout, CheckoutId, CheckoutStatus, CreditRepo, LedgerEntry, Purchase, Reason, Written,
-    MAX_TOP_UP_SETTING,
+    Account, AccountWrite, BillingRefs, Checkout, CheckoutId, CheckoutStatus, CreditRepo, LedgerEntry, Purchase,
+    Reason, Written, MAX_TOP_UP_SETTING,
 };
 use crate::core::retry::ACCOUNT_CONFLICTS;
 use crate::domain::identity::OrganizationId;
@@ -416,9 +416,26 @@ pub async fn apply_purchase(
     once: &str,
     now: Timestamp,
 ) -> Result<Written, CreditError> {
+    apply_purchase_with(repo, organization, purchase, once, now, None).await
+}
+
+/// [`apply_purchase`], keeping the provider's references given.
+async fn apply_purchase_with(
+    repo: &dyn CreditRepo,
+    organization: OrganizationId,
+    purchase: &Purchase,
+    once: &str,
+    now: Timestamp,
+    refs: Option<BillingRefs>,
+) -> Result<Written, CreditError> {
     let (_, written) = change_account(repo, organization, now, |account| {
         let mut write = account.write();
         write.once = Some(once.to_owned());
+        if let Some(refs) = &refs {
+            let known = &mut write.account.billing;
+            known.customer = refs.customer.clone().or(known.customer.take());
+            known.subscription = refs.subscription.clone().or(known.subscription.take());
+        }
         match purchase {
             Purchase::Plan { plan } => {
                 let next = &mut write.account;
@@ -539,6 +556,37 @@ pub async fn auto_top_up(
             })
             .await?;
             Err(CreditError::Backend(error.context(format!("buying {} credits", pending.quantity))))
+        }
+    }
+}
+
+/// Applies a verified billing event once (its payment's key is recorded with the
+/// account's change; the event sent again changes nothing). Answers whether it changed
+/// anything.
+pub async fn apply_event(repo: &dyn CreditRepo, event: &BillingEvent, now: Timestamp) -> Result<bool, CreditError> {
+    match &event.kind {
+        BillingEventKind::PlanPaid { organization, checkout, plan, customer, subscription } => {
+            let purchase = Purchase::Plan { plan: *plan };
+            let refs = BillingRefs { customer: customer.clone(), subscription: subscription.clone() };
+            let written =
+                apply_purchase_with(repo, *organization, &purchase, &format!("checkout:{checkout}"), now, Some(refs))
+                    .await?;
+            if let Some(mut found) = repo.checkout(*checkout).await? {
+                if found.status != CheckoutStatus::Completed {
+                    found.status = CheckoutStatus::Completed;
+                    repo.put_checkout(&found).await?;
+                }
+            }
+            Ok(written == Written::Done)
+        }
+        BillingEventKind::TopUpPaid { organization, purchase, quantity } => {
+            let bought = Purchase::TopUp { quantity: *quantity };
+            let written = apply_purchase(repo, *organization, &bought, &format!("topup:{purchase}"), now).await?;
+            Ok(written == Written::Done)
+        }
+        BillingEventKind::Ignored(what) => {
+            tracing::info!(event = %event.id, what, "billing event needs nothing");
+            Ok(false)
         }
     }
 }

@@ -7,7 +7,7 @@
 use super::{CreditBlock, NodeIndex, Run, RunStatus, TaskIndex, TaskSource, TaskStatus};
 use crate::domain::credits::{Cover, CreditMove, Reason};
 use crate::domain::media::MediaType;
-use crate::domain::nodes::{Generation, CONCATENATE};
+use crate::domain::nodes::{Generation, ItemFlow};
 use crate::domain::time::Timestamp;
 
 /// Which prices tasks pay.
@@ -60,7 +60,9 @@ impl Run {
                     .iter()
                     .filter_map(|source| self.tasks[*source].result.as_ref())
                     .filter(|file| file.media == MediaType::Video);
-                let joins = task.nodes.iter().any(|node| self.nodes[*node].node_type_id == CONCATENATE);
+                let joins = task.nodes.iter().any(|node| {
+                    self.nodes[*node].node_type().is_some_and(|node_type| node_type.flow == ItemFlow::AllItems)
+                });
                 let millis: Vec<u64> = videos.map(|file| file.duration_ms).collect();
                 let total = if joins { millis.iter().sum() } else { millis.into_iter().max().unwrap_or(0) };
                 total as f64 / 1000.0
@@ -170,5 +172,101 @@ impl Run {
              add credits (POST /plan/upgrade, or auto top-up with POST /credits/settings) and resume the run",
             blocked.len()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::domain::nodes::{DESTINATION, SPEED, VIDEO_INPUT};
+    use crate::domain::runs::engine::tests::run_of;
+    use crate::domain::runs::engine::Claim;
+    use crate::domain::runs::{Fault, MediaFile};
+
+    fn file(duration_ms: u64) -> MediaFile {
+        MediaFile {
+            key: "k".into(),
+            version: None,
+            duration_ms,
+            width: 320,
+            height: 240,
+            has_audio: true,
+            media: MediaType::Video,
+            generated: None,
+        }
+    }
+
+    /// A run of Input → Speed → Destination whose input task completed with a 2.5 s
+    /// video, and the Speed task claimed: its reserve is 3 credits (1 a started second).
+    fn claimed_speed() -> (Run, TaskIndex) {
+        let mut run = run_of(&[(VIDEO_INPUT, &[]), (SPEED, &[0]), (DESTINATION, &[1])], 1);
+        let now = Timestamp::now();
+        assert_eq!(run.claim(TaskIndex(0), 0, now, Duration::from_secs(60)), Claim::Claimed);
+        let queued = run.complete(TaskIndex(0), 0, file(2_500), None, now).unwrap();
+        let speed = queued[0];
+        assert_eq!(run.claim(speed, 0, now, Duration::from_secs(60)), Claim::Claimed);
+        let prices = run.task_prices(speed, None, Prices::Catalog);
+        assert_eq!(prices, [3, 0], "Speed reserves 3 started seconds; the Destination is free");
+        assert_eq!(run.task_prices(speed, None, Prices::Free), [0, 0]);
+        run.charge(speed, prices);
+        assert_eq!(run.credit_moves.len(), 1);
+        assert_eq!((run.credit_moves[0].amount, run.credit_moves[0].reason), (-3, Reason::TaskCharge));
+        run.credit_moves.clear();
+        (run, speed)
+    }
+
+    #[test]
+    fn our_failure_gives_the_price_back_and_the_callers_keeps_it() {
+        let (mut run, speed) = claimed_speed();
+        run.fail(speed, 0, "ffmpeg broke".into(), (None, Fault::Ours), Timestamp::now()).unwrap();
+        assert_eq!(run.credit_moves.len(), 1);
+        assert_eq!((run.credit_moves[0].amount, run.credit_moves[0].reason), (3, Reason::Refund));
+        let (mut run, speed) = claimed_speed();
+        run.fail(speed, 0, "not media".into(), (None, Fault::Caller), Timestamp::now()).unwrap();
+        assert!(run.credit_moves.is_empty(), "the caller's fault keeps the charge");
+    }
+
+    #[test]
+    fn a_completed_task_settles_on_its_output_and_a_claim_again_pays_nothing_more() {
+        let (mut run, speed) = claimed_speed();
+        // A worker stopped: the attempt is released and claimed again; it was paid.
+        assert!(run.release(speed, 0, Timestamp::now()));
+        assert_eq!(run.claim(speed, 0, Timestamp::now(), Duration::from_secs(60)), Claim::Claimed);
+        assert!(run.tasks[speed].charged.is_some(), "paid already: the claim charges nothing");
+        // Sped up ×2: 1.25 s of output costs 2, so 1 comes back.
+        let real = run.task_prices(speed, Some(1.25), Prices::Catalog);
+        run.complete(speed, 0, file(1_250), None, Timestamp::now()).unwrap();
+        run.settle_charge(speed, &real);
+        assert_eq!(run.credit_moves.len(), 1);
+        assert_eq!((run.credit_moves[0].amount, run.credit_moves[0].reason), (1, Reason::TaskSettlement));
+        assert_eq!(run.credit_moves[0].cover, Cover::UpToBalance);
+    }
+
+    #[test]
+    fn a_task_blocked_for_credits_ends_the_run_unless_it_waits_for_a_top_up() {
+        let mut run = run_of(&[(VIDEO_INPUT, &[]), (SPEED, &[0]), (DESTINATION, &[1])], 1);
+        let now = Timestamp::now();
+        assert_eq!(run.claim(TaskIndex(0), 0, now, Duration::from_secs(60)), Claim::Claimed);
+        let speed = run.complete(TaskIndex(0), 0, file(2_500), None, now).unwrap()[0];
+        let mut waiting = run.clone();
+        assert_eq!(waiting.claim(speed, 0, now, Duration::from_secs(60)), Claim::Claimed);
+        let until = Some(now.after(Duration::from_secs(60)));
+        assert!(waiting.block_for_credits(speed, 0, CreditBlock { price: 3, balance: 1, top_up_until: until }, now));
+        assert_eq!(waiting.status, RunStatus::Running, "a top-up is on its way");
+        assert!(waiting.needs_credits);
+        assert_eq!(run.claim(speed, 0, now, Duration::from_secs(60)), Claim::Claimed);
+        assert!(run.block_for_credits(speed, 0, CreditBlock { price: 3, balance: 1, top_up_until: None }, now));
+        assert_eq!(run.status, RunStatus::Failed);
+        assert!(run.needs_credits);
+        assert!(
+            run.status_message.as_deref().unwrap().contains("2 more credits are needed"),
+            "{:?}",
+            run.status_message
+        );
+        let (resumed, queued) = run.resume(now).unwrap();
+        assert_eq!((resumed.requeued_nodes, queued), (2, vec![speed]));
+        assert!(!run.needs_credits && run.tasks[speed].credits.is_none() && run.tasks[speed].charged.is_none());
     }
 }

@@ -1,0 +1,388 @@
+//! Stripe as the billing provider, from its published API: Checkout Sessions
+//! (`POST /v1/checkout/sessions`, mode `subscription`) for plans; top-ups as an invoice of
+//! the customer the plan's checkout made, paid at once with its payment method
+//! (`/v1/invoiceitems`, `/v1/invoices`, `…/finalize`, `…/pay`); plan changes as a
+//! subscription update with prorations; and events (`checkout.session.completed`,
+//! `invoice.paid`) verified by their `Stripe-Signature` header: HMAC-SHA256 of
+//! `{t}.{payload}` under the endpoint's secret, compared in constant time, within five
+//! minutes of `t`.
+//!
+//! Requests are form-encoded, carry an `Idempotency-Key` (so a retried call pays once)
+//! and are retried on 429 and 5xx a few times. The keys are given (a local `serve`) or
+//! read from the deployment's Secrets Manager secret when first used.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use async_trait::async_trait;
+use hmac::{Hmac, Mac};
+use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use serde_json::Value;
+use sha2::Sha256;
+
+use super::secrets::SecretsManager;
+use crate::config::{ProviderKey, StripeSettings};
+use crate::core::retry::PROVIDER_CALLS;
+use crate::domain::credits::billing::{
+    BillingEvent, BillingEventKind, BillingProvider, EventRefused, OpenedCheckout, TopUpState,
+};
+use crate::domain::credits::plans::{Billing, PlanId};
+use crate::domain::credits::{Account, Checkout, CheckoutId, Purchase};
+use crate::domain::identity::OrganizationId;
+use crate::domain::time::Timestamp;
+
+/// How far an event's timestamp may be from now (Stripe's libraries' default).
+pub const SIGNATURE_TOLERANCE: Duration = Duration::from_secs(300);
+/// Longest wait for a connection or an answer.
+const TIMEOUT: Duration = Duration::from_secs(20);
+/// Most of an answer read.
+const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+
+/// Stripe's API with its keys.
+struct Client {
+    base_url: String,
+    key: HeaderValue,
+    webhook_secret: Vec<u8>,
+    http: reqwest::Client,
+}
+
+/// The Stripe billing provider: built when first used.
+pub struct StripeBilling {
+    settings: StripeSettings,
+    secrets: Option<SecretsManager>,
+    /// Where the caller returns from a checkout that names no `success_url`.
+    return_url: String,
+    client: tokio::sync::OnceCell<Client>,
+}
+
+impl StripeBilling {
+    pub fn new(settings: StripeSettings, secrets: Option<SecretsManager>, return_url: &str) -> Self {
+        Self { settings, secrets, return_url: return_url.to_owned(), client: tokio::sync::OnceCell::new() }
+    }
+
+    async fn key(&self, key: &ProviderKey) -> anyhow::Result<String> {
+        match key {
+            ProviderKey::Value(value) => Ok(value.clone()),
+            ProviderKey::Secret { secret, field } => {
+                let secrets = self.secrets.as_ref().ok_or_else(|| {
+                    anyhow::anyhow!("keys in Secrets Manager (BILLING_KEYS_SECRET) need the AWS backend")
+                })?;
+                secrets.field(secret, field).await
+            }
+        }
+    }
+
+    async fn client(&self) -> anyhow::Result<&Client> {
+        self.client
+            .get_or_try_init(|| async {
+                let key = self.key(&self.settings.api_key).await.context("reading STRIPE_API_KEY")?;
+                let secret = self.key(&self.settings.webhook_secret).await.context("reading STRIPE_WEBHOOK_SECRET")?;
+                anyhow::ensure!(!key.trim().is_empty(), "STRIPE_API_KEY is empty");
+                let mut key = HeaderValue::from_str(&format!("Bearer {}", key.trim()))
+                    .context("STRIPE_API_KEY is not a header value")?;
+                key.set_sensitive(true);
+                let http = reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .connect_timeout(TIMEOUT)
+                    .timeout(TIMEOUT)
+                    .build()
+                    .context("building Stripe's HTTP client")?;
+                let base_url = self.settings.base_url.trim_end_matches('/').to_owned();
+                Ok(Client { base_url, key, webhook_secret: secret.into_bytes(), http })
+            })
+            .await
+    }
+}
+
+impl Client {
+    /// Sends a form-encoded request (none for a GET) and reads the JSON answer; 429 and
+    /// 5xx are tried again under the same idempotency key.
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        form: &[(String, String)],
+        key: &str,
+    ) -> anyhow::Result<Value> {
+        let url = format!("{}/v1/{path}", self.base_url);
+        let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form).finish();
+        let mut retry = PROVIDER_CALLS.start();
+        loop {
+            let mut request = self.http.request(method.clone(), &url).header(AUTHORIZATION, self.key.clone());
+            if method == reqwest::Method::POST {
+                request = request
+                    .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+                    .header("Idempotency-Key", key)
+                    .body(body.clone());
+            }
+            let (status, text) = match request.send().await {
+                Ok(response) => {
+                    let status = response.status();
+                    let bytes = response.bytes().await.unwrap_or_default();
+                    (Some(status), String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_ANSWER_BYTES)]).into_owned())
+                }
+                Err(error) => (None, format!("{error}")),
+            };
+            match status {
+                Some(status) if status.is_success() => {
+                    return serde_json::from_str(&text)
+                        .with_context(|| format!("Stripe's answer to {path} is not JSON"))
+                }
+                Some(status) if status.as_u16() != 429 && !status.is_server_error() => {
+                    let message = serde_json::from_str::<Value>(&text)
+                        .ok()
+                        .and_then(|answer| answer["error"]["message"].as_str().map(str::to_owned))
+                        .unwrap_or_else(|| text.chars().take(300).collect());
+                    anyhow::bail!("Stripe refused {path} ({status}): {message}");
+                }
+                _ => {
+                    let why = match status {
+                        Some(status) => format!("Stripe answered {path} with {status}"),
+                        None => format!("Stripe could not be reached for {path}: {text}"),
+                    };
+                    retry.wait(why).await?;
+                }
+            }
+        }
+    }
+}
+
+fn pair(name: &str, value: impl ToString) -> (String, String) {
+    (name.to_owned(), value.to_string())
+}
+
+/// The price fields of a plan (inline prices: no price objects to configure).
+fn price_fields(prefix: &str, plan: PlanId) -> Vec<(String, String)> {
+    let offer = plan.plan();
+    let interval = match offer.billing {
+        Billing::Annual => "year",
+        _ => "month",
+    };
+    vec![
+        pair(&format!("{prefix}[currency]"), "usd"),
+        pair(&format!("{prefix}[unit_amount]"), u64::from(offer.price_usd) * 100),
+        pair(&format!("{prefix}[recurring][interval]"), interval),
+    ]
+}
+
+#[async_trait]
+impl BillingProvider for StripeBilling {
+    fn name(&self) -> &'static str {
+        "stripe"
+    }
+
+    async fn open_checkout(&self, checkout: &Checkout, account: &Account) -> anyhow::Result<OpenedCheckout> {
+        let Purchase::Plan { plan } = checkout.purchase else {
+            anyhow::bail!("a Stripe checkout is opened for plans only");
+        };
+        let client = self.client().await?;
+        let organization = checkout.organization_id.to_string();
+        let mut form = vec![
+            pair("mode", "subscription"),
+            pair("success_url", checkout.success_url.as_deref().unwrap_or(&self.return_url)),
+            pair("cancel_url", checkout.cancel_url.as_deref().unwrap_or(&self.return_url)),
+            pair("client_reference_id", &organization),
+            pair("line_items[0][quantity]", 1),
+            pair("line_items[0][price_data][product_data][name]", format!("{} plan", plan.as_str())),
+            pair("metadata[organization_id]", &organization),
+            pair("metadata[checkout_id]", checkout.id),
+            pair("metadata[plan]", plan.as_str()),
+            pair("subscription_data[metadata][organization_id]", &organization),
+        ];
+        form.extend(price_fields("line_items[0][price_data]", plan));
+        if let Some(customer) = &account.billing.customer {
+            form.push(pair("customer", customer));
+        }
+        let session = client.call(reqwest::Method::POST, "checkout/sessions", &form, &checkout.id.to_string()).await?;
+        let url = session["url"].as_str().ok_or_else(|| anyhow::anyhow!("Stripe's checkout session has no url"))?;
+        Ok(OpenedCheckout { url: url.to_owned(), provider_session: session["id"].as_str().map(str::to_owned) })
+    }
+
+    async fn top_up(&self, account: &Account, purchase: &str, quantity: u64, cents: u64) -> anyhow::Result<TopUpState> {
+        let customer = account
+            .billing
+            .customer
+            .as_deref()
+            .ok_or_else(|| anyhow::anyhow!("no Stripe customer is on file: a plan's checkout makes one"))?;
+        let client = self.client().await?;
+        let organization = account.organization_id.to_string();
+        let metadata = [
+            pair("metadata[kind]", "top_up"),
+            pair("metadata[organization_id]", &organization),
+            pair("metadata[quantity]", quantity),
+            pair("metadata[purchase]", purchase),
+        ];
+        let mut item = vec![
+            pair("customer", customer),
+            pair("amount", cents),
+            pair("currency", "usd"),
+            pair("description", format!("{quantity} credits")),
+        ];
+        item.extend(metadata.iter().cloned());
+        client.call(reqwest::Method::POST, "invoiceitems", &item, &format!("{purchase}-item")).await?;
+        let mut invoice = vec![
+            pair("customer", customer),
+            pair("collection_method", "charge_automatically"),
+            pair("pending_invoice_items_behavior", "include"),
+            pair("auto_advance", true),
+        ];
+        invoice.extend(metadata.iter().cloned());
+        let created = client.call(reqwest::Method::POST, "invoices", &invoice, &format!("{purchase}-invoice")).await?;
+        let id = created["id"].as_str().ok_or_else(|| anyhow::anyhow!("Stripe's invoice has no id"))?;
+        client
+            .call(reqwest::Method::POST, &format!("invoices/{id}/finalize"), &[], &format!("{purchase}-finalize"))
+            .await?;
+        let paid =
+            client.call(reqwest::Method::POST, &format!("invoices/{id}/pay"), &[], &format!("{purchase}-pay")).await?;
+        Ok(match paid["status"].as_str() {
+            Some("paid") => TopUpState::Paid,
+            _ => TopUpState::Pending,
+        })
+    }
+
+    async fn change_plan(&self, account: &Account, to: PlanId) -> anyhow::Result<()> {
+        let subscription = account
+            .billing
+            .subscription
+            .as_deref()
+            .ok_or_else(|| anyhow::anyhow!("no Stripe subscription is on file: a plan's checkout makes one"))?;
+        let client = self.client().await?;
+        let path = format!("subscriptions/{subscription}");
+        let current = client.call(reqwest::Method::GET, &path, &[], "").await?;
+        let item = &current["items"]["data"][0];
+        let (Some(item_id), Some(product)) = (item["id"].as_str(), item["price"]["product"].as_str()) else {
+            anyhow::bail!("Stripe's subscription {subscription} has no item with a product");
+        };
+        let mut form = vec![
+            pair("items[0][id]", item_id),
+            pair("items[0][price_data][product]", product),
+            pair("proration_behavior", "create_prorations"),
+            pair("metadata[plan]", to.as_str()),
+        ];
+        form.extend(price_fields("items[0][price_data]", to));
+        let key = format!("{subscription}-{}-{}", to.as_str(), uuid::Uuid::new_v4());
+        client.call(reqwest::Method::POST, &path, &form, &key).await?;
+        Ok(())
+    }
+
+    async fn event(
+        &self,
+        payload: &[u8],
+        signature: Option<&str>,
+        now: Timestamp,
+    ) -> Result<BillingEvent, EventRefused> {
+        let client = self.client().await.map_err(|error| {
+            tracing::error!(error = %format!("{error:#}"), "Stripe's keys could not be read");
+            EventRefused("the Stripe endpoint's secret could not be read".into())
+        })?;
+        verify(payload, signature, &client.webhook_secret, now)?;
+        read_event(payload)
+    }
+}
+
+/// Checks a `Stripe-Signature` header (`t=…,v1=…[,v1=…]`) for `payload` under `secret`.
+pub fn verify(payload: &[u8], header: Option<&str>, secret: &[u8], now: Timestamp) -> Result<(), EventRefused> {
+    let header = header.ok_or_else(|| EventRefused("the Stripe-Signature header is missing".into()))?;
+    let mut timestamp = None;
+    let mut signatures = Vec::new();
+    for part in header.split(',') {
+        match part.trim().split_once('=') {
+            Some(("t", value)) => timestamp = value.parse::<i64>().ok(),
+            Some(("v1", value)) => signatures.extend(hex::decode(value).ok()),
+            _ => {}
+        }
+    }
+    let timestamp = timestamp.ok_or_else(|| EventRefused("the Stripe-Signature header has no timestamp".into()))?;
+    if signatures.is_empty() {
+        return Err(EventRefused("the Stripe-Signature header has no v1 signature".into()));
+    }
+    if (now.unix_seconds() - timestamp).unsigned_abs() > SIGNATURE_TOLERANCE.as_secs() {
+        return Err(EventRefused("the event's timestamp is outside the tolerance of 5 minutes".into()));
+    }
+    let mac = || {
+        let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap_or_else(|_| unreachable!("HMAC takes any key"));
+        mac.update(format!("{timestamp}.").as_bytes());
+        mac.update(payload);
+        mac
+    };
+    // `verify_slice` compares in constant time.
+    match signatures.iter().any(|signature| mac().verify_slice(signature).is_ok()) {
+        true => Ok(()),
+        false => Err(EventRefused("no signature of the Stripe-Signature header matches the payload".into())),
+    }
+}
+
+/// The `Stripe-Signature` header Stripe would send for `payload` at `timestamp`.
+pub fn sign(payload: &[u8], secret: &[u8], timestamp: i64) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap_or_else(|_| unreachable!("HMAC takes any key"));
+    mac.update(format!("{timestamp}.").as_bytes());
+    mac.update(payload);
+    format!("t={timestamp},v1={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// Reads a verified event: what the service does with it.
+fn read_event(payload: &[u8]) -> Result<BillingEvent, EventRefused> {
+    let event: Value =
+        serde_json::from_slice(payload).map_err(|_| EventRefused("the event is not a JSON object".into()))?;
+    let id = event["id"].as_str().ok_or_else(|| EventRefused("the event has no id".into()))?.to_owned();
+    let kind = event["type"].as_str().unwrap_or_default();
+    let object = &event["data"]["object"];
+    let metadata = &object["metadata"];
+    let organization = metadata["organization_id"].as_str().and_then(OrganizationId::parse);
+    let ignored = |why: &str| Ok(BillingEvent { id: id.clone(), kind: BillingEventKind::Ignored(why.to_owned()) });
+    match kind {
+        "checkout.session.completed" => {
+            let checkout = metadata["checkout_id"].as_str().and_then(CheckoutId::parse);
+            let plan = metadata["plan"].as_str().and_then(PlanId::parse);
+            let (Some(organization), Some(checkout), Some(plan)) = (organization, checkout, plan) else {
+                return ignored("a checkout this service did not open");
+            };
+            if !matches!(object["payment_status"].as_str(), Some("paid" | "no_payment_required")) {
+                return ignored("a checkout not paid yet");
+            }
+            let text = |field: &str| object[field].as_str().map(str::to_owned);
+            let kind = BillingEventKind::PlanPaid {
+                organization,
+                checkout,
+                plan,
+                customer: text("customer"),
+                subscription: text("subscription"),
+            };
+            Ok(BillingEvent { id, kind })
+        }
+        "invoice.paid" => {
+            if metadata["kind"] != "top_up" {
+                return ignored("a subscription's invoice (its credits come with the period)");
+            }
+            let purchase = metadata["purchase"].as_str().map(str::to_owned);
+            let quantity = metadata["quantity"].as_str().and_then(|text| text.parse::<u64>().ok());
+            let (Some(organization), Some(purchase), Some(quantity)) = (organization, purchase, quantity) else {
+                return ignored("a top-up invoice without its metadata");
+            };
+            Ok(BillingEvent { id, kind: BillingEventKind::TopUpPaid { organization, purchase, quantity } })
+        }
+        other => ignored(&format!("event type {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_are_checked_for_payload_secret_and_time() {
+        let now = Timestamp::now();
+        let payload = br#"{"id":"evt_1","type":"ping"}"#;
+        let header = sign(payload, b"whsec_test", now.unix_seconds());
+        assert_eq!(verify(payload, Some(&header), b"whsec_test", now), Ok(()));
+        assert!(verify(b"{\"id\":\"evt_2\"}", Some(&header), b"whsec_test", now).is_err(), "tampered");
+        assert!(verify(payload, Some(&header), b"whsec_other", now).is_err(), "another secret");
+        let stale = sign(payload, b"whsec_test", now.unix_seconds() - 301);
+        assert!(verify(payload, Some(&stale), b"whsec_test", now).unwrap_err().0.contains("tolerance"));
+        assert!(verify(payload, None, b"whsec_test", now).is_err());
+        assert!(verify(payload, Some("t=1,v0=00"), b"whsec_test", now).is_err());
+        // A second v1 (a secret being rolled) may be the one that matches.
+        let both = format!("{header},v1={}", "00".repeat(32));
+        assert_eq!(verify(payload, Some(&both), b"whsec_test", now), Ok(()));
+    }
+}
