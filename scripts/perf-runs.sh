@@ -10,10 +10,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . scripts/perf-serve.sh
+# A second serve that charges nothing (CREDIT_PRICES=free): the floor of the charges row.
+CREDIT_PRICES=free start_perf_serve 3904
+FREE_ADDR="$ADDR" FREE_KEY="$KEY" FREE_PID="$SERVE_PID" FREE_WORK="$WORK"
 start_perf_serve 3902
+stop_free_serve() { kill "$FREE_PID" 2>/dev/null || true; wait "$FREE_PID" 2>/dev/null || true; rm -rf "$FREE_WORK"; }
+trap 'stop_perf_serve; stop_free_serve' EXIT
 echo "machine: $(nproc) cores, $(uname -m), $(ffmpeg -version | head -1)"
-python3 scripts/perf_runs.py "http://$ADDR" "$KEY" "$WORK" --label "SQLite: " --cpu "serve=$SERVE_PID" "$@"
+python3 scripts/perf_runs.py "http://$ADDR" "$KEY" "$WORK" --label "SQLite: " --cpu "serve=$SERVE_PID" \
+  --free-base "http://$FREE_ADDR" --free-key "$FREE_KEY" --free-pid "$FREE_PID" "$@"
 stop_perf_serve
+stop_free_serve
+trap stop_perf_serve EXIT
 
 # The SQS emulator of the AWS rows: fauxqs (an in-memory SQS in Node, whose receive and
 # delete do not walk the queue) by default, or moto (PERF_SQS=moto), the tests' emulator,

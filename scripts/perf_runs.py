@@ -4,7 +4,12 @@ starts it). Each figure is a ratio or a difference against a floor measured in t
 run: the ffmpeg commands a person would write by hand for the same work.
 
   usage: perf_runs.py BASE_URL API_KEY WORK_DIR [--repeats N] [--starts N] [--long-seconds S]
-                     [--only chain,fan,edit,first,wide,generation,avatar] [--label TEXT] [--cpu NAME=PID,...]
+                     [--only chain,fan,edit,first,wide,generation,avatar,charges] [--label TEXT] [--cpu NAME=PID,...]
+                     [--free-base URL --free-key KEY --free-pid PID]
+
+--free-base/--free-key/--free-pid name a second serve started with CREDIT_PRICES=free: the
+charges rows run the same priced run on both, alternately, and report what charging adds
+per task (--cpu's serve is the charging one).
 
 --cpu names processes (serve, the emulators) whose own CPU time (not their children's:
 ffmpeg is the floor's) the wide rows report per task, over the engine's runs only.
@@ -43,7 +48,7 @@ repeats = int(options.get("--repeats", 3))
 starts = int(options.get("--starts", 20))
 # The long video's length (a smoke run of the script may shorten it).
 long_seconds = int(options.get("--long-seconds", 60))
-only = set(options.get("--only", "chain,fan,edit,first,wide,generation,avatar").split(","))
+only = set(options.get("--only", "chain,fan,edit,first,wide,generation,avatar,charges").split(","))
 # Names the backend in the rows (perf-runs.sh measures the wide runs on both).
 label = options.get("--label", "")
 # name -> PID of the processes whose CPU per task the wide rows report.
@@ -377,6 +382,61 @@ if "avatar" in only:
                 f"{ms(statistics.median(avatar_runs))} | {ms(statistics.median(avatar_floors))} (ffprobe, the loudness "
                 f"command, the preview command) | **{statistics.median(ratios):.2f}×** "
                 f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)}) |")
+
+def on_server(server_base, server_key, function, *arguments):
+    """`function(*arguments)` against another serve."""
+    global base, key
+    saved = (base, key)
+    base, key = server_base, server_key
+    try:
+        return function(*arguments)
+    finally:
+        base, key = saved
+
+
+def process_cpu(pid):
+    """A process's own user + system CPU seconds so far (not its children's: ffmpeg's)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+if "charges" in only:
+    # What charging adds: 100 Image Generation tasks of 4 credits each (the local
+    # provider), on this serve (the catalog's prices: each claim reads the balance and
+    # writes the charge with the claim) and on one started with CREDIT_PRICES=free (no
+    # account read or write), alternately. Two figures, each the median over the pairs:
+    # the serve process's own CPU per task (the engine's work, without ffmpeg's, which is
+    # its children's), and the wall time per task, whose noise (ffmpeg on 2 cores) is
+    # larger than what is measured.
+    TASKS = 100
+    charge_nodes = [(f"image{i}", IMAGE_GENERATION, {"prompt": f"charge {i}", "quality": "low"}) for i in range(TASKS)]
+    free_base, free_key, free_pid = options["--free-base"], options["--free-key"], options["--free-pid"]
+    charged_pid = cpu_pids["serve"]
+    charged_agent = agent(charge_nodes, [])
+    free_agent = on_server(free_base, free_key, agent, charge_nodes, [])
+    charge_pairs = max(repeats, 10)
+    walls, cpus, charged_cpu, free_cpu = [], [], [], []
+    for _ in range(charge_pairs):
+        before = process_cpu(charged_pid)
+        charged_wall = run(charged_agent, None)
+        charged = process_cpu(charged_pid) - before
+        before = process_cpu(free_pid)
+        free_wall = on_server(free_base, free_key, run, free_agent, None)
+        free = process_cpu(free_pid) - before
+        walls.append((charged_wall - free_wall) / TASKS)
+        cpus.append((charged - free) / TASKS)
+        charged_cpu.append(charged / TASKS)
+        free_cpu.append(free / TASKS)
+    charged_reasons = {entry["reason"] for entry in call("GET", "/credits/ledger?limit=100")["entries"]}
+    free_reasons = {entry["reason"] for entry in on_server(free_base, free_key, call, "GET", "/credits/ledger?limit=100")["entries"]}
+    assert "task_charge" in charged_reasons and "task_charge" not in free_reasons, (charged_reasons, free_reasons)
+    rows.append(f"| {label}charging, engine CPU: serve's own CPU per task, {TASKS} Image Generation tasks (4 "
+                f"credits each) charged vs. the same on a serve with CREDIT_PRICES=free, median of {charge_pairs} "
+                f"pairs | {statistics.median(charged_cpu) * 1000:.2f} ms | {statistics.median(free_cpu) * 1000:.2f} ms "
+                f"(zero-price catalog) | **{statistics.median(cpus) * 1000:+.2f} ms per task** |")
+    rows.append(f"| {label}charging, wall time per task (same runs; ffmpeg's noise on 2 cores exceeds it) | | | "
+                f"{statistics.median(walls) * 1000:+.2f} ms per task |")
 
 if "first" in only:
     # POST -> first task running.

@@ -263,6 +263,8 @@ pub async fn build_app(
                 video_site_hosts: crate::config::video_site_hosts_from_env(),
                 allow_private_urls: options.allow_private_urls,
                 generation: crate::config::GenerationSettings::from_env()?,
+                prices: crate::config::prices_from_env()?,
+                billing: crate::config::BillingSettings::from_lookup(&|name| std::env::var(name).ok())?,
                 ..Settings::default()
             };
             config

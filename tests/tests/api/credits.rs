@@ -9,6 +9,7 @@ use std::time::Duration;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use shared::config::Settings;
+use shared::domain::credits::{PendingTopUp, Written};
 use shared::domain::nodes::{DESTINATION, IMAGE_GENERATION, VIDEO_GENERATION};
 use shared::domain::time::Timestamp;
 
@@ -126,6 +127,24 @@ async fn concurrent_tasks_never_take_the_balance_below_zero(backend: Backend) {
     assert!(charges.iter().all(|entry| entry["amount"] == -4 && entry["run_id"] == run.as_str()));
     assert!(charges.iter().all(|entry| entry["agent_node_id"].is_string()));
     assert_eq!(reasons(&entries, "opening_balance").len(), 1);
+
+    // A run that ended partially for credits is resumed like a failed one: with the
+    // credits now there, the twenty blocked tasks run and the run completes.
+    let (_, upgraded) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "creator"}))).await;
+    let checkout = upgraded["checkout_url"].as_str().unwrap();
+    assert_eq!(page(&format!("{checkout}/complete"), Method::POST).await.0, StatusCode::OK);
+    let (status, resumed) = test.call(Method::POST, &format!("/agent_run/{run}/resume"), None).await;
+    assert_eq!(status, StatusCode::OK, "{resumed}");
+    assert_eq!(resumed["requeued_nodes"], 20, "{resumed}");
+    let record = finished(&test, &run).await;
+    assert_eq!(
+        (record["status"].clone(), record["needs_credits"].clone()),
+        (json!("completed"), json!(false)),
+        "{record}"
+    );
+    assert_eq!(record["outputs"].as_array().unwrap().len(), 30);
+    assert_eq!(balance(&test).await, 2500 - 80);
+    assert_ledger_adds_up(&test).await;
 }
 
 /// A provider outage (ours) fails the node and gives its price back; the ledger shows
@@ -420,6 +439,18 @@ async fn a_sandbox_checkout_cancels_and_a_paid_plan_changes_without_one(backend:
         (plan["plan"]["id"].clone(), plan["scheduled_plan"].clone()),
         (json!("professional_annual"), json!("creator"))
     );
+    // While a top-up awaits payment, credits are owed: no move to free.
+    let credits = paid.app.credits();
+    let mut owing = credits.account(paid.organization).await.unwrap().write();
+    owing.account.pending_top_up =
+        Some(PendingTopUp { purchase: "p-1".into(), quantity: 100, since: Timestamp::now() });
+    assert_eq!(credits.write_account(&owing).await.unwrap(), Written::Done);
+    let (status, refused) = paid.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "free"}))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(refused["detail"].as_str().unwrap().contains("owed"), "{refused}");
+    let mut settled = credits.account(paid.organization).await.unwrap().write();
+    settled.account.pending_top_up = None;
+    assert_eq!(credits.write_account(&settled).await.unwrap(), Written::Done);
     let (_, changed) = paid.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "free"}))).await;
     assert_eq!(changed["plan_id"], "free");
     let (_, plan) = paid.call(Method::GET, "/plan", None).await;

@@ -329,3 +329,61 @@ async fn a_stripe_refusal_fails_the_upgrade_and_changes_nothing() {
     assert_eq!(stripe.requests(), ["POST /v1/checkout/sessions"], "a 401 is not tried again");
     assert_eq!(test.call(Method::GET, "/plan", None).await.1["plan"]["id"], "free");
 }
+
+/// On AWS the keys are fields of the billing secret, read when Stripe is first used:
+/// the API key signs the calls and the webhook secret verifies the events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_keys_kept_in_secrets_manager_are_read_when_first_used() {
+    use shared::adapters::secrets::SecretsManager;
+    use shared::adapters::stripe::StripeBilling;
+    use shared::domain::credits::billing::BillingProvider;
+    use shared::domain::credits::plans::PlanId;
+    use shared::domain::credits::{Account, Checkout, CheckoutId, CheckoutStatus, Purchase};
+    assert!(
+        std::env::var("AWS_ENDPOINT_URL_SECRETS_MANAGER").is_ok(),
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER is not set: run the tests with ./scripts/test.sh"
+    );
+    let aws = shared::adapters::aws_env::load_defaults().await;
+    let client = aws_sdk_secretsmanager::Client::new(&aws);
+    let keys = json!({ "STRIPE_API_KEY": API_KEY, "STRIPE_WEBHOOK_SECRET": WEBHOOK_SECRET }).to_string();
+    let created = client
+        .create_secret()
+        .name(format!("billing-keys-{}", uuid::Uuid::new_v4()))
+        .secret_string(keys)
+        .send()
+        .await
+        .unwrap();
+    let secret = created.arn().unwrap().to_owned();
+    let stripe = fake_stripe().await;
+    let settings = StripeSettings {
+        base_url: stripe.url.clone(),
+        api_key: ProviderKey::Secret { secret: secret.clone(), field: "STRIPE_API_KEY" },
+        webhook_secret: ProviderKey::Secret { secret, field: "STRIPE_WEBHOOK_SECRET" },
+    };
+    let billing = StripeBilling::new(settings, Some(SecretsManager::from_config(&aws)), "https://example.com");
+    let organization = OrganizationId::new_v4();
+    let now = Timestamp::now();
+    let checkout = Checkout {
+        id: CheckoutId::new_v4(),
+        organization_id: organization,
+        purchase: Purchase::Plan { plan: PlanId::Professional },
+        status: CheckoutStatus::Open,
+        success_url: None,
+        cancel_url: None,
+        created_at: now,
+        provider_session: None,
+    };
+    let opened = billing.open_checkout(&checkout, &Account::empty(organization, now)).await.unwrap();
+    assert_eq!(opened.url, "https://checkout.stripe.test/c/pay/cs_test_1");
+    let session = stripe.received().into_iter().last().unwrap();
+    assert_eq!(session.headers["authorization"], format!("Bearer {API_KEY}"));
+    assert_eq!(field(&session, "success_url").as_deref(), Some("https://example.com"), "the default return");
+    let event = checkout_completed(organization, &checkout.id.to_string(), "professional");
+    let payload = event.to_string().into_bytes();
+    let header = sign(&payload, WEBHOOK_SECRET.as_bytes(), now.unix_seconds());
+    let read = billing.event(&payload, Some(&header), now).await.unwrap();
+    assert!(matches!(
+        read.kind,
+        shared::domain::credits::billing::BillingEventKind::PlanPaid { plan: PlanId::Professional, .. }
+    ));
+}

@@ -484,13 +484,16 @@ impl Run {
         Ok(Cancelled { tasks_cancelled, nodes_reset })
     }
 
-    /// Resumes a failed or cancelled run: nodes that are not started, blocked, cancelled
-    /// or failed are reset (their completed tasks are kept) and queued as their inputs
+    /// Resumes a failed or cancelled run (or a partially complete one that ended for
+    /// credits): nodes that are not started, blocked, cancelled or failed are reset (their completed tasks are kept) and queued as their inputs
     /// allow. Returns the counts and the tasks to send.
     pub fn resume(&mut self, now: Timestamp) -> Result<(Resumed, Vec<TaskIndex>), WrongStatus> {
-        if !matches!(self.status, RunStatus::Failed | RunStatus::Cancelled) {
+        // A run that ended `partial_complete` for credits is resumed like a failed one:
+        // its blocked nodes are what the credit-blocked flow resumes.
+        let for_credits = self.status == RunStatus::PartialComplete && self.needs_credits;
+        if !matches!(self.status, RunStatus::Failed | RunStatus::Cancelled) && !for_credits {
             return Err(WrongStatus(format!(
-                "only a failed or cancelled run can be resumed; run {} is {}",
+                "only a failed or cancelled run (or one that ended waiting for credits) can be resumed; run {} is {}",
                 self.id,
                 self.status.as_str()
             )));
