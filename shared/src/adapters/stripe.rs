@@ -24,7 +24,7 @@ use super::secrets::SecretsManager;
 use crate::config::{ProviderKey, StripeSettings};
 use crate::core::retry::PROVIDER_CALLS;
 use crate::domain::credits::billing::{
-    BillingEvent, BillingEventKind, BillingProvider, EventRefused, OpenedCheckout, TopUpState,
+    BillingEvent, BillingEventKind, BillingProvider, EventError, OpenedCheckout, TopUpState,
 };
 use crate::domain::credits::plans::{Billing, PlanId};
 use crate::domain::credits::{Account, Checkout, CheckoutId, Purchase};
@@ -212,23 +212,26 @@ impl BillingProvider for StripeBilling {
             pair("metadata[quantity]", quantity),
             pair("metadata[purchase]", purchase),
         ];
+        // The invoice first, then its item on it: an item left pending on the customer
+        // (a later step failing) would be billed with the next invoice, credits or not.
+        let mut invoice = vec![
+            pair("customer", customer),
+            pair("collection_method", "charge_automatically"),
+            pair("pending_invoice_items_behavior", "exclude"),
+            pair("auto_advance", true),
+        ];
+        invoice.extend(metadata.iter().cloned());
+        let created = client.call(reqwest::Method::POST, "invoices", &invoice, &format!("{purchase}-invoice")).await?;
+        let id = created["id"].as_str().ok_or_else(|| anyhow::anyhow!("Stripe's invoice has no id"))?;
         let mut item = vec![
             pair("customer", customer),
+            pair("invoice", id),
             pair("amount", cents),
             pair("currency", "usd"),
             pair("description", format!("{quantity} credits")),
         ];
         item.extend(metadata.iter().cloned());
         client.call(reqwest::Method::POST, "invoiceitems", &item, &format!("{purchase}-item")).await?;
-        let mut invoice = vec![
-            pair("customer", customer),
-            pair("collection_method", "charge_automatically"),
-            pair("pending_invoice_items_behavior", "include"),
-            pair("auto_advance", true),
-        ];
-        invoice.extend(metadata.iter().cloned());
-        let created = client.call(reqwest::Method::POST, "invoices", &invoice, &format!("{purchase}-invoice")).await?;
-        let id = created["id"].as_str().ok_or_else(|| anyhow::anyhow!("Stripe's invoice has no id"))?;
         client
             .call(reqwest::Method::POST, &format!("invoices/{id}/finalize"), &[], &format!("{purchase}-finalize"))
             .await?;
@@ -240,14 +243,21 @@ impl BillingProvider for StripeBilling {
         })
     }
 
-    async fn change_plan(&self, account: &Account, to: PlanId) -> anyhow::Result<()> {
-        let subscription = account
-            .billing
-            .subscription
-            .as_deref()
-            .ok_or_else(|| anyhow::anyhow!("no Stripe subscription is on file: a plan's checkout makes one"))?;
+    async fn change_plan(&self, account: &Account, to: PlanId, at_renewal: bool) -> anyhow::Result<()> {
+        let Some(subscription) = account.billing.subscription.as_deref() else {
+            // Nothing to end; a paid plan without a subscription goes through a checkout.
+            anyhow::ensure!(to == PlanId::Free, "no Stripe subscription is on file: a plan's checkout makes one");
+            return Ok(());
+        };
         let client = self.client().await?;
         let path = format!("subscriptions/{subscription}");
+        let key = format!("{subscription}-{}-{}", to.as_str(), uuid::Uuid::new_v4());
+        if to == PlanId::Free {
+            // It ends with the period already paid for.
+            let form = [pair("cancel_at_period_end", true), pair("metadata[plan]", "free")];
+            client.call(reqwest::Method::POST, &path, &form, &key).await?;
+            return Ok(());
+        }
         let current = client.call(reqwest::Method::GET, &path, &[], "").await?;
         let item = &current["items"]["data"][0];
         let (Some(item_id), Some(product)) = (item["id"].as_str(), item["price"]["product"].as_str()) else {
@@ -256,33 +266,41 @@ impl BillingProvider for StripeBilling {
         let mut form = vec![
             pair("items[0][id]", item_id),
             pair("items[0][price_data][product]", product),
-            pair("proration_behavior", "create_prorations"),
+            pair("cancel_at_period_end", false),
             pair("metadata[plan]", to.as_str()),
         ];
+        if at_renewal {
+            // The new price from the next renewal: nothing prorated now.
+            form.push(pair("proration_behavior", "none"));
+        } else {
+            // At once: a new billing period starts now (as the plan's credits do), the
+            // unused time of the old price credited and the difference invoiced now.
+            form.push(pair("proration_behavior", "always_invoice"));
+            form.push(pair("billing_cycle_anchor", "now"));
+        }
         form.extend(price_fields("items[0][price_data]", to));
-        let key = format!("{subscription}-{}-{}", to.as_str(), uuid::Uuid::new_v4());
         client.call(reqwest::Method::POST, &path, &form, &key).await?;
         Ok(())
     }
 
-    async fn event(
-        &self,
-        payload: &[u8],
-        signature: Option<&str>,
-        now: Timestamp,
-    ) -> Result<BillingEvent, EventRefused> {
-        let client = self.client().await.map_err(|error| {
-            tracing::error!(error = %format!("{error:#}"), "Stripe's keys could not be read");
-            EventRefused("the Stripe endpoint's secret could not be read".into())
-        })?;
-        verify(payload, signature, &client.webhook_secret, now)?;
-        read_event(payload)
+    async fn event(&self, payload: &[u8], signature: Option<&str>, now: Timestamp) -> Result<BillingEvent, EventError> {
+        let client = self.client().await.map_err(|error| EventError::Failed(error.context("reading Stripe's keys")))?;
+        verify(payload, signature, &client.webhook_secret, now).map_err(EventError::Refused)?;
+        read_event(payload).map_err(EventError::Refused)
+    }
+
+    fn has_subscription(&self, account: &Account) -> bool {
+        account.billing.subscription.is_some()
+    }
+
+    fn has_return_url(&self) -> bool {
+        !self.return_url.trim().is_empty()
     }
 }
 
 /// Checks a `Stripe-Signature` header (`t=…,v1=…[,v1=…]`) for `payload` under `secret`.
-pub fn verify(payload: &[u8], header: Option<&str>, secret: &[u8], now: Timestamp) -> Result<(), EventRefused> {
-    let header = header.ok_or_else(|| EventRefused("the Stripe-Signature header is missing".into()))?;
+pub fn verify(payload: &[u8], header: Option<&str>, secret: &[u8], now: Timestamp) -> Result<(), String> {
+    let header = header.ok_or_else(|| "the Stripe-Signature header is missing".to_owned())?;
     let mut timestamp = None;
     let mut signatures = Vec::new();
     for part in header.split(',') {
@@ -292,12 +310,12 @@ pub fn verify(payload: &[u8], header: Option<&str>, secret: &[u8], now: Timestam
             _ => {}
         }
     }
-    let timestamp = timestamp.ok_or_else(|| EventRefused("the Stripe-Signature header has no timestamp".into()))?;
+    let timestamp = timestamp.ok_or_else(|| "the Stripe-Signature header has no timestamp".to_owned())?;
     if signatures.is_empty() {
-        return Err(EventRefused("the Stripe-Signature header has no v1 signature".into()));
+        return Err("the Stripe-Signature header has no v1 signature".to_owned());
     }
-    if (now.unix_seconds() - timestamp).unsigned_abs() > SIGNATURE_TOLERANCE.as_secs() {
-        return Err(EventRefused("the event's timestamp is outside the tolerance of 5 minutes".into()));
+    if now.unix_seconds().abs_diff(timestamp) > SIGNATURE_TOLERANCE.as_secs() {
+        return Err("the event's timestamp is outside the tolerance of 5 minutes".to_owned());
     }
     let mac = || {
         let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap_or_else(|_| unreachable!("HMAC takes any key"));
@@ -308,7 +326,7 @@ pub fn verify(payload: &[u8], header: Option<&str>, secret: &[u8], now: Timestam
     // `verify_slice` compares in constant time.
     match signatures.iter().any(|signature| mac().verify_slice(signature).is_ok()) {
         true => Ok(()),
-        false => Err(EventRefused("no signature of the Stripe-Signature header matches the payload".into())),
+        false => Err("no signature of the Stripe-Signature header matches the payload".to_owned()),
     }
 }
 
@@ -321,10 +339,9 @@ pub fn sign(payload: &[u8], secret: &[u8], timestamp: i64) -> String {
 }
 
 /// Reads a verified event: what the service does with it.
-fn read_event(payload: &[u8]) -> Result<BillingEvent, EventRefused> {
-    let event: Value =
-        serde_json::from_slice(payload).map_err(|_| EventRefused("the event is not a JSON object".into()))?;
-    let id = event["id"].as_str().ok_or_else(|| EventRefused("the event has no id".into()))?.to_owned();
+fn read_event(payload: &[u8]) -> Result<BillingEvent, String> {
+    let event: Value = serde_json::from_slice(payload).map_err(|_| "the event is not a JSON object".to_owned())?;
+    let id = event["id"].as_str().ok_or_else(|| "the event has no id".to_owned())?.to_owned();
     let kind = event["type"].as_str().unwrap_or_default();
     let object = &event["data"]["object"];
     let metadata = &object["metadata"];
@@ -378,7 +395,9 @@ mod tests {
         assert!(verify(b"{\"id\":\"evt_2\"}", Some(&header), b"whsec_test", now).is_err(), "tampered");
         assert!(verify(payload, Some(&header), b"whsec_other", now).is_err(), "another secret");
         let stale = sign(payload, b"whsec_test", now.unix_seconds() - 301);
-        assert!(verify(payload, Some(&stale), b"whsec_test", now).unwrap_err().0.contains("tolerance"));
+        assert!(verify(payload, Some(&stale), b"whsec_test", now).unwrap_err().contains("tolerance"));
+        let far = format!("t={},v1=00", i64::MIN);
+        assert!(verify(payload, Some(&far), b"whsec_test", now).unwrap_err().contains("tolerance"));
         assert!(verify(payload, None, b"whsec_test", now).is_err());
         assert!(verify(payload, Some("t=1,v0=00"), b"whsec_test", now).is_err());
         // A second v1 (a secret being rolled) may be the one that matches.

@@ -12,6 +12,7 @@ use super::query::query_params;
 use super::runs::organization;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
+use crate::domain::credits::billing::EventError;
 use crate::domain::credits::service::{self, CreditError, CreditPorts, Upgraded};
 
 fn ports(app: &App) -> CreditPorts<'_> {
@@ -115,11 +116,10 @@ pub async fn stripe_webhook(app: Arc<App>, call: Call) -> Result<Response, ApiEr
     let signature = call.request.headers().get("stripe-signature").and_then(|value| value.to_str().ok());
     let payload: &[u8] = call.request.body();
     let now = app.clock.now();
-    let event = app
-        .billing()
-        .event(payload, signature, now)
-        .await
-        .map_err(|refused| ApiError::detail(StatusCode::BAD_REQUEST, refused.0))?;
+    let event = app.billing().event(payload, signature, now).await.map_err(|error| match error {
+        EventError::Refused(why) => ApiError::detail(StatusCode::BAD_REQUEST, why),
+        EventError::Failed(cause) => ApiError::backend(&cause, "Failed to read the billing event".into()),
+    })?;
     let applied = service::apply_event(app.credits().as_ref(), &event, now)
         .await
         .map_err(|error| map_error(error, "apply the billing event"))?;

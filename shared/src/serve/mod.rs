@@ -133,7 +133,9 @@ async fn handle(
         tracing::info!(%method, path, status, ms = started.elapsed().as_secs_f64() * 1000.0, "request");
         return Ok(response);
     }
-    if path.starts_with(sandbox::PATH_PREFIX) {
+    // The sandbox's pages, where it is the billing provider (a checkout of another
+    // provider is paid there, never here).
+    if path.starts_with(sandbox::PATH_PREFIX) && app.billing().serves_checkout_pages() {
         let response = sandbox::handle(&app, &method, &path).await;
         let status = response.status().as_u16();
         tracing::info!(%method, path, status, ms = started.elapsed().as_secs_f64() * 1000.0, "request");

@@ -242,11 +242,32 @@ async fn a_plan_is_paid_through_a_stripe_checkout_once_whatever_events_come(back
         ("items[0][id]", "si_test_1"),
         ("items[0][price_data][product]", "prod_test_1"),
         ("items[0][price_data][unit_amount]", "15000"),
-        ("proration_behavior", "create_prorations"),
+        ("proration_behavior", "always_invoice"),
+        ("billing_cycle_anchor", "now"),
+        ("cancel_at_period_end", "false"),
     ] {
         assert_eq!(field(&update, name).as_deref(), Some(value), "{name}");
     }
     assert_eq!(balance(&test).await, 2500 + 7500);
+    // Down a family: the new price from the next renewal; to free: it ends then.
+    let updates = |stripe: &Fake| -> Vec<Received> {
+        stripe
+            .received()
+            .into_iter()
+            .filter(|request| request.path == "/v1/subscriptions/sub_test_1" && request.method == "POST")
+            .collect()
+    };
+    let (_, changed) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "creator"}))).await;
+    assert_eq!(changed["requires_checkout"], false, "{changed}");
+    let down = updates(&stripe).pop().unwrap();
+    assert_eq!(field(&down, "proration_behavior").as_deref(), Some("none"));
+    assert_eq!(field(&down, "items[0][price_data][unit_amount]").as_deref(), Some("5000"));
+    let (_, changed) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "free"}))).await;
+    assert_eq!(changed["plan_id"], "free", "{changed}");
+    let ended = updates(&stripe).pop().unwrap();
+    assert_eq!(field(&ended, "cancel_at_period_end").as_deref(), Some("true"));
+    let (_, plan) = test.call(Method::GET, "/plan", None).await;
+    assert_eq!((plan["plan"]["id"].clone(), plan["scheduled_plan"].clone()), (json!("professional"), json!("free")));
 }
 
 async fn an_auto_top_up_is_a_stripe_invoice_paid_at_once_and_applied_once(backend: Backend) {
@@ -283,8 +304,8 @@ async fn an_auto_top_up_is_a_stripe_invoice_paid_at_once_and_applied_once(backen
     assert_eq!(record["status"], "completed", "{record}");
     let requests = stripe.requests();
     let invoicing = [
-        "POST /v1/invoiceitems",
         "POST /v1/invoices",
+        "POST /v1/invoiceitems",
         "POST /v1/invoices/in_test_1/finalize",
         "POST /v1/invoices/in_test_1/pay",
     ];
@@ -292,6 +313,9 @@ async fn an_auto_top_up_is_a_stripe_invoice_paid_at_once_and_applied_once(backen
     assert_eq!(made, invoicing.iter().collect::<Vec<_>>(), "{requests:?}");
     let item = stripe.received().into_iter().find(|request| request.path == "/v1/invoiceitems").unwrap();
     assert_eq!(field(&item, "customer").as_deref(), Some("cus_test_1"));
+    assert_eq!(field(&item, "invoice").as_deref(), Some("in_test_1"), "on its own invoice, never left pending");
+    let invoice = stripe.received().into_iter().find(|request| request.path == "/v1/invoices").unwrap();
+    assert_eq!(field(&invoice, "pending_invoice_items_behavior").as_deref(), Some("exclude"));
     assert_eq!(field(&item, "amount").as_deref(), Some("200"), "100 credits at $2.00 per 100");
     let purchase = field(&item, "metadata[purchase]").unwrap();
     for _ in 0..100 {
@@ -313,6 +337,28 @@ async fn an_auto_top_up_is_a_stripe_invoice_paid_at_once_and_applied_once(backen
     let (_, ledger) = test.call(Method::GET, "/credits/ledger?limit=100", None).await;
     let top_ups = ledger["entries"].as_array().unwrap().iter().filter(|entry| entry["reason"] == "top_up").count();
     assert_eq!(top_ups, 1);
+}
+
+/// An organization seeded on a paid plan has no Stripe subscription: moving to another
+/// paid plan takes a checkout. A deployment without a public address asks for
+/// `success_url`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paid_plan_without_a_subscription_moves_through_a_checkout() {
+    use shared::domain::credits::billing::BillingProvider;
+    let stripe = fake_stripe().await;
+    let url = stripe.url.clone();
+    let harness =
+        Harness::tuned(Backend::Sqlite, |settings| Settings { billing: billing(&url, API_KEY), ..settings }).await;
+    let test = organization(&harness, "creator", 0).await;
+    let (status, upgraded) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "professional"}))).await;
+    assert_eq!(status, StatusCode::OK, "{upgraded}");
+    assert_eq!(upgraded["requires_checkout"], true, "{upgraded}");
+    let settings = || match billing(&url, API_KEY) {
+        BillingSettings::Stripe(settings) => settings,
+        BillingSettings::Sandbox => unreachable!("billing() is Stripe's"),
+    };
+    assert!(!shared::adapters::stripe::StripeBilling::new(settings(), None, "").has_return_url());
+    assert!(shared::adapters::stripe::StripeBilling::new(settings(), None, "https://api.example.com").has_return_url());
 }
 
 /// A wrong key: the upgrade fails saying so (500 `{detail}`), and opens nothing.

@@ -9,6 +9,7 @@ use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 
 use super::table::{condition_failed, n, number, optional_text, s, text, Item, TransactPart};
 use super::{keys, DynamoDb};
+use crate::domain::credits::plans::PlanId;
 use crate::domain::credits::{Account, AccountWrite, Checkout, CheckoutId, CreditRepo, LedgerEntry, Written};
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
@@ -65,10 +66,17 @@ impl DynamoDb {
 #[async_trait]
 impl CreditRepo for DynamoDb {
     async fn account(&self, organization: OrganizationId) -> anyhow::Result<Account> {
-        match self.get(keys::account(organization), "reading a credit account").await? {
-            None => Ok(Account::empty(organization, Timestamp::now())),
-            Some(item) => account_of(organization, &item),
+        if let Some(item) = self.get(keys::account(organization), "reading a credit account").await? {
+            return account_of(organization, &item);
         }
+        // Never opened: as the organization's item has it (seq 0; opened on first use).
+        let Some(record) = self.get(keys::organization(organization), "reading an organization").await? else {
+            return Ok(Account::empty(organization, Timestamp::now()));
+        };
+        let plan = optional_text(&record, "plan")?.and_then(PlanId::parse).unwrap_or(PlanId::Free);
+        let credits: i64 = number(&record, "credits").unwrap_or(0);
+        let created = optional_text(&record, "created_at")?.and_then(|text| Timestamp::parse(text).ok());
+        Ok(Account::opened(organization, plan, credits.max(0), created.unwrap_or_else(Timestamp::now)))
     }
 
     async fn write_account(&self, write: &AccountWrite) -> anyhow::Result<Written> {

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{Db, Sqlite};
+use crate::domain::credits::plans::PlanId;
 use crate::domain::credits::{Account, AccountWrite, Checkout, CheckoutId, CreditRepo, LedgerEntry, Written};
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
@@ -19,9 +20,24 @@ pub(super) fn read_account(connection: &Connection, organization: OrganizationId
         .query_row([organization.to_string()], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()
         .db("reading a credit account")?;
-    Ok(match row {
+    if let Some((seq, document)) = row {
+        return Ok(Account { seq: seq as u64, ..serde_json::from_str(&document)? });
+    }
+    // Never opened: as the organization's record has it (seq 0; opened on first use).
+    let record: Option<(String, i64, String)> = connection
+        .prepare_cached("SELECT plan, credits, created_at FROM organizations WHERE id = ?1")
+        .db("reading an organization")?
+        .query_row([organization.to_string()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .optional()
+        .db("reading an organization")?;
+    Ok(match record {
+        Some((plan, credits, created_at)) => Account::opened(
+            organization,
+            PlanId::parse(&plan).unwrap_or(PlanId::Free),
+            credits.max(0),
+            Timestamp::parse(&created_at).unwrap_or_else(|_| Timestamp::now()),
+        ),
         None => Account::empty(organization, Timestamp::now()),
-        Some((seq, document)) => Account { seq: seq as u64, ..serde_json::from_str(&document)? },
     })
 }
 

@@ -347,7 +347,8 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
             .body(sc.of::<s::StripeEvent>(), true)
             .answer(200, "Received (applied once; an event sent again changes nothing)", sc.of::<s::EventReceived>())
             .answer(400, "Not verified (forged, stale, unsigned): nothing changed", sc.of::<s::Detail>())
-            .answer(500, "The request failed on the service's side", sc.of::<s::Detail>()),
+            .answer(500, "The request failed on the service's side", sc.of::<s::Detail>())
+            .answer(503, "A dependency is unavailable; Stripe sends the event again", sc.of::<s::Detail>()),
         "start-run" => Doc::new("Start a run of an agent", RUNS, BearerOrApiKey)
             .body(sc.of::<s::StartRun>(), false)
             .answer(200, "The run started", sc.of::<s::RunStarted>())

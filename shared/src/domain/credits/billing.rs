@@ -50,10 +50,16 @@ pub enum BillingEventKind {
     Ignored(String),
 }
 
-/// Why an event was refused (400): the text says why; nothing is changed.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct EventRefused(pub String);
+/// Why an event was not read; nothing is changed.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    /// Not verified (forged, stale, unsigned) or not an event (400).
+    #[error("{0}")]
+    Refused(String),
+    /// Ours: the endpoint's secret could not be read (500 or 503: the provider sends it again).
+    #[error("{0:#}")]
+    Failed(anyhow::Error),
+}
 
 /// Takes payments.
 #[async_trait]
@@ -65,16 +71,25 @@ pub trait BillingProvider: Send + Sync {
     /// Buys `quantity` credits for `cents` with the payment method the organization
     /// already gave (its paid plan's); `purchase` identifies the purchase (idempotent).
     async fn top_up(&self, account: &Account, purchase: &str, quantity: u64, cents: u64) -> anyhow::Result<TopUpState>;
-    /// Moves the organization's subscription to another paid plan.
-    async fn change_plan(&self, account: &Account, to: PlanId) -> anyhow::Result<()>;
+    /// Moves the organization's subscription to plan `to` (free: ends it): at once and
+    /// prorated, or (`at_renewal`) from its next renewal.
+    async fn change_plan(&self, account: &Account, to: PlanId, at_renewal: bool) -> anyhow::Result<()>;
     /// Verifies and reads an event the provider sent to the service: `payload` as
     /// received, with its signature header.
-    async fn event(
-        &self,
-        payload: &[u8],
-        signature: Option<&str>,
-        now: Timestamp,
-    ) -> Result<BillingEvent, EventRefused>;
+    async fn event(&self, payload: &[u8], signature: Option<&str>, now: Timestamp) -> Result<BillingEvent, EventError>;
+    /// Whether the provider holds a subscription of the account's paid plan (one a
+    /// seed gave has none: moving from it takes a checkout).
+    fn has_subscription(&self, _account: &Account) -> bool {
+        true
+    }
+    /// Whether a checkout without a `success_url` has somewhere to send the caller back.
+    fn has_return_url(&self) -> bool {
+        true
+    }
+    /// Whether `serve` answers its checkout pages (the sandbox).
+    fn serves_checkout_pages(&self) -> bool {
+        false
+    }
 }
 
 /// The local sandbox: checkouts are pages `serve` answers at
@@ -99,14 +114,18 @@ impl BillingProvider for SandboxBilling {
         Ok(TopUpState::Paid)
     }
 
-    async fn change_plan(&self, _: &Account, _: PlanId) -> anyhow::Result<()> {
+    async fn change_plan(&self, _: &Account, _: PlanId, _: bool) -> anyhow::Result<()> {
         Ok(())
     }
 
-    async fn event(&self, _: &[u8], _: Option<&str>, _: Timestamp) -> Result<BillingEvent, EventRefused> {
-        Err(EventRefused(
+    async fn event(&self, _: &[u8], _: Option<&str>, _: Timestamp) -> Result<BillingEvent, EventError> {
+        Err(EventError::Refused(
             "this deployment takes no Stripe events: its billing provider is the local sandbox (BILLING_PROVIDER)"
                 .into(),
         ))
+    }
+
+    fn serves_checkout_pages(&self) -> bool {
+        true
     }
 }

@@ -81,7 +81,17 @@ pub async fn current(repo: &dyn CreditRepo, organization: OrganizationId, now: T
     let mut retry = ACCOUNT_CONFLICTS.start();
     loop {
         let account = repo.account(organization).await?;
-        let Some(write) = period_due(&account, now) else { return Ok(account) };
+        let write = match account.seq {
+            // Never stored (an organization from before credits): opened with the plan
+            // and credits its record holds, as its opening balance.
+            0 => {
+                let mut write = Account { balance: 0, ..account.clone() }.write();
+                write.grant(account.balance, Reason::OpeningBalance, now);
+                Some(write)
+            }
+            _ => period_due(&account, now),
+        };
+        let Some(write) = write else { return Ok(account) };
         match repo.write_account(&write).await? {
             Written::Done => return Ok(write.account),
             Written::Conflict | Written::AlreadyDone => {}
@@ -345,7 +355,15 @@ pub async fn upgrade(
     let (success_url, cancel_url) = (return_url(fields, "success_url")?, return_url(fields, "cancel_url")?);
     let now = ports.clock.now();
     let account = current(ports.credits, organization, now).await?;
-    if account.plan == PlanId::Free && plan.is_paid() {
+    // From free, or from a paid plan the provider holds no subscription of (seeded): a
+    // checkout.
+    let checkout_first = account.plan == PlanId::Free || !ports.billing.has_subscription(&account);
+    if checkout_first && plan.is_paid() && plan != account.plan {
+        if success_url.is_none() && !ports.billing.has_return_url() {
+            return Err(CreditError::Invalid(
+                "success_url is required: this deployment has no public address to send the caller back to".into(),
+            ));
+        }
         let checkout = Checkout {
             id: CheckoutId::new_v4(),
             organization_id: organization,
@@ -362,8 +380,13 @@ pub async fn upgrade(
         return Ok(Upgraded::Checkout { url: opened.url, plan });
     }
     let immediate = plan.is_paid() && (plan.rank() >= account.plan.rank());
-    if immediate && plan != account.plan {
-        ports.billing.change_plan(&account, plan).await?;
+    if plan != account.plan {
+        // The provider's subscription follows: at once (prorated), or from its next
+        // renewal for a move down (to free: it ends then).
+        ports.billing.change_plan(&account, plan, !immediate).await?;
+    } else if account.scheduled_plan.is_some() {
+        // A change scheduled for the period's end is called off: the subscription stays.
+        ports.billing.change_plan(&account, plan, true).await?;
     }
     change_account(ports.credits, organization, now, |account| {
         let mut write = account.write();
@@ -377,11 +400,11 @@ pub async fn upgrade(
             next.canceled_at = None;
             return Ok(Some(write));
         }
-        if plan == PlanId::Free && (account.balance < 0 || account.pending_top_up.is_some()) {
+        if plan == PlanId::Free && (account.balance < 0 || awaiting_payment(account, now)) {
             return Err(CreditError::Invalid(format!(
                 "the plan cannot change to free while credits are owed (balance {}, a top-up awaiting payment: {})",
                 account.balance,
-                account.pending_top_up.is_some()
+                awaiting_payment(account, now)
             )));
         }
         if immediate {
@@ -464,6 +487,10 @@ async fn apply_purchase_with(
 /// checkout cannot be completed.
 pub async fn complete_checkout(repo: &dyn CreditRepo, id: CheckoutId, now: Timestamp) -> Result<Checkout, CreditError> {
     let mut checkout = repo.checkout(id).await?.ok_or(CreditError::NotFound)?;
+    if checkout.provider_session.is_some() {
+        // Another provider's checkout: paid there, completed by its event.
+        return Err(CreditError::NotFound);
+    }
     match checkout.status {
         CheckoutStatus::Canceled => Err(CreditError::Conflict("this checkout was canceled".into())),
         CheckoutStatus::Completed => Ok(checkout),
@@ -485,6 +512,12 @@ pub async fn cancel_checkout(repo: &dyn CreditRepo, id: CheckoutId) -> Result<Ch
         repo.put_checkout(&checkout).await?;
     }
     Ok(checkout)
+}
+
+/// Whether a top-up bought within [`PENDING_TOP_UP_HOLD`] awaits its payment (an older
+/// one is taken as failed: it holds nothing off).
+fn awaiting_payment(account: &Account, now: Timestamp) -> bool {
+    account.pending_top_up.as_ref().is_some_and(|pending| now < pending.since.after(PENDING_TOP_UP_HOLD))
 }
 
 /// What an auto top-up did.
@@ -515,8 +548,13 @@ pub async fn auto_top_up(
         if !settings.enabled || !account.plan.allows_top_ups() {
             return Ok(None);
         }
+        if account.pending_top_up.as_ref().is_some_and(|pending| pending.purchase == purchase) {
+            // This call's own purchase, written before (its answer was lost): buy it.
+            outcome = ToppedUp::Granted;
+            return Ok(None);
+        }
         outcome = ToppedUp::Pending;
-        if account.pending_top_up.as_ref().is_some_and(|pending| now < pending.since.after(PENDING_TOP_UP_HOLD)) {
+        if awaiting_payment(account, now) {
             return Ok(None);
         }
         let low = account.balance < i64::try_from(settings.threshold).unwrap_or(i64::MAX);

@@ -22,6 +22,8 @@ pub enum Prices {
 
 /// Words a talking avatar says per second, to reserve its price from its script.
 const WORDS_PER_SECOND: f64 = 2.5;
+/// Characters it says per second, for scripts written without spaces.
+const CHARACTERS_PER_SECOND: f64 = 8.0;
 
 impl Run {
     /// The price of each node of task `index`'s chain for an output of `seconds`, or
@@ -50,7 +52,11 @@ impl Run {
                     Some(Generation::Video(request)) => f64::from(request.duration_s),
                     Some(Generation::Audio(request)) => request.length_ms as f64 / 1000.0,
                     Some(Generation::Avatar { script, .. }) => {
-                        (script.split_whitespace().count() as f64 / WORDS_PER_SECOND).max(1.0)
+                        // Words, or characters for a script without spaces (Chinese,
+                        // Japanese): whichever makes the longer speech.
+                        let words = script.split_whitespace().count() as f64 / WORDS_PER_SECOND;
+                        let characters = script.chars().filter(|c| !c.is_whitespace()).count() as f64;
+                        words.max(characters / CHARACTERS_PER_SECOND).max(1.0)
                     }
                     Some(Generation::Image(_)) | None => 0.0,
                 }
@@ -64,8 +70,14 @@ impl Run {
                     self.nodes[*node].node_type().is_some_and(|node_type| node_type.flow == ItemFlow::AllItems)
                 });
                 let millis: Vec<u64> = videos.map(|file| file.duration_ms).collect();
-                let total = if joins { millis.iter().sum() } else { millis.into_iter().max().unwrap_or(0) };
-                total as f64 / 1000.0
+                let input = if joins { millis.iter().sum() } else { millis.into_iter().max().unwrap_or(0) };
+                // Through the chain's nodes as they change the length (a Clip's window, a
+                // Speed's factor: slowed down, a video is longer).
+                let output = task
+                    .nodes
+                    .iter()
+                    .fold(input, |length, node| self.nodes[*node].settings().place(Vec::new(), length).1);
+                output as f64 / 1000.0
             }
         }
     }
@@ -242,6 +254,37 @@ mod tests {
         assert_eq!(run.credit_moves.len(), 1);
         assert_eq!((run.credit_moves[0].amount, run.credit_moves[0].reason), (1, Reason::TaskSettlement));
         assert_eq!(run.credit_moves[0].cover, Cover::UpToBalance);
+    }
+
+    #[test]
+    fn a_cancel_gives_back_what_undelivered_attempts_took() {
+        let (mut run, speed) = claimed_speed();
+        run.cancel(Timestamp::now()).unwrap();
+        assert_eq!(run.credit_moves.len(), 1);
+        assert_eq!((run.credit_moves[0].amount, run.credit_moves[0].reason), (3, Reason::Refund));
+        assert_eq!(run.tasks[speed].charged, Some(vec![0, 0]));
+        assert!(!run.needs_credits);
+    }
+
+    #[test]
+    fn reserves_follow_the_chain_and_the_script() {
+        // Slowed to half speed, a 2.5 s input makes 5 s: 5 credits reserved, not 3.
+        let mut run = run_of(&[(VIDEO_INPUT, &[]), (SPEED, &[0]), (DESTINATION, &[1])], 1);
+        let mut nodes: Vec<crate::domain::runs::RuntimeNode> = run.nodes.iter().cloned().collect();
+        let node = nodes[1].clone();
+        let params = serde_json::json!({"factor": 0.5}).as_object().cloned().unwrap();
+        nodes[1] = crate::domain::runs::RuntimeNode::new(
+            node.agent_node_id,
+            node.original_node_id,
+            node.node_type_id,
+            params,
+            node.upstream.clone(),
+        );
+        run.nodes = nodes.into();
+        let now = Timestamp::now();
+        assert_eq!(run.claim(TaskIndex(0), 0, now, Duration::from_secs(60)), Claim::Claimed);
+        let task = run.complete(TaskIndex(0), 0, file(2_500), None, now).unwrap()[0];
+        assert_eq!(run.task_prices(task, None, Prices::Catalog), [5, 0]);
     }
 
     #[test]

@@ -469,8 +469,12 @@ impl Run {
             if !status.is_final() {
                 self.set_status(index, TaskStatus::Cancelled);
                 self.tasks[index].lease_until = None;
+                // Nothing was delivered: what its attempt took comes back (a resume
+                // charges the next attempt).
+                self.refund(index);
             }
         }
+        self.refresh_needs_credits();
         let after = self.node_statuses();
         let nodes_reset = before
             .iter()

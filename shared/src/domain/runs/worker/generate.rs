@@ -150,8 +150,18 @@ impl Worker {
                 // Looked at without a write: claimed once the balance covers the price,
                 // or once the wait for the top-up is over (then blocked for a resume).
                 let account = self.runs.account(organization).await?;
-                let covered = account.balance >= i64::try_from(*price).unwrap_or(i64::MAX);
-                return Ok(!covered && self.clock.now() < *until);
+                let price = i64::try_from(*price).unwrap_or(i64::MAX);
+                if account.balance >= price {
+                    return Ok(false);
+                }
+                if self.clock.now() >= *until {
+                    return Ok(false);
+                }
+                // A purchase that failed (or none yet): ask again; while one awaits its
+                // payment this buys nothing.
+                let shortfall = price.saturating_sub(account.balance.max(0)) as u64;
+                let bought = self.top_up(organization, shortfall).await;
+                return Ok(bought != Some(crate::domain::credits::service::ToppedUp::Granted));
             }
         };
         let Some(id) = AvatarProfileId::parse(profile) else { return Ok(false) };

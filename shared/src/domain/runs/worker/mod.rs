@@ -347,7 +347,7 @@ impl Worker {
 
     /// Buys credits when the organization's auto top-up is on (see
     /// [`credit_service::auto_top_up`]); a failure is logged (the task stays blocked).
-    async fn top_up(&self, organization: OrganizationId, shortfall: u64) -> Option<ToppedUp> {
+    pub(super) async fn top_up(&self, organization: OrganizationId, shortfall: u64) -> Option<ToppedUp> {
         let ports =
             CreditPorts { credits: self.runs.as_ref(), billing: self.billing.as_ref(), clock: self.clock.as_ref() };
         match credit_service::auto_top_up(&ports, organization, shortfall).await {
