@@ -3,7 +3,8 @@
 //! the customer the plan's checkout made, paid at once with its payment method
 //! (`/v1/invoiceitems`, `/v1/invoices`, `…/finalize`, `…/pay`); plan changes as a
 //! subscription update with prorations; and events (`checkout.session.completed`,
-//! `invoice.paid`) verified by their `Stripe-Signature` header: HMAC-SHA256 of
+//! `invoice.paid`, `invoice.payment_failed` of a top-up, `customer.subscription.deleted`)
+//! verified by their `Stripe-Signature` header: HMAC-SHA256 of
 //! `{t}.{payload}` under the endpoint's secret, compared in constant time, within five
 //! minutes of `t`.
 //!
@@ -377,6 +378,20 @@ fn read_event(payload: &[u8]) -> Result<BillingEvent, String> {
                 return ignored("a top-up invoice without its metadata");
             };
             Ok(BillingEvent { id, kind: BillingEventKind::TopUpPaid { organization, purchase, quantity } })
+        }
+        "invoice.payment_failed" if metadata["kind"] == "top_up" => {
+            let purchase = metadata["purchase"].as_str().map(str::to_owned);
+            let (Some(organization), Some(purchase)) = (organization, purchase) else {
+                return ignored("a top-up invoice without its metadata");
+            };
+            Ok(BillingEvent { id, kind: BillingEventKind::TopUpFailed { organization, purchase } })
+        }
+        "customer.subscription.deleted" => {
+            let subscription = object["id"].as_str().map(str::to_owned);
+            let (Some(organization), Some(subscription)) = (organization, subscription) else {
+                return ignored("a subscription this service did not make");
+            };
+            Ok(BillingEvent { id, kind: BillingEventKind::SubscriptionEnded { organization, subscription } })
         }
         other => ignored(&format!("event type {other}")),
     }

@@ -223,6 +223,10 @@ async fn a_plan_is_paid_through_a_stripe_checkout_once_whatever_events_come(back
     assert_eq!((status, answer.clone()), (StatusCode::OK, json!({"received": true, "applied": true})));
     let (status, answer) = deliver(&test, &event).await;
     assert_eq!((status, answer), (StatusCode::OK, json!({"received": true, "applied": false})), "a replay");
+    // Another event (another ID) of the same payment changes nothing either.
+    let again = checkout_completed(test.organization, &checkout, "creator");
+    assert_ne!(again["id"], event["id"]);
+    assert_eq!(deliver(&test, &again).await, (StatusCode::OK, json!({"received": true, "applied": false})));
     let (_, plan) = test.call(Method::GET, "/plan", None).await;
     assert_eq!((plan["plan"]["id"].clone(), plan["credits"]["balance"].clone()), (json!("creator"), json!(2500)));
     // Events the service does not act on are received.
@@ -268,6 +272,18 @@ async fn a_plan_is_paid_through_a_stripe_checkout_once_whatever_events_come(back
     assert_eq!(field(&ended, "cancel_at_period_end").as_deref(), Some("true"));
     let (_, plan) = test.call(Method::GET, "/plan", None).await;
     assert_eq!((plan["plan"]["id"].clone(), plan["scheduled_plan"].clone()), (json!("professional"), json!("free")));
+    // Stripe ends the subscription (at the period's end, or when its payments failed):
+    // free from then, once.
+    let deleted = json!({
+        "id": "evt_subscription_deleted_1", "object": "event", "type": "customer.subscription.deleted",
+        "data": {"object": {"id": "sub_test_1", "object": "subscription", "status": "canceled",
+            "metadata": {"organization_id": test.organization.to_string()}}},
+    });
+    assert_eq!(deliver(&test, &deleted).await, (StatusCode::OK, json!({"received": true, "applied": true})));
+    assert_eq!(deliver(&test, &deleted).await, (StatusCode::OK, json!({"received": true, "applied": false})));
+    let (_, plan) = test.call(Method::GET, "/plan", None).await;
+    assert_eq!((plan["plan"]["id"].clone(), plan["scheduled_plan"].clone()), (json!("free"), json!(null)));
+    assert_eq!(plan["credits"]["balance"], 10_000, "credits bought stay");
 }
 
 async fn an_auto_top_up_is_a_stripe_invoice_paid_at_once_and_applied_once(backend: Backend) {

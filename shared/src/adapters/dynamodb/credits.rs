@@ -15,7 +15,7 @@ use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
 
 /// The transaction parts of an account write: the account (index 0), its entries, and
-/// its payment's item last. `token` marks the account item, so that a write whose answer
+/// its payments' items last. `token` marks the account item, so that a write whose answer
 /// was lost can be recognised.
 pub(super) fn account_parts(table: &str, write: &AccountWrite, token: &str) -> anyhow::Result<Vec<TransactWriteItem>> {
     let account = &write.account;
@@ -36,7 +36,7 @@ pub(super) fn account_parts(table: &str, write: &AccountWrite, token: &str) -> a
         item.insert("document".to_owned(), s(serde_json::to_string(entry)?));
         parts.push(Put::builder().table_name(table).set_item(Some(item)).build().into_part()?);
     }
-    if let Some(once) = &write.once {
+    for once in &write.once {
         let mut item = keys::billing_once(once);
         item.insert("organization_id".to_owned(), s(account.organization_id.to_string()));
         let put =
@@ -82,11 +82,12 @@ impl CreditRepo for DynamoDb {
     async fn write_account(&self, write: &AccountWrite) -> anyhow::Result<Written> {
         let token = uuid::Uuid::new_v4().to_string();
         let parts = account_parts(&self.table, write, &token)?;
-        let last = parts.len() - 1;
+        // The payments' items are the last parts.
+        let payments = parts.len() - write.once.len()..parts.len();
         anyhow::ensure!(parts.len() <= super::runs::TRANSACTION_ITEMS, "an account write of {} items", parts.len());
         match self.transact(parts, "writing a credit account").await? {
             Ok(()) => Ok(Written::Done),
-            Err(reasons) if write.once.is_some() && condition_failed(reasons.get(last)) => Ok(Written::AlreadyDone),
+            Err(reasons) if payments.clone().any(|at| condition_failed(reasons.get(at))) => Ok(Written::AlreadyDone),
             Err(reasons) if condition_failed(reasons.first()) => match self.account_written(write, &token).await? {
                 true => Ok(Written::Done),
                 false => Ok(Written::Conflict),

@@ -46,7 +46,7 @@ pub(super) fn read_account(connection: &Connection, organization: OrganizationId
 pub(super) fn write_account_in(connection: &Connection, write: &AccountWrite) -> anyhow::Result<Written> {
     let account = &write.account;
     let organization = account.organization_id.to_string();
-    if let Some(once) = &write.once {
+    for once in &write.once {
         let seen: Option<i64> = connection
             .prepare_cached("SELECT 1 FROM billing_once WHERE key = ?1")
             .db("reading applied payments")?
@@ -87,7 +87,7 @@ pub(super) fn write_account_in(connection: &Connection, write: &AccountWrite) ->
             .execute(params![organization, entry.seq as i64, entry.position as i64, serde_json::to_string(entry)?])
             .db("recording ledger entries")?;
     }
-    if let Some(once) = &write.once {
+    for once in &write.once {
         connection
             .prepare_cached("INSERT INTO billing_once (key, organization_id) VALUES (?1, ?2)")
             .db("recording an applied payment")?

@@ -46,6 +46,11 @@ pub enum BillingEventKind {
     },
     /// A top-up's invoice was paid (`invoice.paid` of an invoice the top-up made).
     TopUpPaid { organization: OrganizationId, purchase: String, quantity: u64 },
+    /// A top-up's invoice could not be paid: the next shortage may buy again.
+    TopUpFailed { organization: OrganizationId, purchase: String },
+    /// The provider ended the subscription (at the period's end after a move to free, or
+    /// after its payments failed): the organization is on free from now.
+    SubscriptionEnded { organization: OrganizationId, subscription: String },
     /// Nothing for the service to do (another event type, a subscription's renewal).
     Ignored(String),
 }

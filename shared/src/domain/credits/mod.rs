@@ -166,15 +166,15 @@ pub struct CreditMove {
 }
 
 /// A change of an account to write: its new state and the entries it adds, conditional
-/// on the account still being at `expected` (0: not stored yet). `once` names an event
-/// (a checkout completed, a provider's event) recorded in the same write: a second write
-/// naming it is refused.
+/// on the account still being at `expected` (0: not stored yet). `once` names events (a
+/// checkout completed, a top-up bought, a provider's event ID) recorded in the same
+/// write: a write naming one recorded before is refused.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AccountWrite {
     pub account: Account,
     pub expected: u64,
     pub entries: Vec<LedgerEntry>,
-    pub once: Option<String>,
+    pub once: Vec<String>,
 }
 
 /// Why an account write was not made.
@@ -183,7 +183,7 @@ pub enum Written {
     Done,
     /// Another writer changed the account first: read it again.
     Conflict,
-    /// The `once` event was recorded already.
+    /// One of the `once` events was recorded already.
     AlreadyDone,
 }
 
@@ -192,7 +192,7 @@ impl Account {
     pub fn write(&self) -> AccountWrite {
         let mut account = self.clone();
         account.seq = self.seq + 1;
-        AccountWrite { account, expected: self.seq, entries: Vec::new(), once: None }
+        AccountWrite { account, expected: self.seq, entries: Vec::new(), once: Vec::new() }
     }
 }
 

@@ -436,7 +436,7 @@ pub async fn apply_purchase(
     repo: &dyn CreditRepo,
     organization: OrganizationId,
     purchase: &Purchase,
-    once: &str,
+    once: &[&str],
     now: Timestamp,
 ) -> Result<Written, CreditError> {
     apply_purchase_with(repo, organization, purchase, once, now, None).await
@@ -447,13 +447,13 @@ async fn apply_purchase_with(
     repo: &dyn CreditRepo,
     organization: OrganizationId,
     purchase: &Purchase,
-    once: &str,
+    once: &[&str],
     now: Timestamp,
     refs: Option<BillingRefs>,
 ) -> Result<Written, CreditError> {
     let (_, written) = change_account(repo, organization, now, |account| {
         let mut write = account.write();
-        write.once = Some(once.to_owned());
+        write.once = once.iter().map(|key| (*key).to_owned()).collect();
         if let Some(refs) = &refs {
             let known = &mut write.account.billing;
             known.customer = refs.customer.clone().or(known.customer.take());
@@ -471,7 +471,8 @@ async fn apply_purchase_with(
             }
             Purchase::TopUp { quantity } => {
                 let next = &mut write.account;
-                if next.pending_top_up.as_ref().is_some_and(|pending| once.ends_with(&pending.purchase)) {
+                let bought = |pending: &super::PendingTopUp| once.iter().any(|key| key.ends_with(&pending.purchase));
+                if next.pending_top_up.as_ref().is_some_and(bought) {
                     next.pending_top_up = None;
                 }
                 write.grant(i64::try_from(*quantity).unwrap_or(i64::MAX), Reason::TopUp, now);
@@ -495,7 +496,8 @@ pub async fn complete_checkout(repo: &dyn CreditRepo, id: CheckoutId, now: Times
         CheckoutStatus::Canceled => Err(CreditError::Conflict("this checkout was canceled".into())),
         CheckoutStatus::Completed => Ok(checkout),
         CheckoutStatus::Open => {
-            apply_purchase(repo, checkout.organization_id, &checkout.purchase, &format!("checkout:{id}"), now).await?;
+            let key = format!("checkout:{id}");
+            apply_purchase(repo, checkout.organization_id, &checkout.purchase, &[&key], now).await?;
             checkout.status = CheckoutStatus::Completed;
             repo.put_checkout(&checkout).await?;
             Ok(checkout)
@@ -577,7 +579,8 @@ pub async fn auto_top_up(
     match ports.billing.top_up(&account, &pending.purchase, pending.quantity, cents).await {
         Ok(TopUpState::Paid) => {
             let bought = Purchase::TopUp { quantity: pending.quantity };
-            apply_purchase(ports.credits, organization, &bought, &format!("topup:{}", pending.purchase), now).await?;
+            let key = format!("topup:{}", pending.purchase);
+            apply_purchase(ports.credits, organization, &bought, &[&key], now).await?;
             tracing::info!(%organization, credits = pending.quantity, "auto top-up paid");
             Ok(ToppedUp::Granted)
         }
@@ -602,13 +605,16 @@ pub async fn auto_top_up(
 /// account's change; the event sent again changes nothing). Answers whether it changed
 /// anything.
 pub async fn apply_event(repo: &dyn CreditRepo, event: &BillingEvent, now: Timestamp) -> Result<bool, CreditError> {
+    // The event's ID is recorded with the payment's own key: the same event sent again,
+    // or another event of the same payment, changes nothing more.
+    let event_key = format!("event:{}", event.id);
     match &event.kind {
         BillingEventKind::PlanPaid { organization, checkout, plan, customer, subscription } => {
             let purchase = Purchase::Plan { plan: *plan };
             let refs = BillingRefs { customer: customer.clone(), subscription: subscription.clone() };
+            let key = format!("checkout:{checkout}");
             let written =
-                apply_purchase_with(repo, *organization, &purchase, &format!("checkout:{checkout}"), now, Some(refs))
-                    .await?;
+                apply_purchase_with(repo, *organization, &purchase, &[&key, &event_key], now, Some(refs)).await?;
             if let Some(mut found) = repo.checkout(*checkout).await? {
                 if found.status != CheckoutStatus::Completed {
                     found.status = CheckoutStatus::Completed;
@@ -619,8 +625,46 @@ pub async fn apply_event(repo: &dyn CreditRepo, event: &BillingEvent, now: Times
         }
         BillingEventKind::TopUpPaid { organization, purchase, quantity } => {
             let bought = Purchase::TopUp { quantity: *quantity };
-            let written = apply_purchase(repo, *organization, &bought, &format!("topup:{purchase}"), now).await?;
+            let key = format!("topup:{purchase}");
+            let written = apply_purchase(repo, *organization, &bought, &[&key, &event_key], now).await?;
             Ok(written == Written::Done)
+        }
+        BillingEventKind::TopUpFailed { organization, purchase } => {
+            let mut changes = false;
+            let (_, written) = change_account(repo, *organization, now, |account| {
+                changes = account.pending_top_up.as_ref().map(|pending| &pending.purchase) == Some(purchase);
+                if !changes {
+                    return Ok(None);
+                }
+                let mut write = account.write();
+                write.account.pending_top_up = None;
+                write.once = vec![event_key.clone()];
+                Ok(Some(write))
+            })
+            .await?;
+            Ok(changes && written == Written::Done)
+        }
+        BillingEventKind::SubscriptionEnded { organization, subscription } => {
+            let mut changes = false;
+            let (_, written) = change_account(repo, *organization, now, |account| {
+                changes = account.billing.subscription.as_deref() == Some(subscription.as_str());
+                if !changes {
+                    return Ok(None);
+                }
+                let mut write = account.write();
+                let next = &mut write.account;
+                next.plan = PlanId::Free;
+                next.plan_started_at = now;
+                next.period_start = now;
+                next.scheduled_plan = None;
+                next.canceled_at = next.canceled_at.or(Some(now));
+                next.billing.subscription = None;
+                next.auto_topup.enabled = false;
+                write.once = vec![event_key.clone()];
+                Ok(Some(write))
+            })
+            .await?;
+            Ok(changes && written == Written::Done)
         }
         BillingEventKind::Ignored(what) => {
             tracing::info!(event = %event.id, what, "billing event needs nothing");
