@@ -24,6 +24,7 @@ conformance!(
     sources_that_fail_processing_say_why,
     profiles_are_the_organizations_own_and_listed_newest_first,
     a_run_on_an_avatar_being_processed_is_blocked_then_completes,
+    an_avatar_task_failed_by_its_profile_keeps_its_charge,
     a_failed_or_unknown_avatar_is_refused_at_run_start,
 );
 
@@ -332,6 +333,41 @@ async fn profiles_are_the_organizations_own_and_listed_newest_first(backend: Bac
     }
     let (status, _) = harness.test.call_as("wrong", Method::GET, "/avatar-profiles", None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+/// A task failed by what the caller gave keeps its charge: the AI Avatar task, charged
+/// when it started, fails because its profile's video is too short (the caller's), and
+/// no refund follows; waiting, blocked, for the profile charged it once.
+async fn an_avatar_task_failed_by_its_profile_keeps_its_charge(backend: Backend) {
+    let harness =
+        Harness::tuned(backend, |settings| Settings { blocked_retry: Duration::from_millis(300), ..settings }).await;
+    let base = media_server(Duration::from_secs(2)).await;
+    let body = json!({"name": "Too short", "sources": {"video_url": format!("{base}/short.mp4")}});
+    let (status, created) = create(&harness, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let profile = created["id"].as_str().unwrap().to_owned();
+    let (agent, _) = harness
+        .agent(
+            &[
+                ("avatar", AI_AVATAR, json!({"avatar_profile_id": profile, "script": "one two three four five"})),
+                ("out", DESTINATION, json!({})),
+            ],
+            &[("avatar", "out")],
+        )
+        .await;
+    let run = harness.start(&agent, json!({})).await;
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "failed", "{record}");
+    let message = record["errors"][0]["messages"][0].as_str().unwrap_or_default().to_owned();
+    assert!(message.contains("failed"), "{record}");
+    let (_, ledger) = harness.test.call(Method::GET, "/credits/ledger?limit=100", None).await;
+    let of_run: Vec<&Value> =
+        ledger["entries"].as_array().unwrap().iter().filter(|entry| entry["run_id"] == run.as_str()).collect();
+    let reasons: Vec<&str> = of_run.iter().map(|entry| entry["reason"].as_str().unwrap()).collect();
+    assert_eq!(reasons, ["task_charge"], "charged once, not refunded: {ledger}");
+    // Reserved from the script: 19 letters at 8 a second (longer than its 5 words at 2.5),
+    // 3 started seconds at 10 credits.
+    assert_eq!(of_run[0]["amount"], -30);
 }
 
 async fn a_run_on_an_avatar_being_processed_is_blocked_then_completes(backend: Backend) {
