@@ -241,10 +241,25 @@ async fn the_credit_blocked_flow_completes_after_an_upgrade_and_a_resume(backend
         &[("image", "out")],
     )
     .await;
-    let run = start(&test, &agent).await;
+    let receiver = crate::webhooks::Receiver::start(crate::webhooks::Mode::Accept).await;
+    let (status, started) =
+        test.call(Method::POST, &format!("/agent/{agent}/run"), Some(json!({ "callback_url": receiver.url }))).await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    let run = started["run_id"].as_str().unwrap().to_owned();
     let record = finished(&test, &run).await;
     assert_eq!((record["status"].clone(), record["needs_credits"].clone()), (json!("failed"), json!(true)), "{record}");
     assert!(record["status_message"].as_str().unwrap().contains("4 more credits are needed"), "{record}");
+    // The webhooks say so too: the node blocked for credits, and RUN_FINISHED.
+    let events = receiver.finished_cycles(1).await;
+    let blocked = events
+        .iter()
+        .flat_map(|event| event.body["updated_nodes"].as_array().cloned().unwrap_or_default())
+        .find(|node| node["original_node_id"] == ids["image"] && node["status"] == "blocked")
+        .expect("a RUN_PROGRESS with the node blocked");
+    assert_eq!(blocked["needs_credits"], true, "{blocked}");
+    let finish = &events.iter().find(|event| event.body["flag"] == "RUN_FINISHED").unwrap().body;
+    assert_eq!((finish["status"].clone(), finish["needs_credits"].clone()), (json!("failed"), json!(true)), "{finish}");
+    assert_eq!(finish["status_message"], record["status_message"]);
     let (_, nodes) = test.call(Method::GET, &format!("/agent_run/{run}/nodes"), None).await;
     let image =
         nodes["nodes"].as_array().unwrap().iter().find(|node| node["original_node_id"] == ids["image"]).unwrap();
