@@ -330,7 +330,8 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
         "upgrade-plan" => Doc::new("Change the plan (from free: a checkout)", PLANS, BearerOrApiKey)
             .body(sc.of::<s::UpgradePlan>(), true)
             .answer(200, "A checkout to finish, or the change made", sc.of::<s::UpgradeAnswer>())
-            .general(sc, &[400]),
+            .general(sc, &[400])
+            .idempotent(sc),
         "get-credits" => Doc::new("The credit balance and auto top-up settings", PLANS, BearerOrApiKey)
             .answer(200, "The credits", sc.of::<s::CreditsAnswer>())
             .general(sc, &[]),
