@@ -55,15 +55,16 @@ label = options.get("--label", "")
 cpu_pids = dict(entry.split("=", 1) for entry in options.get("--cpu", "").split(",") if "=" in entry)
 
 
+def process_cpu(pid):
+    """A process's own user + system CPU seconds so far (not its children's: ffmpeg's)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds():
     """Each named process's own user + system CPU seconds so far."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    seconds = {}
-    for name, pid in cpu_pids.items():
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        seconds[name] = (int(fields[11]) + int(fields[12])) / ticks
-    return seconds
+    return {name: process_cpu(pid) for name, pid in cpu_pids.items()}
 
 
 def call(method, path, body=None):
@@ -392,13 +393,6 @@ def on_server(server_base, server_key, function, *arguments):
         return function(*arguments)
     finally:
         base, key = saved
-
-
-def process_cpu(pid):
-    """A process's own user + system CPU seconds so far (not its children's: ffmpeg's)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 if "charges" in only:
