@@ -223,6 +223,19 @@ pub fn sweep_unsent(id: crate::domain::webhooks::DeliveryId) -> [(String, Attrib
     [("sweep_pk".to_owned(), s(format!("UNSENT#{}", shard(id.as_uuid())))), ("sweep_sk".to_owned(), s(id.to_string()))]
 }
 
+/// An item due at a time, in the sweep index: the partition `DUE#<kind>` holds the items
+/// the scheduler acts on (a trigger's next fire, a scheduled post), sorted by due time
+/// (`<timestamp>#<organization>#<id>`: the fixed-width time text sorts as the time).
+/// An item that is not due any more drops the two attributes.
+pub fn sweep_due(
+    kind: &str,
+    at: crate::domain::time::Timestamp,
+    organization: OrganizationId,
+    id: impl std::fmt::Display,
+) -> [(String, AttributeValue); 2] {
+    [("sweep_pk".to_owned(), s(format!("DUE#{kind}"))), ("sweep_sk".to_owned(), s(format!("{at}#{organization}#{id}")))]
+}
+
 /// An organization's webhook secret.
 pub fn webhook_secret(organization: OrganizationId) -> Item {
     key(organization_pk(organization), "WEBHOOK_SECRET")

@@ -240,6 +240,33 @@ impl DynamoDb {
         self.all_pages(query, what).await
     }
 
+    /// The table keys (`pk`, `sk`) of items of `kind` due at or before `now` in the
+    /// sweep index ([`super::keys::sweep_due`]), earliest first, at most `limit`. The index
+    /// is eventually consistent: the caller reads each item again and claims it with a
+    /// conditional write.
+    pub(super) async fn due_keys(
+        &self,
+        kind: &str,
+        now: Timestamp,
+        limit: usize,
+        what: &'static str,
+    ) -> anyhow::Result<Vec<Item>> {
+        let page = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(super::keys::SWEEP_INDEX)
+            // '$' sorts right after the '#' that ends the time.
+            .key_condition_expression("sweep_pk = :pk AND sweep_sk < :bound")
+            .expression_attribute_values(":pk", s(format!("DUE#{kind}")))
+            .expression_attribute_values(":bound", s(format!("{now}$")))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(|error| failure(error, what))?;
+        Ok(page.items().iter().map(key_of).collect())
+    }
+
     async fn all_pages(
         &self,
         query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
@@ -426,7 +453,6 @@ pub fn delete_request(key: Item) -> anyhow::Result<WriteRequest> {
     Ok(WriteRequest::builder().delete_request(build(DeleteRequest::builder().set_key(Some(key)).build())?).build())
 }
 
-/// Only the `pk` and `sk` attributes of an item.
 /// Pages through `request` from `start` until more than `limit` items were read (so the
 /// caller can tell whether a page follows) or the query ends; `read` makes each item a
 /// value.
@@ -458,6 +484,7 @@ where
     }
 }
 
+/// Only the `pk` and `sk` attributes of an item.
 pub fn key_of(item: &Item) -> Item {
     item.iter().filter(|(name, _)| *name == "pk" || *name == "sk").map(|(k, v)| (k.clone(), v.clone())).collect()
 }
