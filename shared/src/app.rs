@@ -27,7 +27,7 @@ use crate::domain::credits::billing::{BillingProvider, SandboxBilling};
 use crate::domain::credits::CreditRepo;
 use crate::domain::idempotency::IdempotencyRepo;
 use crate::domain::identity::{Authenticator, IdentityRepo};
-use crate::domain::media::ports::{BlobStore, MediaProbe};
+use crate::domain::media::ports::{BlobStore, Downloader, MediaProbe};
 use crate::domain::runs::events::Notifier;
 use crate::domain::runs::ports::{RunRepo, TaskMessage};
 use crate::domain::runs::sweep::Sweeper;
@@ -36,6 +36,7 @@ use crate::domain::runs::worker::Worker;
 use crate::domain::shared_stores::SharedStoreRepo;
 use crate::domain::sites::Sites;
 use crate::domain::time::{Clock, SystemClock};
+use crate::domain::triggers::TriggerRepo;
 use crate::domain::uploads::UploadRepo;
 use crate::domain::webhooks::ports::WebhookRepo;
 use crate::domain::webhooks::sender::WebhookSender;
@@ -224,6 +225,7 @@ pub struct App {
     queue_source: QueueSource,
     queues: OnceLock<Queues>,
     sites: OnceLock<Sites>,
+    downloader: OnceLock<Arc<dyn Downloader>>,
     settings: Settings,
     /// Where the generation providers' keys are kept, on AWS.
     secrets: Option<SecretsManager>,
@@ -299,6 +301,8 @@ ports! {
     avatars: AvatarRepo,
     /// Credit accounts, their ledgers and checkouts.
     credits: CreditRepo,
+    /// Triggers' states.
+    triggers: TriggerRepo,
 }
 
 impl Engine {
@@ -411,6 +415,7 @@ impl App {
             queue_source: queues,
             queues: OnceLock::new(),
             sites: OnceLock::new(),
+            downloader: OnceLock::new(),
             clock,
             auth: OnceLock::new(),
             idempotency_lease: settings.idempotency_lease,
@@ -513,6 +518,11 @@ impl App {
         })
     }
 
+    /// Fetches what URLs name (feeds) through the SSRF guard.
+    pub fn downloader(&self) -> &Arc<dyn Downloader> {
+        self.downloader.get_or_init(|| Arc::new(HttpDownloader::new(self.settings.allow_private_urls)))
+    }
+
     /// The run engine (worker, webhook sender, sweeper), built on first use: what the
     /// queue-fed functions, the sweeper and `serve`'s workers run.
     pub fn engine(&self) -> &Engine {
@@ -575,6 +585,7 @@ trait BackendPorts: Send + Sync {
     fn assets(self: Arc<Self>) -> Arc<dyn AssetRepo>;
     fn avatars(self: Arc<Self>) -> Arc<dyn AvatarRepo>;
     fn credits(self: Arc<Self>) -> Arc<dyn CreditRepo>;
+    fn triggers(self: Arc<Self>) -> Arc<dyn TriggerRepo>;
 }
 
 impl<B: Backend> BackendPorts for B {
@@ -606,6 +617,9 @@ impl<B: Backend> BackendPorts for B {
         self
     }
     fn credits(self: Arc<Self>) -> Arc<dyn CreditRepo> {
+        self
+    }
+    fn triggers(self: Arc<Self>) -> Arc<dyn TriggerRepo> {
         self
     }
 }

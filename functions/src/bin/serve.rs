@@ -93,11 +93,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
         println!("  curl -H 'Authorization: Bearer {key}' http://{}/whoami", listener.local_addr()?);
     }
     println!("Listening on http://{}", listener.local_addr()?);
-    serve::run(Arc::new(app), listener, async {
+    let app = Arc::new(app);
+    // Triggers due (and, missed while stopped, once) fire at each minute's start.
+    let scheduler = serve::workers::scheduler(app.clone());
+    let served = serve::run(app, listener, async {
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("stopping");
     })
-    .await
+    .await;
+    scheduler.abort();
+    served
 }
 
 fn env_filter() -> tracing_subscriber::EnvFilter {

@@ -12,10 +12,13 @@ use super::body::json_body;
 use super::query::query_params;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
-use crate::domain::agents::{self, Agent, AgentCreate, AgentError, AgentId, AgentQuery, AgentRecord, AgentUpdate};
+use crate::domain::agents::{
+    self, Agent, AgentCreate, AgentError, AgentId, AgentQuery, AgentRecord, AgentUpdate, UpdatePorts,
+};
 use crate::domain::graph::{AgentNodeId, Connection};
 use crate::domain::identity::OrganizationId;
 use crate::domain::nodes::{self, NodeTypeId};
+use crate::domain::runs::service::BindPorts;
 use crate::domain::workspaces::WorkspaceError;
 
 /// The caller's organization.
@@ -120,14 +123,18 @@ pub async fn get_agent(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
     Ok(json_response(StatusCode::OK, &AgentView::of(&record)))
 }
 
+fn update_ports<'a>(app: &'a App, bind: &'a BindPorts<'a>) -> UpdatePorts<'a> {
+    UpdatePorts { agents: app.agents().as_ref(), triggers: app.triggers().as_ref(), bind, clock: app.clock.as_ref() }
+}
+
 /// `POST /agent/{agent_id}/update`
 pub async fn update_agent(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, agent) = agent_scope(&app, &call).await?;
     let body = json_body(&call.request)?;
     let update = AgentUpdate::parse(&body).map_err(fail("update"))?;
-    let result = agents::update_agent(app.agents().as_ref(), app.clock.as_ref(), organization, agent, update)
-        .await
-        .map_err(fail("update"))?;
+    let bind = super::runs::bind_ports(&app);
+    let ports = update_ports(&app, &bind);
+    let result = agents::update_agent(&ports, organization, agent, update).await.map_err(fail("update"))?;
     Ok(json_response(StatusCode::OK, &result))
 }
 
@@ -135,9 +142,9 @@ pub async fn update_agent(app: Arc<App>, call: Call) -> Result<Response, ApiErro
 pub async fn duplicate_agent(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, agent) = agent_scope(&app, &call).await?;
     let body = json_body(&call.request)?;
-    let copy = agents::duplicate_agent(app.agents().as_ref(), app.clock.as_ref(), organization, agent, &body)
-        .await
-        .map_err(fail("duplicate"))?;
+    let bind = super::runs::bind_ports(&app);
+    let ports = update_ports(&app, &bind);
+    let copy = agents::duplicate_agent(&ports, organization, agent, &body).await.map_err(fail("duplicate"))?;
     Ok(json_response(StatusCode::CREATED, &json!({ "agent_id": copy.id, "agent": copy })))
 }
 

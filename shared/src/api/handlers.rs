@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use super::{agents, assets, avatars, credits, identity, openapi, respond, runs, shared_stores, uploads, webhooks};
+use super::{
+    agents, assets, avatars, credits, identity, openapi, respond, runs, shared_stores, triggers, uploads, webhooks,
+};
 use super::{Call, Handler, HandlerFuture};
 use crate::app::App;
 
@@ -68,6 +70,9 @@ handlers! {
     resume_run = "resume-run" => runs::resume_run,
     list_agent_runs = "list-agent-runs" => runs::list_agent_runs,
     list_runs = "list-runs" => runs::list_runs,
+    fire_trigger = "fire-trigger" => triggers::fire_trigger,
+    get_trigger = "get-trigger" => triggers::get_trigger,
+    list_trigger_runs = "list-trigger-runs" => triggers::list_trigger_runs,
     list_run_webhooks = "list-run-webhooks" => webhooks::list_deliveries,
     redeliver_run_webhook = "redeliver-run-webhook" => webhooks::redeliver,
     rotate_webhook_secret = "rotate-webhook-secret" => webhooks::rotate_secret,

@@ -88,8 +88,10 @@ pub static ROUTES: &[Route] = &[
         ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true),
     route!(GET "/agent/{agent_id}" => "get-agent", ["dynamodb:GetItem"]),
     // Its create_node operations create nodes: a repeat must not create them twice.
-    route!(POST "/agent/{agent_id}/update" => "update-agent", ["dynamodb:GetItem", "dynamodb:PutItem"],
-        idempotent: true),
+    // Triggers' states are saved with the graph (puts and deletes of one transaction);
+    // a trigger's run request is checked as a start checks it (Query: asset connections).
+    route!(POST "/agent/{agent_id}/update" => "update-agent",
+        ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], idempotent: true),
     route!(POST "/agent/{agent_id}/duplicate" => "duplicate-agent",
         ["dynamodb:GetItem", "dynamodb:PutItem"], idempotent: true),
     route!(POST "/agent/{agent_id}/delete" => "delete-agent", ["dynamodb:GetItem", "dynamodb:UpdateItem"]),
@@ -145,6 +147,13 @@ pub static ROUTES: &[Route] = &[
         ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"]),
     route!(GET "/agent/{agent_id}/runs" => "list-agent-runs", ["dynamodb:GetItem", "dynamodb:Query"]),
     route!(GET "/agent_runs" => "list-runs", ["dynamodb:GetItem", "dynamodb:Query"]),
+    // Triggers: a fire starts runs as start-run does (a feed is read first); a run is
+    // created with its claim in one transaction of puts.
+    route!(POST "/trigger/{trigger_id}/fire" => "fire-trigger",
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"],
+        idempotent: true),
+    route!(GET "/trigger/{trigger_id}" => "get-trigger", ["dynamodb:GetItem"]),
+    route!(GET "/trigger/{trigger_id}/runs" => "list-trigger-runs", ["dynamodb:GetItem", "dynamodb:Query"]),
     route!(GET "/agent_run/{run_id}/webhooks" => "list-run-webhooks",
         ["dynamodb:GetItem", "dynamodb:Query"]),
     route!(POST "/agent_run/{run_id}/webhooks/{delivery_id}/redeliver" => "redeliver-run-webhook",

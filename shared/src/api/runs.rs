@@ -16,7 +16,7 @@ use crate::domain::identity::OrganizationId;
 use crate::domain::runs::events::Notifier;
 use crate::domain::runs::list;
 use crate::domain::runs::ports::RunRepo;
-use crate::domain::runs::service::{self, RunError, RunPorts, StartRun};
+use crate::domain::runs::service::{self, BindPorts, RunError, RunPorts, StartRun};
 use crate::domain::runs::start::StartRequest;
 use crate::domain::runs::RunId;
 
@@ -40,7 +40,7 @@ pub(super) fn queues(app: &App) -> Result<&Queues, ApiError> {
     Ok(app.queues())
 }
 
-fn ports<'a>(app: &'a App, queues: &'a Queues, notifier: &'a Notifier) -> RunPorts<'a> {
+pub(crate) fn ports<'a>(app: &'a App, queues: &'a Queues, notifier: &'a Notifier) -> RunPorts<'a> {
     RunPorts {
         runs: app.runs().as_ref(),
         queue: queues.tasks.as_ref(),
@@ -56,12 +56,25 @@ fn ports<'a>(app: &'a App, queues: &'a Queues, notifier: &'a Notifier) -> RunPor
     }
 }
 
-fn map_error(error: RunError, action: &'static str) -> ApiError {
+/// What a start request is checked with (a trigger's, when saved).
+pub(super) fn bind_ports(app: &App) -> BindPorts<'_> {
+    BindPorts {
+        runs: app.runs().as_ref(),
+        uploads: app.uploads().as_ref(),
+        sites: app.sites(),
+        assets: app.assets().as_ref(),
+        asset_manager: app.asset_manager().as_ref(),
+        avatars: app.avatars().as_ref(),
+        allow_private_urls: app.allow_private_urls,
+    }
+}
+
+pub(super) fn map_error(error: RunError, action: &'static str) -> ApiError {
     let message = error.to_string();
     match error {
         RunError::Invalid(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
         RunError::AgentNotFound | RunError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
-        RunError::Conflict(_) => ApiError::detail(StatusCode::CONFLICT, message),
+        RunError::Conflict(_) | RunError::AlreadyStarted => ApiError::detail(StatusCode::CONFLICT, message),
         RunError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action}")),
     }
 }
@@ -82,7 +95,7 @@ pub async fn start_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
     let request = StartRequest::parse(&body).map_err(|message| ApiError::detail(StatusCode::BAD_REQUEST, message))?;
     let notifier = queues.notifier(links(&app, &call));
     let ports = ports(&app, queues, &notifier);
-    let run = service::start_run(&ports, StartRun { organization, agent_id: agent, request })
+    let run = service::start_run(&ports, StartRun { organization, agent_id: agent, request, trigger: None })
         .await
         .map_err(|error| map_error(error, "start the run"))?;
     Ok(json_response(StatusCode::OK, &json!({ "run_id": run })))

@@ -5,9 +5,11 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::graph::{self, CreatedNode, Graph, Operation};
+use super::graph::{self, AgentNodeId, CreatedNode, Graph, Operation};
 use super::identity::OrganizationId;
+use super::runs::service::BindPorts;
 use super::time::Timestamp;
+use super::triggers::{self, TriggerRepo, TriggerWrite};
 use super::workspaces::{self, WorkspaceError, WorkspaceId};
 use crate::core::cursor;
 use crate::core::retry::AGENT_UPDATE_CONFLICTS;
@@ -310,7 +312,10 @@ pub async fn create_agent(
         updated_at: now,
     };
     create.fields.apply_to(&mut agent);
-    repo.create_agent(organization, &AgentRecord { agent: agent.clone(), graph: Graph::default(), version: 1 }).await?;
+    let record = AgentRecord { agent: agent.clone(), graph: Graph::default(), version: 1 };
+    if !repo.create_agent(organization, &record, &[]).await? {
+        return Err(AgentError::Backend(anyhow::anyhow!("agent {} already exists", agent.id)));
+    }
     Ok(agent)
 }
 
@@ -343,24 +348,39 @@ pub async fn list_agents(
     Ok(AgentPage { agents, next_cursor })
 }
 
+/// Where an agent's update is saved and checked: its triggers' states go with its graph,
+/// and a trigger's run request is checked as a run would check it.
+pub struct UpdatePorts<'a> {
+    pub agents: &'a dyn AgentRepo,
+    pub triggers: &'a dyn TriggerRepo,
+    pub bind: &'a BindPorts<'a>,
+    pub clock: &'a dyn Clock,
+}
+
 /// Applies metadata and operations all-or-nothing; when another update lands first the
-/// payload is applied again to the newer graph.
+/// payload is applied again to the newer graph. Trigger nodes created or changed are
+/// checked once every operation applied (a Video Input created in the same payload
+/// counts), and their states are saved with the graph.
 pub async fn update_agent(
-    repo: &dyn AgentRepo,
-    clock: &dyn Clock,
+    ports: &UpdatePorts<'_>,
     organization: OrganizationId,
     id: AgentId,
     update: AgentUpdate,
 ) -> Result<UpdateResult, AgentError> {
     let mut retry = AGENT_UPDATE_CONFLICTS.start();
     loop {
-        let current = get_agent(repo, organization, id).await?;
+        let current = get_agent(ports.agents, organization, id).await?;
         let (graph, created_nodes) = current.graph.apply(&update.operations)?;
         let mut agent = current.agent.clone();
         update.fields.apply_to(&mut agent);
-        agent.updated_at = clock.now();
+        let now = ports.clock.now();
+        agent.updated_at = now;
         let next = AgentRecord { agent, graph, version: current.version + 1 };
-        if repo.replace_agent(organization, &next, current.version).await? {
+        let touched = touched_nodes(&update.operations, &created_nodes);
+        let writes =
+            triggers::on_save(ports.triggers, ports.bind, organization, Some(&current.graph), &next, &touched, now)
+                .await?;
+        if ports.agents.replace_agent(organization, &next, current.version, &writes).await? {
             return Ok(UpdateResult {
                 success: true,
                 agent_id: id,
@@ -374,29 +394,60 @@ pub async fn update_agent(
     }
 }
 
-/// Copies an agent with its graph (new node IDs) into a new agent of the same workspace.
+/// The index of the operation that last created or changed each node.
+fn touched_nodes(operations: &[Operation], created: &[CreatedNode]) -> std::collections::HashMap<AgentNodeId, usize> {
+    let mut created = created.iter();
+    let mut touched = std::collections::HashMap::new();
+    for (index, operation) in operations.iter().enumerate() {
+        match operation {
+            Operation::CreateNode { .. } => {
+                if let Some(node) = created.next() {
+                    touched.insert(node.agent_node_id, index);
+                }
+            }
+            Operation::UpdateNode { agent_node_id, .. } => {
+                touched.insert(*agent_node_id, index);
+            }
+            _ => {}
+        }
+    }
+    touched
+}
+
+/// Copies an agent with its graph (new node IDs) into a new agent of the same workspace;
+/// its triggers start with states of their own (as they stand, unchecked: their run
+/// requests still name the source's nodes until they are changed).
 pub async fn duplicate_agent(
-    repo: &dyn AgentRepo,
-    clock: &dyn Clock,
+    ports: &UpdatePorts<'_>,
     organization: OrganizationId,
     id: AgentId,
     body: &Map<String, Value>,
 ) -> Result<Agent, AgentError> {
     deny_unknown(body, &["name"])?;
     let fields = AgentFields::parse(body)?;
-    let source = get_agent(repo, organization, id).await?;
-    let now = clock.now();
+    let source = get_agent(ports.agents, organization, id).await?;
+    let now = ports.clock.now();
     let name = fields.name.unwrap_or_else(|| {
         let suffix = " (copy)";
         let kept: String = source.agent.name.chars().take(MAX_NAME_CHARS - suffix.len()).collect();
         format!("{kept}{suffix}")
     });
     let agent = Agent { id: AgentId::now_v7(), name, created_at: now, updated_at: now, ..source.agent };
-    repo.create_agent(
+    let record = AgentRecord { agent: agent.clone(), graph: source.graph.with_new_ids(), version: 1 };
+    // Saved as unchanged nodes: states without checks.
+    let writes = triggers::on_save(
+        ports.triggers,
+        ports.bind,
         organization,
-        &AgentRecord { agent: agent.clone(), graph: source.graph.with_new_ids(), version: 1 },
+        Some(&record.graph),
+        &record,
+        &Default::default(),
+        now,
     )
     .await?;
+    if !ports.agents.create_agent(organization, &record, &writes).await? {
+        return Err(AgentError::Backend(anyhow::anyhow!("agent {} already exists", agent.id)));
+    }
     Ok(agent)
 }
 
@@ -423,20 +474,28 @@ pub fn parse_agent_id(text: &str) -> Result<AgentId, AgentError> {
 /// Soft-deleted agents are invisible to every read.
 #[async_trait]
 pub trait AgentRepo: Send + Sync {
-    /// Stores a new agent.
-    async fn create_agent(&self, organization: OrganizationId, record: &AgentRecord) -> anyhow::Result<()>;
+    /// Stores a new agent, with its triggers' states (see [`TriggerWrite`]); false when
+    /// a trigger's state is not as the write expects.
+    async fn create_agent(
+        &self,
+        organization: OrganizationId,
+        record: &AgentRecord,
+        triggers: &[TriggerWrite],
+    ) -> anyhow::Result<bool>;
     /// An agent with its graph and version, unless missing or deleted.
     async fn get_agent(&self, organization: OrganizationId, id: AgentId) -> anyhow::Result<Option<AgentRecord>>;
     /// Agents matching the query, newest first, created before `query.after` when set;
     /// up to `query.limit + 1` of them, so the caller can tell whether a page follows.
     async fn list_agents(&self, organization: OrganizationId, query: &AgentQuery) -> anyhow::Result<Vec<Agent>>;
     /// Replaces an agent (metadata and graph) if it is still at `expected_version` and not
-    /// deleted; false when another write came first.
+    /// deleted, with the writes of its triggers' states, in one atomic write; false when
+    /// another write (of the agent or of a trigger's state) came first.
     async fn replace_agent(
         &self,
         organization: OrganizationId,
         record: &AgentRecord,
         expected_version: u64,
+        triggers: &[TriggerWrite],
     ) -> anyhow::Result<bool>;
     /// Marks an agent deleted; false when it is missing or already deleted.
     async fn delete_agent(&self, organization: OrganizationId, id: AgentId, at: Timestamp) -> anyhow::Result<bool>;

@@ -16,6 +16,9 @@ crate::typed_id!(
 pub const MAX_OPERATIONS: usize = 1_000;
 /// Nodes one agent may have.
 pub const MAX_NODES: usize = 300;
+/// Trigger nodes one agent may have (their states are saved with the graph, in one
+/// atomic write).
+pub const MAX_TRIGGERS: usize = 20;
 /// Connections one agent may have.
 pub const MAX_CONNECTIONS: usize = 1_000;
 /// Largest graph, as compact JSON: it is stored in one item, well inside DynamoDB's 400 KB.
@@ -253,6 +256,16 @@ impl Graph {
                 node_type.validate_params(params_used)?;
                 if self.nodes.len() >= MAX_NODES {
                     return Err(format!("an agent may have at most {MAX_NODES} nodes"));
+                }
+                if node_type.kind == nodes::NodeKind::Trigger
+                    && self
+                        .nodes
+                        .iter()
+                        .filter(|node| node_type_of(node).is_ok_and(|t| t.kind == nodes::NodeKind::Trigger))
+                        .count()
+                        >= MAX_TRIGGERS
+                {
+                    return Err(format!("an agent may have at most {MAX_TRIGGERS} trigger nodes"));
                 }
                 let agent_node_id = AgentNodeId::new_v4();
                 if let Some(reference) = temp_ref_id {

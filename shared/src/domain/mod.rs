@@ -14,6 +14,7 @@ pub mod runs;
 pub mod shared_stores;
 pub mod sites;
 pub mod time;
+pub mod triggers;
 pub mod uploads;
 pub mod webhooks;
 pub mod workspaces;
@@ -36,6 +37,7 @@ pub trait Backend:
     + asset_manager::AssetRepo
     + avatars::AvatarRepo
     + credits::CreditRepo
+    + triggers::TriggerRepo
     + 'static
 {
 }

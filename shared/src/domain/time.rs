@@ -40,6 +40,11 @@ impl Timestamp {
             .map_err(|_| TimestampError(text.to_owned()))
     }
 
+    /// The instant as a chrono date-time.
+    pub fn as_datetime(&self) -> DateTime<Utc> {
+        self.0
+    }
+
     /// Whole seconds since the Unix epoch (the unit of signed URLs' expiry).
     pub fn unix_seconds(&self) -> i64 {
         self.0.timestamp()

@@ -32,3 +32,50 @@ pub fn run_sweeper() -> ! {
         ))
     })
 }
+
+/// The scheduler function's name, and its binary's.
+pub const SCHEDULER: &str = "scheduler";
+/// The DynamoDB actions `scheduler` performs, and its policy grants: Query of the sweep
+/// index's due items (and of runs' and asset connections' partitions as a start reads
+/// them), GetItem of triggers, agents, uploads and runs, PutItem of triggers' states and
+/// of the runs they start (with their claims), DeleteItem of deleted triggers' states.
+pub const SCHEDULER_DYNAMODB_ACTIONS: &[&str] =
+    &["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"];
+/// The SQS actions `scheduler` performs (the started runs' first tasks and events).
+pub const SCHEDULER_SQS_ACTIONS: &[&str] = &["sqs:SendMessage"];
+/// The queues `scheduler` sends to.
+pub const SCHEDULER_QUEUES: &[&str] = &["TaskQueue", "WebhookQueue"];
+
+/// One tick of the scheduler at `now`: every trigger due fires (`domain::triggers`).
+pub async fn scheduler_tick(app: &App, now: crate::domain::time::Timestamp) -> anyhow::Result<serde_json::Value> {
+    if let Some(missing) = app.runs_missing() {
+        anyhow::bail!("the scheduler starts runs: {missing}");
+    }
+    let queues = app.queues();
+    let notifier = queues.notifier(app.links.clone());
+    let runs = crate::api::runs::ports(app, queues, &notifier);
+    let triggers = crate::api::triggers::firing(app, &runs).tick(now).await?;
+    Ok(serde_json::json!({ "triggers": triggers }))
+}
+
+/// Runs the `scheduler` function until the runtime stops it.
+pub fn run_scheduler() -> ! {
+    let setup = async {
+        let app = App::from_env().await?;
+        if let Some(missing) = app.runs_missing() {
+            anyhow::bail!("scheduler starts runs: {missing}");
+        }
+        Ok(std::sync::Arc::new(app))
+    };
+    super::run_function(SCHEDULER, setup, |app| {
+        lambda_http::lambda_runtime::run(lambda_http::service_fn(
+            move |_: lambda_http::LambdaEvent<serde_json::Value>| {
+                let app = app.clone();
+                async move {
+                    let now = app.clock.now();
+                    scheduler_tick(&app, now).await.map_err(|error| format!("{error:#}"))
+                }
+            },
+        ))
+    })
+}

@@ -201,3 +201,23 @@ async fn recover(engine: &Engine, queue: &SqliteTaskQueue) -> anyhow::Result<()>
     }
     Ok(())
 }
+
+/// The scheduler's loop (the `scheduler` function's schedule on AWS): a tick at the
+/// start of every minute. A tick that fails is logged; the next one tries again (what
+/// was due is still due). Stopped when the handle is aborted or dropped with the task.
+pub fn scheduler(app: Arc<App>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let millis = crate::domain::time::Timestamp::now().unix_millis();
+            let to_next_minute = 60_000 - millis % 60_000;
+            tokio::time::sleep(Duration::from_millis(to_next_minute + 5)).await;
+            let now = app.clock.now();
+            match crate::runtime::schedule::scheduler_tick(&app, now).await {
+                Ok(report) => tracing::debug!(%report, "scheduler tick"),
+                Err(error) => {
+                    tracing::warn!(error = %format!("{error:#}"), "scheduler tick failed; the next one tries again")
+                }
+            }
+        }
+    })
+}

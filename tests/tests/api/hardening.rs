@@ -725,8 +725,14 @@ impl CreditRepo for OutputsOverflow {
 
 #[async_trait::async_trait]
 impl RunRepo for OutputsOverflow {
-    async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()> {
-        self.0.create_run(run, media, deliveries).await
+    async fn create_run(
+        &self,
+        run: &Run,
+        media: &[MediaRecord],
+        deliveries: &[WebhookDelivery],
+        claim: Option<&str>,
+    ) -> anyhow::Result<bool> {
+        self.0.create_run(run, media, deliveries, claim).await
     }
     async fn get_run(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<Run>> {
         self.0.get_run(organization, id).await

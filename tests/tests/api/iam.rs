@@ -18,7 +18,7 @@ use crate::helpers::{call_function, dynamodb, large_entries, s3_store, TestApp};
 
 /// The run engine's functions, held to their policies by `runs::aws` (which drives runs
 /// through an API and a node-worker with recording clients).
-pub const RUN_ROUTES: [&str; 15] = [
+pub const RUN_ROUTES: [&str; 18] = [
     "start-run",
     "get-run",
     "get-run-nodes",
@@ -34,6 +34,9 @@ pub const RUN_ROUTES: [&str; 15] = [
     "list-avatar-profiles",
     "create-avatar-profile",
     "get-avatar-profile",
+    "fire-trigger",
+    "get-trigger",
+    "list-trigger-runs",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,6 +176,33 @@ async fn every_function_is_granted_exactly_the_actions_it_performs() {
         StatusCode::OK,
         test.call(Method::POST, &format!("/agent/{agent}/update"), Some(operations)).await,
     );
+    // Triggers' states go with the graph: a Schedule saved (a put of the transaction),
+    // one whose run request names an asset-manager item (the check reads the
+    // workspace's connections, and refuses), and the first deleted (a delete).
+    let update = |operations: Value| {
+        let (test, agent) = (test.clone(), agent.clone());
+        async move {
+            test.call(Method::POST, &format!("/agent/{agent}/update"), Some(json!({ "operations": operations }))).await
+        }
+    };
+    let schedule = shared::domain::nodes::SCHEDULE_TRIGGER;
+    let saved = run(
+        "update-agent",
+        StatusCode::OK,
+        update(json!([{ "op": "create_node", "node_type_id": schedule, "params_used": { "timezone": "UTC" } }])).await,
+    );
+    let trigger = saved["created_nodes"][0]["agent_node_id"].as_str().unwrap().to_owned();
+    let asset = json!({ "asset_manager_assets": [{ "id": Uuid::new_v4().to_string() }] });
+    run(
+        "update-agent",
+        StatusCode::BAD_REQUEST,
+        update(json!([
+            { "op": "create_node", "node_type_id": shared::domain::nodes::VIDEO_INPUT },
+            { "op": "create_node", "node_type_id": schedule, "params_used": { "cron": "0 0 * * *", "run_request": asset } },
+        ]))
+        .await,
+    );
+    run("update-agent", StatusCode::OK, update(json!([{ "op": "delete_node", "agent_node_id": trigger }])).await);
     run(
         "duplicate-agent",
         StatusCode::CREATED,

@@ -78,6 +78,7 @@ fn exactly_the_creating_posts_honour_the_key() {
             "create-avatar-profile",
             "upgrade-plan",
             "start-run",
+            "fire-trigger",
             "rotate-webhook-secret"
         ]
     );

@@ -33,5 +33,6 @@ mod shared_stores;
 mod sites;
 mod stripe;
 mod template;
+mod triggers;
 mod uploads;
 mod webhooks;

@@ -223,7 +223,12 @@ impl Harness {
     pub(crate) fn start_of(&self, agent: &str, body: Value) -> shared::domain::runs::service::StartRun {
         let request = shared::domain::runs::start::StartRequest::parse(body.as_object().unwrap()).unwrap();
         let agent_id = shared::domain::agents::AgentId::parse(agent).unwrap();
-        shared::domain::runs::service::StartRun { organization: self.test.organization, agent_id, request }
+        shared::domain::runs::service::StartRun {
+            organization: self.test.organization,
+            agent_id,
+            request,
+            trigger: None,
+        }
     }
 
     /// Polls a run until it leaves `running` (bounded).
@@ -996,13 +1001,17 @@ async fn work_as_node_worker(worker: &App, queue: &SqsTaskQueue, runs: &DynamoDb
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_actions_they_perform() {
     use shared::api::ROUTES;
+    use shared::runtime::schedule::{SCHEDULER, SCHEDULER_DYNAMODB_ACTIONS, SCHEDULER_SQS_ACTIONS};
     use shared::runtime::sqs::{
         NODE_WORKER, NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS, WEBHOOK_SENDER,
         WEBHOOK_SENDER_DYNAMODB_ACTIONS, WEBHOOK_SENDER_SQS_ACTIONS,
     };
     use std::collections::{BTreeMap, BTreeSet};
 
-    let (dynamodb, s3, queue, webhook_queue) = aws_engine_queues().await;
+    let (_, s3, queue, webhook_queue) = aws_engine_queues().await;
+    // A table of its own: the scheduler's tick acts on every due trigger of its table.
+    let dynamodb = DynamoDb::connect(format!("iam-runs-{}", uuid::Uuid::new_v4())).await;
+    dynamodb.ensure_table().await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let public_url = format!("http://{}", listener.local_addr().unwrap());
     let secret = shared::core::signing::generate_secret();
@@ -1102,6 +1111,59 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
     let (status, listed) = harness.test.call(Method::GET, "/avatar-profiles", None).await;
     assert_eq!(status, StatusCode::OK, "{listed}");
     performed.entry("list-avatar-profiles").or_default().extend(take(&api_logs));
+    // Triggers: a Schedule saved on the agent is fired by hand, read and listed; the
+    // scheduler's tick fires it when due, and removes the state of a deleted agent's.
+    // Its run request names an asset-manager item: a fire reads the connections (Query).
+    let (status, created) =
+        harness.test.call(Method::POST, "/asset_connections", Some(json!({ "name": "Archive" }))).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let items = format!("/asset_connections/{}/items", created["connection"]["id"].as_str().unwrap());
+    let (status, item) =
+        harness.test.call(Method::POST, &items, Some(json!({ "name": "master", "highres_video_id": video }))).await;
+    assert_eq!(status, StatusCode::CREATED, "{item}");
+    let assets = json!({ "asset_manager_assets": [{ "id": item["item"]["id"] }] });
+    let schedule = json!({ "cron": "* * * * *", "run_request": assets });
+    let operations = json!({ "operations": [
+        { "op": "create_node", "node_type_id": shared::domain::nodes::SCHEDULE_TRIGGER, "params_used": schedule }
+    ] });
+    let (status, body) = harness.test.call(Method::POST, &format!("/agent/{agent}/update"), Some(operations)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let tick = body["created_nodes"][0]["agent_node_id"].as_str().unwrap().to_owned();
+    let (gone, _) = harness
+        .agent(
+            &[
+                (
+                    "tick",
+                    shared::domain::nodes::SCHEDULE_TRIGGER,
+                    json!({ "cron": "* * * * *", "run_request": { "video_ids": [video] } }),
+                ),
+                ("in", VIDEO_INPUT, json!({})),
+                ("out", DESTINATION, json!({})),
+            ],
+            &[("in", "out")],
+        )
+        .await;
+    let (status, _) = harness.test.call(Method::POST, &format!("/agent/{gone}/delete"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    take(&api_logs);
+    let trigger_calls = [
+        ("fire-trigger", Method::POST, format!("/trigger/{tick}/fire")),
+        ("get-trigger", Method::GET, format!("/trigger/{tick}")),
+        ("list-trigger-runs", Method::GET, format!("/trigger/{tick}/runs")),
+    ];
+    for (function, method, path) in trigger_calls {
+        api_runs.forget_runs();
+        let (status, body) = harness.test.call(method, &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{function}: {body}");
+        performed.entry(function).or_default().extend(take(&api_logs));
+    }
+    let due = shared::domain::time::Timestamp::now().after(Duration::from_secs(120));
+    let report = shared::runtime::schedule::scheduler_tick(&harness.test.app, due).await.unwrap();
+    assert_eq!(report["triggers"]["due"], 2, "{report}");
+    assert_eq!(report["triggers"]["started"], 1, "{report}");
+    performed.entry(SCHEDULER).or_default().extend(take(&api_logs));
+    let report = shared::runtime::schedule::scheduler_tick(&harness.test.app, due).await.unwrap();
+    assert_eq!(report["triggers"]["due"], 0, "fired, and the deleted agent's trigger removed: {report}");
     take(&api_logs);
     let record = harness.finished(&run).await;
     assert_eq!(record["status"], "completed", "{record}");
@@ -1151,6 +1213,8 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
     assert_eq!(performed[NODE_WORKER], granted, "node-worker performs exactly what its policy grants");
     let granted = wanted(&[WEBHOOK_SENDER_DYNAMODB_ACTIONS, WEBHOOK_SENDER_SQS_ACTIONS]);
     assert_eq!(performed[WEBHOOK_SENDER], granted, "webhook-sender performs exactly what its policy grants");
+    let granted = wanted(&[SCHEDULER_DYNAMODB_ACTIONS, SCHEDULER_SQS_ACTIONS]);
+    assert_eq!(performed[SCHEDULER], granted, "scheduler performs exactly what its policy grants");
 }
 
 /// Hands every message of the task queue to node-worker's handler (bounded).

@@ -95,8 +95,8 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
     let template = template();
     let functions = functions(&template);
     let binaries = binaries();
-    // Every route's function, node-worker, webhook-sender and sweeper.
-    assert_eq!(functions.len(), ROUTES.len() + 3, "one function per route: {:?}", functions.keys());
+    // Every route's function, node-worker, webhook-sender, sweeper and scheduler.
+    assert_eq!(functions.len(), ROUTES.len() + 4, "one function per route: {:?}", functions.keys());
     for route in ROUTES {
         let (logical_id, function) = functions
             .iter()
@@ -141,6 +141,8 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
             "get-media",
             "list-run-webhooks",
             "redeliver-run-webhook",
+            "fire-trigger",
+            "list-trigger-runs",
         ];
         if engine_routes.contains(&route.function) {
             let variables = &function["Properties"]["Environment"]["Variables"];
@@ -151,8 +153,8 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
     }
     assert_eq!(
         binaries.len(),
-        ROUTES.len() + 5,
-        "every binary but serve, openapi, node-worker, webhook-sender and sweeper is a route's function"
+        ROUTES.len() + 6,
+        "every binary but serve, openapi, node-worker, webhook-sender, sweeper and scheduler is a route's function"
     );
 }
 
@@ -390,6 +392,37 @@ fn the_sweeper_runs_every_minute_with_the_sweep_index_and_least_privilege() {
     let variables = &sweeper["Properties"]["Environment"]["Variables"];
     for name in ["TASK_QUEUE_URL", "MEDIA_LINK_SECRET", "PUBLIC_URL"] {
         assert!(!variables[name].is_null(), "{logical_id} has the engine's {name}");
+    }
+}
+
+#[test]
+fn the_scheduler_ticks_every_minute_with_the_sweep_index_and_least_privilege() {
+    use shared::runtime::schedule::{SCHEDULER, SCHEDULER_DYNAMODB_ACTIONS, SCHEDULER_QUEUES, SCHEDULER_SQS_ACTIONS};
+    let template = template();
+    let functions = functions(&template);
+    assert!(binaries().contains(SCHEDULER));
+    let (logical_id, scheduler) = functions
+        .iter()
+        .find(|(_, function)| function["Metadata"]["BuildProperties"]["Binary"] == SCHEDULER)
+        .expect("a function builds scheduler");
+    check_policy(logical_id, scheduler, SCHEDULER_DYNAMODB_ACTIONS, &[], SCHEDULER_SQS_ACTIONS, SCHEDULER_QUEUES);
+    let resources = format!("{:?}", scheduler["Properties"]["Policies"][0]["Statement"][0]["Resource"]);
+    assert!(resources.contains("/index/sweep"), "the due items of the sweep index may be queried: {resources}");
+    let events: Vec<&Value> = scheduler["Properties"]["Events"].as_mapping().expect("Events").values().collect();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["Type"], "Schedule");
+    assert_eq!(events[0]["Properties"]["Schedule"], "rate(1 minute)");
+    let variables = &scheduler["Properties"]["Environment"]["Variables"];
+    for name in ["TASK_QUEUE_URL", "WEBHOOK_QUEUE_URL", "MEDIA_LINK_SECRET", "PUBLIC_URL", "YT_DLP_PATH"] {
+        assert!(!variables[name].is_null(), "{logical_id} has the engine's {name}");
+    }
+    // A fire, and a trigger's check when saved, read video sites' pages as a start does.
+    for binary in ["fire-trigger", "update-agent", "start-run"] {
+        let (_, function) = functions
+            .iter()
+            .find(|(_, function)| function["Metadata"]["BuildProperties"]["Binary"] == binary)
+            .unwrap_or_else(|| panic!("a function builds {binary}"));
+        assert_eq!(function["Properties"]["Environment"]["Variables"]["YT_DLP_PATH"], "/opt/bin/yt-dlp", "{binary}");
     }
 }
 

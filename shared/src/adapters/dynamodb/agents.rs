@@ -5,13 +5,16 @@
 use anyhow::Context;
 use async_trait::async_trait;
 
-use super::table::{id, n, number, query_beyond, s, text, timestamp, unless_condition_failed, Item};
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+
+use super::table::{build, id, n, number, query_beyond, s, text, timestamp, unless_condition_failed, Item};
 use super::{keys, DynamoDb};
 use crate::domain::agents::AgentRepo;
 use crate::domain::agents::{Agent, AgentId, AgentQuery, AgentRecord, Visibility};
 use crate::domain::graph::Graph;
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
+use crate::domain::triggers::TriggerWrite;
 
 /// The attributes of a list item: everything but the graph.
 const LIST_PROJECTION: &str = "id, #name, description, visibility, workspace_id, created_at, updated_at";
@@ -49,9 +52,43 @@ fn agent_from(item: &Item) -> anyhow::Result<Agent> {
     })
 }
 
+impl DynamoDb {
+    /// An agent's write with its triggers' writes, in one transaction (an agent has at
+    /// most `graph::MAX_TRIGGERS` of them): false when a condition failed.
+    async fn write_with_triggers(
+        &self,
+        organization: OrganizationId,
+        record: &AgentRecord,
+        condition: &str,
+        expected: Option<u64>,
+        triggers: &[TriggerWrite],
+    ) -> anyhow::Result<bool> {
+        let mut put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(agent_item(organization, record)?))
+            .condition_expression(condition);
+        if let Some(expected) = expected {
+            put = put.expression_attribute_values(":expected", n(expected));
+        }
+        let mut items = vec![TransactWriteItem::builder().put(build(put.build())?).build()];
+        for write in triggers {
+            items.push(super::triggers::write_item(&self.table, write)?);
+        }
+        Ok(self.transact(items, "saving an agent and its triggers").await?.is_ok())
+    }
+}
+
 #[async_trait]
 impl AgentRepo for DynamoDb {
-    async fn create_agent(&self, organization: OrganizationId, record: &AgentRecord) -> anyhow::Result<()> {
+    async fn create_agent(
+        &self,
+        organization: OrganizationId,
+        record: &AgentRecord,
+        triggers: &[TriggerWrite],
+    ) -> anyhow::Result<bool> {
+        if !triggers.is_empty() {
+            return self.write_with_triggers(organization, record, "attribute_not_exists(pk)", None, triggers).await;
+        }
         let created = self
             .client
             .put_item()
@@ -60,10 +97,7 @@ impl AgentRepo for DynamoDb {
             .condition_expression("attribute_not_exists(pk)")
             .send()
             .await;
-        match unless_condition_failed(created, "creating an agent")? {
-            Some(_) => Ok(()),
-            None => anyhow::bail!("agent {} already exists", record.agent.id),
-        }
+        Ok(unless_condition_failed(created, "creating an agent")?.is_some())
     }
 
     async fn get_agent(&self, organization: OrganizationId, id: AgentId) -> anyhow::Result<Option<AgentRecord>> {
@@ -116,7 +150,12 @@ impl AgentRepo for DynamoDb {
         organization: OrganizationId,
         record: &AgentRecord,
         expected_version: u64,
+        triggers: &[TriggerWrite],
     ) -> anyhow::Result<bool> {
+        let condition = "version = :expected AND attribute_not_exists(deleted_at)";
+        if !triggers.is_empty() {
+            return self.write_with_triggers(organization, record, condition, Some(expected_version), triggers).await;
+        }
         let written = self
             .client
             .put_item()

@@ -223,6 +223,17 @@ pub fn sweep_unsent(id: crate::domain::webhooks::DeliveryId) -> [(String, Attrib
     [("sweep_pk".to_owned(), s(format!("UNSENT#{}", shard(id.as_uuid())))), ("sweep_sk".to_owned(), s(id.to_string()))]
 }
 
+/// A claim that lets one run only be started for it (a trigger's due time, a feed's
+/// entry): written with the run, only if absent. Claims are 64-character digests.
+pub fn run_claim(organization: OrganizationId, claim: &str) -> Item {
+    key(organization_pk(organization), format!("RUNCLAIM#{claim}"))
+}
+
+/// A trigger's state (`domain::triggers::TriggerState`).
+pub fn trigger(organization: OrganizationId, id: crate::domain::graph::AgentNodeId) -> Item {
+    key(organization_pk(organization), format!("TRIGGER#{id}"))
+}
+
 /// An item due at a time, in the sweep index: the partition `DUE#<kind>` holds the items
 /// the scheduler acts on (a trigger's next fire, a scheduled post), sorted by due time
 /// (`<timestamp>#<organization>#<id>`: the fixed-width time text sorts as the time).

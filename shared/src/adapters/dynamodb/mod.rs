@@ -13,6 +13,7 @@ pub mod keys;
 mod runs;
 mod shared_stores;
 pub mod table;
+mod triggers;
 mod uploads;
 mod webhooks;
 

@@ -59,6 +59,9 @@ fn head_item(run: &Run, encoded: &Encoded, token: &str) -> Item {
         ("form".to_owned(), n(RECORDS_FORM)),
         ("document".to_owned(), AttributeValue::B(Blob::new(encoded.head.clone()))),
     ]);
+    if let Some(trigger) = run.trigger_id() {
+        head.insert("trigger_id".to_owned(), s(trigger.to_string()));
+    }
     if run.status == crate::domain::runs::RunStatus::Running {
         head.extend(keys::sweep_running(run.id));
     }
@@ -158,6 +161,7 @@ impl DynamoDb {
         (media, deliveries, account): (&[MediaRecord], &[WebhookDelivery], Option<&AccountWrite>),
         condition: &str,
         expected: Option<u64>,
+        claim: Option<Item>,
     ) -> anyhow::Result<bool> {
         let mut before = expected.and_then(|expected| self.runs.get(run.organization_id, run.id, expected));
         if let (None, Some(expected)) = (&before, expected) {
@@ -178,7 +182,7 @@ impl DynamoDb {
         let encoded = stored::encode(before.as_deref(), run)?;
         let token = uuid::Uuid::new_v4().to_string();
         let guard = Guard { condition, expected };
-        let mut written = self.put_run(run, &encoded, (media, deliveries, account), guard, &token).await?;
+        let mut written = self.put_run(run, &encoded, (media, deliveries, account), guard, &token, claim).await?;
         if !written {
             // The condition failed: another writer came first, or this write landed and
             // its answer was lost (the SDK's retry then met the version it had written).
@@ -219,13 +223,21 @@ impl DynamoDb {
         (media, deliveries, account): (&[MediaRecord], &[WebhookDelivery], Option<&AccountWrite>),
         Guard { condition, expected }: Guard<'_>,
         token: &str,
+        claim: Option<Item>,
     ) -> anyhow::Result<bool> {
         // The account's change goes in the same transaction (its own condition), marked
-        // with the run's token.
-        let account = match account {
+        // with the run's token; so does a claim, written only if none was before.
+        let mut account = match account {
             Some(write) => super::credits::account_parts(&self.table, write, token)?,
             None => Vec::new(),
         };
+        if let Some(claim) = claim {
+            let put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(claim))
+                .condition_expression("attribute_not_exists(pk)");
+            account.push(TransactWriteItem::builder().put(build(put.build())?).build());
+        }
         let deliveries = deliveries.iter().map(super::webhooks::delivery_item).collect::<anyhow::Result<Vec<_>>>()?;
         let head = head_item(run, encoded, token);
         let (records, mut outputs) = record_items(run, encoded);
@@ -406,10 +418,22 @@ impl DynamoDb {
 
 #[async_trait]
 impl RunRepo for DynamoDb {
-    async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()> {
-        let created = self.write_run(run, (media, deliveries, None), "attribute_not_exists(pk)", None).await?;
-        anyhow::ensure!(created, "run {} already exists", run.id);
-        Ok(())
+    async fn create_run(
+        &self,
+        run: &Run,
+        media: &[MediaRecord],
+        deliveries: &[WebhookDelivery],
+        claim: Option<&str>,
+    ) -> anyhow::Result<bool> {
+        let claim = claim.map(|claim| {
+            let mut item = keys::run_claim(run.organization_id, claim);
+            item.insert("run_id".to_owned(), s(run.id.to_string()));
+            item
+        });
+        let created =
+            self.write_run(run, (media, deliveries, None), "attribute_not_exists(pk)", None, claim.clone()).await?;
+        anyhow::ensure!(created || claim.is_some(), "run {} already exists", run.id);
+        Ok(created)
     }
 
     async fn get_run(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<Run>> {
@@ -444,7 +468,7 @@ impl RunRepo for DynamoDb {
         account: Option<&AccountWrite>,
     ) -> anyhow::Result<bool> {
         let expected = run.version.checked_sub(1).ok_or_else(|| anyhow::anyhow!("an update names version 0"))?;
-        self.write_run(run, (media, deliveries, account), "version = :expected", Some(expected)).await
+        self.write_run(run, (media, deliveries, account), "version = :expected", Some(expected), None).await
     }
 
     async fn list_runs(&self, organization: OrganizationId, query: &RunQuery) -> anyhow::Result<Vec<Run>> {
@@ -467,6 +491,10 @@ impl RunRepo for DynamoDb {
         if let Some(agent) = query.agent_id {
             filter.push("agent_id = :agent".to_owned());
             request = request.expression_attribute_values(":agent", s(agent.to_string()));
+        }
+        if let Some(trigger) = query.trigger_id {
+            filter.push("trigger_id = :trigger".to_owned());
+            request = request.expression_attribute_values(":trigger", s(trigger.to_string()));
         }
         if !query.statuses.is_empty() {
             let names: Vec<String> = (0..query.statuses.len()).map(|index| format!(":status{index}")).collect();

@@ -10,6 +10,7 @@ use crate::domain::agents::AgentRepo;
 use crate::domain::agents::{Agent, AgentId, AgentQuery, AgentRecord, Visibility};
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
+use crate::domain::triggers::TriggerWrite;
 
 const AGENT_COLUMNS: &str = "id, name, description, visibility, workspace_id, created_at, updated_at";
 
@@ -50,11 +51,40 @@ fn record_params(organization: OrganizationId, record: &AgentRecord) -> anyhow::
     ])
 }
 
+/// A trigger write whose condition failed: the whole transaction is rolled back.
+#[derive(Debug, thiserror::Error)]
+#[error("a trigger's state changed meanwhile")]
+struct TriggerConflict;
+
+/// Makes the trigger writes in the agent's transaction; a failed condition rolls it back.
+fn apply_triggers(transaction: &rusqlite::Connection, triggers: &[TriggerWrite]) -> anyhow::Result<bool> {
+    for write in triggers {
+        if !super::triggers::apply(transaction, write)? {
+            return Err(TriggerConflict.into());
+        }
+    }
+    Ok(true)
+}
+
+/// The answer of a write made with [`apply_triggers`]: false for a rolled-back conflict.
+async fn with_triggers(written: impl std::future::Future<Output = anyhow::Result<bool>>) -> anyhow::Result<bool> {
+    match written.await {
+        Err(error) if error.is::<TriggerConflict>() => Ok(false),
+        other => other,
+    }
+}
+
 #[async_trait]
 impl AgentRepo for Sqlite {
-    async fn create_agent(&self, organization: OrganizationId, record: &AgentRecord) -> anyhow::Result<()> {
+    async fn create_agent(
+        &self,
+        organization: OrganizationId,
+        record: &AgentRecord,
+        triggers: &[TriggerWrite],
+    ) -> anyhow::Result<bool> {
         let values = record_params(organization, record)?;
-        self.write(move |transaction| {
+        let triggers = triggers.to_vec();
+        with_triggers(self.write(move |transaction| {
             transaction
                 .execute(
                     "INSERT INTO agents (organization_id, id, name, name_lower, description, visibility, workspace_id,
@@ -62,8 +92,8 @@ impl AgentRepo for Sqlite {
                     params_from_iter(values),
                 )
                 .db("creating an agent")?;
-            Ok(())
-        })
+            apply_triggers(transaction, &triggers)
+        }))
         .await
     }
 
@@ -122,10 +152,12 @@ impl AgentRepo for Sqlite {
         organization: OrganizationId,
         record: &AgentRecord,
         expected_version: u64,
+        triggers: &[TriggerWrite],
     ) -> anyhow::Result<bool> {
         let mut values = record_params(organization, record)?;
         values.push(i64::try_from(expected_version).context("agent version")?.into());
-        self.write(move |transaction| {
+        let triggers = triggers.to_vec();
+        with_triggers(self.write(move |transaction| {
             let changed = transaction
                 .execute(
                     "UPDATE agents SET name = ?3, name_lower = ?4, description = ?5, visibility = ?6, workspace_id = ?7,
@@ -134,8 +166,11 @@ impl AgentRepo for Sqlite {
                     params_from_iter(values),
                 )
                 .db("updating an agent")?;
-            Ok(changed == 1)
-        })
+            if changed != 1 {
+                return Ok(false);
+            }
+            apply_triggers(transaction, &triggers)
+        }))
         .await
     }
 

@@ -21,6 +21,7 @@ mod runs;
 mod schema;
 mod shared_stores;
 pub mod tasks;
+mod triggers;
 mod uploads;
 pub mod webhooks;
 

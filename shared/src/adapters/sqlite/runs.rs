@@ -78,6 +78,8 @@ struct Row {
     status: &'static str,
     started_at: String,
     version: i64,
+    /// The trigger that started it (`triggered_by.trigger_id`), for its trigger's list.
+    trigger: Option<String>,
 }
 
 impl Row {
@@ -89,6 +91,7 @@ impl Row {
             status: run.status.as_str(),
             started_at: run.started_at.to_string(),
             version: run.version as i64,
+            trigger: run.trigger_id().map(|id| id.to_string()),
         }
     }
 }
@@ -144,36 +147,64 @@ pub(super) fn insert_media(connection: &rusqlite::Connection, media: &[MediaReco
 
 #[async_trait]
 impl RunRepo for Sqlite {
-    async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()> {
+    async fn create_run(
+        &self,
+        run: &Run,
+        media: &[MediaRecord],
+        deliveries: &[WebhookDelivery],
+        claim: Option<&str>,
+    ) -> anyhow::Result<bool> {
         let encoded = stored::encode(None, run)?;
         let sizes = encoded.sizes.clone();
         let (row, media, deliveries) = (Row::of(run), media.to_vec(), deliveries.to_vec());
-        self.write(move |transaction| {
-            transaction
-                .prepare_cached(
-                    "INSERT INTO runs (organization_id, id, agent_id, status, started_at, version, document, plan)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )
-                .db("storing a run")?
-                .execute(params![
-                    row.organization,
-                    row.id,
-                    row.agent,
-                    row.status,
-                    row.started_at,
-                    row.version,
-                    std::str::from_utf8(&encoded.head)?,
-                    std::str::from_utf8(encoded.plan.as_deref().unwrap_or_default())?,
-                ])
-                .db("storing a run")?;
-            write_records(transaction, &row, &encoded)?;
-            insert_media(transaction, &media)?;
-            insert_deliveries(transaction, &deliveries)
-        })
-        .await?;
-        // Kept once committed: a cached version is always one that was stored.
-        self.inner.runs.put(Stored { run: run.clone(), sizes: Some(sizes) });
-        Ok(())
+        let claim = claim.map(str::to_owned);
+        let created = self
+            .write(move |transaction| {
+                if let Some(claim) = &claim {
+                    let claimed = transaction
+                        .prepare_cached(
+                            "INSERT INTO run_claims (organization_id, claim, run_id) VALUES (?1, ?2, ?3)
+                             ON CONFLICT DO NOTHING",
+                        )
+                        .db("claiming a run")?
+                        .execute(params![row.organization, claim, row.id])
+                        .db("claiming a run")?;
+                    if claimed == 0 {
+                        return Ok(false);
+                    }
+                }
+                let inserted = transaction
+                    .prepare_cached(
+                        "INSERT INTO runs (organization_id, id, agent_id, status, started_at, version, document, plan, \
+                         trigger_id)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT DO NOTHING",
+                    )
+                    .db("storing a run")?
+                    .execute(params![
+                        row.organization,
+                        row.id,
+                        row.agent,
+                        row.status,
+                        row.started_at,
+                        row.version,
+                        std::str::from_utf8(&encoded.head)?,
+                        std::str::from_utf8(encoded.plan.as_deref().unwrap_or_default())?,
+                        row.trigger,
+                    ])
+                    .db("storing a run")?;
+                // An error rolls back the claim written above.
+                anyhow::ensure!(inserted == 1, "run {} already exists", row.id);
+                write_records(transaction, &row, &encoded)?;
+                insert_media(transaction, &media)?;
+                insert_deliveries(transaction, &deliveries)?;
+                Ok(true)
+            })
+            .await?;
+        if created {
+            // Kept once committed: a cached version is always one that was stored.
+            self.inner.runs.put(Stored { run: run.clone(), sizes: Some(sizes) });
+        }
+        Ok(created)
     }
 
     async fn get_run(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<Run>> {
@@ -277,6 +308,10 @@ impl RunRepo for Sqlite {
             if let Some(agent) = query.agent_id {
                 sql.push_str(" AND agent_id = ?");
                 values.push(agent.to_string());
+            }
+            if let Some(trigger) = query.trigger_id {
+                sql.push_str(" AND trigger_id = ?");
+                values.push(trigger.to_string());
             }
             if !query.statuses.is_empty() {
                 let marks = vec!["?"; query.statuses.len()].join(", ");

@@ -227,6 +227,26 @@ pub const MIGRATIONS: &[&str] = &[
         organization_id TEXT NOT NULL,
         document TEXT NOT NULL
     ) STRICT;",
+    // 10: triggers (a document under a write count; `due_at` is the next fire or poll,
+    // NULL when none, indexed for the scheduler), the claims that let a due time or a
+    // feed entry start one run only, and the trigger a run was started by.
+    "CREATE TABLE triggers (
+        organization_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        due_at TEXT,
+        document TEXT NOT NULL,
+        PRIMARY KEY (organization_id, id)
+    ) STRICT;
+    CREATE INDEX triggers_due ON triggers (due_at) WHERE due_at IS NOT NULL;
+    CREATE TABLE run_claims (
+        organization_id TEXT NOT NULL,
+        claim TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        PRIMARY KEY (organization_id, claim)
+    ) STRICT;
+    ALTER TABLE runs ADD COLUMN trigger_id TEXT;
+    CREATE INDEX runs_by_trigger ON runs (organization_id, trigger_id, started_at) WHERE trigger_id IS NOT NULL;",
 ];
 
 /// Refuses a file that is not a readable SQLite database or fails SQLite's own check.

@@ -206,6 +206,7 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
     const WEBHOOKS: &str = "Webhooks";
     const AVATARS: &str = "Avatar profiles";
     const PLANS: &str = "Plans and credits";
+    const TRIGGERS: &str = "Triggers";
     let run_filters = |doc: Doc| {
         doc.query("limit", integer(1, 100), "Runs per page, 1 to 100 (default 25)")
             .query("cursor", text(4096), "The `next_cursor` of the previous page")
@@ -374,6 +375,19 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
             .query("agent_id", uuid(), "Only this agent's runs")
             .answer(200, "One page", sc.of::<s::RunPage>())
             .general(sc, &[400, 404]),
+        "fire-trigger" => {
+            Doc::new("Fire a trigger now (a Schedule starts its run; a feed is polled)", TRIGGERS, BearerOrApiKey)
+                .answer(200, "The runs started", sc.of::<s::TriggerFired>())
+                .general(sc, &[400, 404, 409])
+        }
+        "get-trigger" => Doc::new("Read a trigger", TRIGGERS, BearerOrApiKey)
+            .answer(200, "The trigger", sc.of::<s::Trigger>())
+            .general(sc, &[404]),
+        "list-trigger-runs" => {
+            run_filters(Doc::new("The runs a trigger started, newest first", TRIGGERS, BearerOrApiKey))
+                .answer(200, "One page", sc.of::<s::RunPage>())
+                .general(sc, &[400, 404])
+        }
         "list-run-webhooks" => Doc::new("A run's webhook deliveries and their attempts", WEBHOOKS, BearerOrApiKey)
             .query("limit", integer(1, 100), "Deliveries per page, 1 to 100 (default 100)")
             .query("cursor", text(4096), "The `next_cursor` of the previous page")

@@ -1054,6 +1054,34 @@ pub enum AvatarStatus {
     Failed,
 }
 
+/// `GET /trigger/{trigger_id}`: a trigger node (its ID is its `agent_node_id`) and what
+/// it did last.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Trigger {
+    pub trigger_id: Uuid,
+    pub agent_id: Uuid,
+    pub node_type: NodeTypeRef,
+    pub enabled: bool,
+    /// The next fire (Schedule) or poll (Channel Feed); null when disabled or none.
+    #[schema(required = true)]
+    pub next_fire_at: Option<Time>,
+    #[schema(required = true)]
+    pub last_fired_at: Option<Time>,
+    /// Why the last fire or poll could not start a run; null after one that could.
+    #[schema(required = true)]
+    pub last_error: Option<String>,
+}
+
+/// `POST /trigger/{trigger_id}/fire`: the runs the fire started (a Schedule: one; a
+/// Channel Feed: one per new entry, maybe none).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerFired {
+    pub trigger_id: Uuid,
+    pub run_ids: Vec<Uuid>,
+}
+
 /// An avatar profile.
 #[derive(Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

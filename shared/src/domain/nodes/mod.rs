@@ -9,6 +9,7 @@ mod ai_avatar;
 mod audio_generation;
 mod background_music;
 mod captions;
+mod channel_feed;
 mod clip;
 mod concatenate;
 mod destination;
@@ -47,6 +48,7 @@ pub use ai_avatar::ID as AI_AVATAR;
 pub use audio_generation::ID as AUDIO_GENERATION;
 pub use background_music::ID as BACKGROUND_MUSIC;
 pub use captions::ID as CAPTIONS;
+pub use channel_feed::ID as CHANNEL_FEED_TRIGGER;
 pub use clip::ID as CLIP;
 pub use concatenate::ID as CONCATENATE;
 pub use destination::ID as DESTINATION;
@@ -58,11 +60,12 @@ pub use speed::ID as SPEED;
 pub use video_generation::ID as VIDEO_GENERATION;
 pub use video_input::ID as VIDEO_INPUT;
 
-/// Every node type, in the catalog's stable order: the schedule trigger, Video Input, the
+/// Every node type, in the catalog's stable order: the two triggers, Video Input, the
 /// seven edits (clip, reframe, captions, background music, overlay, speed, concatenate),
 /// the four generations (AI avatar, video, audio, image), then Destination.
 const TILES: &[fn() -> NodeType] = &[
     schedule::node_type,
+    channel_feed::node_type,
     video_input::node_type,
     clip::node_type,
     reframe::node_type,
@@ -207,6 +210,24 @@ pub enum Unready {
     Refused(String),
 }
 
+/// What a trigger node starts runs on, from its parameters (defaults applied).
+#[derive(Clone, Debug, PartialEq)]
+pub enum TriggerSpec {
+    /// A cron schedule in a time zone (default UTC); `run_request` is the start body.
+    Schedule { cron: Option<String>, timezone: String, run_request: Map<String, Value>, enabled: bool },
+    /// A feed polled every `poll_minutes`; `run_request` holds `update_params` and `callback_url`.
+    Feed { feed_url: Option<String>, poll_minutes: u64, run_request: Map<String, Value>, enabled: bool },
+}
+
+impl TriggerSpec {
+    /// Whether the trigger fires.
+    pub fn enabled(&self) -> bool {
+        match self {
+            Self::Schedule { enabled, .. } | Self::Feed { enabled, .. } => *enabled,
+        }
+    }
+}
+
 /// A file a node needs written into its task's scratch folder before its edit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScratchFile {
@@ -246,6 +267,11 @@ pub trait NodeSettings: Send + Sync + Debug {
 
     /// What a generation node asks its provider for (None: the node generates nothing).
     fn generation(&self) -> Option<Generation> {
+        None
+    }
+
+    /// What a trigger node starts runs on (None for the other kinds).
+    fn trigger(&self) -> Option<TriggerSpec> {
         None
     }
 
@@ -438,7 +464,8 @@ mod tests {
     #[test]
     fn ids_are_unique_and_generation_ids_match_the_contract() {
         let ids: Vec<NodeTypeId> = catalog().iter().map(|n| n.id).collect();
-        assert_eq!(ids.len(), 14);
+        assert_eq!(ids.len(), 15);
+        assert_eq!(CHANNEL_FEED_TRIGGER.to_string(), "795c3a4b-fb36-4ffc-943a-6c7bf4f3d99e");
         for (i, id) in ids.iter().enumerate() {
             assert!(!ids[i + 1..].contains(id), "duplicate id {id}");
         }
@@ -459,6 +486,7 @@ mod tests {
             order,
             [
                 SCHEDULE_TRIGGER,
+                CHANNEL_FEED_TRIGGER,
                 VIDEO_INPUT,
                 CLIP,
                 REFRAME,

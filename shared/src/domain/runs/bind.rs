@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::service::{RunError, RunPorts};
+use super::service::{BindPorts, RunError};
 use super::start::{InputItem, InputRef, Inputs};
 use super::{AssetFile, BoundInput, InputSource, MediaId, MediaKind, MediaRecord, RunId, RuntimeNode};
 use crate::core::retry::Unavailable;
@@ -36,7 +36,7 @@ type Bound = (InputSource, Option<u64>);
 
 /// Binds what one start request names to its run.
 pub(super) struct Binder<'a> {
-    ports: &'a RunPorts<'a>,
+    ports: &'a BindPorts<'a>,
     organization: OrganizationId,
     /// The agent's workspace (its asset-manager connection).
     workspace: WorkspaceId,
@@ -48,7 +48,7 @@ pub(super) struct Binder<'a> {
 
 impl<'a> Binder<'a> {
     pub(super) fn new(
-        ports: &'a RunPorts<'a>,
+        ports: &'a BindPorts<'a>,
         organization: OrganizationId,
         workspace: WorkspaceId,
         run_id: RunId,

@@ -69,7 +69,7 @@ pub fn parse_list(param: impl Fn(&str) -> Option<String>, agent_filter: bool) ->
             Some(AgentId::parse(&text).ok_or_else(|| invalid(format!("agent_id must be a UUID, got {text:?}")))?)
         }
     };
-    Ok(RunQuery { agent_id, statuses, from, to, after, limit })
+    Ok(RunQuery { agent_id, trigger_id: None, statuses, from, to, after, limit })
 }
 
 /// One page of runs and the cursor of the next.

@@ -709,6 +709,11 @@ pub struct NodeStatusCounts {
 }
 
 impl Run {
+    /// The trigger node that started it (`triggered_by.trigger_id`), if one did.
+    pub fn trigger_id(&self) -> Option<crate::domain::graph::AgentNodeId> {
+        self.triggered_by.as_ref()?.get("trigger_id")?.as_str().and_then(AgentNodeId::parse)
+    }
+
     /// Index of a runtime node.
     pub fn node_index(&self, id: AgentNodeId) -> Option<NodeIndex> {
         self.nodes.iter().position(|node| node.agent_node_id == id).map(NodeIndex)

@@ -16,6 +16,8 @@ use crate::domain::webhooks::WebhookDelivery;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunQuery {
     pub agent_id: Option<crate::domain::agents::AgentId>,
+    /// Only the runs this trigger started.
+    pub trigger_id: Option<crate::domain::graph::AgentNodeId>,
     /// Empty: every status.
     pub statuses: Vec<RunStatus>,
     /// `started_at` at or after.
@@ -35,8 +37,16 @@ pub trait RunRepo: CreditRepo + Send + Sync {
     /// Stores a new run (version 0), the media records it starts with and the webhook
     /// deliveries of its first events, in one atomic write, as the records of
     /// [`super::stored`]. A run over its bounds is refused with [`RunTooLarge`] (here
-    /// and on update).
-    async fn create_run(&self, run: &Run, media: &[MediaRecord], deliveries: &[WebhookDelivery]) -> anyhow::Result<()>;
+    /// and on update). With a `claim`, the run is stored only if no run of the
+    /// organization was stored under that claim before (a trigger's due time, a feed's
+    /// entry): false when one was (or when a run of that ID exists), and nothing is written.
+    async fn create_run(
+        &self,
+        run: &Run,
+        media: &[MediaRecord],
+        deliveries: &[WebhookDelivery],
+        claim: Option<&str>,
+    ) -> anyhow::Result<bool>;
     /// A run of the organization.
     async fn get_run(&self, organization: OrganizationId, id: RunId) -> anyhow::Result<Option<Run>>;
     /// Only the status of a run of the organization (what a running task checks for

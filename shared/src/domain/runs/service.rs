@@ -14,9 +14,10 @@ use super::{AgentStateId, BoundInput, InputSource, MediaRecord, Run, RunId, RunS
 use crate::core::blocking::off_runtime;
 use crate::core::queue::Queue;
 use crate::core::retry::{RetryPolicy, RUN_UPDATE_CONFLICTS};
-use crate::domain::agents::{AgentId, AgentRepo};
+use crate::domain::agents::{AgentId, AgentRecord, AgentRepo};
 use crate::domain::asset_manager::{AssetManager, AssetRepo};
 use crate::domain::credits::{self, Account};
+use crate::domain::graph::AgentNodeId;
 use crate::domain::identity::OrganizationId;
 use crate::domain::sites::Sites;
 use crate::domain::time::{Clock, Timestamp};
@@ -32,6 +33,9 @@ pub enum RunError {
     AgentNotFound,
     #[error("Run not found")]
     NotFound,
+    /// A run was already started under the trigger's claim (its due time, its entry).
+    #[error("a run was already started for this")]
+    AlreadyStarted,
     /// Wrong status for the operation (409).
     #[error("{0}")]
     Conflict(String),
@@ -67,11 +71,95 @@ pub struct RunPorts<'a> {
     pub allow_private_urls: bool,
 }
 
+impl RunPorts<'_> {
+    /// The ports a start request is bound with.
+    pub fn bind(&self) -> BindPorts<'_> {
+        BindPorts {
+            runs: self.runs,
+            uploads: self.uploads,
+            sites: self.sites,
+            assets: self.assets,
+            asset_manager: self.asset_manager,
+            avatars: self.avatars,
+            allow_private_urls: self.allow_private_urls,
+        }
+    }
+}
+
+/// What checking a start request reads (and nothing it writes): what a trigger's
+/// `run_request` is checked with when it is saved.
+pub struct BindPorts<'a> {
+    /// Renders named as inputs.
+    pub runs: &'a dyn RunRepo,
+    pub uploads: &'a dyn UploadRepo,
+    pub sites: &'a Sites,
+    pub assets: &'a dyn AssetRepo,
+    pub asset_manager: &'a dyn AssetManager,
+    pub avatars: &'a dyn crate::domain::avatars::AvatarRepo,
+    pub allow_private_urls: bool,
+}
+
 /// A start of a run, as asked.
 pub struct StartRun {
     pub organization: OrganizationId,
     pub agent_id: AgentId,
     pub request: StartRequest,
+    /// The trigger starting it (None: the API).
+    pub trigger: Option<Triggered>,
+}
+
+/// A run a trigger starts: what its `triggered_by` says, and the claim that lets it
+/// start once only.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Triggered {
+    pub trigger_id: AgentNodeId,
+    pub at: Timestamp,
+    pub source: TriggerSource,
+    /// One run only is ever started under a claim (None: a manual fire).
+    pub claim: Option<String>,
+}
+
+/// What made a trigger start a run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TriggerSource {
+    /// A Schedule's due time.
+    Schedule,
+    /// A fire by hand (`POST /trigger/{trigger_id}/fire`) of a Schedule.
+    Manual,
+    /// A feed's entry; the run's `type` is the site of the entry's link.
+    Feed { channel_id: String, video_id: String, video_title: String, video_url: String },
+}
+
+impl Triggered {
+    /// `triggered_by` of the run, whose inputs are `inputs`.
+    fn describe(&self, inputs: &[BoundInput]) -> Value {
+        let (kind, channel, video, title, url) = match &self.source {
+            TriggerSource::Schedule => ("schedule".to_owned(), None, None, None, None),
+            TriggerSource::Manual => ("manual".to_owned(), None, None, None, None),
+            TriggerSource::Feed { channel_id, video_id, video_title, video_url } => {
+                let site = inputs.iter().find_map(|input| match &input.source {
+                    InputSource::Site { video, .. } => Some(video.site.clone()),
+                    _ => None,
+                });
+                (
+                    site.unwrap_or_else(|| "generic".to_owned()),
+                    Some(channel_id),
+                    Some(video_id),
+                    Some(video_title),
+                    Some(video_url),
+                )
+            }
+        };
+        serde_json::json!({
+            "type": kind,
+            "channel_id": channel,
+            "video_id": video,
+            "video_title": title,
+            "video_url": url,
+            "triggered_at": self.at,
+            "trigger_id": self.trigger_id,
+        })
+    }
 }
 
 /// Sends the messages of queued tasks.
@@ -95,32 +183,101 @@ pub async fn send_tasks(queue: &dyn Queue<TaskMessage>, run: &Run, tasks: &[Task
 /// Starts a run of an agent: validates the request against the agent's graph and the
 /// organization's media, plans the tasks, stores the run and queues its first tasks.
 pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, RunError> {
-    let StartRun { organization, agent_id, request } = start;
+    let StartRun { organization, agent_id, request, trigger } = start;
     let record = ports.agents.get_agent(organization, agent_id).await?.ok_or(RunError::AgentNotFound)?;
+    let now = ports.clock.now();
+    let (mut run, media) = prepare(&ports.bind(), organization, &record, request, trigger.as_ref(), now).await?;
+    let queued = run.settle(now);
+    let deliveries = ports.notifier.started(&mut run, now);
+    let claim = trigger.as_ref().and_then(|trigger| trigger.claim.as_deref());
+    if !ports.runs.create_run(&run, &media, &deliveries, claim).await? {
+        return Err(RunError::AlreadyStarted);
+    }
+    ports.notifier.send(&deliveries).await;
+    if let Err(error) = send_tasks(ports.queue, &run, &queued).await {
+        // Stored but never queued: fail those tasks rather than leave the run `running`.
+        let message = "the task could not be queued when the run started; resume the run to try again";
+        unqueued(ports, &run, &queued, message).await;
+        return Err(RunError::Backend(error.context("queueing the run's first tasks")));
+    }
+    tracing::info!(run_id = %run.id, tasks = run.tasks.len(), "run started");
+    Ok(run.id)
+}
+
+/// Checks a start request of the agent `record` (its graph as given, stored or not) as
+/// [`start_run`] checks it, and creates nothing.
+pub async fn check_start(
+    ports: &BindPorts<'_>,
+    organization: OrganizationId,
+    record: &AgentRecord,
+    request: StartRequest,
+    now: Timestamp,
+) -> Result<(), RunError> {
+    prepare(ports, organization, record, request, None, now).await.map(|_| ())
+}
+
+/// Checks what a start request says beside its inputs (`update_params`, `ignore_nodes`,
+/// `callback_url`) against the agent `record`, as [`start_run`] checks them.
+pub async fn check_parameters(
+    ports: &BindPorts<'_>,
+    record: &AgentRecord,
+    request: &StartRequest,
+) -> Result<(), RunError> {
+    if let Some(url) = &request.callback_url {
+        check_target(url, "callback_url", ports.allow_private_urls).await?;
+    }
+    let (graph, ignore, overrides) =
+        (record.graph.clone(), request.ignore_nodes.clone(), request.update_params.clone());
+    off_runtime(move || runtime_graph(&graph, &ignore, &overrides)).await?.map_err(RunError::Invalid).map(drop)
+}
+
+/// Checks that `text` is an http(s) URL whose host the deployment may reach.
+pub async fn check_url_allowed(text: &str, field: &str, allow_private: bool) -> Result<(), RunError> {
+    let scheme = text.split_once("://").map(|(scheme, _)| scheme.to_ascii_lowercase());
+    if !matches!(scheme.as_deref(), Some("http" | "https")) {
+        return Err(RunError::Invalid(format!("{field}: must be an http(s) URL")));
+    }
+    check_target(text, field, allow_private).await
+}
+
+/// The run a start request makes (not yet settled or stored), and the media records it
+/// starts with; every refusal of the request.
+async fn prepare(
+    ports: &BindPorts<'_>,
+    organization: OrganizationId,
+    record: &AgentRecord,
+    request: StartRequest,
+    trigger: Option<&Triggered>,
+    now: Timestamp,
+) -> Result<(Run, Vec<MediaRecord>), RunError> {
     if let Some(url) = &request.callback_url {
         check_target(url, "callback_url", ports.allow_private_urls).await?;
     }
     let request_sizes =
         RequestSizes { update_params: serde_json::to_vec(&request.update_params).map_or(0, |bytes| bytes.len()) };
     // Planning is CPU work that grows with the graph: off the runtime's threads.
-    let (graph, ignore, overrides) = (record.graph, request.ignore_nodes.clone(), request.update_params.clone());
+    let (graph, ignore, overrides) =
+        (record.graph.clone(), request.ignore_nodes.clone(), request.update_params.clone());
     let nodes = off_runtime(move || runtime_graph(&graph, &ignore, &overrides)).await?.map_err(RunError::Invalid)?;
-    let now = ports.clock.now();
     // The ID carries the start time, so that ordering by ID is ordering by start.
     let run_id = RunId::v7_at(now.unix_millis());
     let mut binder = Binder::new(ports, organization, record.agent.workspace_id, run_id, now);
     let inputs = binder.inputs(&nodes, request.inputs).await?;
+    let triggered_by = match trigger {
+        Some(trigger) => Some(trigger.describe(&inputs)),
+        None => site_trigger(&inputs, now),
+    };
     let mut run = Run {
         id: run_id,
         organization_id: organization,
-        agent_id,
+        agent_id: record.agent.id,
         status: RunStatus::Running,
         status_message: None,
         needs_credits: false,
         started_at: now,
         updated_at: now,
         finished_at: None,
-        triggered_by: site_trigger(&inputs, now),
+        triggered_by,
         callback_url: request.callback_url,
         agent_state_id: AgentStateId::new_v4(),
         resumes: Vec::new(),
@@ -151,19 +308,8 @@ pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, R
                 .into(),
         ));
     }
-    let queued = run.settle(now);
     check_size(&run, &request_sizes)?;
-    let deliveries = ports.notifier.started(&mut run, now);
-    ports.runs.create_run(&run, &media, &deliveries).await?;
-    ports.notifier.send(&deliveries).await;
-    if let Err(error) = send_tasks(ports.queue, &run, &queued).await {
-        // Stored but never queued: fail those tasks rather than leave the run `running`.
-        let message = "the task could not be queued when the run started; resume the run to try again";
-        unqueued(ports, &run, &queued, message).await;
-        return Err(RunError::Backend(error.context("queueing the run's first tasks")));
-    }
-    tracing::info!(run_id = %run.id, tasks = run.tasks.len(), "run started");
-    Ok(run.id)
+    Ok((run, media))
 }
 
 /// What parts of a start request weigh in the run's document.

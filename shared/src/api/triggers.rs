@@ -1,0 +1,87 @@
+//! The trigger endpoints: fire by hand, read, and list the runs a trigger started.
+//! Each: auth (bearer or X-API-Key), parse, one domain call, map.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::json;
+
+use super::query::query_params;
+use super::runs::{links, map_error, organization, ports, queues, runs};
+use super::{json_response, ApiError, Call, Response};
+use crate::app::App;
+use crate::domain::graph::AgentNodeId;
+use crate::domain::runs::events::Notifier;
+use crate::domain::runs::list;
+use crate::domain::runs::service::RunPorts;
+use crate::domain::triggers::{self, TriggerError, Triggers};
+
+/// The triggers of the app, starting runs through `runs`.
+pub fn firing<'a>(app: &'a App, runs: &'a RunPorts<'a>) -> Triggers<'a> {
+    Triggers {
+        repo: app.triggers().as_ref(),
+        agents: app.agents().as_ref(),
+        runs,
+        downloader: app.downloader().as_ref(),
+    }
+}
+
+fn trigger_id(call: &Call) -> Result<AgentNodeId, ApiError> {
+    // Not a UUID: no such trigger (as for any other ID the caller cannot see).
+    AgentNodeId::parse(call.params.get("trigger_id"))
+        .ok_or_else(|| ApiError::detail(StatusCode::NOT_FOUND, TriggerError::NotFound.to_string()))
+}
+
+fn map_trigger_error(error: TriggerError, action: &'static str) -> ApiError {
+    let message = error.to_string();
+    match error {
+        TriggerError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
+        TriggerError::Disabled => ApiError::detail(StatusCode::CONFLICT, message),
+        TriggerError::Failed(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
+        TriggerError::Run(error) => map_error(error, action),
+        TriggerError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action}")),
+    }
+}
+
+/// `POST /trigger/{trigger_id}/fire`
+pub async fn fire_trigger(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let id = trigger_id(&call)?;
+    let queues = queues(&app)?;
+    let notifier: Notifier = queues.notifier(links(&app, &call));
+    let run_ports = ports(&app, queues, &notifier);
+    let runs = firing(&app, &run_ports)
+        .fire(organization, id, app.clock.now())
+        .await
+        .map_err(|error| map_trigger_error(error, "fire the trigger"))?;
+    Ok(json_response(StatusCode::OK, &json!({ "trigger_id": id, "run_ids": runs })))
+}
+
+/// `GET /trigger/{trigger_id}`
+pub async fn get_trigger(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let id = trigger_id(&call)?;
+    let view = triggers::view(app.triggers().as_ref(), app.agents().as_ref(), organization, id)
+        .await
+        .map_err(|error| map_trigger_error(error, "read the trigger"))?;
+    Ok(json_response(StatusCode::OK, &view))
+}
+
+/// `GET /trigger/{trigger_id}/runs`
+pub async fn list_trigger_runs(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    let id = trigger_id(&call)?;
+    let params = query_params(&call.request)?;
+    let mut query =
+        list::parse_list(|name| params.get(name).cloned(), false).map_err(|error| map_error(error, "list runs"))?;
+    triggers::view(app.triggers().as_ref(), app.agents().as_ref(), organization, id)
+        .await
+        .map_err(|error| map_trigger_error(error, "list runs"))?;
+    query.trigger_id = Some(id);
+    let (found, next_cursor) = list::list_runs(runs(&app)?, app.agents().as_ref(), organization, query)
+        .await
+        .map_err(|error| map_error(error, "list runs"))?;
+    let (now, links) = (app.clock.now(), links(&app, &call));
+    let found: Vec<_> = found.iter().map(|run| run.summary_view(&links, now)).collect();
+    Ok(json_response(StatusCode::OK, &json!({ "runs": found, "next_cursor": next_cursor })))
+}

@@ -1,0 +1,670 @@
+//! Triggers: the nodes that start runs on their own. A Schedule fires at the times of its
+//! cron expression; a Channel Feed polls its feed and starts a run per new entry. The
+//! trigger's ID is its node's `agent_node_id`; its parameters live in the agent's graph,
+//! and what changes as it fires (next due time, last fire, last error, the feed's entries
+//! seen) in a [`TriggerState`] saved with the graph ([`on_save`]) and moved by the
+//! scheduler's tick ([`Triggers::tick`]) under a write count.
+//!
+//! Once only: a due time of a Schedule and an entry of a feed each start a run under a
+//! claim written in the run's own atomic write (`RunRepo::create_run`), so two ticks at
+//! once, or a tick after a process died between a run's start and the state's write,
+//! start it once. A state's next due time moves by a conditional write: a tick that
+//! loses that race does nothing more. After downtime a Schedule fires once for the
+//! missed times (at the first of them) and then at its next time after now.
+
+pub mod cron;
+pub mod feed;
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use self::cron::CronSchedule;
+use super::agents::{AgentId, AgentRecord, AgentRepo};
+use super::graph::{AgentNode, AgentNodeId, Graph, OperationError};
+use super::identity::OrganizationId;
+use super::media::ports::{DownloadError, Downloader};
+use super::nodes::{self, NodeKind, NodeTypeId, TriggerSpec};
+use super::runs::service::{self, BindPorts, RunError, RunPorts, StartRun, TriggerSource, Triggered};
+use super::runs::start::{InputItem, InputRef, Inputs, StartRequest};
+use super::runs::RunId;
+use super::time::Timestamp;
+
+/// Largest feed document read.
+const MAX_FEED_BYTES: u64 = 5 * 1024 * 1024;
+/// Longest `last_error` kept.
+const MAX_ERROR_CHARS: usize = 1_000;
+/// Due triggers one tick takes up (the rest wait for the next tick, a minute on).
+pub const TICK_BATCH: usize = 100;
+/// Tries of a state's write that keeps meeting another writer's.
+const STATE_WRITES: usize = 5;
+
+/// What changes as a trigger fires, beside its parameters in the graph.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TriggerState {
+    pub organization_id: OrganizationId,
+    /// The trigger node's `agent_node_id`.
+    pub trigger_id: AgentNodeId,
+    pub agent_id: AgentId,
+    pub node_type_id: NodeTypeId,
+    pub enabled: bool,
+    /// The next fire (Schedule) or poll (Channel Feed); None when it has none.
+    pub next_at: Option<Timestamp>,
+    pub last_fired_at: Option<Timestamp>,
+    pub last_error: Option<String>,
+    /// When the parameters it fires with were saved (a feed's entries published before
+    /// are not new).
+    pub saved_at: Timestamp,
+    /// A feed's address as of the state (a new address starts the feed's record anew).
+    #[serde(default)]
+    pub feed_url: Option<String>,
+    /// Whether a poll of the feed recorded the entries present.
+    #[serde(default)]
+    pub polled: bool,
+    /// Keys of the feed's entries dealt with (run started, or not new), among those of
+    /// its last poll.
+    #[serde(default)]
+    pub seen: Vec<String>,
+    /// Incremented by every write; a write names the version it read.
+    pub version: u64,
+}
+
+/// A write of a trigger's state that goes with the agent's.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TriggerWrite {
+    /// Stores the state if the stored one is at `version - 1` (none stored: version 1).
+    Put(TriggerState),
+    /// Removes the state if it is at `version`.
+    Delete { organization: OrganizationId, trigger_id: AgentNodeId, version: u64 },
+}
+
+/// Where triggers' states are kept.
+#[async_trait]
+pub trait TriggerRepo: Send + Sync {
+    /// A trigger's state.
+    async fn trigger(&self, organization: OrganizationId, id: AgentNodeId) -> anyhow::Result<Option<TriggerState>>;
+    /// Stores `state` if the stored one is still at `state.version - 1` (1: none is
+    /// stored); false when another write came first.
+    async fn put_trigger(&self, state: &TriggerState) -> anyhow::Result<bool>;
+    /// Removes a state if it is at `version`; false otherwise.
+    async fn delete_trigger(&self, organization: OrganizationId, id: AgentNodeId, version: u64)
+        -> anyhow::Result<bool>;
+    /// Triggers due at or before `now`, earliest first, at most `limit` (one indexed
+    /// query; the states are read again before they are acted on).
+    async fn due_triggers(&self, now: Timestamp, limit: usize) -> anyhow::Result<Vec<(OrganizationId, AgentNodeId)>>;
+}
+
+/// Why a trigger request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TriggerError {
+    #[error("Trigger not found")]
+    NotFound,
+    /// A disabled trigger was fired (409).
+    #[error("the trigger is disabled; enable it (params_used.enabled) to fire it")]
+    Disabled,
+    /// The fire could not start a run; the text says why (400).
+    #[error("{0}")]
+    Failed(String),
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error("storage failed: {0:#}")]
+    Backend(#[from] anyhow::Error),
+}
+
+/// What a trigger node's parameters say, if `node` is a trigger.
+pub fn spec_of(node: &AgentNode) -> Option<TriggerSpec> {
+    nodes::settings_of(node.node_type_id, &node.params_used).trigger()
+}
+
+fn is_trigger(node: &AgentNode) -> bool {
+    nodes::find(node.node_type_id).is_some_and(|node_type| node_type.kind == NodeKind::Trigger)
+}
+
+// ---------------------------------------------------------------------------------------
+// Saving: the states that go with a new version of a graph.
+
+/// The trigger writes that go with saving `after` (an agent's new graph) over `before`
+/// (None: a new agent): every trigger node created or changed is checked (its cron,
+/// time zone, feed address and run request, the last against the whole new graph) and
+/// gets its state; a deleted one loses it. `touched` gives the index of the operation
+/// that last created or changed a node, which a refusal names.
+pub async fn on_save(
+    repo: &dyn TriggerRepo,
+    ports: &BindPorts<'_>,
+    organization: OrganizationId,
+    before: Option<&Graph>,
+    after: &AgentRecord,
+    touched: &HashMap<AgentNodeId, usize>,
+    now: Timestamp,
+) -> Result<Vec<TriggerWrite>, super::agents::AgentError> {
+    let mut writes = Vec::new();
+    for node in after.graph.nodes.iter().filter(|node| is_trigger(node)) {
+        let Some(spec) = spec_of(node) else { continue };
+        let unchanged = before.and_then(|graph| graph.node(node.agent_node_id)).is_some_and(|old| old == node);
+        let current = repo.trigger(organization, node.agent_node_id).await?;
+        if unchanged && current.is_some() {
+            continue;
+        }
+        if !unchanged {
+            let index = touched.get(&node.agent_node_id).copied().unwrap_or(0);
+            if let Err(message) = check(ports, organization, after, &spec, now).await? {
+                return Err(OperationError { index, message }.into());
+            }
+        }
+        writes.push(TriggerWrite::Put(saved_state(organization, after.agent.id, node, &spec, current, now)));
+    }
+    if let Some(before) = before {
+        for node in
+            before.nodes.iter().filter(|node| is_trigger(node) && after.graph.node(node.agent_node_id).is_none())
+        {
+            if let Some(state) = repo.trigger(organization, node.agent_node_id).await? {
+                writes.push(TriggerWrite::Delete {
+                    organization,
+                    trigger_id: node.agent_node_id,
+                    version: state.version,
+                });
+            }
+        }
+    }
+    Ok(writes)
+}
+
+/// The state of a trigger saved with `spec` over its `current` one.
+fn saved_state(
+    organization: OrganizationId,
+    agent_id: AgentId,
+    node: &AgentNode,
+    spec: &TriggerSpec,
+    current: Option<TriggerState>,
+    now: Timestamp,
+) -> TriggerState {
+    let mut state = current.unwrap_or(TriggerState {
+        organization_id: organization,
+        trigger_id: node.agent_node_id,
+        agent_id,
+        node_type_id: node.node_type_id,
+        enabled: true,
+        next_at: None,
+        last_fired_at: None,
+        last_error: None,
+        saved_at: now,
+        feed_url: None,
+        polled: false,
+        seen: Vec::new(),
+        version: 0,
+    });
+    state.version += 1;
+    state.enabled = spec.enabled();
+    state.next_at = match spec {
+        TriggerSpec::Schedule { cron: Some(cron), timezone, .. } if spec.enabled() => {
+            CronSchedule::parse(cron, timezone).ok().and_then(|schedule| schedule.next_after(now))
+        }
+        TriggerSpec::Feed { feed_url: Some(url), poll_minutes, .. } if spec.enabled() => {
+            if state.feed_url.as_deref() != Some(url) {
+                // A new address: its entries are recorded anew from its first poll.
+                (state.feed_url, state.polled, state.seen, state.saved_at) =
+                    (Some(url.clone()), false, Vec::new(), now);
+                Some(now)
+            } else {
+                let interval = now.after(Duration::from_secs(poll_minutes * 60));
+                Some(state.next_at.map_or(now, |next| next.min(interval)))
+            }
+        }
+        _ => None,
+    };
+    state
+}
+
+/// Checks a trigger's parameters as a fire would use them: Ok(Err(message)) names the
+/// parameter refused.
+async fn check(
+    ports: &BindPorts<'_>,
+    organization: OrganizationId,
+    agent: &AgentRecord,
+    spec: &TriggerSpec,
+    now: Timestamp,
+) -> anyhow::Result<Result<(), String>> {
+    let named = |field: &str, message: String| format!("params_used.{field}: {message}");
+    match spec {
+        TriggerSpec::Schedule { cron, timezone, run_request, .. } => {
+            let parsed = match cron {
+                Some(cron) => CronSchedule::parse_firing(cron, timezone, now),
+                None => CronSchedule::parse("* * * * *", timezone),
+            };
+            if let Err(message) = parsed {
+                return Ok(Err(format!("params_used.{message}")));
+            }
+            if cron.is_none() {
+                // Not complete yet: the run request is checked once the schedule is.
+                return Ok(Ok(()));
+            }
+            let request = match StartRequest::parse(run_request) {
+                Ok(request) => request,
+                Err(message) => return Ok(Err(named("run_request", message))),
+            };
+            match service::check_start(ports, organization, agent, request, now).await {
+                Ok(()) => Ok(Ok(())),
+                Err(RunError::Invalid(message)) => Ok(Err(named("run_request", message))),
+                Err(RunError::Backend(error)) => Err(error),
+                Err(other) => Ok(Err(named("run_request", other.to_string()))),
+            }
+        }
+        TriggerSpec::Feed { feed_url, run_request, .. } => {
+            if let Some(url) = feed_url {
+                if let Err(RunError::Invalid(message)) =
+                    service::check_url_allowed(url, "feed_url", ports.allow_private_urls).await
+                {
+                    return Ok(Err(format!("params_used.{message}")));
+                }
+            }
+            let request = match StartRequest::parse(run_request) {
+                Ok(request) => request,
+                Err(message) => return Ok(Err(named("run_request", message))),
+            };
+            match service::check_parameters(ports, agent, &request).await {
+                Ok(()) => Ok(Ok(())),
+                Err(RunError::Backend(error)) => Err(error),
+                Err(other) => Ok(Err(named("run_request", other.to_string()))),
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Firing.
+
+/// What one tick did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TickReport {
+    /// Due triggers looked at.
+    pub due: usize,
+    /// Runs started.
+    pub started: usize,
+    /// Fires or polls that recorded an error.
+    pub failed: usize,
+}
+
+/// A trigger as `GET /trigger/{trigger_id}` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TriggerView {
+    pub trigger_id: AgentNodeId,
+    pub agent_id: AgentId,
+    pub node_type: NodeTypeView,
+    pub enabled: bool,
+    pub next_fire_at: Option<Timestamp>,
+    pub last_fired_at: Option<Timestamp>,
+    pub last_error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NodeTypeView {
+    pub node_type_id: NodeTypeId,
+    pub node_type_name: &'static str,
+}
+
+/// What firing and reading triggers use.
+pub struct Triggers<'a> {
+    pub repo: &'a dyn TriggerRepo,
+    pub agents: &'a dyn AgentRepo,
+    /// Where the runs they start go.
+    pub runs: &'a RunPorts<'a>,
+    /// Reads feeds (through the SSRF guard).
+    pub downloader: &'a dyn Downloader,
+}
+
+/// A trigger found for a request: its state, agent and node.
+struct Found {
+    state: TriggerState,
+    agent: AgentRecord,
+    spec: TriggerSpec,
+}
+
+impl Triggers<'_> {
+    /// Fires every trigger due at `now` (see the module's notes on once-only).
+    pub async fn tick(&self, now: Timestamp) -> anyhow::Result<TickReport> {
+        let due = self.repo.due_triggers(now, TICK_BATCH).await?;
+        let mut report = TickReport { due: due.len(), ..TickReport::default() };
+        for (organization, id) in due {
+            match self.fire_due(organization, id, now).await {
+                Ok((started, failed)) => {
+                    report.started += started;
+                    report.failed += usize::from(failed);
+                }
+                Err(error) => {
+                    report.failed += 1;
+                    tracing::warn!(trigger_id = %id, error = %format!("{error:#}"), "a due trigger was not fired");
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Fires one due trigger: (runs started, whether it recorded an error).
+    async fn fire_due(
+        &self,
+        organization: OrganizationId,
+        id: AgentNodeId,
+        now: Timestamp,
+    ) -> anyhow::Result<(usize, bool)> {
+        let Some(state) = self.repo.trigger(organization, id).await? else { return Ok((0, false)) };
+        let Some(due) = state.next_at.filter(|due| *due <= now) else { return Ok((0, false)) };
+        let Some(found) = find_state(self.repo, self.agents, state, true).await? else { return Ok((0, false)) };
+        let Found { state, agent, spec } = found;
+        match &spec {
+            TriggerSpec::Schedule { cron, timezone, run_request, .. } => {
+                let claim = claim_of(&[b"schedule", id.to_string().as_bytes(), due.to_string().as_bytes()]);
+                let triggered =
+                    Triggered { trigger_id: id, at: due, source: TriggerSource::Schedule, claim: Some(claim) };
+                let outcome = self.start_schedule(organization, &agent, run_request, triggered).await;
+                let (started, error) = match outcome {
+                    Ok(_) => (1, None),
+                    Err(RunError::AlreadyStarted) => (0, None),
+                    Err(RunError::Backend(error)) => return Err(error.context("starting a scheduled run")),
+                    Err(other) => (0, Some(other.to_string())),
+                };
+                // Missed times (downtime) were this one fire: the next is after now.
+                let next = cron
+                    .as_deref()
+                    .and_then(|cron| CronSchedule::parse(cron, timezone).ok())
+                    .and_then(|schedule| schedule.next_after(due.max(now)));
+                let failed = error.is_some();
+                let mut written = state.clone();
+                written.version += 1;
+                written.next_at = next;
+                if error.is_none() {
+                    written.last_fired_at = Some(due);
+                }
+                written.last_error =
+                    error.map(bounded_error).or(if started == 1 { None } else { state.last_error.clone() });
+                // False: another tick moved it first, which is the same move.
+                self.repo.put_trigger(&written).await?;
+                Ok((started, failed))
+            }
+            TriggerSpec::Feed { poll_minutes, .. } => {
+                // The poll is claimed by moving the next one on; a tick that loses does nothing.
+                let mut claimed = state.clone();
+                claimed.version += 1;
+                claimed.next_at = Some(now.after(Duration::from_secs(poll_minutes * 60)));
+                if !self.repo.put_trigger(&claimed).await? {
+                    return Ok((0, false));
+                }
+                let (runs, error) = self.poll(claimed, &agent, &spec, now).await?;
+                Ok((runs.len(), error.is_some()))
+            }
+        }
+    }
+
+    /// `POST /trigger/{trigger_id}/fire`: a Schedule starts its run now (`manual`), a
+    /// Channel Feed polls now.
+    pub async fn fire(
+        &self,
+        organization: OrganizationId,
+        id: AgentNodeId,
+        now: Timestamp,
+    ) -> Result<Vec<RunId>, TriggerError> {
+        let Found { state, agent, spec } = find(self.repo, self.agents, organization, id).await?;
+        if !spec.enabled() {
+            return Err(TriggerError::Disabled);
+        }
+        match &spec {
+            TriggerSpec::Schedule { run_request, .. } => {
+                let triggered = Triggered { trigger_id: id, at: now, source: TriggerSource::Manual, claim: None };
+                let outcome = self.start_schedule(organization, &agent, run_request, triggered).await;
+                let error = match &outcome {
+                    Ok(_) => None,
+                    Err(RunError::Backend(_)) => None,
+                    Err(other) => Some(other.to_string()),
+                };
+                self.record(state, |state| {
+                    if outcome.is_ok() {
+                        state.last_fired_at = Some(now);
+                        state.last_error = None;
+                    } else if let Some(error) = &error {
+                        state.last_error = Some(bounded_error(error.clone()));
+                    }
+                })
+                .await?;
+                match outcome {
+                    Ok(run) => Ok(vec![run]),
+                    Err(RunError::Backend(error)) => Err(TriggerError::Backend(error)),
+                    Err(other) => Err(TriggerError::Failed(other.to_string())),
+                }
+            }
+            TriggerSpec::Feed { .. } => {
+                let (runs, error) = self.poll(state, &agent, &spec, now).await?;
+                match error {
+                    Some(error) if runs.is_empty() => Err(TriggerError::Failed(error)),
+                    _ => Ok(runs),
+                }
+            }
+        }
+    }
+
+    async fn start_schedule(
+        &self,
+        organization: OrganizationId,
+        agent: &AgentRecord,
+        run_request: &Map<String, Value>,
+        triggered: Triggered,
+    ) -> Result<RunId, RunError> {
+        let request =
+            StartRequest::parse(run_request).map_err(|message| RunError::Invalid(format!("run_request: {message}")))?;
+        let start = StartRun { organization, agent_id: agent.agent.id, request, trigger: Some(triggered) };
+        service::start_run(self.runs, start).await
+    }
+
+    /// Polls a feed: a run for each new entry (once ever), the entries recorded, and the
+    /// first problem kept as `last_error`. Returns the runs started and that problem.
+    async fn poll(
+        &self,
+        state: TriggerState,
+        agent: &AgentRecord,
+        spec: &TriggerSpec,
+        now: Timestamp,
+    ) -> anyhow::Result<(Vec<RunId>, Option<String>)> {
+        let TriggerSpec::Feed { feed_url: Some(url), run_request, .. } = spec else {
+            return Ok((Vec::new(), Some("params_used.feed_url is not set".into())));
+        };
+        let (mut runs, mut error, mut seen, mut keys) = (Vec::new(), None, state.seen.clone(), HashSet::new());
+        match self.read_feed(url).await? {
+            Err(problem) => error = Some(format!("feed_url: {problem}")),
+            Ok(feed) => {
+                let first = !state.polled;
+                for entry in &feed.entries {
+                    keys.insert(entry.key.clone());
+                    if seen.contains(&entry.key) {
+                        continue;
+                    }
+                    let new = match entry.published {
+                        Some(published) => published > state.saved_at,
+                        None => !first,
+                    };
+                    if !new {
+                        seen.push(entry.key.clone());
+                        continue;
+                    }
+                    match self
+                        .start_entry((state.organization_id, state.trigger_id), agent, run_request, &feed, entry, now)
+                        .await
+                    {
+                        Ok(run) => {
+                            runs.push(run);
+                            seen.push(entry.key.clone());
+                        }
+                        Err(RunError::AlreadyStarted) => seen.push(entry.key.clone()),
+                        Err(RunError::Backend(cause)) => {
+                            tracing::warn!(error = %format!("{cause:#}"), "a feed entry's run could not be started");
+                            error.get_or_insert_with(|| format!("a run could not be started: {cause}"));
+                        }
+                        Err(refused) => {
+                            error.get_or_insert_with(|| format!("entry {:?}: {refused}", entry.title));
+                        }
+                    }
+                }
+                // Entries no longer in the feed are forgotten (their claims remain).
+                seen.retain(|key| keys.contains(key));
+            }
+        }
+        let read = error.is_none() || !keys.is_empty();
+        let fired = !runs.is_empty();
+        self.record(state, |state| {
+            if read {
+                state.polled = true;
+                state.seen = seen.clone();
+            }
+            if fired {
+                state.last_fired_at = Some(now);
+            }
+            state.last_error = error.clone().map(bounded_error);
+        })
+        .await?;
+        Ok((runs, error))
+    }
+
+    /// Reads the feed: Ok(Err(problem)) when it cannot be read or parsed.
+    async fn read_feed(&self, url: &str) -> anyhow::Result<Result<feed::Feed, String>> {
+        let folder = tempfile::tempdir()?;
+        let path = folder.path().join("feed.xml");
+        match self.downloader.download(url, &path, MAX_FEED_BYTES).await {
+            Ok(_) => {}
+            Err(DownloadError::Refused(problem)) => return Ok(Err(problem)),
+            Err(DownloadError::Failed(cause)) => return Ok(Err(format!("the feed could not be read: {cause:#}"))),
+        }
+        let bytes = tokio::fs::read(&path).await?;
+        Ok(feed::parse(&bytes))
+    }
+
+    /// Starts the run of a feed's entry: its link bound to every Video Input.
+    async fn start_entry(
+        &self,
+        (organization, trigger_id): (OrganizationId, AgentNodeId),
+        agent: &AgentRecord,
+        run_request: &Map<String, Value>,
+        feed: &feed::Feed,
+        entry: &feed::Entry,
+        now: Timestamp,
+    ) -> Result<RunId, RunError> {
+        let link = entry.link.clone().ok_or_else(|| RunError::Invalid("the entry has no link".into()))?;
+        let mut request =
+            StartRequest::parse(run_request).map_err(|message| RunError::Invalid(format!("run_request: {message}")))?;
+        let tiles: Vec<(AgentNodeId, Vec<InputItem>)> = agent
+            .graph
+            .nodes
+            .iter()
+            .filter(|node| nodes::find(node.node_type_id).is_some_and(|node_type| node_type.kind == NodeKind::Input))
+            .map(|node| {
+                let item = InputItem {
+                    reference: InputRef::Site(link.clone()),
+                    clip_start_ms: None,
+                    clip_end_ms: None,
+                    field: "the feed entry's link".into(),
+                };
+                (node.agent_node_id, vec![item])
+            })
+            .collect();
+        request.inputs = if tiles.is_empty() { Inputs::None } else { Inputs::PerTile(tiles) };
+        let claim = claim_of(&[b"entry", trigger_id.to_string().as_bytes(), entry.key.as_bytes()]);
+        let triggered = Triggered {
+            trigger_id,
+            at: now,
+            source: TriggerSource::Feed {
+                channel_id: feed.channel_id.clone(),
+                video_id: entry.video_id.clone(),
+                video_title: entry.title.clone(),
+                video_url: link,
+            },
+            claim: Some(claim),
+        };
+        let start = StartRun { organization, agent_id: agent.agent.id, request, trigger: Some(triggered) };
+        service::start_run(self.runs, start).await
+    }
+
+    /// Writes a change of a trigger's state, made again on a newer state when another
+    /// write came first (a bounded number of times).
+    async fn record(&self, mut state: TriggerState, change: impl Fn(&mut TriggerState)) -> anyhow::Result<()> {
+        for _ in 0..STATE_WRITES {
+            let mut next = state.clone();
+            change(&mut next);
+            next.version += 1;
+            if self.repo.put_trigger(&next).await? {
+                return Ok(());
+            }
+            match self.repo.trigger(state.organization_id, state.trigger_id).await? {
+                Some(newer) => state = newer,
+                None => return Ok(()),
+            }
+        }
+        anyhow::bail!("the trigger's state kept being changed by other writers")
+    }
+}
+
+/// `GET /trigger/{trigger_id}`: 404 unless it is a trigger node of an agent of the
+/// organization.
+pub async fn view(
+    repo: &dyn TriggerRepo,
+    agents: &dyn AgentRepo,
+    organization: OrganizationId,
+    id: AgentNodeId,
+) -> Result<TriggerView, TriggerError> {
+    let Found { state, .. } = find(repo, agents, organization, id).await?;
+    let node_type = nodes::find(state.node_type_id).ok_or(TriggerError::NotFound)?;
+    Ok(TriggerView {
+        trigger_id: id,
+        agent_id: state.agent_id,
+        node_type: NodeTypeView { node_type_id: node_type.id, node_type_name: node_type.name },
+        enabled: state.enabled,
+        next_fire_at: state.next_at.filter(|_| state.enabled),
+        last_fired_at: state.last_fired_at,
+        last_error: state.last_error,
+    })
+}
+
+async fn find(
+    repo: &dyn TriggerRepo,
+    agents: &dyn AgentRepo,
+    organization: OrganizationId,
+    id: AgentNodeId,
+) -> Result<Found, TriggerError> {
+    let state = repo.trigger(organization, id).await?.ok_or(TriggerError::NotFound)?;
+    find_state(repo, agents, state, false).await?.ok_or(TriggerError::NotFound)
+}
+
+/// The agent and node of a state; None when the node or its agent is gone (and, with
+/// `clean`, the state is removed: the scheduler's cleaning of deleted agents' triggers).
+async fn find_state(
+    repo: &dyn TriggerRepo,
+    agents: &dyn AgentRepo,
+    state: TriggerState,
+    clean: bool,
+) -> anyhow::Result<Option<Found>> {
+    let agent = agents.get_agent(state.organization_id, state.agent_id).await?;
+    let spec = agent.as_ref().and_then(|agent| agent.graph.node(state.trigger_id)).and_then(spec_of);
+    match (agent, spec) {
+        (Some(agent), Some(spec)) => Ok(Some(Found { state, agent, spec })),
+        _ => {
+            if clean {
+                // False: a later write removed or changed it already.
+                repo.delete_trigger(state.organization_id, state.trigger_id, state.version).await?;
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// A claim's key: a digest of its parts.
+fn claim_of(parts: &[&[u8]]) -> String {
+    let mut digest = Sha256::new();
+    for part in parts {
+        digest.update((part.len() as u64).to_be_bytes());
+        digest.update(part);
+    }
+    hex::encode(digest.finalize())
+}
+
+fn bounded_error(message: String) -> String {
+    message.chars().take(MAX_ERROR_CHARS).collect()
+}
