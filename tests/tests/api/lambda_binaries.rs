@@ -368,6 +368,52 @@ async fn a_function_that_cannot_start_reports_an_init_error_and_exits() {
     }
 }
 
+/// The `scheduler` binary, invoked with the event an EventBridge schedule sends, fires
+/// the trigger that is due (its state put due a minute ago): one run, started with its
+/// first task on the deployment's queue; a second invocation finds nothing due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scheduler_binary_fires_a_due_trigger_as_an_eventbridge_schedule_invokes_it() {
+    use shared::domain::nodes::{DESTINATION, SCHEDULE_TRIGGER, VIDEO_INPUT};
+    let deployment = Deployment::new().await;
+    let test = &deployment.test;
+    let scheduler = deployment.start("scheduler", FUNCTION_TIMEOUT).await;
+    let video = upload(test, "video", sample("video.mp4"), None).await;
+    let schedule = json!({ "cron": "* * * * *", "run_request": { "video_ids": [video] } });
+    let (_, nodes) = create_agent(
+        test,
+        &[("tick", SCHEDULE_TRIGGER, schedule), ("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))],
+        &[("in", "out")],
+    )
+    .await;
+    let id = shared::domain::graph::AgentNodeId::parse(&nodes["tick"]).unwrap();
+    let triggers = test.app.triggers();
+    let mut state = triggers.trigger(test.organization, id).await.unwrap().expect("saved with the graph");
+    let due = shared::domain::time::Timestamp::parse("2026-01-01T00:00:00.000Z").unwrap();
+    (state.next_at, state.version) = (Some(due), state.version + 1);
+    assert!(triggers.put_trigger(&state).await.unwrap());
+
+    let event = json!({
+        "version": "0",
+        "id": uuid::Uuid::new_v4().to_string(),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "123456789012",
+        "time": "2026-11-27T00:00:00Z",
+        "region": "us-east-1",
+        "resources": ["arn:aws:events:us-east-1:123456789012:rule/scheduler"],
+        "detail": {}
+    });
+    let answer = scheduler.invoke(&event).await.unwrap_or_else(|error| panic!("{error:?}\n{}", scheduler.log_tail()));
+    assert_eq!(answer["triggers"]["started"], 1, "{answer}");
+    let fired = triggers.trigger(test.organization, id).await.unwrap().unwrap();
+    assert_eq!(fired.last_fired_at, Some(due), "{fired:?}");
+    assert!(fired.next_at.is_some_and(|next| next > shared::domain::time::Timestamp::now()), "{fired:?}");
+    let messages = deployment.receive(&deployment.tasks, Duration::from_secs(30)).await;
+    assert!(!messages.is_empty(), "the run's first task was queued");
+    let answer = scheduler.invoke(&event).await.unwrap();
+    assert_eq!(answer["triggers"]["due"], 0, "{answer}");
+}
+
 /// An event a function cannot read is answered on `invocation/{id}/error` and the
 /// function goes on serving; its process ends when the emulator is dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -109,6 +109,16 @@ impl Harness {
         Self::build(Backend::DynamoDb, 2, DEFAULT_TASK_BUDGET, schedule, true, |settings| settings, wrap).await
     }
 
+    /// `count` workers on the AWS backend with a table no other test shares (for a test
+    /// whose sweep or scheduler tick acts on everything of its table).
+    pub(crate) async fn own_table(count: usize) -> Self {
+        let table = DynamoDb::connect(format!("own-{}", uuid::Uuid::new_v4())).await;
+        table.ensure_table().await.unwrap();
+        let schedule = WebhookSchedule::default();
+        Self::build(Backend::DynamoDb, count, DEFAULT_TASK_BUDGET, schedule, true, |settings| settings, move |_| table)
+            .await
+    }
+
     /// The embedded backend with the SSRF guard of a deployment: no private URLs.
     pub(crate) async fn guarded() -> Self {
         let schedule = WebhookSchedule::default();

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
-use shared::adapters::dynamodb::DynamoDb;
 use shared::domain::nodes::{CHANNEL_FEED_TRIGGER, CLIP, DESTINATION, SCHEDULE_TRIGGER, VIDEO_INPUT};
 use shared::domain::time::Timestamp;
 
@@ -24,17 +23,14 @@ conformance!(
     a_feed_that_fails_records_why_and_is_polled_again,
     fires_by_hand_reads_and_run_lists_of_triggers,
     trigger_refusals_name_the_operation_and_parameter_and_change_nothing,
+    resume_never_requeues_the_trigger_and_keeps_what_started_the_run,
 );
 
 /// A harness whose state no other test shares: a tick acts on every due trigger of its
 /// table, so on DynamoDB the harness has a table of its own.
 async fn harness(backend: Backend) -> Harness {
     match backend {
-        Backend::DynamoDb => {
-            let table = DynamoDb::connect(format!("triggers-{}", uuid::Uuid::new_v4())).await;
-            table.ensure_table().await.unwrap();
-            Harness::through_table(move |_| table).await
-        }
+        Backend::DynamoDb => Harness::own_table(2).await,
         Backend::Sqlite => Harness::new(backend).await,
     }
 }
@@ -354,19 +350,6 @@ async fn fires_by_hand_reads_and_run_lists_of_triggers(backend: Backend) {
     let (status, _) = harness.test.call(Method::GET, &format!("/trigger/{id}/runs?limit=0"), None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 
-    // Resume never re-queues the trigger and keeps what started the run.
-    let run = started[0].clone();
-    let (status, _) = harness.test.call(Method::POST, &format!("/agent_run/{run}/cancel"), None).await;
-    assert!(status == StatusCode::OK || status == StatusCode::CONFLICT);
-    let record = harness.finished(&run).await;
-    if record["status"] == "cancelled" {
-        let (status, resumed) = harness.test.call(Method::POST, &format!("/agent_run/{run}/resume"), None).await;
-        assert_eq!(status, StatusCode::OK, "{resumed}");
-        assert!(!resumed["requeued_nodes"].to_string().contains(id.as_str()), "{resumed}");
-        let record = harness.finished(&run).await;
-        assert_eq!(record["triggered_by"], runs[0]["triggered_by"], "{record}");
-    }
-
     // Disabled: 409, and no next fire.
     let update = |operations: Value| {
         let test = harness.test.clone();
@@ -514,4 +497,43 @@ async fn a_feed_on_a_private_address_is_refused_when_the_deployment_guards() {
         let detail = body["detail"].as_str().unwrap();
         assert!(detail.starts_with("operations[0]: params_used.feed_url: "), "{detail}");
     }
+}
+
+async fn resume_never_requeues_the_trigger_and_keeps_what_started_the_run(backend: Backend) {
+    // No workers: the fired run waits, is cancelled, then resumed.
+    let harness = match backend {
+        Backend::Sqlite => Harness::with_workers(backend, 0).await,
+        Backend::DynamoDb => Harness::own_table(0).await,
+    };
+    let video = harness.upload("video", "video.mp4").await;
+    let schedule = json!({ "cron": "0 0 1 1 *", "run_request": { "video_ids": [video] } });
+    let (_, nodes) = harness
+        .agent(
+            &[("tick", SCHEDULE_TRIGGER, schedule), ("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))],
+            &[("in", "out")],
+        )
+        .await;
+    let id = nodes["tick"].clone();
+    let (status, fired) = harness.test.call(Method::POST, &format!("/trigger/{id}/fire"), None).await;
+    assert_eq!(status, StatusCode::OK, "{fired}");
+    let run = fired["run_ids"][0].as_str().unwrap().to_owned();
+    let (_, before) = harness.test.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+    let (status, body) = harness.test.call(Method::POST, &format!("/agent_run/{run}/cancel"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, resumed) = harness.test.call(Method::POST, &format!("/agent_run/{run}/resume"), None).await;
+    assert_eq!(status, StatusCode::OK, "{resumed}");
+    let (_, nodes_view) = harness.test.call(Method::GET, &format!("/agent_run/{run}/nodes"), None).await;
+    let runtime_trigger = nodes_view["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|node| node["original_node_id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{nodes_view}"));
+    assert_eq!(runtime_trigger["status"], "completed", "{nodes_view}");
+    let requeued = resumed["requeued_nodes"].to_string();
+    assert!(!requeued.contains(runtime_trigger["agent_node_id"].as_str().unwrap()), "{resumed}");
+    assert!(resumed["nodes_queued"].as_u64().unwrap() >= 1, "{resumed}");
+    let (_, after) = harness.test.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+    assert_eq!(after["triggered_by"], before["triggered_by"], "{after}");
+    assert_eq!(after["triggered_by"]["type"], "manual");
 }
