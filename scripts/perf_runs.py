@@ -4,7 +4,7 @@ starts it). Each figure is a ratio or a difference against a floor measured in t
 run: the ffmpeg commands a person would write by hand for the same work.
 
   usage: perf_runs.py BASE_URL API_KEY WORK_DIR [--repeats N] [--starts N] [--long-seconds S]
-                     [--only chain,fan,edit,first,wide,generation,avatar,charges] [--label TEXT] [--cpu NAME=PID,...]
+                     [--only chain,fan,edit,first,wide,generation,avatar,charges,triggers] [--label TEXT] [--cpu NAME=PID,...]
                      [--free-base URL --free-key KEY --free-pid PID]
 
 --free-base/--free-key/--free-pid name a second serve started with CREDIT_PRICES=free: the
@@ -32,6 +32,7 @@ DESTINATION = "96600cea-d346-4a43-a262-cc54579cfe1e"
 CLIP = "774577c0-7d6c-42fa-9f2d-fbc179081641"
 REFRAME = "3c86da6e-c0b0-4ac6-a4e3-23ff638dceae"
 IMAGE_GENERATION = "18b998a0-2ea7-4676-a5d3-3ae6c8ac0b72"
+SCHEDULE = "ca4a4af1-9622-4018-ae48-a107c46bd14b"
 # The local providers' font (GENERATION_FONT's default).
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 SPEED = "47a6bc12-618b-47a6-b0ad-7b3983640b2d"
@@ -48,7 +49,7 @@ repeats = int(options.get("--repeats", 3))
 starts = int(options.get("--starts", 20))
 # The long video's length (a smoke run of the script may shorten it).
 long_seconds = int(options.get("--long-seconds", 60))
-only = set(options.get("--only", "chain,fan,edit,first,wide,generation,avatar,charges").split(","))
+only = set(options.get("--only", "chain,fan,edit,first,wide,generation,avatar,charges,triggers").split(","))
 # Names the backend in the rows (perf-runs.sh measures the wide runs on both).
 label = options.get("--label", "")
 # name -> PID of the processes whose CPU per task the wide rows report.
@@ -438,6 +439,34 @@ if "first" in only:
     latencies = sorted(first_task(single, short_id) for _ in range(starts))
     rows.append(f"| POST run → first task running, p50 / p90 of {starts} | "
                 f"{ms(latencies[math.ceil(len(latencies) * 0.5) - 1])} / {ms(latencies[math.ceil(len(latencies) * 0.9) - 1])} | | |")
+
+if "triggers" in only:
+    # What starting a run through a trigger adds: a Schedule fired by hand (its state and
+    # agent read, the run started, the state's write) against POST run of the same body
+    # (the floor), alternately; the latency of each answer, median of the pairs. The
+    # scheduler's tick starts a due trigger's run the same way, with a claim in the run's
+    # write.
+    body = {"video_ids": [short_id]}
+    nodes = [("tick", SCHEDULE, {"cron": "0 0 1 1 *", "run_request": body}),
+             ("in", VIDEO_INPUT, {}), ("out", DESTINATION, {})]
+    fired_agent = agent(nodes, [("in", "out")])
+    trigger_id = next(node["agent_node_id"] for node in call("GET", f"/agent/{fired_agent}")["agent_nodes"]
+                      if node["node_type"]["node_type_id"] == SCHEDULE)
+    trigger_pairs = max(starts, 30)
+    fires, posts, ratios = [], [], []
+    for _ in range(trigger_pairs):
+        fire = timed(lambda: call("POST", f"/trigger/{trigger_id}/fire"))
+        post = timed(lambda: call("POST", f"/agent/{fired_agent}/run", body))
+        fires.append(fire)
+        posts.append(post)
+        ratios.append(fire / post)
+    started_runs = call("GET", f"/trigger/{trigger_id}/runs?limit=100")["runs"]
+    assert len(started_runs) == trigger_pairs and all(r["triggered_by"]["type"] == "manual" for r in started_runs)
+    for listed in call("GET", f"/agent/{fired_agent}/runs?limit=100")["runs"]:
+        run_until_end(listed["run_id"])
+    rows.append(f"| {label}a run started by a trigger: POST /trigger/{{id}}/fire of a Schedule vs. POST run of the "
+                f"same body, answer latency, median of {trigger_pairs} pairs | {ms(statistics.median(fires))} | "
+                f"{ms(statistics.median(posts))} | **×{statistics.median(ratios):.2f}** |")
 
 print("| measurement | engine | floor | figure |")
 print("|---|---|---|---|")

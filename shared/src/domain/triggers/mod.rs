@@ -19,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -40,6 +41,12 @@ const MAX_FEED_BYTES: u64 = 5 * 1024 * 1024;
 const MAX_ERROR_CHARS: usize = 1_000;
 /// Due triggers one tick takes up (the rest wait for the next tick, a minute on).
 pub const TICK_BATCH: usize = 100;
+/// Due triggers one tick fires at once (a feed's entries are read at start as sites'
+/// pages, a few seconds each).
+const TICK_CONCURRENCY: usize = 4;
+/// Longest a tick goes on starting fires: well inside the `scheduler` function's
+/// 300-second timeout, and the rest wait a minute.
+pub const TICK_BUDGET: Duration = Duration::from_secs(180);
 /// Tries of a state's write that keeps meeting another writer's.
 const STATE_WRITES: usize = 5;
 
@@ -324,12 +331,20 @@ struct Found {
 }
 
 impl Triggers<'_> {
-    /// Fires every trigger due at `now` (see the module's notes on once-only).
+    /// Fires every trigger due at `now` (see the module's notes on once-only), a few at
+    /// once; none is started after [`TICK_BUDGET`] (the rest are still due at the next
+    /// tick).
     pub async fn tick(&self, now: Timestamp) -> anyhow::Result<TickReport> {
         let due = self.repo.due_triggers(now, TICK_BATCH).await?;
         let mut report = TickReport { due: due.len(), ..TickReport::default() };
-        for (organization, id) in due {
-            match self.fire_due(organization, id, now).await {
+        let deadline = tokio::time::Instant::now() + TICK_BUDGET;
+        let fires = futures::stream::iter(due)
+            .take_while(|_| std::future::ready(tokio::time::Instant::now() < deadline))
+            .map(|(organization, id)| async move { (id, self.fire_due(organization, id, now).await) })
+            .buffer_unordered(TICK_CONCURRENCY);
+        let fired: Vec<_> = fires.collect().await;
+        for (id, outcome) in fired {
+            match outcome {
                 Ok((started, failed)) => {
                     report.started += started;
                     report.failed += usize::from(failed);
