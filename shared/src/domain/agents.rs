@@ -414,9 +414,9 @@ fn touched_nodes(operations: &[Operation], created: &[CreatedNode]) -> std::coll
     touched
 }
 
-/// Copies an agent with its graph (new node IDs) into a new agent of the same workspace;
-/// its triggers start with states of their own (as they stand, unchecked: their run
-/// requests still name the source's nodes until they are changed).
+/// Copies an agent with its graph (new node IDs) into a new agent of the same workspace.
+/// Its triggers do not fire until their nodes are saved (checked) in the copy: their
+/// run requests still name the source's nodes.
 pub async fn duplicate_agent(
     ports: &UpdatePorts<'_>,
     organization: OrganizationId,
@@ -434,17 +434,7 @@ pub async fn duplicate_agent(
     });
     let agent = Agent { id: AgentId::now_v7(), name, created_at: now, updated_at: now, ..source.agent };
     let record = AgentRecord { agent: agent.clone(), graph: source.graph.with_new_ids(), version: 1 };
-    // Saved as unchanged nodes: states without checks.
-    let writes = triggers::on_save(
-        ports.triggers,
-        ports.bind,
-        organization,
-        Some(&record.graph),
-        &record,
-        &Default::default(),
-        now,
-    )
-    .await?;
+    let writes = [];
     if !ports.agents.create_agent(organization, &record, &writes).await? {
         return Err(AgentError::Backend(anyhow::anyhow!("agent {} already exists", agent.id)));
     }

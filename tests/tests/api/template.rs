@@ -412,6 +412,8 @@ fn the_scheduler_ticks_every_minute_with_the_sweep_index_and_least_privilege() {
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["Type"], "Schedule");
     assert_eq!(events[0]["Properties"]["Schedule"], "rate(1 minute)");
+    assert_eq!(scheduler["Properties"]["ReservedConcurrentExecutions"], 1, "ticks never overlap");
+    assert!(scheduler["Properties"]["Timeout"].as_u64().unwrap() > 150 + 100, "a tick's budget and a last fire fit");
     let variables = &scheduler["Properties"]["Environment"]["Variables"];
     for name in ["TASK_QUEUE_URL", "WEBHOOK_QUEUE_URL", "MEDIA_LINK_SECRET", "PUBLIC_URL", "YT_DLP_PATH"] {
         assert!(!variables[name].is_null(), "{logical_id} has the engine's {name}");

@@ -224,7 +224,7 @@ async fn a_channel_feed_starts_one_run_per_new_entry_once(backend: Backend) {
         ("undated", "No date", old.as_str(), None),
     ];
     feed.set(200, "application/atom+xml", atom(&entries));
-    let (_, id) = feed_agent(&harness, &feed.url, 5).await;
+    let (agent, id) = feed_agent(&harness, &feed.url, 5).await;
     let view = trigger(&harness.test, &id).await;
     let first_poll = at(&view["next_fire_at"]);
     assert!(first_poll <= Timestamp::now(), "a new feed is polled at the next tick: {view}");
@@ -243,6 +243,24 @@ async fn a_channel_feed_starts_one_run_per_new_entry_once(backend: Backend) {
     assert_eq!(tick_twice(&harness, now.after(minutes(10))).await, 0);
     let (status, fired) = harness.test.call(Method::POST, &format!("/trigger/{id}/fire"), None).await;
     assert_eq!((status, &fired["run_ids"]), (StatusCode::OK, &json!([])), "{fired}");
+    // Off, an entry is published; on again, it is not new: the record starts anew.
+    let enabled = |on: bool| {
+        let (test, agent, id) = (harness.test.clone(), agent.clone(), id.clone());
+        async move {
+            let operations = json!([{ "op": "update_node", "agent_node_id": id, "params_used": { "enabled": on } }]);
+            let (status, body) = test
+                .call(Method::POST, &format!("/agent/{agent}/update"), Some(json!({ "operations": operations })))
+                .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+        }
+    };
+    enabled(false).await;
+    let while_off = format!("{site}/watch?v=off");
+    entries.insert(0, ("off", "Published while off", while_off.as_str(), Some(Timestamp::now())));
+    feed.set(200, "application/atom+xml", atom(&entries));
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    enabled(true).await;
+    assert_eq!(tick_twice(&harness, Timestamp::now().after(minutes(30))).await, 0, "published while off");
 
     let runs = trigger_runs(&harness.test, &id).await;
     assert_eq!(runs.len(), 3, "{runs:?}");
@@ -398,8 +416,21 @@ async fn fires_by_hand_reads_and_run_lists_of_triggers(backend: Backend) {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    // A duplicate's trigger does not fire until its node is saved in the copy.
+    let (status, copy) = harness.test.call(Method::POST, &format!("/agent/{agent}/duplicate"), None).await;
+    assert_eq!(status, StatusCode::CREATED, "{copy}");
+    let (_, copied) =
+        harness.test.call(Method::GET, &format!("/agent/{}", copy["agent_id"].as_str().unwrap()), None).await;
+    let copied_trigger = copied["agent_nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|node| node["node_type"]["node_type_id"] == SCHEDULE_TRIGGER.to_string())
+        .map(|node| node["agent_node_id"].as_str().unwrap().to_owned())
+        .unwrap();
     let unknown = uuid::Uuid::new_v4().to_string();
     let cases: Vec<(&TestApp, String, &str)> = vec![
+        (&harness.test, copied_trigger, "a duplicate's trigger not saved since"),
         (&harness.test, unknown, "an unknown ID"),
         (&harness.test, "not-a-uuid".into(), "not an ID"),
         (&stranger, id.clone(), "another organization's trigger"),

@@ -38,10 +38,11 @@ pub(super) fn node_type() -> NodeType {
                         "type": "object",
                         "properties": {
                             "update_params": {"type": "object"},
+                            "ignore_nodes": {"type": "array"},
                             "callback_url": {"type": "string"},
                         },
                         "additionalProperties": false,
-                        "description": "update_params and callback_url of the runs it starts",
+                        "description": "update_params, ignore_nodes and callback_url of the runs it starts",
                     },
                     "enabled": {"type": "boolean"},
                 }),

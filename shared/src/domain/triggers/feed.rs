@@ -5,7 +5,7 @@ use sha2::{Digest, Sha256};
 
 use crate::domain::time::Timestamp;
 
-/// Entries of one feed looked at per poll (a channel's feed lists its latest 15).
+/// Entries of one feed looked at per poll, the newest (a channel's feed lists its latest 15).
 pub const MAX_ENTRIES: usize = 200;
 /// Longest text kept of what a feed says (its strings are not ours to bound).
 const MAX_TEXT_CHARS: usize = 500;
@@ -45,8 +45,11 @@ pub fn parse(bytes: &[u8]) -> Result<Feed, String> {
     let channel_id = youtube_channel(bytes)
         .or_else(|| parsed.id.strip_prefix("yt:channel:").map(str::to_owned))
         .unwrap_or_else(|| parsed.id.clone());
-    let entries = parsed
-        .entries
+    // The newest entries when the feed has more than are looked at (an RSS feed may list
+    // its oldest first); undated ones after the dated, in the feed's order.
+    let mut entries = parsed.entries;
+    entries.sort_by_key(|entry| std::cmp::Reverse(entry.published.or(entry.updated)));
+    let entries = entries
         .into_iter()
         .take(MAX_ENTRIES)
         .map(|entry| {

@@ -46,7 +46,20 @@ pub const TICK_BATCH: usize = 100;
 const TICK_CONCURRENCY: usize = 4;
 /// Longest a tick goes on starting fires: well inside the `scheduler` function's
 /// 300-second timeout, and the rest wait a minute.
-pub const TICK_BUDGET: Duration = Duration::from_secs(180);
+pub const TICK_BUDGET: Duration = Duration::from_secs(150);
+/// How long a Schedule's due time is tried again after a failure of ours (storage, a
+/// site's page that could not be read): the next ticks within it try again.
+const BACKEND_RETRY_WINDOW: Duration = Duration::from_secs(10 * 60);
+/// `last_error` of a fire that failed for a reason of ours (the cause is logged).
+const UNAVAILABLE: &str = "the run could not be started (the service or a site it reads was unavailable); it is \
+                           tried again at the next ticks for 10 minutes";
+/// Longest one due trigger's fire may take in a tick (a feed's read and its entries'
+/// starts): a slow feed never holds the tick.
+const FIRE_BUDGET: Duration = Duration::from_secs(100);
+/// Longest a feed's read may take.
+const FEED_READ_BUDGET: Duration = Duration::from_secs(30);
+/// New entries of a feed started per poll; the others start at the next polls.
+pub const MAX_RUNS_PER_POLL: usize = 10;
 /// Tries of a state's write that keeps meeting another writer's.
 const STATE_WRITES: usize = 5;
 
@@ -151,17 +164,18 @@ pub async fn on_save(
     let mut writes = Vec::new();
     for node in after.graph.nodes.iter().filter(|node| is_trigger(node)) {
         let Some(spec) = spec_of(node) else { continue };
+        // Only a trigger created or changed is saved (checked): one saved before triggers
+        // had states, or copied by a duplicate (whose run request names the source's
+        // nodes), has none, and does not fire, until its node is saved.
         let unchanged = before.and_then(|graph| graph.node(node.agent_node_id)).is_some_and(|old| old == node);
-        let current = repo.trigger(organization, node.agent_node_id).await?;
-        if unchanged && current.is_some() {
+        if unchanged {
             continue;
         }
-        if !unchanged {
-            let index = touched.get(&node.agent_node_id).copied().unwrap_or(0);
-            if let Err(message) = check(ports, organization, after, &spec, now).await? {
-                return Err(OperationError { index, message }.into());
-            }
+        let index = touched.get(&node.agent_node_id).copied().unwrap_or(0);
+        if let Err(message) = check(ports, organization, after, &spec, now).await? {
+            return Err(OperationError { index, message }.into());
         }
+        let current = repo.trigger(organization, node.agent_node_id).await?;
         writes.push(TriggerWrite::Put(saved_state(organization, after.agent.id, node, &spec, current, now)));
     }
     if let Some(before) = before {
@@ -204,6 +218,7 @@ fn saved_state(
         seen: Vec::new(),
         version: 0,
     });
+    let was_enabled = state.enabled;
     state.version += 1;
     state.enabled = spec.enabled();
     state.next_at = match spec {
@@ -211,8 +226,9 @@ fn saved_state(
             CronSchedule::parse(cron, timezone).ok().and_then(|schedule| schedule.next_after(now))
         }
         TriggerSpec::Feed { feed_url: Some(url), poll_minutes, .. } if spec.enabled() => {
-            if state.feed_url.as_deref() != Some(url) {
-                // A new address: its entries are recorded anew from its first poll.
+            if state.feed_url.as_deref() != Some(url) || !was_enabled {
+                // A new address, or one enabled again: its entries are recorded anew
+                // from its first poll (nothing published while it was off starts runs).
                 (state.feed_url, state.polled, state.seen, state.saved_at) =
                     (Some(url.clone()), false, Vec::new(), now);
                 Some(now)
@@ -335,23 +351,35 @@ impl Triggers<'_> {
     /// once; none is started after [`TICK_BUDGET`] (the rest are still due at the next
     /// tick).
     pub async fn tick(&self, now: Timestamp) -> anyhow::Result<TickReport> {
-        let due = self.repo.due_triggers(now, TICK_BATCH).await?;
-        let mut report = TickReport { due: due.len(), ..TickReport::default() };
         let deadline = tokio::time::Instant::now() + TICK_BUDGET;
-        let fires = futures::stream::iter(due)
-            .take_while(|_| std::future::ready(tokio::time::Instant::now() < deadline))
-            .map(|(organization, id)| async move { (id, self.fire_due(organization, id, now).await) })
-            .buffer_unordered(TICK_CONCURRENCY);
-        let fired: Vec<_> = fires.collect().await;
-        for (id, outcome) in fired {
-            match outcome {
-                Ok((started, failed)) => {
-                    report.started += started;
-                    report.failed += usize::from(failed);
-                }
-                Err(error) => {
-                    report.failed += 1;
-                    tracing::warn!(trigger_id = %id, error = %format!("{error:#}"), "a due trigger was not fired");
+        let mut report = TickReport::default();
+        // Page after page of what is due (earliest first), each trigger once a tick.
+        let mut attempted: HashSet<(OrganizationId, AgentNodeId)> = HashSet::new();
+        while tokio::time::Instant::now() < deadline {
+            let due = self.repo.due_triggers(now, attempted.len() + TICK_BATCH).await?;
+            let fresh: Vec<_> = due.into_iter().filter(|item| attempted.insert(*item)).collect();
+            if fresh.is_empty() {
+                break;
+            }
+            report.due += fresh.len();
+            let fires = futures::stream::iter(fresh)
+                .take_while(|_| std::future::ready(tokio::time::Instant::now() < deadline))
+                .map(|(organization, id)| async move {
+                    let fired = tokio::time::timeout(FIRE_BUDGET, self.fire_due(organization, id, now)).await;
+                    (id, fired.unwrap_or_else(|_| Err(anyhow::anyhow!("the fire took over {FIRE_BUDGET:?}"))))
+                })
+                .buffer_unordered(TICK_CONCURRENCY);
+            let fired: Vec<_> = fires.collect().await;
+            for (id, outcome) in fired {
+                match outcome {
+                    Ok((started, failed)) => {
+                        report.started += started;
+                        report.failed += usize::from(failed);
+                    }
+                    Err(error) => {
+                        report.failed += 1;
+                        tracing::warn!(trigger_id = %id, error = %format!("{error:#}"), "a due trigger was not fired");
+                    }
                 }
             }
         }
@@ -371,30 +399,43 @@ impl Triggers<'_> {
         let Found { state, agent, spec } = found;
         match &spec {
             TriggerSpec::Schedule { cron, timezone, run_request, .. } => {
+                if !spec.enabled() {
+                    return Ok((0, false));
+                }
                 let claim = claim_of(&[b"schedule", id.to_string().as_bytes(), due.to_string().as_bytes()]);
                 let triggered =
                     Triggered { trigger_id: id, at: due, source: TriggerSource::Schedule, claim: Some(claim) };
                 let outcome = self.start_schedule(organization, &agent, run_request, triggered).await;
-                let (started, error) = match outcome {
-                    Ok(_) => (1, None),
-                    Err(RunError::AlreadyStarted) => (0, None),
-                    Err(RunError::Backend(error)) => return Err(error.context("starting a scheduled run")),
-                    Err(other) => (0, Some(other.to_string())),
+                let (started, error, retry) = match outcome {
+                    Ok(_) => (1, None, false),
+                    Err(RunError::AlreadyStarted) => (0, None, false),
+                    Err(RunError::Backend(cause)) => {
+                        tracing::warn!(trigger_id = %id, error = %format!("{cause:#}"), "a scheduled run could not start");
+                        // Tried again at the next ticks while the due time is recent (the
+                        // claim keeps it to one run); then this time is given up.
+                        let recent = due.after(BACKEND_RETRY_WINDOW) > now;
+                        (0, Some(UNAVAILABLE.to_owned()), recent)
+                    }
+                    Err(other) => (0, Some(other.to_string()), false),
                 };
-                // Missed times (downtime) were this one fire: the next is after now.
-                let next = cron
-                    .as_deref()
-                    .and_then(|cron| CronSchedule::parse(cron, timezone).ok())
-                    .and_then(|schedule| schedule.next_after(due.max(now)));
                 let failed = error.is_some();
                 let mut written = state.clone();
                 written.version += 1;
-                written.next_at = next;
-                if error.is_none() {
+                if !retry {
+                    // Missed times (downtime) were this one fire: the next is after now.
+                    written.next_at = cron
+                        .as_deref()
+                        .and_then(|cron| CronSchedule::parse(cron, timezone).ok())
+                        .and_then(|schedule| schedule.next_after(due.max(now)));
+                }
+                if started == 1 || error.is_none() {
                     written.last_fired_at = Some(due);
                 }
-                written.last_error =
-                    error.map(bounded_error).or(if started == 1 { None } else { state.last_error.clone() });
+                written.last_error = match error {
+                    Some(error) => Some(bounded_error(error)),
+                    None if started == 1 => None,
+                    None => state.last_error.clone(),
+                };
                 // False: another tick moved it first, which is the same move.
                 self.repo.put_trigger(&written).await?;
                 Ok((started, failed))
@@ -482,9 +523,14 @@ impl Triggers<'_> {
         now: Timestamp,
     ) -> anyhow::Result<(Vec<RunId>, Option<String>)> {
         let TriggerSpec::Feed { feed_url: Some(url), run_request, .. } = spec else {
-            return Ok((Vec::new(), Some("params_used.feed_url is not set".into())));
+            let error = "params_used.feed_url is not set".to_owned();
+            self.record(state, |state| state.last_error = Some(error.clone())).await?;
+            return Ok((Vec::new(), Some(error)));
         };
         let (mut runs, mut error, mut seen, mut keys) = (Vec::new(), None, state.seen.clone(), HashSet::new());
+        // What the poll is of: a save of another address (or a re-enable) in between
+        // starts the record anew, which this poll's result must not overwrite.
+        let polled_feed = (state.feed_url.clone(), state.saved_at);
         match self.read_feed(url).await? {
             Err(problem) => error = Some(format!("feed_url: {problem}")),
             Ok(feed) => {
@@ -502,6 +548,10 @@ impl Triggers<'_> {
                         seen.push(entry.key.clone());
                         continue;
                     }
+                    if runs.len() >= MAX_RUNS_PER_POLL {
+                        // Not recorded: the next poll starts it.
+                        continue;
+                    }
                     match self
                         .start_entry((state.organization_id, state.trigger_id), agent, run_request, &feed, entry, now)
                         .await
@@ -513,7 +563,7 @@ impl Triggers<'_> {
                         Err(RunError::AlreadyStarted) => seen.push(entry.key.clone()),
                         Err(RunError::Backend(cause)) => {
                             tracing::warn!(error = %format!("{cause:#}"), "a feed entry's run could not be started");
-                            error.get_or_insert_with(|| format!("a run could not be started: {cause}"));
+                            error.get_or_insert_with(|| format!("entry {:?}: {UNAVAILABLE}", entry.title));
                         }
                         Err(refused) => {
                             error.get_or_insert_with(|| format!("entry {:?}: {refused}", entry.title));
@@ -527,12 +577,15 @@ impl Triggers<'_> {
         let read = error.is_none() || !keys.is_empty();
         let fired = !runs.is_empty();
         self.record(state, |state| {
+            if fired {
+                state.last_fired_at = Some(now);
+            }
+            if (state.feed_url.clone(), state.saved_at) != polled_feed {
+                return;
+            }
             if read {
                 state.polled = true;
                 state.seen = seen.clone();
-            }
-            if fired {
-                state.last_fired_at = Some(now);
             }
             state.last_error = error.clone().map(bounded_error);
         })
@@ -544,10 +597,15 @@ impl Triggers<'_> {
     async fn read_feed(&self, url: &str) -> anyhow::Result<Result<feed::Feed, String>> {
         let folder = tempfile::tempdir()?;
         let path = folder.path().join("feed.xml");
-        match self.downloader.download(url, &path, MAX_FEED_BYTES).await {
-            Ok(_) => {}
-            Err(DownloadError::Refused(problem)) => return Ok(Err(problem)),
-            Err(DownloadError::Failed(cause)) => return Ok(Err(format!("the feed could not be read: {cause:#}"))),
+        let read = tokio::time::timeout(FEED_READ_BUDGET, self.downloader.download(url, &path, MAX_FEED_BYTES));
+        match read.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(DownloadError::Refused(problem))) => return Ok(Err(problem)),
+            Ok(Err(DownloadError::Failed(cause))) => {
+                tracing::info!(url, error = %format!("{cause:#}"), "a feed could not be read");
+                return Ok(Err("the feed could not be read (no answer, or the connection failed)".into()));
+            }
+            Err(_) => return Ok(Err(format!("the feed did not answer within {} s", FEED_READ_BUDGET.as_secs()))),
         }
         let bytes = tokio::fs::read(&path).await?;
         Ok(feed::parse(&bytes))
