@@ -249,6 +249,23 @@ pub fn lost_update_answers(part: &'static str) -> Refuse {
     )
 }
 
+/// Every transaction that starts a run under a claim (a trigger's fire) fails with a 500,
+/// as DynamoDB does when it is having trouble, and is not applied; other writes go through.
+pub fn failing_claimed_run_starts() -> Refuse {
+    Refuse::new(
+        |input| {
+            input.downcast_ref::<TransactWriteItemsInput>().is_some_and(|transaction| {
+                transaction.transact_items().iter().filter_map(|item| item.put()).any(
+                    |put| matches!(put.item().get("sk"), Some(AttributeValue::S(sk)) if sk.starts_with("RUNCLAIM#")),
+                )
+            })
+        },
+        false,
+        500,
+        "InternalServerError",
+    )
+}
+
 /// The first answer to every conditional write of a run's head (a change under its
 /// version: a PutItem, or a transaction with the records it changed) is lost after
 /// DynamoDB applied the write: the SDK's retry then meets the version the write stored,

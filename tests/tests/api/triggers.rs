@@ -568,3 +568,36 @@ async fn resume_never_requeues_the_trigger_and_keeps_what_started_the_run(backen
     assert_eq!(after["triggered_by"], before["triggered_by"], "{after}");
     assert_eq!(after["triggered_by"]["type"], "manual");
 }
+
+/// A fire that fails for a reason of ours (DynamoDB failing the run's write) says so in
+/// `last_error`, is tried again by the ticks of the next 10 minutes, then gives that
+/// time up and fires at the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_schedule_whose_run_cannot_be_stored_says_why_and_is_tried_again_for_a_while() {
+    let table = shared::adapters::dynamodb::DynamoDb::connect(format!("own-{}", uuid::Uuid::new_v4())).await;
+    table.ensure_table().await.unwrap();
+    let failing = table.with_interceptor(crate::faults::failing_claimed_run_starts());
+    let harness = Harness::through_table(move |_| failing).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let schedule = json!({ "cron": "0 * * * *", "run_request": { "video_ids": [video] } });
+    let (_, nodes) = harness
+        .agent(
+            &[("tick", SCHEDULE_TRIGGER, schedule), ("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))],
+            &[("in", "out")],
+        )
+        .await;
+    let id = nodes["tick"].clone();
+    let due = at(&trigger(&harness.test, &id).await["next_fire_at"]);
+    assert_eq!(tick_twice(&harness, due).await, 0);
+    let view = trigger(&harness.test, &id).await;
+    assert!(view["last_error"].as_str().unwrap().contains("tried again"), "{view}");
+    assert_eq!(at(&view["next_fire_at"]), due, "still due: {view}");
+    assert_eq!(tick_twice(&harness, due.after(minutes(9))).await, 0);
+    assert_eq!(at(&trigger(&harness.test, &id).await["next_fire_at"]), due);
+    // Past the window: that time is given up, the next hour is due.
+    assert_eq!(tick_twice(&harness, due.after(minutes(11))).await, 0);
+    let view = trigger(&harness.test, &id).await;
+    assert_eq!(at(&view["next_fire_at"]), due.after(minutes(60)), "{view}");
+    assert!(view["last_error"].is_string(), "{view}");
+    assert!(trigger_runs(&harness.test, &id).await.is_empty());
+}
