@@ -13,6 +13,7 @@ pub mod nodes;
 pub mod runs;
 pub mod shared_stores;
 pub mod sites;
+pub mod social;
 pub mod time;
 pub mod uploads;
 pub mod webhooks;
@@ -36,6 +37,7 @@ pub trait Backend:
     + asset_manager::AssetRepo
     + avatars::AvatarRepo
     + credits::CreditRepo
+    + social::SocialRepo
     + 'static
 {
 }
