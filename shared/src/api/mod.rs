@@ -17,6 +17,7 @@ mod query;
 pub mod routes;
 pub mod runs;
 mod shared_stores;
+mod social;
 mod uploads;
 mod webhooks;
 
