@@ -820,6 +820,7 @@ async fn chain_run_without_workers(backend: Backend) -> (Harness, String, shared
         task: TaskIndex(0),
         attempt: 0,
         avatar: None,
+        social_post: None,
     };
     (harness, run, engine, message)
 }
@@ -889,7 +890,14 @@ async fn a_worker_that_stops_between_recording_and_queueing_loses_no_task(backen
     let sent = recording.0.lock().unwrap().clone();
     assert_eq!(
         sent,
-        [TaskMessage { organization_id: organization, run_id, task: TaskIndex(1), attempt: 0, avatar: None }]
+        [TaskMessage {
+            organization_id: organization,
+            run_id,
+            task: TaskIndex(1),
+            attempt: 0,
+            avatar: None,
+            social_post: None
+        }]
     );
     engine.queue.send(&sent).await.unwrap();
     let workers = serve::workers::start(&harness.test.app, 1).await.unwrap();
@@ -1070,6 +1078,7 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
         task: TaskIndex(0),
         attempt: 0,
         avatar: None,
+        social_post: None,
     };
     shared::core::queue::Queue::<TaskMessage>::send(&queue, &[copy]).await.unwrap();
     work_off_queue(&worker, &queue).await;

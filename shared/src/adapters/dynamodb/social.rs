@@ -170,11 +170,16 @@ impl SocialRepo for DynamoDb {
             .client
             .query()
             .table_name(&self.table)
-            .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
             .expression_attribute_values(":pk", s(&pk))
-            .expression_attribute_values(":prefix", s(sk_prefix))
             .consistent_read(true)
             .scan_index_forward(false);
+        request = if sk_prefix.is_empty() {
+            request.key_condition_expression("pk = :pk")
+        } else {
+            request
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":prefix", s(sk_prefix))
+        };
         let mut conditions = Vec::new();
         if let Some(status) = rest.status {
             conditions.push("post_status = :status");

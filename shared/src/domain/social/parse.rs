@@ -156,9 +156,11 @@ pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, Social
             for (field, value) in fields {
                 match value {
                     Value::String(text) if !text.trim().is_empty() && text.chars().count() <= MAX_CREDENTIAL_CHARS => {}
-                    _ => return Err(invalid(format!(
+                    _ => {
+                        return Err(invalid(format!(
                         "credentials.{field} must be a non-empty string of at most {MAX_CREDENTIAL_CHARS} characters"
-                    ))),
+                    )))
+                    }
                 }
             }
             if !fields.contains_key("access_token") {

@@ -243,9 +243,8 @@ impl Social {
                 .filter(|record| record.organization_id == organization)
                 .ok_or_else(|| SocialError::Invalid(format!("{field}: media {id} was not found")))?;
             let location = self.blobs.read_location(&record.key, record.version.as_deref()).await?;
-            let local = Path::new(&location);
-            let path = if local.is_file() {
-                local.to_path_buf()
+            let path = if let Some(local) = local_file(&location) {
+                local
             } else {
                 self.downloader
                     .download(&location, path, MAX_MEDIUM_BYTES)
@@ -636,8 +635,8 @@ impl Social {
         let mut files = Vec::with_capacity(post.media.len());
         for (index, medium) in post.media.iter().enumerate() {
             let location = self.blobs.read_location(&medium.key, medium.version.as_deref()).await?;
-            let path = if Path::new(&location).is_file() {
-                PathBuf::from(location)
+            let path = if let Some(local) = local_file(&location) {
+                local
             } else {
                 let path = scratch.join(format!("{index}"));
                 self.downloader
@@ -683,6 +682,13 @@ impl Social {
             "social post {id} kept changing under {CHANGE_ATTEMPTS} attempts to write it"
         )))
     }
+}
+
+/// The file a store's location names, when it is a local one (the local media folder's
+/// `file:{path}`, or a path).
+fn local_file(location: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(location.strip_prefix("file:").unwrap_or(location));
+    path.is_file().then_some(path)
 }
 
 /// The 409 of approving or rejecting a post that is not pending.
