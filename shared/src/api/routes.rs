@@ -124,7 +124,7 @@ pub static ROUTES: &[Route] = &[
         idempotent: true),
     route!(GET "/social/connections" => "list-social-connections", ["dynamodb:GetItem", "dynamodb:Query"]),
     route!(POST "/social/post" => "create-social-post",
-        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"],
+        ["dynamodb:GetItem", "dynamodb:PutItem"],
         s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"], sqs: ["sqs:SendMessage"] on ["TaskQueue"],
         idempotent: true),
     route!(GET "/social/posts" => "list-social-posts", ["dynamodb:GetItem", "dynamodb:Query"]),

@@ -34,6 +34,7 @@ conformance!(
     refused_posts_name_the_field_and_create_nothing,
     youtube_posts_go_through_the_resumable_upload,
     youtube_refusals_fail_the_destination_with_youtubes_message,
+    a_repeated_create_with_one_idempotency_key_makes_one_post,
 );
 
 /// Media made once per test process with ffmpeg (320×240 unless said).
@@ -187,12 +188,15 @@ async fn every_status_is_reached_through_the_sandbox(backend: Backend) {
         ]
     );
     assert_eq!(created["status"], "processing", "{created}");
+    crate::openapi::conforms("create-social-post", StatusCode::CREATED, &created);
+    crate::openapi::conforms("list-social-connections", StatusCode::OK, &listed);
     assert_eq!(created["scheduled_at"], created["created_at"], "an immediate post is scheduled at its creation");
     assert_eq!(statuses(&created), ["processing"]);
     assert_eq!(created["platforms"], json!(["x"]));
     assert_eq!(created["destinations"][0]["account_username"], "ada");
     let posted = settled(&harness, created["post_id"].as_str().unwrap()).await;
     assert_eq!(posted["status"], "posted", "{posted}");
+    crate::openapi::conforms("get-social-post", StatusCode::OK, &posted);
     assert_eq!(posted["results"], posted["destination_results"]);
     let result = &posted["results"][0];
     assert_eq!((&result["status"], &result["message"]), (&json!("success"), &Value::Null), "{posted}");
@@ -249,6 +253,7 @@ async fn approval_and_rejection_move_only_pending_posts(backend: Backend) {
     for what in ["approve", "reject"] {
         let (status, refused) = harness.test.call(Method::POST, &action(id, what), None).await;
         assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+        crate::openapi::conforms(&format!("{what}-social-post"), StatusCode::CONFLICT, &refused);
         assert_eq!(refused, json!({"detail": "the post is posted, not pending_approval"}));
     }
 
@@ -813,4 +818,23 @@ async fn youtube_refusals_fail_the_destination_with_youtubes_message(backend: Ba
     );
     assert!(messages[1].contains("connect the account again"), "{}", messages[1]);
     assert_eq!(fake.requests().iter().filter(|request| request.starts_with("PUT")).count(), 0);
+}
+
+async fn a_repeated_create_with_one_idempotency_key_makes_one_post(backend: Backend) {
+    let harness = Harness::new(backend).await;
+    let base = media_server().await;
+    let x = connect(&harness.test, "x", json!({"requires_approval": true})).await;
+    let body = json!({"description": "once", "destinations": [{"social_connection_id": x}],
+        "media_urls": [format!("{base}/clip.mp4")]});
+    let key = format!("social-{}", uuid::Uuid::new_v4());
+    let first = crate::idempotency::post(&harness.test, &key, "/social/post", Some(&body)).await;
+    assert_eq!(first.0, StatusCode::CREATED, "{first:?}");
+    let again = crate::idempotency::post(&harness.test, &key, "/social/post", Some(&body)).await;
+    assert_eq!(again, first, "a repeat gets the first answer");
+    let other = crate::idempotency::post(&harness.test, "another-key", "/social/post", Some(&body)).await;
+    assert_ne!(other.1["post_id"], first.1["post_id"]);
+    let (_, listed) = harness.test.call(Method::GET, "/social/posts", None).await;
+    assert_eq!(listed["posts"].as_array().unwrap().len(), 2, "{listed}");
+    crate::openapi::conforms("create-social-post", StatusCode::CREATED, &first.1);
+    crate::openapi::conforms("list-social-posts", StatusCode::OK, &listed);
 }

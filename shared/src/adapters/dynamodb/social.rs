@@ -45,12 +45,14 @@ fn listed_attributes(post: &SocialPost, document: &str) -> Vec<(String, Attribut
 }
 
 impl DynamoDb {
-    /// The puts of a post's item (under `condition`) and its copies, and the deletes of
-    /// its copies under the statuses it does not have.
+    /// The puts of a post's item (under `condition`) and its copies, and, for a post
+    /// stored before (`moved`), the deletes of its copies under the statuses it does not
+    /// have.
     fn post_parts(
         &self,
         post: &SocialPost,
         condition: (&str, Option<AttributeValue>),
+        moved: bool,
     ) -> anyhow::Result<Vec<TransactWriteItem>> {
         let document = serde_json::to_string(post)?;
         let attributes = listed_attributes(post, &document);
@@ -70,7 +72,7 @@ impl DynamoDb {
             copy.extend(attributes.clone());
             parts.push(Put::builder().table_name(&self.table).set_item(Some(copy)).build().into_part()?);
         }
-        for status in PostStatus::ALL.into_iter().filter(|status| *status != post.status) {
+        for status in PostStatus::ALL.into_iter().filter(|status| moved && *status != post.status) {
             let key = keys::post_by(post.organization_id, &format!("STATUS#{}", status.as_str()), post.id);
             parts.push(Delete::builder().table_name(&self.table).set_key(Some(key)).build().into_part()?);
         }
@@ -120,7 +122,7 @@ impl SocialRepo for DynamoDb {
         for record in media {
             parts.push(Put::builder().table_name(&self.table).set_item(Some(media_item(record))).build().into_part()?);
         }
-        parts.extend(self.post_parts(post, ("attribute_not_exists(pk)", None))?);
+        parts.extend(self.post_parts(post, ("attribute_not_exists(pk)", None), false)?);
         match self.transact(parts, "recording a social post").await? {
             Ok(()) => Ok(()),
             Err(reasons) => anyhow::bail!("recording social post {} was cancelled: {reasons:?}", post.id),
@@ -134,7 +136,7 @@ impl SocialRepo for DynamoDb {
 
     async fn update_post(&self, post: &SocialPost) -> anyhow::Result<bool> {
         let expected = n(post.version.saturating_sub(1));
-        let parts = self.post_parts(post, ("version = :expected", Some(expected)))?;
+        let parts = self.post_parts(post, ("version = :expected", Some(expected)), true)?;
         match self.transact(parts, "updating a social post").await? {
             Ok(()) => Ok(true),
             Err(reasons) if condition_failed(reasons.first()) => Ok(false),
