@@ -52,8 +52,8 @@ impl SecretsManager {
 }
 
 /// Connections' credentials in Secrets Manager: one secret per connection, named
-/// `{prefix}/{name}` (the name holds the organization and the connection), its text the
-/// credentials' JSON; the connection keeps the secret's ARN.
+/// `{prefix}/{organization}/{connection}` (the prefix is the deployment's, which its
+/// policies name), its text the credentials' JSON; the connection keeps the secret's ARN.
 #[derive(Clone)]
 pub struct SecretVault {
     secrets: SecretsManager,

@@ -838,3 +838,48 @@ async fn a_repeated_create_with_one_idempotency_key_makes_one_post(backend: Back
     crate::openapi::conforms("create-social-post", StatusCode::CREATED, &first.1);
     crate::openapi::conforms("list-social-posts", StatusCode::OK, &listed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn youtube_credentials_are_a_secret_of_their_own_in_secrets_manager() {
+    use shared::adapters::secrets::SecretsManager;
+    assert!(
+        std::env::var("AWS_ENDPOINT_URL_SECRETS_MANAGER").is_ok(),
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER is not set: run the tests with ./scripts/test.sh"
+    );
+    let fake = youtube_fake(None).await;
+    let url = fake.url.clone();
+    // No workers: this test publishes with its own service, whose vault is Secrets Manager.
+    let harness =
+        Harness::tuned_with(Backend::DynamoDb, 0, move |settings| Settings { youtube_api_url: url, ..settings }).await;
+    let base = media_server().await;
+    let aws = shared::adapters::aws_env::load_defaults().await;
+    let prefix = format!("tests-{}/social", uuid::Uuid::new_v4());
+    let vault = SecretsManager::from_config(&aws).vault(&prefix);
+    let social =
+        shared::domain::social::service::Social { vault: Arc::new(vault), ..(**harness.test.app.social()).clone() };
+    let organization = harness.test.organization;
+    let body = json!({"platform": "youtube", "account_name": "Channel", "account_username": "channel",
+        "profile_url": "https://www.youtube.com/@channel", "publisher": "youtube",
+        "credentials": {"access_token": TOKEN}});
+    let connection = social.create_connection(organization, body.as_object().unwrap()).await.unwrap();
+    let arn = connection.credentials.clone().expect("a reference to the secret");
+    assert!(arn.starts_with("arn:"), "{arn}");
+    let kept = aws_sdk_secretsmanager::Client::new(&aws).get_secret_value().secret_id(&arn).send().await.unwrap();
+    assert_eq!(kept.name(), Some(format!("{prefix}/{organization}/{}", connection.id).as_str()));
+    assert_eq!(serde_json::from_str::<Value>(kept.secret_string().unwrap()).unwrap(), json!({"access_token": TOKEN}));
+    let stored = harness.test.app.social_posts().get_connection(organization, connection.id).await.unwrap().unwrap();
+    assert_eq!(stored.credentials.as_deref(), Some(arn.as_str()), "the record keeps the reference alone");
+    assert!(!shared::domain::social::connection_view(&stored).to_string().contains(TOKEN));
+    // Published with the token read back from the secret.
+    let body = json!({"description": "From the vault", "destinations": [{"social_connection_id": connection.id}],
+        "media_urls": [format!("{base}/clip.mp4")]});
+    let links = harness.test.app.links.clone();
+    let post = social.create_post(organization, body.as_object().unwrap(), &links).await.unwrap();
+    let published = social.publish(organization, post.id).await.unwrap();
+    assert_eq!(published, shared::domain::social::service::Publishing::Done);
+    let read = social.get_post(organization, &post.id.to_string()).await.unwrap();
+    assert_eq!(read.status, PostStatus::Posted, "{read:?}");
+    let authorizations: BTreeSet<String> =
+        fake.received().iter().map(|request| request.headers["authorization"].clone()).collect();
+    assert_eq!(authorizations, BTreeSet::from([format!("Bearer {TOKEN}")]));
+}

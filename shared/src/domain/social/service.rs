@@ -98,7 +98,7 @@ impl Social {
         let now = self.clock.now();
         let id = SocialConnectionId::v7_at(now.unix_millis());
         let credentials = match &new.credentials {
-            Some(fields) => Some(self.vault.put(&format!("social/{organization}/{id}"), fields).await?),
+            Some(fields) => Some(self.vault.put(&format!("{organization}/{id}"), fields).await?),
             None => None,
         };
         let connection = SocialConnection {
