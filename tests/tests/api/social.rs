@@ -35,6 +35,7 @@ conformance!(
     youtube_posts_go_through_the_resumable_upload,
     youtube_refusals_fail_the_destination_with_youtubes_message,
     a_repeated_create_with_one_idempotency_key_makes_one_post,
+    a_post_whose_message_was_lost_is_sent_again_by_publish_due,
 );
 
 /// Media made once per test process with ffmpeg (320×240 unless said).
@@ -469,7 +470,8 @@ async fn scheduled_posts_are_published_once_by_publish_due(backend: Backend) {
     let harness = Harness::new(backend).await;
     let base = media_server().await;
     let ok = connect(&harness.test, "youtube", json!({})).await;
-    let at = harness.test.app.clock.now().after(Duration::from_secs(3600));
+    // Two minutes ahead: a tick is never past the lease of the publishing it started.
+    let at = harness.test.app.clock.now().after(Duration::from_secs(120));
     let scheduled = post_clip(&harness, &base, &[&ok], json!({"scheduled_at": at.to_string()})).await;
     assert_eq!(scheduled["status"], "scheduled");
     let id = scheduled["post_id"].as_str().unwrap();
@@ -882,4 +884,35 @@ async fn youtube_credentials_are_a_secret_of_their_own_in_secrets_manager() {
     let authorizations: BTreeSet<String> =
         fake.received().iter().map(|request| request.headers["authorization"].clone()).collect();
     assert_eq!(authorizations, BTreeSet::from([format!("Bearer {TOKEN}")]));
+}
+
+async fn a_post_whose_message_was_lost_is_sent_again_by_publish_due(backend: Backend) {
+    let harness = Harness::new(backend).await;
+    let base = media_server().await;
+    let reviewed = connect(&harness.test, "facebook", json!({"requires_approval": true})).await;
+    let pending = post_clip(&harness, &base, &[&reviewed], json!({})).await;
+    let id = PostId::parse(pending["post_id"].as_str().unwrap()).unwrap();
+    // As a process that stopped after writing `processing` and before sending: the post
+    // is processing, and no message was sent.
+    let app = &harness.test.app;
+    let repo = app.social_posts();
+    let mut post = repo.get_post(harness.test.organization, id).await.unwrap().unwrap();
+    let written = app.clock.now();
+    post.status = PostStatus::Processing;
+    for result in &mut post.results {
+        result.status = shared::domain::social::ResultStatus::Processing;
+    }
+    post.updated_at = written;
+    post.version += 1;
+    assert!(repo.update_post(&post).await.unwrap());
+    let social = app.social().clone();
+    assert_eq!(social.publish_due(written).await.unwrap(), 0, "not lost yet");
+    // Five minutes on, one of two ticks sends it again.
+    let later = written.after(shared::domain::social::REQUEUE_AFTER + Duration::from_secs(1));
+    let (one, two) = tokio::join!(social.publish_due(later), social.publish_due(later));
+    assert_eq!(one.unwrap() + two.unwrap(), 1);
+    let posted = settled(&harness, &id.to_string()).await;
+    assert_eq!((posted["status"].as_str(), statuses(&posted)), (Some("posted"), vec!["success"]), "{posted}");
+    let after = later.after(shared::domain::social::REQUEUE_AFTER * 3);
+    assert_eq!(social.publish_due(after).await.unwrap(), 0, "a posted post is never due");
 }

@@ -258,11 +258,30 @@ impl SocialPost {
         self.destinations.iter().map(|destination| destination.connection.id).collect()
     }
 
-    /// When the scheduler must publish it: its time while it is `scheduled`.
+    /// When the scheduler must act on it: while `scheduled`, its time (publish it);
+    /// while `processing` with destinations not yet handed to their publisher,
+    /// [`REQUEUE_AFTER`] past its last change or the end of its claim (its message was
+    /// lost: send it again). Indexed by both backends.
     pub fn due_at(&self) -> Option<Timestamp> {
-        (self.status == PostStatus::Scheduled).then_some(self.scheduled_at)
+        match self.status {
+            PostStatus::Scheduled => Some(self.scheduled_at),
+            PostStatus::Processing if self.unpublished() => {
+                let since = self.publishing_until.map_or(self.updated_at, |until| until.max(self.updated_at));
+                Some(since.after(REQUEUE_AFTER))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a destination still waits to be handed to its publisher.
+    pub fn unpublished(&self) -> bool {
+        self.results.iter().any(|result| result.status == ResultStatus::Processing && result.platform_post_id.is_none())
     }
 }
+
+/// How long a post being published may go without a change before the scheduler sends
+/// its publishing message again (a process that stopped between a write and its send).
+pub const REQUEUE_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Which posts a list shows (every filter given must hold).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

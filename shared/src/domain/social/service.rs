@@ -498,8 +498,11 @@ impl Social {
 
     /// The scheduler's work: publishes the scheduled posts due at or before `now`, each
     /// once (a conditional write claims it, `scheduled → processing`, and queues its
-    /// publishing; a second or concurrent call finds it claimed). Answers how many this
-    /// call claimed. Reads the due index at most [`DUE_BATCHES`] times.
+    /// publishing; a second or concurrent call finds it claimed), and sends again the
+    /// publishing message of a post left `processing` with no change for
+    /// [`super::REQUEUE_AFTER`] (its sender stopped before sending; the same conditional
+    /// write makes one tick send it). Answers how many posts this call sent to publishing.
+    /// Reads the due index at most [`DUE_BATCHES`] times.
     pub async fn publish_due(&self, now: Timestamp) -> anyhow::Result<usize> {
         let mut claimed = 0;
         for _ in 0..DUE_BATCHES {
@@ -508,12 +511,16 @@ impl Social {
             for (organization, id) in &due {
                 let changed = self
                     .change(*organization, *id, |post| {
-                        if post.status != PostStatus::Scheduled || post.scheduled_at > now {
-                            return Step::Keep;
-                        }
-                        post.status = PostStatus::Processing;
-                        for result in &mut post.results {
-                            result.status = ResultStatus::Processing;
+                        match post.status {
+                            PostStatus::Scheduled if post.scheduled_at <= now => {
+                                post.status = PostStatus::Processing;
+                                for result in &mut post.results {
+                                    result.status = ResultStatus::Processing;
+                                }
+                            }
+                            // Lost: sent again, and due again a period later.
+                            PostStatus::Processing if post.due_at().is_some_and(|due| due <= now) => {}
+                            _ => return Step::Keep,
                         }
                         post.updated_at = now;
                         Step::Write
@@ -522,7 +529,7 @@ impl Social {
                     .map_err(|error| anyhow::anyhow!("claiming scheduled post {id}: {error}"))?;
                 if let Changed::Written(post) = changed {
                     moved += 1;
-                    tracing::info!(post = %post.id, "scheduled social post is due");
+                    tracing::info!(post = %post.id, attempts = post.attempts, "social post sent to publishing");
                     self.queue_publishing(post).await.map_err(|error| anyhow::anyhow!("{error}"))?;
                 }
             }
