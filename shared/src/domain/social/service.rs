@@ -703,22 +703,36 @@ fn not_pending(post: &SocialPost) -> SocialError {
     SocialError::Conflict(format!("the post is {}, not pending_approval", post.status.as_str()))
 }
 
+/// Longest message kept of a destination's failure, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 2_000;
+/// Longest platform post ID or URL kept, in characters.
+pub const MAX_REFERENCE_CHARS: usize = 2_048;
+
+/// `text` cut to `max` characters (a platform's answer is stored, so it is bounded).
+fn bounded(text: String, max: usize) -> String {
+    if text.chars().count() <= max {
+        text
+    } else {
+        text.chars().take(max).collect()
+    }
+}
+
 /// Records a publisher's answer in a destination's result.
 fn record(result: &mut DestinationResult, answer: Published) {
     match answer {
         Published::Posted { platform_post_id, post_url } => {
             result.status = ResultStatus::Success;
-            result.platform_post_id = Some(platform_post_id);
-            result.post_url = Some(post_url);
+            result.platform_post_id = Some(bounded(platform_post_id, MAX_REFERENCE_CHARS));
+            result.post_url = Some(bounded(post_url, MAX_REFERENCE_CHARS));
             result.message = None;
         }
         Published::Accepted { platform_post_id } => {
             result.status = ResultStatus::Processing;
-            result.platform_post_id = Some(platform_post_id);
+            result.platform_post_id = Some(bounded(platform_post_id, MAX_REFERENCE_CHARS));
         }
         Published::Failed(message) => {
             result.status = ResultStatus::Failed;
-            result.message = Some(message);
+            result.message = Some(bounded(message, MAX_MESSAGE_CHARS));
         }
     }
 }
@@ -768,6 +782,22 @@ fn own_media(url: &str, links: &MediaLinks, now: Timestamp) -> Result<Option<Med
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_platforms_answers_are_kept_bounded() {
+        let mut result = DestinationResult {
+            social_connection_id: SocialConnectionId::new_v4(),
+            platform: super::super::Platform::Youtube,
+            status: ResultStatus::Processing,
+            platform_post_id: None,
+            post_url: None,
+            message: None,
+        };
+        record(&mut result, Published::Failed("é".repeat(5_000)));
+        assert_eq!(result.message.as_ref().map(|message| message.chars().count()), Some(MAX_MESSAGE_CHARS));
+        record(&mut result, Published::Posted { platform_post_id: "v".into(), post_url: "u".repeat(3_000) });
+        assert_eq!((result.status, result.post_url.map(|url| url.len())), (ResultStatus::Success, Some(2_048)));
+    }
 
     #[test]
     fn own_links_are_recognised_and_checked() {
