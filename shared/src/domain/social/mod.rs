@@ -259,13 +259,14 @@ impl SocialPost {
     }
 
     /// When the scheduler must act on it: while `scheduled`, its time (publish it);
-    /// while `processing` with destinations not yet handed to their publisher,
-    /// [`REQUEUE_AFTER`] past its last change or the end of its claim (its message was
-    /// lost: send it again). Indexed by both backends.
+    /// while `processing` with work left for a worker (destinations not yet handed to
+    /// their publisher, or a status never settled), [`REQUEUE_AFTER`] past its last
+    /// change or the end of its claim (its message was lost: send it again). Indexed by
+    /// both backends.
     pub fn due_at(&self) -> Option<Timestamp> {
         match self.status {
             PostStatus::Scheduled => Some(self.scheduled_at),
-            PostStatus::Processing if self.unpublished() => {
+            PostStatus::Processing if self.needs_worker() => {
                 let since = self.publishing_until.map_or(self.updated_at, |until| until.max(self.updated_at));
                 Some(since.after(REQUEUE_AFTER))
             }
@@ -273,9 +274,13 @@ impl SocialPost {
         }
     }
 
-    /// Whether a destination still waits to be handed to its publisher.
-    pub fn unpublished(&self) -> bool {
-        self.results.iter().any(|result| result.status == ResultStatus::Processing && result.platform_post_id.is_none())
+    /// Whether a worker has something left to do: a destination still waits to be
+    /// handed to its publisher, or every destination is done and the status was never
+    /// settled (a worker stopped between its last two writes). Destinations a publisher
+    /// accepted wait for a read of the post instead.
+    pub fn needs_worker(&self) -> bool {
+        let mut waiting = self.results.iter().filter(|result| result.status == ResultStatus::Processing).peekable();
+        waiting.peek().is_none() || waiting.any(|result| result.platform_post_id.is_none())
     }
 }
 
@@ -434,4 +439,57 @@ pub fn post_view(post: &SocialPost, links: &MediaLinks, now: Timestamp) -> Value
         "created_at": post.created_at.to_string(),
         "updated_at": post.updated_at.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(status: ResultStatus, accepted: bool) -> DestinationResult {
+        DestinationResult {
+            social_connection_id: SocialConnectionId::new_v4(),
+            platform: Platform::X,
+            status,
+            platform_post_id: accepted.then(|| "p".to_owned()),
+            post_url: None,
+            message: None,
+        }
+    }
+
+    #[test]
+    fn a_worker_is_needed_until_every_destination_is_handed_over_and_settled() {
+        use ResultStatus::{Processing, Success};
+        let cases = [
+            (vec![result(Processing, false)], true),
+            (vec![result(Processing, true)], false),
+            (vec![result(Processing, true), result(Processing, false)], true),
+            (vec![result(Success, true), result(Processing, true)], false),
+            (vec![result(Success, true)], true),
+        ];
+        for (results, expected) in cases {
+            let post = post_with(results);
+            assert_eq!(post.needs_worker(), expected, "{:?}", post.results);
+        }
+    }
+
+    fn post_with(results: Vec<DestinationResult>) -> SocialPost {
+        let now = Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap();
+        SocialPost {
+            id: PostId::new_v4(),
+            organization_id: OrganizationId::new_v4(),
+            status: PostStatus::Processing,
+            description: "d".into(),
+            media: Vec::new(),
+            thumbnail: MediaId::new_v4(),
+            scheduled_at: now,
+            destinations: Vec::new(),
+            results,
+            error: None,
+            attempts: 0,
+            publishing_until: None,
+            created_at: now,
+            updated_at: now,
+            version: 0,
+        }
+    }
 }
