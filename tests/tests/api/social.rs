@@ -207,6 +207,16 @@ async fn every_status_is_reached_through_the_sandbox(backend: Backend) {
     let (status, page) = crate::helpers::http_get(url).await;
     assert_eq!(status, StatusCode::OK);
     assert!(String::from_utf8_lossy(&page).contains("Launch day"), "the sandbox's page shows the post");
+    // The sandbox kept the medium it was given.
+    let kept = format!("social-sandbox/{}/{}/{ok}/0", harness.test.organization, posted["post_id"].as_str().unwrap());
+    let location = harness.test.app.blobs().read_location(&kept, None).await.unwrap();
+    let bytes = match location.strip_prefix("file:") {
+        Some(path) => std::fs::read(path).unwrap(),
+        None => crate::helpers::http_get(&location).await.1.to_vec(),
+    };
+    assert_eq!(bytes, std::fs::read(media().join("clip.mp4")).unwrap());
+    let (status, _) = crate::helpers::http_get(&url.replace(&ok, &failing)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "no page for an account the post did not go to");
     // The thumbnail: a JPEG of the first medium, 320 wide.
     let (bytes, content_type) = crate::generation::fetch(posted["thumbnail_url"].as_str().unwrap()).await;
     assert_eq!(content_type, "image/jpeg");
