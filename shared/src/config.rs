@@ -347,7 +347,8 @@ impl Config {
     /// Reads `TABLE_NAME`, `AUTH_CACHE_SECONDS` (default 30), `MEDIA_BUCKET`,
     /// `FFPROBE_PATH` / `FFMPEG_PATH` (default: on the PATH), `TASK_QUEUE_URL`,
     /// `PUBLIC_URL` (default: the request's host), `MEDIA_LINK_SECRET`,
-    /// `TASK_TIMEOUT_SECONDS` (default 900), `WEBHOOK_QUEUE_URL` and the webhook
+    /// `TASK_TIMEOUT_SECONDS` (default 900), `YOUTUBE_API_URL` (default YouTube's),
+    /// `SOCIAL_SECRET_PREFIX` (default `video-workflow/social`), `WEBHOOK_QUEUE_URL` and the webhook
     /// schedule ([`webhook_schedule_from_env`]), `YT_DLP_PATH`, `VIDEO_SITE_HOSTS`
     /// (comma-separated) and `ALLOW_PRIVATE_URLS` (default false).
     ///
