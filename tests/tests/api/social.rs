@@ -665,6 +665,10 @@ async fn the_services_own_links_are_read_from_the_store_past_the_guard() {
     assert_eq!(status, StatusCode::CREATED, "{created}");
     let posted = settled(&harness, created["post_id"].as_str().unwrap()).await;
     assert_eq!(posted["status"], "posted", "{posted}");
+    // Its thumbnail, a JPEG the service signed, is a picture x takes.
+    let (status, again) = post(&harness.test, body(posted["thumbnail_url"].as_str().unwrap().to_owned())).await;
+    assert_eq!(status, StatusCode::CREATED, "{again}");
+    assert_eq!(settled(&harness, again["post_id"].as_str().unwrap()).await["status"], "posted");
     // A forged signature is refused, naming the field.
     let (status, refused) = post(&harness.test, body(link.replace("signature=", "signature=00"))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");

@@ -96,7 +96,8 @@ impl Social {
     ) -> Result<SocialConnection, SocialError> {
         let new = parse::new_connection(body)?;
         let now = self.clock.now();
-        let id = SocialConnectionId::v7_at(now.unix_millis());
+        // In-process monotonic: connections made in one millisecond list in their order.
+        let id = SocialConnectionId::now_v7();
         let credentials = match &new.credentials {
             Some(fields) => Some(self.vault.put(&format!("{organization}/{id}"), fields).await?),
             None => None,
@@ -282,10 +283,11 @@ impl Social {
         let format = report.format_name.as_str();
         let still = format.ends_with("_pipe") || format == "image2" || picture.is_some_and(|s| s.attached_pic);
         let (content_type, duration_ms) = if still {
-            let content_type = match format {
-                "png_pipe" => "image/png",
-                "jpeg_pipe" => "image/jpeg",
-                "webp_pipe" => "image/webp",
+            // By the picture's codec: a file named `.jpg` probes as `image2`.
+            let content_type = match picture.map(|stream| stream.codec_name.as_str()) {
+                Some("png") => "image/png",
+                Some("mjpeg" | "jpeg") => "image/jpeg",
+                Some("webp") => "image/webp",
                 _ => return Err(SocialError::Invalid(format!("{field}: pictures must be PNG, JPEG or WebP"))),
             };
             (content_type, None)
@@ -330,6 +332,11 @@ impl Social {
             .thumbnail(&location, medium.duration_ms.unwrap_or(0), &output)
             .await
             .map_err(|error| SocialError::Backend(anyhow::anyhow!("making the post's thumbnail: {error}")))?;
+        if !tokio::fs::try_exists(&output).await.unwrap_or(false) {
+            return Err(SocialError::Invalid(
+                "media_urls[0]: no picture could be taken from the first medium for the thumbnail".into(),
+            ));
+        }
         let key = format!("social/{organization}/{post}/thumbnail.jpg");
         self.blobs.put_file(&key, &output, "image/jpeg").await?;
         Ok(MediaRecord {
