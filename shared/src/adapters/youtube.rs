@@ -18,7 +18,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, LOCATION};
 use serde_json::{json, Map, Value};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use crate::core::retry::PROVIDER_CALLS;
 use crate::domain::social::publisher::{MediumFile, Published, Publisher};
@@ -28,6 +28,9 @@ use crate::domain::social::{SocialConnection, SocialPost};
 pub const CHUNK_BYTES: usize = 8 * 1024 * 1024;
 /// Longest wait for a connection or an answer.
 const TIMEOUT: Duration = Duration::from_secs(120);
+/// Chunks in a row of which YouTube may keep nothing before the upload is given up
+/// (tried again later from the start).
+const MAX_STALLS: u32 = 3;
 /// Longest title YouTube takes.
 const MAX_TITLE_CHARS: usize = 100;
 
@@ -35,6 +38,8 @@ const MAX_TITLE_CHARS: usize = 100;
 pub struct YoutubePublisher {
     base_url: String,
     http: reqwest::Client,
+    /// Bytes per PUT ([`CHUNK_BYTES`] unless a test asks for smaller chunks).
+    chunk_bytes: usize,
 }
 
 /// What a call answered that the adapter does not go on with.
@@ -52,7 +57,14 @@ impl YoutubePublisher {
             .timeout(TIMEOUT)
             .build()
             .unwrap_or_default();
-        Self { base_url: base_url.trim_end_matches('/').to_owned(), http }
+        Self { base_url: base_url.trim_end_matches('/').to_owned(), http, chunk_bytes: CHUNK_BYTES }
+    }
+
+    /// The same, sending `chunk_bytes` per PUT, rounded up to the protocol's 256 KiB.
+    pub fn with_chunk_bytes(mut self, chunk_bytes: usize) -> Self {
+        const QUANTUM: usize = 256 * 1024;
+        self.chunk_bytes = chunk_bytes.div_ceil(QUANTUM).max(1) * QUANTUM;
+        self
     }
 
     fn bearer(credentials: Option<&Map<String, Value>>) -> Result<HeaderValue, Refusal> {
@@ -126,11 +138,12 @@ impl YoutubePublisher {
         let mut file = tokio::fs::File::open(&video.path).await.map_err(|error| Refusal::Again(error.into()))?;
         let total = video.bytes;
         let mut sent: u64 = 0;
-        let mut chunk = vec![0u8; CHUNK_BYTES];
-        // One PUT per chunk: the loop ends after ⌈total / CHUNK_BYTES⌉ of them.
+        let mut stalls = 0;
+        let mut chunk = vec![0u8; self.chunk_bytes];
+        // One PUT per chunk: the loop ends after ⌈total / chunk⌉ of them.
         loop {
             let mut filled = 0;
-            while filled < CHUNK_BYTES {
+            while filled < self.chunk_bytes {
                 let read = file.read(&mut chunk[filled..]).await.map_err(|error| Refusal::Again(error.into()))?;
                 if read == 0 {
                     break;
@@ -155,11 +168,31 @@ impl YoutubePublisher {
                         .body(body.clone())
                 })
                 .await?;
-            sent = end;
             if answer.status().as_u16() == 308 {
-                if sent >= total {
-                    return Err(Refusal::Again(anyhow::anyhow!("YouTube wants more bytes than the video has")));
+                // `Range: bytes=0-{last}` is what YouTube kept (none: nothing); the next
+                // PUT starts after it, so a chunk it lost is sent again.
+                let kept = answer
+                    .headers()
+                    .get("range")
+                    .and_then(|value| value.to_str().ok())
+                    .and_then(|range| range.strip_prefix("bytes=0-"))
+                    .and_then(|last| last.parse::<u64>().ok())
+                    .map_or(0, |last| last + 1);
+                if kept >= total || kept > end {
+                    return Err(Refusal::Again(anyhow::anyhow!(
+                        "YouTube's upload session says it kept {kept} of {total} bytes after {end} were sent"
+                    )));
                 }
+                stalls = if kept <= sent { stalls + 1 } else { 0 };
+                if stalls >= MAX_STALLS {
+                    return Err(Refusal::Again(anyhow::anyhow!(
+                        "YouTube kept nothing of {MAX_STALLS} chunks in a row at byte {sent} of {total}"
+                    )));
+                }
+                if kept != end {
+                    file.seek(std::io::SeekFrom::Start(kept)).await.map_err(|error| Refusal::Again(error.into()))?;
+                }
+                sent = kept;
                 continue;
             }
             let resource = json_of(answer, "YouTube's video resource").await?;

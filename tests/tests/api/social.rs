@@ -930,3 +930,114 @@ async fn a_post_whose_message_was_lost_is_sent_again_by_publish_due(backend: Bac
     let after = later.after(shared::domain::social::REQUEUE_AFTER * 3);
     assert_eq!(social.publish_due(after).await.unwrap(), 0, "a posted post is never due");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn youtube_uploads_in_chunks_and_resumes_from_what_the_session_kept() {
+    use shared::adapters::youtube::YoutubePublisher;
+    use shared::domain::social::publisher::{MediumFile, Published, Publisher};
+    const KIB: u64 = 1024;
+    let total: u64 = 1_782_579;
+    // Per PUT: the range it carried, and what the fake answered.
+    let log = Arc::new(Mutex::new(Vec::<(String, u16)>::new()));
+    let kept = Arc::new(Mutex::new(0u64));
+    let fake_url = Arc::new(Mutex::new(String::new()));
+    let (url, put_log, put_kept) = (fake_url.clone(), log.clone(), kept.clone());
+    let fake = Fake::start(move |request, _| {
+        if request.method == "POST" {
+            let session =
+                format!("{}/upload/youtube/v3/videos?uploadType=resumable&upload_id=big", url.lock().unwrap());
+            return youtube_reply(200, &[("location", session)], json!({}));
+        }
+        let range = request.headers["content-range"].clone();
+        let length: u64 = request.headers["content-length"].parse().unwrap();
+        let (first, last) = range.strip_prefix("bytes ").unwrap().split_once('/').unwrap().0.split_once('-').unwrap();
+        let (first, last): (u64, u64) = (first.parse().unwrap(), last.parse().unwrap());
+        let mut log = put_log.lock().unwrap();
+        let mut kept = put_kept.lock().unwrap();
+        let status = if first != *kept || last - first + 1 != length {
+            400
+        } else if first == 512 * KIB && !log.iter().any(|(_, status)| *status == 503) {
+            // The second chunk meets a server error once.
+            503
+        } else if first == 1024 * KIB {
+            // Of the third, only its first 256 KiB are kept.
+            *kept = 1280 * KIB;
+            308
+        } else if last + 1 < total {
+            *kept = last + 1;
+            308
+        } else {
+            *kept = total;
+            201
+        };
+        log.push((range, status));
+        match status {
+            308 => youtube_reply(308, &[("range", format!("bytes=0-{}", *kept - 1))], json!({})),
+            201 => youtube_reply(201, &[], json!({"id": "big1", "status": {"uploadStatus": "processed"}})),
+            503 => youtube_error(503, "Backend Error", "backendError"),
+            _ => youtube_error(400, "Invalid Content-Range", "badContent"),
+        }
+    })
+    .await;
+    *fake_url.lock().unwrap() = fake.url.clone();
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("big.mp4");
+    std::fs::write(&path, (0..total).map(|i| (i % 251) as u8).collect::<Vec<u8>>()).unwrap();
+    let publisher = YoutubePublisher::new(&fake.url).with_chunk_bytes(512 * 1024);
+    let (post, connection) = bare_post();
+    let credentials = json!({"access_token": TOKEN});
+    let media = [MediumFile { path, content_type: "video/mp4".into(), bytes: total }];
+    let answer = publisher.publish(&post, &connection, credentials.as_object(), &media).await.unwrap();
+    assert_eq!(
+        answer,
+        Published::Posted { platform_post_id: "big1".into(), post_url: "https://www.youtube.com/watch?v=big1".into() }
+    );
+    let log = log.lock().unwrap().clone();
+    let expected = [
+        ("bytes 0-524287/1782579", 308),
+        ("bytes 524288-1048575/1782579", 503),
+        ("bytes 524288-1048575/1782579", 308),
+        ("bytes 1048576-1572863/1782579", 308),
+        ("bytes 1310720-1782578/1782579", 201),
+    ];
+    let log: Vec<(&str, u16)> = log.iter().map(|(range, status)| (range.as_str(), *status)).collect();
+    assert_eq!(log, expected);
+}
+
+/// A post and a YouTube connection as stored, for the adapter alone.
+fn bare_post() -> (SocialPost, shared::domain::social::SocialConnection) {
+    use shared::domain::social::{Destination, Platform, PublisherKind, SandboxBehavior, SocialConnection};
+    let now = Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap();
+    let organization = shared::domain::identity::OrganizationId::new_v4();
+    let connection = SocialConnection {
+        id: shared::domain::social::SocialConnectionId::new_v4(),
+        organization_id: organization,
+        platform: Platform::Youtube,
+        account_name: "Channel".into(),
+        account_username: "channel".into(),
+        profile_url: "https://www.youtube.com/@channel".into(),
+        requires_approval: false,
+        publisher: PublisherKind::Youtube,
+        sandbox_behavior: SandboxBehavior::Succeed,
+        credentials: None,
+        created_at: now,
+    };
+    let post = SocialPost {
+        id: PostId::new_v4(),
+        organization_id: organization,
+        status: PostStatus::Processing,
+        description: "A long one".into(),
+        media: vec![],
+        thumbnail: shared::domain::runs::MediaId::new_v4(),
+        scheduled_at: now,
+        destinations: vec![Destination { connection: connection.clone() }],
+        results: vec![],
+        error: None,
+        attempts: 1,
+        publishing_until: None,
+        created_at: now,
+        updated_at: now,
+        version: 1,
+    };
+    (post, connection)
+}
