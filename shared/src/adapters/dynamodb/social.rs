@@ -34,12 +34,11 @@ fn filters_of(post: &SocialPost) -> Vec<String> {
 
 /// The attributes a list's filter expression reads, on the item and each copy.
 fn listed_attributes(post: &SocialPost, document: &str) -> Vec<(String, AttributeValue)> {
+    // A connection filter is always its own partition's query: only these two filter.
     let platforms = post.platforms().into_iter().map(|platform| s(platform.as_str())).collect();
-    let connections = post.connection_ids().into_iter().map(|id| s(id.to_string())).collect();
     vec![
         ("post_status".to_owned(), s(post.status.as_str())),
         ("platforms".to_owned(), AttributeValue::L(platforms)),
-        ("connections".to_owned(), AttributeValue::L(connections)),
         ("document".to_owned(), s(document)),
     ]
 }
