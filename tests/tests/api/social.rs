@@ -280,6 +280,15 @@ async fn approval_and_rejection_move_only_pending_posts(backend: Backend) {
         (StatusCode::CONFLICT, json!({"detail": "the post is rejected, not pending_approval"}))
     );
 
+    // Two approvals at once: one moves the post, the other is refused.
+    let pending = post_clip(&harness, &base, &[&reviewed], json!({})).await;
+    let path = action(pending["post_id"].as_str().unwrap(), "approve");
+    let (one, two) =
+        tokio::join!(harness.test.call(Method::POST, &path, None), harness.test.call(Method::POST, &path, None));
+    let mut statuses_seen = [one.0, two.0];
+    statuses_seen.sort();
+    assert_eq!(statuses_seen, [StatusCode::OK, StatusCode::CONFLICT], "{one:?} {two:?}");
+
     // Approved before its time, a post waits for it.
     let pending = post_clip(&harness, &base, &[&reviewed], json!({"scheduled_at": in_30_days(&harness)})).await;
     assert_eq!(pending["status"], "pending_approval");
