@@ -508,45 +508,65 @@ impl Social {
     /// publishing; a second or concurrent call finds it claimed), and sends again the
     /// publishing message of a post left `processing` with no change for
     /// [`super::REQUEUE_AFTER`] (its sender stopped before sending; the same conditional
-    /// write makes one tick send it). Answers how many posts this call sent to publishing.
-    /// Reads the due index at most [`DUE_BATCHES`] times.
+    /// write makes one tick send it). `now` is the tick's time. Answers how many posts
+    /// this call sent to publishing ([`Social::publish_due_posts`] says which).
     pub async fn publish_due(&self, now: Timestamp) -> anyhow::Result<usize> {
-        let mut claimed = 0;
+        Ok(self.publish_due_posts(now).await?.len())
+    }
+
+    /// As [`Social::publish_due`], answering the posts this call sent to publishing. A
+    /// post that cannot be claimed or queued is logged and left for the next tick, so one
+    /// post never holds up the others; only a failed read of the due index is an error.
+    /// Reads the due index at most [`DUE_BATCHES`] times.
+    pub async fn publish_due_posts(&self, now: Timestamp) -> anyhow::Result<Vec<PostId>> {
+        let mut sent = Vec::new();
         for _ in 0..DUE_BATCHES {
             let due = self.repo.due_posts(now, DUE_BATCH).await?;
             let mut moved = 0;
             for (organization, id) in &due {
-                let changed = self
-                    .change(*organization, *id, |post| {
-                        match post.status {
-                            PostStatus::Scheduled if post.scheduled_at <= now => {
-                                post.status = PostStatus::Processing;
-                                for result in &mut post.results {
-                                    result.status = ResultStatus::Processing;
-                                }
-                            }
-                            // Lost: sent again, and due again a period later.
-                            PostStatus::Processing if post.due_at().is_some_and(|due| due <= now) => {}
-                            _ => return Step::Keep,
-                        }
-                        post.updated_at = now;
-                        Step::Write
-                    })
-                    .await
-                    .map_err(|error| anyhow::anyhow!("claiming scheduled post {id}: {error}"))?;
-                if let Changed::Written(post) = changed {
-                    moved += 1;
-                    tracing::info!(post = %post.id, attempts = post.attempts, "social post sent to publishing");
-                    self.queue_publishing(post).await.map_err(|error| anyhow::anyhow!("{error}"))?;
+                match self.send_due(*organization, *id, now).await {
+                    Ok(true) => {
+                        moved += 1;
+                        sent.push(*id);
+                    }
+                    Ok(false) => {}
+                    Err(error) => {
+                        tracing::error!(post = %id, error = %error, "a due social post could not be sent to publishing")
+                    }
                 }
             }
-            claimed += moved;
             // A full batch that moved nothing is the stale end of the index: stop.
             if due.len() < DUE_BATCH || moved == 0 {
                 break;
             }
         }
-        Ok(claimed)
+        Ok(sent)
+    }
+
+    /// Claims one due post and queues its publishing; false when it was not due (any
+    /// more: another tick came first, or the index was stale).
+    async fn send_due(&self, organization: OrganizationId, id: PostId, now: Timestamp) -> Result<bool, SocialError> {
+        let changed = self
+            .change(organization, id, |post| {
+                match post.status {
+                    PostStatus::Scheduled if post.scheduled_at <= now => {
+                        post.status = PostStatus::Processing;
+                        for result in &mut post.results {
+                            result.status = ResultStatus::Processing;
+                        }
+                    }
+                    // Lost: sent again, and due again a period later.
+                    PostStatus::Processing if post.due_at().is_some_and(|due| due <= now) => {}
+                    _ => return Step::Keep,
+                }
+                post.updated_at = now;
+                Step::Write
+            })
+            .await?;
+        let Changed::Written(post) = changed else { return Ok(false) };
+        tracing::info!(post = %post.id, attempts = post.attempts, "social post sent to publishing");
+        self.queue_publishing(post).await?;
+        Ok(true)
     }
 
     /// Publishes a `processing` post (the node-task queue's message): claims the attempt
