@@ -36,6 +36,7 @@ conformance!(
     youtube_refusals_fail_the_destination_with_youtubes_message,
     a_repeated_create_with_one_idempotency_key_makes_one_post,
     a_post_whose_message_was_lost_is_sent_again_by_publish_due,
+    a_message_that_cannot_be_sent_fails_a_create_and_waits_for_the_next_tick,
 );
 
 /// Media made once per test process with ffmpeg (320×240 unless said).
@@ -1063,4 +1064,47 @@ fn bare_post() -> (SocialPost, shared::domain::social::SocialConnection) {
         version: 1,
     };
     (post, connection)
+}
+
+/// A task queue that refuses every message.
+struct Unreachable;
+
+#[async_trait::async_trait]
+impl shared::core::queue::Queue<shared::domain::runs::ports::TaskMessage> for Unreachable {
+    async fn send(&self, _: &[shared::domain::runs::ports::TaskMessage]) -> anyhow::Result<()> {
+        anyhow::bail!("the queue is unreachable")
+    }
+}
+
+async fn a_message_that_cannot_be_sent_fails_a_create_and_waits_for_the_next_tick(backend: Backend) {
+    let harness = Harness::new(backend).await;
+    let base = media_server().await;
+    let x = connect(&harness.test, "x", json!({})).await;
+    let app = &harness.test.app;
+    let cut_off = shared::domain::social::service::Social { queue: Arc::new(Unreachable), ..(**app.social()).clone() };
+    let organization = harness.test.organization;
+    let body = |extra: Value| {
+        let mut body = json!({"description": "queued?", "destinations": [{"social_connection_id": x}],
+            "media_urls": [format!("{base}/clip.mp4")]});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        body
+    };
+    // A create answers at once: the post failed, saying why.
+    let links = app.links.clone();
+    let failed = cut_off.create_post(organization, body(json!({})).as_object().unwrap(), &links).await.unwrap();
+    assert_eq!(failed.status, PostStatus::Failed, "{failed:?}");
+    assert_eq!(failed.results[0].message.as_deref(), Some("publishing could not be queued; post again"));
+    // A due post whose message cannot be sent stays due, and the next tick sends it.
+    let at = app.clock.now().after(Duration::from_secs(60));
+    let later = body(json!({"scheduled_at": at.to_string()}));
+    let scheduled = cut_off.create_post(organization, later.as_object().unwrap(), &links).await.unwrap();
+    let tick = at.after(Duration::from_secs(1));
+    assert!(!cut_off.publish_due_posts(tick).await.unwrap().contains(&scheduled.id), "not sent");
+    let stored = app.social_posts().get_post(organization, scheduled.id).await.unwrap().unwrap();
+    assert_eq!(stored.status, PostStatus::Processing, "claimed, its message unsent");
+    let next = tick.after(shared::domain::social::REQUEUE_AFTER + Duration::from_secs(1));
+    let sent = app.social().publish_due_posts(next).await.unwrap();
+    assert_eq!(sent.iter().filter(|id| **id == scheduled.id).count(), 1);
+    let posted = settled(&harness, &scheduled.id.to_string()).await;
+    assert_eq!(posted["status"], "posted", "{posted}");
 }

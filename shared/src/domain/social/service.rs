@@ -358,6 +358,11 @@ impl Social {
         let message = TaskMessage::social_post(post.organization_id, post.id);
         let Err(error) = self.queue.send(&[message]).await else { return Ok(post) };
         tracing::error!(post = %post.id, error = %format!("{error:#}"), "social post publishing could not be queued");
+        self.unqueued(post).await
+    }
+
+    /// Fails a post whose first publishing message could not be sent, saying so.
+    async fn unqueued(&self, post: SocialPost) -> Result<SocialPost, SocialError> {
         let now = self.clock.now();
         let changed = self
             .change(post.organization_id, post.id, |stored| {
@@ -564,8 +569,10 @@ impl Social {
             })
             .await?;
         let Changed::Written(post) = changed else { return Ok(false) };
+        // Unsent, the post stays due: the next tick sends it (the claim moved its time).
+        let message = TaskMessage::social_post(post.organization_id, post.id);
+        self.queue.send(&[message]).await?;
         tracing::info!(post = %post.id, attempts = post.attempts, "social post sent to publishing");
-        self.queue_publishing(post).await?;
         Ok(true)
     }
 
