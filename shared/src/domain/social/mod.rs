@@ -9,6 +9,7 @@
 pub mod limits;
 pub mod parse;
 pub mod publisher;
+pub mod publishing;
 pub mod service;
 
 use async_trait::async_trait;
