@@ -35,6 +35,9 @@ use crate::domain::runs::views::MediaLinks;
 use crate::domain::runs::worker::Worker;
 use crate::domain::shared_stores::SharedStoreRepo;
 use crate::domain::sites::Sites;
+use crate::domain::social::publisher::{CredentialVault, InlineVault, Publishers, SandboxPublisher};
+use crate::domain::social::service::Social;
+use crate::domain::social::SocialRepo;
 use crate::domain::time::{Clock, SystemClock};
 use crate::domain::triggers::TriggerRepo;
 use crate::domain::uploads::UploadRepo;
@@ -243,6 +246,8 @@ pub struct App {
     engine: OnceLock<Engine>,
     /// Where plans and credits are paid for.
     billing: OnceLock<Arc<dyn BillingProvider>>,
+    /// The social operations, built when first used ([`App::social`]).
+    social: OnceLock<Arc<Social>>,
 }
 
 /// Where the repositories are kept: a DynamoDB table, named concretely so that each
@@ -303,6 +308,8 @@ ports! {
     credits: CreditRepo,
     /// Triggers' states.
     triggers: TriggerRepo,
+    /// Social connections and posts.
+    social_posts: SocialRepo,
 }
 
 impl Engine {
@@ -330,6 +337,7 @@ impl Engine {
             ),
             avatars: app.avatars().clone(),
             uploads: app.uploads().clone(),
+            social: app.social().clone(),
             blocked_retry: settings.blocked_retry,
             clock: clock.clone(),
             notifier,
@@ -426,6 +434,7 @@ impl App {
             secrets,
             engine: OnceLock::new(),
             billing: OnceLock::new(),
+            social: OnceLock::new(),
         }
     }
 
@@ -441,6 +450,42 @@ impl App {
                 }
             }
         })
+    }
+
+    /// The social operations: connections, posts, publishing (the sandbox publisher,
+    /// whose post pages `serve` answers, and YouTube) and the scheduler's
+    /// [`Social::publish_due`]. Credentials are kept in Secrets Manager on AWS.
+    pub fn social(&self) -> &Arc<Social> {
+        self.social.get_or_init(|| {
+            let settings = &self.settings;
+            let sandbox =
+                SandboxPublisher { public_url: self.links.public_url().to_owned(), blobs: self.blobs().clone() };
+            let youtube = crate::adapters::youtube::YoutubePublisher::new(&settings.youtube_api_url);
+            let vault: Arc<dyn CredentialVault> = match &self.secrets {
+                Some(secrets) => Arc::new(secrets.vault(&settings.social_secret_prefix)),
+                None => Arc::new(InlineVault),
+            };
+            Arc::new(Social {
+                repo: self.social_posts().clone(),
+                media: self.runs().clone(),
+                blobs: self.blobs().clone(),
+                probe: self.probe().clone(),
+                toolkit: Arc::new(Ffmpeg::new(settings.ffmpeg.clone())),
+                downloader: Arc::new(HttpDownloader::new(settings.allow_private_urls)),
+                publishers: Publishers { sandbox: Arc::new(sandbox), youtube: Arc::new(youtube) },
+                vault,
+                queue: self.queues().tasks.clone(),
+                clock: self.clock.clone(),
+                scratch: settings.scratch.clone(),
+                lease: settings.task_budget + settings.claim_margin,
+            })
+        })
+    }
+
+    /// Replaces the social operations (tests give an app other publishers or clocks).
+    pub fn replace_social(&mut self, social: Social) {
+        assert!(self.engine.get().is_none(), "replace the social operations before the engine is built");
+        self.social = OnceLock::from(Arc::new(social));
     }
 
     /// Replaces the billing provider (tests give an app one that fails).
@@ -586,6 +631,7 @@ trait BackendPorts: Send + Sync {
     fn avatars(self: Arc<Self>) -> Arc<dyn AvatarRepo>;
     fn credits(self: Arc<Self>) -> Arc<dyn CreditRepo>;
     fn triggers(self: Arc<Self>) -> Arc<dyn TriggerRepo>;
+    fn social_posts(self: Arc<Self>) -> Arc<dyn SocialRepo>;
 }
 
 impl<B: Backend> BackendPorts for B {
@@ -620,6 +666,9 @@ impl<B: Backend> BackendPorts for B {
         self
     }
     fn triggers(self: Arc<Self>) -> Arc<dyn TriggerRepo> {
+        self
+    }
+    fn social_posts(self: Arc<Self>) -> Arc<dyn SocialRepo> {
         self
     }
 }

@@ -59,7 +59,16 @@ pub struct Settings {
     pub top_up_wait: Duration,
     /// Where plans and credits are paid for.
     pub billing: BillingSettings,
+    /// The address of YouTube's Data API (`YOUTUBE_API_URL`; tests point it at a local
+    /// server that follows the published formats).
+    pub youtube_api_url: String,
+    /// Where connections' credentials are kept on AWS: the name prefix of their secrets
+    /// in Secrets Manager (`SOCIAL_SECRET_PREFIX`, default `video-workflow/social`).
+    pub social_secret_prefix: String,
 }
+
+/// YouTube's Data API.
+pub const YOUTUBE_API_URL: &str = "https://www.googleapis.com";
 
 /// Who makes a kind of generated media.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -285,6 +294,8 @@ impl Default for Settings {
             prices: Default::default(),
             top_up_wait: Duration::from_secs(600),
             billing: BillingSettings::Sandbox,
+            youtube_api_url: YOUTUBE_API_URL.to_owned(),
+            social_secret_prefix: "video-workflow/social".to_owned(),
         }
     }
 }
@@ -336,7 +347,8 @@ impl Config {
     /// Reads `TABLE_NAME`, `AUTH_CACHE_SECONDS` (default 30), `MEDIA_BUCKET`,
     /// `FFPROBE_PATH` / `FFMPEG_PATH` (default: on the PATH), `TASK_QUEUE_URL`,
     /// `PUBLIC_URL` (default: the request's host), `MEDIA_LINK_SECRET`,
-    /// `TASK_TIMEOUT_SECONDS` (default 900), `WEBHOOK_QUEUE_URL` and the webhook
+    /// `TASK_TIMEOUT_SECONDS` (default 900), `YOUTUBE_API_URL` (default YouTube's),
+    /// `SOCIAL_SECRET_PREFIX` (default `video-workflow/social`), `WEBHOOK_QUEUE_URL` and the webhook
     /// schedule ([`webhook_schedule_from_env`]), `YT_DLP_PATH`, `VIDEO_SITE_HOSTS`
     /// (comma-separated) and `ALLOW_PRIVATE_URLS` (default false).
     ///
@@ -374,6 +386,8 @@ impl Config {
             prices: prices_from_env()?,
             top_up_wait: Duration::from_secs(whole("TOP_UP_WAIT_SECONDS", 600)?),
             billing: BillingSettings::from_lookup(&|name| std::env::var(name).ok())?,
+            youtube_api_url: variable("YOUTUBE_API_URL", YOUTUBE_API_URL).trim_end_matches('/').to_owned(),
+            social_secret_prefix: variable("SOCIAL_SECRET_PREFIX", "video-workflow/social"),
             ..Settings::default()
         };
         let media_link_secret = present("MEDIA_LINK_SECRET");

@@ -448,6 +448,11 @@ impl MediaToolkit for Ffmpeg {
     }
 
     async fn thumbnail(&self, location: &str, duration_ms: u64, output: &Path) -> Result<(), MediaError> {
+        // A picture (no length) is not sought: a seek in a still JPEG leaves no frame, and
+        // ffmpeg then ends successfully having written nothing.
+        if duration_ms == 0 {
+            return self.picture(&[], location, &["-vf", "scale=320:-2"], output).await;
+        }
         let at = seconds((duration_ms / 2).min(1000));
         self.picture(&["-ss", &at], location, &["-vf", "scale=320:-2"], output).await
     }

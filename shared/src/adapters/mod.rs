@@ -19,6 +19,7 @@ pub mod sqlite;
 pub mod sqs;
 pub mod stripe;
 pub mod webhook_client;
+pub mod youtube;
 pub mod ytdlp;
 
 use std::collections::BTreeSet;

@@ -50,3 +50,56 @@ impl SecretsManager {
         }
     }
 }
+
+/// Connections' credentials in Secrets Manager: one secret per connection, named
+/// `{prefix}/{organization}/{connection}` (the prefix is the deployment's, which its
+/// policies name), its text the credentials' JSON; the connection keeps the secret's ARN.
+#[derive(Clone)]
+pub struct SecretVault {
+    secrets: SecretsManager,
+    prefix: String,
+}
+
+impl SecretsManager {
+    /// A vault of connections' credentials under the name prefix `prefix`.
+    pub fn vault(&self, prefix: &str) -> SecretVault {
+        SecretVault { secrets: self.clone(), prefix: prefix.trim_end_matches('/').to_owned() }
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::domain::social::publisher::CredentialVault for SecretVault {
+    async fn put(
+        &self,
+        name: &str,
+        credentials: &serde_json::Map<String, serde_json::Value>,
+    ) -> anyhow::Result<String> {
+        let secret = format!("{}/{name}", self.prefix);
+        let answer = self
+            .secrets
+            .client()
+            .create_secret()
+            .name(&secret)
+            .secret_string(serde_json::to_string(credentials)?)
+            .send()
+            .await
+            .map_err(|error| {
+                anyhow::anyhow!(
+                    "keeping the credentials in the secret {secret}: {}",
+                    aws_sdk_secretsmanager::error::DisplayErrorContext(&error)
+                )
+            })?;
+        answer.arn().map(str::to_owned).ok_or_else(|| anyhow::anyhow!("the secret {secret} was made without an ARN"))
+    }
+
+    async fn get(&self, reference: &str) -> anyhow::Result<serde_json::Map<String, serde_json::Value>> {
+        let answer = self.secrets.client().get_secret_value().secret_id(reference).send().await.map_err(|error| {
+            anyhow::anyhow!(
+                "reading the credentials in {reference}: {}",
+                aws_sdk_secretsmanager::error::DisplayErrorContext(&error)
+            )
+        })?;
+        let text = answer.secret_string().ok_or_else(|| anyhow::anyhow!("the secret {reference} holds no text"))?;
+        serde_json::from_str(text).map_err(|_| anyhow::anyhow!("the secret {reference} is not a JSON object"))
+    }
+}

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use super::{
-    agents, assets, avatars, credits, identity, openapi, respond, runs, shared_stores, triggers, uploads, webhooks,
+    agents, assets, avatars, credits, identity, openapi, respond, runs, shared_stores, social, triggers, uploads,
+    webhooks,
 };
 use super::{Call, Handler, HandlerFuture};
 use crate::app::App;
@@ -56,6 +57,13 @@ handlers! {
     list_avatar_profiles = "list-avatar-profiles" => avatars::list_profiles,
     create_avatar_profile = "create-avatar-profile" => avatars::create_profile,
     get_avatar_profile = "get-avatar-profile" => avatars::get_profile,
+    create_social_connection = "create-social-connection" => social::create_connection,
+    list_social_connections = "list-social-connections" => social::list_connections,
+    create_social_post = "create-social-post" => social::create_post,
+    list_social_posts = "list-social-posts" => social::list_posts,
+    get_social_post = "get-social-post" => social::get_post,
+    approve_social_post = "approve-social-post" => social::approve_post,
+    reject_social_post = "reject-social-post" => social::reject_post,
     get_plan = "get-plan" => credits::get_plan,
     list_plans = "list-plans" => credits::list_plans,
     upgrade_plan = "upgrade-plan" => credits::upgrade_plan,

@@ -17,6 +17,7 @@ mod query;
 pub mod routes;
 pub mod runs;
 mod shared_stores;
+mod social;
 pub mod triggers;
 mod uploads;
 mod webhooks;

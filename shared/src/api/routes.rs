@@ -116,6 +116,26 @@ pub static ROUTES: &[Route] = &[
         ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["TaskQueue"],
         idempotent: true),
     route!(GET "/avatar-profiles/{id}" => "get-avatar-profile", ["dynamodb:GetItem"]),
+    // Social posts. A connection is one put (its credentials, for YouTube, a secret of
+    // its own in Secrets Manager: the template's policy). A post is its item and its
+    // copies per status, platform and connection (puts and deletes of one transaction,
+    // with its thumbnail's media record), its media stored in the bucket (the service's
+    // own links read from it); publishing is queued on the task queue. A list is one
+    // Query of one partition; a read may record the publishers' news (the transaction).
+    route!(POST "/social/connections" => "create-social-connection", ["dynamodb:GetItem", "dynamodb:PutItem"],
+        idempotent: true),
+    route!(GET "/social/connections" => "list-social-connections", ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(POST "/social/post" => "create-social-post",
+        ["dynamodb:GetItem", "dynamodb:PutItem"],
+        s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"], sqs: ["sqs:SendMessage"] on ["TaskQueue"],
+        idempotent: true),
+    route!(GET "/social/posts" => "list-social-posts", ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(GET "/social/post/{post_id}" => "get-social-post",
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"]),
+    route!(POST "/social/post/{post_id}/approve" => "approve-social-post",
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"], sqs: ["sqs:SendMessage"] on ["TaskQueue"]),
+    route!(POST "/social/post/{post_id}/reject" => "reject-social-post",
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"]),
     // Plans and credits: the account item is read (GetItem) and, when a monthly period
     // began since its last grant, written with the grant's ledger entry in one
     // transaction of puts; the ledger is a Query of the organization's partition.

@@ -13,6 +13,7 @@ pub mod nodes;
 pub mod runs;
 pub mod shared_stores;
 pub mod sites;
+pub mod social;
 pub mod time;
 pub mod triggers;
 pub mod uploads;
@@ -38,6 +39,7 @@ pub trait Backend:
     + avatars::AvatarRepo
     + credits::CreditRepo
     + triggers::TriggerRepo
+    + social::SocialRepo
     + 'static
 {
 }

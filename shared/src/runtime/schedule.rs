@@ -1,5 +1,6 @@
-//! The scheduled function `sweeper`: an EventBridge schedule invokes it every minute, and
-//! each invocation runs one sweep (see `domain::runs::sweep`), answering what it did.
+//! The scheduled functions, each invoked every minute by an EventBridge schedule and
+//! answering what it did: `sweeper` runs one sweep (see `domain::runs::sweep`);
+//! `scheduler` one tick (due triggers fire, due posts go to publishing).
 
 use crate::app::App;
 
@@ -37,8 +38,9 @@ pub fn run_sweeper() -> ! {
 pub const SCHEDULER: &str = "scheduler";
 /// The DynamoDB actions `scheduler` performs, and its policy grants: Query of the sweep
 /// index's due items (and of runs' and asset connections' partitions as a start reads
-/// them), GetItem of triggers, agents, uploads and runs, PutItem of triggers' states and
-/// of the runs they start (with their claims), DeleteItem of deleted triggers' states.
+/// them), GetItem of triggers, agents, uploads, runs and posts, PutItem of triggers'
+/// states, of the runs they start (with their claims) and of the posts it claims,
+/// DeleteItem of deleted triggers' states and of a claimed post's status copies.
 pub const SCHEDULER_DYNAMODB_ACTIONS: &[&str] =
     &["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"];
 /// The SQS actions `scheduler` performs (the started runs' first tasks and events).
@@ -46,7 +48,9 @@ pub const SCHEDULER_SQS_ACTIONS: &[&str] = &["sqs:SendMessage"];
 /// The queues `scheduler` sends to.
 pub const SCHEDULER_QUEUES: &[&str] = &["TaskQueue", "WebhookQueue"];
 
-/// One tick of the scheduler at `now`: every trigger due fires (`domain::triggers`).
+/// One tick of the scheduler at `now`: every trigger due fires (`domain::triggers`),
+/// and every scheduled post due goes to publishing (`domain::social`). Both are done
+/// whatever the other did; the tick fails (and is logged) when either did.
 pub async fn scheduler_tick(app: &App, now: crate::domain::time::Timestamp) -> anyhow::Result<serde_json::Value> {
     if let Some(missing) = app.runs_missing() {
         anyhow::bail!("the scheduler starts runs: {missing}");
@@ -54,8 +58,13 @@ pub async fn scheduler_tick(app: &App, now: crate::domain::time::Timestamp) -> a
     let queues = app.queues();
     let notifier = queues.notifier(app.links.clone());
     let runs = crate::api::runs::ports(app, queues, &notifier);
-    let triggers = crate::api::triggers::firing(app, &runs).tick(now).await?;
-    Ok(serde_json::json!({ "triggers": triggers }))
+    let triggers = crate::api::triggers::firing(app, &runs).tick(now).await;
+    let posts = app.social().publish_due(now).await;
+    match (triggers, posts) {
+        (Ok(triggers), Ok(posts)) => Ok(serde_json::json!({ "triggers": triggers, "posts": posts })),
+        (Err(error), _) => Err(error.context("firing the due triggers")),
+        (_, Err(error)) => Err(error.context("publishing the due posts")),
+    }
 }
 
 /// Runs the `scheduler` function until the runtime stops it.

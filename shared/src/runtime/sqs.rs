@@ -22,8 +22,10 @@ use crate::domain::webhooks::WebhookMessage;
 /// The function's name, and its binary's.
 pub const NODE_WORKER: &str = "node-worker";
 /// The DynamoDB actions `node-worker` performs, and its policy grants: Query reads the
-/// delivery log when a redelivered message finds its task ended (events to queue again).
-pub const NODE_WORKER_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"];
+/// delivery log when a redelivered message finds its task ended (events to queue again);
+/// DeleteItem moves a social post it publishes out of its former status's list.
+pub const NODE_WORKER_DYNAMODB_ACTIONS: &[&str] =
+    &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:DeleteItem"];
 /// The S3 actions on the media bucket `node-worker` performs, and its policy grants:
 /// uploads are read at the version finalize sealed, outputs by key.
 pub const NODE_WORKER_S3_ACTIONS: &[&str] = &["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"];

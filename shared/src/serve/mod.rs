@@ -4,6 +4,7 @@
 
 mod blobs;
 mod sandbox;
+mod social_sandbox;
 pub mod workers;
 
 use std::convert::Infallible;
@@ -137,6 +138,13 @@ async fn handle(
     // provider is paid there, never here).
     if path.starts_with(sandbox::PATH_PREFIX) && app.billing().serves_checkout_pages() {
         let response = sandbox::handle(&app, &method, &path).await;
+        let status = response.status().as_u16();
+        tracing::info!(%method, path, status, ms = started.elapsed().as_secs_f64() * 1000.0, "request");
+        return Ok(response);
+    }
+    // The sandbox publisher's post pages (the URLs of its posts).
+    if method == http::Method::GET && path.starts_with(crate::domain::social::publisher::SANDBOX_PATH_PREFIX) {
+        let response = social_sandbox::handle(&app, &path).await;
         let status = response.status().as_u16();
         tracing::info!(%method, path, status, ms = started.elapsed().as_secs_f64() * 1000.0, "request");
         return Ok(response);

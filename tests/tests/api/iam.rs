@@ -16,9 +16,10 @@ use uuid::Uuid;
 use crate::faults::kill_a_bulk_after_it_reserved;
 use crate::helpers::{call_function, dynamodb, large_entries, s3_store, TestApp};
 
-/// The run engine's functions, held to their policies by `runs::aws` (which drives runs
-/// through an API and a node-worker with recording clients).
-pub const RUN_ROUTES: [&str; 18] = [
+/// The run engine's functions (and those of triggers, avatars and social posts, which
+/// start runs or which node-worker processes), held to their policies by `runs::aws`
+/// (which drives runs through an API and a node-worker with recording clients).
+pub const RUN_ROUTES: [&str; 25] = [
     "start-run",
     "get-run",
     "get-run-nodes",
@@ -37,6 +38,13 @@ pub const RUN_ROUTES: [&str; 18] = [
     "fire-trigger",
     "get-trigger",
     "list-trigger-runs",
+    "create-social-connection",
+    "list-social-connections",
+    "create-social-post",
+    "list-social-posts",
+    "get-social-post",
+    "approve-social-post",
+    "reject-social-post",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

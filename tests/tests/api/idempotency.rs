@@ -76,6 +76,8 @@ fn exactly_the_creating_posts_honour_the_key() {
             "create-asset-connection",
             "create-asset-item",
             "create-avatar-profile",
+            "create-social-connection",
+            "create-social-post",
             "upgrade-plan",
             "start-run",
             "fire-trigger",
@@ -91,6 +93,9 @@ fn exactly_the_creating_posts_honour_the_key() {
         "cancel-run",
         "resume-run",
         "redeliver-run-webhook",
+        // A repeat finds the post no longer pending: a 409 that changes nothing.
+        "approve-social-post",
+        "reject-social-post",
     ];
     for route in ROUTES.iter().filter(|route| route.method == Method::POST) {
         assert!(
@@ -121,6 +126,16 @@ async fn every_creating_post_answers_a_repeat_with_its_first_answer(backend: Bac
         ("rotate-webhook-secret", "/webhooks/secret".into(), None, ""),
         // A workspace has one connection: the repeat replays, another key is a 409.
         ("create-asset-connection", "/asset_connections".into(), Some(json!({ "name": "dam" })), ""),
+        // A social account; a repeat answers the first connection (create-social-post's
+        // repeats are checked in social.rs, where its media are served).
+        (
+            "create-social-connection",
+            "/social/connections".into(),
+            Some(
+                json!({ "platform": "x", "account_name": "a", "account_username": "a", "profile_url": "https://x.test/a" }),
+            ),
+            "",
+        ),
         // From free: one checkout per key.
         ("upgrade-plan", "/plan/upgrade".into(), Some(json!({ "plan_id": "creator" })), ""),
     ];
@@ -142,6 +157,8 @@ async fn every_creating_post_answers_a_repeat_with_its_first_answer(backend: Bac
     assert_eq!(agents["agents"].as_array().map(Vec::len), Some(5), "{agents}");
     let (_, graph) = test.call(Method::GET, &format!("/agent/{agent}"), None).await;
     assert_eq!(graph["agent_nodes"].as_array().map(Vec::len), Some(2), "{graph}");
+    let (_, connections) = test.call(Method::GET, "/social/connections", None).await;
+    assert_eq!(connections["social_connections"].as_array().map(Vec::len), Some(2), "{connections}");
 }
 
 async fn a_key_used_with_another_request_is_refused_and_keys_belong_to_one_organization(backend: Backend) {

@@ -31,6 +31,7 @@ mod runtime_emulator;
 mod serve;
 mod shared_stores;
 mod sites;
+mod social;
 mod stripe;
 mod template;
 mod triggers;

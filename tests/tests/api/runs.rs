@@ -835,6 +835,7 @@ async fn chain_run_without_workers(backend: Backend) -> (Harness, String, shared
         task: TaskIndex(0),
         attempt: 0,
         avatar: None,
+        social_post: None,
     };
     (harness, run, engine, message)
 }
@@ -904,7 +905,14 @@ async fn a_worker_that_stops_between_recording_and_queueing_loses_no_task(backen
     let sent = recording.0.lock().unwrap().clone();
     assert_eq!(
         sent,
-        [TaskMessage { organization_id: organization, run_id, task: TaskIndex(1), attempt: 0, avatar: None }]
+        [TaskMessage {
+            organization_id: organization,
+            run_id,
+            task: TaskIndex(1),
+            attempt: 0,
+            avatar: None,
+            social_post: None
+        }]
     );
     engine.queue.send(&sent).await.unwrap();
     let workers = serve::workers::start(&harness.test.app, 1).await.unwrap();
@@ -1089,6 +1097,7 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
         task: TaskIndex(0),
         attempt: 0,
         avatar: None,
+        social_post: None,
     };
     shared::core::queue::Queue::<TaskMessage>::send(&queue, &[copy]).await.unwrap();
     work_off_queue(&worker, &queue).await;
@@ -1181,6 +1190,57 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
     let link = record["outputs"][0]["video_url"].as_str().unwrap().to_owned();
     // The input passed through untouched: the upload at its sealed version.
     let input_link = record["inputs"][0]["video_url"].as_str().unwrap().to_owned();
+    // Social posts: connections, a post of the run's output and input (read from the
+    // bucket: the output by key, the input at its version) to a sandbox account that posts
+    // at once and one that finishes when read again (the read records it), published by
+    // node-worker; then two posts pending approval, one approved (queued) and one rejected.
+    let connect = |extra: Value| {
+        let mut body = json!({"platform": "x", "account_name": "a", "account_username": "a",
+            "profile_url": "https://x.test/a"});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        harness.test.call(Method::POST, "/social/connections", Some(body))
+    };
+    let mut accounts = Vec::new();
+    for extra in [json!({}), json!({"sandbox_behavior": "async"}), json!({"requires_approval": true})] {
+        let (status, created) = connect(extra).await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        accounts.push(created["social_connection_id"].as_str().unwrap().to_owned());
+    }
+    performed.entry("create-social-connection").or_default().extend(take(&api_logs));
+    let (status, _) = harness.test.call(Method::GET, "/social/connections", None).await;
+    assert_eq!(status, StatusCode::OK);
+    performed.entry("list-social-connections").or_default().extend(take(&api_logs));
+    let social_post = |to: &[&String]| {
+        let destinations: Vec<Value> = to.iter().map(|id| json!({"social_connection_id": id})).collect();
+        let body = json!({"description": "iam", "destinations": destinations, "media_urls": [link, input_link]});
+        harness.test.call(Method::POST, "/social/post", Some(body))
+    };
+    let (status, posted) = social_post(&[&accounts[0], &accounts[1]]).await;
+    assert_eq!(status, StatusCode::CREATED, "{posted}");
+    performed.entry("create-social-post").or_default().extend(take(&api_logs));
+    work_off_queue(&worker, &queue).await;
+    performed.entry(NODE_WORKER).or_default().extend(take(&worker_logs));
+    let path = format!("/social/post/{}", posted["post_id"].as_str().unwrap());
+    let (status, read) = harness.test.call(Method::GET, &path, None).await;
+    assert_eq!((status, &read["status"]), (StatusCode::OK, &json!("posted")), "{read}");
+    performed.entry("get-social-post").or_default().extend(take(&api_logs));
+    let (status, _) = harness.test.call(Method::GET, "/social/posts?platform=x", None).await;
+    assert_eq!(status, StatusCode::OK);
+    performed.entry("list-social-posts").or_default().extend(take(&api_logs));
+    for what in ["approve", "reject"] {
+        let (status, pending) = social_post(&[&accounts[2]]).await;
+        assert_eq!((status, &pending["status"]), (StatusCode::CREATED, &json!("pending_approval")), "{pending}");
+        take(&api_logs);
+        let path = format!("/social/post/{}/{what}", pending["post_id"].as_str().unwrap());
+        let (status, body) = harness.test.call(Method::POST, &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        performed
+            .entry(if what == "approve" { "approve-social-post" } else { "reject-social-post" })
+            .or_default()
+            .extend(take(&api_logs));
+    }
+    work_off_queue(&worker, &queue).await;
+    performed.entry(NODE_WORKER).or_default().extend(take(&worker_logs));
     let calls = [
         ("get-run", Method::GET, format!("/agent_run/{run}"), StatusCode::OK),
         ("get-run-nodes", Method::GET, format!("/agent_run/{run}/nodes"), StatusCode::OK),

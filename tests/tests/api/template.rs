@@ -210,7 +210,7 @@ fn node_worker_takes_the_task_queue_with_partial_failures_a_dlq_and_room_for_ffm
     assert!(format!("{:?}", variables["PROVIDER_KEYS_SECRET"]).contains("ProviderKeysSecret"));
     assert_eq!(template["Resources"]["ProviderKeysSecret"]["Type"], "AWS::SecretsManager::Secret");
     let policies = properties["Policies"].as_sequence().unwrap();
-    assert_eq!(policies.len(), 3, "the table, bucket and queues' policy, then each secret's");
+    assert_eq!(policies.len(), 4, "the table, bucket and queues' policy, then each secret's");
     let secret = policies[1]["Statement"].as_sequence().unwrap();
     assert_eq!(secret.len(), 1);
     assert_eq!(strings(&secret[0]["Action"]), ["secretsmanager:GetSecretValue"]);
@@ -232,6 +232,25 @@ fn node_worker_takes_the_task_queue_with_partial_failures_a_dlq_and_room_for_ffm
         assert_eq!(strings(&secret[0]["Action"]), ["secretsmanager:GetSecretValue"], "{name}");
         assert_eq!(format!("{:?}", secret[0]["Resource"]), format!("{:?}", variables["BILLING_KEYS_SECRET"]), "{name}");
     }
+    // The social connections' credentials: one secret each under the stack's social/
+    // prefix; made by the connection's create, read by what publishes or refreshes posts.
+    let social = |name: &str, action: &str| {
+        let properties = &functions[name]["Properties"];
+        let granted = properties["Policies"].as_sequence().unwrap().iter().any(|policy| {
+            let statements = policy["Statement"].as_sequence().unwrap();
+            statements.len() == 1
+                && strings(&statements[0]["Action"]) == [action]
+                && format!("{:?}", statements[0]["Resource"]).contains("${AWS::StackName}/social/*")
+        });
+        assert!(granted, "{name} is granted {action} on the social secrets alone");
+        if name != "GetSocialPostFunction" {
+            let prefix = format!("{:?}", properties["Environment"]["Variables"]["SOCIAL_SECRET_PREFIX"]);
+            assert!(prefix.contains("${AWS::StackName}/social"), "{name}: {prefix}");
+        }
+    };
+    social("NodeWorkerFunction", "secretsmanager:GetSecretValue");
+    social("GetSocialPostFunction", "secretsmanager:GetSecretValue");
+    social("CreateSocialConnectionFunction", "secretsmanager:CreateSecret");
     for (name, function) in &functions {
         let variables = &function["Properties"]["Environment"]["Variables"];
         for key in ["OPENAI_API_KEY", "GEMINI_API_KEY", "STRIPE_API_KEY", "STRIPE_WEBHOOK_SECRET"] {

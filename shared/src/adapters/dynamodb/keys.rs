@@ -28,6 +28,11 @@
 //! | ledger entry    | `ORG#{org}`                     | `LEDGER#{seq:020}#{position:06}` (key order is ledger order) |
 //! | applied payment | `BILLINGONCE#{event}`           | `ONCE`                      |
 //! | checkout        | `CHECKOUT#{id}`                 | `CHECKOUT` (its ID is its secret: the page has no key) |
+//! | social connection | `ORG#{org}`                   | `SOCIALCONN#{id}` (v7 IDs: key order is creation order) |
+//! | social post     | `ORG#{org}`                     | `POST#{id}` (v7 IDs of the creation time: key order is creation order); while `scheduled`, in the sweep index as `DUE#post` (`sweep_due`) |
+//! | post by status  | `ORG#{org}#POSTS#STATUS#{status}` | `{id}`: a copy of the post for the list's status filter, moved when its status changes |
+//! | post by platform| `ORG#{org}#POSTS#PLATFORM#{platform}` | `{id}`: a copy per platform it goes to |
+//! | post by account | `ORG#{org}#POSTS#CONN#{connection}` | `{id}`: a copy per connection it goes to |
 
 use std::collections::HashMap;
 
@@ -245,6 +250,34 @@ pub fn sweep_due(
     id: impl std::fmt::Display,
 ) -> [(String, AttributeValue); 2] {
     [("sweep_pk".to_owned(), s(format!("DUE#{kind}"))), ("sweep_sk".to_owned(), s(format!("{at}#{organization}#{id}")))]
+}
+
+/// Sort-key prefix of social connections in an organization's partition.
+pub const SOCIAL_CONNECTION_PREFIX: &str = "SOCIALCONN#";
+/// Sort-key prefix of social posts in an organization's partition.
+pub const POST_PREFIX: &str = "POST#";
+/// The kind of scheduled posts in the sweep index's due partitions.
+pub const DUE_POST: &str = "post";
+
+/// A social connection.
+pub fn social_connection(organization: OrganizationId, id: crate::domain::social::SocialConnectionId) -> Item {
+    key(organization_pk(organization), format!("{SOCIAL_CONNECTION_PREFIX}{id}"))
+}
+
+/// A social post.
+pub fn social_post(organization: OrganizationId, id: crate::domain::social::PostId) -> Item {
+    key(organization_pk(organization), format!("{POST_PREFIX}{id}"))
+}
+
+/// The partition of an organization's posts of one filter value (`STATUS#posted`,
+/// `PLATFORM#x`, `CONN#{id}`): copies of the posts, keyed by post ID.
+pub fn posts_by_pk(organization: OrganizationId, filter: &str) -> String {
+    format!("ORG#{organization}#POSTS#{filter}")
+}
+
+/// A post's copy in the partition of one filter value.
+pub fn post_by(organization: OrganizationId, filter: &str, id: crate::domain::social::PostId) -> Item {
+    key(posts_by_pk(organization, filter), id.to_string())
 }
 
 /// An organization's webhook secret.

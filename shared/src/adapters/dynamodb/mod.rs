@@ -12,6 +12,7 @@ mod identity;
 pub mod keys;
 mod runs;
 mod shared_stores;
+mod social;
 pub mod table;
 mod triggers;
 mod uploads;

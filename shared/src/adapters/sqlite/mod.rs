@@ -20,6 +20,7 @@ mod identity;
 mod runs;
 mod schema;
 mod shared_stores;
+mod social;
 pub mod tasks;
 mod triggers;
 mod uploads;

@@ -247,6 +247,35 @@ pub const MIGRATIONS: &[&str] = &[
     ) STRICT;
     ALTER TABLE runs ADD COLUMN trigger_id TEXT;
     CREATE INDEX runs_by_trigger ON runs (organization_id, trigger_id, started_at) WHERE trigger_id IS NOT NULL;",
+    // 11: social connections and posts: a post's row carries the columns its list
+    // filters on (status), its due time while it is scheduled (the scheduler's index),
+    // and one row per destination (connection and platform filters).
+    "CREATE TABLE social_connections (
+        organization_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        document TEXT NOT NULL,
+        PRIMARY KEY (organization_id, id)
+    ) STRICT;
+    CREATE TABLE social_posts (
+        organization_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        due_ms INTEGER,
+        version INTEGER NOT NULL,
+        document TEXT NOT NULL,
+        PRIMARY KEY (organization_id, id)
+    ) STRICT;
+    CREATE INDEX social_posts_by_status ON social_posts (organization_id, status, id);
+    CREATE INDEX social_posts_due ON social_posts (due_ms) WHERE due_ms IS NOT NULL;
+    CREATE TABLE social_post_destinations (
+        organization_id TEXT NOT NULL,
+        post_id TEXT NOT NULL,
+        connection_id TEXT NOT NULL,
+        platform TEXT NOT NULL,
+        PRIMARY KEY (organization_id, post_id, connection_id)
+    ) STRICT;
+    CREATE INDEX social_posts_by_connection ON social_post_destinations (organization_id, connection_id, post_id);
+    CREATE INDEX social_posts_by_platform ON social_post_destinations (organization_id, platform, post_id);",
 ];
 
 /// Refuses a file that is not a readable SQLite database or fails SQLite's own check.

@@ -207,6 +207,7 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
     const AVATARS: &str = "Avatar profiles";
     const PLANS: &str = "Plans and credits";
     const TRIGGERS: &str = "Triggers";
+    const SOCIAL: &str = "Social posts";
     let run_filters = |doc: Doc| {
         doc.query("limit", integer(1, 100), "Runs per page, 1 to 100 (default 25)")
             .query("cursor", text(4096), "The `next_cursor` of the previous page")
@@ -322,6 +323,40 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
         "get-avatar-profile" => Doc::new("Read an avatar profile", AVATARS, BearerOrApiKey)
             .answer(200, "The profile", sc.of::<s::AvatarProfile>())
             .general(sc, &[404]),
+        "create-social-connection" => Doc::new("Connect a social account", SOCIAL, BearerOrApiKey)
+            .body(sc.of::<s::CreateSocialConnection>(), true)
+            .answer(201, "The connection (never its credentials)", sc.of::<s::SocialConnection>())
+            .general(sc, &[400])
+            .idempotent(sc),
+        "list-social-connections" => Doc::new("The organization's social accounts", SOCIAL, BearerOrApiKey)
+            .answer(200, "The connections, oldest first", sc.of::<s::SocialConnectionList>())
+            .general(sc, &[]),
+        "create-social-post" => Doc::new("Post media to social accounts, now or later", SOCIAL, BearerOrApiKey)
+            .body(sc.of::<s::CreateSocialPost>(), true)
+            .answer(
+                201,
+                "The post: processing, scheduled, or pending_approval when a destination requires it",
+                sc.of::<s::SocialPost>(),
+            )
+            .general(sc, &[400])
+            .idempotent(sc),
+        "list-social-posts" => Doc::new("The organization's social posts, newest first", SOCIAL, BearerOrApiKey)
+            .query("limit", integer(1, 100), "Posts per page, 1 to 100 (default 20)")
+            .query("cursor", text(4096), "The `next_cursor` of the previous page")
+            .query("status", text(32), "Only posts in this status")
+            .query("platform", text(32), "Only posts to this platform")
+            .query("social_connection_id", uuid(), "Only posts to this connected account")
+            .answer(200, "One page, as stored (not refreshed from the platforms)", sc.of::<s::SocialPostPage>())
+            .general(sc, &[400]),
+        "get-social-post" => Doc::new("A social post, refreshed from its platforms", SOCIAL, BearerOrApiKey)
+            .answer(200, "The post", sc.of::<s::SocialPost>())
+            .general(sc, &[404]),
+        "approve-social-post" => Doc::new("Approve a post pending approval", SOCIAL, BearerOrApiKey)
+            .answer(200, "The post, publishing (or scheduled until its time)", sc.of::<s::SocialPost>())
+            .general(sc, &[404, 409]),
+        "reject-social-post" => Doc::new("Reject a post pending approval", SOCIAL, BearerOrApiKey)
+            .answer(200, "The post, rejected: it is never published", sc.of::<s::SocialPost>())
+            .general(sc, &[404, 409]),
         "get-plan" => Doc::new("The organization's plan and credits", PLANS, BearerOrApiKey)
             .answer(200, "The plan", sc.of::<s::PlanAnswer>())
             .general(sc, &[]),

@@ -1141,6 +1141,234 @@ pub struct CreateAvatarProfile {
     pub sources: AvatarSources,
 }
 
+// ---- Social posts ----------------------------------------------------------------
+
+/// A social platform.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SocialPlatform {
+    X,
+    Linkedin,
+    Instagram,
+    Facebook,
+    Tiktok,
+    Youtube,
+}
+
+/// Who publishes a connection's posts: the local sandbox, or YouTube's Data API (for the
+/// youtube platform, with `credentials`).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SocialPublisher {
+    Sandbox,
+    Youtube,
+}
+
+/// What the sandbox does with a connection's posts: post them, refuse them, or accept
+/// them and finish when the post is read again (`GET /social/post/{post_id}`).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxBehavior {
+    Succeed,
+    Fail,
+    Async,
+}
+
+/// The publisher's credentials (YouTube: an OAuth access token with the
+/// `youtube.upload` scope). Write-only: kept in the deployment's secret store, never shown.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SocialCredentials {
+    #[schema(min_length = 1, max_length = 4096)]
+    pub access_token: String,
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 4096, nullable = false)]
+    pub refresh_token: Option<String>,
+}
+
+/// `POST /social/connections`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSocialConnection {
+    pub platform: SocialPlatform,
+    #[schema(min_length = 1, max_length = 200)]
+    pub account_name: String,
+    #[schema(min_length = 1, max_length = 200)]
+    pub account_username: String,
+    #[schema(format = "uri", min_length = 1, max_length = 2048)]
+    pub profile_url: String,
+    /// Posts to this account wait for `POST /social/post/{post_id}/approve` (default false).
+    #[serde(default)]
+    pub requires_approval: Option<bool>,
+    /// Default `sandbox`.
+    #[serde(default)]
+    pub publisher: Option<SocialPublisher>,
+    /// The sandbox publisher only; default `succeed`.
+    #[serde(default)]
+    pub sandbox_behavior: Option<SandboxBehavior>,
+    /// Required by the youtube publisher, refused by the sandbox.
+    #[serde(default)]
+    pub credentials: Option<SocialCredentials>,
+}
+
+/// A connected social account.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SocialConnection {
+    pub social_connection_id: Uuid,
+    pub platform: SocialPlatform,
+    pub account_name: String,
+    pub account_username: String,
+    pub profile_url: String,
+    pub requires_approval: bool,
+    pub publisher: SocialPublisher,
+    /// Null for the youtube publisher.
+    #[schema(required = true)]
+    pub sandbox_behavior: Option<SandboxBehavior>,
+    pub created_at: Time,
+}
+
+/// `GET /social/connections`: the organization's connections, oldest first.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SocialConnectionList {
+    pub social_connections: Vec<SocialConnection>,
+}
+
+/// A destination of a new post.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PostDestinationRef {
+    /// A connection of the organization.
+    pub social_connection_id: Uuid,
+}
+
+/// `POST /social/post`
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSocialPost {
+    /// At most what every destination's platform takes (x 280, linkedin 3000, instagram
+    /// and tiktok 2200, facebook and youtube 5000 characters).
+    #[schema(min_length = 1, max_length = 5000)]
+    pub description: String,
+    /// 1 to 10 connections, each once.
+    #[schema(min_items = 1, max_items = 10)]
+    pub destinations: Vec<PostDestinationRef>,
+    /// 1 to 10 http(s) URLs of videos (MP4, MOV, WebM) or pictures (PNG, JPEG, WebP), at
+    /// most 512 MB each, within each destination's limits; the service's own signed
+    /// links are read from its store.
+    #[schema(min_items = 1, max_items = 10)]
+    pub media_urls: Vec<String>,
+    /// A future time (within a year) to publish at; now when left out.
+    #[serde(default)]
+    pub scheduled_at: Option<Time>,
+}
+
+/// A social post's state.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SocialPostStatus {
+    Scheduled,
+    PendingApproval,
+    Processing,
+    Posted,
+    PartialFailure,
+    Failed,
+    Rejected,
+}
+
+/// A destination's state.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DestinationStatus {
+    Success,
+    Scheduled,
+    Processing,
+    Failed,
+}
+
+/// A destination of a post: the account as it was when the post was made.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PostDestination {
+    pub social_connection_id: Uuid,
+    pub platform: SocialPlatform,
+    pub account_name: String,
+    pub account_username: String,
+    pub profile_url: String,
+}
+
+/// Where a post went.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PostLink {
+    pub platform: SocialPlatform,
+    pub post_url: String,
+    pub social_connection_id: Uuid,
+}
+
+/// What became of one destination.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DestinationResult {
+    pub social_connection_id: Uuid,
+    pub platform: SocialPlatform,
+    pub status: DestinationStatus,
+    #[schema(required = true)]
+    pub platform_post_id: Option<String>,
+    #[schema(required = true)]
+    pub post_url: Option<String>,
+    /// Why it failed; null otherwise.
+    #[schema(required = true)]
+    pub message: Option<String>,
+}
+
+/// A social post.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SocialPost {
+    pub post_id: Uuid,
+    pub status: SocialPostStatus,
+    pub description: String,
+    /// Signed, valid 7 days: a JPEG of the first medium.
+    pub thumbnail_url: String,
+    /// When it is (or was) published; its creation time when it was not scheduled.
+    pub scheduled_at: Time,
+    pub platforms: Vec<SocialPlatform>,
+    pub destinations: Vec<PostDestination>,
+    /// One per destination posted; empty when nothing is posted.
+    pub links: Vec<PostLink>,
+    pub results: Vec<DestinationResult>,
+    /// The same as `results`.
+    pub destination_results: Vec<DestinationResult>,
+    #[schema(required = true)]
+    pub error: Option<String>,
+    pub created_at: Time,
+    pub updated_at: Time,
+}
+
+/// The pagination of the post list.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PostPagination {
+    pub limit: u32,
+    pub returned: u32,
+    pub has_more: bool,
+    /// Opaque; null when there are no more posts.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+    /// Always `created_at_desc`.
+    pub sort: String,
+}
+
+/// `GET /social/posts`: one page, newest first, as stored (not refreshed).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SocialPostPage {
+    pub posts: Vec<SocialPost>,
+    pub pagination: PostPagination,
+}
+
 // ---- Plans and credits -----------------------------------------------------------
 
 /// A plan's ID.

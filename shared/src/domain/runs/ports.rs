@@ -112,6 +112,9 @@ pub struct TaskMessage {
     /// carries both; its run fields are then empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avatar: Option<AvatarProfileId>,
+    /// Set on a message that publishes this social post instead (run fields empty too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub social_post: Option<crate::domain::social::PostId>,
 }
 
 impl TaskMessage {
@@ -123,6 +126,16 @@ impl TaskMessage {
             task: TaskIndex(0),
             attempt: 0,
             avatar: Some(id),
+            social_post: None,
+        }
+    }
+
+    /// The message that publishes a social post.
+    pub fn social_post(organization: OrganizationId, id: crate::domain::social::PostId) -> Self {
+        TaskMessage {
+            avatar: None,
+            social_post: Some(id),
+            ..Self::avatar(organization, AvatarProfileId::from_uuid(uuid::Uuid::nil()))
         }
     }
 }

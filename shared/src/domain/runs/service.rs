@@ -175,6 +175,7 @@ pub async fn send_tasks(queue: &dyn Queue<TaskMessage>, run: &Run, tasks: &[Task
             task: *task,
             attempt: run.tasks[*task].attempt,
             avatar: None,
+            social_post: None,
         })
         .collect();
     queue.send(&messages).await

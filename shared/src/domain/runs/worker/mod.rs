@@ -56,6 +56,8 @@ pub struct Worker {
     pub avatars: Arc<dyn AvatarRepo>,
     /// Uploads (an avatar's sources, and the URL sources it stores as uploads).
     pub uploads: Arc<dyn UploadRepo>,
+    /// Social posts: published by this worker.
+    pub social: Arc<crate::domain::social::service::Social>,
     /// How long a task blocked on an avatar profile waits before it looks again.
     pub blocked_retry: Duration,
     pub clock: Arc<dyn Clock>,
@@ -136,6 +138,15 @@ impl Worker {
     pub async fn process(&self, message: TaskMessage) -> anyhow::Result<Processed> {
         if let Some(avatar) = message.avatar {
             return self.process_avatar(message.organization_id, avatar).await;
+        }
+        if let Some(post) = message.social_post {
+            return match self.social.publish(message.organization_id, post).await? {
+                crate::domain::social::service::Publishing::Done => Ok(Processed::Done),
+                crate::domain::social::service::Publishing::Held(until) => {
+                    let wait = until.unix_millis().saturating_sub(self.clock.now().unix_millis()) + 1_000;
+                    Ok(Processed::Later(Duration::from_millis(wait)))
+                }
+            };
         }
         let mut claimed = self.claim(message, false).await?;
         if let Claimed::Waiting(wait) = &claimed {
@@ -533,6 +544,7 @@ impl Run {
             task: index,
             attempt: self.tasks[index].attempt,
             avatar: None,
+            social_post: None,
         }
     }
 }

@@ -1,0 +1,324 @@
+//! YouTube as a publisher, from the Data API v3's published formats: `videos.insert`
+//! with the resumable upload protocol — a POST of the video's metadata to
+//! `{base}/upload/youtube/v3/videos?uploadType=resumable&part=snippet,status` with
+//! `X-Upload-Content-Length` and `X-Upload-Content-Type`, answered with the upload
+//! session's `Location`; then the bytes PUT there in chunks of [`CHUNK_BYTES`] with
+//! `Content-Range` (308 `Resume Incomplete` between chunks, 200 or 201 with the video
+//! resource at the end). A video YouTube is still processing (`uploadStatus: uploaded`)
+//! is accepted; `status` asks `videos.list?part=status&id=…` where it is.
+//!
+//! The OAuth access token is the connection's credentials (`access_token`), read from
+//! the vault. Error bodies `{error: {code, message, errors: [{reason, …}]}}` become the
+//! destination's message; 401 and 403 are final (credentials or quota), 429 and 5xx are
+//! tried again a few times. Exercised only against a local server that follows these
+//! formats (`tests/tests/api/social.rs`).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, LOCATION};
+use serde_json::{json, Map, Value};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+use crate::core::retry::PROVIDER_CALLS;
+use crate::domain::social::publisher::{MediumFile, Published, Publisher};
+use crate::domain::social::{SocialConnection, SocialPost};
+
+/// Bytes sent per PUT of the upload (a multiple of 256 KiB, as the protocol asks).
+pub const CHUNK_BYTES: usize = 8 * 1024 * 1024;
+/// Longest wait for a connection or an answer.
+const TIMEOUT: Duration = Duration::from_secs(120);
+/// Chunks in a row of which YouTube may keep nothing before the upload is given up
+/// (tried again later from the start).
+const MAX_STALLS: u32 = 3;
+/// Longest title YouTube takes.
+const MAX_TITLE_CHARS: usize = 100;
+
+/// YouTube's Data API at `base_url`.
+pub struct YoutubePublisher {
+    base_url: String,
+    http: reqwest::Client,
+    /// Bytes per PUT ([`CHUNK_BYTES`] unless a test asks for smaller chunks).
+    chunk_bytes: usize,
+}
+
+/// What a call answered that the adapter does not go on with.
+enum Refusal {
+    /// Final: the destination fails with this message.
+    Final(String),
+    /// Transient or ours: tried again later.
+    Again(anyhow::Error),
+}
+
+impl YoutubePublisher {
+    pub fn new(base_url: &str) -> Self {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(TIMEOUT)
+            .build()
+            .unwrap_or_default();
+        Self { base_url: base_url.trim_end_matches('/').to_owned(), http, chunk_bytes: CHUNK_BYTES }
+    }
+
+    /// The same, sending `chunk_bytes` per PUT, rounded up to the protocol's 256 KiB.
+    pub fn with_chunk_bytes(mut self, chunk_bytes: usize) -> Self {
+        const QUANTUM: usize = 256 * 1024;
+        self.chunk_bytes = chunk_bytes.div_ceil(QUANTUM).max(1) * QUANTUM;
+        self
+    }
+
+    fn bearer(credentials: Option<&Map<String, Value>>) -> Result<HeaderValue, Refusal> {
+        let token = credentials.and_then(|fields| fields.get("access_token")).and_then(Value::as_str);
+        let token = token.ok_or_else(|| Refusal::Final("the connection has no YouTube access_token".into()))?;
+        HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| Refusal::Final("the connection's YouTube access_token is not a valid header value".into()))
+    }
+
+    /// Sends `request` (rebuilt by `make` per attempt), trying 429 and 5xx again a few
+    /// times; a 4xx is final with YouTube's message.
+    async fn send(&self, what: &str, make: impl Fn() -> reqwest::RequestBuilder) -> Result<reqwest::Response, Refusal> {
+        let mut retry = PROVIDER_CALLS.start();
+        loop {
+            let why = match make().send().await {
+                Ok(answer) if answer.status().is_success() || answer.status().as_u16() == 308 => return Ok(answer),
+                Ok(answer) if answer.status().as_u16() == 429 || answer.status().is_server_error() => {
+                    let status = answer.status();
+                    format!("{what}: YouTube answered {status}: {}", error_message(answer).await)
+                }
+                Ok(answer) => {
+                    let status = answer.status();
+                    let message = error_message(answer).await;
+                    let hint = match status.as_u16() {
+                        401 => " (the access token was refused: connect the account again)",
+                        _ => "",
+                    };
+                    return Err(Refusal::Final(format!("{what}: YouTube answered {status}: {message}{hint}")));
+                }
+                Err(error) => format!("{what}: YouTube could not be reached: {error}"),
+            };
+            if let Err(unavailable) = retry.wait(&why).await {
+                return Err(Refusal::Again(anyhow::anyhow!("{why} ({unavailable})")));
+            }
+        }
+    }
+
+    async fn upload(
+        &self,
+        post: &SocialPost,
+        credentials: Option<&Map<String, Value>>,
+        media: &[MediumFile],
+    ) -> Result<Published, Refusal> {
+        let bearer = Self::bearer(credentials)?;
+        let video = media
+            .iter()
+            .find(|medium| medium.content_type.starts_with("video/"))
+            .ok_or_else(|| Refusal::Final("YouTube takes a video, and the post has none".into()))?;
+        let metadata = json!({
+            "snippet": {"title": title(&post.description), "description": post.description, "categoryId": "22"},
+            "status": {"privacyStatus": "public", "selfDeclaredMadeForKids": false},
+        });
+        let start = format!("{}/upload/youtube/v3/videos?uploadType=resumable&part=snippet,status", self.base_url);
+        let answer = self
+            .send("starting the upload", || {
+                self.http
+                    .post(&start)
+                    .header(AUTHORIZATION, bearer.clone())
+                    .header(CONTENT_TYPE, "application/json; charset=UTF-8")
+                    .header("X-Upload-Content-Length", video.bytes.to_string())
+                    .header("X-Upload-Content-Type", video.content_type.as_str())
+                    .body(metadata.to_string())
+            })
+            .await?;
+        let session = answer
+            .headers()
+            .get(LOCATION)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+            .ok_or_else(|| Refusal::Again(anyhow::anyhow!("YouTube started an upload without a Location")))?;
+        let mut file = tokio::fs::File::open(&video.path).await.map_err(|error| Refusal::Again(error.into()))?;
+        let total = video.bytes;
+        let mut sent: u64 = 0;
+        let mut stalls = 0;
+        let mut chunk = vec![0u8; self.chunk_bytes];
+        // One PUT per chunk: the loop ends after ⌈total / chunk⌉ of them.
+        loop {
+            let mut filled = 0;
+            while filled < self.chunk_bytes {
+                let read = file.read(&mut chunk[filled..]).await.map_err(|error| Refusal::Again(error.into()))?;
+                if read == 0 {
+                    break;
+                }
+                filled += read;
+            }
+            if filled == 0 && sent < total {
+                return Err(Refusal::Again(anyhow::anyhow!("the video file ended after {sent} of {total} bytes")));
+            }
+            let end = sent + filled as u64;
+            let range =
+                if filled == 0 { format!("bytes */{total}") } else { format!("bytes {sent}-{}/{total}", end - 1) };
+            let body = bytes::Bytes::copy_from_slice(&chunk[..filled]);
+            let answer = self
+                .send("uploading the video", || {
+                    self.http
+                        .put(&session)
+                        .header(AUTHORIZATION, bearer.clone())
+                        .header(CONTENT_TYPE, video.content_type.as_str())
+                        .header(CONTENT_LENGTH, filled.to_string())
+                        .header(CONTENT_RANGE, range.as_str())
+                        .body(body.clone())
+                })
+                .await?;
+            if answer.status().as_u16() == 308 {
+                // `Range: bytes=0-{last}` is what YouTube kept (none: nothing); the next
+                // PUT starts after it, so a chunk it lost is sent again.
+                let kept = answer
+                    .headers()
+                    .get("range")
+                    .and_then(|value| value.to_str().ok())
+                    .and_then(|range| range.strip_prefix("bytes=0-"))
+                    .and_then(|last| last.parse::<u64>().ok())
+                    .map_or(0, |last| last + 1);
+                if kept >= total || kept > end {
+                    return Err(Refusal::Again(anyhow::anyhow!(
+                        "YouTube's upload session says it kept {kept} of {total} bytes after {end} were sent"
+                    )));
+                }
+                stalls = if kept <= sent { stalls + 1 } else { 0 };
+                if stalls >= MAX_STALLS {
+                    return Err(Refusal::Again(anyhow::anyhow!(
+                        "YouTube kept nothing of {MAX_STALLS} chunks in a row at byte {sent} of {total}"
+                    )));
+                }
+                if kept != end {
+                    file.seek(std::io::SeekFrom::Start(kept)).await.map_err(|error| Refusal::Again(error.into()))?;
+                }
+                sent = kept;
+                continue;
+            }
+            let resource = json_of(answer, "YouTube's video resource").await?;
+            return Ok(published(&resource));
+        }
+    }
+
+    async fn ask(&self, credentials: Option<&Map<String, Value>>, video: &str) -> Result<Published, Refusal> {
+        let bearer = Self::bearer(credentials)?;
+        let url = format!("{}/youtube/v3/videos", self.base_url);
+        let answer = self
+            .send("reading the video's status", || {
+                self.http.get(&url).query(&[("part", "status"), ("id", video)]).header(AUTHORIZATION, bearer.clone())
+            })
+            .await?;
+        let list = json_of(answer, "YouTube's video list").await?;
+        match list["items"].as_array().and_then(|items| items.first()) {
+            Some(resource) => Ok(published(resource)),
+            None => Ok(Published::Failed(format!("video {video} is no longer on YouTube"))),
+        }
+    }
+}
+
+/// A title from a description: its first line, at most 100 characters, without the
+/// angle brackets YouTube refuses.
+fn title(description: &str) -> String {
+    let line = description.lines().find(|line| !line.trim().is_empty()).unwrap_or("Video");
+    let cleaned: String = line.chars().filter(|c| *c != '<' && *c != '>').take(MAX_TITLE_CHARS).collect();
+    if cleaned.trim().is_empty() {
+        "Video".into()
+    } else {
+        cleaned.trim().to_owned()
+    }
+}
+
+/// What a video resource says: processed (posted), still uploaded (accepted), or
+/// failed / rejected with YouTube's reason.
+fn published(resource: &Value) -> Published {
+    let Some(id) = resource["id"].as_str() else {
+        return Published::Failed("YouTube answered a video resource without an id".into());
+    };
+    let platform_post_id = id.to_owned();
+    match resource["status"]["uploadStatus"].as_str() {
+        Some("processed") => {
+            Published::Posted { platform_post_id, post_url: format!("https://www.youtube.com/watch?v={id}") }
+        }
+        Some("failed") => Published::Failed(format!(
+            "YouTube could not process the video: {}",
+            resource["status"]["failureReason"].as_str().unwrap_or("no reason given")
+        )),
+        Some("rejected") => Published::Failed(format!(
+            "YouTube rejected the video: {}",
+            resource["status"]["rejectionReason"].as_str().unwrap_or("no reason given")
+        )),
+        Some("deleted") => Published::Failed(format!("video {id} was deleted from YouTube")),
+        _ => Published::Accepted { platform_post_id },
+    }
+}
+
+/// An answer's JSON body.
+async fn json_of(answer: reqwest::Response, what: &str) -> Result<Value, Refusal> {
+    let bytes =
+        answer.bytes().await.map_err(|error| Refusal::Again(anyhow::anyhow!("{what} could not be read: {error}")))?;
+    serde_json::from_slice(&bytes).map_err(|error| Refusal::Again(anyhow::anyhow!("{what} is not JSON: {error}")))
+}
+
+/// The message of an error body `{error: {code, message, errors: [{reason}]}}`, or the
+/// start of whatever else was answered.
+async fn error_message(answer: reqwest::Response) -> String {
+    let text = answer.text().await.unwrap_or_default();
+    match serde_json::from_str::<Value>(&text) {
+        Ok(body) if body["error"].is_object() => {
+            let error = &body["error"];
+            let message = error["message"].as_str().unwrap_or("no message");
+            match error["errors"]
+                .as_array()
+                .and_then(|errors| errors.first())
+                .and_then(|first| first["reason"].as_str())
+            {
+                Some(reason) => format!("{message} ({reason})"),
+                None => message.to_owned(),
+            }
+        }
+        _ => text.chars().take(200).collect(),
+    }
+}
+
+fn outcome(result: Result<Published, Refusal>) -> anyhow::Result<Published> {
+    match result {
+        Ok(published) => Ok(published),
+        Err(Refusal::Final(message)) => Ok(Published::Failed(message)),
+        Err(Refusal::Again(error)) => Err(error),
+    }
+}
+
+#[async_trait]
+impl Publisher for YoutubePublisher {
+    async fn publish(
+        &self,
+        post: &SocialPost,
+        _connection: &SocialConnection,
+        credentials: Option<&Map<String, Value>>,
+        media: &[MediumFile],
+    ) -> anyhow::Result<Published> {
+        outcome(self.upload(post, credentials, media).await)
+    }
+
+    async fn status(
+        &self,
+        _post: &SocialPost,
+        _connection: &SocialConnection,
+        credentials: Option<&Map<String, Value>>,
+        platform_post_id: &str,
+    ) -> anyhow::Result<Published> {
+        outcome(self.ask(credentials, platform_post_id).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_are_the_first_line_cut_and_cleaned() {
+        assert_eq!(title("\n  Launch <day>!\nmore"), "Launch day!");
+        assert_eq!(title(&"a".repeat(150)).chars().count(), 100);
+        assert_eq!(title("<>"), "Video");
+    }
+}

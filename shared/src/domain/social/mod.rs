@@ -1,0 +1,496 @@
+//! Social posts: an organization connects accounts on social platforms, then posts media
+//! with a description to some of them, now, at a later time (`scheduled`), or once
+//! someone approves (`pending_approval`). Publishing is a queued task (`processing →
+//! posted | partial_failure | failed`) that hands each destination to its publisher
+//! ([`publisher::Publisher`]: the sandbox, or YouTube), recording one result per
+//! destination; a post read by its ID asks the publishers about destinations they
+//! accepted but had not finished.
+
+pub mod limits;
+pub mod parse;
+pub mod publisher;
+pub mod publishing;
+pub mod service;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::identity::OrganizationId;
+use super::runs::views::MediaLinks;
+use super::runs::{MediaId, MediaRecord};
+use super::time::Timestamp;
+
+crate::typed_id!(
+    /// Identifies a connected social account (version 7: later connections sort after).
+    SocialConnectionId
+);
+crate::typed_id!(
+    /// Identifies a social post (version 7 of its creation time: key order is creation order).
+    PostId
+);
+
+/// A social platform a post may go to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Platform {
+    X,
+    Linkedin,
+    Instagram,
+    Facebook,
+    Tiktok,
+    Youtube,
+}
+
+impl Platform {
+    /// Every platform, in the contract's order.
+    pub const ALL: [Platform; 6] =
+        [Self::X, Self::Linkedin, Self::Instagram, Self::Facebook, Self::Tiktok, Self::Youtube];
+
+    /// The contract's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::X => "x",
+            Self::Linkedin => "linkedin",
+            Self::Instagram => "instagram",
+            Self::Facebook => "facebook",
+            Self::Tiktok => "tiktok",
+            Self::Youtube => "youtube",
+        }
+    }
+
+    /// The platform of a contract name.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|platform| platform.as_str() == text)
+    }
+}
+
+/// Who publishes a connection's posts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PublisherKind {
+    /// The local sandbox: posts are pages `serve` answers.
+    Sandbox,
+    /// YouTube's Data API v3 (youtube connections only).
+    Youtube,
+}
+
+impl PublisherKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sandbox => "sandbox",
+            Self::Youtube => "youtube",
+        }
+    }
+}
+
+/// What the sandbox does with a connection's posts, so that every status can be reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxBehavior {
+    /// Posted at once.
+    #[default]
+    Succeed,
+    /// Refused, with a message.
+    Fail,
+    /// Accepted, and `processing` until the post is read once more.
+    Async,
+}
+
+impl SandboxBehavior {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Succeed => "succeed",
+            Self::Fail => "fail",
+            Self::Async => "async",
+        }
+    }
+}
+
+/// A connected account.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocialConnection {
+    pub id: SocialConnectionId,
+    pub organization_id: OrganizationId,
+    pub platform: Platform,
+    pub account_name: String,
+    pub account_username: String,
+    pub profile_url: String,
+    pub requires_approval: bool,
+    pub publisher: PublisherKind,
+    pub sandbox_behavior: SandboxBehavior,
+    /// Where the publisher's credentials are kept ([`publisher::CredentialVault`]);
+    /// never shown.
+    pub credentials: Option<String>,
+    pub created_at: Timestamp,
+}
+
+/// Where a post is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PostStatus {
+    Scheduled,
+    PendingApproval,
+    Processing,
+    Posted,
+    PartialFailure,
+    Failed,
+    Rejected,
+}
+
+impl PostStatus {
+    /// Every status, in the contract's order.
+    pub const ALL: [PostStatus; 7] = [
+        Self::Scheduled,
+        Self::PendingApproval,
+        Self::Processing,
+        Self::Posted,
+        Self::PartialFailure,
+        Self::Failed,
+        Self::Rejected,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::PendingApproval => "pending_approval",
+            Self::Processing => "processing",
+            Self::Posted => "posted",
+            Self::PartialFailure => "partial_failure",
+            Self::Failed => "failed",
+            Self::Rejected => "rejected",
+        }
+    }
+
+    /// The status of a contract name.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|status| status.as_str() == text)
+    }
+}
+
+/// Where one destination of a post is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultStatus {
+    Success,
+    Scheduled,
+    Processing,
+    Failed,
+}
+
+impl ResultStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Scheduled => "scheduled",
+            Self::Processing => "processing",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// A destination of a post: the connection as it was when the post was made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Destination {
+    pub connection: SocialConnection,
+}
+
+/// What became of one destination.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DestinationResult {
+    pub social_connection_id: SocialConnectionId,
+    pub platform: Platform,
+    pub status: ResultStatus,
+    pub platform_post_id: Option<String>,
+    pub post_url: Option<String>,
+    pub message: Option<String>,
+}
+
+/// A medium of a post, stored by the service when the post was made.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostMedium {
+    pub key: String,
+    pub version: Option<String>,
+    pub content_type: String,
+    pub bytes: u64,
+    /// None for a picture.
+    pub duration_ms: Option<u64>,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// A post as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocialPost {
+    pub id: PostId,
+    pub organization_id: OrganizationId,
+    pub status: PostStatus,
+    pub description: String,
+    pub media: Vec<PostMedium>,
+    /// A JPEG of the first medium.
+    pub thumbnail: MediaId,
+    pub scheduled_at: Timestamp,
+    pub destinations: Vec<Destination>,
+    /// One per destination, in the same order.
+    pub results: Vec<DestinationResult>,
+    pub error: Option<String>,
+    /// Publishing attempts started (a worker that stopped leaves its attempt behind).
+    pub attempts: u32,
+    /// While an attempt publishes, its claim holds until then.
+    pub publishing_until: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// Incremented by every stored change; a write names the version it read.
+    pub version: u64,
+}
+
+impl SocialPost {
+    /// The platforms it goes to, each once, in the contract's order.
+    pub fn platforms(&self) -> Vec<Platform> {
+        let mut platforms: Vec<Platform> =
+            self.destinations.iter().map(|destination| destination.connection.platform).collect();
+        platforms.sort();
+        platforms.dedup();
+        platforms
+    }
+
+    /// The connections it goes to.
+    pub fn connection_ids(&self) -> Vec<SocialConnectionId> {
+        self.destinations.iter().map(|destination| destination.connection.id).collect()
+    }
+
+    /// When the scheduler must act on it: while `scheduled`, its time (publish it);
+    /// while `processing` with work left for a worker (destinations not yet handed to
+    /// their publisher, or a status never settled), [`REQUEUE_AFTER`] past its last
+    /// change or the end of its claim (its message was lost: send it again). Indexed by
+    /// both backends.
+    pub fn due_at(&self) -> Option<Timestamp> {
+        match self.status {
+            PostStatus::Scheduled => Some(self.scheduled_at),
+            PostStatus::Processing if self.needs_worker() => {
+                let since = self.publishing_until.map_or(self.updated_at, |until| until.max(self.updated_at));
+                Some(since.after(REQUEUE_AFTER))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a worker has something left to do: a destination still waits to be
+    /// handed to its publisher, or every destination is done and the status was never
+    /// settled (a worker stopped between its last two writes). Destinations a publisher
+    /// accepted wait for a read of the post instead.
+    pub fn needs_worker(&self) -> bool {
+        let mut waiting = self.results.iter().filter(|result| result.status == ResultStatus::Processing).peekable();
+        waiting.peek().is_none() || waiting.any(|result| result.platform_post_id.is_none())
+    }
+}
+
+/// How long a post being published may go without a change before the scheduler sends
+/// its publishing message again (a process that stopped between a write and its send).
+pub const REQUEUE_AFTER: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Which posts a list shows (every filter given must hold).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PostFilter {
+    pub status: Option<PostStatus>,
+    pub platform: Option<Platform>,
+    pub connection: Option<SocialConnectionId>,
+}
+
+impl PostFilter {
+    /// Whether `post` is shown.
+    pub fn admits(&self, post: &SocialPost) -> bool {
+        self.status.is_none_or(|status| post.status == status)
+            && self.platform.is_none_or(|platform| post.platforms().contains(&platform))
+            && self.connection.is_none_or(|connection| post.connection_ids().contains(&connection))
+    }
+}
+
+/// A page of posts, newest first, and whether more follow.
+pub type PostPage = (Vec<SocialPost>, bool);
+
+/// Connections and posts as stored.
+#[async_trait]
+pub trait SocialRepo: Send + Sync {
+    /// Stores a new connection.
+    async fn create_connection(&self, connection: &SocialConnection) -> anyhow::Result<()>;
+    /// The organization's connections, oldest first.
+    async fn list_connections(&self, organization: OrganizationId) -> anyhow::Result<Vec<SocialConnection>>;
+    /// A connection of the organization.
+    async fn get_connection(
+        &self,
+        organization: OrganizationId,
+        id: SocialConnectionId,
+    ) -> anyhow::Result<Option<SocialConnection>>;
+    /// Stores a new post (version 0) with the media records of its files.
+    async fn create_post(&self, post: &SocialPost, media: &[MediaRecord]) -> anyhow::Result<()>;
+    /// A post of the organization.
+    async fn get_post(&self, organization: OrganizationId, id: PostId) -> anyhow::Result<Option<SocialPost>>;
+    /// Stores `post` if the stored one is still at `post.version - 1`; false when another
+    /// writer came first.
+    async fn update_post(&self, post: &SocialPost) -> anyhow::Result<bool>;
+    /// The organization's posts `filter` admits, newest first, after the post `after`
+    /// (a cursor), at most `limit`: one paginated query.
+    async fn list_posts(
+        &self,
+        organization: OrganizationId,
+        filter: &PostFilter,
+        after: Option<PostId>,
+        limit: usize,
+    ) -> anyhow::Result<PostPage>;
+    /// Scheduled posts due at or before `now`, earliest first, at most `limit`, read from
+    /// an index of due times (possibly a little stale: the caller claims each with a
+    /// conditional write).
+    async fn due_posts(&self, now: Timestamp, limit: usize) -> anyhow::Result<Vec<(OrganizationId, PostId)>>;
+}
+
+/// A refused request, or a failure of ours.
+#[derive(Debug, thiserror::Error)]
+pub enum SocialError {
+    /// 400, naming the field.
+    #[error("{0}")]
+    Invalid(String),
+    /// 404.
+    #[error("{0}")]
+    NotFound(&'static str),
+    /// 409.
+    #[error("{0}")]
+    Conflict(String),
+    #[error("social storage failed: {0:#}")]
+    Backend(#[from] anyhow::Error),
+}
+
+/// The message of a post not found (or another organization's).
+pub const POST_NOT_FOUND: &str = "Social post not found";
+
+/// A connection as the API shows it (never its credentials).
+pub fn connection_view(connection: &SocialConnection) -> Value {
+    json!({
+        "social_connection_id": connection.id,
+        "platform": connection.platform.as_str(),
+        "account_name": connection.account_name,
+        "account_username": connection.account_username,
+        "profile_url": connection.profile_url,
+        "requires_approval": connection.requires_approval,
+        "publisher": connection.publisher.as_str(),
+        "sandbox_behavior": match connection.publisher {
+            PublisherKind::Sandbox => Value::from(connection.sandbox_behavior.as_str()),
+            PublisherKind::Youtube => Value::Null,
+        },
+        "created_at": connection.created_at.to_string(),
+    })
+}
+
+/// A post as the API shows it, its thumbnail's link valid 7 days from `now`.
+pub fn post_view(post: &SocialPost, links: &MediaLinks, now: Timestamp) -> Value {
+    let results: Vec<Value> = post
+        .results
+        .iter()
+        .map(|result| {
+            json!({
+                "social_connection_id": result.social_connection_id,
+                "platform": result.platform.as_str(),
+                "status": result.status.as_str(),
+                "platform_post_id": result.platform_post_id,
+                "post_url": result.post_url,
+                "message": result.message,
+            })
+        })
+        .collect();
+    let links_view: Vec<Value> = post
+        .results
+        .iter()
+        .filter(|result| result.status == ResultStatus::Success)
+        .filter_map(|result| {
+            let url = result.post_url.as_ref()?;
+            Some(json!({
+                "platform": result.platform.as_str(),
+                "post_url": url,
+                "social_connection_id": result.social_connection_id,
+            }))
+        })
+        .collect();
+    let destinations: Vec<Value> = post
+        .destinations
+        .iter()
+        .map(|destination| {
+            let connection = &destination.connection;
+            json!({
+                "social_connection_id": connection.id,
+                "platform": connection.platform.as_str(),
+                "account_name": connection.account_name,
+                "account_username": connection.account_username,
+                "profile_url": connection.profile_url,
+            })
+        })
+        .collect();
+    let platforms: Vec<&str> = post.platforms().into_iter().map(Platform::as_str).collect();
+    json!({
+        "post_id": post.id,
+        "status": post.status.as_str(),
+        "description": post.description,
+        "thumbnail_url": links.link(post.thumbnail, now),
+        "scheduled_at": post.scheduled_at.to_string(),
+        "platforms": platforms,
+        "destinations": destinations,
+        "links": links_view,
+        "results": results.clone(),
+        "destination_results": results,
+        "error": post.error,
+        "created_at": post.created_at.to_string(),
+        "updated_at": post.updated_at.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(status: ResultStatus, accepted: bool) -> DestinationResult {
+        DestinationResult {
+            social_connection_id: SocialConnectionId::new_v4(),
+            platform: Platform::X,
+            status,
+            platform_post_id: accepted.then(|| "p".to_owned()),
+            post_url: None,
+            message: None,
+        }
+    }
+
+    #[test]
+    fn a_worker_is_needed_until_every_destination_is_handed_over_and_settled() {
+        use ResultStatus::{Processing, Success};
+        let cases = [
+            (vec![result(Processing, false)], true),
+            (vec![result(Processing, true)], false),
+            (vec![result(Processing, true), result(Processing, false)], true),
+            (vec![result(Success, true), result(Processing, true)], false),
+            (vec![result(Success, true)], true),
+        ];
+        for (results, expected) in cases {
+            let post = post_with(results);
+            assert_eq!(post.needs_worker(), expected, "{:?}", post.results);
+        }
+    }
+
+    fn post_with(results: Vec<DestinationResult>) -> SocialPost {
+        let now = Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap();
+        SocialPost {
+            id: PostId::new_v4(),
+            organization_id: OrganizationId::new_v4(),
+            status: PostStatus::Processing,
+            description: "d".into(),
+            media: Vec::new(),
+            thumbnail: MediaId::new_v4(),
+            scheduled_at: now,
+            destinations: Vec::new(),
+            results,
+            error: None,
+            attempts: 0,
+            publishing_until: None,
+            created_at: now,
+            updated_at: now,
+            version: 0,
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! Parsing the bodies and queries of the social endpoints: every refusal names the field.
+
+use serde_json::{Map, Value};
+
+use super::{Platform, PostFilter, PostStatus, PublisherKind, SandboxBehavior, SocialConnectionId, SocialError};
+use crate::domain::time::Timestamp;
+
+/// Longest account name and username.
+pub const MAX_ACCOUNT_CHARS: usize = 200;
+/// Longest URL (profile, media).
+pub const MAX_URL_CHARS: usize = 2_048;
+/// Longest description, whatever the platform (each has its own, smaller or equal).
+pub const MAX_DESCRIPTION_CHARS: usize = 5_000;
+/// Most destinations of a post.
+pub const MAX_DESTINATIONS: usize = 10;
+/// Most media of a post.
+pub const MAX_MEDIA: usize = 10;
+/// Longest credential value.
+pub const MAX_CREDENTIAL_CHARS: usize = 4_096;
+/// Latest a post may be scheduled: a year ahead.
+pub const MAX_SCHEDULE_AHEAD: std::time::Duration = std::time::Duration::from_secs(366 * 24 * 3600);
+/// Default and largest page of the post list.
+pub const DEFAULT_LIMIT: usize = 20;
+pub const MAX_LIMIT: usize = 100;
+
+fn invalid(message: impl Into<String>) -> SocialError {
+    SocialError::Invalid(message.into())
+}
+
+/// A caller's text in a message: quoted, and cut when long.
+pub fn excerpt(text: &str) -> String {
+    const MAX: usize = 60;
+    if text.chars().count() <= MAX {
+        format!("{text:?}")
+    } else {
+        format!("{:?}…", text.chars().take(MAX).collect::<String>())
+    }
+}
+
+/// What a connection create asks for, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewConnection {
+    pub platform: Platform,
+    pub account_name: String,
+    pub account_username: String,
+    pub profile_url: String,
+    pub requires_approval: bool,
+    pub publisher: PublisherKind,
+    pub sandbox_behavior: SandboxBehavior,
+    /// The publisher's credentials as given (YouTube: `{access_token}`).
+    pub credentials: Option<Map<String, Value>>,
+}
+
+fn text_field(body: &Map<String, Value>, field: &str, max: usize) -> Result<String, SocialError> {
+    let text = match body.get(field) {
+        Some(Value::String(text)) => text.trim().to_owned(),
+        Some(Value::Null) | None => return Err(invalid(format!("{field} is required"))),
+        Some(_) => return Err(invalid(format!("{field} must be a string"))),
+    };
+    let chars = text.chars().count();
+    if chars == 0 || chars > max {
+        return Err(invalid(format!("{field} must be 1 to {max} characters, got {chars}")));
+    }
+    Ok(text)
+}
+
+/// An http(s) URL of bounded length, or why not.
+pub fn check_url(text: &str, field: &str) -> Result<(), SocialError> {
+    if text.chars().count() > MAX_URL_CHARS {
+        return Err(invalid(format!("{field} must be at most {MAX_URL_CHARS} characters")));
+    }
+    match url::Url::parse(text) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(|host| !host.is_empty()) => {
+            Ok(())
+        }
+        _ => Err(invalid(format!("{field} must be an http:// or https:// URL, got {}", excerpt(text)))),
+    }
+}
+
+fn check_properties(body: &Map<String, Value>, allowed: &[&str], what: &str) -> Result<(), SocialError> {
+    match body.keys().find(|key| !allowed.contains(&key.as_str())) {
+        Some(extra) => Err(invalid(format!("{} is not a property of {what}", excerpt(extra)))),
+        None => Ok(()),
+    }
+}
+
+/// Parses `POST /social/connections`.
+pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, SocialError> {
+    const FIELDS: [&str; 8] = [
+        "platform",
+        "account_name",
+        "account_username",
+        "profile_url",
+        "requires_approval",
+        "publisher",
+        "credentials",
+        "sandbox_behavior",
+    ];
+    check_properties(body, &FIELDS, "a social connection")?;
+    let platform = match body.get("platform") {
+        Some(Value::String(text)) => Platform::parse(text).ok_or_else(|| {
+            invalid(format!(
+                "platform must be one of x, linkedin, instagram, facebook, tiktok, youtube; got {}",
+                excerpt(text)
+            ))
+        })?,
+        Some(Value::Null) | None => return Err(invalid("platform is required")),
+        Some(_) => return Err(invalid("platform must be a string")),
+    };
+    let account_name = text_field(body, "account_name", MAX_ACCOUNT_CHARS)?;
+    let account_username = text_field(body, "account_username", MAX_ACCOUNT_CHARS)?;
+    let profile_url = text_field(body, "profile_url", MAX_URL_CHARS)?;
+    check_url(&profile_url, "profile_url")?;
+    let requires_approval = match body.get("requires_approval") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(value)) => *value,
+        Some(_) => return Err(invalid("requires_approval must be a boolean")),
+    };
+    let publisher = match body.get("publisher") {
+        None | Some(Value::Null) => PublisherKind::Sandbox,
+        Some(Value::String(text)) if text == "sandbox" => PublisherKind::Sandbox,
+        Some(Value::String(text)) if text == "youtube" => PublisherKind::Youtube,
+        Some(Value::String(text)) => {
+            return Err(invalid(format!("publisher must be sandbox or youtube, got {}", excerpt(text))))
+        }
+        Some(_) => return Err(invalid("publisher must be a string")),
+    };
+    if publisher == PublisherKind::Youtube && platform != Platform::Youtube {
+        return Err(invalid("publisher: youtube publishes to the youtube platform only"));
+    }
+    let sandbox_behavior = match body.get("sandbox_behavior") {
+        None | Some(Value::Null) => SandboxBehavior::Succeed,
+        Some(_) if publisher != PublisherKind::Sandbox => {
+            return Err(invalid("sandbox_behavior applies to the sandbox publisher only"))
+        }
+        Some(Value::String(text)) => match text.as_str() {
+            "succeed" => SandboxBehavior::Succeed,
+            "fail" => SandboxBehavior::Fail,
+            "async" => SandboxBehavior::Async,
+            _ => {
+                return Err(invalid(format!("sandbox_behavior must be succeed, fail or async, got {}", excerpt(text))))
+            }
+        },
+        Some(_) => return Err(invalid("sandbox_behavior must be a string")),
+    };
+    let credentials = match (body.get("credentials"), publisher) {
+        (None | Some(Value::Null), PublisherKind::Sandbox) => None,
+        (None | Some(Value::Null), PublisherKind::Youtube) => {
+            return Err(invalid("credentials is required for the youtube publisher: {access_token}"))
+        }
+        (Some(_), PublisherKind::Sandbox) => {
+            return Err(invalid("credentials apply to the youtube publisher only"));
+        }
+        (Some(Value::Object(fields)), PublisherKind::Youtube) => {
+            check_properties(fields, &["access_token", "refresh_token"], "credentials")?;
+            for (field, value) in fields {
+                match value {
+                    Value::String(text) if !text.trim().is_empty() && text.chars().count() <= MAX_CREDENTIAL_CHARS => {}
+                    _ => {
+                        return Err(invalid(format!(
+                        "credentials.{field} must be a non-empty string of at most {MAX_CREDENTIAL_CHARS} characters"
+                    )))
+                    }
+                }
+            }
+            if !fields.contains_key("access_token") {
+                return Err(invalid("credentials.access_token is required"));
+            }
+            Some(fields.clone())
+        }
+        (Some(_), PublisherKind::Youtube) => return Err(invalid("credentials must be an object")),
+    };
+    Ok(NewConnection {
+        platform,
+        account_name,
+        account_username,
+        profile_url,
+        requires_approval,
+        publisher,
+        sandbox_behavior,
+        credentials,
+    })
+}
+
+/// What a post create asks for, checked (its connections and media not yet looked at).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewPost {
+    pub description: String,
+    pub destinations: Vec<SocialConnectionId>,
+    pub media_urls: Vec<String>,
+    pub scheduled_at: Option<Timestamp>,
+}
+
+/// Parses `POST /social/post`; `now` bounds `scheduled_at`.
+pub fn new_post(body: &Map<String, Value>, now: Timestamp) -> Result<NewPost, SocialError> {
+    check_properties(body, &["description", "destinations", "media_urls", "scheduled_at"], "a social post")?;
+    let description = text_field(body, "description", MAX_DESCRIPTION_CHARS)?;
+    let destinations = match body.get("destinations") {
+        Some(Value::Array(items)) if items.is_empty() => {
+            return Err(invalid("destinations must name at least one social connection"))
+        }
+        Some(Value::Array(items)) if items.len() > MAX_DESTINATIONS => {
+            return Err(invalid(format!("destinations may name at most {MAX_DESTINATIONS} social connections")))
+        }
+        Some(Value::Array(items)) => items,
+        Some(Value::Null) | None => return Err(invalid("destinations is required")),
+        Some(_) => return Err(invalid("destinations must be an array")),
+    };
+    let mut ids = Vec::with_capacity(destinations.len());
+    for (index, item) in destinations.iter().enumerate() {
+        let field = format!("destinations[{index}].social_connection_id");
+        let Value::Object(item) = item else {
+            return Err(invalid(format!("destinations[{index}] must be an object {{social_connection_id}}")));
+        };
+        check_properties(item, &["social_connection_id"], &format!("destinations[{index}]"))?;
+        let id = match item.get("social_connection_id") {
+            Some(Value::String(text)) => SocialConnectionId::parse(text)
+                .ok_or_else(|| invalid(format!("{field} must be a UUID, got {}", excerpt(text))))?,
+            Some(Value::Null) | None => return Err(invalid(format!("{field} is required"))),
+            Some(_) => return Err(invalid(format!("{field} must be a string"))),
+        };
+        if ids.contains(&id) {
+            return Err(invalid(format!("{field}: connection {id} is named twice")));
+        }
+        ids.push(id);
+    }
+    let media = match body.get("media_urls") {
+        Some(Value::Array(items)) if items.is_empty() => return Err(invalid("media_urls must hold at least one URL")),
+        Some(Value::Array(items)) if items.len() > MAX_MEDIA => {
+            return Err(invalid(format!("media_urls may hold at most {MAX_MEDIA} URLs")))
+        }
+        Some(Value::Array(items)) => items,
+        Some(Value::Null) | None => return Err(invalid("media_urls is required")),
+        Some(_) => return Err(invalid("media_urls must be an array")),
+    };
+    let mut media_urls = Vec::with_capacity(media.len());
+    for (index, item) in media.iter().enumerate() {
+        let field = format!("media_urls[{index}]");
+        let Value::String(url) = item else { return Err(invalid(format!("{field} must be a string"))) };
+        check_url(url, &field)?;
+        media_urls.push(url.clone());
+    }
+    let scheduled_at = match body.get("scheduled_at") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => {
+            let at = chrono::DateTime::parse_from_rfc3339(text).map_err(|_| {
+                invalid(format!(
+                    "scheduled_at must be an ISO 8601 time such as 2030-01-01T09:00:00Z, got {}",
+                    excerpt(text)
+                ))
+            })?;
+            let at = Timestamp::from_datetime(at.with_timezone(&chrono::Utc));
+            if at < now {
+                return Err(invalid(format!("scheduled_at {at} is in the past (now is {now})")));
+            }
+            if at > now.after(MAX_SCHEDULE_AHEAD) {
+                return Err(invalid(format!("scheduled_at {at} is more than a year ahead")));
+            }
+            Some(at)
+        }
+        Some(_) => return Err(invalid("scheduled_at must be a string")),
+    };
+    Ok(NewPost { description, destinations: ids, media_urls, scheduled_at })
+}
+
+/// The query of `GET /social/posts`, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostQuery {
+    pub limit: usize,
+    pub cursor: Option<super::PostId>,
+    pub filter: PostFilter,
+}
+
+/// The list of posts' cursors.
+const CURSOR_LIST: &str = "social_posts";
+
+/// The cursor of the page after the post `last`.
+pub fn cursor_after(last: super::PostId) -> String {
+    crate::core::cursor::encode(CURSOR_LIST, &last.to_string())
+}
+
+/// Parses the query parameters of `GET /social/posts` (name, value pairs).
+pub fn post_query<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<PostQuery, SocialError> {
+    let mut query = PostQuery { limit: DEFAULT_LIMIT, cursor: None, filter: PostFilter::default() };
+    for (name, value) in pairs {
+        match name {
+            "limit" => {
+                query.limit = value.parse().ok().filter(|limit| (1..=MAX_LIMIT).contains(limit)).ok_or_else(|| {
+                    invalid(format!("limit must be an integer from 1 to {MAX_LIMIT}, got {}", excerpt(value)))
+                })?
+            }
+            "cursor" => {
+                let position = crate::core::cursor::decode(CURSOR_LIST, value);
+                query.cursor = Some(
+                    position
+                        .as_deref()
+                        .and_then(super::PostId::parse)
+                        .ok_or_else(|| invalid("cursor is not a cursor of this list (use next_cursor as given)"))?,
+                );
+            }
+            "status" => {
+                query.filter.status = Some(PostStatus::parse(value).ok_or_else(|| {
+                    invalid(format!(
+                        "status must be one of scheduled, pending_approval, processing, posted, partial_failure, \
+                         failed, rejected; got {}",
+                        excerpt(value)
+                    ))
+                })?)
+            }
+            "platform" => {
+                query.filter.platform = Some(Platform::parse(value).ok_or_else(|| {
+                    invalid(format!(
+                        "platform must be one of x, linkedin, instagram, facebook, tiktok, youtube; got {}",
+                        excerpt(value)
+                    ))
+                })?)
+            }
+            "social_connection_id" => {
+                query.filter.connection =
+                    Some(SocialConnectionId::parse(value).ok_or_else(|| {
+                        invalid(format!("social_connection_id must be a UUID, got {}", excerpt(value)))
+                    })?)
+            }
+            other => return Err(invalid(format!("{} is not a parameter of this list", excerpt(other)))),
+        }
+    }
+    Ok(query)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn refusal(result: Result<impl std::fmt::Debug, SocialError>) -> String {
+        result.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn connections_refuse_each_field_by_name() {
+        let good = json!({"platform": "x", "account_name": "Ada", "account_username": "ada",
+            "profile_url": "https://x.com/ada"});
+        let parsed = new_connection(good.as_object().unwrap()).unwrap();
+        assert_eq!((parsed.publisher, parsed.sandbox_behavior), (PublisherKind::Sandbox, SandboxBehavior::Succeed));
+        let cases = [
+            (json!({"platform": "myspace"}), "platform must be one of"),
+            (json!({"platform": "x", "account_name": ""}), "account_name must be 1 to 200"),
+            (
+                json!({"platform": "x", "account_name": "a", "account_username": "b", "profile_url": "ftp://x"}),
+                "profile_url must be an http",
+            ),
+            (
+                json!({"platform": "x", "account_name": "a", "account_username": "b", "profile_url": "https://x.test",
+                    "publisher": "youtube"}),
+                "youtube platform only",
+            ),
+            (
+                json!({"platform": "youtube", "account_name": "a", "account_username": "b",
+                    "profile_url": "https://x.test", "publisher": "youtube"}),
+                "credentials is required",
+            ),
+            (
+                json!({"platform": "x", "account_name": "a", "account_username": "b", "profile_url": "https://x.test",
+                    "sandbox_behavior": "later"}),
+                "sandbox_behavior must be",
+            ),
+            (json!({"platform": "x", "extra": 1}), "\"extra\" is not a property"),
+        ];
+        for (body, expected) in cases {
+            let message = refusal(new_connection(body.as_object().unwrap()));
+            assert!(message.contains(expected), "{body}: {message}");
+        }
+    }
+
+    #[test]
+    fn posts_refuse_each_field_by_name() {
+        let now = Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap();
+        let id = SocialConnectionId::new_v4();
+        let base = |extra: Value| {
+            let mut body = json!({"description": "hi", "destinations": [{"social_connection_id": id}],
+                "media_urls": ["https://cdn.test/a.mp4"]});
+            body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            body
+        };
+        assert!(new_post(base(json!({})).as_object().unwrap(), now).unwrap().scheduled_at.is_none());
+        let later = new_post(base(json!({"scheduled_at": "2030-01-01T01:00:00+01:00"})).as_object().unwrap(), now);
+        assert_eq!(later.unwrap().scheduled_at, Some(now));
+        let cases = [
+            (json!({"description": ""}), "description must be 1 to 5000"),
+            (json!({"destinations": []}), "at least one"),
+            (
+                json!({"destinations": [{"social_connection_id": "nope"}]}),
+                "destinations[0].social_connection_id must be a UUID",
+            ),
+            (json!({"destinations": [{"social_connection_id": id}, {"social_connection_id": id}]}), "named twice"),
+            (json!({"media_urls": []}), "media_urls must hold at least one"),
+            (json!({"media_urls": ["file:///etc/passwd"]}), "media_urls[0] must be an http"),
+            (json!({"scheduled_at": "2029-12-31T23:59:59Z"}), "scheduled_at 2029-12-31T23:59:59.000Z is in the past"),
+            (json!({"scheduled_at": "tomorrow"}), "scheduled_at must be an ISO 8601"),
+        ];
+        for (extra, expected) in cases {
+            let message = refusal(new_post(base(extra.clone()).as_object().unwrap(), now));
+            assert!(message.contains(expected), "{extra}: {message}");
+        }
+    }
+
+    #[test]
+    fn list_queries_are_checked_and_cursors_round_trip() {
+        let id = super::super::PostId::now_v7();
+        let cursor = cursor_after(id);
+        let query = post_query([("limit", "5"), ("cursor", cursor.as_str()), ("status", "posted"), ("platform", "x")]);
+        let query = query.unwrap();
+        assert_eq!((query.limit, query.cursor), (5, Some(id)));
+        for (pairs, expected) in [
+            (vec![("limit", "0")], "limit must be an integer from 1 to 100"),
+            (vec![("limit", "101")], "limit must be"),
+            (vec![("cursor", "xyz")], "cursor is not a cursor"),
+            (vec![("status", "done")], "status must be one of"),
+            (vec![("platform", "myspace")], "platform must be one of"),
+            (vec![("social_connection_id", "1")], "social_connection_id must be a UUID"),
+        ] {
+            assert!(refusal(post_query(pairs)).contains(expected), "{expected}");
+        }
+    }
+}

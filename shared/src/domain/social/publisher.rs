@@ -1,0 +1,170 @@
+//! What publishing needs from the outside world: a [`Publisher`] per kind of connection
+//! (the local sandbox here, YouTube in `adapters::youtube`), and a [`CredentialVault`]
+//! where connections' credentials are kept (Secrets Manager on AWS).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use super::{PublisherKind, SandboxBehavior, SocialConnection, SocialPost};
+use crate::domain::media::ports::BlobStore;
+
+/// A medium handed to a publisher: a local copy of a stored medium of the post.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MediumFile {
+    /// The file's path (in the publishing attempt's scratch folder).
+    pub path: std::path::PathBuf,
+    pub content_type: String,
+    pub bytes: u64,
+}
+
+/// What a publisher said of one destination.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Published {
+    /// Live on the platform.
+    Posted { platform_post_id: String, post_url: String },
+    /// Accepted; the platform is still working on it (ask again with
+    /// [`Publisher::status`]).
+    Accepted { platform_post_id: String },
+    /// Refused by the platform, for this reason (final).
+    Failed(String),
+}
+
+/// Posts to one kind of platform account. An `Err` is a failure of ours or a transient
+/// one (tried again later); [`Published::Failed`] is the platform's final word.
+#[async_trait]
+pub trait Publisher: Send + Sync {
+    /// Publishes `post`'s media and description to `connection`, whose credentials (when
+    /// it has any) are `credentials`.
+    async fn publish(
+        &self,
+        post: &SocialPost,
+        connection: &SocialConnection,
+        credentials: Option<&Map<String, Value>>,
+        media: &[MediumFile],
+    ) -> anyhow::Result<Published>;
+
+    /// Where an accepted publication is now.
+    async fn status(
+        &self,
+        post: &SocialPost,
+        connection: &SocialConnection,
+        credentials: Option<&Map<String, Value>>,
+        platform_post_id: &str,
+    ) -> anyhow::Result<Published>;
+}
+
+/// The publisher of each kind of connection.
+#[derive(Clone)]
+pub struct Publishers {
+    pub sandbox: Arc<dyn Publisher>,
+    pub youtube: Arc<dyn Publisher>,
+}
+
+impl Publishers {
+    /// The publisher of `kind`.
+    pub fn of(&self, kind: PublisherKind) -> &dyn Publisher {
+        match kind {
+            PublisherKind::Sandbox => self.sandbox.as_ref(),
+            PublisherKind::Youtube => self.youtube.as_ref(),
+        }
+    }
+}
+
+/// Where connections' credentials are kept: `put` answers the reference stored with the
+/// connection, `get` reads them back. Credentials are never shown by the API.
+#[async_trait]
+pub trait CredentialVault: Send + Sync {
+    /// Keeps `credentials` of connection `name` (unique); answers their reference.
+    async fn put(&self, name: &str, credentials: &Map<String, Value>) -> anyhow::Result<String>;
+    /// The credentials of a reference `put` answered.
+    async fn get(&self, reference: &str) -> anyhow::Result<Map<String, Value>>;
+}
+
+/// The local vault: the reference is the credentials themselves (the embedded backend's
+/// database is the only copy, as for every other local secret).
+pub struct InlineVault;
+
+/// The prefix of an inline reference.
+const INLINE: &str = "inline:";
+
+#[async_trait]
+impl CredentialVault for InlineVault {
+    async fn put(&self, _name: &str, credentials: &Map<String, Value>) -> anyhow::Result<String> {
+        Ok(format!("{INLINE}{}", serde_json::to_string(credentials)?))
+    }
+
+    async fn get(&self, reference: &str) -> anyhow::Result<Map<String, Value>> {
+        let text = reference
+            .strip_prefix(INLINE)
+            .ok_or_else(|| anyhow::anyhow!("a credential reference that is not inline reached the local vault"))?;
+        Ok(serde_json::from_str(text)?)
+    }
+}
+
+/// The local sandbox: it keeps a copy of each medium under `social-sandbox/` and answers
+/// post URLs `{public_url}/sandbox/social/{organization}/{post}/{connection}`, a page
+/// `serve` shows. Each connection says what it does ([`SandboxBehavior`]): post, fail,
+/// or accept and finish when asked about the post again.
+pub struct SandboxPublisher {
+    pub public_url: String,
+    pub blobs: Arc<dyn BlobStore>,
+}
+
+/// Where the sandbox's post pages are.
+pub const SANDBOX_PATH_PREFIX: &str = "/sandbox/social/";
+
+impl SandboxPublisher {
+    fn url(&self, post: &SocialPost, connection: &SocialConnection) -> String {
+        let base = self.public_url.trim_end_matches('/');
+        format!("{base}{SANDBOX_PATH_PREFIX}{}/{}/{}", post.organization_id, post.id, connection.id)
+    }
+
+    fn platform_post_id(post: &SocialPost, connection: &SocialConnection) -> String {
+        format!("sandbox-{}-{}", post.id, connection.id)
+    }
+}
+
+#[async_trait]
+impl Publisher for SandboxPublisher {
+    async fn publish(
+        &self,
+        post: &SocialPost,
+        connection: &SocialConnection,
+        _credentials: Option<&Map<String, Value>>,
+        media: &[MediumFile],
+    ) -> anyhow::Result<Published> {
+        if connection.sandbox_behavior == SandboxBehavior::Fail {
+            return Ok(Published::Failed(format!(
+                "the sandbox refused the post: connection {} is set to fail (sandbox_behavior: fail)",
+                connection.id
+            )));
+        }
+        for (index, medium) in media.iter().enumerate() {
+            let key = sandbox_key(post, connection, index);
+            self.blobs.put_file(&key, std::path::Path::new(&medium.path), &medium.content_type).await?;
+        }
+        let platform_post_id = Self::platform_post_id(post, connection);
+        Ok(match connection.sandbox_behavior {
+            SandboxBehavior::Async => Published::Accepted { platform_post_id },
+            _ => Published::Posted { platform_post_id, post_url: self.url(post, connection) },
+        })
+    }
+
+    async fn status(
+        &self,
+        post: &SocialPost,
+        connection: &SocialConnection,
+        _credentials: Option<&Map<String, Value>>,
+        platform_post_id: &str,
+    ) -> anyhow::Result<Published> {
+        // Asked again: an accepted post is finished now.
+        Ok(Published::Posted { platform_post_id: platform_post_id.to_owned(), post_url: self.url(post, connection) })
+    }
+}
+
+/// The sandbox's copy of medium `index` of a post to a connection.
+pub fn sandbox_key(post: &SocialPost, connection: &SocialConnection, index: usize) -> String {
+    format!("social-sandbox/{}/{}/{}/{index}", post.organization_id, post.id, connection.id)
+}

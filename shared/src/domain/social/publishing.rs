@@ -1,0 +1,297 @@
+//! Publishing social posts: the node-task queue's message ([`Social::publish`]: claim
+//! the attempt under a lease, hand each destination not yet published to its publisher,
+//! record each answer as it comes, settle the status), and the scheduler's tick
+//! ([`Social::publish_due`]: claim each due post with a conditional write and queue it,
+//! so one tick of many publishes a post once, and send again what a stopped process left).
+
+use std::path::Path;
+
+use super::publisher::{MediumFile, Published};
+use super::service::{local_file, Changed, Social, Step, MAX_MEDIUM_BYTES};
+use super::{DestinationResult, PostId, PostStatus, ResultStatus, SocialError, SocialPost};
+use crate::domain::identity::OrganizationId;
+use crate::domain::runs::ports::TaskMessage;
+use crate::domain::time::Timestamp;
+
+/// Publishing attempts a post is given (workers that stopped each used one).
+pub const MAX_ATTEMPTS: u32 = 3;
+/// Due posts one scheduler tick claims at most, per read of the due index.
+pub const DUE_BATCH: usize = 100;
+/// Reads of the due index one tick makes at most.
+pub const DUE_BATCHES: usize = 10;
+
+/// What became of a publishing message.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Publishing {
+    /// Published, or nothing to do.
+    Done,
+    /// Another attempt's claim holds until then: deliver the message again after it.
+    Held(Timestamp),
+}
+
+impl Social {
+    /// The scheduler's work: publishes the scheduled posts due at or before `now`, each
+    /// once (a conditional write claims it, `scheduled → processing`, and queues its
+    /// publishing; a second or concurrent call finds it claimed), and sends again the
+    /// publishing message of a post left `processing` with no change for
+    /// [`super::REQUEUE_AFTER`] (its sender stopped before sending; the same conditional
+    /// write makes one tick send it). `now` is the tick's time. Answers how many posts
+    /// this call sent to publishing ([`Social::publish_due_posts`] says which).
+    pub async fn publish_due(&self, now: Timestamp) -> anyhow::Result<usize> {
+        Ok(self.publish_due_posts(now).await?.len())
+    }
+
+    /// As [`Social::publish_due`], answering the posts this call sent to publishing. A
+    /// post that cannot be claimed or queued is logged and left for the next tick, so one
+    /// post never holds up the others; only a failed read of the due index is an error.
+    /// Reads the due index at most [`DUE_BATCHES`] times.
+    pub async fn publish_due_posts(&self, now: Timestamp) -> anyhow::Result<Vec<PostId>> {
+        let mut sent = Vec::new();
+        for _ in 0..DUE_BATCHES {
+            let due = self.repo.due_posts(now, DUE_BATCH).await?;
+            let mut moved = 0;
+            for (organization, id) in &due {
+                match self.send_due(*organization, *id, now).await {
+                    Ok(true) => {
+                        moved += 1;
+                        sent.push(*id);
+                    }
+                    Ok(false) => {}
+                    Err(error) => {
+                        tracing::error!(post = %id, error = %error, "a due social post could not be sent to publishing")
+                    }
+                }
+            }
+            // A full batch that moved nothing is the stale end of the index: stop.
+            if due.len() < DUE_BATCH || moved == 0 {
+                break;
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Claims one due post and queues its publishing; false when it was not due (any
+    /// more: another tick came first, or the index was stale).
+    async fn send_due(&self, organization: OrganizationId, id: PostId, now: Timestamp) -> Result<bool, SocialError> {
+        let changed = self
+            .change(organization, id, |post| {
+                match post.status {
+                    PostStatus::Scheduled if post.scheduled_at <= now => {
+                        post.status = PostStatus::Processing;
+                        for result in &mut post.results {
+                            result.status = ResultStatus::Processing;
+                        }
+                    }
+                    // Lost: sent again, and due again a period later.
+                    PostStatus::Processing if post.due_at().is_some_and(|due| due <= now) => {}
+                    _ => return Step::Keep,
+                }
+                post.updated_at = now;
+                Step::Write
+            })
+            .await?;
+        let Changed::Written(post) = changed else { return Ok(false) };
+        // Unsent, the post stays due: the next tick sends it (the claim moved its time).
+        let message = TaskMessage::social_post(post.organization_id, post.id);
+        self.queue.send(&[message]).await?;
+        tracing::info!(post = %post.id, attempts = post.attempts, "social post sent to publishing");
+        Ok(true)
+    }
+
+    /// Publishes a `processing` post (the node-task queue's message): claims the attempt
+    /// under a lease, hands each destination not yet published to its publisher,
+    /// recording each answer as it comes, then settles the post's status.
+    pub async fn publish(&self, organization: OrganizationId, id: PostId) -> anyhow::Result<Publishing> {
+        let now = self.clock.now();
+        let lease = self.lease;
+        let mut held = None;
+        let claimed = self
+            .change(organization, id, |post| {
+                if post.status != PostStatus::Processing {
+                    return Step::Keep;
+                }
+                if let Some(until) = post.publishing_until.filter(|until| *until > now) {
+                    held = Some(until);
+                    return Step::Keep;
+                }
+                if post.attempts >= MAX_ATTEMPTS {
+                    for result in &mut post.results {
+                        if result.status == ResultStatus::Processing && result.platform_post_id.is_none() {
+                            result.status = ResultStatus::Failed;
+                            result.message =
+                                Some(format!("publishing stopped {MAX_ATTEMPTS} times before it finished"));
+                        }
+                    }
+                    post.publishing_until = None;
+                    settle(post, now);
+                    return Step::Write;
+                }
+                post.attempts += 1;
+                post.publishing_until = Some(now.after(lease));
+                post.updated_at = now;
+                Step::Write
+            })
+            .await
+            .map_err(|error| anyhow::anyhow!("{error}"))?;
+        if let Some(until) = held {
+            return Ok(Publishing::Held(until));
+        }
+        let post = match claimed {
+            Changed::Written(post) if post.publishing_until.is_some() => post,
+            _ => return Ok(Publishing::Done),
+        };
+        let attempt = post.attempts;
+        tokio::fs::create_dir_all(&self.scratch).await?;
+        let scratch = tempfile::Builder::new().prefix("publish-").tempdir_in(&self.scratch)?;
+        let files = self.local_media(&post, scratch.path()).await?;
+        for index in 0..post.results.len() {
+            let result = &post.results[index];
+            if result.status != ResultStatus::Processing || result.platform_post_id.is_some() {
+                continue;
+            }
+            let connection = &post.destinations[index].connection;
+            let credentials = self.credentials(connection).await?;
+            let answer =
+                self.publishers.of(connection.publisher).publish(&post, connection, credentials.as_ref(), &files).await;
+            let answer = match answer {
+                Ok(answer) => answer,
+                Err(error) => {
+                    // Ours or transient: the claim runs out and the message comes back.
+                    return Err(error.context(format!("publishing post {id} to connection {}", connection.id)));
+                }
+            };
+            tracing::info!(post = %id, connection = %connection.id, answer = ?answer, "social post published");
+            let changed = self
+                .change(organization, id, |stored| {
+                    if stored.attempts != attempt {
+                        return Step::Keep;
+                    }
+                    match stored.results.get_mut(index) {
+                        Some(result) if result.status == ResultStatus::Processing => record(result, answer.clone()),
+                        _ => return Step::Keep,
+                    }
+                    stored.updated_at = self.clock.now();
+                    Step::Write
+                })
+                .await
+                .map_err(|error| anyhow::anyhow!("{error}"))?;
+            if !matches!(changed, Changed::Written(_)) {
+                return Ok(Publishing::Done);
+            }
+        }
+        let finished = self.clock.now();
+        self.change(organization, id, |stored| {
+            if stored.attempts != attempt || stored.status != PostStatus::Processing {
+                return Step::Keep;
+            }
+            stored.publishing_until = None;
+            settle(stored, finished);
+            Step::Write
+        })
+        .await
+        .map_err(|error| anyhow::anyhow!("{error}"))?;
+        Ok(Publishing::Done)
+    }
+
+    /// Local copies of a post's stored media, for its publishers.
+    async fn local_media(&self, post: &SocialPost, scratch: &Path) -> anyhow::Result<Vec<MediumFile>> {
+        let mut files = Vec::with_capacity(post.media.len());
+        for (index, medium) in post.media.iter().enumerate() {
+            let location = self.blobs.read_location(&medium.key, medium.version.as_deref()).await?;
+            let path = if let Some(local) = local_file(&location) {
+                local
+            } else {
+                let path = scratch.join(format!("{index}"));
+                self.downloader
+                    .download(&location, &path, MAX_MEDIUM_BYTES)
+                    .await
+                    .map_err(|error| anyhow::anyhow!("reading the post's medium {index}: {error}"))?;
+                path
+            };
+            files.push(MediumFile { path, content_type: medium.content_type.clone(), bytes: medium.bytes });
+        }
+        Ok(files)
+    }
+}
+
+/// Longest message kept of a destination's failure, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 2_000;
+/// Longest platform post ID or URL kept, in characters.
+pub const MAX_REFERENCE_CHARS: usize = 2_048;
+
+/// `text` cut to `max` characters (a platform's answer is stored, so it is bounded).
+fn bounded(text: String, max: usize) -> String {
+    if text.chars().count() <= max {
+        text
+    } else {
+        text.chars().take(max).collect()
+    }
+}
+
+/// Records a publisher's answer in a destination's result.
+pub(super) fn record(result: &mut DestinationResult, answer: Published) {
+    match answer {
+        Published::Posted { platform_post_id, post_url } => {
+            result.status = ResultStatus::Success;
+            result.platform_post_id = Some(bounded(platform_post_id, MAX_REFERENCE_CHARS));
+            result.post_url = Some(bounded(post_url, MAX_REFERENCE_CHARS));
+            result.message = None;
+        }
+        Published::Accepted { platform_post_id } => {
+            result.status = ResultStatus::Processing;
+            result.platform_post_id = Some(bounded(platform_post_id, MAX_REFERENCE_CHARS));
+        }
+        Published::Failed(message) => {
+            result.status = ResultStatus::Failed;
+            result.message = Some(bounded(message, MAX_MESSAGE_CHARS));
+        }
+    }
+}
+
+/// The status of a post from its results: `processing` while any destination is;
+/// otherwise `posted`, `failed`, or `partial_failure`, with an error naming the failures.
+pub(super) fn settle(post: &mut SocialPost, now: Timestamp) {
+    post.updated_at = now;
+    if post.results.iter().any(|result| result.status == ResultStatus::Processing) {
+        post.status = PostStatus::Processing;
+        return;
+    }
+    let failed: Vec<&DestinationResult> =
+        post.results.iter().filter(|result| result.status == ResultStatus::Failed).collect();
+    post.status = match failed.len() {
+        0 => PostStatus::Posted,
+        count if count == post.results.len() => PostStatus::Failed,
+        _ => PostStatus::PartialFailure,
+    };
+    post.error = failed.first().map(|first| {
+        format!(
+            "{} of {} destinations failed; {}: {}",
+            failed.len(),
+            post.results.len(),
+            first.platform.as_str(),
+            first.message.as_deref().unwrap_or("no reason given")
+        )
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::social::SocialConnectionId;
+
+    #[test]
+    fn a_platforms_answers_are_kept_bounded() {
+        let mut result = DestinationResult {
+            social_connection_id: SocialConnectionId::new_v4(),
+            platform: super::super::Platform::Youtube,
+            status: ResultStatus::Processing,
+            platform_post_id: None,
+            post_url: None,
+            message: None,
+        };
+        record(&mut result, Published::Failed("é".repeat(5_000)));
+        assert_eq!(result.message.as_ref().map(|message| message.chars().count()), Some(MAX_MESSAGE_CHARS));
+        record(&mut result, Published::Posted { platform_post_id: "v".into(), post_url: "u".repeat(3_000) });
+        assert_eq!((result.status, result.post_url.map(|url| url.len())), (ResultStatus::Success, Some(2_048)));
+    }
+}

@@ -1,0 +1,577 @@
+//! The social operations: connections, and posts made, listed, read with a refresh from
+//! the publishers, approved or rejected (publishing them, and the scheduler's
+//! [`Social::publish_due`], are `super::publishing`). Every change of a post is a write
+//! conditional on the version it read, so two writers never both move a post.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::limits;
+use super::parse::{self, PostQuery};
+use super::publisher::{CredentialVault, Published, Publishers};
+use super::publishing::{record, settle};
+pub use super::publishing::{Publishing, MAX_ATTEMPTS};
+use super::{Destination, DestinationResult, PostId, PostMedium, PostPage, PostStatus, ResultStatus};
+use super::{SocialConnection, SocialConnectionId, SocialError, SocialPost, SocialRepo, POST_NOT_FOUND};
+use crate::core::queue::Queue;
+use crate::domain::identity::OrganizationId;
+use crate::domain::media::ports::{BlobStore, DownloadError, Downloader, MediaProbe, MediaToolkit, ProbeError};
+use crate::domain::runs::ports::{RunRepo, TaskMessage};
+use crate::domain::runs::views::{MediaLinks, MEDIA_PATH_PREFIX};
+use crate::domain::runs::{MediaId, MediaKind, MediaRecord, RunId};
+use crate::domain::time::{Clock, Timestamp};
+
+/// Largest medium a post takes (what a function's scratch space holds).
+pub const MAX_MEDIUM_BYTES: u64 = 512 * 1024 * 1024;
+/// Writes of a post that lose to another writer, tried again at most this often.
+const CHANGE_ATTEMPTS: usize = 8;
+
+/// Everything the social operations need.
+#[derive(Clone)]
+pub struct Social {
+    pub repo: Arc<dyn SocialRepo>,
+    /// Media records: the service's own links among `media_urls` are read from the store.
+    pub media: Arc<dyn RunRepo>,
+    pub blobs: Arc<dyn BlobStore>,
+    pub probe: Arc<dyn MediaProbe>,
+    pub toolkit: Arc<dyn MediaToolkit>,
+    /// Fetches `media_urls` through the SSRF guard.
+    pub downloader: Arc<dyn Downloader>,
+    pub publishers: Publishers,
+    pub vault: Arc<dyn CredentialVault>,
+    /// Where publishing is queued (the node-task queue).
+    pub queue: Arc<dyn Queue<TaskMessage>>,
+    pub clock: Arc<dyn Clock>,
+    /// Folder for scratch files (a folder per operation inside it).
+    pub scratch: PathBuf,
+    /// How long a publishing attempt's claim holds.
+    pub lease: Duration,
+}
+
+/// What a change makes of the post it read.
+pub(super) enum Step {
+    Write,
+    Keep,
+    Refuse(SocialError),
+}
+
+/// What a change did.
+pub(super) enum Changed {
+    Written(SocialPost),
+    Kept(SocialPost),
+    Missing,
+}
+
+/// A medium fetched for a new post: its local file and what it is.
+struct Fetched {
+    path: PathBuf,
+    bytes: u64,
+    /// The stored file, when the URL was one of the service's own links.
+    stored: Option<(String, Option<String>)>,
+}
+
+impl Social {
+    /// Connects an account from a create body; its credentials go to the vault.
+    pub async fn create_connection(
+        &self,
+        organization: OrganizationId,
+        body: &Map<String, Value>,
+    ) -> Result<SocialConnection, SocialError> {
+        let new = parse::new_connection(body)?;
+        let now = self.clock.now();
+        // In-process monotonic: connections made in one millisecond list in their order.
+        let id = SocialConnectionId::now_v7();
+        let credentials = match &new.credentials {
+            Some(fields) => Some(self.vault.put(&format!("{organization}/{id}"), fields).await?),
+            None => None,
+        };
+        let connection = SocialConnection {
+            id,
+            organization_id: organization,
+            platform: new.platform,
+            account_name: new.account_name,
+            account_username: new.account_username,
+            profile_url: new.profile_url,
+            requires_approval: new.requires_approval,
+            publisher: new.publisher,
+            sandbox_behavior: new.sandbox_behavior,
+            credentials,
+            created_at: now,
+        };
+        self.repo.create_connection(&connection).await?;
+        tracing::info!(connection = %connection.id, platform = connection.platform.as_str(), "social account connected");
+        Ok(connection)
+    }
+
+    /// The organization's connections, oldest first.
+    pub async fn list_connections(&self, organization: OrganizationId) -> Result<Vec<SocialConnection>, SocialError> {
+        Ok(self.repo.list_connections(organization).await?)
+    }
+
+    /// Makes a post from a create body: its connections must be the organization's, its
+    /// media are fetched (the service's own links read from the store), probed and checked
+    /// against each destination's limits, then stored with a thumbnail. A future
+    /// `scheduled_at` makes it `scheduled`, a destination that requires approval
+    /// `pending_approval`, otherwise publishing is queued. `links` recognises the
+    /// service's own media links. Every refusal stores nothing.
+    pub async fn create_post(
+        &self,
+        organization: OrganizationId,
+        body: &Map<String, Value>,
+        links: &MediaLinks,
+    ) -> Result<SocialPost, SocialError> {
+        let now = self.clock.now();
+        let new = parse::new_post(body, now)?;
+        let mut destinations = Vec::with_capacity(new.destinations.len());
+        for (index, id) in new.destinations.iter().enumerate() {
+            let connection = self.repo.get_connection(organization, *id).await?.ok_or_else(|| {
+                SocialError::Invalid(format!(
+                    "destinations[{index}].social_connection_id: social connection {id} was not found in this \
+                     organization"
+                ))
+            })?;
+            let most = limits::of(connection.platform).description_chars;
+            let chars = new.description.chars().count();
+            if chars > most {
+                return Err(SocialError::Invalid(format!(
+                    "description is {chars} characters; {} takes at most {most}",
+                    connection.platform.as_str()
+                )));
+            }
+            destinations.push(Destination { connection });
+        }
+        let id = PostId::v7_at(now.unix_millis());
+        tokio::fs::create_dir_all(&self.scratch).await.map_err(anyhow::Error::from)?;
+        let scratch =
+            tempfile::Builder::new().prefix("post-").tempdir_in(&self.scratch).map_err(anyhow::Error::from)?;
+        let mut media = Vec::with_capacity(new.media_urls.len());
+        let mut files = Vec::with_capacity(new.media_urls.len());
+        for (index, url) in new.media_urls.iter().enumerate() {
+            let field = format!("media_urls[{index}]");
+            let fetched =
+                self.fetch(organization, url, &field, links, &scratch.path().join(format!("{index}"))).await?;
+            let medium = self.examine(&fetched, &field).await?;
+            for destination in &destinations {
+                limits::check_medium(destination.connection.platform, &medium, &field).map_err(SocialError::Invalid)?;
+            }
+            media.push(medium);
+            files.push(fetched);
+        }
+        // Every check passed: store the media and the thumbnail.
+        for (index, (medium, fetched)) in media.iter_mut().zip(&files).enumerate() {
+            match &fetched.stored {
+                Some((key, version)) => (medium.key, medium.version) = (key.clone(), version.clone()),
+                None => {
+                    medium.key = format!("social/{organization}/{id}/{index}");
+                    self.blobs.put_file(&medium.key, &fetched.path, &medium.content_type).await?;
+                }
+            }
+        }
+        let thumbnail = self.thumbnail(organization, id, &files[0].path, &media[0], scratch.path(), now).await?;
+        let approval = destinations.iter().any(|destination| destination.connection.requires_approval);
+        let later = new.scheduled_at.filter(|at| *at > now);
+        let (status, result) = match (approval, later) {
+            (true, _) => (PostStatus::PendingApproval, ResultStatus::Scheduled),
+            (false, Some(_)) => (PostStatus::Scheduled, ResultStatus::Scheduled),
+            (false, None) => (PostStatus::Processing, ResultStatus::Processing),
+        };
+        let results = destinations
+            .iter()
+            .map(|destination| DestinationResult {
+                social_connection_id: destination.connection.id,
+                platform: destination.connection.platform,
+                status: result,
+                platform_post_id: None,
+                post_url: None,
+                message: None,
+            })
+            .collect();
+        let post = SocialPost {
+            id,
+            organization_id: organization,
+            status,
+            description: new.description,
+            media,
+            thumbnail: thumbnail.id,
+            scheduled_at: later.unwrap_or(now),
+            destinations,
+            results,
+            error: None,
+            attempts: 0,
+            publishing_until: None,
+            created_at: now,
+            updated_at: now,
+            version: 0,
+        };
+        self.repo.create_post(&post, &[thumbnail]).await?;
+        tracing::info!(post = %post.id, status = post.status.as_str(), "social post created");
+        if post.status == PostStatus::Processing {
+            return self.queue_publishing(post).await;
+        }
+        Ok(post)
+    }
+
+    /// Fetches `url` into `path`: the service's own media link from the store, anything
+    /// else through the SSRF-guarded downloader.
+    async fn fetch(
+        &self,
+        organization: OrganizationId,
+        url: &str,
+        field: &str,
+        links: &MediaLinks,
+        path: &Path,
+    ) -> Result<Fetched, SocialError> {
+        if let Some(id) = own_media(url, links, self.clock.now()).map_err(SocialError::Invalid)? {
+            let record = self.media.get_media(id).await?;
+            let record = record
+                .filter(|record| record.organization_id == organization)
+                .ok_or_else(|| SocialError::Invalid(format!("{field}: media {id} was not found")))?;
+            let location = self.blobs.read_location(&record.key, record.version.as_deref()).await?;
+            let path = if let Some(local) = local_file(&location) {
+                local
+            } else {
+                self.downloader
+                    .download(&location, path, MAX_MEDIUM_BYTES)
+                    .await
+                    .map_err(|error| SocialError::Backend(anyhow::anyhow!("reading stored media {id}: {error}")))?;
+                path.to_path_buf()
+            };
+            let bytes = tokio::fs::metadata(&path).await.map_err(anyhow::Error::from)?.len();
+            return Ok(Fetched { path, bytes, stored: Some((record.key, record.version)) });
+        }
+        let bytes = match self.downloader.download(url, path, MAX_MEDIUM_BYTES).await {
+            Ok(bytes) => bytes,
+            Err(DownloadError::Refused(problem)) => return Err(SocialError::Invalid(format!("{field}: {problem}"))),
+            Err(DownloadError::Failed(error)) => {
+                return Err(SocialError::Invalid(format!("{field} could not be downloaded: {error:#}")))
+            }
+        };
+        Ok(Fetched { path: path.to_path_buf(), bytes, stored: None })
+    }
+
+    /// Probes a fetched medium: a video (with its length) or a picture, and its size.
+    async fn examine(&self, fetched: &Fetched, field: &str) -> Result<PostMedium, SocialError> {
+        let location = fetched.path.to_string_lossy();
+        let report = match self.probe.probe(&location).await {
+            Ok(report) => report,
+            Err(ProbeError::Unreadable(problem)) => {
+                return Err(SocialError::Invalid(format!("{field} is not a video or picture: {problem}")))
+            }
+            Err(ProbeError::Unavailable(error)) => return Err(SocialError::Backend(error)),
+        };
+        let picture = report.streams.iter().find(|stream| stream.codec_type == "video");
+        let (Some(width), Some(height)) = (picture.and_then(|s| s.width), picture.and_then(|s| s.height)) else {
+            return Err(SocialError::Invalid(format!("{field} has no picture: a post's media are videos or pictures")));
+        };
+        let format = report.format_name.as_str();
+        let still = format.ends_with("_pipe") || format == "image2" || picture.is_some_and(|s| s.attached_pic);
+        let (content_type, duration_ms) = if still {
+            // By the picture's codec: a file named `.jpg` probes as `image2`.
+            let content_type = match picture.map(|stream| stream.codec_name.as_str()) {
+                Some("png") => "image/png",
+                Some("mjpeg" | "jpeg") => "image/jpeg",
+                Some("webp") => "image/webp",
+                _ => return Err(SocialError::Invalid(format!("{field}: pictures must be PNG, JPEG or WebP"))),
+            };
+            (content_type, None)
+        } else {
+            let seconds = report.duration_seconds.filter(|seconds| seconds.is_finite() && *seconds > 0.0);
+            let Some(seconds) = seconds else {
+                return Err(SocialError::Invalid(format!("{field}: the video's length could not be read")));
+            };
+            let content_type = if format.contains("mp4") || format.contains("mov") {
+                "video/mp4"
+            } else if format.contains("webm") {
+                "video/webm"
+            } else {
+                return Err(SocialError::Invalid(format!("{field}: videos must be MP4, MOV or WebM, got {format}")));
+            };
+            (content_type, Some((seconds * 1000.0).round() as u64))
+        };
+        Ok(PostMedium {
+            key: String::new(),
+            version: None,
+            content_type: content_type.to_owned(),
+            bytes: fetched.bytes,
+            duration_ms,
+            width,
+            height,
+        })
+    }
+
+    /// A JPEG of the first medium, stored with its media record.
+    async fn thumbnail(
+        &self,
+        organization: OrganizationId,
+        post: PostId,
+        source: &Path,
+        medium: &PostMedium,
+        scratch: &Path,
+        now: Timestamp,
+    ) -> Result<MediaRecord, SocialError> {
+        let output = scratch.join("thumbnail.jpg");
+        let location = source.to_string_lossy();
+        self.toolkit
+            .thumbnail(&location, medium.duration_ms.unwrap_or(0), &output)
+            .await
+            .map_err(|error| SocialError::Backend(anyhow::anyhow!("making the post's thumbnail: {error}")))?;
+        if !tokio::fs::try_exists(&output).await.unwrap_or(false) {
+            return Err(SocialError::Invalid(
+                "media_urls[0]: no picture could be taken from the first medium for the thumbnail".into(),
+            ));
+        }
+        let key = format!("social/{organization}/{post}/thumbnail.jpg");
+        self.blobs.put_file(&key, &output, "image/jpeg").await?;
+        Ok(MediaRecord {
+            id: MediaId::new_v4(),
+            organization_id: organization,
+            run_id: RunId::from_uuid(post.as_uuid()),
+            kind: MediaKind::Thumbnail,
+            key,
+            version: None,
+            content_type: "image/jpeg".into(),
+            duration_ms: None,
+            created_at: now,
+        })
+    }
+
+    /// Sends the publishing message of a post now `processing`; a post whose message
+    /// cannot be sent fails saying so, rather than waiting for ever.
+    pub(super) async fn queue_publishing(&self, post: SocialPost) -> Result<SocialPost, SocialError> {
+        let message = TaskMessage::social_post(post.organization_id, post.id);
+        let Err(error) = self.queue.send(&[message]).await else { return Ok(post) };
+        tracing::error!(post = %post.id, error = %format!("{error:#}"), "social post publishing could not be queued");
+        self.unqueued(post).await
+    }
+
+    /// Fails a post whose first publishing message could not be sent, saying so.
+    async fn unqueued(&self, post: SocialPost) -> Result<SocialPost, SocialError> {
+        let now = self.clock.now();
+        let changed = self
+            .change(post.organization_id, post.id, |stored| {
+                if stored.status != PostStatus::Processing || stored.attempts > 0 {
+                    return Step::Keep;
+                }
+                for result in &mut stored.results {
+                    result.status = ResultStatus::Failed;
+                    result.message = Some("publishing could not be queued; post again".into());
+                }
+                settle(stored, now);
+                Step::Write
+            })
+            .await?;
+        Ok(match changed {
+            Changed::Written(post) | Changed::Kept(post) => post,
+            Changed::Missing => post,
+        })
+    }
+
+    /// A page of the organization's posts as stored (no refresh), newest first, and
+    /// whether more follow.
+    pub async fn list_posts(&self, organization: OrganizationId, query: &PostQuery) -> Result<PostPage, SocialError> {
+        Ok(self.repo.list_posts(organization, &query.filter, query.cursor, query.limit).await?)
+    }
+
+    /// A post of the organization by its ID as given, refreshed first from the publishers
+    /// of destinations they accepted but had not finished.
+    pub async fn get_post(&self, organization: OrganizationId, id: &str) -> Result<SocialPost, SocialError> {
+        let id = PostId::parse(id).ok_or(SocialError::NotFound(POST_NOT_FOUND))?;
+        let post = self.repo.get_post(organization, id).await?.ok_or(SocialError::NotFound(POST_NOT_FOUND))?;
+        let accepted: Vec<(usize, String)> = post
+            .results
+            .iter()
+            .enumerate()
+            .filter(|(_, result)| result.status == ResultStatus::Processing)
+            .filter_map(|(index, result)| Some((index, result.platform_post_id.clone()?)))
+            .collect();
+        if post.status != PostStatus::Processing || accepted.is_empty() {
+            return Ok(post);
+        }
+        let mut answers = Vec::with_capacity(accepted.len());
+        for (index, platform_post_id) in accepted {
+            let connection = &post.destinations[index].connection;
+            let answer = async {
+                let credentials = self.credentials(connection).await?;
+                self.publishers
+                    .of(connection.publisher)
+                    .status(&post, connection, credentials.as_ref(), &platform_post_id)
+                    .await
+            }
+            .await;
+            match answer {
+                Ok(Published::Accepted { .. }) => {}
+                Ok(answer) => answers.push((index, platform_post_id, answer)),
+                // The platform could not say: the post is shown as stored.
+                Err(error) => {
+                    tracing::warn!(post = %post.id, error = %format!("{error:#}"), "a publisher could not be asked")
+                }
+            }
+        }
+        if answers.is_empty() {
+            return Ok(post);
+        }
+        let now = self.clock.now();
+        let changed = self
+            .change(organization, id, |stored| {
+                let mut moved = false;
+                for (index, platform_post_id, answer) in &answers {
+                    let Some(result) = stored.results.get_mut(*index) else { continue };
+                    if result.status == ResultStatus::Processing
+                        && result.platform_post_id.as_deref() == Some(platform_post_id.as_str())
+                    {
+                        record(result, answer.clone());
+                        moved = true;
+                    }
+                }
+                if !moved {
+                    return Step::Keep;
+                }
+                if stored.publishing_until.is_none_or(|until| until <= now) {
+                    settle(stored, now);
+                }
+                stored.updated_at = now;
+                Step::Write
+            })
+            .await?;
+        match changed {
+            Changed::Written(post) | Changed::Kept(post) => Ok(post),
+            Changed::Missing => Err(SocialError::NotFound(POST_NOT_FOUND)),
+        }
+    }
+
+    /// Approves a post `pending_approval`: it is published now (or `scheduled` until its
+    /// time). 409 for a post in any other status.
+    pub async fn approve(&self, organization: OrganizationId, id: &str) -> Result<SocialPost, SocialError> {
+        let id = PostId::parse(id).ok_or(SocialError::NotFound(POST_NOT_FOUND))?;
+        let now = self.clock.now();
+        let changed = self
+            .change(organization, id, |post| {
+                if post.status != PostStatus::PendingApproval {
+                    return Step::Refuse(not_pending(post));
+                }
+                let later = post.scheduled_at > now;
+                post.status = if later { PostStatus::Scheduled } else { PostStatus::Processing };
+                for result in &mut post.results {
+                    result.status = if later { ResultStatus::Scheduled } else { ResultStatus::Processing };
+                }
+                post.updated_at = now;
+                Step::Write
+            })
+            .await?;
+        match changed {
+            Changed::Written(post) if post.status == PostStatus::Processing => self.queue_publishing(post).await,
+            Changed::Written(post) | Changed::Kept(post) => Ok(post),
+            Changed::Missing => Err(SocialError::NotFound(POST_NOT_FOUND)),
+        }
+    }
+
+    /// Rejects a post `pending_approval`: it is never published. 409 for a post in any
+    /// other status.
+    pub async fn reject(&self, organization: OrganizationId, id: &str) -> Result<SocialPost, SocialError> {
+        let id = PostId::parse(id).ok_or(SocialError::NotFound(POST_NOT_FOUND))?;
+        let now = self.clock.now();
+        let changed = self
+            .change(organization, id, |post| {
+                if post.status != PostStatus::PendingApproval {
+                    return Step::Refuse(not_pending(post));
+                }
+                post.status = PostStatus::Rejected;
+                for result in &mut post.results {
+                    result.status = ResultStatus::Failed;
+                    result.message = Some("the post was rejected".into());
+                }
+                post.error = Some("the post was rejected before it was published".into());
+                post.updated_at = now;
+                Step::Write
+            })
+            .await?;
+        match changed {
+            Changed::Written(post) | Changed::Kept(post) => Ok(post),
+            Changed::Missing => Err(SocialError::NotFound(POST_NOT_FOUND)),
+        }
+    }
+
+    /// A connection's credentials, read from the vault.
+    pub(super) async fn credentials(
+        &self,
+        connection: &SocialConnection,
+    ) -> anyhow::Result<Option<Map<String, Value>>> {
+        match &connection.credentials {
+            Some(reference) => Ok(Some(self.vault.get(reference).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads a post, lets `apply` change it, and writes it conditionally on the version
+    /// read, again when another writer came first (at most [`CHANGE_ATTEMPTS`] times).
+    pub(super) async fn change(
+        &self,
+        organization: OrganizationId,
+        id: PostId,
+        mut apply: impl FnMut(&mut SocialPost) -> Step,
+    ) -> Result<Changed, SocialError> {
+        for _ in 0..CHANGE_ATTEMPTS {
+            let Some(mut post) = self.repo.get_post(organization, id).await? else { return Ok(Changed::Missing) };
+            match apply(&mut post) {
+                Step::Keep => return Ok(Changed::Kept(post)),
+                Step::Refuse(error) => return Err(error),
+                Step::Write => {}
+            }
+            post.version += 1;
+            if self.repo.update_post(&post).await? {
+                return Ok(Changed::Written(post));
+            }
+        }
+        Err(SocialError::Backend(anyhow::anyhow!(
+            "social post {id} kept changing under {CHANGE_ATTEMPTS} attempts to write it"
+        )))
+    }
+}
+
+/// The file a store's location names, when it is a local one (the local media folder's
+/// `file:{path}`, or a path).
+pub(super) fn local_file(location: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(location.strip_prefix("file:").unwrap_or(location));
+    path.is_file().then_some(path)
+}
+
+/// The 409 of approving or rejecting a post that is not pending.
+fn not_pending(post: &SocialPost) -> SocialError {
+    SocialError::Conflict(format!("the post is {}, not pending_approval", post.status.as_str()))
+}
+
+/// The media ID of one of the service's own signed links (`{public_url}/media/{id}?…`),
+/// when `url` is one: Err when it is one whose signature does not hold.
+fn own_media(url: &str, links: &MediaLinks, now: Timestamp) -> Result<Option<MediaId>, String> {
+    let base = links.public_url();
+    let Some(rest) = url.strip_prefix(base).filter(|_| !base.is_empty()) else { return Ok(None) };
+    let Some(rest) = rest.strip_prefix(MEDIA_PATH_PREFIX) else { return Ok(None) };
+    let (id, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let Some(id) = MediaId::parse(id) else { return Ok(None) };
+    let pairs: Vec<(String, String)> = url::form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+    let value = |name: &str| pairs.iter().find(|(key, _)| key == name).map(|(_, value)| value.as_str()).unwrap_or("");
+    links
+        .verify(id, value("expires"), value("signature"), now)
+        .map_err(|error| format!("media link of media {id} cannot be used: {error}"))?;
+    Ok(Some(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_links_are_recognised_and_checked() {
+        let links = MediaLinks::new(b"secret", "https://api.test");
+        let now = Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap();
+        let id = MediaId::new_v4();
+        let link = links.link(id, now);
+        assert_eq!(own_media(&link, &links, now), Ok(Some(id)));
+        assert_eq!(own_media("https://cdn.test/media/x.mp4", &links, now), Ok(None));
+        let forged = link.replace("signature=", "signature=0");
+        assert!(own_media(&forged, &links, now).is_err());
+    }
+}
