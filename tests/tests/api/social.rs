@@ -520,6 +520,16 @@ async fn scheduled_posts_are_published_once_by_publish_due(backend: Backend) {
     assert!(!sent.contains(&post_id));
     let (_, listed) = harness.test.call(Method::GET, "/social/posts?status=scheduled", None).await;
     assert_eq!(listed["posts"], json!([]));
+
+    // The scheduler's tick (the `scheduler` function, serve's loop) is what calls it.
+    let at = harness.test.app.clock.now().after(Duration::from_secs(120));
+    let scheduled = post_clip(&harness, &base, &[&ok], json!({"scheduled_at": at.to_string()})).await;
+    let id = scheduled["post_id"].as_str().unwrap();
+    let tick = at.after(Duration::from_secs(60));
+    let report = shared::runtime::schedule::scheduler_tick(&harness.test.app, tick).await.unwrap();
+    assert!(report["posts"].as_u64().unwrap() >= 1, "{report}");
+    let posted = settled(&harness, id).await;
+    assert_eq!(posted["status"], "posted", "{posted}");
 }
 
 async fn posts_and_connections_are_the_organizations_own(backend: Backend) {
