@@ -4,7 +4,7 @@ starts it). Each figure is a ratio or a difference against a floor measured in t
 run: the ffmpeg commands a person would write by hand for the same work.
 
   usage: perf_runs.py BASE_URL API_KEY WORK_DIR [--repeats N] [--starts N] [--long-seconds S]
-                     [--only chain,fan,edit,first,wide,generation,avatar,charges,triggers] [--label TEXT] [--cpu NAME=PID,...]
+                     [--only chain,fan,edit,first,wide,generation,avatar,charges,triggers,social] [--label TEXT] [--cpu NAME=PID,...]
                      [--free-base URL --free-key KEY --free-pid PID]
 
 --free-base/--free-key/--free-pid name a second serve started with CREDIT_PRICES=free: the
@@ -49,7 +49,7 @@ repeats = int(options.get("--repeats", 3))
 starts = int(options.get("--starts", 20))
 # The long video's length (a smoke run of the script may shorten it).
 long_seconds = int(options.get("--long-seconds", 60))
-only = set(options.get("--only", "chain,fan,edit,first,wide,generation,avatar,charges,triggers").split(","))
+only = set(options.get("--only", "chain,fan,edit,first,wide,generation,avatar,charges,triggers,social").split(","))
 # Names the backend in the rows (perf-runs.sh measures the wide runs on both).
 label = options.get("--label", "")
 # name -> PID of the processes whose CPU per task the wide rows report.
@@ -467,6 +467,35 @@ if "triggers" in only:
     rows.append(f"| {label}a run started by a trigger: POST /trigger/{{id}}/fire of a Schedule vs. POST run of the "
                 f"same body, answer latency, median of {trigger_pairs} pairs | {ms(statistics.median(fires))} | "
                 f"{ms(statistics.median(posts))} | **×{statistics.median(ratios):.2f}** |")
+
+if "social" in only:
+    # A social post's create: the medium (a run's output: the service's own link, read
+    # from the store) probed, checked against the platform's limits and thumbnailed, the
+    # post stored and queued for the sandbox publisher; against probing and thumbnailing
+    # the same file by hand (the floor), alternately; median of the pairs.
+    single = agent([("in", VIDEO_INPUT, {}), ("out", DESTINATION, {})], [("in", "out")])
+    run(single, short_id)
+    output = call("GET", f"/agent/{single}/runs?limit=1")["runs"][0]
+    link = call("GET", f"/agent_run/{output['run_id']}")["outputs"][0]["video_url"]
+    connection = call("POST", "/social/connections", {
+        "platform": "youtube", "account_name": "Perf", "account_username": "perf",
+        "profile_url": "https://www.youtube.com/@perf"})["social_connection_id"]
+    post_pairs = max(starts, 20)
+    posts, floors, ratios = [], [], []
+    for i in range(post_pairs):
+        body = {"description": f"perf {i}", "destinations": [{"social_connection_id": connection}],
+                "media_urls": [link]}
+        posted = timed(lambda: call("POST", "/social/post", body))
+        floor = timed(lambda: input_floor(short))
+        posts.append(posted)
+        floors.append(floor)
+        ratios.append(posted / floor)
+    listed = call("GET", f"/social/posts?limit=100&social_connection_id={connection}")
+    assert listed["pagination"]["returned"] == post_pairs, listed["pagination"]
+    rows.append(f"| {label}POST /social/post of a 1 s output (read from the store, probed, limits checked, "
+                f"thumbnailed, stored, queued) vs. ffprobe and a thumbnail of it by hand, median of {post_pairs} "
+                f"pairs | {ms(statistics.median(posts))} | {ms(statistics.median(floors))} | "
+                f"**×{statistics.median(ratios):.2f}** |")
 
 print("| measurement | engine | floor | figure |")
 print("|---|---|---|---|")

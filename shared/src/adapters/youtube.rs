@@ -307,7 +307,13 @@ impl Publisher for YoutubePublisher {
         credentials: Option<&Map<String, Value>>,
         platform_post_id: &str,
     ) -> anyhow::Result<Published> {
-        outcome(self.ask(credentials, platform_post_id).await)
+        // A refused read (an expired token, a spent quota) says nothing of the video: the
+        // post stays as stored. Only the video's own status fails it.
+        match self.ask(credentials, platform_post_id).await {
+            Ok(published) => Ok(published),
+            Err(Refusal::Final(message)) => Err(anyhow::anyhow!(message)),
+            Err(Refusal::Again(error)) => Err(error),
+        }
     }
 }
 

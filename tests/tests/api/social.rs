@@ -36,7 +36,7 @@ conformance!(
     youtube_refusals_fail_the_destination_with_youtubes_message,
     a_repeated_create_with_one_idempotency_key_makes_one_post,
     a_post_whose_message_was_lost_is_sent_again_by_publish_due,
-    a_message_that_cannot_be_sent_fails_a_create_and_waits_for_the_next_tick,
+    a_message_that_cannot_be_sent_is_sent_again_by_a_later_tick,
 );
 
 /// Media made once per test process with ffmpeg (320×240 unless said).
@@ -590,6 +590,8 @@ async fn refused_posts_name_the_field_and_create_nothing(backend: Backend) {
         (body(&x, "missing.mp4"), "media_urls[1]"),
         (with(body(&x, "clip.mp4"), "description", json!("a".repeat(281))), "description is 281 characters; x"),
         (with(body(&x, "clip.mp4"), "description", json!("  ")), "description must be 1 to 5000"),
+        (with(body(&youtube, "clip.mp4"), "description", json!("é".repeat(2600))), "description is 5200 bytes"),
+        (with(body(&youtube, "clip.mp4"), "description", json!("Launch <day>")), "youtube refuses the characters"),
         (with(body(&x, "clip.mp4"), "scheduled_at", json!("2001-01-01T00:00:00Z")), "scheduled_at 2001-01-01"),
         (with(body(&x, "clip.mp4"), "media_urls", json!([])), "media_urls must hold at least one URL"),
         (with(body(&x, "clip.mp4"), "destinations", json!([])), "destinations must name at least one"),
@@ -1086,7 +1088,7 @@ impl shared::core::queue::Queue<shared::domain::runs::ports::TaskMessage> for Un
     }
 }
 
-async fn a_message_that_cannot_be_sent_fails_a_create_and_waits_for_the_next_tick(backend: Backend) {
+async fn a_message_that_cannot_be_sent_is_sent_again_by_a_later_tick(backend: Backend) {
     let harness = Harness::new(backend).await;
     let base = media_server().await;
     let x = connect(&harness.test, "x", json!({})).await;
@@ -1099,11 +1101,18 @@ async fn a_message_that_cannot_be_sent_fails_a_create_and_waits_for_the_next_tic
         body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
         body
     };
-    // A create answers at once: the post failed, saying why.
+    // A create is answered (the post is stored, `processing`), and the scheduler's repair
+    // sends its message once it has waited REQUEUE_AFTER: nothing is lost.
     let links = app.links.clone();
-    let failed = cut_off.create_post(organization, body(json!({})).as_object().unwrap(), &links).await.unwrap();
-    assert_eq!(failed.status, PostStatus::Failed, "{failed:?}");
-    assert_eq!(failed.results[0].message.as_deref(), Some("publishing could not be queued; post again"));
+    let created = cut_off.create_post(organization, body(json!({})).as_object().unwrap(), &links).await.unwrap();
+    assert_eq!(created.status, PostStatus::Processing, "{created:?}");
+    let soon = app.clock.now().after(Duration::from_secs(10));
+    assert!(!app.social().publish_due_posts(soon).await.unwrap().contains(&created.id), "not before REQUEUE_AFTER");
+    let repaired = app.clock.now().after(shared::domain::social::REQUEUE_AFTER + Duration::from_secs(1));
+    let sent = app.social().publish_due_posts(repaired).await.unwrap();
+    assert_eq!(sent.iter().filter(|id| **id == created.id).count(), 1);
+    let posted = settled(&harness, &created.id.to_string()).await;
+    assert_eq!(posted["status"], "posted", "{posted}");
     // A due post whose message cannot be sent stays due, and the next tick sends it.
     let at = app.clock.now().after(Duration::from_secs(60));
     let later = body(json!({"scheduled_at": at.to_string()}));

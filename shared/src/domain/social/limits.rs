@@ -80,7 +80,7 @@ pub fn of(platform: Platform) -> PlatformLimits {
             max_aspect: 16.0 / 9.0,
         },
         // YouTube (videos.insert): up to 12 hours and 256 GB, any shape; no pictures; the
-        // description is at most 5,000 characters.
+        // description is at most 5,000 bytes, without < or > (checked at create).
         Platform::Youtube => PlatformLimits {
             description_chars: 5_000,
             min_video_ms: 1,

@@ -47,24 +47,23 @@ impl Social {
     /// Reads the due index at most [`DUE_BATCHES`] times.
     pub async fn publish_due_posts(&self, now: Timestamp) -> anyhow::Result<Vec<PostId>> {
         let mut sent = Vec::new();
+        // Page after page of the earliest due: each post once a call, those just claimed
+        // (which an eventually consistent index may still list) skipped.
+        let mut attempted: std::collections::HashSet<PostId> = std::collections::HashSet::new();
         for _ in 0..DUE_BATCHES {
-            let due = self.repo.due_posts(now, DUE_BATCH).await?;
-            let mut moved = 0;
-            for (organization, id) in &due {
-                match self.send_due(*organization, *id, now).await {
-                    Ok(true) => {
-                        moved += 1;
-                        sent.push(*id);
-                    }
+            let due = self.repo.due_posts(now, attempted.len() + DUE_BATCH).await?;
+            let fresh: Vec<_> = due.into_iter().filter(|(_, id)| attempted.insert(*id)).collect();
+            if fresh.is_empty() {
+                break;
+            }
+            for (organization, id) in fresh {
+                match self.send_due(organization, id, now).await {
+                    Ok(true) => sent.push(id),
                     Ok(false) => {}
                     Err(error) => {
                         tracing::error!(post = %id, error = %error, "a due social post could not be sent to publishing")
                     }
                 }
-            }
-            // A full batch that moved nothing is the stale end of the index: stop.
-            if due.len() < DUE_BATCH || moved == 0 {
-                break;
             }
         }
         Ok(sent)
@@ -163,11 +162,18 @@ impl Social {
             tracing::info!(post = %id, connection = %connection.id, answer = ?answer, "social post published");
             let changed = self
                 .change(organization, id, |stored| {
-                    if stored.attempts != attempt {
-                        return Step::Keep;
-                    }
+                    // A later attempt (this one outlived its claim) that has not handed
+                    // this destination over yet still gets its answer: the platform has
+                    // the post, and recording it keeps the later attempt from posting it
+                    // again.
+                    let ours = stored.attempts == attempt;
                     match stored.results.get_mut(index) {
-                        Some(result) if result.status == ResultStatus::Processing => record(result, answer.clone()),
+                        Some(result)
+                            if result.status == ResultStatus::Processing
+                                && (ours || result.platform_post_id.is_none()) =>
+                        {
+                            record(result, answer.clone())
+                        }
                         _ => return Step::Keep,
                     }
                     stored.updated_at = self.clock.now();
@@ -175,7 +181,8 @@ impl Social {
                 })
                 .await
                 .map_err(|error| anyhow::anyhow!("{error}"))?;
-            if !matches!(changed, Changed::Written(_)) {
+            // Another attempt owns the post now: it goes on from here.
+            if !matches!(&changed, Changed::Written(stored) if stored.attempts == attempt) {
                 return Ok(Publishing::Done);
             }
         }

@@ -26,6 +26,14 @@ use crate::domain::time::{Clock, Timestamp};
 
 /// Largest medium a post takes (what a function's scratch space holds).
 pub const MAX_MEDIUM_BYTES: u64 = 512 * 1024 * 1024;
+/// Most bytes the media of one post may have in all (the scratch space of the function
+/// that takes them: 2 GB, with room for the thumbnail's work).
+pub const MAX_POST_BYTES: u64 = 1536 * 1024 * 1024;
+/// Longest the media of a create may take to fetch and probe: the answer comes inside
+/// API Gateway's 29 s, and a server that drips its bytes cannot hold a request open.
+const MEDIA_BUDGET: Duration = Duration::from_secs(24);
+/// Longest a read's refresh may wait for a platform (then the post is shown as stored).
+const REFRESH_BUDGET: Duration = Duration::from_secs(5);
 /// Writes of a post that lose to another writer, tried again at most this often.
 const CHANGE_ATTEMPTS: usize = 8;
 
@@ -141,6 +149,18 @@ impl Social {
                     connection.platform.as_str()
                 )));
             }
+            if connection.platform == super::Platform::Youtube {
+                // YouTube counts the description's bytes and refuses angle brackets in it.
+                let bytes = new.description.len();
+                if bytes > most {
+                    return Err(SocialError::Invalid(format!(
+                        "description is {bytes} bytes of UTF-8; youtube takes at most {most}"
+                    )));
+                }
+                if new.description.contains(['<', '>']) {
+                    return Err(SocialError::Invalid("description: youtube refuses the characters < and >".into()));
+                }
+            }
             destinations.push(Destination { connection });
         }
         let id = PostId::v7_at(now.unix_millis());
@@ -149,17 +169,35 @@ impl Social {
             tempfile::Builder::new().prefix("post-").tempdir_in(&self.scratch).map_err(anyhow::Error::from)?;
         let mut media = Vec::with_capacity(new.media_urls.len());
         let mut files = Vec::with_capacity(new.media_urls.len());
-        for (index, url) in new.media_urls.iter().enumerate() {
-            let field = format!("media_urls[{index}]");
-            let fetched =
-                self.fetch(organization, url, &field, links, &scratch.path().join(format!("{index}"))).await?;
-            let medium = self.examine(&fetched, &field).await?;
-            for destination in &destinations {
-                limits::check_medium(destination.connection.platform, &medium, &field).map_err(SocialError::Invalid)?;
+        let examined = async {
+            let mut total: u64 = 0;
+            for (index, url) in new.media_urls.iter().enumerate() {
+                let field = format!("media_urls[{index}]");
+                let fetched =
+                    self.fetch(organization, url, &field, links, &scratch.path().join(format!("{index}"))).await?;
+                total = total.saturating_add(fetched.bytes);
+                if total > MAX_POST_BYTES {
+                    return Err(SocialError::Invalid(format!(
+                        "{field}: the post's media are over {} MB in all",
+                        MAX_POST_BYTES / (1024 * 1024)
+                    )));
+                }
+                let medium = self.examine(&fetched, &field).await?;
+                for destination in &destinations {
+                    limits::check_medium(destination.connection.platform, &medium, &field)
+                        .map_err(SocialError::Invalid)?;
+                }
+                media.push(medium);
+                files.push(fetched);
             }
-            media.push(medium);
-            files.push(fetched);
-        }
+            Ok(())
+        };
+        tokio::time::timeout(MEDIA_BUDGET, examined).await.map_err(|_| {
+            SocialError::Invalid(format!(
+                "media_urls: the media could not be fetched and read within {} s; give smaller files or faster servers",
+                MEDIA_BUDGET.as_secs()
+            ))
+        })??;
         // Every check passed: store the media and the thumbnail.
         for (index, (medium, fetched)) in media.iter_mut().zip(&files).enumerate() {
             match &fetched.stored {
@@ -338,35 +376,20 @@ impl Social {
         })
     }
 
-    /// Sends the publishing message of a post now `processing`; a post whose message
-    /// cannot be sent fails saying so, rather than waiting for ever.
+    /// Sends the publishing message of a post now `processing`. A message that cannot be
+    /// sent is sent again by the scheduler's repair of posts left `processing`.
     pub(super) async fn queue_publishing(&self, post: SocialPost) -> Result<SocialPost, SocialError> {
         let message = TaskMessage::social_post(post.organization_id, post.id);
-        let Err(error) = self.queue.send(&[message]).await else { return Ok(post) };
-        tracing::error!(post = %post.id, error = %format!("{error:#}"), "social post publishing could not be queued");
-        self.unqueued(post).await
-    }
-
-    /// Fails a post whose first publishing message could not be sent, saying so.
-    async fn unqueued(&self, post: SocialPost) -> Result<SocialPost, SocialError> {
-        let now = self.clock.now();
-        let changed = self
-            .change(post.organization_id, post.id, |stored| {
-                if stored.status != PostStatus::Processing || stored.attempts > 0 {
-                    return Step::Keep;
-                }
-                for result in &mut stored.results {
-                    result.status = ResultStatus::Failed;
-                    result.message = Some("publishing could not be queued; post again".into());
-                }
-                settle(stored, now);
-                Step::Write
-            })
-            .await?;
-        Ok(match changed {
-            Changed::Written(post) | Changed::Kept(post) => post,
-            Changed::Missing => post,
-        })
+        if let Err(error) = self.queue.send(&[message]).await {
+            // Stored `processing` and due for the scheduler's repair: its tick sends the
+            // message again once the post has waited `REQUEUE_AFTER`. Nothing is lost.
+            tracing::error!(
+                post = %post.id,
+                error = %format!("{error:#}"),
+                "social post publishing could not be queued; the scheduler sends it again"
+            );
+        }
+        Ok(post)
     }
 
     /// A page of the organization's posts as stored (no refresh), newest first, and
@@ -393,14 +416,18 @@ impl Social {
         let mut answers = Vec::with_capacity(accepted.len());
         for (index, platform_post_id) in accepted {
             let connection = &post.destinations[index].connection;
-            let answer = async {
+            let asked = async {
                 let credentials = self.credentials(connection).await?;
                 self.publishers
                     .of(connection.publisher)
                     .status(&post, connection, credentials.as_ref(), &platform_post_id)
                     .await
-            }
-            .await;
+            };
+            // A read answers within API Gateway's 29 s: a platform slow to say is asked
+            // again at the next read.
+            let answer = tokio::time::timeout(REFRESH_BUDGET, asked)
+                .await
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer within {REFRESH_BUDGET:?}")));
             match answer {
                 Ok(Published::Accepted { .. }) => {}
                 Ok(answer) => answers.push((index, platform_post_id, answer)),
