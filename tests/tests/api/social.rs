@@ -59,6 +59,16 @@ fn media() -> &'static PathBuf {
 }
 
 /// A server that answers `/{name}` with the media file of that name.
+/// A harness for a test that ticks: a tick acts on every due post of its table, so on
+/// DynamoDB the harness has a table of its own (no other test's posts are published by
+/// this test's ticks, nor this test's by theirs).
+async fn ticked(backend: Backend) -> Harness {
+    match backend {
+        Backend::DynamoDb => Harness::own_table(2).await,
+        Backend::Sqlite => Harness::new(backend).await,
+    }
+}
+
 async fn media_server() -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -493,7 +503,7 @@ fn app_connections(connections: &[String; 3]) -> Vec<shared::domain::social::Soc
 }
 
 async fn scheduled_posts_are_published_once_by_publish_due(backend: Backend) {
-    let harness = Harness::new(backend).await;
+    let harness = ticked(backend).await;
     let base = media_server().await;
     let ok = connect(&harness.test, "youtube", json!({})).await;
     // Two minutes ahead: a tick is never past the lease of the publishing it started.
@@ -591,7 +601,7 @@ async fn refused_posts_name_the_field_and_create_nothing(backend: Backend) {
         (with(body(&x, "clip.mp4"), "description", json!("a".repeat(281))), "description is 281 characters; x"),
         (with(body(&x, "clip.mp4"), "description", json!("  ")), "description must be 1 to 5000"),
         (with(body(&youtube, "clip.mp4"), "description", json!("é".repeat(2600))), "description is 5200 bytes"),
-        (with(body(&youtube, "clip.mp4"), "description", json!("Launch <day>")), "youtube refuses the characters"),
+        (with(body(&youtube, "clip.mp4"), "description", json!("Launch <day>")), "description: youtube refuses"),
         (with(body(&x, "clip.mp4"), "scheduled_at", json!("2001-01-01T00:00:00Z")), "scheduled_at 2001-01-01"),
         (with(body(&x, "clip.mp4"), "media_urls", json!([])), "media_urls must hold at least one URL"),
         (with(body(&x, "clip.mp4"), "destinations", json!([])), "destinations must name at least one"),
@@ -799,8 +809,7 @@ async fn youtube_posts_go_through_the_resumable_upload(backend: Backend) {
             .await;
     let (_, listed) = harness.test.call(Method::GET, "/social/connections", None).await;
     assert!(!listed.to_string().contains(TOKEN), "credentials are never shown: {listed}");
-    let created =
-        post_clip(&harness, &base, &[&channel], json!({"description": "Launch <day>\nThe whole story"})).await;
+    let created = post_clip(&harness, &base, &[&channel], json!({"description": "Launch day\nThe whole story"})).await;
     let id = created["post_id"].as_str().unwrap();
     // Uploaded, still processed by YouTube: processing in the list; read, it is posted.
     let size = std::fs::metadata(media().join("clip.mp4")).unwrap().len();
@@ -828,7 +837,7 @@ async fn youtube_posts_go_through_the_resumable_upload(backend: Backend) {
     assert_eq!(start.headers["x-upload-content-type"], "video/mp4");
     assert!(start.headers["content-type"].starts_with("application/json"));
     assert_eq!(start.body["snippet"]["title"], "Launch day");
-    assert_eq!(start.body["snippet"]["description"], "Launch <day>\nThe whole story");
+    assert_eq!(start.body["snippet"]["description"], "Launch day\nThe whole story");
     let put = received.iter().find(|request| request.method == "PUT").unwrap();
     assert_eq!(put.headers["content-length"], size.to_string());
     assert_eq!(put.headers["content-type"], "video/mp4");
@@ -935,7 +944,7 @@ async fn youtube_credentials_are_a_secret_of_their_own_in_secrets_manager() {
 }
 
 async fn a_post_whose_message_was_lost_is_sent_again_by_publish_due(backend: Backend) {
-    let harness = Harness::new(backend).await;
+    let harness = ticked(backend).await;
     let base = media_server().await;
     let reviewed = connect(&harness.test, "facebook", json!({"requires_approval": true})).await;
     let pending = post_clip(&harness, &base, &[&reviewed], json!({})).await;
@@ -1089,7 +1098,7 @@ impl shared::core::queue::Queue<shared::domain::runs::ports::TaskMessage> for Un
 }
 
 async fn a_message_that_cannot_be_sent_is_sent_again_by_a_later_tick(backend: Backend) {
-    let harness = Harness::new(backend).await;
+    let harness = ticked(backend).await;
     let base = media_server().await;
     let x = connect(&harness.test, "x", json!({})).await;
     let app = &harness.test.app;
