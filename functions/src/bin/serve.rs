@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use shared::serve::{self, Backend, ServeOptions};
@@ -47,6 +48,10 @@ struct Args {
     /// SSRF guard of a deployment.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     allow_private_urls: bool,
+    /// Seconds between the scheduler's ticks (triggers, scheduled posts), each at the
+    /// start of its period: 60 is each minute's start, as on AWS.
+    #[arg(long, default_value_t = 60)]
+    scheduler_tick_seconds: u64,
 }
 
 #[tokio::main]
@@ -95,7 +100,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     println!("Listening on http://{}", listener.local_addr()?);
     let app = Arc::new(app);
     // Triggers due (and, missed while stopped, once) fire at each minute's start.
-    let scheduler = serve::workers::scheduler(app.clone());
+    let scheduler = serve::workers::scheduler(app.clone(), Duration::from_secs(args.scheduler_tick_seconds.max(1)));
     let served = serve::run(app, listener, async {
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("stopping");

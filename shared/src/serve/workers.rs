@@ -202,15 +202,19 @@ async fn recover(engine: &Engine, queue: &SqliteTaskQueue) -> anyhow::Result<()>
     Ok(())
 }
 
+/// How often `serve`'s scheduler ticks (the `scheduler` function's schedule on AWS).
+pub const SCHEDULER_EVERY: Duration = Duration::from_secs(60);
+
 /// The scheduler's loop (the `scheduler` function's schedule on AWS): a tick at the
-/// start of every minute. A tick that fails is logged; the next one tries again (what
-/// was due is still due). Stopped when the handle is aborted or dropped with the task.
-pub fn scheduler(app: Arc<App>) -> tokio::task::JoinHandle<()> {
+/// start of every period `every` ([`SCHEDULER_EVERY`]: each minute's start). A tick that
+/// fails is logged; the next one tries again (what was due is still due). Stopped when
+/// the handle is aborted or dropped with the task.
+pub fn scheduler(app: Arc<App>, every: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
+            let period = u64::try_from(every.as_millis()).unwrap_or(u64::MAX).max(1);
             let millis = crate::domain::time::Timestamp::now().unix_millis();
-            let to_next_minute = 60_000 - millis % 60_000;
-            tokio::time::sleep(Duration::from_millis(to_next_minute + 5)).await;
+            tokio::time::sleep(Duration::from_millis(period - millis % period + 5)).await;
             let now = app.clock.now();
             match crate::runtime::schedule::scheduler_tick(&app, now).await {
                 Ok(report) => tracing::debug!(%report, "scheduler tick"),

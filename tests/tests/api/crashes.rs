@@ -427,3 +427,40 @@ async fn serve_killed_between_state_changes_and_their_webhooks_delivers_them_aft
     }
     panic!("every delivery recorded as delivered within 10 s: {log}");
 }
+
+/// `serve`'s own scheduler loop (ticking each second here; each minute by default)
+/// polls a Channel Feed that is due as soon as it is saved: its next poll moves on, with
+/// no error, without anything calling the tick from outside.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_scheduler_loop_polls_a_due_feed_by_itself() {
+    use shared::domain::nodes::{CHANNEL_FEED_TRIGGER, DESTINATION, VIDEO_INPUT};
+    let data = tempfile::tempdir().unwrap();
+    let serve = ServeProcess::start(data.path(), &["--scheduler-tick-seconds", "1"]).await;
+    let feed = crate::triggers::FeedServer::start().await;
+    feed.set(200, "application/atom+xml", crate::triggers::atom(&[("v1", "Undated", "http://127.0.0.1:9/v1", None)]));
+    let (_, agent) = serve.call(Method::POST, "/agent/create", Some(json!({ "name": "Feed" }))).await;
+    let agent = agent["agent_id"].as_str().unwrap().to_owned();
+    let operations = json!({ "operations": [
+        { "op": "create_node", "node_type_id": CHANNEL_FEED_TRIGGER, "temp_ref_id": "feed",
+          "params_used": { "feed_url": feed.url, "poll_minutes": 5 } },
+        { "op": "create_node", "node_type_id": VIDEO_INPUT, "temp_ref_id": "in" },
+        { "op": "create_node", "node_type_id": DESTINATION, "temp_ref_id": "out" },
+        { "op": "create_connection", "source_temp_ref_id": "in", "target_temp_ref_id": "out" },
+    ] });
+    let (status, saved) = serve.call(Method::POST, &format!("/agent/{agent}/update"), Some(operations)).await;
+    assert_eq!(status, StatusCode::OK, "{saved}");
+    let trigger = saved["created_nodes"][0]["agent_node_id"].as_str().unwrap().to_owned();
+    let (_, before) = serve.call(Method::GET, &format!("/trigger/{trigger}"), None).await;
+    let saved_at = before["next_fire_at"].as_str().unwrap().to_owned();
+    for _ in 0..100 {
+        let (_, view) = serve.call(Method::GET, &format!("/trigger/{trigger}"), None).await;
+        if view["next_fire_at"].as_str() != Some(saved_at.as_str()) {
+            assert!(view["last_error"].is_null(), "{view}");
+            let next = shared::domain::time::Timestamp::parse(view["next_fire_at"].as_str().unwrap()).unwrap();
+            assert!(next > shared::domain::time::Timestamp::now().after(Duration::from_secs(240)), "{view}");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("serve's scheduler did not poll the feed within 10 s");
+}

@@ -137,13 +137,13 @@ async fn a_schedule_due_every_minute_fires_once_per_minute_under_concurrent_tick
 
 /// A feed server whose answer a test changes: (status, content type, body).
 #[derive(Clone)]
-struct FeedServer {
-    url: String,
+pub(crate) struct FeedServer {
+    pub(crate) url: String,
     answer: Arc<Mutex<(u16, &'static str, String)>>,
 }
 
 impl FeedServer {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/feed.xml", listener.local_addr().unwrap());
@@ -168,13 +168,13 @@ impl FeedServer {
         Self { url, answer }
     }
 
-    fn set(&self, status: u16, content_type: &'static str, body: String) {
+    pub(crate) fn set(&self, status: u16, content_type: &'static str, body: String) {
         *self.answer.lock().unwrap() = (status, content_type, body);
     }
 }
 
 /// An Atom feed of YouTube's form: entries `(video id, title, link, published)`.
-fn atom(entries: &[(&str, &str, &str, Option<Timestamp>)]) -> String {
+pub(crate) fn atom(entries: &[(&str, &str, &str, Option<Timestamp>)]) -> String {
     let entries: String = entries
         .iter()
         .map(|(id, title, link, published)| {
