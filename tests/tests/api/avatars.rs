@@ -67,33 +67,7 @@ fn bytes_of(name: &str) -> Vec<u8> {
 
 /// A server that answers `/{name}` with the media file of that name, after `delay`.
 async fn media_server(delay: Duration) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut request = [0u8; 4096];
-                let read = socket.read(&mut request).await.unwrap_or(0);
-                let head = String::from_utf8_lossy(&request[..read]).to_string();
-                let path = head.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_owned();
-                tokio::time::sleep(delay).await;
-                let (status, body) = match std::fs::read(media().join(&path)) {
-                    Ok(body) if !path.is_empty() && !path.contains("..") => ("200 OK", body),
-                    _ => ("404 Not Found", b"not found".to_vec()),
-                };
-                let head = format!(
-                    "HTTP/1.1 {status}\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\
-                     Connection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = socket.write_all(head.as_bytes()).await;
-                let _ = socket.write_all(&body).await;
-                let _ = socket.shutdown().await;
-            });
-        }
-    });
-    base
+    crate::helpers::folder_server(media(), delay).await
 }
 
 async fn create(harness: &Harness, body: Value) -> (StatusCode, Value) {

@@ -58,7 +58,6 @@ fn media() -> &'static PathBuf {
     })
 }
 
-/// A server that answers `/{name}` with the media file of that name.
 /// A harness for a test that ticks: a tick acts on every due post of its table, so on
 /// DynamoDB the harness has a table of its own (no other test's posts are published by
 /// this test's ticks, nor this test's by theirs).
@@ -69,33 +68,9 @@ async fn ticked(backend: Backend) -> Harness {
     }
 }
 
+/// A server that answers `/{name}` with the media file of that name.
 async fn media_server() -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut request = [0u8; 4096];
-                let read = socket.read(&mut request).await.unwrap_or(0);
-                let head = String::from_utf8_lossy(&request[..read]).to_string();
-                let path = head.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_owned();
-                let (status, body) = match std::fs::read(media().join(&path)) {
-                    Ok(body) if !path.is_empty() && !path.contains("..") => ("200 OK", body),
-                    _ => ("404 Not Found", b"not found".to_vec()),
-                };
-                let head = format!(
-                    "HTTP/1.1 {status}\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\
-                     Connection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = socket.write_all(head.as_bytes()).await;
-                let _ = socket.write_all(&body).await;
-                let _ = socket.shutdown().await;
-            });
-        }
-    });
-    base
+    crate::helpers::folder_server(media(), Duration::ZERO).await
 }
 
 /// Connects an account on `platform` with the extra fields given; its ID.

@@ -35,6 +35,17 @@ async fn harness(backend: Backend) -> Harness {
     }
 }
 
+/// An agent of a Schedule with `params` beside a Video Input `in` connected to a
+/// Destination `out`; returns (agent, node IDs by name).
+async fn schedule_agent(harness: &Harness, params: Value) -> (String, std::collections::HashMap<String, String>) {
+    harness
+        .agent(
+            &[("tick", SCHEDULE_TRIGGER, params), ("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))],
+            &[("in", "out")],
+        )
+        .await
+}
+
 /// Two ticks of the scheduler at once, at `now`; returns the runs they started.
 async fn tick_twice(harness: &Harness, now: Timestamp) -> u64 {
     let app = &harness.test.app;
@@ -81,12 +92,7 @@ async fn a_schedule_due_every_minute_fires_once_per_minute_under_concurrent_tick
     let video = harness.upload("video", "video.mp4").await;
     // The Video Input the run request needs is created in the same update.
     let schedule = json!({ "cron": "* * * * *", "run_request": { "video_ids": [video] } });
-    let (agent, nodes) = harness
-        .agent(
-            &[("tick", SCHEDULE_TRIGGER, schedule), ("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))],
-            &[("in", "out")],
-        )
-        .await;
+    let (agent, nodes) = schedule_agent(&harness, schedule).await;
     let id = nodes["tick"].clone();
     let saved = Timestamp::now();
     let view = trigger(&harness.test, &id).await;
@@ -538,12 +544,7 @@ async fn resume_never_requeues_the_trigger_and_keeps_what_started_the_run(backen
     };
     let video = harness.upload("video", "video.mp4").await;
     let schedule = json!({ "cron": "0 0 1 1 *", "run_request": { "video_ids": [video] } });
-    let (_, nodes) = harness
-        .agent(
-            &[("tick", SCHEDULE_TRIGGER, schedule), ("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))],
-            &[("in", "out")],
-        )
-        .await;
+    let (_, nodes) = schedule_agent(&harness, schedule).await;
     let id = nodes["tick"].clone();
     let (status, fired) = harness.test.call(Method::POST, &format!("/trigger/{id}/fire"), None).await;
     assert_eq!(status, StatusCode::OK, "{fired}");
@@ -580,12 +581,7 @@ async fn a_schedule_whose_run_cannot_be_stored_says_why_and_is_tried_again_for_a
     let harness = Harness::through_table(move |_| failing).await;
     let video = harness.upload("video", "video.mp4").await;
     let schedule = json!({ "cron": "0 * * * *", "run_request": { "video_ids": [video] } });
-    let (_, nodes) = harness
-        .agent(
-            &[("tick", SCHEDULE_TRIGGER, schedule), ("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))],
-            &[("in", "out")],
-        )
-        .await;
+    let (_, nodes) = schedule_agent(&harness, schedule).await;
     let id = nodes["tick"].clone();
     let due = at(&trigger(&harness.test, &id).await["next_fire_at"]);
     assert_eq!(tick_twice(&harness, due).await, 0);

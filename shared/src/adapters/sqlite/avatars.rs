@@ -4,7 +4,7 @@
 //! on the version it read.
 
 use async_trait::async_trait;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::params;
 
 use super::runs::insert_media;
 use super::{Db, Sqlite};
@@ -53,13 +53,8 @@ impl AvatarRepo for Sqlite {
         id: AvatarProfileId,
     ) -> anyhow::Result<Option<AvatarProfile>> {
         self.call(move |connection| {
-            let document: Option<String> = connection
-                .prepare_cached("SELECT document FROM avatar_profiles WHERE organization_id = ?1 AND id = ?2")
-                .db("reading an avatar profile")?
-                .query_row([organization.to_string(), id.to_string()], |row| row.get(0))
-                .optional()
-                .db("reading an avatar profile")?;
-            document.as_deref().map(profile_of).transpose()
+            let key = (organization.to_string(), id.to_string());
+            super::document_of(connection, "avatar_profiles", (&key.0, &key.1), "reading an avatar profile")
         })
         .await
     }

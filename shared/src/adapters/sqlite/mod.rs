@@ -268,6 +268,26 @@ where
     Ok(look().await?.into_iter().collect())
 }
 
+/// The JSON `document` of the row `id` of `organization` in `table`, if there is one.
+fn document_of<T: serde::de::DeserializeOwned>(
+    connection: &Connection,
+    table: &'static str,
+    (organization, id): (&str, &str),
+    what: &'static str,
+) -> anyhow::Result<Option<T>> {
+    use rusqlite::OptionalExtension;
+    let document: Option<String> = connection
+        .prepare_cached(&format!("SELECT document FROM {table} WHERE organization_id = ?1 AND id = ?2"))
+        .db(what)?
+        .query_row([organization, id], |row| row.get(0))
+        .optional()
+        .db(what)?;
+    document
+        .as_deref()
+        .map(|text| serde_json::from_str(text).with_context(|| format!("{what}: stored document")))
+        .transpose()
+}
+
 fn parsed<T: std::str::FromStr>(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<T>
 where
     T::Err: std::error::Error + Send + Sync + 'static,

@@ -5,7 +5,7 @@
 //! and rewrites the destination rows in the same transaction.
 
 use async_trait::async_trait;
-use rusqlite::{params, OptionalExtension};
+use rusqlite::params;
 
 use super::runs::insert_media;
 use super::{Db, Sqlite};
@@ -72,13 +72,8 @@ impl SocialRepo for Sqlite {
         id: SocialConnectionId,
     ) -> anyhow::Result<Option<SocialConnection>> {
         self.call(move |connection| {
-            let document: Option<String> = connection
-                .prepare_cached("SELECT document FROM social_connections WHERE organization_id = ?1 AND id = ?2")
-                .db("reading a social connection")?
-                .query_row([organization.to_string(), id.to_string()], |row| row.get(0))
-                .optional()
-                .db("reading a social connection")?;
-            Ok(document.as_deref().map(serde_json::from_str).transpose()?)
+            let key = (organization.to_string(), id.to_string());
+            super::document_of(connection, "social_connections", (&key.0, &key.1), "reading a social connection")
         })
         .await
     }
@@ -108,13 +103,8 @@ impl SocialRepo for Sqlite {
 
     async fn get_post(&self, organization: OrganizationId, id: PostId) -> anyhow::Result<Option<SocialPost>> {
         self.call(move |connection| {
-            let document: Option<String> = connection
-                .prepare_cached("SELECT document FROM social_posts WHERE organization_id = ?1 AND id = ?2")
-                .db("reading a social post")?
-                .query_row([organization.to_string(), id.to_string()], |row| row.get(0))
-                .optional()
-                .db("reading a social post")?;
-            Ok(document.as_deref().map(serde_json::from_str).transpose()?)
+            let key = (organization.to_string(), id.to_string());
+            super::document_of(connection, "social_posts", (&key.0, &key.1), "reading a social post")
         })
         .await
     }

@@ -4,7 +4,7 @@
 //! an agent's graph are made in the agent's transaction ([`apply`]).
 
 use async_trait::async_trait;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
 use super::{parsed, Db, Sqlite};
 use crate::domain::graph::AgentNodeId;
@@ -57,13 +57,8 @@ fn put(connection: &Connection, state: &TriggerState) -> anyhow::Result<bool> {
 impl TriggerRepo for Sqlite {
     async fn trigger(&self, organization: OrganizationId, id: AgentNodeId) -> anyhow::Result<Option<TriggerState>> {
         self.call(move |connection| {
-            let document: Option<String> = connection
-                .prepare_cached("SELECT document FROM triggers WHERE organization_id = ?1 AND id = ?2")
-                .db("reading a trigger")?
-                .query_row([organization.to_string(), id.to_string()], |row| row.get(0))
-                .optional()
-                .db("reading a trigger")?;
-            document.map(|document| Ok(serde_json::from_str(&document)?)).transpose()
+            let key = (organization.to_string(), id.to_string());
+            super::document_of(connection, "triggers", (&key.0, &key.1), "reading a trigger")
         })
         .await
     }
