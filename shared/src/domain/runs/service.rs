@@ -184,10 +184,15 @@ pub async fn send_tasks(queue: &dyn Queue<TaskMessage>, run: &Run, tasks: &[Task
 /// Starts a run of an agent: validates the request against the agent's graph and the
 /// organization's media, plans the tasks, stores the run and queues its first tasks.
 pub async fn start_run(ports: &RunPorts<'_>, start: StartRun) -> Result<RunId, RunError> {
-    let StartRun { organization, agent_id, request, trigger } = start;
-    let record = ports.agents.get_agent(organization, agent_id).await?.ok_or(RunError::AgentNotFound)?;
+    let record = ports.agents.get_agent(start.organization, start.agent_id).await?.ok_or(RunError::AgentNotFound)?;
+    start_run_of(ports, &record, start).await
+}
+
+/// [`start_run`] of an agent already read (`record`: a trigger's, read to find it).
+pub async fn start_run_of(ports: &RunPorts<'_>, record: &AgentRecord, start: StartRun) -> Result<RunId, RunError> {
+    let StartRun { organization, request, trigger, .. } = start;
     let now = ports.clock.now();
-    let (mut run, media) = prepare(&ports.bind(), organization, &record, request, trigger.as_ref(), now).await?;
+    let (mut run, media) = prepare(&ports.bind(), organization, record, request, trigger.as_ref(), now).await?;
     let queued = run.settle(now);
     let deliveries = ports.notifier.started(&mut run, now);
     let claim = trigger.as_ref().and_then(|trigger| trigger.claim.as_deref());

@@ -510,7 +510,7 @@ impl Triggers<'_> {
         let request =
             StartRequest::parse(run_request).map_err(|message| RunError::Invalid(format!("run_request: {message}")))?;
         let start = StartRun { organization, agent_id: agent.agent.id, request, trigger: Some(triggered) };
-        service::start_run(self.runs, start).await
+        service::start_run_of(self.runs, agent, start).await
     }
 
     /// Polls a feed: a run for each new entry (once ever), the entries recorded, and the
@@ -653,7 +653,7 @@ impl Triggers<'_> {
             claim: Some(claim),
         };
         let start = StartRun { organization, agent_id: agent.agent.id, request, trigger: Some(triggered) };
-        service::start_run(self.runs, start).await
+        service::start_run_of(self.runs, agent, start).await
     }
 
     /// Writes a change of a trigger's state, made again on a newer state when another
