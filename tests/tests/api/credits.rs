@@ -29,13 +29,13 @@ conformance!(
 );
 
 /// An organization of `harness`'s app on `plan` with `credits`.
-async fn organization(harness: &Harness, plan: &str, credits: i64, started: Option<Timestamp>) -> TestApp {
+pub(crate) async fn organization(harness: &Harness, plan: &str, credits: i64, started: Option<Timestamp>) -> TestApp {
     let (organization, key) = harness.test.add_organization_with(true, plan, credits, started).await;
     TestApp { app: harness.test.app.clone(), key, organization }
 }
 
 /// Polls a run until it leaves `running` (bounded).
-async fn finished(test: &TestApp, run: &str) -> Value {
+pub(crate) async fn finished(test: &TestApp, run: &str) -> Value {
     for _ in 0..1200 {
         let (status, body) = test.call(Method::GET, &format!("/agent_run/{run}"), None).await;
         assert_eq!(status, StatusCode::OK, "{body}");
@@ -54,7 +54,7 @@ async fn start(test: &TestApp, agent: &str) -> String {
 }
 
 /// Every ledger entry of the organization, newest first, read page by page.
-async fn ledger(test: &TestApp) -> Vec<Value> {
+pub(crate) async fn ledger(test: &TestApp) -> Vec<Value> {
     let mut entries = Vec::new();
     let mut path = "/credits/ledger?limit=7".to_owned();
     for _ in 0..100 {
@@ -69,7 +69,7 @@ async fn ledger(test: &TestApp) -> Vec<Value> {
     panic!("the ledger never ended");
 }
 
-async fn balance(test: &TestApp) -> i64 {
+pub(crate) async fn balance(test: &TestApp) -> i64 {
     let (status, credits) = test.call(Method::GET, "/credits", None).await;
     assert_eq!(status, StatusCode::OK, "{credits}");
     credits["balance"].as_i64().unwrap()
@@ -77,7 +77,7 @@ async fn balance(test: &TestApp) -> i64 {
 
 /// The ledger's entries chain and sum to the balance: each `balance_after` is the one
 /// before plus its amount, newest first in the order written.
-async fn assert_ledger_adds_up(test: &TestApp) -> Vec<Value> {
+pub(crate) async fn assert_ledger_adds_up(test: &TestApp) -> Vec<Value> {
     let entries = ledger(test).await;
     let mut oldest_first = entries.clone();
     oldest_first.reverse();
@@ -91,7 +91,7 @@ async fn assert_ledger_adds_up(test: &TestApp) -> Vec<Value> {
     entries
 }
 
-fn reasons<'a>(entries: &'a [Value], reason: &str) -> Vec<&'a Value> {
+pub(crate) fn reasons<'a>(entries: &'a [Value], reason: &str) -> Vec<&'a Value> {
     entries.iter().filter(|entry| entry["reason"] == reason).collect()
 }
 

@@ -7,6 +7,7 @@ mod assets;
 mod auth;
 mod avatars;
 mod bulk_faults;
+mod charges;
 mod concurrency;
 mod crashes;
 mod credits;

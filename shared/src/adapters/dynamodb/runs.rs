@@ -19,8 +19,10 @@ use super::table::{
 use super::{keys, AttributeValue, DynamoDb};
 use crate::domain::credits::AccountWrite;
 use crate::domain::identity::OrganizationId;
+use crate::domain::runs::events::MAX_EVENTS_PER_CHANGE;
 use crate::domain::runs::ports::RunQuery;
-use crate::domain::runs::ports::{read_run_document, RunRepo, RunningPage};
+use crate::domain::runs::ports::{read_run_document, RunRepo, RunningPage, MAX_RUN_BYTES};
+use crate::domain::runs::service::MAX_CREDIT_MOVES;
 use crate::domain::runs::stored::{self, Encoded, Stored};
 use crate::domain::runs::{MediaId, MediaKind, MediaRecord, Run, RunId, RunStatus};
 use crate::domain::webhooks::WebhookDelivery;
@@ -34,6 +36,15 @@ const RECORDS_FORM: u64 = 2;
 const TORN_READS: usize = 5;
 /// Items one transaction may write.
 pub(super) const TRANSACTION_ITEMS: usize = 100;
+
+// Every change of a run fits one transaction by construction, never by a check that fails
+// at run time: the head, every chunk, the plan's parts (a start), the webhook deliveries
+// of a change's events, the account, the entries of its credit movements (one per task
+// movement, or a bounded batch of refunds) and a start's claim.
+const _: () = assert!(
+    1 + stored::MAX_CHUNKS + MAX_RUN_BYTES.div_ceil(PART_BYTES) + MAX_EVENTS_PER_CHANGE + 1 + MAX_CREDIT_MOVES + 1
+        <= TRANSACTION_ITEMS
+);
 /// Items read per list page when filters may drop many of them.
 const FILTERED_PAGE_ITEMS: i32 = 200;
 
@@ -62,7 +73,9 @@ fn head_item(run: &Run, encoded: &Encoded, token: &str) -> Item {
     if let Some(trigger) = run.trigger_id() {
         head.insert("trigger_id".to_owned(), s(trigger.to_string()));
     }
-    if run.status == crate::domain::runs::RunStatus::Running {
+    // A run owing refunds (a cancel's, paid in batches) is swept like a running one
+    // until they are paid.
+    if run.status == crate::domain::runs::RunStatus::Running || run.refunds_owed > 0 {
         head.extend(keys::sweep_running(run.id));
     }
     head

@@ -80,6 +80,8 @@ struct Row {
     version: i64,
     /// The trigger that started it (`triggered_by.trigger_id`), for its trigger's list.
     trigger: Option<String>,
+    /// Tasks owing a refund: a run with some is swept like a running one.
+    refunds_owed: i64,
 }
 
 impl Row {
@@ -92,6 +94,7 @@ impl Row {
             started_at: run.started_at.to_string(),
             version: run.version as i64,
             trigger: run.trigger_id().map(|id| id.to_string()),
+            refunds_owed: run.refunds_owed as i64,
         }
     }
 }
@@ -270,7 +273,8 @@ impl RunRepo for Sqlite {
                 }
                 let changed = transaction
                     .prepare_cached(
-                        "UPDATE runs SET status = ?3, version = ?4, document = ?5, plan = coalesce(?6, plan)
+                        "UPDATE runs SET status = ?3, version = ?4, document = ?5, plan = coalesce(?6, plan),
+                         refunds_owed = ?8
                      WHERE organization_id = ?1 AND id = ?2 AND version = ?7",
                     )
                     .db("updating a run")?
@@ -281,7 +285,8 @@ impl RunRepo for Sqlite {
                         row.version,
                         std::str::from_utf8(&encoded.head)?,
                         encoded.plan.as_deref().map(std::str::from_utf8).transpose()?,
-                        row.version - 1
+                        row.version - 1,
+                        row.refunds_owed,
                     ])
                     .db("updating a run")?;
                 if changed == 0 {
@@ -351,7 +356,7 @@ impl RunRepo for Sqlite {
                 let mut statement = connection
                     .prepare_cached(
                         "SELECT organization_id, id FROM runs
-                         WHERE status = 'running' AND (organization_id, id) > (?1, ?2)
+                         WHERE (status = 'running' OR refunds_owed > 0) AND (organization_id, id) > (?1, ?2)
                          ORDER BY organization_id, id LIMIT ?3",
                     )
                     .db("listing running runs")?;

@@ -276,6 +276,10 @@ pub const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX social_posts_by_connection ON social_post_destinations (organization_id, connection_id, post_id);
     CREATE INDEX social_posts_by_platform ON social_post_destinations (organization_id, platform, post_id);",
+    // 12: refunds a cancel or a sweep owes, paid in batches: a run owing some is swept
+    // like a running one until they are paid.
+    "ALTER TABLE runs ADD COLUMN refunds_owed INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX runs_to_sweep ON runs (organization_id, id) WHERE status = 'running' OR refunds_owed > 0;",
 ];
 
 /// Refuses a file that is not a readable SQLite database or fails SQLite's own check.

@@ -1555,8 +1555,24 @@ pub struct LedgerEntry {
     pub reason: LedgerReason,
     #[schema(required = true)]
     pub run_id: Option<Uuid>,
+    /// For a task's movement, its chain's first node that moved.
     #[schema(required = true)]
     pub agent_node_id: Option<Uuid>,
+    /// For a task's movement: the task of the run (its place in the run's tasks).
+    #[schema(required = true)]
+    pub task: Option<u64>,
+    /// For a task's movement: each node's part of `amount` (a chain of edits done in one
+    /// pass is one entry); empty otherwise.
+    pub lines: Vec<LedgerLine>,
+}
+
+/// One node's part of a task's movement of credits.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerLine {
+    pub agent_node_id: Uuid,
+    /// Negative when spent.
+    pub amount: i64,
 }
 
 /// `GET /credits/ledger`: newest first.

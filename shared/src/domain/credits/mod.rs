@@ -63,10 +63,22 @@ pub struct LedgerEntry {
     /// The task of the run, for task movements.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<usize>,
+    /// A task's movement is one entry whatever its chain (so a change of a run writes a
+    /// bounded number of items): each priced node's part of `amount`, in chain order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<LedgerLine>,
     /// Where in the ledger it is: the account's sequence number of the write, and its
     /// place in that write (the list's order, newest first by these).
     pub seq: u64,
     pub position: u32,
+}
+
+/// One node's part of a task's movement.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerLine {
+    pub agent_node_id: AgentNodeId,
+    /// Negative when spent.
+    pub amount: i64,
 }
 
 /// Auto top-up settings.
@@ -163,6 +175,8 @@ pub struct CreditMove {
     pub agent_node_id: Option<AgentNodeId>,
     pub task: Option<usize>,
     pub cover: Cover,
+    /// Each node's part of a task's movement (their sum is `amount`); empty otherwise.
+    pub lines: Vec<LedgerLine>,
 }
 
 /// A change of an account to write: its new state and the entries it adds, conditional
@@ -208,6 +222,10 @@ impl AccountWrite {
         if amount == 0 && movement.reason != Reason::OpeningBalance {
             return;
         }
+        let lines = match amount == movement.amount {
+            true => movement.lines.clone(),
+            false => capped_lines(&movement.lines, amount),
+        };
         account.balance += amount;
         if matches!(movement.reason, Reason::TaskCharge | Reason::TaskSettlement | Reason::Refund) {
             account.usage = (account.usage - amount).max(0);
@@ -222,6 +240,7 @@ impl AccountWrite {
             run_id: movement.run_id,
             agent_node_id: movement.agent_node_id,
             task: movement.task,
+            lines,
             seq: account.seq,
             position,
         });
@@ -229,10 +248,35 @@ impl AccountWrite {
 
     /// Grants `amount` credits for `reason` (no run).
     pub fn grant(&mut self, amount: i64, reason: Reason, now: Timestamp) {
-        let movement =
-            CreditMove { amount, reason, run_id: None, agent_node_id: None, task: None, cover: Cover::Required };
+        let movement = CreditMove {
+            amount,
+            reason,
+            run_id: None,
+            agent_node_id: None,
+            task: None,
+            cover: Cover::Required,
+            lines: Vec::new(),
+        };
         self.apply(&movement, now);
     }
+}
+
+/// `lines` of a movement taken only up to the balance, as `amount` (above their sum):
+/// what is taken less comes off the nodes that take, in chain order.
+fn capped_lines(lines: &[LedgerLine], amount: i64) -> Vec<LedgerLine> {
+    let mut spare = amount - lines.iter().map(|line| line.amount).sum::<i64>();
+    lines
+        .iter()
+        .map(|line| {
+            let less = match line.amount < 0 {
+                true => spare.min(-line.amount),
+                false => 0,
+            };
+            spare -= less;
+            LedgerLine { agent_node_id: line.agent_node_id, amount: line.amount + less }
+        })
+        .filter(|line| line.amount != 0)
+        .collect()
 }
 
 /// Where accounts and their ledgers are stored.

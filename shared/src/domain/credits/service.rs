@@ -301,6 +301,8 @@ pub fn ledger_view(page: &LedgerPage) -> Value {
                 "reason": entry.reason,
                 "run_id": entry.run_id,
                 "agent_node_id": entry.agent_node_id,
+                "task": entry.task,
+                "lines": entry.lines,
             })
         })
         .collect();
@@ -699,18 +701,28 @@ mod tests {
     #[test]
     fn settlements_never_take_the_balance_below_zero() {
         let mut write = Account::opened(OrganizationId::new_v4(), PlanId::Free, 3, Timestamp::now()).write();
+        let (first, second) =
+            (crate::domain::graph::AgentNodeId::new_v4(), crate::domain::graph::AgentNodeId::new_v4());
         let movement = super::super::CreditMove {
             amount: -5,
             reason: Reason::TaskSettlement,
             run_id: None,
-            agent_node_id: None,
+            agent_node_id: Some(first),
             task: Some(1),
             cover: super::super::Cover::UpToBalance,
+            lines: vec![
+                super::super::LedgerLine { agent_node_id: first, amount: -2 },
+                super::super::LedgerLine { agent_node_id: second, amount: -3 },
+            ],
         };
         write.apply(&movement, Timestamp::now());
         assert_eq!(write.account.balance, 0);
         assert_eq!(write.entries[0].amount, -3);
         assert_eq!(write.account.usage, 3);
+        // The lines still add up to what was taken: what was not comes off the chain's first.
+        let lines: Vec<(crate::domain::graph::AgentNodeId, i64)> =
+            write.entries[0].lines.iter().map(|line| (line.agent_node_id, line.amount)).collect();
+        assert_eq!(lines, [(second, -3)]);
     }
 
     #[test]
@@ -724,6 +736,7 @@ mod tests {
             run_id: None,
             agent_node_id: None,
             task: None,
+            lines: Vec::new(),
             seq: 42,
             position: 3,
         };

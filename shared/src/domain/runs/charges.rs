@@ -5,7 +5,7 @@
 //! for a reason of ours. A task the balance does not cover is blocked for credits.
 
 use super::{CreditBlock, NodeIndex, Run, RunStatus, TaskIndex, TaskSource, TaskStatus};
-use crate::domain::credits::{Cover, CreditMove, Reason};
+use crate::domain::credits::{Cover, CreditMove, LedgerLine, Reason};
 use crate::domain::media::MediaType;
 use crate::domain::nodes::{Generation, ItemFlow};
 use crate::domain::time::Timestamp;
@@ -18,6 +18,16 @@ pub enum Prices {
     Catalog,
     /// Nothing (a deployment that charges nothing; the benchmarks' floor).
     Free,
+}
+
+/// Most refunds one change gives back ([`Run::pay_refunds`]): with the head, the chunks
+/// of their tasks, the account and their entries, a batch is a fraction of a DynamoDB
+/// transaction (see [`super::service::MAX_CREDIT_MOVES`]).
+pub const REFUND_BATCH: usize = 16;
+
+/// A price as a count of credits that a movement may carry.
+fn credits(price: u64) -> i64 {
+    i64::try_from(price).unwrap_or(i64::MAX)
 }
 
 /// Words a talking avatar says per second, to reserve its price from its script.
@@ -82,18 +92,33 @@ impl Run {
         }
     }
 
-    /// A movement of task `index`'s node at `position` of its chain.
-    fn task_move(&self, index: TaskIndex, position: usize, amount: i64, reason: Reason, cover: Cover) -> CreditMove {
-        let node = self.tasks[index].nodes.get(position).map(|node| self.nodes[*node].agent_node_id);
-        CreditMove { amount, reason, run_id: Some(self.id), agent_node_id: node, task: Some(index.0), cover }
+    /// One movement of task `index`: `amounts` per node of its chain, as one ledger
+    /// entry with a line per node that moves (None when none does).
+    fn task_move(&self, index: TaskIndex, amounts: &[i64], reason: Reason, cover: Cover) -> Option<CreditMove> {
+        let chain = &self.tasks[index].nodes;
+        let lines: Vec<LedgerLine> = amounts
+            .iter()
+            .zip(chain)
+            .filter(|(amount, _)| **amount != 0)
+            .map(|(amount, node)| LedgerLine { agent_node_id: self.nodes[*node].agent_node_id, amount: *amount })
+            .collect();
+        let amount: i64 = lines.iter().map(|line| line.amount).sum();
+        (amount != 0).then(|| CreditMove {
+            amount,
+            reason,
+            run_id: Some(self.id),
+            agent_node_id: lines.first().map(|line| line.agent_node_id),
+            task: Some(index.0),
+            cover,
+            lines,
+        })
     }
 
     /// Takes `prices` (per node of the chain; the balance was seen to cover them) for
-    /// task `index`'s attempt.
+    /// task `index`'s attempt: one movement, whatever the chain's length.
     pub fn charge(&mut self, index: TaskIndex, prices: Vec<u64>) {
-        for (position, price) in prices.iter().enumerate().filter(|(_, price)| **price > 0) {
-            let amount = -i64::try_from(*price).unwrap_or(i64::MAX);
-            let movement = self.task_move(index, position, amount, Reason::TaskCharge, Cover::Required);
+        let amounts: Vec<i64> = prices.iter().map(|price| -credits(*price)).collect();
+        if let Some(movement) = self.task_move(index, &amounts, Reason::TaskCharge, Cover::Required) {
             self.credit_moves.push(movement);
         }
         let was_blocked = self.tasks[index].credits.take().is_some();
@@ -104,28 +129,70 @@ impl Run {
     }
 
     /// Settles task `index`'s reserve on the prices of its real output: the difference
-    /// is taken (up to the balance) or given back.
+    /// is taken (up to the balance) or given back, in one movement.
     pub fn settle_charge(&mut self, index: TaskIndex, real: &[u64]) {
         let Some(reserved) = self.tasks[index].charged.clone() else { return };
-        for (position, (reserved, real)) in reserved.iter().zip(real).enumerate() {
-            let difference = i64::try_from(*reserved).unwrap_or(i64::MAX) - i64::try_from(*real).unwrap_or(i64::MAX);
-            if difference != 0 {
-                let movement = self.task_move(index, position, difference, Reason::TaskSettlement, Cover::UpToBalance);
-                self.credit_moves.push(movement);
-            }
+        let differences: Vec<i64> =
+            reserved.iter().zip(real).map(|(reserved, real)| credits(*reserved) - credits(*real)).collect();
+        if let Some(movement) = self.task_move(index, &differences, Reason::TaskSettlement, Cover::UpToBalance) {
+            self.credit_moves.push(movement);
         }
         self.tasks[index].charged = Some(real.to_vec());
     }
 
-    /// Gives back what task `index`'s attempt took (it failed for a reason of ours).
+    /// Gives back what task `index`'s attempt took (it failed for a reason of ours), in
+    /// this change: one movement.
     pub fn refund(&mut self, index: TaskIndex) {
-        let Some(charged) = self.tasks[index].charged.clone() else { return };
-        for (position, credits) in charged.iter().enumerate().filter(|(_, credits)| **credits > 0) {
-            let amount = i64::try_from(*credits).unwrap_or(i64::MAX);
-            let movement = self.task_move(index, position, amount, Reason::Refund, Cover::Required);
-            self.credit_moves.push(movement);
+        if let Some(charged) = self.take_charge(index) {
+            let amounts: Vec<i64> = charged.iter().map(|price| credits(*price)).collect();
+            if let Some(movement) = self.task_move(index, &amounts, Reason::Refund, Cover::Required) {
+                self.credit_moves.push(movement);
+            }
         }
+    }
+
+    /// Records that what task `index`'s attempt took is owed back, for a change that
+    /// gives back many tasks' credits at once (a cancel, a sweep): the refunds are then
+    /// written by [`Run::pay_refunds`] in batches of at most [`REFUND_BATCH`], each in a
+    /// change of its own, so that no change writes more than a transaction holds. The
+    /// debt is part of the task's stored state: a crash between batches leaves it for
+    /// the next payer (the sweep finds a run that owes refunds).
+    pub fn owe_refund(&mut self, index: TaskIndex) {
+        let Some(charged) = self.take_charge(index) else { return };
+        let task = &mut self.tasks[index];
+        let owed = match task.refund_owed.take() {
+            // A debt of an earlier attempt not paid yet (the same chain): this adds to it.
+            Some(earlier) => earlier.iter().zip(&charged).map(|(earlier, now)| earlier.saturating_add(*now)).collect(),
+            None => {
+                self.refunds_owed += 1;
+                charged
+            }
+        };
+        self.tasks[index].refund_owed = Some(owed);
+    }
+
+    /// What task `index`'s attempt took (None when nothing), marked given back.
+    fn take_charge(&mut self, index: TaskIndex) -> Option<Vec<u64>> {
+        let charged = self.tasks[index].charged.clone()?;
         self.tasks[index].charged = Some(vec![0; charged.len()]);
+        charged.iter().any(|credits| *credits > 0).then_some(charged)
+    }
+
+    /// Pays at most `limit` (at most [`REFUND_BATCH`]) of the refunds the run owes, in
+    /// task order, as movements of this change; returns how many it paid.
+    pub fn pay_refunds(&mut self, limit: usize) -> usize {
+        let limit = limit.min(REFUND_BATCH);
+        let owing: Vec<TaskIndex> =
+            self.task_indexes().filter(|index| self.tasks[*index].refund_owed.is_some()).take(limit).collect();
+        for index in &owing {
+            let Some(owed) = self.tasks[*index].refund_owed.take() else { continue };
+            let amounts: Vec<i64> = owed.iter().map(|price| credits(*price)).collect();
+            if let Some(movement) = self.task_move(*index, &amounts, Reason::Refund, Cover::Required) {
+                self.credit_moves.push(movement);
+            }
+            self.refunds_owed = self.refunds_owed.saturating_sub(1);
+        }
+        owing.len()
     }
 
     /// Blocks the claimed attempt `attempt` of task `index` for credits: its `price` is
@@ -192,7 +259,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::domain::nodes::{DESTINATION, SPEED, VIDEO_INPUT};
+    use crate::domain::nodes::{NodeTypeId, DESTINATION, SPEED, VIDEO_INPUT};
     use crate::domain::runs::engine::tests::run_of;
     use crate::domain::runs::engine::Claim;
     use crate::domain::runs::{Fault, MediaFile};
@@ -257,13 +324,77 @@ mod tests {
     }
 
     #[test]
-    fn a_cancel_gives_back_what_undelivered_attempts_took() {
+    fn a_cancel_owes_what_undelivered_attempts_took_and_a_batch_pays_it_once() {
         let (mut run, speed) = claimed_speed();
         run.cancel(Timestamp::now()).unwrap();
-        assert_eq!(run.credit_moves.len(), 1);
-        assert_eq!((run.credit_moves[0].amount, run.credit_moves[0].reason), (3, Reason::Refund));
+        assert!(run.credit_moves.is_empty(), "a cancel writes no movement: it owes them");
+        assert_eq!((run.refunds_owed, run.tasks[speed].refund_owed.clone()), (1, Some(vec![3, 0])));
         assert_eq!(run.tasks[speed].charged, Some(vec![0, 0]));
         assert!(!run.needs_credits);
+        assert_eq!(run.pay_refunds(REFUND_BATCH), 1);
+        assert_eq!(run.credit_moves.len(), 1);
+        assert_eq!((run.credit_moves[0].amount, run.credit_moves[0].reason), (3, Reason::Refund));
+        assert_eq!((run.refunds_owed, run.tasks[speed].refund_owed.clone()), (0, None));
+        assert_eq!(run.pay_refunds(REFUND_BATCH), 0, "paid once");
+    }
+
+    #[test]
+    fn a_chain_of_priced_edits_is_charged_in_one_movement_with_a_line_per_node() {
+        // Video Input → 196 Speed → Destination: one task whose chain has 197 nodes.
+        let mut graph: Vec<(NodeTypeId, Vec<usize>)> = vec![(VIDEO_INPUT, vec![])];
+        graph.extend((0..196).map(|at| (SPEED, vec![at])));
+        graph.push((DESTINATION, vec![196]));
+        let graph: Vec<(NodeTypeId, &[usize])> = graph.iter().map(|(kind, up)| (*kind, up.as_slice())).collect();
+        let mut run = run_of(&graph, 1);
+        let now = Timestamp::now();
+        assert_eq!(run.claim(TaskIndex(0), 0, now, Duration::from_secs(60)), Claim::Claimed);
+        let chain = run.complete(TaskIndex(0), 0, file(2_500), None, now).unwrap()[0];
+        assert_eq!(run.tasks[chain].nodes.len(), 197);
+        assert_eq!(run.claim(chain, 0, now, Duration::from_secs(60)), Claim::Claimed);
+        let prices = run.task_prices(chain, None, Prices::Catalog);
+        run.charge(chain, prices.clone());
+        assert_eq!(run.credit_moves.len(), 1, "one entry whatever the chain");
+        let movement = &run.credit_moves[0];
+        assert_eq!(movement.lines.len(), 196, "a line per priced node");
+        assert_eq!(movement.amount, -(prices.iter().sum::<u64>() as i64));
+        assert_eq!(movement.lines.iter().map(|line| line.amount).sum::<i64>(), movement.amount);
+        assert_eq!(movement.agent_node_id, Some(run.nodes[run.tasks[chain].nodes[0]].agent_node_id));
+    }
+
+    #[test]
+    fn a_cancel_of_a_wide_fan_out_is_refunded_in_batches_each_task_once() {
+        let mut run = run_of(&[(VIDEO_INPUT, &[]), (SPEED, &[0]), (DESTINATION, &[1])], 64);
+        let now = Timestamp::now();
+        let mut speeds = Vec::new();
+        for input in 0..64 {
+            assert_eq!(run.claim(TaskIndex(input), 0, now, Duration::from_secs(60)), Claim::Claimed);
+            speeds.extend(run.complete(TaskIndex(input), 0, file(2_500), None, now).unwrap());
+        }
+        assert_eq!(speeds.len(), 64);
+        for speed in &speeds {
+            assert_eq!(run.claim(*speed, 0, now, Duration::from_secs(60)), Claim::Claimed);
+            let prices = run.task_prices(*speed, None, Prices::Catalog);
+            run.charge(*speed, prices);
+        }
+        run.credit_moves.clear();
+        let cancelled = run.cancel(now).unwrap();
+        assert_eq!(cancelled.tasks_cancelled, 64);
+        assert!(run.credit_moves.is_empty());
+        assert_eq!(run.refunds_owed, 64);
+        let mut refunded = std::collections::BTreeMap::new();
+        let mut batches = 0;
+        while run.pay_refunds(usize::MAX) > 0 {
+            batches += 1;
+            assert!(run.credit_moves.len() <= REFUND_BATCH, "a batch is bounded");
+            for movement in run.credit_moves.drain(..) {
+                assert_eq!((movement.reason, movement.amount), (Reason::Refund, 3));
+                *refunded.entry(movement.task.unwrap()).or_insert(0) += 1;
+            }
+        }
+        assert_eq!(batches, 64 / REFUND_BATCH);
+        assert_eq!(refunded.len(), 64);
+        assert!(refunded.values().all(|times| *times == 1), "each task refunded once");
+        assert_eq!(run.refunds_owed, 0);
     }
 
     #[test]

@@ -433,7 +433,8 @@ impl Run {
                         "the task's worker stopped and the task was not run again; resume the run to try again".into(),
                     );
                     task.lease_until = None;
-                    self.refund(index);
+                    // Owed, not given back here: a sweep may fail many tasks at once.
+                    self.owe_refund(index);
                     swept.failed += 1;
                 }
                 _ => {}
@@ -469,9 +470,9 @@ impl Run {
             if !status.is_final() {
                 self.set_status(index, TaskStatus::Cancelled);
                 self.tasks[index].lease_until = None;
-                // Nothing was delivered: what its attempt took comes back (a resume
-                // charges the next attempt).
-                self.refund(index);
+                // Nothing was delivered: what its attempt took is owed back (a resume
+                // charges the next attempt), paid in batches after this change.
+                self.owe_refund(index);
             }
         }
         self.refresh_needs_credits();
@@ -621,6 +622,7 @@ pub(super) mod tests {
             outputs: Default::default(),
             assets: Default::default(),
             webhook_sequence: 0,
+            refunds_owed: 0,
             counts: Default::default(),
             dependents: Default::default(),
             credit_moves: Vec::new(),

@@ -37,7 +37,8 @@ impl Notifier {
         self.events(None, run, now)
     }
 
-    /// The events of a change from `before` to `run`: `RUN_STARTED` when it (re)started,
+    /// The events of a change from `before` to `run` (at most [`MAX_EVENTS_PER_CHANGE`]):
+    /// `RUN_STARTED` when it (re)started,
     /// `RUN_PROGRESS` with every node whose status changed, `RUN_FINISHED` when it ended;
     /// none when the run has no `callback_url`. Each takes the run's next sequence number
     /// (the run is changed: store it with the deliveries, in one write).
@@ -100,6 +101,9 @@ impl Notifier {
         }
     }
 }
+
+/// Most events one change of a run records: started, progress and finished.
+pub const MAX_EVENTS_PER_CHANGE: usize = 3;
 
 /// Largest webhook body: with the run's own state, a change's deliveries stay inside a
 /// DynamoDB transaction (4 MB) and each inside an item (400 KB).

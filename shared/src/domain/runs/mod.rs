@@ -437,6 +437,10 @@ pub struct Task {
     /// Blocked because the balance did not cover its price.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credits: Option<CreditBlock>,
+    /// Credits an ended attempt took that are owed back, per node of the chain, until a
+    /// batch of refunds pays them ([`Run::pay_refunds`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refund_owed: Option<Vec<u64>>,
 }
 
 /// A task blocked for credits: its price, the balance it met, and until when it waits
@@ -516,6 +520,10 @@ pub struct Run {
     /// Events recorded for `callback_url` so far: the last event's `sequence`.
     #[serde(default)]
     pub webhook_sequence: u64,
+    /// How many tasks owe a refund ([`Task::refund_owed`]): while any does, the run stays
+    /// where the sweep looks, so that a payer that stopped between batches is followed.
+    #[serde(default)]
+    pub refunds_owed: usize,
     /// Its tasks by status, over the run and per node: counted when the run is read or
     /// planned ([`Run::recount`]) and moved by every status change ([`Run::set_status`]),
     /// so that the run's end and its nodes' statuses never walk its tasks.

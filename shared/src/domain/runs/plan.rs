@@ -190,6 +190,7 @@ pub fn plan_tasks(
         queued_at: None,
         charged: None,
         credits: None,
+        refund_owed: None,
     };
     // What each task's result holds.
     let mut media: Vec<MediaType> = Vec::new();

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::bind::{check_target, Binder};
+use super::charges::REFUND_BATCH;
 use super::engine::{Cancelled, Resumed, WrongStatus};
 use super::events::{Before, Notifier};
 use super::plan::{plan_tasks, runtime_graph};
@@ -294,6 +295,7 @@ async fn prepare(
         outputs: Default::default(),
         assets: Default::default(),
         webhook_sequence: 0,
+        refunds_owed: 0,
         counts: Default::default(),
         dependents: Default::default(),
         credit_moves: Vec::new(),
@@ -418,6 +420,9 @@ pub async fn change_run<T>(
             None => Vec::new(),
         };
         let moves = std::mem::take(&mut run.credit_moves);
+        // One movement per change, or a batch of refunds: never more than a
+        // transaction's share ([`MAX_CREDIT_MOVES`]).
+        debug_assert!(moves.len() <= MAX_CREDIT_MOVES, "run {id}: a change of {} credit movements", moves.len());
         let account_write = match moves.is_empty() {
             true => None,
             false => {
@@ -441,17 +446,61 @@ pub async fn change_run<T>(
     }
 }
 
-/// `POST /agent_run/{id}/cancel`.
+/// Most credit movements one change of a run writes: a claim's charge, a result's
+/// settlement and a failure's refund are one movement each (one ledger entry carrying
+/// its nodes' lines, whatever the chain), and refunds of many tasks (a cancel, a sweep)
+/// are owed and paid in batches of [`REFUND_BATCH`]. So a change's items are bounded by
+/// construction: the head, at most [`super::stored::MAX_CHUNKS`] chunks, its webhook
+/// deliveries (at most three events), the account and these entries.
+pub const MAX_CREDIT_MOVES: usize = REFUND_BATCH;
+
+/// `POST /agent_run/{id}/cancel`: the run is cancelled in one change; what its tasks'
+/// attempts took is then given back in batches (what a failure leaves owed, the sweep
+/// pays).
 pub async fn cancel_run(ports: &RunPorts<'_>, organization: OrganizationId, id: RunId) -> Result<Cancelled, RunError> {
     let now = ports.clock.now();
-    let (_, cancelled) = change_run(ports.runs, ports.notifier, organization, id, &RUN_UPDATE_CONFLICTS, |run, _| {
+    let (run, cancelled) = change_run(ports.runs, ports.notifier, organization, id, &RUN_UPDATE_CONFLICTS, |run, _| {
         Ok(match run.status {
             RunStatus::Cancelled => Change::Keep(Cancelled { tasks_cancelled: 0, nodes_reset: 0 }),
             _ => Change::Store(run.cancel(now)?, Vec::new()),
         })
     })
     .await?;
+    if let Some(run) = run.filter(|run| run.refunds_owed > 0) {
+        if let Err(error) = pay_owed_refunds(ports.runs, ports.notifier, organization, id, run.refunds_owed).await {
+            tracing::warn!(run_id = %id, error = %error, "a cancel's refunds are left owed for the sweep");
+        }
+    }
     Ok(cancelled)
+}
+
+/// Gives back the refunds run `id` owes (about `owed` tasks' worth), in changes of at most
+/// [`REFUND_BATCH`] each. Each batch marks its tasks paid in the same atomic write as
+/// their ledger entries, so a stop between batches loses and repeats nothing: the next
+/// payer goes on from what is stored. Bounded by the batches `owed` needs, and a few
+/// more for debts added meanwhile. Returns how many were paid.
+pub async fn pay_owed_refunds(
+    runs: &dyn RunRepo,
+    notifier: &Notifier,
+    organization: OrganizationId,
+    id: RunId,
+    owed: usize,
+) -> Result<usize, RunError> {
+    let mut paid = 0;
+    for _ in 0..owed.div_ceil(REFUND_BATCH) + 2 {
+        let (_, count) = change_run(runs, notifier, organization, id, &RUN_UPDATE_CONFLICTS, |run, _| {
+            Ok(match run.refunds_owed {
+                0 => Change::Keep(0),
+                _ => Change::Store(run.pay_refunds(REFUND_BATCH), Vec::new()),
+            })
+        })
+        .await?;
+        if count == 0 {
+            break;
+        }
+        paid += count;
+    }
+    Ok(paid)
 }
 
 /// `POST /agent_run/{id}/resume`.

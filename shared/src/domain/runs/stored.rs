@@ -95,6 +95,9 @@ struct Head {
     resumes: Vec<Resume>,
     version: u64,
     webhook_sequence: u64,
+    /// Tasks whose refunds are owed ([`Run::owe_refund`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    refunds_owed: usize,
     /// Each bound input's clipped input and thumbnail, in input order.
     clipped: Vec<Option<MediaLinkIds>>,
     /// How many output records the run has (records beyond are not its yet).
@@ -121,6 +124,12 @@ struct TaskState {
     charged: Option<Vec<u64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     credits: Option<super::CreditBlock>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    refund_owed: Option<Vec<u64>>,
+}
+
+fn is_zero(count: &usize) -> bool {
+    *count == 0
 }
 
 impl TaskState {
@@ -138,6 +147,7 @@ impl TaskState {
             queued_at: task.queued_at,
             charged: task.charged.clone(),
             credits: task.credits.clone(),
+            refund_owed: task.refund_owed.clone(),
         }
     }
 
@@ -155,6 +165,7 @@ impl TaskState {
         task.queued_at = self.queued_at;
         task.charged = self.charged;
         task.credits = self.credits;
+        task.refund_owed = self.refund_owed;
     }
 
     fn into_task(self, planned: PlannedTask) -> Task {
@@ -173,6 +184,7 @@ impl TaskState {
             queued_at: self.queued_at,
             charged: self.charged,
             credits: self.credits,
+            refund_owed: self.refund_owed,
         }
     }
 }
@@ -291,6 +303,7 @@ pub fn encode(before: Option<&Stored>, run: &Run) -> anyhow::Result<Encoded> {
         resumes: run.resumes.clone(),
         version: run.version,
         webhook_sequence: run.webhook_sequence,
+        refunds_owed: run.refunds_owed,
         clipped: run.inputs.iter().map(|input| input.clipped).collect(),
         outputs: run.outputs.len(),
         sizes: sizes.clone(),
@@ -382,6 +395,7 @@ pub fn decode(
         outputs,
         assets: plan.assets,
         webhook_sequence: head.webhook_sequence,
+        refunds_owed: head.refunds_owed,
         counts: Default::default(),
         dependents: Default::default(),
         credit_moves: Vec::new(),
@@ -432,6 +446,7 @@ pub fn refresh(
     (run.status, run.status_message, run.needs_credits) = (head.status, head.status_message, head.needs_credits);
     (run.updated_at, run.finished_at, run.agent_state_id) = (head.updated_at, head.finished_at, head.agent_state_id);
     (run.resumes, run.version, run.webhook_sequence) = (head.resumes, head.version, head.webhook_sequence);
+    run.refunds_owed = head.refunds_owed;
     run.recount();
     Ok(Stored { run, sizes: Some(head.sizes) })
 }

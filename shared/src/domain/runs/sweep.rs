@@ -7,14 +7,16 @@
 //!   or worker stopped between its write and its sends); the task is stamped, so a
 //!   backlog costs one copy per period, and a copy is refused by the claim;
 //! - a task whose claim ran out more than [`SweepSettings::lost_claim_after`] ago is
-//!   failed: its worker stopped and no message of it is left to run it again.
+//!   failed: its worker stopped and no message of it is left to run it again;
+//! - refunds a run owes (a cancel's or a sweep's, paid in batches) are paid: a payer that
+//!   stopped between batches is followed (a run owing any is among those swept).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::events::Notifier;
 use super::ports::{RunRepo, TaskMessage};
-use super::service::{change_run, send_tasks, Change, RunError};
+use super::service::{change_run, pay_owed_refunds, send_tasks, Change, RunError};
 use crate::core::queue::Queue;
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
 use crate::domain::time::{Clock, Timestamp};
@@ -51,6 +53,8 @@ pub struct SweepReport {
     pub tasks_resent: usize,
     pub tasks_failed: usize,
     pub deliveries_resent: usize,
+    /// Tasks whose owed refunds the sweep paid.
+    pub refunds_paid: usize,
 }
 
 /// What a sweep needs.
@@ -91,13 +95,23 @@ impl Sweeper {
                     |run, _| {
                         let swept = run.sweep(now, queued_before, claim_before);
                         Ok(match swept.resend.is_empty() && swept.failed == 0 {
-                            true => Change::Keep(swept),
-                            false => Change::Store(swept, Vec::new()),
+                            true => Change::Keep((swept, run.refunds_owed)),
+                            false => Change::Store((swept, run.refunds_owed), Vec::new()),
                         })
                     },
                 )
                 .await;
-                match changed {
+                if let Ok((_, (_, owed))) = &changed {
+                    if *owed > 0 {
+                        let paid =
+                            pay_owed_refunds(self.runs.as_ref(), &self.notifier, organization, run_id, *owed).await;
+                        match paid {
+                            Ok(paid) => report.refunds_paid += paid,
+                            Err(error) => tracing::warn!(%run_id, error = %error, "sweep: refunds are left owed"),
+                        }
+                    }
+                }
+                match changed.map(|(run, (swept, _))| (run, swept)) {
                     Ok((Some(run), swept)) => {
                         if swept.failed > 0 {
                             tracing::warn!(%run_id, tasks = swept.failed, "sweep: failed tasks whose worker stopped long ago");
@@ -118,7 +132,7 @@ impl Sweeper {
                 _ => break,
             }
         }
-        if report.tasks_resent + report.tasks_failed + report.deliveries_resent > 0 {
+        if report.tasks_resent + report.tasks_failed + report.deliveries_resent + report.refunds_paid > 0 {
             tracing::info!(?report, "sweep");
         }
         Ok(report)
