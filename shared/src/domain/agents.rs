@@ -570,6 +570,16 @@ mod tests {
         let whole_second = decode_cursor("2026-05-28T20:26:40Z").unwrap();
         assert!(whole_second < AgentId::v7_bound(at - 123, false) && whole_second > AgentId::v7_bound(at - 124, true));
         assert_eq!(decode_cursor("1969-12-31T23:59:59Z"), Some(AgentId::from_uuid(uuid::Uuid::nil())));
+        // Whatever RFC 3339 allows a client to write is a position.
+        for text in [
+            "2026-01-01t00:00:00z",
+            "2026-06-30T23:59:60Z",
+            "0000-01-01T00:00:00Z",
+            "2026-01-01T00:00:00-00:00",
+            "9999-12-31T23:59:59.99999999999999999999999999999999999+14:00",
+        ] {
+            assert!(decode_cursor(text).is_some(), "{text}");
+        }
         for bad in ["not a cursor", "2026-05-28", "2026-05-28T20:26:40.Z", "2026-13-01T00:00:00Z", ""] {
             assert_eq!(decode_cursor(bad), None, "{bad}");
         }
