@@ -369,3 +369,42 @@ impl Run {
         payload
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::domain::nodes::{DESTINATION, VIDEO_INPUT};
+    use crate::domain::runs::engine::tests::{end, run_of};
+    use crate::domain::runs::TaskIndex;
+
+    #[test]
+    fn an_output_recorded_before_placements_and_input_links_still_cites_with_every_field_typed() {
+        // A URL input used from 300 ms with no end, to a Destination; the stand-in tasks
+        // make 500 ms files and record no placements, as outputs stored before them.
+        let mut run = run_of(&[(VIDEO_INPUT, &[]), (DESTINATION, &[0])], 1);
+        run.inputs[0].clip_start_ms = Some(300);
+        end(&mut run, TaskIndex(0), true);
+        end(&mut run, TaskIndex(1), true);
+        run.inputs[0].clipped = None;
+        let output = run.outputs[0].clone();
+        assert!(output.placements.is_empty());
+        let cited = run.sources(&output);
+        assert_eq!(
+            cited,
+            [json!({
+                "provider": "url",
+                "source_kind": "video_url",
+                "media_type": "video",
+                "render_asset_id": output.id,
+                "query": "https://example.com/0.mp4",
+                "start_ms": 300,
+                "end_ms": 800,
+                "placement": "main",
+                "layout": "full_frame",
+                "licensed_asset_family": super::CUSTOMER_SUPPLIED,
+            })],
+            "the input's window ends at its copy's length; the output holds the medium"
+        );
+    }
+}
