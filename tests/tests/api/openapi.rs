@@ -212,6 +212,36 @@ fn the_document_describes_the_three_webhooks_and_triggered_by_field_by_field() {
     for broken in [untyped, finished_flag] {
         assert!(std::panic::catch_unwind(|| conforms_event(&broken)).is_err(), "{broken} passed");
     }
+    // An opaque agent cursor, or a citation without its typed fields, is refused too.
+    let page = |cursor: &str| json!({ "agents": [], "next_cursor": cursor });
+    conforms("list-agents", StatusCode::OK, &page("2026-11-26T12:00:00.1230000000000000000000000001Z"));
+    let opaque = page("YWdlbnRzOjAxOTA");
+    assert!(std::panic::catch_unwind(|| conforms("list-agents", StatusCode::OK, &opaque)).is_err());
+    let citation = json!({
+        "provider": "url", "source_kind": "video_url", "media_type": "video", "render_asset_id": "m",
+        "query": "https://example.com/a.mp4", "start_ms": 0, "end_ms": 2000, "placement": "main",
+        "layout": "full_frame", "licensed_asset_family": "customer_supplied",
+    });
+    let output = |source: Value| {
+        json!({ "id": "5f2d8c1e-3b7a-4c9d-8e6f-0a1b2c3d4e5f", "video_url": "u", "thumbnail_url": null,
+                "completed_at": "2026-11-26T12:00:00.000Z", "original_node_id": null,
+                "timeline_prproj_url": null, "sources": [source] })
+    };
+    let mut finished = started.clone();
+    finished["flag"] = json!("RUN_FINISHED");
+    finished["status_message"] = Value::Null;
+    finished["needs_credits"] = json!(false);
+    finished["errors"] = json!([]);
+    finished["outputs"] = json!([output(citation.clone())]);
+    finished["finished_at"] = json!("2026-11-26T12:00:01.000Z");
+    conforms_event(&finished);
+    for (field, value) in [("render_asset_id", Value::Null), ("end_ms", Value::Null), ("query", Value::Null)] {
+        let mut broken = finished.clone();
+        broken["outputs"][0]["sources"][0][field] = value;
+        assert!(std::panic::catch_unwind(|| conforms_event(&broken)).is_err(), "a null {field} passed");
+        broken["outputs"][0]["sources"][0].as_object_mut().unwrap().remove(field);
+        assert!(std::panic::catch_unwind(|| conforms_event(&broken)).is_err(), "a missing {field} passed");
+    }
 }
 
 /// `sources` of an output as a typed client reads them, and the output.
