@@ -11,7 +11,6 @@ use super::runs::service::BindPorts;
 use super::time::Timestamp;
 use super::triggers::{self, TriggerRepo, TriggerWrite};
 use super::workspaces::{self, WorkspaceError, WorkspaceId};
-use crate::core::cursor;
 use crate::core::retry::AGENT_UPDATE_CONFLICTS;
 use crate::domain::identity::IdentityRepo;
 use crate::domain::time::Clock;
@@ -228,7 +227,8 @@ pub struct UpdateResult {
 #[derive(Clone, Debug, PartialEq)]
 pub struct AgentQuery {
     pub limit: usize,
-    /// List agents created before this one (the previous page's last).
+    /// List agents whose IDs sort before this position: the previous page's last agent,
+    /// or the first ID of the instant a caller wrote (see [`decode_cursor`]).
     pub after: Option<AgentId>,
     pub workspace_id: Option<WorkspaceId>,
     /// Lower-cased substring the name must contain, matched literally.
@@ -251,8 +251,13 @@ impl AgentQuery {
                 _ => return Err(invalid(format!("limit must be an integer from 1 to {MAX_LIST_LIMIT}"))),
             },
         };
-        let after =
-            cursor.map(|cursor| decode_cursor(cursor).ok_or_else(|| invalid("cursor is malformed"))).transpose()?;
+        let after = cursor
+            .map(|cursor| {
+                decode_cursor(cursor).ok_or_else(|| {
+                    invalid("cursor must be an RFC 3339 date-time, e.g. 2026-01-31T12:00:00Z or a next_cursor")
+                })
+            })
+            .transpose()?;
         let workspace_id = workspace_id
             .map(|text| WorkspaceId::parse(text).ok_or_else(|| invalid("workspace_id must be a UUID")))
             .transpose()?;
@@ -280,15 +285,54 @@ pub struct AgentPage {
     pub next_cursor: Option<String>,
 }
 
-/// The list name inside agent cursors.
-const CURSOR_LIST: &str = "agents";
+/// Digits after the millisecond in an agent cursor: the 80 bits of the agent's ID after
+/// its 48-bit creation time, in decimal (2^80 < 10^25), so that agents created in the
+/// same millisecond have distinct cursors, in their list order.
+const TIE_DIGITS: usize = 25;
 
+/// The cursor just past `last`: an RFC 3339 date-time, the agent's creation instant (its
+/// ID's millisecond) followed by [`TIE_DIGITS`] sub-millisecond digits taken from the
+/// rest of its ID. Unique per agent, the same every time, and ordered as the list is.
 fn encode_cursor(last: AgentId) -> String {
-    cursor::encode(CURSOR_LIST, &last.to_string())
+    let bytes = last.as_uuid().into_bytes();
+    let millis = bytes[..6].iter().fold(0u64, |value, byte| value << 8 | u64::from(*byte));
+    let tie = bytes[6..].iter().fold(0u128, |value, byte| value << 8 | u128::from(*byte));
+    let at = Timestamp::from_unix_millis(millis).as_datetime();
+    format!("{}.{:03}{tie:0width$}Z", at.format("%Y-%m-%dT%H:%M:%S"), millis % 1000, width = TIE_DIGITS)
 }
 
+/// The position a `cursor` names: agents listed after it have smaller IDs. Any RFC 3339
+/// date-time is a position: its millisecond and up to [`TIE_DIGITS`] further digits of
+/// its fraction (missing ones are zeros), so a date-time a caller writes lists the
+/// agents created before it, and a `next_cursor` lists those after its agent. None when
+/// the text is not a date-time.
 fn decode_cursor(text: &str) -> Option<AgentId> {
-    AgentId::parse(&cursor::decode(CURSOR_LIST, text)?)
+    // The fraction's digits apart: chrono keeps nanoseconds only.
+    let (whole, digits) = match text.find('.') {
+        Some(dot) => {
+            let count = text[dot + 1..].bytes().take_while(u8::is_ascii_digit).count();
+            if count == 0 {
+                return None;
+            }
+            (format!("{}{}", &text[..dot], &text[dot + 1 + count..]), &text[dot + 1..dot + 1 + count])
+        }
+        None => (text.to_owned(), ""),
+    };
+    let seconds = chrono::DateTime::parse_from_rfc3339(&whole).ok()?.timestamp();
+    let digit = |at: usize| u64::from(digits.as_bytes().get(at).map_or(0, |byte| byte - b'0'));
+    let Ok(seconds) = u64::try_from(seconds) else {
+        // Before 1970: no agent is older.
+        return Some(AgentId::from_uuid(uuid::Uuid::nil()));
+    };
+    let millis = seconds * 1000 + digit(0) * 100 + digit(1) * 10 + digit(2);
+    if millis >= 1 << 48 {
+        return Some(AgentId::from_uuid(uuid::Uuid::max()));
+    }
+    let tie = (3..3 + TIE_DIGITS).fold(0u128, |value, at| value * 10 + u128::from(digit(at))).min((1 << 80) - 1);
+    let mut bytes = [0u8; 16];
+    bytes[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
+    bytes[6..].copy_from_slice(&tie.to_be_bytes()[6..]);
+    Some(AgentId::from_uuid(uuid::Uuid::from_bytes(bytes)))
 }
 
 /// Creates an agent (empty graph) in the requested or the primary workspace.
@@ -496,16 +540,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cursors_round_trip_and_garbage_is_refused() {
-        let id = AgentId::now_v7();
-        assert_eq!(decode_cursor(&encode_cursor(id)), Some(id));
-        assert_eq!(
-            encode_cursor(id),
-            cursor::encode("agents", &id.to_string()),
-            "cursors handed out earlier still work"
-        );
-        assert_eq!(decode_cursor("not a cursor"), None);
-        assert_eq!(decode_cursor(&cursor::encode("agents", "nope")), None);
+    fn cursors_are_date_times_unique_per_agent_in_list_order() {
+        let mut ids: Vec<AgentId> = (0..50).map(|_| AgentId::now_v7()).collect();
+        // Agents of one millisecond: their cursors differ only after the millisecond.
+        ids.extend((0..50).map(|_| AgentId::v7_at(1_780_000_000_123)));
+        for id in &ids {
+            let cursor = encode_cursor(*id);
+            assert!(chrono::DateTime::parse_from_rfc3339(&cursor).is_ok(), "{cursor}");
+            assert_eq!(decode_cursor(&cursor), Some(*id), "{cursor}");
+        }
+        let mut by_id = ids.clone();
+        by_id.sort();
+        let mut by_cursor = ids.clone();
+        by_cursor.sort_by_key(|id| encode_cursor(*id));
+        assert_eq!(by_cursor, by_id, "text order is list order");
+        let same = encode_cursor(AgentId::v7_at(1_780_000_000_123));
+        assert!(same.starts_with("2026-05-28T20:26:40.123"), "{same}");
+        assert_eq!(same.len(), "2026-05-28T20:26:40.".len() + 3 + TIE_DIGITS + 1);
+    }
+
+    #[test]
+    fn a_written_date_time_is_the_first_position_of_its_instant() {
+        let at = 1_780_000_000_123;
+        for text in ["2026-05-28T20:26:40.123Z", "2026-05-28T22:26:40.123+02:00", "2026-05-28T20:26:40.1230Z"] {
+            let position = decode_cursor(text).unwrap();
+            assert!(position < AgentId::v7_bound(at, false), "{text}: every agent of that millisecond is after it");
+            assert!(position > AgentId::v7_bound(at - 1, true), "{text}: every earlier agent is before it");
+        }
+        let whole_second = decode_cursor("2026-05-28T20:26:40Z").unwrap();
+        assert!(whole_second < AgentId::v7_bound(at - 123, false) && whole_second > AgentId::v7_bound(at - 124, true));
+        assert_eq!(decode_cursor("1969-12-31T23:59:59Z"), Some(AgentId::from_uuid(uuid::Uuid::nil())));
+        // Whatever RFC 3339 allows a client to write is a position.
+        for text in [
+            "2026-01-01t00:00:00z",
+            "2026-06-30T23:59:60Z",
+            "0000-01-01T00:00:00Z",
+            "2026-01-01T00:00:00-00:00",
+            "9999-12-31T23:59:59.99999999999999999999999999999999999+14:00",
+        ] {
+            assert!(decode_cursor(text).is_some(), "{text}");
+        }
+        for bad in ["not a cursor", "2026-05-28", "2026-05-28T20:26:40.Z", "2026-13-01T00:00:00Z", ""] {
+            assert_eq!(decode_cursor(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -122,14 +122,15 @@ pub struct SourceType(String);
 
 impl SourceType {
     /// Parses `source_type`; omitted means `manual` (null is refused, as for `name`).
+    /// Any string is a label, the empty one included: the contract sets no minimum.
     pub fn parse(value: Option<&Value>) -> Result<Self, StoreError> {
         match value {
             None => Ok(Self("manual".into())),
-            Some(Value::String(text)) if !text.trim().is_empty() => {
+            Some(Value::String(text)) => {
                 bounded("source_type", text.trim())?;
                 Ok(Self(text.trim().to_owned()))
             }
-            Some(_) => Err(StoreError::Invalid("source_type must be a non-empty string".into())),
+            Some(_) => Err(StoreError::Invalid("source_type must be a string".into())),
         }
     }
 

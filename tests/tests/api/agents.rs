@@ -300,8 +300,8 @@ async fn list_refuses_bad_limits_cursors_and_names(backend: Backend) {
         ("limit=2.5", "limit must be an integer from 1 to 100"),
         ("limit=abc", "limit must be an integer from 1 to 100"),
         ("limit=%2B5", "limit must be an integer from 1 to 100"),
-        ("cursor=not-a-cursor", "cursor is malformed"),
-        ("cursor=2026-01-01T00:00:00Z", "cursor is malformed"),
+        ("cursor=not-a-cursor", "cursor must be an RFC 3339 date-time, e.g. 2026-01-31T12:00:00Z or a next_cursor"),
+        ("cursor=2026-01-01", "cursor must be an RFC 3339 date-time, e.g. 2026-01-31T12:00:00Z or a next_cursor"),
         (&format!("name={long}"), "name must be at most 200 characters"),
         ("limit=1&limit=2", "query parameter limit is given more than once"),
     ];

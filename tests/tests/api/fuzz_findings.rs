@@ -130,7 +130,7 @@ async fn null_for_an_optional_string_is_refused_like_a_null_name() {
     let app = TestApp::new(Backend::Sqlite).await;
     let (status, body) =
         app.call(Method::POST, "/shared-stores", Some(json!({ "name": "s", "source_type": null }))).await;
-    assert_eq!((status, body), (StatusCode::BAD_REQUEST, json!({ "error": "source_type must be a non-empty string" })));
+    assert_eq!((status, body), (StatusCode::BAD_REQUEST, json!({ "error": "source_type must be a string" })));
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
     assert!(stores["stores"].as_array().unwrap().is_empty());
 

@@ -66,6 +66,20 @@ async fn create_store_trims_name_defaults_source_type_and_lists_by_name(backend:
         app.call(Method::POST, "/shared-stores", Some(json!({ "name": "Alpha", "source_type": "crm" }))).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["store"]["source_type"], "crm");
+    // The contract sets no minimum length: an empty label is a label, kept as given.
+    for given in ["", "   "] {
+        let body = json!({ "name": "empty label", "source_type": given });
+        let (status, answer) = app.call(Method::POST, "/shared-stores", Some(body)).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        assert_eq!(answer["store"]["source_type"], "", "{answer}");
+        crate::openapi::conforms("create-shared-store", status, &answer);
+        let id = answer["store"]["id"].as_str().unwrap();
+        let (status, list) = app.call(Method::GET, "/shared-stores", None).await;
+        crate::openapi::conforms("list-shared-stores", status, &list);
+        let listed = list["stores"].as_array().unwrap().iter().find(|store| store["id"] == id).cloned();
+        assert_eq!(listed.map(|store| store["source_type"].clone()), Some(json!("")), "{list}");
+        assert_eq!(app.call(Method::DELETE, &format!("/shared-stores/{id}"), None).await.0, StatusCode::OK);
+    }
     app.create_store("alpha").await;
 
     let (status, body) = app.call(Method::GET, "/shared-stores", None).await;

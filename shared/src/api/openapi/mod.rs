@@ -259,7 +259,12 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
             .store(sc, &[400, 404]),
         "list-agents" => Doc::new("List agents, newest first", AGENTS, BearerOrApiKey)
             .query("limit", integer(1, 100), "Agents per page, 1 to 100 (default 25)")
-            .query("cursor", text(4096), "The `next_cursor` of the previous page; keep the same filters")
+            .query(
+                "cursor",
+                date_time(),
+                "The `next_cursor` of the previous page (keep the same filters), or any RFC 3339 date-time: \
+                 the agents created before it",
+            )
             .query("workspace_id", uuid(), "Only agents of this workspace of the key's organization")
             .query("name", text(200), "Case-insensitive substring of the name; `%` and `_` match literally")
             .answer(200, "One page", sc.of::<s::AgentPage>())
@@ -595,6 +600,56 @@ fn build_operation(route: &Route, doc: Doc) -> Operation {
     operation.securities(Some(security)).build()
 }
 
+/// The webhooks a run sends to its `callback_url` (the document's `webhooks`), by their
+/// `flag`: each a POST of the event's payload with the Standard Webhooks headers.
+fn webhooks(sc: &mut Schemas) -> utoipa::openapi::Paths {
+    let header = |name: &'static str, required: bool, description: &'static str| {
+        ParameterBuilder::new()
+            .name(name)
+            .parameter_in(ParameterIn::Header)
+            .required(if required { Required::True } else { Required::False })
+            .description(Some(description))
+            .schema(Some::<Schema>(ObjectBuilder::new().schema_type(Type::String).into()))
+            .build()
+    };
+    let events = [
+        ("RUN_STARTED", "The run began (again, after a resume)", sc.of::<s::RunStartedEvent>()),
+        ("RUN_PROGRESS", "Nodes changed status", sc.of::<s::RunProgressEvent>()),
+        ("RUN_FINISHED", "The run ended", sc.of::<s::RunFinishedEvent>()),
+    ];
+    let mut paths = PathsBuilder::new();
+    for (flag, summary, schema) in events {
+        let body = RequestBodyBuilder::new()
+            .content("application/json", ContentBuilder::new().schema(Some(schema)).build())
+            .required(Some(Required::True))
+            .build();
+        let operation = OperationBuilder::new()
+            .operation_id(Some(format!("webhook-{}", flag.to_lowercase().replace('_', "-"))))
+            .summary(Some(summary))
+            .tag("Webhooks")
+            .parameter(header("webhook-id", true, "The delivery's ID: the same on every attempt (deduplicate on it)"))
+            .parameter(header("webhook-timestamp", true, "Unix seconds of the attempt"))
+            .parameter(header(
+                "webhook-signature",
+                false,
+                "With a webhook secret: `v1,<base64 HMAC-SHA256 of \"{webhook-id}.{webhook-timestamp}.{body}\">`",
+            ))
+            .parameter(header("X-Service-Signature", false, "With a webhook secret: the secret itself"))
+            .request_body(Some(body))
+            .response(
+                "2XX",
+                ResponseBuilder::new()
+                    .description(
+                        "Delivered. Anything else within 10 s (or none) is retried after 1, 2, 4, 8 and 16 minutes",
+                    )
+                    .build(),
+            )
+            .build();
+        paths = paths.path(flag, PathItem::new(HttpMethod::Post, operation));
+    }
+    paths.build()
+}
+
 /// Builds the document from the routes table.
 pub fn document() -> OpenApi {
     let mut schemas = Schemas::default();
@@ -606,6 +661,7 @@ pub fn document() -> OpenApi {
         tags.entry(doc.tag).or_insert(());
         paths = paths.path(route.path, PathItem::new(method_of(route), build_operation(route, doc)));
     }
+    let webhooks = webhooks(&mut schemas);
     let mut components = ComponentsBuilder::new()
         .security_scheme(
             "bearerAuth",
@@ -647,6 +703,7 @@ pub fn document() -> OpenApi {
         )
         .servers(Some(vec![ServerBuilder::new().url("/").build()]))
         .paths(paths.build())
+        .webhooks(Some(webhooks))
         .components(Some(components.build()))
         .tags(Some(tags.into_keys().map(|tag| TagBuilder::new().name(tag).build()).collect::<Vec<_>>()))
         .build()

@@ -106,9 +106,10 @@ pub struct CreateStore {
     /// Non-empty once trimmed; at most 1,000 characters.
     #[schema(min_length = 1, max_length = 1000)]
     pub name: String,
-    /// A caller-defined label; omitted means `manual` (null is refused).
+    /// A caller-defined label, possibly empty, kept trimmed; omitted means `manual`
+    /// (null is refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false, min_length = 1, max_length = 1000)]
+    #[schema(nullable = false, max_length = 1000)]
     pub source_type: Option<String>,
 }
 
@@ -367,9 +368,10 @@ pub struct AgentCreated {
 #[serde(deny_unknown_fields)]
 pub struct AgentPage {
     pub agents: Vec<Agent>,
-    /// The `cursor` of the next page; null on the last.
+    /// The `cursor` of the next page; null on the last. A date-time: the page's last
+    /// agent's creation instant, with sub-millisecond digits unique to that agent.
     #[schema(required = true)]
-    pub next_cursor: Option<String>,
+    pub next_cursor: Option<Time>,
 }
 
 /// A node's type, by ID and name.
@@ -812,23 +814,21 @@ pub struct Source {
     pub provider: String,
     pub source_kind: String,
     pub media_type: String,
-    /// Absent for a plain URL.
+    /// The provider's ID of the medium, given when resolved: absent for a plain URL and
+    /// generated media.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub provider_asset_id: Option<String>,
-    /// The media ID of the clipped input, upload or generated file inside the run; null
-    /// while unknown.
-    #[schema(required = true)]
-    pub render_asset_id: Option<String>,
-    /// The URL as given, the asset item's name, or the prompt of generated media; absent
-    /// for uploaded music and pictures.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub query: Option<String>,
+    /// The media ID of the cited file inside the run: a URL input's downloaded copy (cut
+    /// to its window), the upload, or the generated file.
+    pub render_asset_id: String,
+    /// The URL as given, the asset item's name, or the prompt of generated media; empty
+    /// for uploaded music and pictures (asked for by ID, not by a query).
+    pub query: String,
+    /// Where the medium starts playing in the output.
     pub start_ms: u64,
-    /// Null for a URL input whose clip has no end (its whole length from `start_ms`).
-    #[schema(required = true)]
-    pub end_ms: Option<u64>,
+    /// Where it stops playing in the output (the end of its window).
+    pub end_ms: u64,
     pub placement: String,
     pub layout: String,
     pub licensed_asset_family: String,
@@ -862,6 +862,34 @@ pub struct RunErrors {
     pub messages: Vec<String>,
 }
 
+/// What started a run that the API did not: a trigger (a schedule's due time, a fire by
+/// hand, a feed's entry) or a video-sharing site's URL among its inputs.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TriggeredBy {
+    /// `schedule`, `manual`, or the site of the video (e.g. `youtube`; `generic` for a
+    /// feed entry on no known site).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The site's channel of the video; null for a schedule or a manual fire.
+    #[schema(required = true)]
+    pub channel_id: Option<String>,
+    /// The site's ID of the video; null for a schedule or a manual fire.
+    #[schema(required = true)]
+    pub video_id: Option<String>,
+    #[schema(required = true)]
+    pub video_title: Option<String>,
+    /// The video's page; null for a schedule or a manual fire.
+    #[schema(required = true)]
+    pub video_url: Option<String>,
+    /// When it fired: a schedule's due time, a fire's or a start's time.
+    pub triggered_at: Time,
+    /// The trigger node (its `agent_node_id`); null for a run started from a site URL
+    /// through the API.
+    #[schema(required = true)]
+    pub trigger_id: Option<Uuid>,
+}
+
 /// `GET /agent_run/{run_id}`
 #[derive(Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -882,7 +910,7 @@ pub struct RunRecord {
     pub errors: Vec<RunErrors>,
     /// Null for runs started through the API.
     #[schema(required = true)]
-    pub triggered_by: Option<Map<String, Value>>,
+    pub triggered_by: Option<TriggeredBy>,
 }
 
 /// A run in a list.
@@ -900,7 +928,7 @@ pub struct RunSummary {
     pub inputs: Vec<RunInput>,
     pub outputs: Vec<RunOutput>,
     #[schema(required = true)]
-    pub triggered_by: Option<Map<String, Value>>,
+    pub triggered_by: Option<TriggeredBy>,
 }
 
 /// One page of runs, newest first.
@@ -974,6 +1002,88 @@ pub enum EventFlag {
     RunProgress,
     #[serde(rename = "RUN_FINISHED")]
     RunFinished,
+}
+
+/// `flag` of a `RUN_STARTED` payload.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub enum RunStartedFlag {
+    #[serde(rename = "RUN_STARTED")]
+    RunStarted,
+}
+
+/// `flag` of a `RUN_PROGRESS` payload.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub enum RunProgressFlag {
+    #[serde(rename = "RUN_PROGRESS")]
+    RunProgress,
+}
+
+/// `flag` of a `RUN_FINISHED` payload.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub enum RunFinishedFlag {
+    #[serde(rename = "RUN_FINISHED")]
+    RunFinished,
+}
+
+/// The body of the `RUN_STARTED` webhook: the run began (again, after a resume).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunStartedEvent {
+    pub flag: RunStartedFlag,
+    /// 1, 2, … per run: order a run's events by it.
+    #[schema(minimum = 1)]
+    pub sequence: u64,
+    pub occurred_at: Time,
+    pub agent_id: Uuid,
+    pub run_id: Uuid,
+    pub status: RunStatus,
+    pub node_status_counts: NodeStatusCounts,
+    /// Null for runs started through the API.
+    #[schema(required = true)]
+    pub triggered_by: Option<TriggeredBy>,
+    pub inputs: Vec<RunInput>,
+}
+
+/// The body of the `RUN_PROGRESS` webhook: nodes whose status changed together.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunProgressEvent {
+    pub flag: RunProgressFlag,
+    #[schema(minimum = 1)]
+    pub sequence: u64,
+    pub occurred_at: Time,
+    pub agent_id: Uuid,
+    pub run_id: Uuid,
+    pub status: RunStatus,
+    pub node_status_counts: NodeStatusCounts,
+    #[schema(required = true)]
+    pub triggered_by: Option<TriggeredBy>,
+    pub updated_nodes: Vec<RunNode>,
+}
+
+/// The body of the `RUN_FINISHED` webhook: the run ended (`completed`,
+/// `partial_complete`, `failed` or `cancelled`).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunFinishedEvent {
+    pub flag: RunFinishedFlag,
+    #[schema(minimum = 1)]
+    pub sequence: u64,
+    pub occurred_at: Time,
+    pub agent_id: Uuid,
+    pub run_id: Uuid,
+    pub status: RunStatus,
+    pub node_status_counts: NodeStatusCounts,
+    #[schema(required = true)]
+    pub triggered_by: Option<TriggeredBy>,
+    #[schema(required = true)]
+    pub status_message: Option<String>,
+    pub needs_credits: bool,
+    pub errors: Vec<RunErrors>,
+    pub inputs: Vec<RunInput>,
+    pub outputs: Vec<RunOutput>,
+    #[schema(required = true)]
+    pub finished_at: Option<Time>,
 }
 
 /// A delivery's state.

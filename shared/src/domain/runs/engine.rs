@@ -33,6 +33,10 @@ pub struct Delivered {
     pub timeline: Option<MediaId>,
     /// An output's edit decisions.
     pub placements: Vec<super::edits::Placement>,
+    /// The input's own media record, when the task that made a bound input's copy
+    /// delivers it as an output too: a URL input's downloaded copy is then still an
+    /// asset of its own (its citations' `render_asset_id`), not the output's ID.
+    pub input_copy: Option<MediaId>,
 }
 
 /// What a cancel did.
@@ -286,7 +290,8 @@ impl Run {
         let (source, last) = (task.source.clone(), *task.nodes.last().unwrap_or(&NodeIndex(0)));
         if let (Some(delivered), TaskSource::Input { input }) = (&delivered, &source) {
             if let Some(bound) = self.inputs.get_mut(*input) {
-                bound.clipped = Some(super::MediaLinkIds { video: delivered.video, thumbnail: delivered.thumbnail });
+                let video = delivered.input_copy.unwrap_or(delivered.video);
+                bound.clipped = Some(super::MediaLinkIds { video, thumbnail: delivered.thumbnail });
             }
         }
         if let Some(delivered) = delivered.filter(|_| self.is_output_node(last)) {
@@ -653,8 +658,13 @@ pub(super) mod tests {
         assert_eq!(run.claim(index, run.tasks[index].attempt, now, Duration::from_secs(60)), Claim::Claimed);
         let attempt = run.tasks[index].attempt;
         let queued = if completed {
-            let delivered =
-                Delivered { video: MediaId::new_v4(), thumbnail: None, timeline: None, placements: Vec::new() };
+            let delivered = Delivered {
+                video: MediaId::new_v4(),
+                thumbnail: None,
+                timeline: None,
+                placements: Vec::new(),
+                input_copy: None,
+            };
             run.complete(index, attempt, file(), Some(delivered), now).unwrap()
         } else {
             run.fail(index, attempt, "broken".into(), (None, Fault::Ours), now).unwrap()

@@ -541,6 +541,7 @@ mod tests {
             thumbnail: None,
             timeline: None,
             placements: Vec::new(),
+            input_copy: None,
         }
     }
 

@@ -88,26 +88,47 @@ impl Run {
     /// `sources`: a citation per stretch of an external or uploaded medium the output
     /// uses (URL inputs, uploaded music and pictures), with where it plays in the
     /// output. Uploaded videos and earlier renders are the caller's own: not cited.
+    /// Every field the contract types is always there with its type: `render_asset_id`
+    /// (a string), `query` (a string, empty when nothing was asked for), `end_ms` (an
+    /// integer); only `provider_asset_id` is left out when there is none.
     fn sources(&self, output: &super::RunOutput) -> Vec<Value> {
         if output.placements.is_empty() {
             // An output recorded before placements were: its URL inputs, as cited then.
-            return self.url_citations();
+            return self.url_citations(output.id);
         }
-        output.placements.iter().filter_map(|placement| self.citation(placement)).collect()
+        output.placements.iter().filter_map(|placement| self.citation(placement, output.id)).collect()
     }
 
-    fn url_citations(&self) -> Vec<Value> {
+    /// The media ID a citation names: the cited file's own, or (for a run recorded
+    /// before its inputs, uploads and generated files had one) the output holding it.
+    fn asset_id(own: Option<MediaId>, output: MediaId) -> MediaId {
+        own.unwrap_or(output)
+    }
+
+    /// Where an input's window ends in the input: its clip's end, else the length of the
+    /// copy its Video Input task made (from the window's start), else its start.
+    fn input_end_ms(&self, input: usize) -> u64 {
+        let Some(bound) = self.inputs.get(input) else { return 0 };
+        let start = bound.clip_start_ms.unwrap_or(0);
+        bound.clip_end_ms.unwrap_or_else(|| {
+            let made = self.tasks.iter().find(|task| task.source == super::TaskSource::Input { input });
+            start + made.and_then(|task| task.result.as_ref()).map_or(0, |file| file.duration_ms)
+        })
+    }
+
+    fn url_citations(&self, output: MediaId) -> Vec<Value> {
         self.inputs
             .iter()
-            .filter_map(|input| match &input.source {
+            .enumerate()
+            .filter_map(|(at, input)| match &input.source {
                 InputSource::Url { url } => Some(json!({
                     "provider": "url",
                     "source_kind": "video_url",
                     "media_type": "video",
-                    "render_asset_id": input.clipped.map(|clipped| clipped.video),
+                    "render_asset_id": Self::asset_id(input.clipped.map(|clipped| clipped.video), output),
                     "query": url,
                     "start_ms": input.clip_start_ms.unwrap_or(0),
-                    "end_ms": input.clip_end_ms,
+                    "end_ms": self.input_end_ms(at),
                     "placement": "main",
                     "layout": "full_frame",
                     "licensed_asset_family": CUSTOMER_SUPPLIED,
@@ -117,7 +138,7 @@ impl Run {
             .collect()
     }
 
-    fn citation(&self, placement: &Placement) -> Option<Value> {
+    fn citation(&self, placement: &Placement, output: MediaId) -> Option<Value> {
         let window = |mut citation: Value| {
             citation["start_ms"] = json!(placement.record_in_ms);
             citation["end_ms"] = json!(placement.record_out_ms);
@@ -127,7 +148,7 @@ impl Run {
         let citation = match &placement.medium {
             Medium::Input { input } => {
                 let bound = self.inputs.get(*input)?;
-                let render_asset_id = bound.clipped.map(|clipped| clipped.video);
+                let render_asset_id = Self::asset_id(bound.clipped.map(|clipped| clipped.video), output);
                 match &bound.source {
                     InputSource::Url { url } => json!({
                         "provider": "url",
@@ -176,7 +197,7 @@ impl Run {
                     "provider": provider,
                     "source_kind": "generated",
                     "media_type": made.media.as_str(),
-                    "render_asset_id": made.generated.as_ref().and_then(|by| by.link),
+                    "render_asset_id": Self::asset_id(made.generated.as_ref().and_then(|by| by.link), output),
                     "query": prompt.unwrap_or_default(),
                     "start_ms": placement.record_in_ms,
                     "end_ms": placement.record_out_ms,
@@ -185,12 +206,14 @@ impl Run {
                     "licensed_asset_family": GENERATED,
                 }));
             }
+            // An upload was asked for by ID, not found by a query: the query is empty.
             Medium::Music { upload } => json!({
                 "provider": "upload",
                 "source_kind": "uploaded_audio",
                 "media_type": "audio",
                 "provider_asset_id": upload,
-                "render_asset_id": self.assets.get(upload).and_then(|asset| asset.media),
+                "render_asset_id": Self::asset_id(self.assets.get(upload).and_then(|asset| asset.media), output),
+                "query": "",
                 "placement": "background",
                 "layout": "audio_only",
             }),
@@ -199,7 +222,8 @@ impl Run {
                 "source_kind": "uploaded_image",
                 "media_type": "image",
                 "provider_asset_id": upload,
-                "render_asset_id": self.assets.get(upload).and_then(|asset| asset.media),
+                "render_asset_id": Self::asset_id(self.assets.get(upload).and_then(|asset| asset.media), output),
+                "query": "",
                 "placement": "overlay",
                 "layout": "picture_in_picture",
             }),
@@ -343,5 +367,44 @@ impl Run {
             }
         }
         payload
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::domain::nodes::{DESTINATION, VIDEO_INPUT};
+    use crate::domain::runs::engine::tests::{end, run_of};
+    use crate::domain::runs::TaskIndex;
+
+    #[test]
+    fn an_output_recorded_before_placements_and_input_links_still_cites_with_every_field_typed() {
+        // A URL input used from 300 ms with no end, to a Destination; the stand-in tasks
+        // make 500 ms files and record no placements, as outputs stored before them.
+        let mut run = run_of(&[(VIDEO_INPUT, &[]), (DESTINATION, &[0])], 1);
+        run.inputs[0].clip_start_ms = Some(300);
+        end(&mut run, TaskIndex(0), true);
+        end(&mut run, TaskIndex(1), true);
+        run.inputs[0].clipped = None;
+        let output = run.outputs[0].clone();
+        assert!(output.placements.is_empty());
+        let cited = run.sources(&output);
+        assert_eq!(
+            cited,
+            [json!({
+                "provider": "url",
+                "source_kind": "video_url",
+                "media_type": "video",
+                "render_asset_id": output.id,
+                "query": "https://example.com/0.mp4",
+                "start_ms": 300,
+                "end_ms": 800,
+                "placement": "main",
+                "layout": "full_frame",
+                "licensed_asset_family": super::CUSTOMER_SUPPLIED,
+            })],
+            "the input's window ends at its copy's length; the output holds the medium"
+        );
     }
 }

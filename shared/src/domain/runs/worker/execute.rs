@@ -185,8 +185,16 @@ impl Worker {
             thumbnail: thumbnail.as_ref().map(|record| record.id),
             timeline: None,
             placements: Vec::new(),
+            input_copy: None,
         };
         let mut media: Vec<MediaRecord> = [Some(video), thumbnail].into_iter().flatten().collect();
+        if kind == MediaKind::Render && matches!(run.tasks[index].source, TaskSource::Input { .. }) {
+            // A Video Input that is itself an output: its copy gets an input record of
+            // its own too, so that what cites it names the input, not the output.
+            let copy = record(&file.key, file.version.as_ref(), MediaKind::Input, file.media.content_type(), duration);
+            delivered.input_copy = Some(copy.id);
+            media.push(copy);
+        }
         if kind == MediaKind::Render {
             // The output's edit decisions, and the timeline project made of them.
             // CPU work that grows with the graph: off the runtime's threads.
