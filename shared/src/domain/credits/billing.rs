@@ -181,14 +181,22 @@ impl SandboxBilling {
 
     fn record(&self, call: String) {
         tracing::info!(call, "sandbox billing");
-        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(call);
+        let mut calls = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A long-running `serve` keeps only the latest.
+        if calls.len() >= SANDBOX_CALLS_KEPT {
+            calls.remove(0);
+        }
+        calls.push(call);
     }
 
-    /// The calls made so far (`top_up …`, `change_plan …`, `cancel_and_refund …`, `void …`).
+    /// The latest calls (`top_up …`, `change_plan …`, `cancel_and_refund …`, `void …`).
     pub fn calls(&self) -> Vec<String> {
         self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 }
+
+/// How many of its calls the sandbox keeps.
+const SANDBOX_CALLS_KEPT: usize = 1_000;
 
 /// The declined card's message.
 pub const SANDBOX_DECLINE: &str = "Your card was declined (sandbox).";

@@ -1125,6 +1125,27 @@ mod tests {
     }
 
     #[test]
+    fn a_period_not_paid_for_grants_nothing() {
+        let started = Timestamp::parse("2026-01-10T00:00:00.000Z").unwrap();
+        let now = Timestamp::parse("2026-02-15T00:00:00.000Z").unwrap();
+        let mut account = Account::opened(OrganizationId::new_v4(), PlanId::Creator, 0, started);
+        account.seq = 2;
+        for status in [SubscriptionStatus::PastDue, SubscriptionStatus::Unpaid, SubscriptionStatus::Incomplete] {
+            account.billing.status = Some(status);
+            assert!(period_due(&account, now).is_none(), "{status:?}");
+        }
+        account.billing.status = Some(SubscriptionStatus::Active);
+        account.billing.paid_until = Some(Timestamp::parse("2026-02-10T00:00:00.000Z").unwrap());
+        assert!(period_due(&account, now).is_none(), "the renewal of 10 February is not confirmed");
+        account.billing.paid_until = Some(Timestamp::parse("2026-03-10T00:00:00.000Z").unwrap());
+        assert_eq!(period_due(&account, now).unwrap().account.balance, 2_500);
+        // Free is granted on the calendar whatever a past subscription said.
+        account.plan = PlanId::Free;
+        account.billing.status = Some(SubscriptionStatus::PastDue);
+        assert_eq!(period_due(&account, now).unwrap().account.balance, 100);
+    }
+
+    #[test]
     fn settlements_never_take_the_balance_below_zero() {
         let mut write = Account::opened(OrganizationId::new_v4(), PlanId::Free, 3, Timestamp::now()).write();
         let movement = super::super::CreditMove {
