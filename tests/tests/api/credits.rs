@@ -998,6 +998,22 @@ async fn the_sandbox_plays_every_outcome_of_a_subscription(backend: Backend) {
     assert_eq!(code, StatusCode::PAYMENT_REQUIRED, "{refused}");
     assert!(refused["detail"].as_str().unwrap().contains("declined"), "{refused}");
     assert_eq!(plan(&test).await["credits"]["balance"], 2500, "a declined move up grants nothing");
+    // A top-up on the declining card: nothing granted, its invoice voided, held off.
+    let settings = json!({"auto_topup": {"enabled": true, "threshold": 3000, "quantity": 100}});
+    assert_eq!(test.call(Method::POST, "/credits/settings", Some(settings)).await.0, StatusCode::OK);
+    let app = &test.app;
+    let ports =
+        CreditPorts { credits: app.credits().as_ref(), billing: app.billing().as_ref(), clock: app.clock.as_ref() };
+    for _ in 0..2 {
+        let topped = service::auto_top_up(&ports, test.organization, 0, Duration::from_secs(600)).await.unwrap();
+        assert_eq!(topped, ToppedUp::Declined);
+    }
+    let sandbox = app.billing().sandbox().unwrap().calls();
+    assert_eq!(sandbox.iter().filter(|call| call.starts_with("top_up ")).count(), 1, "{sandbox:?}");
+    assert!(sandbox.iter().any(|call| call.starts_with("void ")), "{sandbox:?}");
+    let (_, credits) = test.call(Method::GET, "/credits", None).await;
+    assert_eq!(credits["balance"], 2500);
+    assert!(credits["auto_topup_month"]["declined_at"].is_string(), "{credits}");
     assert_eq!(page(&format!("{subscription}/card_pays"), Method::POST).await.0, StatusCode::OK);
     let (code, changed) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "professional"}))).await;
     assert_eq!(code, StatusCode::OK, "{changed}");
