@@ -444,7 +444,7 @@ impl App {
         self.billing.get_or_init(|| {
             let public_url = self.links.public_url().to_owned();
             match &self.settings.billing {
-                BillingSettings::Sandbox => Arc::new(SandboxBilling { public_url }),
+                BillingSettings::Sandbox => Arc::new(SandboxBilling::new(&public_url)),
                 BillingSettings::Stripe(stripe) => {
                     Arc::new(StripeBilling::new(stripe.clone(), self.secrets.clone(), &public_url))
                 }

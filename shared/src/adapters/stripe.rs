@@ -1,10 +1,13 @@
 //! Stripe as the billing provider, from its published API: Checkout Sessions
 //! (`POST /v1/checkout/sessions`, mode `subscription`) for plans; top-ups as an invoice of
 //! the customer the plan's checkout made, paid at once with its payment method
-//! (`/v1/invoiceitems`, `/v1/invoices`, `…/finalize`, `…/pay`); plan changes as a
-//! subscription update with prorations; and events (`checkout.session.completed`,
-//! `invoice.paid`, `invoice.payment_failed` of a top-up, `customer.subscription.deleted`)
-//! verified by their `Stripe-Signature` header: HMAC-SHA256 of
+//! (`/v1/invoiceitems`, `/v1/invoices`, `…/finalize`, `…/pay`; a declined card's 402
+//! voids it: `…/void`); plan changes as a subscription update with prorations (a move up
+//! with `payment_behavior=error_if_incomplete`: a declined payment changes nothing); a
+//! second subscription ended (`DELETE /v1/subscriptions/{id}`) and its first invoice's
+//! payment refunded (`POST /v1/refunds`); and events (`checkout.session.completed`,
+//! `invoice.paid`, `invoice.payment_failed` of a top-up, `customer.subscription.updated`,
+//! `customer.subscription.deleted`) verified by their `Stripe-Signature` header: HMAC-SHA256 of
 //! `{t}.{payload}` under the endpoint's secret, compared in constant time, within five
 //! minutes of `t`.
 //!
@@ -25,10 +28,10 @@ use super::secrets::SecretsManager;
 use crate::config::{ProviderKey, StripeSettings};
 use crate::core::retry::PROVIDER_CALLS;
 use crate::domain::credits::billing::{
-    BillingEvent, BillingEventKind, BillingProvider, EventError, OpenedCheckout, TopUpState,
+    BillingEvent, BillingEventKind, BillingProvider, EventError, OpenedCheckout, PlanChanged, TopUpState,
 };
 use crate::domain::credits::plans::{Billing, PlanId};
-use crate::domain::credits::{Account, Checkout, CheckoutId, Purchase};
+use crate::domain::credits::{Account, Checkout, CheckoutId, Purchase, SubscriptionStatus};
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
 
@@ -38,6 +41,25 @@ pub const SIGNATURE_TOLERANCE: Duration = Duration::from_secs(300);
 const TIMEOUT: Duration = Duration::from_secs(20);
 /// Most of an answer read.
 const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+
+/// A request Stripe refused (a 4xx other than 429): not tried again.
+#[derive(Debug, thiserror::Error)]
+#[error("Stripe refused {path} ({status}): {message}")]
+pub struct Refused {
+    pub path: String,
+    pub status: u16,
+    pub message: String,
+}
+
+/// The message of a declined payment (Stripe's 402), if `error` is one.
+fn declined(error: &anyhow::Error) -> Option<String> {
+    error.downcast_ref::<Refused>().filter(|refused| refused.status == 402).map(|refused| refused.message.clone())
+}
+
+/// Whether `error` is Stripe's 404 (the object is gone: deleted before).
+fn missing(error: &anyhow::Error) -> bool {
+    error.downcast_ref::<Refused>().is_some_and(|refused| refused.status == 404)
+}
 
 /// Stripe's API with its keys.
 struct Client {
@@ -134,7 +156,7 @@ impl Client {
                         .ok()
                         .and_then(|answer| answer["error"]["message"].as_str().map(str::to_owned))
                         .unwrap_or_else(|| text.chars().take(300).collect());
-                    anyhow::bail!("Stripe refused {path} ({status}): {message}");
+                    return Err(Refused { path: path.to_owned(), status: status.as_u16(), message }.into());
                 }
                 _ => {
                     let why = match status {
@@ -189,6 +211,7 @@ impl BillingProvider for StripeBilling {
             pair("metadata[checkout_id]", checkout.id),
             pair("metadata[plan]", plan.as_str()),
             pair("subscription_data[metadata][organization_id]", &organization),
+            pair("subscription_data[metadata][plan]", plan.as_str()),
         ];
         form.extend(price_fields("line_items[0][price_data]", plan));
         if let Some(customer) = &account.billing.customer {
@@ -236,28 +259,44 @@ impl BillingProvider for StripeBilling {
         client
             .call(reqwest::Method::POST, &format!("invoices/{id}/finalize"), &[], &format!("{purchase}-finalize"))
             .await?;
-        let paid =
-            client.call(reqwest::Method::POST, &format!("invoices/{id}/pay"), &[], &format!("{purchase}-pay")).await?;
+        let paid = match client
+            .call(reqwest::Method::POST, &format!("invoices/{id}/pay"), &[], &format!("{purchase}-pay"))
+            .await
+        {
+            Ok(paid) => paid,
+            Err(error) => {
+                let Some(why) = declined(&error) else { return Err(error) };
+                // Voided: Stripe would otherwise retry the card on its own schedule,
+                // and the credits were not given.
+                self.void_invoice(id, &format!("{purchase}-void")).await?;
+                return Ok(TopUpState::Declined(why));
+            }
+        };
         Ok(match paid["status"].as_str() {
             Some("paid") => TopUpState::Paid,
             _ => TopUpState::Pending,
         })
     }
 
-    async fn change_plan(&self, account: &Account, to: PlanId, at_renewal: bool) -> anyhow::Result<()> {
+    async fn change_plan(
+        &self,
+        account: &Account,
+        to: PlanId,
+        at_renewal: bool,
+        key: &str,
+    ) -> anyhow::Result<PlanChanged> {
         let Some(subscription) = account.billing.subscription.as_deref() else {
             // Nothing to end; a paid plan without a subscription goes through a checkout.
             anyhow::ensure!(to == PlanId::Free, "no Stripe subscription is on file: a plan's checkout makes one");
-            return Ok(());
+            return Ok(PlanChanged::Done);
         };
         let client = self.client().await?;
         let path = format!("subscriptions/{subscription}");
-        let key = format!("{subscription}-{}-{}", to.as_str(), uuid::Uuid::new_v4());
         if to == PlanId::Free {
             // It ends with the period already paid for.
             let form = [pair("cancel_at_period_end", true), pair("metadata[plan]", "free")];
-            client.call(reqwest::Method::POST, &path, &form, &key).await?;
-            return Ok(());
+            client.call(reqwest::Method::POST, &path, &form, key).await?;
+            return Ok(PlanChanged::Done);
         }
         let current = client.call(reqwest::Method::GET, &path, &[], "").await?;
         let item = &current["items"]["data"][0];
@@ -278,9 +317,46 @@ impl BillingProvider for StripeBilling {
             // unused time of the old price credited and the difference invoiced now.
             form.push(pair("proration_behavior", "always_invoice"));
             form.push(pair("billing_cycle_anchor", "now"));
+            // Paid now or not made: a declined card is a 402 and the subscription
+            // stays as it was (no credits without the money).
+            form.push(pair("payment_behavior", "error_if_incomplete"));
         }
         form.extend(price_fields("items[0][price_data]", to));
-        client.call(reqwest::Method::POST, &path, &form, &key).await?;
+        match client.call(reqwest::Method::POST, &path, &form, key).await {
+            Ok(_) => Ok(PlanChanged::Done),
+            Err(error) => match declined(&error) {
+                Some(why) => Ok(PlanChanged::Declined(why)),
+                None => Err(error),
+            },
+        }
+    }
+
+    async fn cancel_and_refund(&self, subscription: &str, invoice: Option<&str>, key: &str) -> anyhow::Result<()> {
+        let client = self.client().await?;
+        // Ended now (a 404: ended before, by an earlier try).
+        match client.call(reqwest::Method::DELETE, &format!("subscriptions/{subscription}"), &[], "").await {
+            Ok(_) => {}
+            Err(error) if missing(&error) => {}
+            Err(error) => return Err(error),
+        }
+        let Some(invoice) = invoice else { return Ok(()) };
+        let paid = client.call(reqwest::Method::GET, &format!("invoices/{invoice}"), &[], "").await?;
+        if paid["amount_paid"].as_u64().unwrap_or(0) == 0 {
+            return Ok(());
+        }
+        let mut form = vec![pair("reason", "duplicate"), pair("metadata[subscription]", subscription)];
+        match (paid["payment_intent"].as_str(), paid["charge"].as_str()) {
+            (Some(intent), _) => form.push(pair("payment_intent", intent)),
+            (None, Some(charge)) => form.push(pair("charge", charge)),
+            (None, None) => anyhow::bail!("Stripe's invoice {invoice} was paid but names no payment to refund"),
+        }
+        client.call(reqwest::Method::POST, "refunds", &form, &format!("{key}-refund")).await?;
+        Ok(())
+    }
+
+    async fn void_invoice(&self, invoice: &str, key: &str) -> anyhow::Result<()> {
+        let client = self.client().await?;
+        client.call(reqwest::Method::POST, &format!("invoices/{invoice}/void"), &[], key).await?;
         Ok(())
     }
 
@@ -365,6 +441,7 @@ fn read_event(payload: &[u8]) -> Result<BillingEvent, String> {
                 plan,
                 customer: text("customer"),
                 subscription: text("subscription"),
+                invoice: text("invoice"),
             };
             Ok(BillingEvent { id, kind })
         }
@@ -384,7 +461,26 @@ fn read_event(payload: &[u8]) -> Result<BillingEvent, String> {
             let (Some(organization), Some(purchase)) = (organization, purchase) else {
                 return ignored("a top-up invoice without its metadata");
             };
-            Ok(BillingEvent { id, kind: BillingEventKind::TopUpFailed { organization, purchase } })
+            let invoice = object["id"].as_str().map(str::to_owned);
+            Ok(BillingEvent { id, kind: BillingEventKind::TopUpFailed { organization, purchase, invoice } })
+        }
+        "customer.subscription.updated" | "customer.subscription.created" => {
+            let subscription = object["id"].as_str().map(str::to_owned);
+            let status = object["status"].as_str().and_then(SubscriptionStatus::parse);
+            let (Some(organization), Some(subscription), Some(status)) = (organization, subscription, status) else {
+                return ignored("a subscription this service did not make, or a status it does not know");
+            };
+            let plan = metadata["plan"].as_str().and_then(PlanId::parse);
+            let seconds =
+                |value: &Value| value.as_u64().map(|seconds| Timestamp::from_unix_millis(seconds.saturating_mul(1000)));
+            let at = seconds(&event["created"]);
+            // The period's end (on the item in newer API versions).
+            let paid_until = seconds(&object["current_period_end"])
+                .or_else(|| seconds(&object["items"]["data"][0]["current_period_end"]))
+                .filter(|_| status.is_paid_up());
+            let kind =
+                BillingEventKind::SubscriptionChanged { organization, subscription, status, plan, at, paid_until };
+            Ok(BillingEvent { id, kind })
         }
         "customer.subscription.deleted" => {
             let subscription = object["id"].as_str().map(str::to_owned);

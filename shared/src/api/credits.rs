@@ -26,6 +26,7 @@ pub(super) fn map_error(error: CreditError, action: &'static str) -> ApiError {
         CreditError::Forbidden(_) => ApiError::detail(StatusCode::FORBIDDEN, message),
         CreditError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
         CreditError::Conflict(_) => ApiError::detail(StatusCode::CONFLICT, message),
+        CreditError::PaymentRequired(_) => ApiError::detail(StatusCode::PAYMENT_REQUIRED, message),
         CreditError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action}")),
     }
 }
@@ -72,10 +73,11 @@ pub async fn upgrade_plan(app: Arc<App>, call: Call) -> Result<Response, ApiErro
 /// `GET /credits`
 pub async fn get_credits(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let account = service::current(app.credits().as_ref(), organization, app.clock.now())
+    let now = app.clock.now();
+    let account = service::current(app.credits().as_ref(), organization, now)
         .await
         .map_err(|error| map_error(error.into(), "read the credits"))?;
-    Ok(json_response(StatusCode::OK, &service::credits_view(&account)))
+    Ok(json_response(StatusCode::OK, &service::credits_view(&account, now)))
 }
 
 /// `POST /credits/settings`
@@ -85,7 +87,7 @@ pub async fn update_credit_settings(app: Arc<App>, call: Call) -> Result<Respons
     let account = service::update_settings(&ports(&app), organization, &serde_json::Value::Object(body))
         .await
         .map_err(|error| map_error(error, "change the credit settings"))?;
-    Ok(json_response(StatusCode::OK, &service::credits_view(&account)))
+    Ok(json_response(StatusCode::OK, &service::credits_view(&account, app.clock.now())))
 }
 
 /// `GET /credits/ledger`
@@ -120,7 +122,7 @@ pub async fn stripe_webhook(app: Arc<App>, call: Call) -> Result<Response, ApiEr
         EventError::Refused(why) => ApiError::detail(StatusCode::BAD_REQUEST, why),
         EventError::Failed(cause) => ApiError::backend(&cause, "Failed to read the billing event".into()),
     })?;
-    let applied = service::apply_event(app.credits().as_ref(), &event, now)
+    let applied = service::apply_event(&ports(&app), &event, now)
         .await
         .map_err(|error| map_error(error, "apply the billing event"))?;
     Ok(json_response(StatusCode::OK, &json!({ "received": true, "applied": applied })))

@@ -26,6 +26,16 @@ conformance!(
     a_period_grant_happens_once_under_concurrent_requests,
     plan_and_credit_refusals_name_the_problem_and_change_nothing,
     a_sandbox_checkout_cancels_and_a_paid_plan_changes_without_one,
+    the_sandbox_plays_every_outcome_of_a_subscription,
+    a_declined_upgrade_grants_nothing_and_frees_its_reservation,
+    a_refused_downgrade_makes_no_billing_call,
+    two_concurrent_upgrades_make_one_reservation,
+    past_due_or_unpaid_gets_no_monthly_grant_and_an_ended_subscription_is_free,
+    two_checkouts_from_free_track_one_subscription_and_refund_the_second,
+    a_plan_that_disagrees_with_the_provider_is_corrected_from_its_events,
+    auto_top_up_stops_at_its_monthly_ceiling,
+    a_top_up_buys_its_quantity_unless_opted_in_to_cover_the_shortfall,
+    a_declined_top_up_waits_for_the_next_task_wait_and_its_invoice_is_voided,
 );
 
 /// An organization of `harness`'s app on `plan` with `credits`.
@@ -302,7 +312,11 @@ async fn the_credit_blocked_flow_completes_after_an_upgrade_and_a_resume(backend
     let settings = json!({"auto_topup": {"enabled": true, "threshold": 100, "quantity": 500}});
     let (status, credits) = test.call(Method::POST, "/credits/settings", Some(settings)).await;
     assert_eq!(status, StatusCode::OK, "{credits}");
-    assert_eq!(credits["auto_topup"], json!({"enabled": true, "threshold": 100, "quantity": 500}));
+    assert_eq!(
+        credits["auto_topup"],
+        json!({"enabled": true, "threshold": 100, "quantity": 500, "monthly_limit": 5000, "cover_shortfall": false})
+    );
+    assert_eq!(credits["auto_topup_month"]["state"], "ready", "{credits}");
 
     let (status, resumed) = test.call(Method::POST, &format!("/agent_run/{run}/resume"), None).await;
     assert_eq!(status, StatusCode::OK, "{resumed}");
@@ -395,6 +409,8 @@ async fn plan_and_credit_refusals_name_the_problem_and_change_nothing(backend: B
         (settings(json!({"threshold": 1.5})), "threshold"),
         (settings(json!({"quantity": 1_000_001})), "quantity"),
         (settings(json!({"enabled": "yes"})), "enabled"),
+        (settings(json!({"cover_shortfall": 1})), "cover_shortfall"),
+        (settings(json!({"monthly_limit": -5})), "monthly_limit"),
         (settings(json!({"limit": 3})), "limit"),
         (json!({"auto": {}}), "auto"),
         (json!({}), "auto_topup"),
@@ -408,10 +424,13 @@ async fn plan_and_credit_refusals_name_the_problem_and_change_nothing(backend: B
         let (status, answer) = test.call(Method::GET, &format!("/credits/ledger?{query}"), None).await;
         refused(status, &answer, StatusCode::BAD_REQUEST, query.split('=').next().unwrap());
     }
-    let (_, credits) = test.call(Method::GET, "/credits", None).await;
+    let (_, mut credits) = test.call(Method::GET, "/credits", None).await;
+    assert_eq!(credits["auto_topup_month"]["state"], "off", "{credits}");
+    credits.as_object_mut().unwrap().remove("auto_topup_month");
     assert_eq!(
         credits,
-        json!({"balance": 10, "usage": 0, "auto_topup": {"enabled": false, "threshold": 0, "quantity": 0}})
+        json!({"balance": 10, "usage": 0, "auto_topup": {"enabled": false, "threshold": 0, "quantity": 0,
+            "monthly_limit": 5000, "cover_shortfall": false}})
     );
     assert_eq!(ledger(&test).await.len(), 1, "only the opening balance");
     // Another organization's ledger is its own.
@@ -473,4 +492,535 @@ async fn a_sandbox_checkout_cancels_and_a_paid_plan_changes_without_one(backend:
     assert!(plan["plan"]["canceled_at"].is_string(), "{plan}");
     let entries = assert_ledger_adds_up(&paid).await;
     assert_eq!(reasons(&entries, "plan_change").len(), 1);
+}
+
+// The money rules, at the domain's operations on each backend's store, against a
+// billing provider whose answers the test sets and whose calls it reads.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use shared::domain::credits::billing::{
+    BillingEvent, BillingEventKind, BillingProvider, EventError, OpenedCheckout, PlanChanged, TopUpState,
+};
+use shared::domain::credits::plans::PlanId;
+use shared::domain::credits::service::{self, CreditError, CreditPorts, ToppedUp, Upgraded};
+use shared::domain::credits::{Account, Checkout, CheckoutId, CheckoutStatus, PlanReservation, SubscriptionStatus};
+use shared::domain::identity::OrganizationId;
+use shared::domain::time::Clock;
+
+/// A billing provider that records its calls, declines when told, and may hold
+/// `change_plan` until the test lets it go.
+struct Scripted {
+    calls: Mutex<Vec<String>>,
+    declines: AtomicBool,
+    gated: AtomicBool,
+    entered: tokio::sync::Semaphore,
+    release: tokio::sync::Semaphore,
+    checkouts: Mutex<Vec<CheckoutId>>,
+}
+
+impl Default for Scripted {
+    fn default() -> Self {
+        Scripted {
+            calls: Mutex::default(),
+            declines: AtomicBool::default(),
+            gated: AtomicBool::default(),
+            entered: tokio::sync::Semaphore::new(0),
+            release: tokio::sync::Semaphore::new(0),
+            checkouts: Mutex::default(),
+        }
+    }
+}
+
+impl Scripted {
+    fn record(&self, call: String) {
+        self.calls.lock().unwrap().push(call);
+    }
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl BillingProvider for Scripted {
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+    async fn open_checkout(&self, checkout: &Checkout, _: &Account) -> anyhow::Result<OpenedCheckout> {
+        self.record(format!("open_checkout {}", checkout.id));
+        self.checkouts.lock().unwrap().push(checkout.id);
+        Ok(OpenedCheckout { url: format!("https://pay.test/{}", checkout.id), provider_session: None })
+    }
+    async fn top_up(&self, _: &Account, purchase: &str, quantity: u64, _: u64) -> anyhow::Result<TopUpState> {
+        self.record(format!("top_up {quantity}"));
+        if self.declines.load(Ordering::SeqCst) {
+            self.record(format!("void {purchase}"));
+            return Ok(TopUpState::Declined("Your card was declined.".into()));
+        }
+        Ok(TopUpState::Paid)
+    }
+    async fn change_plan(&self, _: &Account, to: PlanId, at_renewal: bool, key: &str) -> anyhow::Result<PlanChanged> {
+        self.record(format!("change_plan {} {at_renewal} {key}", to.as_str()));
+        if self.gated.load(Ordering::SeqCst) {
+            self.entered.add_permits(1);
+            self.release.acquire().await.unwrap().forget();
+        }
+        if self.declines.load(Ordering::SeqCst) && !at_renewal {
+            return Ok(PlanChanged::Declined("Your card was declined.".into()));
+        }
+        Ok(PlanChanged::Done)
+    }
+    async fn cancel_and_refund(&self, subscription: &str, invoice: Option<&str>, key: &str) -> anyhow::Result<()> {
+        self.record(format!("cancel_and_refund {subscription} {} {key}", invoice.unwrap_or("-")));
+        Ok(())
+    }
+    async fn void_invoice(&self, invoice: &str, key: &str) -> anyhow::Result<()> {
+        self.record(format!("void_invoice {invoice} {key}"));
+        Ok(())
+    }
+    async fn event(&self, _: &[u8], _: Option<&str>, _: Timestamp) -> Result<BillingEvent, EventError> {
+        Err(EventError::Refused("none".into()))
+    }
+}
+
+/// A clock the test moves.
+struct TestClock(Mutex<Timestamp>);
+
+impl TestClock {
+    fn now_plus(&self, duration: Duration) {
+        let mut now = self.0.lock().unwrap();
+        *now = now.after(duration);
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> Timestamp {
+        *self.0.lock().unwrap()
+    }
+}
+
+/// A store's organization with its provider and clock.
+struct Books {
+    harness: Harness,
+    organization: OrganizationId,
+    billing: Scripted,
+    clock: TestClock,
+}
+
+impl Books {
+    async fn new(backend: Backend, plan: &str, credits: i64, started: Option<Timestamp>) -> Self {
+        let harness = Harness::with_workers(backend, 0).await;
+        let (organization, _) = harness.test.add_organization_with(true, plan, credits, started).await;
+        Books { harness, organization, billing: Scripted::default(), clock: TestClock(Mutex::new(Timestamp::now())) }
+    }
+    fn credits(&self) -> Arc<dyn shared::domain::credits::CreditRepo> {
+        self.harness.test.app.credits().clone()
+    }
+    fn ports(&self) -> CreditPorts<'_> {
+        CreditPorts { credits: self.harness.test.app.credits().as_ref(), billing: &self.billing, clock: &self.clock }
+    }
+    async fn account(&self) -> Account {
+        self.credits().account(self.organization).await.unwrap()
+    }
+    /// Changes the stored account as `change` says (as a provider's past would have).
+    async fn set(&self, change: impl FnOnce(&mut Account)) {
+        let mut write = self.account().await.write();
+        change(&mut write.account);
+        assert_eq!(self.credits().write_account(&write).await.unwrap(), Written::Done);
+    }
+    async fn upgrade(&self, plan: &str) -> Result<Upgraded, CreditError> {
+        service::upgrade(&self.ports(), self.organization, &json!({ "plan_id": plan })).await
+    }
+    async fn event(&self, kind: BillingEventKind) -> bool {
+        let event = BillingEvent { id: format!("evt_{}", uuid::Uuid::new_v4().simple()), kind };
+        service::apply_event(&self.ports(), &event, self.clock.now()).await.unwrap()
+    }
+    async fn entries(&self, reason: &str) -> usize {
+        let entries = self.credits().ledger(self.organization, None, 1000).await.unwrap();
+        entries.iter().filter(|entry| serde_json::to_value(entry.reason).unwrap() == reason).count()
+    }
+    async fn settings(&self, auto: Value) -> Result<Account, CreditError> {
+        service::update_settings(&self.ports(), self.organization, &json!({ "auto_topup": auto })).await
+    }
+}
+
+/// A move up whose payment is declined changes nothing and leaves no reservation; the
+/// next one is made, under an idempotency key derived from its own reservation.
+async fn a_declined_upgrade_grants_nothing_and_frees_its_reservation(backend: Backend) {
+    let books = Books::new(backend, "creator", 100, None).await;
+    books.billing.declines.store(true, Ordering::SeqCst);
+    match books.upgrade("professional").await {
+        Err(CreditError::PaymentRequired(detail)) => assert!(detail.contains("declined"), "{detail}"),
+        other => panic!("a declined move up is a 402: {other:?}"),
+    }
+    let account = books.account().await;
+    assert_eq!((account.plan, account.balance, account.plan_change.clone()), (PlanId::Creator, 100, None));
+    assert_eq!(books.entries("plan_change").await, 0, "no credits without the money");
+    let first_key = books.billing.calls()[0].rsplit(' ').next().unwrap().to_owned();
+    assert_eq!(first_key, format!("plan-change-{}-{}", books.organization, account.seq - 1));
+
+    books.billing.declines.store(false, Ordering::SeqCst);
+    assert_eq!(books.upgrade("professional").await.unwrap(), Upgraded::Changed { plan: PlanId::Professional });
+    let account = books.account().await;
+    assert_eq!((account.plan, account.balance), (PlanId::Professional, 100 + 7_500));
+    let calls = books.billing.calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    let second_key = calls[1].rsplit(' ').next().unwrap();
+    assert_eq!(second_key, format!("plan-change-{}-{}", books.organization, account.seq - 1));
+    assert_ne!(second_key, first_key, "a new reservation, a new key");
+    assert_eq!(books.entries("plan_change").await, 1);
+}
+
+/// A move to free while credits are owed is refused before the provider hears of it.
+async fn a_refused_downgrade_makes_no_billing_call(backend: Backend) {
+    let books = Books::new(backend, "professional", 50, None).await;
+    let pending = PendingTopUp { purchase: "p-1".into(), quantity: 100, since: Timestamp::now() };
+    books.set(|account| account.pending_top_up = Some(pending)).await;
+    match books.upgrade("free").await {
+        Err(CreditError::Invalid(detail)) => assert!(detail.contains("owed"), "{detail}"),
+        other => panic!("refused: {other:?}"),
+    }
+    assert_eq!(books.billing.calls(), Vec::<String>::new(), "no Stripe call for a refused change");
+    let account = books.account().await;
+    assert_eq!((account.scheduled_plan, account.plan_change), (None, None));
+}
+
+/// Two moves at once: the first reserves, the second is refused (409) without calling
+/// the provider; one change is made and granted once.
+async fn two_concurrent_upgrades_make_one_reservation(backend: Backend) {
+    let books = Books::new(backend, "creator", 0, None).await;
+    books.billing.gated.store(true, Ordering::SeqCst);
+    let first = books.upgrade("professional");
+    let second = async {
+        // Once the first is at the provider (its reservation written), the second comes.
+        books.billing.entered.acquire().await.unwrap().forget();
+        let second = books.upgrade("professional_annual").await;
+        books.billing.release.add_permits(1);
+        second
+    };
+    let (first, second) = tokio::join!(first, second);
+    assert_eq!(first.unwrap(), Upgraded::Changed { plan: PlanId::Professional });
+    match second {
+        Err(CreditError::Conflict(detail)) => assert!(detail.contains("in progress"), "{detail}"),
+        other => panic!("the second is refused while the first is reserved: {other:?}"),
+    }
+    assert_eq!(books.billing.calls().len(), 1, "{:?}", books.billing.calls());
+    let account = books.account().await;
+    assert_eq!((account.plan, account.balance, account.plan_change), (PlanId::Professional, 7_500, None));
+    assert_eq!(books.entries("plan_change").await, 1);
+}
+
+/// A renewal not paid (`past_due`, then `unpaid`) grants nothing for the new period; paid
+/// again, the period's credits come once; the provider ending the subscription moves the
+/// organization to free.
+async fn past_due_or_unpaid_gets_no_monthly_grant_and_an_ended_subscription_is_free(backend: Backend) {
+    let started = Timestamp::from_unix_millis(Timestamp::now().unix_millis() - 40 * 24 * 3600 * 1000);
+    let books = Books::new(backend, "creator", 10, Some(started)).await;
+    // The first month was paid; its renewal is not confirmed yet.
+    let first_end = Timestamp::from_unix_millis(started.unix_millis() + 30 * 24 * 3600 * 1000);
+    books
+        .set(|account| {
+            account.billing.subscription = Some("sub_1".into());
+            account.billing.status = Some(SubscriptionStatus::Active);
+            account.billing.paid_until = Some(first_end);
+        })
+        .await;
+    let now = Timestamp::now();
+    let account = service::current(books.credits().as_ref(), books.organization, now).await.unwrap();
+    assert_eq!(account.balance, 10, "a renewal not confirmed: no grant yet");
+    let changed = |status, paid_until| BillingEventKind::SubscriptionChanged {
+        organization: books.organization,
+        subscription: "sub_1".into(),
+        status,
+        plan: None,
+        at: None,
+        paid_until,
+    };
+    assert!(books.event(changed(SubscriptionStatus::PastDue, None)).await);
+    let account = service::current(books.credits().as_ref(), books.organization, now).await.unwrap();
+    assert_eq!(account.balance, 10, "past due: no grant");
+    assert_eq!(service::plan_view(&account, now)["plan"]["status"], "past_due");
+    assert!(books.event(changed(SubscriptionStatus::Unpaid, None)).await);
+    let account = service::current(books.credits().as_ref(), books.organization, now).await.unwrap();
+    assert_eq!(account.balance, 10, "unpaid: no grant");
+    assert_eq!(books.entries("period_grant").await, 0);
+    // A move up while the renewal is unpaid is refused before the provider is called.
+    assert!(matches!(books.upgrade("professional").await, Err(CreditError::PaymentRequired(_))));
+    assert_eq!(books.billing.calls(), Vec::<String>::new());
+
+    let next_end = Timestamp::from_unix_millis(now.unix_millis() + 20 * 24 * 3600 * 1000);
+    assert!(books.event(changed(SubscriptionStatus::Active, Some(next_end))).await, "the invoice paid");
+    for _ in 0..2 {
+        let account = service::current(books.credits().as_ref(), books.organization, now).await.unwrap();
+        assert_eq!(account.balance, 10 + 2_500, "the period's credits, once paid");
+    }
+    assert_eq!(books.entries("period_grant").await, 1);
+
+    let ended = BillingEventKind::SubscriptionEnded { organization: books.organization, subscription: "sub_1".into() };
+    assert!(books.event(ended.clone()).await);
+    assert!(
+        !books
+            .event(BillingEventKind::SubscriptionEnded {
+                organization: books.organization,
+                subscription: "sub_other".into()
+            })
+            .await
+    );
+    let account = books.account().await;
+    assert_eq!((account.plan, account.billing.subscription, account.balance), (PlanId::Free, None, 2_510));
+}
+
+/// Two checkouts opened from free and both paid: the first subscription is kept, the
+/// second is ended and refunded at the provider, and one plan's credits are granted.
+async fn two_checkouts_from_free_track_one_subscription_and_refund_the_second(backend: Backend) {
+    let books = Books::new(backend, "free", 0, None).await;
+    for plan in ["creator", "professional"] {
+        assert!(matches!(books.upgrade(plan).await.unwrap(), Upgraded::Checkout { .. }));
+    }
+    let ids = books.billing.checkouts.lock().unwrap().clone();
+    for id in &ids {
+        let stored = books.credits().checkout(*id).await.unwrap().unwrap();
+        assert_eq!(stored.status, CheckoutStatus::Open);
+    }
+    let paid = |at: usize, plan| BillingEventKind::PlanPaid {
+        organization: books.organization,
+        checkout: ids[at],
+        plan,
+        customer: Some("cus_1".into()),
+        subscription: Some(format!("sub_{at}")),
+        invoice: Some(format!("in_{at}")),
+    };
+    // Paid at once: whichever lands first is kept.
+    let (a, b) = tokio::join!(books.event(paid(0, PlanId::Creator)), books.event(paid(1, PlanId::Professional)));
+    assert!(a && b);
+    let account = books.account().await;
+    let kept = account.billing.subscription.clone().unwrap();
+    let (kept_at, refunded_at) = if kept == "sub_0" { (0, 1) } else { (1, 0) };
+    let refunds: Vec<String> =
+        books.billing.calls().into_iter().filter(|call| call.starts_with("cancel_and_refund")).collect();
+    assert_eq!(
+        refunds,
+        [format!("cancel_and_refund sub_{refunded_at} in_{refunded_at} second-checkout-{}", ids[refunded_at])]
+    );
+    let credits = books.credits();
+    let kept_status = credits.checkout(ids[kept_at]).await.unwrap().unwrap().status;
+    let refunded_status = credits.checkout(ids[refunded_at]).await.unwrap().unwrap().status;
+    assert_eq!((kept_status, refunded_status), (CheckoutStatus::Completed, CheckoutStatus::Refunded));
+    assert_eq!(account.balance, account.plan.plan().credits_per_month, "one plan's credits: {account:?}");
+    assert_eq!(books.entries("plan_change").await, 1);
+    // Sent again, neither changes anything nor calls the provider again.
+    assert!(!books.event(paid(refunded_at, PlanId::Creator)).await);
+    assert!(!books.event(paid(kept_at, PlanId::Creator)).await);
+    assert_eq!(books.billing.calls().iter().filter(|call| call.starts_with("cancel_and_refund")).count(), 1);
+    assert_eq!(books.account().await.balance, account.balance);
+}
+
+/// The provider's subscription says another plan: ours follows (no credits for it),
+/// and an event older than our plan does not undo it; a reservation the provider made
+/// (its answer lost) is finished from the event, granting its difference once.
+async fn a_plan_that_disagrees_with_the_provider_is_corrected_from_its_events(backend: Backend) {
+    let books = Books::new(backend, "creator", 5, None).await;
+    books.set(|account| account.billing.subscription = Some("sub_1".into())).await;
+    let changed = |plan, at| BillingEventKind::SubscriptionChanged {
+        organization: books.organization,
+        subscription: "sub_1".into(),
+        status: SubscriptionStatus::Active,
+        plan: Some(plan),
+        at,
+        paid_until: None,
+    };
+    assert!(books.event(changed(PlanId::Professional, Some(Timestamp::now()))).await);
+    let account = books.account().await;
+    assert_eq!((account.plan, account.balance), (PlanId::Professional, 5));
+    let old = Timestamp::from_unix_millis(account.plan_started_at.unix_millis() - 3_600_000);
+    assert!(!books.event(changed(PlanId::Creator, Some(old))).await, "an older event undoes nothing");
+    assert_eq!(books.account().await.plan, PlanId::Professional);
+    // Another subscription's event changes nothing.
+    let other = BillingEventKind::SubscriptionChanged {
+        organization: books.organization,
+        subscription: "sub_other".into(),
+        status: SubscriptionStatus::PastDue,
+        plan: Some(PlanId::Creator),
+        at: None,
+        paid_until: None,
+    };
+    assert!(!books.event(other).await);
+
+    let reservation = PlanReservation { key: "k-1".into(), to: PlanId::ProfessionalAnnual, since: Timestamp::now() };
+    books.set(|account| account.plan_change = Some(reservation)).await;
+    assert!(books.event(changed(PlanId::ProfessionalAnnual, Some(Timestamp::now()))).await);
+    let account = books.account().await;
+    assert_eq!((account.plan, account.plan_change.clone()), (PlanId::ProfessionalAnnual, None));
+    assert_eq!(account.balance, 5, "annual and monthly professional grant the same");
+}
+
+/// Auto top-up buys up to its monthly ceiling and then nothing (the state says so); a
+/// quantity above the ceiling is refused when set.
+async fn auto_top_up_stops_at_its_monthly_ceiling(backend: Backend) {
+    let books = Books::new(backend, "creator", 0, None).await;
+    let account = books.settings(json!({"enabled": true, "threshold": 10})).await.unwrap();
+    assert_eq!(account.auto_topup.monthly_limit, 5_000, "the documented default");
+    match books.settings(json!({"quantity": 60, "monthly_limit": 50})).await {
+        Err(CreditError::Invalid(detail)) => assert!(detail.contains("monthly_limit"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+    books.settings(json!({"quantity": 20, "monthly_limit": 50})).await.unwrap();
+    let wait = Duration::from_secs(600);
+    for _ in 0..2 {
+        assert_eq!(service::auto_top_up(&books.ports(), books.organization, 0, wait).await.unwrap(), ToppedUp::Granted);
+        books.set(|account| account.balance = 0).await;
+    }
+    assert_eq!(
+        service::auto_top_up(&books.ports(), books.organization, 0, wait).await.unwrap(),
+        ToppedUp::LimitReached
+    );
+    assert_eq!(books.billing.calls(), ["top_up 20", "top_up 20"], "nothing bought past the ceiling");
+    let view = service::credits_view(&books.account().await, books.clock.now());
+    assert_eq!(
+        (view["auto_topup_month"]["bought"].clone(), view["auto_topup_month"]["state"].clone()),
+        (json!(40), json!("limit_reached"))
+    );
+    // A higher ceiling lets it buy again.
+    books.settings(json!({"monthly_limit": 60})).await.unwrap();
+    assert_eq!(service::auto_top_up(&books.ports(), books.organization, 0, wait).await.unwrap(), ToppedUp::Granted);
+}
+
+/// A blocked task lacking 30 credits: the quantity (10) is bought, not the shortfall,
+/// unless the organization opted in with `cover_shortfall`.
+async fn a_top_up_buys_its_quantity_unless_opted_in_to_cover_the_shortfall(backend: Backend) {
+    let books = Books::new(backend, "professional", 0, None).await;
+    books.settings(json!({"enabled": true, "threshold": 0, "quantity": 10})).await.unwrap();
+    let wait = Duration::from_secs(600);
+    service::auto_top_up(&books.ports(), books.organization, 30, wait).await.unwrap();
+    assert_eq!(books.account().await.balance, 10);
+    books.settings(json!({"cover_shortfall": true})).await.unwrap();
+    service::auto_top_up(&books.ports(), books.organization, 30, wait).await.unwrap();
+    assert_eq!(books.account().await.balance, 40);
+    assert_eq!(books.billing.calls(), ["top_up 10", "top_up 30"]);
+}
+
+/// A declined card: one attempt per task wait (however often the task looks again),
+/// nothing counted towards the ceiling; the provider's failure event voids its invoice.
+async fn a_declined_top_up_waits_for_the_next_task_wait_and_its_invoice_is_voided(backend: Backend) {
+    let books = Books::new(backend, "creator", 0, None).await;
+    books.settings(json!({"enabled": true, "threshold": 5, "quantity": 100})).await.unwrap();
+    books.billing.declines.store(true, Ordering::SeqCst);
+    let wait = Duration::from_secs(600);
+    let top_up = || async { service::auto_top_up(&books.ports(), books.organization, 8, wait).await };
+    assert_eq!(top_up().await.unwrap(), ToppedUp::Declined);
+    for _ in 0..5 {
+        // A blocked task looks again every 10 s.
+        books.clock.now_plus(Duration::from_secs(10));
+        assert_eq!(top_up().await.unwrap(), ToppedUp::Declined);
+    }
+    let calls = books.billing.calls();
+    assert_eq!(calls.len(), 2, "one purchase (and its void): {calls:?}");
+    assert!(calls[1].starts_with("void "), "{calls:?}");
+    let account = books.account().await;
+    assert_eq!((account.balance, account.pending_top_up.clone(), account.top_ups.bought), (0, None, 0));
+    assert!(account.top_ups.declined_at.is_some());
+    // The next task wait tries once more.
+    books.clock.now_plus(wait);
+    books.billing.declines.store(false, Ordering::SeqCst);
+    assert_eq!(top_up().await.unwrap(), ToppedUp::Granted);
+    assert_eq!(books.account().await.balance, 100);
+
+    // A payment that fails later (the provider's event): its invoice voided, the
+    // purchase released, the next attempt held off.
+    let pending = PendingTopUp { purchase: "p-late".into(), quantity: 100, since: books.clock.now() };
+    books
+        .set(|account| {
+            account.pending_top_up = Some(pending);
+            account.top_ups.bought += 100;
+        })
+        .await;
+    let failed = BillingEventKind::TopUpFailed {
+        organization: books.organization,
+        purchase: "p-late".into(),
+        invoice: Some("in_late".into()),
+    };
+    assert!(books.event(failed.clone()).await);
+    assert!(books.billing.calls().contains(&"void_invoice in_late void-p-late".to_owned()));
+    let account = books.account().await;
+    assert_eq!((account.pending_top_up.clone(), account.top_ups.bought), (None, 100));
+    assert_eq!(account.top_ups.declined_at, Some(books.clock.now()));
+    books.set(|account| account.balance = 0).await;
+    assert_eq!(top_up().await.unwrap(), ToppedUp::Declined, "held off for a task wait");
+}
+
+/// Through `serve`'s sandbox pages: a declined card buys nothing, a second checkout from
+/// free is refunded, a past-due subscription cannot move up, the card on file declines
+/// and pays, and the provider ending the subscription moves the organization to free.
+async fn the_sandbox_plays_every_outcome_of_a_subscription(backend: Backend) {
+    let harness = Harness::with_workers(backend, 0).await;
+    let test = organization(&harness, "free", 0, None).await;
+    let mut checkouts = Vec::new();
+    for plan in ["creator", "professional"] {
+        let (status, upgraded) = test.call(Method::POST, "/plan/upgrade", Some(json!({ "plan_id": plan }))).await;
+        assert_eq!(status, StatusCode::OK, "{upgraded}");
+        checkouts.push(upgraded["checkout_url"].as_str().unwrap().to_owned());
+    }
+    let (status, _, html) = page(&format!("{}/decline", checkouts[0]), Method::POST).await;
+    assert_eq!(status, StatusCode::PAYMENT_REQUIRED, "{html}");
+    assert!(html.contains("declined"), "{html}");
+    let plan = |test: &TestApp| {
+        let test = test.clone();
+        async move { test.call(Method::GET, "/plan", None).await.1 }
+    };
+    assert_eq!(plan(&test).await["plan"]["id"], "free", "a declined card buys nothing");
+    assert_eq!(page(&format!("{}/complete", checkouts[0]), Method::POST).await.0, StatusCode::OK);
+    let (status, _, html) = page(&format!("{}/complete", checkouts[1]), Method::POST).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{html}");
+    assert!(html.contains("refunded"), "{html}");
+    let (_, _, html) = page(&checkouts[1], Method::GET).await;
+    assert!(html.contains("refunded"), "{html}");
+    let now = plan(&test).await;
+    assert_eq!((now["plan"]["id"].clone(), now["credits"]["balance"].clone()), (json!("creator"), json!(2500)));
+    let sandbox = test.app.billing().sandbox().unwrap().calls();
+    assert!(sandbox.iter().any(|call| call.starts_with("cancel_and_refund sandbox_sub_")), "{sandbox:?}");
+
+    let subscription = &checkouts[0];
+    let (_, _, html) = page(subscription, Method::GET).await;
+    assert!(html.contains("/past_due") && html.contains("/end"), "{html}");
+    for (action, status) in [("past_due", "past_due"), ("unpaid", "unpaid")] {
+        assert_eq!(page(&format!("{subscription}/{action}"), Method::POST).await.0, StatusCode::OK);
+        assert_eq!(plan(&test).await["plan"]["status"], status);
+        let (code, refused) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "professional"}))).await;
+        assert_eq!(code, StatusCode::PAYMENT_REQUIRED, "{refused}");
+        assert!(refused["detail"].as_str().unwrap().contains(status), "{refused}");
+    }
+    assert_eq!(page(&format!("{subscription}/renewal_paid"), Method::POST).await.0, StatusCode::OK);
+    assert_eq!(plan(&test).await["plan"]["status"], "active");
+    assert_eq!(page(&format!("{subscription}/card_declines"), Method::POST).await.0, StatusCode::OK);
+    let (code, refused) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "professional"}))).await;
+    assert_eq!(code, StatusCode::PAYMENT_REQUIRED, "{refused}");
+    assert!(refused["detail"].as_str().unwrap().contains("declined"), "{refused}");
+    assert_eq!(plan(&test).await["credits"]["balance"], 2500, "a declined move up grants nothing");
+    // A top-up on the declining card: nothing granted, its invoice voided, held off.
+    let settings = json!({"auto_topup": {"enabled": true, "threshold": 3000, "quantity": 100}});
+    assert_eq!(test.call(Method::POST, "/credits/settings", Some(settings)).await.0, StatusCode::OK);
+    let app = &test.app;
+    let ports =
+        CreditPorts { credits: app.credits().as_ref(), billing: app.billing().as_ref(), clock: app.clock.as_ref() };
+    for _ in 0..2 {
+        let topped = service::auto_top_up(&ports, test.organization, 0, Duration::from_secs(600)).await.unwrap();
+        assert_eq!(topped, ToppedUp::Declined);
+    }
+    let sandbox = app.billing().sandbox().unwrap().calls();
+    assert_eq!(sandbox.iter().filter(|call| call.starts_with("top_up ")).count(), 1, "{sandbox:?}");
+    assert!(sandbox.iter().any(|call| call.starts_with("void ")), "{sandbox:?}");
+    let (_, credits) = test.call(Method::GET, "/credits", None).await;
+    assert_eq!(credits["balance"], 2500);
+    assert!(credits["auto_topup_month"]["declined_at"].is_string(), "{credits}");
+    assert_eq!(page(&format!("{subscription}/card_pays"), Method::POST).await.0, StatusCode::OK);
+    let (code, changed) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "professional"}))).await;
+    assert_eq!(code, StatusCode::OK, "{changed}");
+    assert_eq!(plan(&test).await["credits"]["balance"], 10_000);
+    assert_eq!(page(&format!("{subscription}/end"), Method::POST).await.0, StatusCode::OK);
+    let now = plan(&test).await;
+    assert_eq!((now["plan"]["id"].clone(), now["credits"]["balance"].clone()), (json!("free"), json!(10_000)));
+    assert_eq!(page(&format!("{subscription}/nonsense"), Method::POST).await.0, StatusCode::NOT_FOUND);
+    assert_ledger_adds_up(&test).await;
 }

@@ -2,7 +2,14 @@
 //! API (form-encoded requests, `Idempotency-Key`, `{error: {message}}` answers, 5xx
 //! retried) and sends events signed as Stripe signs them: a plan's checkout, its event
 //! applied once, forged and stale events refused, a plan change as a subscription
-//! update, an auto top-up as an invoice paid at once whose event changes nothing more.
+//! update, an auto top-up as an invoice paid at once whose event changes nothing more;
+//! declined cards (a 402 on a move up or a top-up's payment: nothing granted, the
+//! invoice voided), a second subscription ended and refunded, the plan and status
+//! corrected from `customer.subscription.updated`, idempotency keys derived from the
+//! reservation.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use std::time::Duration;
 
@@ -25,6 +32,7 @@ use crate::runs::{create_agent, Harness};
 conformance!(
     a_plan_is_paid_through_a_stripe_checkout_once_whatever_events_come,
     an_auto_top_up_is_a_stripe_invoice_paid_at_once_and_applied_once,
+    stripe_declines_refunds_and_corrections_follow_its_answers_and_events,
 );
 
 const API_KEY: &str = "sk_test_51Fake0000000000";
@@ -105,10 +113,25 @@ fn stripe_error(status: StatusCode, message: &str) -> Answer {
     json_reply(status, json!({ "error": { "type": "invalid_request_error", "message": message } }))
 }
 
+/// Stripe's answer to a payment with a declined card.
+fn card_declined() -> Answer {
+    json_reply(
+        StatusCode::PAYMENT_REQUIRED,
+        json!({ "error": { "type": "card_error", "code": "card_declined", "decline_code": "generic_decline",
+                           "message": "Your card was declined." } }),
+    )
+}
+
 /// A Stripe that answers as its API does; the first checkout-session request of each
 /// idempotency key fails with a 500 (a retry must send the same key).
 async fn fake_stripe() -> Fake {
-    Fake::start(|request, earlier| {
+    fake_stripe_declining(Arc::new(AtomicBool::new(false))).await
+}
+
+/// [`fake_stripe`] whose customer's card is declined while `declines` is set.
+async fn fake_stripe_declining(declines: Arc<AtomicBool>) -> Fake {
+    Fake::start(move |request, earlier| {
+        let declining = declines.load(Ordering::SeqCst);
         if request.headers.get("authorization").map(String::as_str) != Some(&format!("Bearer {API_KEY}")) {
             return stripe_error(StatusCode::UNAUTHORIZED, "Invalid API Key provided: sk_wrong");
         }
@@ -139,15 +162,42 @@ async fn fake_stripe() -> Fake {
             ("POST", "/v1/invoices/in_test_1/finalize") => {
                 json_reply(StatusCode::OK, json!({"id": "in_test_1", "object": "invoice", "status": "open"}))
             }
+            ("POST", "/v1/invoices/in_test_1/pay") if declining => card_declined(),
             ("POST", "/v1/invoices/in_test_1/pay") => {
                 json_reply(StatusCode::OK, json!({"id": "in_test_1", "object": "invoice", "status": "paid"}))
             }
+            ("POST", path) if path.starts_with("/v1/invoices/") && path.ends_with("/void") => {
+                let id = path.trim_start_matches("/v1/invoices/").trim_end_matches("/void");
+                json_reply(StatusCode::OK, json!({"id": id, "object": "invoice", "status": "void"}))
+            }
+            ("DELETE", "/v1/subscriptions/sub_test_2") if earlier > 0 => json_reply(
+                StatusCode::NOT_FOUND,
+                json!({"error": {"type": "invalid_request_error", "code": "resource_missing",
+                                 "message": "No such subscription: 'sub_test_2'"}}),
+            ),
+            ("DELETE", "/v1/subscriptions/sub_test_2") => {
+                json_reply(StatusCode::OK, json!({"id": "sub_test_2", "object": "subscription", "status": "canceled"}))
+            }
+            ("GET", "/v1/invoices/in_test_2") => json_reply(
+                StatusCode::OK,
+                json!({"id": "in_test_2", "object": "invoice", "status": "paid", "amount_paid": 15000,
+                       "payment_intent": "pi_test_2", "subscription": "sub_test_2"}),
+            ),
+            ("POST", "/v1/refunds") => match field(request, "payment_intent").or_else(|| field(request, "charge")) {
+                Some(_) => json_reply(StatusCode::OK, json!({"id": "re_test_1", "object": "refund", "status": "succeeded"})),
+                None => stripe_error(StatusCode::BAD_REQUEST, "One of `charge` or `payment_intent` is required."),
+            },
             ("GET", "/v1/subscriptions/sub_test_1") => json_reply(
                 StatusCode::OK,
                 json!({"id": "sub_test_1", "object": "subscription", "items": {"object": "list", "data": [
                     {"id": "si_test_1", "object": "subscription_item", "price": {"id": "price_1", "product": "prod_test_1"}}
                 ]}}),
             ),
+            ("POST", "/v1/subscriptions/sub_test_1")
+                if declining && field(request, "payment_behavior").as_deref() == Some("error_if_incomplete") =>
+            {
+                card_declined()
+            }
             ("POST", "/v1/subscriptions/sub_test_1") => {
                 json_reply(StatusCode::OK, json!({"id": "sub_test_1", "object": "subscription", "status": "active"}))
             }
@@ -353,6 +403,156 @@ async fn an_auto_top_up_is_a_stripe_invoice_paid_at_once_and_applied_once(backen
     let (_, ledger) = test.call(Method::GET, "/credits/ledger?limit=100", None).await;
     let top_ups = ledger["entries"].as_array().unwrap().iter().filter(|entry| entry["reason"] == "top_up").count();
     assert_eq!(top_ups, 1);
+}
+
+/// Declined cards grant nothing (a move up's 402 leaves the plan; a top-up's 402 voids
+/// its invoice, and no new invoice is made within the task wait); a failed top-up event
+/// voids its invoice; a second paid checkout is ended and refunded; the status and plan
+/// follow `customer.subscription.updated`. Every POST carries its idempotency key, a
+/// plan change's derived from its reservation.
+async fn stripe_declines_refunds_and_corrections_follow_its_answers_and_events(backend: Backend) {
+    use shared::domain::credits::service::{self, CreditPorts, ToppedUp};
+    let declines = Arc::new(AtomicBool::new(false));
+    let stripe = fake_stripe_declining(declines.clone()).await;
+    let url = stripe.url.clone();
+    let harness =
+        Harness::tuned_with(backend, 0, |settings| Settings { billing: billing(&url, API_KEY), ..settings }).await;
+    let test = organization(&harness, "free", 0).await;
+    let (_, upgraded) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "creator"}))).await;
+    assert_eq!(upgraded["requires_checkout"], true, "{upgraded}");
+    let session = stripe.received().into_iter().rfind(|request| request.path == "/v1/checkout/sessions").unwrap();
+    assert_eq!(field(&session, "subscription_data[metadata][plan]").as_deref(), Some("creator"));
+    let checkout = field(&session, "metadata[checkout_id]").unwrap();
+    assert_eq!(deliver(&test, &checkout_completed(test.organization, &checkout, "creator")).await.0, StatusCode::OK);
+    let credits = test.app.credits().clone();
+    let updates = |stripe: &Fake| -> Vec<Received> {
+        stripe
+            .received()
+            .into_iter()
+            .filter(|request| request.path == "/v1/subscriptions/sub_test_1" && request.method == "POST")
+            .collect()
+    };
+
+    // A move up whose payment is declined: 402, nothing granted, nothing changed.
+    declines.store(true, Ordering::SeqCst);
+    let (status, refused) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "professional"}))).await;
+    assert_eq!(status, StatusCode::PAYMENT_REQUIRED, "{refused}");
+    assert!(refused["detail"].as_str().unwrap().contains("Your card was declined."), "{refused}");
+    let (_, plan) = test.call(Method::GET, "/plan", None).await;
+    assert_eq!((plan["plan"]["id"].clone(), plan["credits"]["balance"].clone()), (json!("creator"), json!(2500)));
+    let declined = updates(&stripe).pop().unwrap();
+    assert_eq!(field(&declined, "payment_behavior").as_deref(), Some("error_if_incomplete"));
+    let seq = credits.account(test.organization).await.unwrap().seq;
+    let first_key = declined.headers["idempotency-key"].clone();
+    assert_eq!(first_key, format!("plan-change-{}-{}", test.organization, seq - 1), "from the reservation");
+    declines.store(false, Ordering::SeqCst);
+    let (status, changed) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "professional"}))).await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(balance(&test).await, 10_000);
+    let seq = credits.account(test.organization).await.unwrap().seq;
+    let second_key = updates(&stripe).pop().unwrap().headers["idempotency-key"].clone();
+    assert_eq!(second_key, format!("plan-change-{}-{}", test.organization, seq - 1));
+    assert_ne!(second_key, first_key);
+
+    // A declined top-up: its invoice voided; the task's next looks buy nothing more.
+    let settings = json!({"auto_topup": {"enabled": true, "threshold": 20000, "quantity": 100}});
+    assert_eq!(test.call(Method::POST, "/credits/settings", Some(settings)).await.0, StatusCode::OK);
+    declines.store(true, Ordering::SeqCst);
+    let app = &test.app;
+    let ports =
+        CreditPorts { credits: app.credits().as_ref(), billing: app.billing().as_ref(), clock: app.clock.as_ref() };
+    let wait = Duration::from_secs(600);
+    for _ in 0..3 {
+        assert_eq!(service::auto_top_up(&ports, test.organization, 0, wait).await.unwrap(), ToppedUp::Declined);
+    }
+    let invoicing: Vec<String> = stripe.requests().into_iter().filter(|request| request.contains("invoice")).collect();
+    assert_eq!(
+        invoicing,
+        [
+            "POST /v1/invoices",
+            "POST /v1/invoiceitems",
+            "POST /v1/invoices/in_test_1/finalize",
+            "POST /v1/invoices/in_test_1/pay",
+            "POST /v1/invoices/in_test_1/void",
+        ],
+        "one attempt, its invoice voided"
+    );
+    let item = stripe.received().into_iter().find(|request| request.path == "/v1/invoiceitems").unwrap();
+    let purchase = field(&item, "metadata[purchase]").unwrap();
+    let void = stripe.received().into_iter().find(|request| request.path.ends_with("/void")).unwrap();
+    assert_eq!(void.headers["idempotency-key"], format!("{purchase}-void"));
+    assert_eq!(balance(&test).await, 10_000, "no credits without the money");
+    let (_, credits_view) = test.call(Method::GET, "/credits", None).await;
+    assert!(credits_view["auto_topup_month"]["declined_at"].is_string(), "{credits_view}");
+
+    // A top-up's payment failing later (Stripe's event): its invoice voided.
+    let mut write = credits.account(test.organization).await.unwrap().write();
+    write.account.pending_top_up = Some(shared::domain::credits::PendingTopUp {
+        purchase: "p-late".into(),
+        quantity: 100,
+        since: Timestamp::now(),
+    });
+    assert_eq!(credits.write_account(&write).await.unwrap(), shared::domain::credits::Written::Done);
+    let failed = json!({
+        "id": "evt_invoice_failed_1", "object": "event", "type": "invoice.payment_failed",
+        "data": {"object": {"id": "in_test_3", "object": "invoice", "status": "open", "customer": "cus_test_1",
+            "metadata": {"kind": "top_up", "organization_id": test.organization.to_string(),
+                         "quantity": "100", "purchase": "p-late"}}},
+    });
+    assert_eq!(deliver(&test, &failed).await, (StatusCode::OK, json!({"received": true, "applied": true})));
+    let void = stripe.received().into_iter().find(|request| request.path == "/v1/invoices/in_test_3/void").unwrap();
+    assert_eq!(void.headers["idempotency-key"], "void-p-late");
+    assert_eq!(credits.account(test.organization).await.unwrap().pending_top_up, None);
+
+    // A second checkout paid: its subscription ended and its payment refunded.
+    let second = uuid::Uuid::new_v4().to_string();
+    let mut paid = checkout_completed(test.organization, &second, "professional");
+    paid["data"]["object"]["subscription"] = json!("sub_test_2");
+    paid["data"]["object"]["invoice"] = json!("in_test_2");
+    for applied in [true, false] {
+        assert_eq!(deliver(&test, &paid).await, (StatusCode::OK, json!({"received": true, "applied": applied})));
+    }
+    let refunds: Vec<Received> =
+        stripe.received().into_iter().filter(|request| request.path == "/v1/refunds").collect();
+    assert!(!refunds.is_empty());
+    assert!(refunds.iter().all(|refund| field(refund, "payment_intent").as_deref() == Some("pi_test_2")));
+    assert!(refunds
+        .iter()
+        .all(|refund| refund.headers["idempotency-key"] == format!("second-checkout-{second}-refund")));
+    assert!(stripe.requests().contains(&"DELETE /v1/subscriptions/sub_test_2".to_owned()));
+    let account = credits.account(test.organization).await.unwrap();
+    assert_eq!(account.billing.subscription.as_deref(), Some("sub_test_1"), "the first stays tracked");
+    assert_eq!(balance(&test).await, 10_000, "the second grants nothing");
+
+    // The subscription's state and plan follow Stripe's.
+    let updated = |id: &str, status: &str, plan: &str| {
+        json!({
+            "id": id, "object": "event", "type": "customer.subscription.updated",
+            "created": Timestamp::now().unix_seconds(),
+            "data": {"object": {"id": "sub_test_1", "object": "subscription", "status": status,
+                "current_period_end": Timestamp::now().unix_seconds() + 30 * 24 * 3600,
+                "metadata": {"organization_id": test.organization.to_string(), "plan": plan}}},
+        })
+    };
+    assert_eq!(deliver(&test, &updated("evt_sub_1", "past_due", "professional")).await.1["applied"], true);
+    let (_, plan) = test.call(Method::GET, "/plan", None).await;
+    assert_eq!(
+        (plan["plan"]["id"].clone(), plan["plan"]["status"].clone()),
+        (json!("professional"), json!("past_due"))
+    );
+    assert_eq!(deliver(&test, &updated("evt_sub_2", "active", "creator_annual")).await.1["applied"], true);
+    let (_, plan) = test.call(Method::GET, "/plan", None).await;
+    assert_eq!(
+        (plan["plan"]["id"].clone(), plan["plan"]["status"].clone()),
+        (json!("creator_annual"), json!("active"))
+    );
+    assert!(credits.account(test.organization).await.unwrap().billing.paid_until.is_some());
+    // Every POST carried an idempotency key (the fake refuses one without).
+    assert!(stripe
+        .received()
+        .iter()
+        .filter(|request| request.method == "POST")
+        .all(|request| request.headers.contains_key("idempotency-key")));
 }
 
 /// An organization seeded on a paid plan has no Stripe subscription: moving to another

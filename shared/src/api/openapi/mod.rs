@@ -161,6 +161,7 @@ fn same_schema(a: &RefOr<Schema>, b: &RefOr<Schema>) -> bool {
 fn reason(status: u16) -> &'static str {
     match status {
         400 => "The request is malformed or breaks a rule; the body says which",
+        402 => "The payment was declined; nothing changed",
         404 => "Not found, or owned by another organization",
         409 => "The request conflicts with the resource's state or a limit",
         413 => "The body or a part of it is too large",
@@ -371,7 +372,7 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
         "upgrade-plan" => Doc::new("Change the plan (from free: a checkout)", PLANS, BearerOrApiKey)
             .body(sc.of::<s::UpgradePlan>(), true)
             .answer(200, "A checkout to finish, or the change made", sc.of::<s::UpgradeAnswer>())
-            .general(sc, &[400])
+            .general(sc, &[400, 402, 409])
             .idempotent(sc),
         "get-credits" => Doc::new("The credit balance and auto top-up settings", PLANS, BearerOrApiKey)
             .answer(200, "The credits", sc.of::<s::CreditsAnswer>())

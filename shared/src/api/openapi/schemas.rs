@@ -1499,7 +1499,8 @@ pub struct PlanState {
     pub id: PlanId,
     /// The plan ID without `_annual`.
     pub family: String,
-    /// `active`.
+    /// The subscription's state: `active`, `past_due` or `unpaid` (a renewal not
+    /// paid: no monthly grant until it is), `incomplete`.
     pub status: String,
     pub started_at: Time,
     pub current_period_start: Time,
@@ -1596,7 +1597,9 @@ pub struct UpgradeAnswer {
 }
 
 /// Auto top-up settings: when the balance falls below `threshold` (or a task is
-/// blocked for credits), `quantity` credits are bought (at least what the task lacks).
+/// blocked for credits), `quantity` credits are bought (what the task lacks when more
+/// and `cover_shortfall` is true), at most `monthly_limit` credits in a monthly period
+/// (default 5,000).
 #[derive(Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AutoTopUp {
@@ -1605,6 +1608,36 @@ pub struct AutoTopUp {
     pub threshold: u64,
     #[schema(minimum = 0, maximum = 1000000)]
     pub quantity: u64,
+    /// Most credits bought in one monthly period of the plan.
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub monthly_limit: u64,
+    /// Whether one top-up may buy more than `quantity` (what a blocked task lacks).
+    pub cover_shortfall: bool,
+}
+
+/// Where auto top-up stands in the plan's current monthly period.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AutoTopUpMonth {
+    pub period_start: Time,
+    /// Credits bought (or awaiting payment) this period.
+    pub bought: u64,
+    /// `off`, `ready`, `awaiting_payment`, or `limit_reached` (the next top-up would pass
+    /// `monthly_limit`: nothing is bought until the next period or a higher limit).
+    pub state: AutoTopUpState,
+    /// When the card was last declined: no top-up is tried for one task wait after it.
+    #[schema(required = true)]
+    pub declined_at: Option<Time>,
+}
+
+/// Where auto top-up stands.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AutoTopUpState {
+    Off,
+    Ready,
+    AwaitingPayment,
+    LimitReached,
 }
 
 /// `GET /credits`
@@ -1615,6 +1648,7 @@ pub struct CreditsAnswer {
     /// Credits spent in the current period.
     pub usage: i64,
     pub auto_topup: AutoTopUp,
+    pub auto_topup_month: AutoTopUpMonth,
 }
 
 /// Auto top-up settings to change; those left out keep their value.
@@ -1630,6 +1664,13 @@ pub struct AutoTopUpChange {
     #[serde(default)]
     #[schema(minimum = 0, maximum = 1000000, nullable = false)]
     pub quantity: Option<u64>,
+    /// At least `quantity` (default 5,000).
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1000000, nullable = false)]
+    pub monthly_limit: Option<u64>,
+    #[serde(default)]
+    #[schema(nullable = false)]
+    pub cover_shortfall: Option<bool>,
 }
 
 /// `POST /credits/settings` (creator, creator_annual, professional and

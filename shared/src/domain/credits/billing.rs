@@ -1,10 +1,13 @@
 //! The billing port: where plans and credits are paid for. The local sandbox (served by
 //! `serve`) and Stripe implement it.
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+
 use async_trait::async_trait;
 
 use super::plans::PlanId;
-use super::{Account, Checkout, CheckoutId};
+use super::{Account, Checkout, CheckoutId, SubscriptionStatus};
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
 
@@ -17,12 +20,24 @@ pub struct OpenedCheckout {
 }
 
 /// Where a top-up purchase stands once asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TopUpState {
     /// Paid now: grant the credits.
     Paid,
     /// The provider confirms the payment later (its event grants the credits).
     Pending,
+    /// The card was declined; the purchase's invoice is voided (nothing is collected
+    /// from it later).
+    Declined(String),
+}
+
+/// What a plan change at the provider did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlanChanged {
+    /// Made (a move up: its prorated invoice paid).
+    Done,
+    /// The payment a move up needs was declined: nothing changed at the provider.
+    Declined(String),
 }
 
 /// An event the billing provider sent, verified and read.
@@ -43,11 +58,25 @@ pub enum BillingEventKind {
         plan: PlanId,
         customer: Option<String>,
         subscription: Option<String>,
+        /// The invoice of its first payment (what a refund gives back).
+        invoice: Option<String>,
     },
     /// A top-up's invoice was paid (`invoice.paid` of an invoice the top-up made).
     TopUpPaid { organization: OrganizationId, purchase: String, quantity: u64 },
     /// A top-up's invoice could not be paid: the next shortage may buy again.
-    TopUpFailed { organization: OrganizationId, purchase: String },
+    TopUpFailed { organization: OrganizationId, purchase: String, invoice: Option<String> },
+    /// The provider's subscription changed (its status, or its plan).
+    SubscriptionChanged {
+        organization: OrganizationId,
+        subscription: String,
+        status: SubscriptionStatus,
+        /// The plan the subscription bills, when it names one.
+        plan: Option<PlanId>,
+        /// When the provider made the event (an older one does not undo a newer plan).
+        at: Option<Timestamp>,
+        /// The end of the billing period the provider says is paid (active only).
+        paid_until: Option<Timestamp>,
+    },
     /// The provider ended the subscription (at the period's end after a move to free, or
     /// after its payments failed): the organization is on free from now.
     SubscriptionEnded { organization: OrganizationId, subscription: String },
@@ -77,8 +106,20 @@ pub trait BillingProvider: Send + Sync {
     /// already gave (its paid plan's); `purchase` identifies the purchase (idempotent).
     async fn top_up(&self, account: &Account, purchase: &str, quantity: u64, cents: u64) -> anyhow::Result<TopUpState>;
     /// Moves the organization's subscription to plan `to` (free: ends it): at once and
-    /// prorated, or (`at_renewal`) from its next renewal.
-    async fn change_plan(&self, account: &Account, to: PlanId, at_renewal: bool) -> anyhow::Result<()>;
+    /// prorated (its invoice paid now, or nothing changes), or (`at_renewal`) from its
+    /// next renewal; `key` is the provider's idempotency key (from the reservation).
+    async fn change_plan(
+        &self,
+        account: &Account,
+        to: PlanId,
+        at_renewal: bool,
+        key: &str,
+    ) -> anyhow::Result<PlanChanged>;
+    /// Ends at once a subscription the organization must not have (a second checkout's)
+    /// and refunds its payment (`invoice`); `key` makes it idempotent.
+    async fn cancel_and_refund(&self, subscription: &str, invoice: Option<&str>, key: &str) -> anyhow::Result<()>;
+    /// Voids an unpaid top-up invoice, so that nothing is collected from it later.
+    async fn void_invoice(&self, invoice: &str, key: &str) -> anyhow::Result<()>;
     /// Verifies and reads an event the provider sent to the service: `payload` as
     /// received, with its signature header.
     async fn event(&self, payload: &[u8], signature: Option<&str>, now: Timestamp) -> Result<BillingEvent, EventError>;
@@ -95,14 +136,70 @@ pub trait BillingProvider: Send + Sync {
     fn serves_checkout_pages(&self) -> bool {
         false
     }
+    /// Whether its renewals are confirmed by its events (Stripe's subscription updated at
+    /// each renewal): a period past the last confirmed one then waits for one.
+    fn confirms_renewals(&self) -> bool {
+        true
+    }
+    /// The sandbox, for its controls (None for a real provider).
+    fn sandbox(&self) -> Option<&SandboxBilling> {
+        None
+    }
 }
 
 /// The local sandbox: checkouts are pages `serve` answers at
-/// `{public_url}/billing/sandbox/checkout/{id}`; top-ups are paid at once (a card on file
-/// is assumed); plan changes need nothing of a provider.
+/// `{public_url}/billing/sandbox/checkout/{id}`, where the caller pays, pays with a
+/// declined card or cancels, and (a plan's, once paid) plays its subscription's outcomes:
+/// renewal past due or unpaid, renewal paid, ended by the provider, the card on file
+/// declining or paying. Top-ups and plan changes are paid at once unless the
+/// organization's card is set to decline (kept in this process).
 pub struct SandboxBilling {
     pub public_url: String,
+    declining: Mutex<HashSet<OrganizationId>>,
+    /// Calls that would reach a real provider, in order (`serve` logs them; tests read them).
+    calls: Mutex<Vec<String>>,
 }
+
+impl SandboxBilling {
+    /// The sandbox of a `serve` answering at `public_url`.
+    pub fn new(public_url: &str) -> Self {
+        Self { public_url: public_url.to_owned(), declining: Mutex::default(), calls: Mutex::default() }
+    }
+
+    /// Makes the organization's card on file decline (or pay) from now.
+    pub fn set_declining(&self, organization: OrganizationId, declines: bool) {
+        let mut declining = self.declining.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match declines {
+            true => declining.insert(organization),
+            false => declining.remove(&organization),
+        };
+    }
+
+    fn declines(&self, organization: OrganizationId) -> bool {
+        self.declining.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&organization)
+    }
+
+    fn record(&self, call: String) {
+        tracing::info!(call, "sandbox billing");
+        let mut calls = self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A long-running `serve` keeps only the latest.
+        if calls.len() >= SANDBOX_CALLS_KEPT {
+            calls.remove(0);
+        }
+        calls.push(call);
+    }
+
+    /// The latest calls (`top_up …`, `change_plan …`, `cancel_and_refund …`, `void …`).
+    pub fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
+/// How many of its calls the sandbox keeps.
+const SANDBOX_CALLS_KEPT: usize = 1_000;
+
+/// The declined card's message.
+pub const SANDBOX_DECLINE: &str = "Your card was declined (sandbox).";
 
 #[async_trait]
 impl BillingProvider for SandboxBilling {
@@ -115,11 +212,37 @@ impl BillingProvider for SandboxBilling {
         Ok(OpenedCheckout { url: format!("{base}/billing/sandbox/checkout/{}", checkout.id), provider_session: None })
     }
 
-    async fn top_up(&self, _: &Account, _: &str, _: u64, _: u64) -> anyhow::Result<TopUpState> {
+    async fn top_up(&self, account: &Account, purchase: &str, quantity: u64, _: u64) -> anyhow::Result<TopUpState> {
+        self.record(format!("top_up {purchase} {quantity}"));
+        if self.declines(account.organization_id) {
+            self.record(format!("void {purchase}"));
+            return Ok(TopUpState::Declined(SANDBOX_DECLINE.to_owned()));
+        }
         Ok(TopUpState::Paid)
     }
 
-    async fn change_plan(&self, _: &Account, _: PlanId, _: bool) -> anyhow::Result<()> {
+    async fn change_plan(
+        &self,
+        account: &Account,
+        to: PlanId,
+        at_renewal: bool,
+        key: &str,
+    ) -> anyhow::Result<PlanChanged> {
+        self.record(format!("change_plan {} {key}", to.as_str()));
+        // Only a move made now is paid now.
+        if !at_renewal && to.is_paid() && self.declines(account.organization_id) {
+            return Ok(PlanChanged::Declined(SANDBOX_DECLINE.to_owned()));
+        }
+        Ok(PlanChanged::Done)
+    }
+
+    async fn cancel_and_refund(&self, subscription: &str, invoice: Option<&str>, key: &str) -> anyhow::Result<()> {
+        self.record(format!("cancel_and_refund {subscription} {} {key}", invoice.unwrap_or("-")));
+        Ok(())
+    }
+
+    async fn void_invoice(&self, invoice: &str, key: &str) -> anyhow::Result<()> {
+        self.record(format!("void {invoice} {key}"));
         Ok(())
     }
 
@@ -132,5 +255,14 @@ impl BillingProvider for SandboxBilling {
 
     fn serves_checkout_pages(&self) -> bool {
         true
+    }
+
+    fn sandbox(&self) -> Option<&SandboxBilling> {
+        Some(self)
+    }
+
+    fn confirms_renewals(&self) -> bool {
+        // Renewals happen on the calendar unless a test or user plays another outcome.
+        false
     }
 }

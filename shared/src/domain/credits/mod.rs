@@ -28,6 +28,9 @@ crate::typed_id!(
 
 /// Largest auto top-up threshold or quantity.
 pub const MAX_TOP_UP_SETTING: u64 = 1_000_000;
+/// Most credits auto top-up buys in one monthly period unless the organization sets
+/// another ceiling (`auto_topup.monthly_limit`): $100 a month at the creator rate.
+pub const DEFAULT_MONTHLY_TOP_UP_LIMIT: u64 = 5_000;
 
 /// Why credits moved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,13 +85,106 @@ pub struct LedgerLine {
 }
 
 /// Auto top-up settings.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AutoTopUp {
     pub enabled: bool,
     /// Buy when the balance falls below this.
     pub threshold: u64,
-    /// Credits bought each time (at least what a blocked task lacks).
+    /// Credits bought each time.
     pub quantity: u64,
+    /// Most credits bought in one monthly period of the plan (the ceiling).
+    #[serde(default = "default_monthly_limit")]
+    pub monthly_limit: u64,
+    /// Whether one top-up may buy more than `quantity`: what a blocked task lacks.
+    #[serde(default)]
+    pub cover_shortfall: bool,
+}
+
+fn default_monthly_limit() -> u64 {
+    DEFAULT_MONTHLY_TOP_UP_LIMIT
+}
+
+impl Default for AutoTopUp {
+    fn default() -> Self {
+        AutoTopUp {
+            enabled: false,
+            threshold: 0,
+            quantity: 0,
+            monthly_limit: DEFAULT_MONTHLY_TOP_UP_LIMIT,
+            cover_shortfall: false,
+        }
+    }
+}
+
+/// What auto top-up bought in the plan's current monthly period, and its last decline.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopUpMonth {
+    /// The start of the period `bought` counts (None: nothing bought yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<Timestamp>,
+    /// Credits bought (or awaiting payment) in that period.
+    #[serde(default)]
+    pub bought: u64,
+    /// When the card was last declined: nothing is bought again for one task wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declined_at: Option<Timestamp>,
+}
+
+/// A plan change reserved on the account before the billing provider is called: one at
+/// a time, and the provider's idempotency key is derived from it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanReservation {
+    /// The provider's idempotency key for this change.
+    pub key: String,
+    pub to: PlanId,
+    pub since: Timestamp,
+}
+
+/// The billing provider's state of the organization's subscription.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubscriptionStatus {
+    /// Paid up: the plan's credits are granted each period.
+    Active,
+    /// A renewal's payment failed and is being retried: no grant.
+    PastDue,
+    /// The provider gave up retrying: no grant.
+    Unpaid,
+    /// The first payment is not made yet: no grant.
+    Incomplete,
+    /// Ended.
+    Canceled,
+}
+
+impl SubscriptionStatus {
+    /// Its name as the provider writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::PastDue => "past_due",
+            Self::Unpaid => "unpaid",
+            Self::Incomplete => "incomplete",
+            Self::Canceled => "canceled",
+        }
+    }
+
+    /// Reads the provider's status (Stripe's `trialing` counts as paid up, its
+    /// `incomplete_expired` and `paused` as ended); None when unknown.
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "active" | "trialing" => Self::Active,
+            "past_due" => Self::PastDue,
+            "unpaid" => Self::Unpaid,
+            "incomplete" => Self::Incomplete,
+            "canceled" | "incomplete_expired" | "paused" => Self::Canceled,
+            _ => return None,
+        })
+    }
+
+    /// Whether the plan's credits are granted in this state.
+    pub fn is_paid_up(self) -> bool {
+        self == Self::Active
+    }
 }
 
 /// A top-up bought and not yet paid (one at a time).
@@ -107,6 +203,15 @@ pub struct BillingRefs {
     pub customer: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subscription: Option<String>,
+    /// The subscription's state as the provider last said (None: paid up, as a seeded
+    /// plan or one from before this was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<SubscriptionStatus>,
+    /// The end of the last billing period the provider confirmed paid: a monthly
+    /// period starting at or after it is granted only once a renewal confirms it (None:
+    /// the calendar decides, as for a seeded plan or the sandbox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paid_until: Option<Timestamp>,
 }
 
 /// An organization's credits and plan.
@@ -130,6 +235,12 @@ pub struct Account {
     pub pending_top_up: Option<PendingTopUp>,
     #[serde(default)]
     pub billing: BillingRefs,
+    /// A plan change reserved and not yet confirmed by the billing provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_change: Option<PlanReservation>,
+    /// Auto top-up's purchases this monthly period.
+    #[serde(default)]
+    pub top_ups: TopUpMonth,
 }
 
 impl Account {
@@ -153,6 +264,8 @@ impl Account {
             scheduled_plan: None,
             pending_top_up: None,
             billing: BillingRefs::default(),
+            plan_change: None,
+            top_ups: TopUpMonth::default(),
         }
     }
 }
@@ -317,6 +430,9 @@ pub enum CheckoutStatus {
     Open,
     Completed,
     Canceled,
+    /// Paid while the organization already had a subscription: the new one was ended
+    /// and its payment refunded.
+    Refunded,
 }
 
 /// A purchase the caller completes at the billing provider's page.

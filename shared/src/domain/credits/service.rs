@@ -8,11 +8,11 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
-use super::billing::{BillingEvent, BillingEventKind, BillingProvider, TopUpState};
+use super::billing::{BillingEvent, BillingEventKind, BillingProvider, PlanChanged, TopUpState};
 use super::plans::{period_at, PlanId};
 use super::{
-    Account, AccountWrite, BillingRefs, Checkout, CheckoutId, CheckoutStatus, CreditRepo, LedgerEntry, Purchase,
-    Reason, Written, MAX_TOP_UP_SETTING,
+    Account, AccountWrite, BillingRefs, Checkout, CheckoutId, CheckoutStatus, CreditRepo, LedgerEntry, PlanReservation,
+    Purchase, Reason, SubscriptionStatus, Written, MAX_TOP_UP_SETTING,
 };
 use crate::core::retry::ACCOUNT_CONFLICTS;
 use crate::domain::identity::OrganizationId;
@@ -20,6 +20,10 @@ use crate::domain::time::{Clock, Timestamp};
 
 /// A top-up asked for and not paid holds off the next one this long.
 pub const PENDING_TOP_UP_HOLD: Duration = Duration::from_secs(3600);
+/// How long a plan change's reservation holds off another: one older is taken as lost
+/// (its process stopped between the provider's answer and its write), and the
+/// provider's events correct the plan.
+pub const PLAN_CHANGE_HOLD: Duration = Duration::from_secs(120);
 /// Longest `success_url` or `cancel_url`.
 const MAX_URL_BYTES: usize = 2_048;
 /// Ledger page size bounds.
@@ -44,9 +48,12 @@ pub enum CreditError {
     Forbidden(String),
     #[error("Checkout not found")]
     NotFound,
-    /// 409: the checkout cannot be completed.
+    /// 409: the checkout cannot be completed, or another change is in progress.
     #[error("{0}")]
     Conflict(String),
+    /// 402: the payment was declined (nothing changed).
+    #[error("{0}")]
+    PaymentRequired(String),
     #[error("storage failed: {0:#}")]
     Backend(#[from] anyhow::Error),
 }
@@ -110,6 +117,13 @@ fn period_due(account: &Account, now: Timestamp) -> Option<AccountWrite> {
     if start <= account.period_start {
         return None;
     }
+    let unpaid = account.billing.status.is_some_and(|status| !status.is_paid_up())
+        || account.billing.paid_until.is_some_and(|until| start >= until);
+    if account.plan.is_paid() && unpaid {
+        // The renewal is not paid (or not confirmed yet): no credits for the period
+        // until it is (the grant is made by the first read after that).
+        return None;
+    }
     let mut write = account.write();
     let next = &mut write.account;
     if let Some(plan) = next.scheduled_plan.take() {
@@ -153,7 +167,7 @@ pub fn plan_view(account: &Account, now: Timestamp) -> Value {
         "plan": {
             "id": account.plan.as_str(),
             "family": account.plan.family(),
-            "status": "active",
+            "status": account.billing.status.map_or("active", SubscriptionStatus::as_str),
             "started_at": account.plan_started_at,
             "current_period_start": start,
             "current_period_end": end,
@@ -176,12 +190,38 @@ pub fn plans_view() -> Value {
 }
 
 /// `GET /credits` (and the answer of `POST /credits/settings`).
-pub fn credits_view(account: &Account) -> Value {
+pub fn credits_view(account: &Account, now: Timestamp) -> Value {
+    let month = period_at(account.plan_started_at, now).0;
+    let bought = bought_this_month(account, month);
+    let auto = account.auto_topup;
+    let state = if !auto.enabled || !account.plan.allows_top_ups() {
+        "off"
+    } else if awaiting_payment(account, now) {
+        "awaiting_payment"
+    } else if bought.saturating_add(auto.quantity.max(1)) > auto.monthly_limit {
+        "limit_reached"
+    } else {
+        "ready"
+    };
     json!({
         "balance": account.balance,
         "usage": account.usage,
-        "auto_topup": account.auto_topup,
+        "auto_topup": auto,
+        "auto_topup_month": {
+            "period_start": month,
+            "bought": bought,
+            "state": state,
+            "declined_at": account.top_ups.declined_at,
+        },
     })
+}
+
+/// Credits auto top-up bought in the monthly period starting at `month`.
+fn bought_this_month(account: &Account, month: Timestamp) -> u64 {
+    match account.top_ups.start {
+        Some(start) if start == month => account.top_ups.bought,
+        _ => 0,
+    }
 }
 
 /// A body's object, refusing other types and properties not in `known`.
@@ -196,8 +236,9 @@ fn object<'a>(value: &'a Value, what: &str, known: &[&str]) -> Result<&'a Map<St
     Ok(map)
 }
 
-/// `POST /credits/settings {auto_topup: {enabled, threshold, quantity}}`: each number a
-/// whole 0–1,000,000; fields left out keep their value. 403 unless a paid plan.
+/// `POST /credits/settings {auto_topup: {enabled, threshold, quantity, monthly_limit,
+/// cover_shortfall}}`: each number a whole 0–1,000,000; fields left out keep their value.
+/// 403 unless a paid plan; 400 when the quantity is above the monthly ceiling.
 pub async fn update_settings(
     ports: &CreditPorts<'_>,
     organization: OrganizationId,
@@ -205,12 +246,14 @@ pub async fn update_settings(
 ) -> Result<Account, CreditError> {
     let settings = object(body, "the body", &["auto_topup"])?;
     let given = settings.get("auto_topup").ok_or_else(|| CreditError::Invalid("auto_topup is required".into()))?;
-    let fields = object(given, "auto_topup", &["enabled", "threshold", "quantity"])?;
-    let enabled = match fields.get("enabled") {
-        None => None,
-        Some(Value::Bool(enabled)) => Some(*enabled),
-        Some(_) => return Err(CreditError::Invalid("auto_topup.enabled must be true or false".into())),
+    let fields =
+        object(given, "auto_topup", &["enabled", "threshold", "quantity", "monthly_limit", "cover_shortfall"])?;
+    let flag = |name: &str| match fields.get(name) {
+        None => Ok(None),
+        Some(Value::Bool(value)) => Ok(Some(*value)),
+        Some(_) => Err(CreditError::Invalid(format!("auto_topup.{name} must be true or false"))),
     };
+    let (enabled, cover_shortfall) = (flag("enabled")?, flag("cover_shortfall")?);
     let number = |name: &str| -> Result<Option<u64>, CreditError> {
         match fields.get(name) {
             None => Ok(None),
@@ -222,7 +265,7 @@ pub async fn update_settings(
             },
         }
     };
-    let (threshold, quantity) = (number("threshold")?, number("quantity")?);
+    let (threshold, quantity, monthly_limit) = (number("threshold")?, number("quantity")?, number("monthly_limit")?);
     let now = ports.clock.now();
     let (account, _) = change_account(ports.credits, organization, now, |account| {
         if !account.plan.allows_top_ups() {
@@ -237,6 +280,15 @@ pub async fn update_settings(
         auto.enabled = enabled.unwrap_or(auto.enabled);
         auto.threshold = threshold.unwrap_or(auto.threshold);
         auto.quantity = quantity.unwrap_or(auto.quantity);
+        auto.monthly_limit = monthly_limit.unwrap_or(auto.monthly_limit);
+        auto.cover_shortfall = cover_shortfall.unwrap_or(auto.cover_shortfall);
+        if auto.quantity > auto.monthly_limit {
+            return Err(CreditError::Invalid(format!(
+                "auto_topup.quantity ({}) is above auto_topup.monthly_limit ({}): no top-up could be bought; \
+                 raise monthly_limit or lower quantity",
+                auto.quantity, auto.monthly_limit
+            )));
+        }
         Ok(Some(write))
     })
     .await?;
@@ -337,9 +389,12 @@ fn return_url(fields: &Map<String, Value>, name: &str) -> Result<Option<String>,
 
 /// `POST /plan/upgrade {plan_id, success_url?, cancel_url?}`. From free: a checkout
 /// (the plan starts when it is paid). Between paid plans: up a family, or between a
-/// family's monthly and annual billing, at once (a move up grants the difference in
-/// monthly credits now and starts a new period); down a family, at the period's end.
-/// To free: at the period's end, refused while credits are owed.
+/// family's monthly and annual billing, at once (a move up, once its prorated invoice is
+/// paid, grants the difference in monthly credits now and starts a new period); down a
+/// family, at the period's end. To free: at the period's end, refused while credits are
+/// owed. Every check is made, and the change reserved on the account, before the billing
+/// provider is called (with an idempotency key derived from the reservation): a refused
+/// change calls nothing, and of two changes at once one is refused (409).
 pub async fn upgrade(
     ports: &CreditPorts<'_>,
     organization: OrganizationId,
@@ -357,6 +412,9 @@ pub async fn upgrade(
     let (success_url, cancel_url) = (return_url(fields, "success_url")?, return_url(fields, "cancel_url")?);
     let now = ports.clock.now();
     let account = current(ports.credits, organization, now).await?;
+    if let Some(reservation) = reserved(&account, now) {
+        return Err(in_progress(reservation));
+    }
     // From free, or from a paid plan the provider holds no subscription of (seeded): a
     // checkout.
     let checkout_first = account.plan == PlanId::Free || !ports.billing.has_subscription(&account);
@@ -376,41 +434,131 @@ pub async fn upgrade(
             created_at: now,
             provider_session: None,
         };
+        // Stored first: the provider's session is opened under the checkout's ID (its
+        // idempotency key), and its payment is matched to this record.
+        ports.credits.put_checkout(&checkout).await?;
         let opened = ports.billing.open_checkout(&checkout, &account).await?;
         let checkout = Checkout { provider_session: opened.provider_session, ..checkout };
         ports.credits.put_checkout(&checkout).await?;
         return Ok(Upgraded::Checkout { url: opened.url, plan });
     }
-    let immediate = plan.is_paid() && (plan.rank() >= account.plan.rank());
-    if plan != account.plan {
-        // The provider's subscription follows: at once (prorated), or from its next
-        // renewal for a move down (to free: it ends then).
-        ports.billing.change_plan(&account, plan, !immediate).await?;
-    } else if account.scheduled_plan.is_some() {
-        // A change scheduled for the period's end is called off: the subscription stays.
-        ports.billing.change_plan(&account, plan, true).await?;
+    if plan_move(&account, plan, now)? == Move::Nothing {
+        return Ok(Upgraded::Changed { plan });
     }
-    change_account(ports.credits, organization, now, |account| {
+    // Reserved on the account (conditional on what was read): the checks hold for the
+    // account as written, and a second change at once finds the reservation.
+    let mut reservation: Option<(String, Move)> = None;
+    let (reserved_account, _) = change_account(ports.credits, organization, now, |account| {
+        reservation = None;
+        if let Some(held) = reserved(account, now) {
+            return Err(in_progress(held));
+        }
+        let step = plan_move(account, plan, now)?;
+        if step == Move::Nothing {
+            return Ok(None);
+        }
         let mut write = account.write();
-        let next = &mut write.account;
-        if plan == account.plan {
-            // Staying: a change scheduled for the period's end is called off.
-            if next.scheduled_plan.is_none() {
-                return Ok(None);
-            }
+        let key = format!("plan-change-{organization}-{}", write.account.seq);
+        write.account.plan_change = Some(PlanReservation { key: key.clone(), to: plan, since: now });
+        reservation = Some((key, step));
+        Ok(Some(write))
+    })
+    .await?;
+    let Some((key, step)) = reservation else { return Ok(Upgraded::Changed { plan }) };
+    let answer = ports.billing.change_plan(&reserved_account, plan, step != Move::Now, &key).await;
+    let declined = match answer {
+        Ok(PlanChanged::Done) => None,
+        Ok(PlanChanged::Declined(why)) => Some(Ok(why)),
+        Err(error) => Some(Err(error)),
+    };
+    change_account(ports.credits, organization, now, |account| {
+        if account.plan_change.as_ref().map(|held| &held.key) != Some(&key) {
+            // Released already, or finished by the provider's event.
+            return Ok(None);
+        }
+        let mut write = account.write();
+        write.account.plan_change = None;
+        if declined.is_none() {
+            apply_move(&mut write, plan, step, now);
+        }
+        Ok(Some(write))
+    })
+    .await?;
+    match declined {
+        None => Ok(Upgraded::Changed { plan }),
+        Some(Ok(why)) => Err(CreditError::PaymentRequired(format!(
+            "the payment for the {} plan was declined ({why}); the plan and credits are unchanged",
+            plan.as_str()
+        ))),
+        Some(Err(error)) => Err(CreditError::Backend(error.context("changing the plan at the billing provider"))),
+    }
+}
+
+/// What a plan change asks of the account and its provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Move {
+    /// Already so.
+    Nothing,
+    /// Staying: the change scheduled for the period's end is called off.
+    CallOff,
+    /// Up (or between a family's billings): now.
+    Now,
+    /// Down (to free: the subscription ends): at the period's end.
+    AtRenewal,
+}
+
+/// The reservation of a plan change still in progress, if one.
+fn reserved(account: &Account, now: Timestamp) -> Option<&PlanReservation> {
+    account.plan_change.as_ref().filter(|held| now < held.since.after(PLAN_CHANGE_HOLD))
+}
+
+fn in_progress(held: &PlanReservation) -> CreditError {
+    CreditError::Conflict(format!(
+        "a change to the {} plan is in progress since {}; try again when it is done",
+        held.to.as_str(),
+        held.since
+    ))
+}
+
+/// The checks of a move of `account` to `plan` between paid plans or to free: what it
+/// does, or why it is refused (before anything is asked of the provider).
+fn plan_move(account: &Account, plan: PlanId, now: Timestamp) -> Result<Move, CreditError> {
+    if plan == account.plan {
+        return Ok(if account.scheduled_plan.is_some() { Move::CallOff } else { Move::Nothing });
+    }
+    if plan == PlanId::Free && (account.balance < 0 || awaiting_payment(account, now)) {
+        return Err(CreditError::Invalid(format!(
+            "the plan cannot change to free while credits are owed (balance {}, a top-up awaiting payment: {})",
+            account.balance,
+            awaiting_payment(account, now)
+        )));
+    }
+    let now_move = plan.is_paid() && plan.rank() >= account.plan.rank();
+    if let Some(status) = account.billing.status.filter(|status| now_move && !status.is_paid_up()) {
+        return Err(CreditError::PaymentRequired(format!(
+            "the subscription is {}: its unpaid invoice must be paid before the plan moves up",
+            status.as_str()
+        )));
+    }
+    Ok(if now_move { Move::Now } else { Move::AtRenewal })
+}
+
+/// Writes a move the provider made.
+fn apply_move(write: &mut AccountWrite, plan: PlanId, step: Move, now: Timestamp) {
+    let from = write.account.plan;
+    let next = &mut write.account;
+    match step {
+        Move::Nothing => {}
+        Move::CallOff => {
             next.scheduled_plan = None;
             next.canceled_at = None;
-            return Ok(Some(write));
         }
-        if plan == PlanId::Free && (account.balance < 0 || awaiting_payment(account, now)) {
-            return Err(CreditError::Invalid(format!(
-                "the plan cannot change to free while credits are owed (balance {}, a top-up awaiting payment: {})",
-                account.balance,
-                awaiting_payment(account, now)
-            )));
-        }
-        if immediate {
-            let more = plan.plan().credits_per_month - account.plan.plan().credits_per_month;
+        Move::Now => {
+            let more = plan.plan().credits_per_month - from.plan().credits_per_month;
+            if next.billing.paid_until.is_some() {
+                // The provider's billing period restarts now, paid by the prorated invoice.
+                next.billing.paid_until = Some(first_period_end(plan, now));
+            }
             next.plan = plan;
             next.plan_started_at = now;
             next.period_start = now;
@@ -419,16 +567,14 @@ pub async fn upgrade(
             if more > 0 {
                 write.grant(more, Reason::PlanChange, now);
             }
-        } else {
+        }
+        Move::AtRenewal => {
             next.scheduled_plan = Some(plan);
             if plan == PlanId::Free {
                 next.canceled_at = Some(now);
             }
         }
-        Ok(Some(write))
-    })
-    .await?;
-    Ok(Upgraded::Changed { plan })
+    }
 }
 
 /// Applies a paid purchase to the organization's account once: `once` names the
@@ -441,54 +587,76 @@ pub async fn apply_purchase(
     once: &[&str],
     now: Timestamp,
 ) -> Result<Written, CreditError> {
-    apply_purchase_with(repo, organization, purchase, once, now, None).await
-}
-
-/// [`apply_purchase`], keeping the provider's references given.
-async fn apply_purchase_with(
-    repo: &dyn CreditRepo,
-    organization: OrganizationId,
-    purchase: &Purchase,
-    once: &[&str],
-    now: Timestamp,
-    refs: Option<BillingRefs>,
-) -> Result<Written, CreditError> {
-    let (_, written) = change_account(repo, organization, now, |account| {
-        let mut write = account.write();
-        write.once = once.iter().map(|key| (*key).to_owned()).collect();
-        if let Some(refs) = &refs {
-            let known = &mut write.account.billing;
-            known.customer = refs.customer.clone().or(known.customer.take());
-            known.subscription = refs.subscription.clone().or(known.subscription.take());
-        }
-        match purchase {
-            Purchase::Plan { plan } => {
-                let next = &mut write.account;
-                next.plan = *plan;
-                next.plan_started_at = now;
-                next.period_start = now;
-                next.scheduled_plan = None;
-                next.canceled_at = None;
-                write.grant(plan.plan().credits_per_month, Reason::PlanChange, now);
-            }
-            Purchase::TopUp { quantity } => {
-                let next = &mut write.account;
-                let bought = |pending: &super::PendingTopUp| once.iter().any(|key| key.ends_with(&pending.purchase));
-                if next.pending_top_up.as_ref().is_some_and(bought) {
-                    next.pending_top_up = None;
-                }
-                write.grant(i64::try_from(*quantity).unwrap_or(i64::MAX), Reason::TopUp, now);
-            }
-        }
-        Ok(Some(write))
-    })
-    .await?;
+    let (_, written) =
+        change_account(repo, organization, now, |account| Ok(Some(purchase_write(account, purchase, once, None, now))))
+            .await?;
     Ok(written)
 }
 
-/// The sandbox checkout page's completion: the purchase is applied once; a canceled
-/// checkout cannot be completed.
-pub async fn complete_checkout(repo: &dyn CreditRepo, id: CheckoutId, now: Timestamp) -> Result<Checkout, CreditError> {
+/// The write of a paid purchase, keeping the provider's references given.
+fn purchase_write(
+    account: &Account,
+    purchase: &Purchase,
+    once: &[&str],
+    refs: Option<&BillingRefs>,
+    now: Timestamp,
+) -> AccountWrite {
+    let mut write = account.write();
+    write.once = once.iter().map(|key| (*key).to_owned()).collect();
+    if let Some(refs) = refs {
+        let known = &mut write.account.billing;
+        known.customer = refs.customer.clone().or(known.customer.take());
+        known.subscription = refs.subscription.clone().or(known.subscription.take());
+        known.paid_until = refs.paid_until;
+    }
+    match purchase {
+        Purchase::Plan { plan } => {
+            let next = &mut write.account;
+            next.plan = *plan;
+            next.plan_started_at = now;
+            next.period_start = now;
+            next.scheduled_plan = None;
+            next.canceled_at = None;
+            next.plan_change = None;
+            // Paid: its checkout's payment is what this applies.
+            next.billing.status = Some(SubscriptionStatus::Active);
+            write.grant(plan.plan().credits_per_month, Reason::PlanChange, now);
+        }
+        Purchase::TopUp { quantity } => {
+            let next = &mut write.account;
+            let bought = |pending: &super::PendingTopUp| once.iter().any(|key| key.ends_with(&pending.purchase));
+            if next.pending_top_up.as_ref().is_some_and(bought) {
+                next.pending_top_up = None;
+            }
+            write.grant(i64::try_from(*quantity).unwrap_or(i64::MAX), Reason::TopUp, now);
+        }
+    }
+    write
+}
+
+/// The end of the first billing period of `plan` bought at `now`.
+fn first_period_end(plan: PlanId, now: Timestamp) -> Timestamp {
+    match plan.plan().billing {
+        super::plans::Billing::Annual => Timestamp::from_datetime(
+            chrono::DateTime::from_timestamp_millis(now.unix_millis() as i64)
+                .and_then(|at| at.checked_add_months(chrono::Months::new(12)))
+                .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC),
+        ),
+        _ => period_at(now, now).1,
+    }
+}
+
+/// The sandbox's subscription of a plan bought by checkout `id`.
+fn sandbox_subscription(id: CheckoutId) -> String {
+    format!("sandbox_sub_{id}")
+}
+
+/// The sandbox checkout page's completion: the purchase is applied once, as the
+/// provider's event of a paid checkout is (a second subscription is refunded); a
+/// canceled checkout cannot be completed.
+pub async fn complete_checkout(ports: &CreditPorts<'_>, id: CheckoutId) -> Result<Checkout, CreditError> {
+    let repo = ports.credits;
+    let now = ports.clock.now();
     let mut checkout = repo.checkout(id).await?.ok_or(CreditError::NotFound)?;
     if checkout.provider_session.is_some() {
         // Another provider's checkout: paid there, completed by its event.
@@ -496,14 +664,29 @@ pub async fn complete_checkout(repo: &dyn CreditRepo, id: CheckoutId, now: Times
     }
     match checkout.status {
         CheckoutStatus::Canceled => Err(CreditError::Conflict("this checkout was canceled".into())),
-        CheckoutStatus::Completed => Ok(checkout),
-        CheckoutStatus::Open => {
-            let key = format!("checkout:{id}");
-            apply_purchase(repo, checkout.organization_id, &checkout.purchase, &[&key], now).await?;
-            checkout.status = CheckoutStatus::Completed;
-            repo.put_checkout(&checkout).await?;
-            Ok(checkout)
-        }
+        CheckoutStatus::Completed | CheckoutStatus::Refunded => Ok(checkout),
+        CheckoutStatus::Open => match checkout.purchase {
+            Purchase::Plan { plan } => {
+                let organization = checkout.organization_id;
+                let kind = BillingEventKind::PlanPaid {
+                    organization,
+                    checkout: id,
+                    plan,
+                    customer: Some(format!("sandbox_cus_{organization}")),
+                    subscription: Some(sandbox_subscription(id)),
+                    invoice: Some(format!("sandbox_in_{id}")),
+                };
+                apply_event(ports, &BillingEvent { id: format!("sandbox-complete-{id}"), kind }, now).await?;
+                repo.checkout(id).await?.ok_or(CreditError::NotFound)
+            }
+            Purchase::TopUp { .. } => {
+                let key = format!("checkout:{id}");
+                apply_purchase(repo, checkout.organization_id, &checkout.purchase, &[&key], now).await?;
+                checkout.status = CheckoutStatus::Completed;
+                repo.put_checkout(&checkout).await?;
+                Ok(checkout)
+            }
+        },
     }
 }
 
@@ -518,6 +701,78 @@ pub async fn cancel_checkout(repo: &dyn CreditRepo, id: CheckoutId) -> Result<Ch
     Ok(checkout)
 }
 
+/// What the sandbox plays for the subscription a plan's checkout made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SandboxOutcome {
+    /// The renewal's payment failed and is retried (`past_due`): no monthly grant.
+    PastDue,
+    /// The retries gave up (`unpaid`): no monthly grant.
+    Unpaid,
+    /// The renewal's invoice is paid: `active`, and the period's grant is made.
+    RenewalPaid,
+    /// The provider ends the subscription: the organization is on free.
+    Ended,
+    /// The card on file declines from now (top-ups, moves up).
+    CardDeclines,
+    /// The card on file pays from now.
+    CardPays,
+}
+
+impl SandboxOutcome {
+    /// The outcome named by a sandbox page's action.
+    pub fn parse(action: &str) -> Option<Self> {
+        Some(match action {
+            "past_due" => Self::PastDue,
+            "unpaid" => Self::Unpaid,
+            "renewal_paid" => Self::RenewalPaid,
+            "end" => Self::Ended,
+            "card_declines" => Self::CardDeclines,
+            "card_pays" => Self::CardPays,
+            _ => return None,
+        })
+    }
+}
+
+/// Plays `outcome` for the subscription checkout `id` made (sandbox only), through the
+/// same event handling as the provider's.
+pub async fn sandbox_outcome(
+    ports: &CreditPorts<'_>,
+    id: CheckoutId,
+    outcome: SandboxOutcome,
+) -> Result<Checkout, CreditError> {
+    let checkout = ports.credits.checkout(id).await?.ok_or(CreditError::NotFound)?;
+    let Some(sandbox) = ports.billing.sandbox() else { return Err(CreditError::NotFound) };
+    if checkout.status != CheckoutStatus::Completed || !matches!(checkout.purchase, Purchase::Plan { .. }) {
+        return Err(CreditError::Conflict("only a paid plan's checkout has a subscription to play outcomes of".into()));
+    }
+    let organization = checkout.organization_id;
+    let subscription = sandbox_subscription(id);
+    let now = ports.clock.now();
+    let changed = |status| BillingEventKind::SubscriptionChanged {
+        organization,
+        subscription: subscription.clone(),
+        status,
+        plan: None,
+        at: Some(now),
+        paid_until: None,
+    };
+    let kind = match outcome {
+        SandboxOutcome::PastDue => changed(SubscriptionStatus::PastDue),
+        SandboxOutcome::Unpaid => changed(SubscriptionStatus::Unpaid),
+        SandboxOutcome::RenewalPaid => changed(SubscriptionStatus::Active),
+        SandboxOutcome::Ended => {
+            BillingEventKind::SubscriptionEnded { organization, subscription: subscription.clone() }
+        }
+        SandboxOutcome::CardDeclines | SandboxOutcome::CardPays => {
+            sandbox.set_declining(organization, outcome == SandboxOutcome::CardDeclines);
+            return Ok(checkout);
+        }
+    };
+    let event = BillingEvent { id: format!("sandbox-{}", uuid::Uuid::new_v4()), kind };
+    apply_event(ports, &event, now).await?;
+    Ok(checkout)
+}
+
 /// Whether a top-up bought within [`PENDING_TOP_UP_HOLD`] awaits its payment (an older
 /// one is taken as failed: it holds nothing off).
 fn awaiting_payment(account: &Account, now: Timestamp) -> bool {
@@ -527,21 +782,28 @@ fn awaiting_payment(account: &Account, now: Timestamp) -> bool {
 /// What an auto top-up did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ToppedUp {
-    /// Auto top-up is off (or the plan has none).
+    /// Auto top-up is off (or the plan has none, or its quantity is 0).
     Off,
     /// A purchase is awaiting payment.
     Pending,
     /// Credits were added.
     Granted,
+    /// The month's ceiling (`auto_topup.monthly_limit`) is reached: nothing bought.
+    LimitReached,
+    /// The card was declined (now, or within the last task wait): nothing bought.
+    Declined,
 }
 
-/// Buys credits when auto top-up is on: `shortfall` credits at least (what a blocked
-/// task lacks; 0 when the balance fell below the threshold), the setting's quantity
-/// otherwise. One purchase at a time: while one awaits payment, nothing more is bought.
+/// Buys credits when auto top-up is on: the setting's quantity (what a blocked task
+/// lacks, `shortfall`, when more and the organization opted in with `cover_shortfall`);
+/// within the monthly ceiling. One purchase at a time: while one awaits payment, nothing
+/// more is bought; after a decline nothing is bought for `wait` (a blocked task's wait
+/// for a top-up: one attempt per wait), the declined invoice voided by the provider.
 pub async fn auto_top_up(
     ports: &CreditPorts<'_>,
     organization: OrganizationId,
     shortfall: u64,
+    wait: Duration,
 ) -> Result<ToppedUp, CreditError> {
     let now = ports.clock.now();
     let purchase = uuid::Uuid::new_v4().to_string();
@@ -566,13 +828,35 @@ pub async fn auto_top_up(
             outcome = ToppedUp::Off;
             return Ok(None);
         }
+        if account.top_ups.declined_at.is_some_and(|at| now < at.after(wait)) {
+            outcome = ToppedUp::Declined;
+            return Ok(None);
+        }
+        let quantity = match settings.cover_shortfall {
+            true => settings.quantity.max(shortfall),
+            false => settings.quantity,
+        };
+        if quantity == 0 {
+            outcome = ToppedUp::Off;
+            return Ok(None);
+        }
+        let month = period_at(account.plan_started_at, now).0;
+        let bought = bought_this_month(account, month);
+        if bought.saturating_add(quantity) > settings.monthly_limit {
+            outcome = ToppedUp::LimitReached;
+            return Ok(None);
+        }
         outcome = ToppedUp::Granted;
         let mut write = account.write();
-        let quantity = settings.quantity.max(shortfall).max(1);
         write.account.pending_top_up = Some(super::PendingTopUp { purchase: purchase.clone(), quantity, since: now });
+        write.account.top_ups.start = Some(month);
+        write.account.top_ups.bought = bought + quantity;
         Ok(Some(write))
     })
     .await?;
+    if outcome == ToppedUp::LimitReached {
+        tracing::warn!(%organization, limit = account.auto_topup.monthly_limit, "auto top-up's monthly ceiling is reached");
+    }
     if outcome != ToppedUp::Granted {
         return Ok(outcome);
     }
@@ -587,43 +871,119 @@ pub async fn auto_top_up(
             Ok(ToppedUp::Granted)
         }
         Ok(TopUpState::Pending) => Ok(ToppedUp::Pending),
+        Ok(TopUpState::Declined(why)) => {
+            tracing::warn!(%organization, why, "an auto top-up was declined: none is tried again for one task wait");
+            release_top_up(ports.credits, organization, &pending.purchase, true, None, now).await?;
+            Ok(ToppedUp::Declined)
+        }
         Err(error) => {
             // Not bought: the next shortage asks again.
-            change_account(ports.credits, organization, now, |account| {
-                if account.pending_top_up.as_ref().map(|p| &p.purchase) != Some(&pending.purchase) {
-                    return Ok(None);
-                }
-                let mut write = account.write();
-                write.account.pending_top_up = None;
-                Ok(Some(write))
-            })
-            .await?;
+            release_top_up(ports.credits, organization, &pending.purchase, false, None, now).await?;
             Err(CreditError::Backend(error.context(format!("buying {} credits", pending.quantity))))
         }
     }
 }
 
+/// Ends a top-up purchase not paid: it no longer awaits payment nor counts towards the
+/// month's ceiling, and (`declined`) holds off the next one. Answers whether it was the
+/// one awaiting payment.
+async fn release_top_up(
+    repo: &dyn CreditRepo,
+    organization: OrganizationId,
+    purchase: &str,
+    declined: bool,
+    once: Option<&str>,
+    now: Timestamp,
+) -> Result<bool, CreditError> {
+    let mut found = false;
+    let (_, written) = change_account(repo, organization, now, |account| {
+        let pending = account.pending_top_up.as_ref().filter(|pending| pending.purchase == purchase);
+        found = pending.is_some();
+        let Some(pending) = pending else { return Ok(None) };
+        let mut write = account.write();
+        let next = &mut write.account;
+        next.top_ups.bought = next.top_ups.bought.saturating_sub(pending.quantity);
+        next.pending_top_up = None;
+        if declined {
+            next.top_ups.declined_at = Some(now);
+        }
+        write.once = once.into_iter().map(str::to_owned).collect();
+        Ok(Some(write))
+    })
+    .await?;
+    Ok(found && written == Written::Done)
+}
+
 /// Applies a verified billing event once (its payment's key is recorded with the
 /// account's change; the event sent again changes nothing). Answers whether it changed
-/// anything.
-pub async fn apply_event(repo: &dyn CreditRepo, event: &BillingEvent, now: Timestamp) -> Result<bool, CreditError> {
+/// anything. A plan paid while the organization already has a subscription is ended and
+/// refunded at the provider; a subscription's status and plan are taken from the
+/// provider's.
+pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Timestamp) -> Result<bool, CreditError> {
+    let repo = ports.credits;
     // The event's ID is recorded with the payment's own key: the same event sent again,
     // or another event of the same payment, changes nothing more.
     let event_key = format!("event:{}", event.id);
     match &event.kind {
-        BillingEventKind::PlanPaid { organization, checkout, plan, customer, subscription } => {
+        BillingEventKind::PlanPaid { organization, checkout, plan, customer, subscription, invoice } => {
+            let found = repo.checkout(*checkout).await?;
+            if found.as_ref().is_some_and(|found| found.status == CheckoutStatus::Refunded) {
+                return Ok(false);
+            }
             let purchase = Purchase::Plan { plan: *plan };
-            let refs = BillingRefs { customer: customer.clone(), subscription: subscription.clone() };
+            // The checkout paid the first billing period: a later one waits for the
+            // provider to confirm its renewal.
+            let paid_until = ports.billing.confirms_renewals().then(|| first_period_end(*plan, now));
+            let refs = BillingRefs {
+                customer: customer.clone(),
+                subscription: subscription.clone(),
+                status: None,
+                paid_until,
+            };
             let key = format!("checkout:{checkout}");
-            let written =
-                apply_purchase_with(repo, *organization, &purchase, &[&key, &event_key], now, Some(refs)).await?;
-            if let Some(mut found) = repo.checkout(*checkout).await? {
-                if found.status != CheckoutStatus::Completed {
-                    found.status = CheckoutStatus::Completed;
+            let mut second = false;
+            let (_, written) = change_account(repo, *organization, now, |account| {
+                // Another subscription is tracked and not ended: this one must not bill.
+                second = subscription.is_some()
+                    && account.plan.is_paid()
+                    && account.billing.subscription.is_some()
+                    && account.billing.subscription != *subscription
+                    && account.billing.status != Some(SubscriptionStatus::Canceled);
+                if second {
+                    return Ok(None);
+                }
+                Ok(Some(purchase_write(account, &purchase, &[&key, &event_key], Some(&refs), now)))
+            })
+            .await?;
+            let status = match second {
+                false => CheckoutStatus::Completed,
+                true => {
+                    let extra = subscription.as_deref().unwrap_or_default();
+                    tracing::warn!(%organization, subscription = extra, "a second subscription was paid: ending and refunding it");
+                    ports
+                        .billing
+                        .cancel_and_refund(extra, invoice.as_deref(), &format!("second-checkout-{checkout}"))
+                        .await
+                        .map_err(|error| CreditError::Backend(error.context("ending a second subscription")))?;
+                    let (_, recorded) = change_account(repo, *organization, now, |account| {
+                        let mut write = account.write();
+                        write.once = vec![key.clone(), event_key.clone()];
+                        Ok(Some(write))
+                    })
+                    .await?;
+                    if recorded != Written::Done {
+                        return Ok(false);
+                    }
+                    CheckoutStatus::Refunded
+                }
+            };
+            if let Some(mut found) = found {
+                if found.status != status {
+                    found.status = status;
                     repo.put_checkout(&found).await?;
                 }
             }
-            Ok(written == Written::Done)
+            Ok(second || written == Written::Done)
         }
         BillingEventKind::TopUpPaid { organization, purchase, quantity } => {
             let bought = Purchase::TopUp { quantity: *quantity };
@@ -631,15 +991,69 @@ pub async fn apply_event(repo: &dyn CreditRepo, event: &BillingEvent, now: Times
             let written = apply_purchase(repo, *organization, &bought, &[&key, &event_key], now).await?;
             Ok(written == Written::Done)
         }
-        BillingEventKind::TopUpFailed { organization, purchase } => {
+        BillingEventKind::TopUpFailed { organization, purchase, invoice } => {
+            // Voided first (idempotent): nothing is collected from it later, and a
+            // failure here has the provider send the event again.
+            if let Some(invoice) = invoice {
+                ports
+                    .billing
+                    .void_invoice(invoice, &format!("void-{purchase}"))
+                    .await
+                    .map_err(|error| CreditError::Backend(error.context("voiding a declined top-up's invoice")))?;
+            }
+            Ok(release_top_up(repo, *organization, purchase, true, Some(&event_key), now).await?)
+        }
+        BillingEventKind::SubscriptionChanged { organization, subscription, status, plan, at, paid_until } => {
+            if *status == SubscriptionStatus::Canceled {
+                return subscription_ended(repo, *organization, subscription, &event_key, now).await;
+            }
             let mut changes = false;
             let (_, written) = change_account(repo, *organization, now, |account| {
-                changes = account.pending_top_up.as_ref().map(|pending| &pending.purchase) == Some(purchase);
-                if !changes {
+                changes = false;
+                if account.billing.subscription.as_deref() != Some(subscription.as_str()) {
+                    // Not the organization's tracked subscription (a second one is
+                    // ended when its checkout's payment is applied).
                     return Ok(None);
                 }
                 let mut write = account.write();
-                write.account.pending_top_up = None;
+                if account.billing.status != Some(*status) {
+                    write.account.billing.status = Some(*status);
+                    changes = true;
+                }
+                if let Some(until) = paid_until.filter(|until| account.billing.paid_until < Some(*until)) {
+                    write.account.billing.paid_until = Some(until);
+                    changes = true;
+                }
+                let newer = at.is_none_or(|at| at.unix_seconds() >= account.plan_started_at.unix_seconds());
+                match plan.filter(|plan| newer && *plan != account.plan && account.scheduled_plan != Some(*plan)) {
+                    None => {}
+                    Some(plan) => match account.plan_change.as_ref().filter(|held| held.to == plan) {
+                        // The provider made the reserved change (its answer lost): made here.
+                        Some(_) if status.is_paid_up() => {
+                            let step = plan_move(account, plan, now).unwrap_or(Move::Nothing);
+                            write.account.plan_change = None;
+                            apply_move(&mut write, plan, step, now);
+                            changes = true;
+                        }
+                        Some(_) => {}
+                        None if plan == PlanId::Free => {
+                            write.account.scheduled_plan = Some(PlanId::Free);
+                            write.account.canceled_at = write.account.canceled_at.or(Some(now));
+                            changes = true;
+                        }
+                        None => {
+                            // The provider bills another plan: ours follows (its credits
+                            // come with its next period).
+                            tracing::warn!(%organization, from = account.plan.as_str(), to = plan.as_str(), "the plan is corrected from the billing provider's subscription");
+                            write.account.plan = plan;
+                            write.account.scheduled_plan = None;
+                            changes = true;
+                        }
+                    },
+                }
+                if !changes {
+                    return Ok(None);
+                }
                 write.once = vec![event_key.clone()];
                 Ok(Some(write))
             })
@@ -647,32 +1061,46 @@ pub async fn apply_event(repo: &dyn CreditRepo, event: &BillingEvent, now: Times
             Ok(changes && written == Written::Done)
         }
         BillingEventKind::SubscriptionEnded { organization, subscription } => {
-            let mut changes = false;
-            let (_, written) = change_account(repo, *organization, now, |account| {
-                changes = account.billing.subscription.as_deref() == Some(subscription.as_str());
-                if !changes {
-                    return Ok(None);
-                }
-                let mut write = account.write();
-                let next = &mut write.account;
-                next.plan = PlanId::Free;
-                next.plan_started_at = now;
-                next.period_start = now;
-                next.scheduled_plan = None;
-                next.canceled_at = next.canceled_at.or(Some(now));
-                next.billing.subscription = None;
-                next.auto_topup.enabled = false;
-                write.once = vec![event_key.clone()];
-                Ok(Some(write))
-            })
-            .await?;
-            Ok(changes && written == Written::Done)
+            subscription_ended(repo, *organization, subscription, &event_key, now).await
         }
         BillingEventKind::Ignored(what) => {
             tracing::info!(event = %event.id, what, "billing event needs nothing");
             Ok(false)
         }
     }
+}
+
+/// The provider ended the organization's subscription: it is on free from now.
+async fn subscription_ended(
+    repo: &dyn CreditRepo,
+    organization: OrganizationId,
+    subscription: &str,
+    event_key: &str,
+    now: Timestamp,
+) -> Result<bool, CreditError> {
+    let mut changes = false;
+    let (_, written) = change_account(repo, organization, now, |account| {
+        changes = account.billing.subscription.as_deref() == Some(subscription);
+        if !changes {
+            return Ok(None);
+        }
+        let mut write = account.write();
+        let next = &mut write.account;
+        next.plan = PlanId::Free;
+        next.plan_started_at = now;
+        next.period_start = now;
+        next.scheduled_plan = None;
+        next.plan_change = None;
+        next.canceled_at = next.canceled_at.or(Some(now));
+        next.billing.subscription = None;
+        next.billing.status = None;
+        next.billing.paid_until = None;
+        next.auto_topup.enabled = false;
+        write.once = vec![event_key.to_owned()];
+        Ok(Some(write))
+    })
+    .await?;
+    Ok(changes && written == Written::Done)
 }
 
 #[cfg(test)]
@@ -696,6 +1124,27 @@ mod tests {
         assert_eq!(write.account.usage, 0);
         assert_eq!(write.entries.len(), 1);
         assert!(period_due(&write.account, now).is_none(), "granted: nothing more is due");
+    }
+
+    #[test]
+    fn a_period_not_paid_for_grants_nothing() {
+        let started = Timestamp::parse("2026-01-10T00:00:00.000Z").unwrap();
+        let now = Timestamp::parse("2026-02-15T00:00:00.000Z").unwrap();
+        let mut account = Account::opened(OrganizationId::new_v4(), PlanId::Creator, 0, started);
+        account.seq = 2;
+        for status in [SubscriptionStatus::PastDue, SubscriptionStatus::Unpaid, SubscriptionStatus::Incomplete] {
+            account.billing.status = Some(status);
+            assert!(period_due(&account, now).is_none(), "{status:?}");
+        }
+        account.billing.status = Some(SubscriptionStatus::Active);
+        account.billing.paid_until = Some(Timestamp::parse("2026-02-10T00:00:00.000Z").unwrap());
+        assert!(period_due(&account, now).is_none(), "the renewal of 10 February is not confirmed");
+        account.billing.paid_until = Some(Timestamp::parse("2026-03-10T00:00:00.000Z").unwrap());
+        assert_eq!(period_due(&account, now).unwrap().account.balance, 2_500);
+        // Free is granted on the calendar whatever a past subscription said.
+        account.plan = PlanId::Free;
+        account.billing.status = Some(SubscriptionStatus::PastDue);
+        assert_eq!(period_due(&account, now).unwrap().account.balance, 100);
     }
 
     #[test]

@@ -361,7 +361,7 @@ impl Worker {
     pub(super) async fn top_up(&self, organization: OrganizationId, shortfall: u64) -> Option<ToppedUp> {
         let ports =
             CreditPorts { credits: self.runs.as_ref(), billing: self.billing.as_ref(), clock: self.clock.as_ref() };
-        match credit_service::auto_top_up(&ports, organization, shortfall).await {
+        match credit_service::auto_top_up(&ports, organization, shortfall, self.top_up_wait).await {
             Ok(done) => Some(done),
             Err(error) => {
                 tracing::warn!(%organization, error = %error, "an auto top-up failed");
