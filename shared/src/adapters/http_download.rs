@@ -15,6 +15,8 @@ use crate::domain::media::ports::Downloader;
 
 /// Redirects followed at most.
 const MAX_REDIRECTS: usize = 5;
+/// Longest a connection of a media download may take to be made.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Fetches HTTP(S) URLs.
 pub struct HttpDownloader {
@@ -36,6 +38,18 @@ impl HttpDownloader {
         output: &Path,
         max_bytes: u64,
     ) -> Result<u64, DownloadError> {
+        self.fetch(url, headers, output, max_bytes, CONNECT_TIMEOUT).await
+    }
+
+    /// The download, a connection given up after `connect`.
+    async fn fetch(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        output: &Path,
+        max_bytes: u64,
+        connect: Duration,
+    ) -> Result<u64, DownloadError> {
         let headers = header_map(headers).map_err(DownloadError::Failed)?;
         let refused = |message: String| DownloadError::Refused(message);
         let mut current = url::Url::parse(url).map_err(|error| refused(format!("not a valid URL: {error}")))?;
@@ -50,7 +64,7 @@ impl HttpDownloader {
                 // HTTP(S)_PROXY would send the request around the pinned addresses.
                 .no_proxy()
                 .resolve_to_addrs(&host, &addresses)
-                .connect_timeout(Duration::from_secs(10))
+                .connect_timeout(connect)
                 .read_timeout(Duration::from_secs(60))
                 .build()
                 .map_err(|error| DownloadError::Failed(error.into()))?;
@@ -102,6 +116,16 @@ impl HttpDownloader {
 impl Downloader for HttpDownloader {
     async fn download(&self, url: &str, output: &Path, max_bytes: u64) -> Result<u64, DownloadError> {
         self.download_with_headers(url, &[], output, max_bytes).await
+    }
+
+    async fn download_connecting_within(
+        &self,
+        url: &str,
+        output: &Path,
+        max_bytes: u64,
+        connect: Duration,
+    ) -> Result<u64, DownloadError> {
+        self.fetch(url, &[], output, max_bytes, connect).await
     }
 }
 

@@ -48,18 +48,25 @@ pub const SCHEDULER_SQS_ACTIONS: &[&str] = &["sqs:SendMessage"];
 /// The queues `scheduler` sends to.
 pub const SCHEDULER_QUEUES: &[&str] = &["TaskQueue", "WebhookQueue"];
 
-/// One tick of the scheduler at `now`: every trigger due fires (`domain::triggers`),
-/// and every scheduled post due goes to publishing (`domain::social`). Both are done
-/// whatever the other did; the tick fails (and is logged) when either did.
+/// One tick of the scheduler at `now`, in phases: the due triggers fire
+/// (`domain::triggers`: Schedules, then feeds, each organization within its share), then
+/// the scheduled posts due go to publishing (`domain::social`) at a fresh clock: `now`
+/// moved on by the triggers' time, so a post due while they fired goes now, not a
+/// minute later. Both are done whatever the other did; the tick fails (and is logged)
+/// when either did.
 pub async fn scheduler_tick(app: &App, now: crate::domain::time::Timestamp) -> anyhow::Result<serde_json::Value> {
     if let Some(missing) = app.runs_missing() {
         anyhow::bail!("the scheduler starts runs: {missing}");
     }
+    let started = std::time::Instant::now();
     let queues = app.queues();
     let notifier = queues.notifier(app.links.clone());
     let runs = crate::api::runs::ports(app, queues, &notifier);
     let triggers = crate::api::triggers::firing(app, &runs).tick(now).await;
-    let posts = app.social().publish_due(now).await;
+    // The clock read again, as a moved tick's time (a tick given its time in a test
+    // keeps to it): the function's `now` is the clock at its start.
+    let posts_now = now.after(started.elapsed());
+    let posts = app.social().publish_due(posts_now).await;
     match (triggers, posts) {
         (Ok(triggers), Ok(posts)) => Ok(serde_json::json!({ "triggers": triggers, "posts": posts })),
         (Err(error), _) => Err(error.context("firing the due triggers")),

@@ -24,6 +24,7 @@ conformance!(
     sources_that_fail_processing_say_why,
     profiles_are_the_organizations_own_and_listed_newest_first,
     a_run_on_an_avatar_being_processed_is_blocked_then_completes,
+    an_avatar_node_never_shows_running_while_its_profile_is_processed,
     an_avatar_task_failed_by_its_profile_keeps_its_charge,
     a_failed_or_unknown_avatar_is_refused_at_run_start,
 );
@@ -405,6 +406,71 @@ async fn a_run_on_an_avatar_being_processed_is_blocked_then_completes(backend: B
     assert_eq!(statuses.last().map(String::as_str), Some("completed"), "{statuses:?}");
 }
 
+/// The AI Avatar node of a run on a profile still processed goes from queued straight to
+/// `blocked` (its profile is looked at before the claim): no read of the nodes view while
+/// the profile is processed, and no stored change of its task (each recorded, in the
+/// change's own write, as a webhook event), shows it `running` before the profile is
+/// ready.
+async fn an_avatar_node_never_shows_running_while_its_profile_is_processed(backend: Backend) {
+    let harness =
+        Harness::tuned(backend, |settings| Settings { blocked_retry: Duration::from_millis(300), ..settings }).await;
+    // The sources are slow to fetch: the profile is still processing when the run's task runs.
+    let base = media_server(Duration::from_secs(3)).await;
+    let body = json!({"name": "Slow", "sources": {"video_url": format!("{base}/speaking.mp4")}});
+    let (status, created) = create(&harness, body).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let profile = created["id"].as_str().unwrap().to_owned();
+    let (agent, ids) = harness
+        .agent(
+            &[
+                ("avatar", AI_AVATAR, json!({"avatar_profile_id": profile, "script": "Never running early."})),
+                ("out", DESTINATION, json!({})),
+            ],
+            &[("avatar", "out")],
+        )
+        .await;
+    let receiver = crate::webhooks::Receiver::start(crate::webhooks::Mode::Accept).await;
+    let run = harness.start(&agent, json!({ "callback_url": receiver.url })).await;
+    // Reads of the node, each followed by a read of the profile: a node read `running`
+    // while the profile (read after it) is still processed was running before it was ready.
+    let mut read_while_processed = Vec::new();
+    let mut processed = false;
+    for _ in 0..5_000 {
+        let (_, nodes) = harness.test.call(Method::GET, &format!("/agent_run/{run}/nodes"), None).await;
+        let node = nodes["nodes"].as_array().unwrap().iter().find(|node| node["original_node_id"] == ids["avatar"]);
+        let node_status = node.and_then(|node| node["status"].as_str()).unwrap_or_default().to_owned();
+        let (_, read) = harness.test.call(Method::GET, &format!("/avatar-profiles/{profile}"), None).await;
+        if !matches!(read["status"].as_str(), Some("pending" | "processing")) {
+            processed = true;
+            break;
+        }
+        assert_ne!(node_status, "running", "the node read running while its profile was {}", read["status"]);
+        read_while_processed.push(node_status);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(processed, "the profile was processed");
+    assert!(
+        read_while_processed.iter().any(|status| status == "blocked"),
+        "the node was read blocked while its profile was processed: {read_while_processed:?}"
+    );
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    // Every stored change of the node, in the order of the run's writes.
+    let mut events = receiver.finished_cycles(1).await;
+    events.sort_by_key(|event| event.body["sequence"].as_u64());
+    let statuses: Vec<String> = events
+        .iter()
+        .flat_map(|event| event.body["updated_nodes"].as_array().cloned().unwrap_or_default())
+        .filter(|node| node["original_node_id"] == ids["avatar"])
+        .map(|node| node["status"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let blocked = statuses.iter().position(|status| status == "blocked");
+    let running = statuses.iter().position(|status| status == "running");
+    assert!(blocked.is_some() && running.is_some() && blocked < running, "blocked before it ever ran: {statuses:?}");
+    assert_eq!(statuses.iter().filter(|status| *status == "running").count(), 1, "{statuses:?}");
+    assert_eq!(statuses.last().map(String::as_str), Some("completed"), "{statuses:?}");
+}
+
 async fn a_failed_or_unknown_avatar_is_refused_at_run_start(backend: Backend) {
     let harness = Harness::new(backend).await;
     let video = upload(&harness.test, "video", bytes_of("short.mp4"), None).await;
@@ -526,9 +592,12 @@ async fn on_lambda_a_blocked_task_comes_back_as_a_new_message_and_looking_again_
     };
     let stored = || async { runs.get_run(test.organization, run_id).await.unwrap().unwrap() };
 
+    let queued = stored().await;
     handle(take(true).await).await;
     let blocked = stored().await;
     assert_eq!(blocked.counts.of(shared::domain::runs::TaskStatus::Blocked), 1, "the task waits, blocked");
+    // One write, queued to blocked: the task was never stored running (no claim, then a block).
+    assert_eq!(blocked.version, queued.version + 1, "the profile was looked at before the claim");
     // Its new message comes after blocked_retry; looking again changes nothing stored.
     let again = take(true).await;
     assert_eq!(again[0].receives, 1, "a new message, not a receive of the old one");

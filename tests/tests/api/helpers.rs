@@ -239,9 +239,10 @@ impl TestApp {
     }
 
     /// Bulk-writes `count` entries named `{prefix}{i}` into a store, 5,000 at a time.
+    /// Stores `count` entries `<prefix><i>` in `store`, in bulks of [`FILL_BULK`].
     pub async fn fill(&self, store: &str, prefix: &str, count: usize) {
         let ids: Vec<usize> = (0..count).collect();
-        for chunk in ids.chunks(5000) {
+        for chunk in ids.chunks(FILL_BULK) {
             let entries: Vec<Value> = chunk
                 .iter()
                 .map(|i| json!({ "entry_id": format!("{prefix}{i}"), "display_name": format!("{prefix}{i}") }))
@@ -257,6 +258,13 @@ impl TestApp {
         }
     }
 }
+
+/// Entries of one bulk request of [`TestApp::fill`]: a test's setup, not what it tests,
+/// sized so that each request's writes end well inside the bulk's 10 s write window (and
+/// the request's 20 s deadline) on DynamoDB Local on a machine several times slower than
+/// a developer's (DynamoDB Local writes about 1,000 entries a second on a quiet one; a
+/// bulk of the 5,000 allowed did not end in time on a 2-3x slower machine).
+pub const FILL_BULK: usize = 500;
 
 /// An API Gateway HTTP API (v2) event as a Lambda function receives it.
 pub fn lambda_event(method: &str, raw_path: &str, query: &str, key: &str, body: Option<&str>) -> lambda_http::Request {

@@ -24,6 +24,7 @@ conformance!(
     fires_by_hand_reads_and_run_lists_of_triggers,
     trigger_refusals_name_the_operation_and_parameter_and_change_nothing,
     resume_never_requeues_the_trigger_and_keeps_what_started_the_run,
+    another_organizations_slow_feeds_never_delay_a_schedule,
 );
 
 /// A harness whose state no other test shares: a tick acts on every due trigger of its
@@ -596,4 +597,88 @@ async fn a_schedule_whose_run_cannot_be_stored_says_why_and_is_tried_again_for_a
     assert_eq!(at(&view["next_fire_at"]), due.after(minutes(60)), "{view}");
     assert!(view["last_error"].is_string(), "{view}");
     assert!(trigger_runs(&harness.test, &id).await.is_empty());
+}
+
+/// A server whose every answer trickles, one byte every 10 s (a feed that never finishes
+/// within a read's deadline): one listener, a task per connection, ended when its reader
+/// goes or after a bounded number of bytes.
+async fn slow_feed_server() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/feed.xml", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = vec![0u8; 8192];
+                let _ = socket.read(&mut request).await;
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/atom+xml\r\n".iter().take(30) {
+                    if socket.write_all(&[*byte]).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_secs(10)).await;
+                }
+            });
+        }
+    });
+    url
+}
+
+/// Organization A has 200 Channel Feeds that each answer a byte every 10 s, all due
+/// before organization B's every-minute Schedule: one tick fires B's Schedule for its
+/// due time (its phase comes first), and polls A's feeds only within A's share of the
+/// tick, each read given up at its deadline; the rest of A's wait for the next tick.
+async fn another_organizations_slow_feeds_never_delay_a_schedule(backend: Backend) {
+    use shared::domain::triggers::{FEED_READ_BUDGET, ORG_SHARE_PER_TICK};
+    let harness = harness(backend).await;
+    let feed = slow_feed_server().await;
+    let (organization, key) = harness.test.add_organization(true).await;
+    let a = TestApp { app: harness.test.app.clone(), key, organization };
+    // 10 agents of 20 feeds (an agent's most triggers): 200 feeds, due at once.
+    let params = json!({ "feed_url": feed, "poll_minutes": 5, "run_request": { "update_params": {} } });
+    let mut feeds = Vec::new();
+    for _ in 0..10 {
+        let names: Vec<String> = (0..20).map(|i| format!("feed{i}")).collect();
+        let mut nodes: Vec<(&str, shared::domain::nodes::NodeTypeId, Value)> =
+            names.iter().map(|name| (name.as_str(), CHANNEL_FEED_TRIGGER, params.clone())).collect();
+        nodes.extend([("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))]);
+        let (_, ids) = crate::runs::create_agent(&a, &nodes, &[("in", "out")]).await;
+        feeds.extend(names.iter().map(|name| ids[name].clone()));
+    }
+    // B's Schedule, saved after: its first due time is the next minute, after A's feeds'.
+    let video = harness.upload("video", "video.mp4").await;
+    let schedule = json!({ "cron": "* * * * *", "run_request": { "video_ids": [video] } });
+    let (_, nodes) = schedule_agent(&harness, schedule).await;
+    let id = nodes["tick"].clone();
+    let due = at(&trigger(&harness.test, &id).await["next_fire_at"]);
+
+    let report = shared::runtime::schedule::scheduler_tick(&harness.test.app, due).await.unwrap();
+    let triggers = &report["triggers"];
+    assert_eq!((&triggers["due"], &triggers["organizations"]), (&json!(201), &json!(2)), "{report}");
+    assert_eq!((&triggers["schedules"], &triggers["started"]), (&json!(1), &json!(1)), "B fired: {report}");
+    // A's share was polled, each read given up at its deadline (the tick bounded by it);
+    // the rest wait for the next tick.
+    let share = ORG_SHARE_PER_TICK as u64;
+    assert_eq!((&triggers["feeds"], &triggers["feeds_timed_out"]), (&json!(share), &json!(share)), "{report}");
+    assert_eq!(triggers["deferred"], 200 - share, "{report}");
+    assert_eq!(triggers["failed"], share, "{report}");
+
+    // B's run exists for that due time.
+    let runs = trigger_runs(&harness.test, &id).await;
+    let fired: Vec<Timestamp> = runs.iter().map(|run| at(&run["triggered_by"]["triggered_at"])).collect();
+    assert_eq!(fired, [due], "{runs:?}");
+    // Each polled feed says why it was not read; the others are still due.
+    let mut timed_out = 0;
+    for feed in &feeds {
+        let view = trigger(&a, feed).await;
+        match view["last_error"].as_str() {
+            Some(error) => {
+                let deadline = format!("within {} s", FEED_READ_BUDGET.as_secs());
+                assert!(error.contains("feed_url") && error.contains(&deadline), "{error}");
+                assert_eq!(at(&view["next_fire_at"]), due.after(minutes(5)), "{view}");
+                timed_out += 1;
+            }
+            None => assert!(at(&view["next_fire_at"]) <= due, "still due: {view}"),
+        }
+    }
+    assert_eq!(timed_out, share);
 }

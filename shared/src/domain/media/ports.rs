@@ -100,6 +100,16 @@ pub const WEB_PAGE_REFUSAL: &str = "the server answered with a web page (text/ht
 pub trait Downloader: Send + Sync {
     /// Streams `url` into the file `output`, refusing more than `max_bytes`; returns the size.
     async fn download(&self, url: &str, output: &std::path::Path, max_bytes: u64) -> Result<u64, DownloadError>;
+    /// As [`Downloader::download`], giving up on a connection not made within `connect`
+    /// (a quick read, such as a feed's: the caller bounds the whole read with its own
+    /// deadline).
+    async fn download_connecting_within(
+        &self,
+        url: &str,
+        output: &std::path::Path,
+        max_bytes: u64,
+        connect: std::time::Duration,
+    ) -> Result<u64, DownloadError>;
 }
 
 /// Why a file could not be probed.

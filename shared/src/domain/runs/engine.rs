@@ -326,6 +326,23 @@ impl Run {
         true
     }
 
+    /// Blocks a queued task before it is claimed (an AI Avatar task whose profile is still
+    /// processed: it never shows `running`); false (nothing changed) unless the attempt
+    /// is queued in a running run.
+    pub fn block_queued(&mut self, index: TaskIndex, attempt: u32, now: Timestamp) -> bool {
+        let queued =
+            self.tasks.get(index.0).is_some_and(|task| task.attempt == attempt && task.status == TaskStatus::Queued);
+        if self.status != RunStatus::Running || !queued {
+            return false;
+        }
+        self.set_status(index, TaskStatus::Blocked);
+        let task = &mut self.tasks[index];
+        task.lease_until = None;
+        task.claims = 0;
+        self.touch(now);
+        true
+    }
+
     /// Records a task's failure (see [`Run::complete`] for when nothing changes); its
     /// credits are given back when the fault is ours.
     pub fn fail(

@@ -39,13 +39,28 @@ use super::time::Timestamp;
 const MAX_FEED_BYTES: u64 = 5 * 1024 * 1024;
 /// Longest `last_error` kept.
 const MAX_ERROR_CHARS: usize = 1_000;
-/// Due triggers one tick takes up (the rest wait for the next tick, a minute on).
-pub const TICK_BATCH: usize = 100;
-/// Due triggers one tick fires at once (a feed's entries are read at start as sites'
-/// pages, a few seconds each).
-const TICK_CONCURRENCY: usize = 4;
-/// Longest a tick goes on starting fires: well inside the `scheduler` function's
-/// 300-second timeout, and the rest wait a minute.
+/// Due triggers one tick looks at (one query of the due index, earliest first); more
+/// wait for the next tick, a minute on, still due and first in line.
+pub const TICK_SCAN: usize = 1_000;
+/// One organization's share of a tick: its due Schedules fired, and (apart) its due
+/// Channel Feeds polled, at most this many each; the rest wait for the next tick. With
+/// the round-robin order of a phase, one organization's many (or slow) triggers never
+/// hold up another's.
+pub const ORG_SHARE_PER_TICK: usize = 50;
+/// Due Schedules fired at once (a start reads the run's inputs: sites' pages, a few
+/// seconds each).
+const SCHEDULE_CONCURRENCY: usize = 8;
+/// Feeds polled at once: a poll mostly waits on another site, within
+/// [`FEED_READ_BUDGET`]; two organizations' full shares run side by side.
+pub const FEED_CONCURRENCY: usize = 2 * ORG_SHARE_PER_TICK;
+/// Due triggers' states read at once while a tick sorts them into its phases.
+const STATE_READS: usize = 32;
+/// Longest the Schedules' phase goes on starting fires (it runs first: no Schedule waits
+/// behind a feed).
+pub const SCHEDULE_PHASE_BUDGET: Duration = Duration::from_secs(60);
+/// Longest a tick goes on starting fires (the feeds' phase stops starting polls then):
+/// with a fire's [`FIRE_BUDGET`], well inside the `scheduler` function's 300-second
+/// timeout, and the rest wait a minute.
 pub const TICK_BUDGET: Duration = Duration::from_secs(150);
 /// How long a Schedule's due time is tried again after a failure of ours (storage, a
 /// site's page that could not be read): the next ticks within it try again.
@@ -55,9 +70,12 @@ const UNAVAILABLE: &str = "the run could not be started (the service or a site i
                            tried again at the next ticks for 10 minutes";
 /// Longest one due trigger's fire may take in a tick (a feed's read and its entries'
 /// starts): a slow feed never holds the tick.
-const FIRE_BUDGET: Duration = Duration::from_secs(100);
-/// Longest a feed's read may take.
-const FEED_READ_BUDGET: Duration = Duration::from_secs(30);
+pub const FIRE_BUDGET: Duration = Duration::from_secs(60);
+/// Longest a feed's connection may take to be made.
+pub const FEED_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest a feed's whole read may take (connection, answer and body): a feed document
+/// is small, and a feed that trickles its bytes is given up at this deadline.
+pub const FEED_READ_BUDGET: Duration = Duration::from_secs(10);
 /// New entries of a feed started per poll; the others start at the next polls.
 pub const MAX_RUNS_PER_POLL: usize = 10;
 /// Tries of a state's write that keeps meeting another writer's.
@@ -309,6 +327,17 @@ pub struct TickReport {
     pub started: usize,
     /// Fires or polls that recorded an error.
     pub failed: usize,
+    /// Organizations with due triggers.
+    pub organizations: usize,
+    /// Schedules fired (their due time dealt with, a run started or not).
+    pub schedules: usize,
+    /// Channel Feeds polled.
+    pub feeds: usize,
+    /// Polls whose feed gave no whole answer within [`FEED_READ_BUDGET`].
+    pub feeds_timed_out: usize,
+    /// Due triggers left for the next tick: past their organization's share of this one
+    /// ([`ORG_SHARE_PER_TICK`]), or past the tick's budget.
+    pub deferred: usize,
 }
 
 /// A trigger as `GET /trigger/{trigger_id}` shows it.
@@ -347,60 +376,109 @@ struct Found {
 }
 
 impl Triggers<'_> {
-    /// Fires every trigger due at `now` (see the module's notes on once-only), a few at
-    /// once; none is started after [`TICK_BUDGET`] (the rest are still due at the next
-    /// tick).
+    /// Fires the triggers due at `now` (see the module's notes on once-only) fairly, in
+    /// two phases: first the Schedules, then the Channel Feeds (whose reads wait on other
+    /// sites), so no Schedule waits behind a feed. Within a phase the organizations take
+    /// turns (round-robin, in the order of their earliest due trigger), each at most
+    /// [`ORG_SHARE_PER_TICK`] triggers; a feed's read is given up after
+    /// [`FEED_READ_BUDGET`], and no fire is started after the phase's budget. What is
+    /// left stays due for the next tick, and the report counts it as `deferred`.
     pub async fn tick(&self, now: Timestamp) -> anyhow::Result<TickReport> {
-        let deadline = tokio::time::Instant::now() + TICK_BUDGET;
+        let started = tokio::time::Instant::now();
         let mut report = TickReport::default();
-        // Page after page of what is due (earliest first), each trigger once a tick.
-        let mut attempted: HashSet<(OrganizationId, AgentNodeId)> = HashSet::new();
-        while tokio::time::Instant::now() < deadline {
-            let due = self.repo.due_triggers(now, attempted.len() + TICK_BATCH).await?;
-            let fresh: Vec<_> = due.into_iter().filter(|item| attempted.insert(*item)).collect();
-            if fresh.is_empty() {
-                break;
-            }
-            report.due += fresh.len();
-            let fires = futures::stream::iter(fresh)
-                .take_while(|_| std::future::ready(tokio::time::Instant::now() < deadline))
-                .map(|(organization, id)| async move {
-                    let fired = tokio::time::timeout(FIRE_BUDGET, self.fire_due(organization, id, now)).await;
-                    (id, fired.unwrap_or_else(|_| Err(anyhow::anyhow!("the fire took over {FIRE_BUDGET:?}"))))
-                })
-                .buffer_unordered(TICK_CONCURRENCY);
-            let fired: Vec<_> = fires.collect().await;
-            for (id, outcome) in fired {
-                match outcome {
-                    Ok((started, failed)) => {
-                        report.started += started;
-                        report.failed += usize::from(failed);
+        let due = self.repo.due_triggers(now, TICK_SCAN).await?;
+        report.due = due.len();
+        // Each due trigger's state, read a few at once (the index is eventually
+        // consistent): still due, and which phase it is of.
+        let states: Vec<(AgentNodeId, anyhow::Result<Option<TriggerState>>)> = futures::stream::iter(due)
+            .map(|(organization, id)| async move { (id, self.repo.trigger(organization, id).await) })
+            .buffered(STATE_READS)
+            .collect()
+            .await;
+        let (mut schedules, mut feeds) = (Vec::new(), Vec::new());
+        let mut organizations = HashSet::new();
+        for (id, state) in states {
+            match state {
+                Ok(Some(state)) if state.next_at.is_some_and(|due| due <= now) => {
+                    organizations.insert(state.organization_id);
+                    if state.node_type_id == nodes::CHANNEL_FEED_TRIGGER {
+                        feeds.push(state);
+                    } else {
+                        schedules.push(state);
                     }
-                    Err(error) => {
-                        report.failed += 1;
-                        tracing::warn!(trigger_id = %id, error = %format!("{error:#}"), "a due trigger was not fired");
-                    }
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    report.failed += 1;
+                    tracing::warn!(trigger_id = %id, error = %format!("{error:#}"), "a due trigger could not be read");
                 }
             }
         }
+        report.organizations = organizations.len();
+        let (schedules, over_share) = fair_order(schedules, ORG_SHARE_PER_TICK);
+        report.deferred += over_share;
+        let phase_end = started + SCHEDULE_PHASE_BUDGET;
+        self.fire_phase(schedules, SCHEDULE_CONCURRENCY, phase_end, now, &mut report).await;
+        let (feeds, over_share) = fair_order(feeds, ORG_SHARE_PER_TICK);
+        report.deferred += over_share;
+        self.fire_phase(feeds, FEED_CONCURRENCY, started + TICK_BUDGET, now, &mut report).await;
         Ok(report)
     }
 
-    /// Fires one due trigger: (runs started, whether it recorded an error).
-    async fn fire_due(
+    /// Fires `states` in their order, `concurrency` at once, none started after `end`
+    /// (those are counted deferred), each within [`FIRE_BUDGET`].
+    async fn fire_phase(
         &self,
-        organization: OrganizationId,
-        id: AgentNodeId,
+        states: Vec<TriggerState>,
+        concurrency: usize,
+        end: tokio::time::Instant,
         now: Timestamp,
-    ) -> anyhow::Result<(usize, bool)> {
-        let Some(state) = self.repo.trigger(organization, id).await? else { return Ok((0, false)) };
-        let Some(due) = state.next_at.filter(|due| *due <= now) else { return Ok((0, false)) };
-        let Some(found) = find_state(self.repo, self.agents, state, true).await? else { return Ok((0, false)) };
+        report: &mut TickReport,
+    ) {
+        let count = states.len();
+        let fired: Vec<(AgentNodeId, bool, anyhow::Result<Fired>)> = futures::stream::iter(states)
+            .take_while(|_| std::future::ready(tokio::time::Instant::now() < end))
+            .map(|state| async move {
+                let (id, feed) = (state.trigger_id, state.node_type_id == nodes::CHANNEL_FEED_TRIGGER);
+                let fired = tokio::time::timeout(FIRE_BUDGET, self.fire_due(state, now)).await;
+                (id, feed, fired.unwrap_or_else(|_| Err(anyhow::anyhow!("the fire took over {FIRE_BUDGET:?}"))))
+            })
+            .buffer_unordered(concurrency)
+            .collect()
+            .await;
+        report.deferred += count - fired.len();
+        for (id, feed, outcome) in fired {
+            if feed {
+                report.feeds += 1;
+            } else {
+                report.schedules += 1;
+            }
+            match outcome {
+                Ok(fired) => {
+                    report.started += fired.started;
+                    report.failed += usize::from(fired.failed);
+                    report.feeds_timed_out += usize::from(fired.timed_out);
+                }
+                Err(error) => {
+                    report.failed += 1;
+                    tracing::warn!(trigger_id = %id, error = %format!("{error:#}"), "a due trigger was not fired");
+                }
+            }
+        }
+    }
+
+    /// Fires one due trigger, from its `state` as just read.
+    async fn fire_due(&self, state: TriggerState, now: Timestamp) -> anyhow::Result<Fired> {
+        let (organization, id) = (state.organization_id, state.trigger_id);
+        let Some(due) = state.next_at.filter(|due| *due <= now) else { return Ok(Fired::default()) };
+        let Some(found) = find_state(self.repo, self.agents, state, true).await? else {
+            return Ok(Fired::default());
+        };
         let Found { state, agent, spec } = found;
         match &spec {
             TriggerSpec::Schedule { cron, timezone, run_request, .. } => {
                 if !spec.enabled() {
-                    return Ok((0, false));
+                    return Ok(Fired::default());
                 }
                 let claim = claim_of(&[b"schedule", id.to_string().as_bytes(), due.to_string().as_bytes()]);
                 let triggered =
@@ -438,7 +516,7 @@ impl Triggers<'_> {
                 };
                 // False: another tick moved it first, which is the same move.
                 self.repo.put_trigger(&written).await?;
-                Ok((started, failed))
+                Ok(Fired { started, failed, timed_out: false })
             }
             TriggerSpec::Feed { poll_minutes, .. } => {
                 // The poll is claimed by moving the next one on; a tick that loses does nothing.
@@ -446,10 +524,10 @@ impl Triggers<'_> {
                 claimed.version += 1;
                 claimed.next_at = Some(now.after(Duration::from_secs(poll_minutes * 60)));
                 if !self.repo.put_trigger(&claimed).await? {
-                    return Ok((0, false));
+                    return Ok(Fired::default());
                 }
-                let (runs, error) = self.poll(claimed, &agent, &spec, now).await?;
-                Ok((runs.len(), error.is_some()))
+                let polled = self.poll(claimed, &agent, &spec, now).await?;
+                Ok(Fired { started: polled.runs.len(), failed: polled.error.is_some(), timed_out: polled.timed_out })
             }
         }
     }
@@ -491,7 +569,7 @@ impl Triggers<'_> {
                 }
             }
             TriggerSpec::Feed { .. } => {
-                let (runs, error) = self.poll(state, &agent, &spec, now).await?;
+                let Polled { runs, error, .. } = self.poll(state, &agent, &spec, now).await?;
                 match error {
                     Some(error) if runs.is_empty() => Err(TriggerError::Failed(error)),
                     _ => Ok(runs),
@@ -514,25 +592,31 @@ impl Triggers<'_> {
     }
 
     /// Polls a feed: a run for each new entry (once ever), the entries recorded, and the
-    /// first problem kept as `last_error`. Returns the runs started and that problem.
+    /// first problem kept as `last_error`.
     async fn poll(
         &self,
         state: TriggerState,
         agent: &AgentRecord,
         spec: &TriggerSpec,
         now: Timestamp,
-    ) -> anyhow::Result<(Vec<RunId>, Option<String>)> {
+    ) -> anyhow::Result<Polled> {
         let TriggerSpec::Feed { feed_url: Some(url), run_request, .. } = spec else {
             let error = "params_used.feed_url is not set".to_owned();
             self.record(state, |state| state.last_error = Some(error.clone())).await?;
-            return Ok((Vec::new(), Some(error)));
+            return Ok(Polled { runs: Vec::new(), error: Some(error), timed_out: false });
         };
         let (mut runs, mut error, mut seen, mut keys) = (Vec::new(), None, state.seen.clone(), HashSet::new());
         // What the poll is of: a save of another address (or a re-enable) in between
         // starts the record anew, which this poll's result must not overwrite.
         let polled_feed = (state.feed_url.clone(), state.saved_at);
+        let mut timed_out = false;
         match self.read_feed(url).await? {
-            Err(problem) => error = Some(format!("feed_url: {problem}")),
+            Err(FeedProblem::TimedOut) => {
+                timed_out = true;
+                error =
+                    Some(format!("feed_url: the feed gave no whole answer within {} s", FEED_READ_BUDGET.as_secs()));
+            }
+            Err(FeedProblem::Other(problem)) => error = Some(format!("feed_url: {problem}")),
             Ok(feed) => {
                 let first = !state.polled;
                 for entry in &feed.entries {
@@ -590,25 +674,27 @@ impl Triggers<'_> {
             state.last_error = error.clone().map(bounded_error);
         })
         .await?;
-        Ok((runs, error))
+        Ok(Polled { runs, error, timed_out })
     }
 
-    /// Reads the feed: Ok(Err(problem)) when it cannot be read or parsed.
-    async fn read_feed(&self, url: &str) -> anyhow::Result<Result<feed::Feed, String>> {
+    /// Reads the feed: a connection within [`FEED_CONNECT_TIMEOUT`], the whole answer
+    /// within [`FEED_READ_BUDGET`]; Ok(Err(problem)) when it cannot be read or parsed.
+    async fn read_feed(&self, url: &str) -> anyhow::Result<Result<feed::Feed, FeedProblem>> {
         let folder = tempfile::tempdir()?;
         let path = folder.path().join("feed.xml");
-        let read = tokio::time::timeout(FEED_READ_BUDGET, self.downloader.download(url, &path, MAX_FEED_BYTES));
-        match read.await {
+        let download = self.downloader.download_connecting_within(url, &path, MAX_FEED_BYTES, FEED_CONNECT_TIMEOUT);
+        match tokio::time::timeout(FEED_READ_BUDGET, download).await {
             Ok(Ok(_)) => {}
-            Ok(Err(DownloadError::Refused(problem))) => return Ok(Err(problem)),
+            Ok(Err(DownloadError::Refused(problem))) => return Ok(Err(FeedProblem::Other(problem))),
             Ok(Err(DownloadError::Failed(cause))) => {
                 tracing::info!(url, error = %format!("{cause:#}"), "a feed could not be read");
-                return Ok(Err("the feed could not be read (no answer, or the connection failed)".into()));
+                let problem = "the feed could not be read (no answer, or the connection failed)";
+                return Ok(Err(FeedProblem::Other(problem.into())));
             }
-            Err(_) => return Ok(Err(format!("the feed did not answer within {} s", FEED_READ_BUDGET.as_secs()))),
+            Err(_) => return Ok(Err(FeedProblem::TimedOut)),
         }
         let bytes = tokio::fs::read(&path).await?;
-        Ok(feed::parse(&bytes))
+        Ok(feed::parse(&bytes).map_err(FeedProblem::Other))
     }
 
     /// Starts the run of a feed's entry: its link bound to every Video Input.
@@ -728,6 +814,60 @@ async fn find_state(
     }
 }
 
+/// What one due trigger's fire did.
+#[derive(Debug, Default)]
+struct Fired {
+    /// Runs started.
+    started: usize,
+    /// Whether it recorded an error.
+    failed: bool,
+    /// Whether its feed gave no whole answer within [`FEED_READ_BUDGET`].
+    timed_out: bool,
+}
+
+/// What a feed's poll did.
+struct Polled {
+    runs: Vec<RunId>,
+    /// The first problem, kept as `last_error`.
+    error: Option<String>,
+    /// Whether the feed gave no whole answer within [`FEED_READ_BUDGET`].
+    timed_out: bool,
+}
+
+/// Why a feed was not read.
+enum FeedProblem {
+    /// No whole answer within [`FEED_READ_BUDGET`].
+    TimedOut,
+    /// Refused, failed or not a feed; the text says why.
+    Other(String),
+}
+
+/// The due triggers `states` (earliest due first) in a fair order: the organizations
+/// take turns, in the order of their earliest, one trigger each a turn, each at most
+/// `share` in all. Returns that order and how many were left out (past a share).
+fn fair_order(states: Vec<TriggerState>, share: usize) -> (Vec<TriggerState>, usize) {
+    let total = states.len();
+    let mut queues: Vec<std::collections::VecDeque<TriggerState>> = Vec::new();
+    let mut queue_of: HashMap<OrganizationId, usize> = HashMap::new();
+    for state in states {
+        let index = *queue_of.entry(state.organization_id).or_insert_with(|| {
+            queues.push(std::collections::VecDeque::new());
+            queues.len() - 1
+        });
+        queues[index].push_back(state);
+    }
+    let mut order = Vec::new();
+    for _ in 0..share {
+        let before = order.len();
+        order.extend(queues.iter_mut().filter_map(std::collections::VecDeque::pop_front));
+        if order.len() == before {
+            break;
+        }
+    }
+    let left = total - order.len();
+    (order, left)
+}
+
 /// A claim's key: a digest of its parts.
 fn claim_of(parts: &[&[u8]]) -> String {
     let mut digest = Sha256::new();
@@ -740,4 +880,44 @@ fn claim_of(parts: &[&[u8]]) -> String {
 
 fn bounded_error(message: String) -> String {
     message.chars().take(MAX_ERROR_CHARS).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn due(organization: OrganizationId, minute: u64) -> TriggerState {
+        TriggerState {
+            organization_id: organization,
+            trigger_id: AgentNodeId::new_v4(),
+            agent_id: AgentId::new_v4(),
+            node_type_id: nodes::CHANNEL_FEED_TRIGGER,
+            enabled: true,
+            next_at: Some(Timestamp::from_unix_millis(minute * 60_000)),
+            last_fired_at: None,
+            last_error: None,
+            saved_at: Timestamp::from_unix_millis(0),
+            feed_url: None,
+            polled: false,
+            seen: Vec::new(),
+            version: 1,
+        }
+    }
+
+    #[test]
+    fn organizations_take_turns_each_within_its_share() {
+        let (a, b, c) = (OrganizationId::new_v4(), OrganizationId::new_v4(), OrganizationId::new_v4());
+        // A's many triggers are due first; B's and C's come after.
+        let mut states: Vec<TriggerState> = (0..5).map(|minute| due(a, minute)).collect();
+        states.extend([due(b, 10), due(c, 11), due(b, 12)]);
+        let (order, left) = fair_order(states.clone(), 3);
+        let owners: Vec<OrganizationId> = order.iter().map(|state| state.organization_id).collect();
+        assert_eq!(owners, [a, b, c, a, b, a], "one each a turn, in the order of their earliest");
+        assert_eq!(left, 2, "A's two past its share wait for the next tick");
+        let firsts: Vec<AgentNodeId> = order.iter().filter(|s| s.organization_id == a).map(|s| s.trigger_id).collect();
+        let earliest: Vec<AgentNodeId> = states[..3].iter().map(|state| state.trigger_id).collect();
+        assert_eq!(firsts, earliest, "an organization's earliest go first");
+        assert_eq!(fair_order(Vec::new(), 3).0.len(), 0);
+        assert_eq!(fair_order(states, 100).1, 0, "within the share nothing waits");
+    }
 }

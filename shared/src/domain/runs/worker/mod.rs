@@ -112,6 +112,9 @@ enum ClaimAnswer {
     Held(Timestamp),
     /// The task is blocked on this (nothing written).
     Waiting(WaitFor),
+    /// The task, queued, waits for this before it can run: looked at before it is
+    /// claimed (nothing written).
+    Unclaimed(WaitFor),
     /// Blocked for credits: `shortfall` more are needed; true when it waits for an auto
     /// top-up (its message comes back to look again).
     Short {
@@ -149,11 +152,16 @@ impl Worker {
             };
         }
         let mut claimed = self.claim(message, false).await?;
-        if let Claimed::Waiting(wait) = &claimed {
+        if let Claimed::Waiting { wait, blocked } = &claimed {
             // Blocked on an avatar profile or for credits: looked at without a write,
             // claimed once it is ready (or failed, or gone: the task then fails saying
-            // so), or once the balance covers it (or its wait for a top-up is over).
+            // so), or once the balance covers it (or its wait for a top-up is over). An
+            // AI Avatar task not blocked yet is looked at before its claim: while its
+            // profile is processed it goes straight to `blocked`, never `running`.
             if self.still_waiting(message.organization_id, wait).await? {
+                if !blocked {
+                    self.block_unclaimed(message).await?;
+                }
                 return Ok(Processed::Later(self.blocked_retry));
             }
             claimed = self.claim(message, true).await?;
@@ -175,7 +183,7 @@ impl Worker {
                 run
             }
             Claimed::Nothing => return Ok(Processed::Done),
-            Claimed::Waiting(_) => return Ok(Processed::Later(self.blocked_retry)),
+            Claimed::Waiting { .. } => return Ok(Processed::Later(self.blocked_retry)),
             Claimed::Short { waits, .. } => {
                 return Ok(if waits { Processed::Later(self.blocked_retry) } else { Processed::Done })
             }
@@ -269,6 +277,9 @@ impl Worker {
                     if let Some(wait) = waited_for(run, task, attempt) {
                         return Ok(Change::Keep(ClaimAnswer::Waiting(wait)));
                     }
+                    if let Some(wait) = avatar_to_check(run, task, attempt) {
+                        return Ok(Change::Keep(ClaimAnswer::Unclaimed(wait)));
+                    }
                 }
                 let block = run.tasks.get(task.0).and_then(|task| task.credits.clone());
                 Ok(match run.claim(task, attempt, now, lease) {
@@ -293,7 +304,8 @@ impl Worker {
                 Ok(Claimed::Nothing)
             }
             Ok((_, ClaimAnswer::Held(until))) => Ok(Claimed::Held(until)),
-            Ok((_, ClaimAnswer::Waiting(wait))) => Ok(Claimed::Waiting(wait)),
+            Ok((_, ClaimAnswer::Waiting(wait))) => Ok(Claimed::Waiting { wait, blocked: true }),
+            Ok((_, ClaimAnswer::Unclaimed(wait))) => Ok(Claimed::Waiting { wait, blocked: false }),
             Ok((_, ClaimAnswer::Refused { resend, has_events })) => {
                 if has_events {
                     self.queue_unsent_events(organization, run_id).await?;
@@ -454,6 +466,26 @@ impl Worker {
         }
     }
 
+    /// Blocks a queued task that waits (an AI Avatar task whose profile is processed)
+    /// without claiming it; nothing changes when it is no longer queued (another
+    /// worker's claim came first).
+    async fn block_unclaimed(&self, message: TaskMessage) -> anyhow::Result<()> {
+        let TaskMessage { organization_id: organization, run_id, task, attempt, .. } = message;
+        let now = self.clock.now();
+        let changed =
+            change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run, _| {
+                Ok(match run.block_queued(task, attempt, now) {
+                    true => Change::Store((), Vec::new()),
+                    false => Change::Keep(()),
+                })
+            })
+            .await;
+        match changed {
+            Ok(_) | Err(RunError::NotFound) => Ok(()),
+            Err(error) => Err(anyhow_of(error)),
+        }
+    }
+
     /// Queues again the run's deliveries never attempted: a worker that stopped between
     /// recording a change and queueing its events leaves them so (a copy of a message
     /// already queued is taken as early or already done by the sender).
@@ -507,8 +539,8 @@ enum Claimed {
     Nothing,
     /// Another claim holds the task until then.
     Held(Timestamp),
-    /// The task is blocked on this.
-    Waiting(WaitFor),
+    /// The task waits for this: blocked already, or (an AI Avatar task) still queued.
+    Waiting { wait: WaitFor, blocked: bool },
     /// The task was blocked for credits (see [`ClaimAnswer::Short`]).
     Short { shortfall: u64, waits: bool },
 }
@@ -530,6 +562,20 @@ fn waited_for(run: &Run, task: TaskIndex, attempt: u32) -> Option<WaitFor> {
         return block.top_up_until.map(|until| WaitFor::Credits { price: block.price, until });
     }
     match run.nodes[*waiting.nodes.first()?].settings().generation()? {
+        crate::domain::nodes::Generation::Avatar { profile, .. } => Some(WaitFor::Avatar(profile)),
+        _ => None,
+    }
+}
+
+/// The avatar profile that queued attempt `attempt` of task `task` is an AI Avatar of:
+/// looked at before the claim, so that a task whose profile is still processed is
+/// blocked without ever being marked running.
+fn avatar_to_check(run: &Run, task: TaskIndex, attempt: u32) -> Option<WaitFor> {
+    let queued = run.tasks.get(task.0).filter(|t| t.status == TaskStatus::Queued && t.attempt == attempt)?;
+    if run.status != RunStatus::Running {
+        return None;
+    }
+    match run.nodes[*queued.nodes.first()?].settings().generation()? {
         crate::domain::nodes::Generation::Avatar { profile, .. } => Some(WaitFor::Avatar(profile)),
         _ => None,
     }
