@@ -413,6 +413,20 @@ impl Publisher for YoutubePublisher {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn only_a_token_that_ran_out_and_can_be_refreshed_is_refreshed() {
+        // An address nothing answers at: a refresh attempted here would be an error.
+        let publisher = YoutubePublisher::new("http://127.0.0.1:9").with_token_url("http://127.0.0.1:9/token");
+        let now = Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap();
+        let fields = |value: Value| value.as_object().unwrap().clone();
+        assert_eq!(publisher.refresh(None, now).await.unwrap(), Refreshed::Current);
+        let plain = fields(json!({"access_token": "a"}));
+        assert_eq!(publisher.refresh(Some(&plain), now).await.unwrap(), Refreshed::Current);
+        let fresh = fields(json!({"access_token": "a", "refresh_token": "r", "client_id": "c", "client_secret": "s",
+            "expires_at": now.after(Duration::from_secs(600)).to_string()}));
+        assert_eq!(publisher.refresh(Some(&fresh), now).await.unwrap(), Refreshed::Current);
+    }
+
     #[test]
     fn titles_are_the_first_line_cut_and_cleaned() {
         assert_eq!(title("\n  Launch <day>!\nmore"), "Launch day!");

@@ -346,6 +346,21 @@ mod tests {
     }
 
     #[test]
+    fn a_refresh_token_comes_with_the_oauth_client_that_issued_it() {
+        let with = |credentials: Value| {
+            let body = json!({"platform": "youtube", "account_name": "C", "account_username": "c",
+                "profile_url": "https://www.youtube.com/@c", "publisher": "youtube", "credentials": credentials});
+            new_connection(body.as_object().unwrap())
+        };
+        let alone = refusal(with(json!({"access_token": "a", "refresh_token": "r", "client_id": "c"})));
+        assert!(alone.contains("credentials.refresh_token needs credentials.client_id and"), "{alone}");
+        let whole = json!({"access_token": "a", "refresh_token": "r", "client_id": "c", "client_secret": "s"});
+        assert_eq!(with(whole.clone()).unwrap().credentials, whole.as_object().cloned());
+        let extra = refusal(with(json!({"access_token": "a", "expires_at": "x"})));
+        assert!(extra.contains("expires_at"), "{extra}");
+    }
+
+    #[test]
     fn connections_refuse_each_field_by_name() {
         let good = json!({"platform": "x", "account_name": "Ada", "account_username": "ada",
             "profile_url": "https://x.com/ada"});

@@ -792,6 +792,60 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_deleted_connection_fails_only_its_open_destinations() {
+        use crate::domain::social::{Platform, PublisherKind, SandboxBehavior};
+        let now = Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap();
+        let organization = OrganizationId::new_v4();
+        let connection = |platform| SocialConnection {
+            id: SocialConnectionId::new_v4(),
+            organization_id: organization,
+            platform,
+            account_name: "a".into(),
+            account_username: "a".into(),
+            profile_url: "https://a.test".into(),
+            requires_approval: false,
+            publisher: PublisherKind::Sandbox,
+            sandbox_behavior: SandboxBehavior::Succeed,
+            credentials: None,
+            created_at: now,
+        };
+        let (gone, kept) = (connection(Platform::X), connection(Platform::Tiktok));
+        let result = |connection: &SocialConnection| DestinationResult {
+            social_connection_id: connection.id,
+            platform: connection.platform,
+            status: ResultStatus::Scheduled,
+            platform_post_id: None,
+            post_url: None,
+            message: None,
+        };
+        let mut post = SocialPost {
+            id: PostId::new_v4(),
+            organization_id: organization,
+            status: PostStatus::Scheduled,
+            description: "d".into(),
+            media: Vec::new(),
+            thumbnail: MediaId::new_v4(),
+            scheduled_at: now,
+            destinations: vec![Destination { connection: gone.clone() }, Destination { connection: kept.clone() }],
+            results: vec![result(&gone), result(&kept)],
+            error: None,
+            attempts: 0,
+            publishing_until: None,
+            created_at: now,
+            updated_at: now,
+            version: 0,
+            pending_media: None,
+        };
+        assert!(fail_connection(&mut post, gone.id, now));
+        assert_eq!((post.status, post.results[0].status), (PostStatus::Scheduled, ResultStatus::Failed));
+        assert_eq!(post.results[1].status, ResultStatus::Scheduled);
+        assert!(!fail_connection(&mut post, gone.id, now), "done once");
+        assert!(fail_connection(&mut post, kept.id, now));
+        assert_eq!(post.status, PostStatus::Failed, "nothing left to publish");
+        assert!(post.error.as_deref().is_some_and(|error| error.contains(CONNECTION_DELETED)));
+    }
+
+    #[test]
     fn own_links_are_recognised_and_checked() {
         let links = MediaLinks::new(b"secret", "https://api.test");
         let now = Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap();
