@@ -460,7 +460,8 @@ impl App {
             let settings = &self.settings;
             let sandbox =
                 SandboxPublisher { public_url: self.links.public_url().to_owned(), blobs: self.blobs().clone() };
-            let youtube = crate::adapters::youtube::YoutubePublisher::new(&settings.youtube_api_url);
+            let youtube = crate::adapters::youtube::YoutubePublisher::new(&settings.youtube_api_url)
+                .with_token_url(&settings.youtube_token_url);
             let vault: Arc<dyn CredentialVault> = match &self.secrets {
                 Some(secrets) => Arc::new(secrets.vault(&settings.social_secret_prefix)),
                 None => Arc::new(InlineVault),
@@ -478,6 +479,7 @@ impl App {
                 clock: self.clock.clone(),
                 scratch: settings.scratch.clone(),
                 lease: settings.task_budget + settings.claim_margin,
+                inline_media: crate::domain::social::service::INLINE_MEDIA_BUDGET,
             })
         })
     }

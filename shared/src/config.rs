@@ -62,6 +62,9 @@ pub struct Settings {
     /// The address of YouTube's Data API (`YOUTUBE_API_URL`; tests point it at a local
     /// server that follows the published formats).
     pub youtube_api_url: String,
+    /// Google's OAuth token endpoint, where an expired YouTube access token is refreshed
+    /// (`YOUTUBE_TOKEN_URL`; tests point it at a local server).
+    pub youtube_token_url: String,
     /// Where connections' credentials are kept on AWS: the name prefix of their secrets
     /// in Secrets Manager (`SOCIAL_SECRET_PREFIX`, default `video-workflow/social`).
     pub social_secret_prefix: String,
@@ -69,6 +72,8 @@ pub struct Settings {
 
 /// YouTube's Data API.
 pub const YOUTUBE_API_URL: &str = "https://www.googleapis.com";
+/// Google's OAuth 2.0 token endpoint.
+pub const YOUTUBE_TOKEN_URL: &str = "https://oauth2.googleapis.com/token";
 
 /// Who makes a kind of generated media.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -295,6 +300,7 @@ impl Default for Settings {
             top_up_wait: Duration::from_secs(600),
             billing: BillingSettings::Sandbox,
             youtube_api_url: YOUTUBE_API_URL.to_owned(),
+            youtube_token_url: YOUTUBE_TOKEN_URL.to_owned(),
             social_secret_prefix: "video-workflow/social".to_owned(),
         }
     }
@@ -387,6 +393,7 @@ impl Config {
             top_up_wait: Duration::from_secs(whole("TOP_UP_WAIT_SECONDS", 600)?),
             billing: BillingSettings::from_lookup(&|name| std::env::var(name).ok())?,
             youtube_api_url: variable("YOUTUBE_API_URL", YOUTUBE_API_URL).trim_end_matches('/').to_owned(),
+            youtube_token_url: variable("YOUTUBE_TOKEN_URL", YOUTUBE_TOKEN_URL),
             social_secret_prefix: variable("SOCIAL_SECRET_PREFIX", "video-workflow/social"),
             ..Settings::default()
         };

@@ -102,4 +102,42 @@ impl crate::domain::social::publisher::CredentialVault for SecretVault {
         let text = answer.secret_string().ok_or_else(|| anyhow::anyhow!("the secret {reference} holds no text"))?;
         serde_json::from_str(text).map_err(|_| anyhow::anyhow!("the secret {reference} is not a JSON object"))
     }
+
+    async fn replace(
+        &self,
+        reference: &str,
+        credentials: &serde_json::Map<String, serde_json::Value>,
+    ) -> anyhow::Result<String> {
+        self.secrets
+            .client()
+            .put_secret_value()
+            .secret_id(reference)
+            .secret_string(serde_json::to_string(credentials)?)
+            .send()
+            .await
+            .map_err(|error| {
+                anyhow::anyhow!(
+                    "keeping refreshed credentials in {reference}: {}",
+                    aws_sdk_secretsmanager::error::DisplayErrorContext(&error)
+                )
+            })?;
+        Ok(reference.to_owned())
+    }
+
+    async fn delete(&self, reference: &str) -> anyhow::Result<()> {
+        // Without the recovery window: a deleted connection's token must not linger, and
+        // a connection made again under the same name needs the name free.
+        let deleted =
+            self.secrets.client().delete_secret().secret_id(reference).force_delete_without_recovery(true).send().await;
+        match deleted {
+            Ok(_) => Ok(()),
+            Err(error) if error.as_service_error().is_some_and(|error| error.is_resource_not_found_exception()) => {
+                Ok(())
+            }
+            Err(error) => Err(anyhow::anyhow!(
+                "deleting the credentials in {reference}: {}",
+                aws_sdk_secretsmanager::error::DisplayErrorContext(&error)
+            )),
+        }
+    }
 }

@@ -8,7 +8,13 @@
 //! is accepted; `status` asks `videos.list?part=status&id=…` where it is.
 //!
 //! The OAuth access token is the connection's credentials (`access_token`), read from
-//! the vault. Error bodies `{error: {code, message, errors: [{reason, …}]}}` become the
+//! the vault. A connection that kept a `refresh_token` (with the `client_id` and
+//! `client_secret` of the OAuth client that issued it) has its access token refreshed
+//! before an upload when it has run out or when its end is unknown ([`Publisher::refresh`]):
+//! Google's token endpoint, a form POST of `grant_type=refresh_token`, `client_id`,
+//! `client_secret`, `refresh_token`, answering `{access_token, expires_in, token_type}`
+//! (kept with `expires_at`, our own field) or a 400 `{error: "invalid_grant", …}` for a
+//! refresh token revoked or expired, which fails the destination saying to connect again. Error bodies `{error: {code, message, errors: [{reason, …}]}}` become the
 //! destination's message; 401 and 403 are final (credentials or quota), 429 and 5xx are
 //! tried again a few times. Exercised only against a local server that follows these
 //! formats (`tests/tests/api/social.rs`).
@@ -21,8 +27,9 @@ use serde_json::{json, Map, Value};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use crate::core::retry::PROVIDER_CALLS;
-use crate::domain::social::publisher::{MediumFile, Published, Publisher};
+use crate::domain::social::publisher::{MediumFile, Published, Publisher, Refreshed};
 use crate::domain::social::{SocialConnection, SocialPost};
+use crate::domain::time::Timestamp;
 
 /// Bytes sent per PUT of the upload (a multiple of 256 KiB, as the protocol asks).
 pub const CHUNK_BYTES: usize = 8 * 1024 * 1024;
@@ -31,12 +38,16 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 /// Chunks in a row of which YouTube may keep nothing before the upload is given up
 /// (tried again later from the start).
 const MAX_STALLS: u32 = 3;
+/// An access token this close to its end is refreshed before an upload.
+const EXPIRY_MARGIN: Duration = Duration::from_secs(120);
 /// Longest title YouTube takes.
 const MAX_TITLE_CHARS: usize = 100;
 
 /// YouTube's Data API at `base_url`.
 pub struct YoutubePublisher {
     base_url: String,
+    /// Google's OAuth token endpoint.
+    token_url: String,
     http: reqwest::Client,
     /// Bytes per PUT ([`CHUNK_BYTES`] unless a test asks for smaller chunks).
     chunk_bytes: usize,
@@ -57,7 +68,71 @@ impl YoutubePublisher {
             .timeout(TIMEOUT)
             .build()
             .unwrap_or_default();
-        Self { base_url: base_url.trim_end_matches('/').to_owned(), http, chunk_bytes: CHUNK_BYTES }
+        Self {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            token_url: crate::config::YOUTUBE_TOKEN_URL.to_owned(),
+            http,
+            chunk_bytes: CHUNK_BYTES,
+        }
+    }
+
+    /// The same, refreshing access tokens at `token_url`.
+    pub fn with_token_url(mut self, token_url: &str) -> Self {
+        token_url.clone_into(&mut self.token_url);
+        self
+    }
+
+    /// Asks the token endpoint for a new access token with the kept refresh token.
+    async fn refresh_token(&self, fields: &Map<String, Value>, now: Timestamp) -> Result<Map<String, Value>, Refusal> {
+        let field = |name: &str| fields.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let form = [
+            ("grant_type", "refresh_token".to_owned()),
+            ("client_id", field("client_id")),
+            ("client_secret", field("client_secret")),
+            ("refresh_token", field("refresh_token")),
+        ];
+        let mut retry = PROVIDER_CALLS.start();
+        let answer = loop {
+            let why = match self.http.post(&self.token_url).form(&form).send().await {
+                Ok(answer) if answer.status().as_u16() == 429 || answer.status().is_server_error() => {
+                    format!("refreshing the access token: Google answered {}", answer.status())
+                }
+                Ok(answer) => break answer,
+                Err(error) => format!("refreshing the access token: Google could not be reached: {error}"),
+            };
+            if let Err(unavailable) = retry.wait(&why).await {
+                return Err(Refusal::Again(anyhow::anyhow!("{why} ({unavailable})")));
+            }
+        };
+        let status = answer.status();
+        let text = answer.text().await.unwrap_or_default();
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if !status.is_success() {
+            // Google's OAuth errors: `{error, error_description}` (invalid_grant: the
+            // refresh token was revoked or expired; invalid_client: the client is wrong).
+            let error = body["error"].as_str().map_or_else(|| text.chars().take(200).collect(), str::to_owned);
+            let description = body["error_description"].as_str().map(|text| format!(" ({text})")).unwrap_or_default();
+            return Err(Refusal::Final(format!(
+                "refreshing the YouTube access token: Google answered {status}: {error}{description}; connect the \
+                 account again with a new token"
+            )));
+        }
+        let Some(token) = body["access_token"].as_str().filter(|token| !token.is_empty()) else {
+            return Err(Refusal::Again(anyhow::anyhow!("Google's token endpoint answered no access_token")));
+        };
+        let mut refreshed = fields.clone();
+        refreshed.insert("access_token".into(), Value::from(token));
+        if let Some(seconds) = body["expires_in"].as_u64() {
+            let expires_at = now.after(Duration::from_secs(seconds));
+            refreshed.insert("expires_at".into(), Value::from(expires_at.to_string()));
+        } else {
+            refreshed.remove("expires_at");
+        }
+        // Google may rotate the refresh token: keep the new one when it sends one.
+        if let Some(rotated) = body["refresh_token"].as_str().filter(|token| !token.is_empty()) {
+            refreshed.insert("refresh_token".into(), Value::from(rotated));
+        }
+        Ok(refreshed)
     }
 
     /// The same, sending `chunk_bytes` per PUT, rounded up to the protocol's 256 KiB.
@@ -300,6 +375,23 @@ impl Publisher for YoutubePublisher {
         outcome(self.upload(post, credentials, media).await)
     }
 
+    async fn refresh(&self, credentials: Option<&Map<String, Value>>, now: Timestamp) -> anyhow::Result<Refreshed> {
+        let Some(fields) = credentials.filter(|fields| fields.get("refresh_token").is_some()) else {
+            return Ok(Refreshed::Current);
+        };
+        // A token whose end is unknown (as given at connection) is refreshed too: one
+        // call per upload at most, never a failed upload for a token already expired.
+        let expires_at = fields.get("expires_at").and_then(Value::as_str).and_then(|text| Timestamp::parse(text).ok());
+        if expires_at.is_some_and(|at| at > now.after(EXPIRY_MARGIN)) {
+            return Ok(Refreshed::Current);
+        }
+        match self.refresh_token(fields, now).await {
+            Ok(refreshed) => Ok(Refreshed::New(refreshed)),
+            Err(Refusal::Final(message)) => Ok(Refreshed::Refused(message)),
+            Err(Refusal::Again(error)) => Err(error),
+        }
+    }
+
     async fn status(
         &self,
         _post: &SocialPost,
@@ -320,6 +412,20 @@ impl Publisher for YoutubePublisher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn only_a_token_that_ran_out_and_can_be_refreshed_is_refreshed() {
+        // An address nothing answers at: a refresh attempted here would be an error.
+        let publisher = YoutubePublisher::new("http://127.0.0.1:9").with_token_url("http://127.0.0.1:9/token");
+        let now = Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap();
+        let fields = |value: Value| value.as_object().unwrap().clone();
+        assert_eq!(publisher.refresh(None, now).await.unwrap(), Refreshed::Current);
+        let plain = fields(json!({"access_token": "a"}));
+        assert_eq!(publisher.refresh(Some(&plain), now).await.unwrap(), Refreshed::Current);
+        let fresh = fields(json!({"access_token": "a", "refresh_token": "r", "client_id": "c", "client_secret": "s",
+            "expires_at": now.after(Duration::from_secs(600)).to_string()}));
+        assert_eq!(publisher.refresh(Some(&fresh), now).await.unwrap(), Refreshed::Current);
+    }
 
     #[test]
     fn titles_are_the_first_line_cut_and_cleaned() {

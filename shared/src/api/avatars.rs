@@ -7,6 +7,7 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 use super::body::json_body;
+use super::query::query_params;
 use super::runs::{links, organization, queues};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::{App, Queues};
@@ -35,12 +36,21 @@ fn map_error(error: AvatarError, action: &'static str) -> ApiError {
 /// `GET /avatar-profiles`
 pub async fn list_profiles(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let profiles = avatars::list(app.avatars().as_ref(), app.identity().as_ref(), organization)
+    let params = query_params(&call.request)?;
+    let page = avatars::list_page(params.iter().map(|(name, value)| (name.as_str(), value.as_str())))
+        .map_err(|error| map_error(error, "list"))?;
+    let (profiles, next_cursor) = avatars::list(app.avatars().as_ref(), app.identity().as_ref(), organization, &page)
         .await
         .map_err(|error| map_error(error, "list"))?;
     let (links, now) = (links(&app, &call), app.clock.now());
     let views: Vec<Value> = profiles.iter().map(|profile| avatars::view(profile, &links, now)).collect();
-    Ok(json_response(StatusCode::OK, &json!({ "avatar_profiles": views })))
+    // The contract's list (no limit, no cursor) is `{avatar_profiles}` alone.
+    let body = if page.paged() {
+        json!({ "avatar_profiles": views, "next_cursor": next_cursor })
+    } else {
+        json!({ "avatar_profiles": views })
+    };
+    Ok(json_response(StatusCode::OK, &body))
 }
 
 /// `POST /avatar-profiles/create`

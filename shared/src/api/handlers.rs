@@ -59,6 +59,7 @@ handlers! {
     get_avatar_profile = "get-avatar-profile" => avatars::get_profile,
     create_social_connection = "create-social-connection" => social::create_connection,
     list_social_connections = "list-social-connections" => social::list_connections,
+    delete_social_connection = "delete-social-connection" => social::delete_connection,
     create_social_post = "create-social-post" => social::create_post,
     list_social_posts = "list-social-posts" => social::list_posts,
     get_social_post = "get-social-post" => social::get_post,

@@ -111,7 +111,9 @@ pub static ROUTES: &[Route] = &[
     // Avatar profiles: the primary workspace is read (Query); a create (which makes the
     // primary workspace of an organization that has none) claims its name and stores the
     // profile in one transaction of puts, and queues its processing on the task queue.
-    route!(GET "/avatar-profiles" => "list-avatar-profiles", ["dynamodb:GetItem", "dynamodb:Query"]),
+    // Every profile (no `limit`) may be more than a Lambda response holds.
+    route!(GET "/avatar-profiles" => "list-avatar-profiles", ["dynamodb:GetItem", "dynamodb:Query"],
+        s3: ["s3:PutObject", "s3:GetObject"], large_responses: true),
     route!(POST "/avatar-profiles/create" => "create-avatar-profile",
         ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"], sqs: ["sqs:SendMessage"] on ["TaskQueue"],
         idempotent: true),
@@ -122,9 +124,15 @@ pub static ROUTES: &[Route] = &[
     // with its thumbnail's media record), its media stored in the bucket (the service's
     // own links read from it); publishing is queued on the task queue. A list is one
     // Query of one partition; a read may record the publishers' news (the transaction).
-    route!(POST "/social/connections" => "create-social-connection", ["dynamodb:GetItem", "dynamodb:PutItem"],
-        idempotent: true),
+    // The organization's item counts its connections (UpdateItem in the create's
+    // transaction: at most 50). A delete fails the pending posts to the connection
+    // (Query of its partition, each post's transaction), deletes its secret, then the
+    // connection with the count's decrement (one transaction).
+    route!(POST "/social/connections" => "create-social-connection",
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true),
     route!(GET "/social/connections" => "list-social-connections", ["dynamodb:GetItem", "dynamodb:Query"]),
+    route!(DELETE "/social/connections/{social_connection_id}" => "delete-social-connection",
+        ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"]),
     route!(POST "/social/post" => "create-social-post",
         ["dynamodb:GetItem", "dynamodb:PutItem"],
         s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"], sqs: ["sqs:SendMessage"] on ["TaskQueue"],

@@ -1,4 +1,4 @@
-//! The social endpoints: connections (create, list) and posts (create, list, read with a
+//! The social endpoints: connections (create, list, delete) and posts (create, list, read with a
 //! refresh, approve, reject). Each: auth (bearer or X-API-Key), parse, one domain call,
 //! map.
 
@@ -47,6 +47,16 @@ pub async fn list_connections(app: Arc<App>, call: Call) -> Result<Response, Api
         .map_err(|error| map_error(error, "list the social connections"))?;
     let views: Vec<Value> = connections.iter().map(social::connection_view).collect();
     Ok(json_response(StatusCode::OK, &json!({ "social_connections": views })))
+}
+
+/// `DELETE /social/connections/{social_connection_id}`
+pub async fn delete_connection(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
+    let organization = organization(&app, &call).await?;
+    app.social()
+        .delete_connection(organization, call.params.get("social_connection_id"))
+        .await
+        .map_err(|error| map_error(error, "delete the social connection"))?;
+    Ok(json_response(StatusCode::OK, &json!({ "success": true })))
 }
 
 /// `POST /social/post`

@@ -27,6 +27,7 @@ conformance!(
     an_avatar_node_never_shows_running_while_its_profile_is_processed,
     an_avatar_task_failed_by_its_profile_keeps_its_charge,
     a_failed_or_unknown_avatar_is_refused_at_run_start,
+    pages_of_profiles_list_each_once_and_bad_limits_or_cursors_are_refused,
 );
 
 /// Media made once per test process with ffmpeg (320×240, a few seconds).
@@ -611,4 +612,100 @@ async fn on_lambda_a_blocked_task_comes_back_as_a_new_message_and_looking_again_
     handle(take(true).await).await;
     let finished = stored().await;
     assert_eq!(finished.status, shared::domain::runs::RunStatus::Completed, "{:?}", finished.status_message);
+}
+
+/// Stores `count` profiles in the organization's primary workspace directly (the list is
+/// what is tested, not their processing), each with a status message of `message_bytes`.
+pub(crate) async fn stored_profiles(test: &crate::helpers::TestApp, count: usize, message_bytes: usize) {
+    use shared::domain::avatars::{new_profile, parse_new};
+    let app = &test.app;
+    let workspace =
+        shared::domain::workspaces::ensure_primary(app.identity().as_ref(), test.organization, app.clock.now())
+            .await
+            .unwrap();
+    for index in 0..count {
+        let body = json!({"name": format!("p{index}"), "sources": {"video_url": "https://example.com/v.mp4"}});
+        let new = parse_new(body.as_object().unwrap()).unwrap();
+        let mut profile = new_profile(test.organization, workspace.id, new, app.clock.now());
+        profile.status_message = Some("m".repeat(message_bytes));
+        assert!(app.avatars().create_avatar(&profile).await.unwrap());
+    }
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["avatar_profiles"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect()
+}
+
+async fn pages_of_profiles_list_each_once_and_bad_limits_or_cursors_are_refused(backend: Backend) {
+    let harness = Harness::new(backend).await;
+    stored_profiles(&harness.test, 23, 10).await;
+    // Without limit or cursor: every profile, as the contract's list.
+    let (status, all) = harness.test.call(Method::GET, "/avatar-profiles", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(all.as_object().unwrap().keys().collect::<Vec<_>>(), ["avatar_profiles"]);
+    let every = names(&all);
+    assert_eq!(every.len(), 23);
+    crate::openapi::conforms("list-avatar-profiles", StatusCode::OK, &all);
+    // Pages of 5: each profile once, in the same order, and a null cursor after the last.
+    let mut paged = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            Some(cursor) => format!("/avatar-profiles?limit=5&cursor={cursor}"),
+            None => "/avatar-profiles?limit=5".to_owned(),
+        };
+        let (status, page) = harness.test.call(Method::GET, &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        crate::openapi::conforms("list-avatar-profiles", StatusCode::OK, &page);
+        paged.extend(names(&page));
+        pages += 1;
+        assert!(pages <= 5, "23 profiles in pages of 5 take 5 pages");
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => {
+                assert_eq!(page["next_cursor"], Value::Null);
+                break;
+            }
+        }
+    }
+    assert_eq!((pages, &paged), (5, &every));
+    // A cursor alone pages by 20.
+    let (_, first) = harness.test.call(Method::GET, "/avatar-profiles?limit=3", None).await;
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let (_, rest) = harness.test.call(Method::GET, &format!("/avatar-profiles?cursor={cursor}"), None).await;
+    assert_eq!(names(&rest), every[3..]);
+    assert_eq!(rest["next_cursor"], Value::Null);
+    for (query, expected) in [
+        ("limit=0", "limit must be an integer from 1 to 100, got \"0\""),
+        ("limit=101", "limit must be an integer from 1 to 100"),
+        ("limit=ten", "limit must be an integer from 1 to 100"),
+        ("cursor=nonsense", "cursor is not a cursor of this list"),
+        ("limit=5&cursor=", "cursor is not a cursor of this list"),
+    ] {
+        let (status, body) = harness.test.call(Method::GET, &format!("/avatar-profiles?{query}"), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert!(body["detail"].as_str().unwrap().contains(expected), "{query}: {body}");
+        crate::openapi::conforms("list-avatar-profiles", StatusCode::BAD_REQUEST, &body);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_profile_past_a_lambda_response_comes_whole_through_a_link() {
+    use shared::runtime::http::MAX_INLINE_BODY_BYTES;
+    let test = crate::helpers::TestApp::with_media(Backend::DynamoDb, crate::helpers::s3_media().await).await;
+    // 100 profiles of 64 KB each: 6.5 MB, more than a Lambda may return.
+    stored_profiles(&test, 100, 64 * 1024).await;
+    let (status, headers, body) =
+        crate::helpers::call_function(&test, "list-avatar-profiles", "GET", "/avatar-profiles", None).await;
+    let listed = crate::lambda::follow(status, &headers, &body).await;
+    assert!(serde_json::to_vec(&listed).unwrap().len() > MAX_INLINE_BODY_BYTES);
+    assert_eq!(names(&listed).len(), 100);
+    // A page of them is small, and answered directly.
+    let endpoint = shared::api::Endpoint::of("list-avatar-profiles").unwrap();
+    let request = crate::helpers::lambda_event("GET", "/avatar-profiles", "limit=10", &test.key, None);
+    let response = shared::runtime::http::handle(endpoint, test.app.clone(), request).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let page: Value = serde_json::from_slice(response.body()).unwrap();
+    assert_eq!(names(&page).len(), 10);
 }

@@ -19,7 +19,7 @@ use crate::helpers::{call_function, dynamodb, large_entries, s3_store, TestApp};
 /// The run engine's functions (and those of triggers, avatars and social posts, which
 /// start runs or which node-worker processes), held to their policies by `runs::aws`
 /// (which drives runs through an API and a node-worker with recording clients).
-pub const RUN_ROUTES: [&str; 25] = [
+pub const RUN_ROUTES: [&str; 26] = [
     "start-run",
     "get-run",
     "get-run-nodes",
@@ -40,6 +40,7 @@ pub const RUN_ROUTES: [&str; 25] = [
     "list-trigger-runs",
     "create-social-connection",
     "list-social-connections",
+    "delete-social-connection",
     "create-social-post",
     "list-social-posts",
     "get-social-post",

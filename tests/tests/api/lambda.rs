@@ -43,7 +43,7 @@ async fn a_function_reads_its_query_string_from_the_event() {
 }
 
 /// Follows a 303 to the link it names and returns the JSON found there.
-async fn follow(status: StatusCode, headers: &http::HeaderMap, body: &Value) -> Value {
+pub(crate) async fn follow(status: StatusCode, headers: &http::HeaderMap, body: &Value) -> Value {
     assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
     let location = headers.get(http::header::LOCATION).expect("a Location").to_str().unwrap();
     assert_eq!(body["location"], location);

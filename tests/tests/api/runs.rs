@@ -1130,6 +1130,13 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
     let (status, listed) = harness.test.call(Method::GET, "/avatar-profiles", None).await;
     assert_eq!(status, StatusCode::OK, "{listed}");
     performed.entry("list-avatar-profiles").or_default().extend(take(&api_logs));
+    // Every profile, past what a Lambda response holds: parked in the bucket, a 303.
+    crate::avatars::stored_profiles(&harness.test, 100, 64 * 1024).await;
+    take(&api_logs);
+    let (status, _, _) =
+        crate::helpers::call_function(&harness.test, "list-avatar-profiles", "GET", "/avatar-profiles", None).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    performed.entry("list-avatar-profiles").or_default().extend(take(&api_logs));
     // Triggers: a Schedule saved on the agent is fired by hand, read and listed; the
     // scheduler's tick fires it when due, and removes the state of a deleted agent's.
     // Its run request names an asset-manager item: a fire reads the connections (Query).
@@ -1239,6 +1246,17 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
             .or_default()
             .extend(take(&api_logs));
     }
+    // A connection deleted with a post pending to it: the post's destination fails (its
+    // transaction), then the connection and its count go (one transaction).
+    let (status, doomed) = connect(json!({"requires_approval": true})).await;
+    assert_eq!(status, StatusCode::CREATED, "{doomed}");
+    let doomed = doomed["social_connection_id"].as_str().unwrap().to_owned();
+    let (status, pending) = social_post(&[&doomed]).await;
+    assert_eq!((status, &pending["status"]), (StatusCode::CREATED, &json!("pending_approval")), "{pending}");
+    take(&api_logs);
+    let (status, body) = harness.test.call(Method::DELETE, &format!("/social/connections/{doomed}"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    performed.entry("delete-social-connection").or_default().extend(take(&api_logs));
     work_off_queue(&worker, &queue).await;
     performed.entry(NODE_WORKER).or_default().extend(take(&worker_logs));
     let calls = [

@@ -37,6 +37,12 @@ conformance!(
     a_repeated_create_with_one_idempotency_key_makes_one_post,
     a_post_whose_message_was_lost_is_sent_again_by_publish_due,
     a_message_that_cannot_be_sent_is_sent_again_by_a_later_tick,
+    connections_are_capped_per_organization_even_when_created_at_once,
+    a_deleted_connection_fails_its_pending_posts_and_nothing_else,
+    an_expired_youtube_token_is_refreshed_before_the_upload_and_kept,
+    a_revoked_refresh_token_fails_the_destination_saying_so,
+    a_read_asks_every_destination_at_once_within_one_wait,
+    a_post_of_slow_media_answers_processing_and_a_worker_prepares_it,
 );
 
 /// Media made once per test process with ffmpeg (320×240 unless said).
@@ -677,6 +683,7 @@ async fn the_services_own_links_are_read_from_the_store_past_the_guard() {
         created_at: now,
         updated_at: now,
         version: 0,
+        pending_media: None,
     };
     app.social_posts().create_post(&holder, std::slice::from_ref(&record)).await.unwrap();
     let link = links.link(record.id, harness.test.app.clock.now());
@@ -723,6 +730,9 @@ async fn youtube_fake(refuse: Option<(u16, &'static str, &'static str)>) -> Fake
     let fake_url = Arc::new(Mutex::new(String::new()));
     let url = fake_url.clone();
     let fake = Fake::start(move |request, _| {
+        if request.method == "POST" && request.path == "/token" {
+            return token_endpoint(request);
+        }
         if request.headers.get("authorization").map(String::as_str) != Some(&format!("Bearer {TOKEN}")) {
             return youtube_error(401, "Request had invalid authentication credentials.", "authError");
         }
@@ -770,9 +780,46 @@ async fn youtube_fake(refuse: Option<(u16, &'static str, &'static str)>) -> Fake
     fake
 }
 
+/// The refresh token the fake's token endpoint honours, and the OAuth client it knows.
+const REFRESH: &str = "1//refresh-token";
+const CLIENT_ID: &str = "client-1.apps.googleusercontent.com";
+const CLIENT_SECRET: &str = "client-secret";
+
+/// Google's OAuth token endpoint as published: a form POST of `grant_type=refresh_token`,
+/// `client_id`, `client_secret`, `refresh_token`, answering `{access_token, expires_in,
+/// token_type}`, or 400 `{error: "invalid_grant", error_description}` for a refresh token
+/// it does not honour.
+fn token_endpoint(request: &crate::providers::Received) -> Answer {
+    let form: std::collections::BTreeMap<String, String> =
+        url::form_urlencoded::parse(request.raw.as_bytes()).into_owned().collect();
+    let field = |name: &str| form.get(name).map(String::as_str).unwrap_or_default();
+    let form_type = request.headers.get("content-type").map(String::as_str).unwrap_or_default();
+    if form_type != "application/x-www-form-urlencoded" || field("grant_type") != "refresh_token" {
+        return json_reply(StatusCode::BAD_REQUEST, json!({"error": "unsupported_grant_type"}));
+    }
+    if (field("client_id"), field("client_secret")) != (CLIENT_ID, CLIENT_SECRET) {
+        return json_reply(
+            StatusCode::UNAUTHORIZED,
+            json!({"error": "invalid_client", "error_description": "The OAuth client was not found."}),
+        );
+    }
+    if field("refresh_token") != REFRESH {
+        return json_reply(
+            StatusCode::BAD_REQUEST,
+            json!({"error": "invalid_grant", "error_description": "Token has been expired or revoked."}),
+        );
+    }
+    json_reply(
+        StatusCode::OK,
+        json!({"access_token": TOKEN, "expires_in": 3599, "scope": "https://www.googleapis.com/auth/youtube.upload",
+               "token_type": "Bearer"}),
+    )
+}
+
 async fn youtube_harness(backend: Backend, fake: &Fake) -> Harness {
-    let url = fake.url.clone();
-    Harness::tuned(backend, move |settings| Settings { youtube_api_url: url, ..settings }).await
+    let (url, token_url) = (fake.url.clone(), format!("{}/token", fake.url));
+    Harness::tuned(backend, move |settings| Settings { youtube_api_url: url, youtube_token_url: token_url, ..settings })
+        .await
 }
 
 async fn youtube_posts_go_through_the_resumable_upload(backend: Backend) {
@@ -1058,6 +1105,7 @@ fn bare_post() -> (SocialPost, shared::domain::social::SocialConnection) {
         created_at: now,
         updated_at: now,
         version: 1,
+        pending_media: None,
     };
     (post, connection)
 }
@@ -1110,4 +1158,398 @@ async fn a_message_that_cannot_be_sent_is_sent_again_by_a_later_tick(backend: Ba
     assert_eq!(sent.iter().filter(|id| **id == scheduled.id).count(), 1);
     let posted = settled(&harness, &scheduled.id.to_string()).await;
     assert_eq!(posted["status"], "posted", "{posted}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Connections: the cap, deletes, refreshed tokens; reads that ask every platform at once.
+
+async fn connections_are_capped_per_organization_even_when_created_at_once(backend: Backend) {
+    use shared::domain::social::MAX_CONNECTIONS_PER_ORGANIZATION as MAX;
+    let harness = Harness::new(backend).await;
+    let body = |index: usize| {
+        json!({"platform": "x", "account_name": format!("a{index}"), "account_username": "a",
+            "profile_url": "https://x.example/a"})
+    };
+    let below = MAX as usize - 5;
+    for index in 0..below {
+        let (status, created) = harness.test.call(Method::POST, "/social/connections", Some(body(index))).await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+    }
+    // Twelve at once for the last five places: five are made, seven refused.
+    let creates =
+        (below..below + 12).map(|index| harness.test.call(Method::POST, "/social/connections", Some(body(index))));
+    let answers = futures::future::join_all(creates).await;
+    let made = answers.iter().filter(|(status, _)| *status == StatusCode::CREATED).count();
+    let refused: Vec<&Value> =
+        answers.iter().filter(|(status, _)| *status == StatusCode::CONFLICT).map(|(_, body)| body).collect();
+    assert_eq!((made, refused.len()), (5, 7), "{answers:?}");
+    for body in refused {
+        let detail = body["detail"].as_str().unwrap();
+        assert!(detail.contains(&format!("has {MAX} social connections, the most it may have")), "{detail}");
+        crate::openapi::conforms("create-social-connection", StatusCode::CONFLICT, body);
+    }
+    let (_, listed) = harness.test.call(Method::GET, "/social/connections", None).await;
+    let connections = listed["social_connections"].as_array().unwrap();
+    assert_eq!(connections.len(), MAX as usize);
+    // A delete makes room for one, and one only.
+    let first = connections[0]["social_connection_id"].as_str().unwrap();
+    let (status, deleted) = harness.test.call(Method::DELETE, &format!("/social/connections/{first}"), None).await;
+    assert_eq!((status, &deleted), (StatusCode::OK, &json!({"success": true})));
+    let (status, _) = harness.test.call(Method::POST, "/social/connections", Some(body(100))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, _) = harness.test.call(Method::POST, "/social/connections", Some(body(101))).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    // The cap is each organization's own.
+    let (organization, key) = harness.test.add_organization(true).await;
+    let other = crate::helpers::TestApp { app: harness.test.app.clone(), key, organization };
+    let (status, _) = other.call(Method::POST, "/social/connections", Some(body(0))).await;
+    assert_eq!(status, StatusCode::CREATED);
+}
+
+async fn a_deleted_connection_fails_its_pending_posts_and_nothing_else(backend: Backend) {
+    let harness = ticked(backend).await;
+    let base = media_server().await;
+    let gone = connect(&harness.test, "x", json!({})).await;
+    let kept = connect(&harness.test, "linkedin", json!({})).await;
+    let reviewed = connect(&harness.test, "facebook", json!({"requires_approval": true})).await;
+    let later = in_30_days(&harness);
+    let posted = post_clip(&harness, &base, &[&gone], json!({})).await;
+    let posted_id = posted["post_id"].as_str().unwrap().to_owned();
+    assert_eq!(settled(&harness, &posted_id).await["status"], "posted");
+    let alone = post_clip(&harness, &base, &[&gone], json!({"scheduled_at": later})).await;
+    let shared = post_clip(&harness, &base, &[&gone, &kept], json!({"scheduled_at": later})).await;
+    let pending = post_clip(&harness, &base, &[&gone, &reviewed], json!({})).await;
+    let untouched = post_clip(&harness, &base, &[&kept], json!({"scheduled_at": later})).await;
+    // As stored (a read's signed thumbnail link changes with the second it is read at).
+    let stored_post = |id: &str| {
+        let id = PostId::parse(id).unwrap();
+        let (repo, organization) = (harness.test.app.social_posts().clone(), harness.test.organization);
+        async move { repo.get_post(organization, id).await.unwrap().unwrap() }
+    };
+    let before = stored_post(&posted_id).await;
+
+    let path = format!("/social/connections/{gone}");
+    // Another organization's delete finds nothing, and changes nothing.
+    let (organization, key) = harness.test.add_organization(true).await;
+    let other = crate::helpers::TestApp { app: harness.test.app.clone(), key, organization };
+    let (status, body) = other.call(Method::DELETE, &path, None).await;
+    assert_eq!((status, body), (StatusCode::NOT_FOUND, json!({"detail": "Social connection not found"})));
+    assert_eq!(get_post(&harness, alone["post_id"].as_str().unwrap()).await["status"], "scheduled");
+    let (status, deleted) = harness.test.call(Method::DELETE, &path, None).await;
+    assert_eq!((status, &deleted), (StatusCode::OK, &json!({"success": true})));
+    crate::openapi::conforms("delete-social-connection", StatusCode::OK, &deleted);
+    for path in [path.clone(), "/social/connections/not-an-id".to_owned()] {
+        let (status, body) = harness.test.call(Method::DELETE, &path, None).await;
+        assert_eq!((status, &body), (StatusCode::NOT_FOUND, &json!({"detail": "Social connection not found"})));
+        crate::openapi::conforms("delete-social-connection", StatusCode::NOT_FOUND, &body);
+    }
+    let (_, listed) = harness.test.call(Method::GET, "/social/connections", None).await;
+    let ids: Vec<&str> = listed["social_connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["social_connection_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [kept.as_str(), reviewed.as_str()]);
+
+    let deleted_message = shared::domain::social::CONNECTION_DELETED;
+    // Its only destination gone: failed, saying why.
+    let alone = get_post(&harness, alone["post_id"].as_str().unwrap()).await;
+    assert_eq!((alone["status"].as_str(), statuses(&alone)), (Some("failed"), vec!["failed"]), "{alone}");
+    assert_eq!(alone["results"][0]["message"], deleted_message);
+    assert!(alone["error"].as_str().unwrap().contains(deleted_message), "{alone}");
+    // One destination of two gone: still scheduled (pending) for the other.
+    let shared_id = shared["post_id"].as_str().unwrap().to_owned();
+    let shared = get_post(&harness, &shared_id).await;
+    assert_eq!((shared["status"].as_str(), statuses(&shared)), (Some("scheduled"), vec!["failed", "scheduled"]));
+    assert_eq!(shared["results"][0]["message"], deleted_message);
+    let pending_id = pending["post_id"].as_str().unwrap().to_owned();
+    let pending = get_post(&harness, &pending_id).await;
+    assert_eq!(
+        (pending["status"].as_str(), statuses(&pending)),
+        (Some("pending_approval"), vec!["failed", "scheduled"])
+    );
+    // What was published, and what never went to it, are as they were.
+    assert_eq!(stored_post(&posted_id).await, before);
+    assert_eq!(statuses(&get_post(&harness, untouched["post_id"].as_str().unwrap()).await), ["scheduled"]);
+    // A new post to it is refused, naming it.
+    let (status, refused) = post(
+        &harness.test,
+        json!({"description": "d", "destinations": [{"social_connection_id": gone}],
+               "media_urls": [format!("{base}/clip.mp4")]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(refused["detail"].as_str().unwrap().contains(&gone), "{refused}");
+    // Published later, what is left goes out and the failed destination stays failed.
+    let (status, approved) = harness.test.call(Method::POST, &format!("/social/post/{pending_id}/approve"), None).await;
+    assert_eq!(status, StatusCode::OK, "{approved}");
+    let approved = settled(&harness, &pending_id).await;
+    assert_eq!(
+        (approved["status"].as_str(), statuses(&approved)),
+        (Some("partial_failure"), vec!["failed", "success"])
+    );
+    let due = harness.test.app.clock.now().after(Duration::from_secs(31 * 24 * 3600));
+    let sent = harness.test.app.social().publish_due_posts(due).await.unwrap();
+    assert!(sent.contains(&PostId::parse(&shared_id).unwrap()), "{sent:?}");
+    let published = settled(&harness, &shared_id).await;
+    assert_eq!(
+        (published["status"].as_str(), statuses(&published)),
+        (Some("partial_failure"), vec!["failed", "success"])
+    );
+    assert_eq!(published["results"][0]["message"], deleted_message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleting_a_youtube_connection_deletes_its_secret_in_secrets_manager() {
+    use shared::adapters::secrets::SecretsManager;
+    assert!(
+        std::env::var("AWS_ENDPOINT_URL_SECRETS_MANAGER").is_ok(),
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER is not set: run the tests with ./scripts/test.sh"
+    );
+    let harness = Harness::tuned_with(Backend::DynamoDb, 0, |settings| settings).await;
+    let base = media_server().await;
+    let aws = shared::adapters::aws_env::load_defaults().await;
+    let prefix = format!("tests-{}/social", uuid::Uuid::new_v4());
+    let vault = SecretsManager::from_config(&aws).vault(&prefix);
+    let social =
+        shared::domain::social::service::Social { vault: Arc::new(vault), ..(**harness.test.app.social()).clone() };
+    let organization = harness.test.organization;
+    let body = json!({"platform": "youtube", "account_name": "Channel", "account_username": "channel",
+        "profile_url": "https://www.youtube.com/@channel", "publisher": "youtube", "requires_approval": true,
+        "credentials": {"access_token": TOKEN}});
+    let connection = social.create_connection(organization, body.as_object().unwrap()).await.unwrap();
+    let arn = connection.credentials.clone().expect("a reference to the secret");
+    let secrets = aws_sdk_secretsmanager::Client::new(&aws);
+    assert!(secrets.get_secret_value().secret_id(&arn).send().await.is_ok());
+    let body = json!({"description": "Waits", "destinations": [{"social_connection_id": connection.id}],
+        "media_urls": [format!("{base}/clip.mp4")]});
+    let post = social.create_post(organization, body.as_object().unwrap(), &harness.test.app.links).await.unwrap();
+    assert_eq!(post.status, PostStatus::PendingApproval);
+    social.delete_connection(organization, &connection.id.to_string()).await.unwrap();
+    let gone = secrets.get_secret_value().secret_id(&arn).send().await.unwrap_err();
+    assert!(
+        gone.as_service_error().is_some_and(|error| error.is_resource_not_found_exception()),
+        "the secret is deleted for good: {gone:?}"
+    );
+    let failed = social.get_post(organization, &post.id.to_string()).await.unwrap();
+    assert_eq!(failed.status, PostStatus::Failed, "{failed:?}");
+    assert_eq!(failed.results[0].message.as_deref(), Some(shared::domain::social::CONNECTION_DELETED));
+    assert!(harness.test.app.social_posts().get_connection(organization, connection.id).await.unwrap().is_none());
+    // Done again (a repeat after a failure): not found, nothing else happens.
+    let again = social.delete_connection(organization, &connection.id.to_string()).await.unwrap_err();
+    assert!(matches!(again, shared::domain::social::SocialError::NotFound(_)), "{again:?}");
+}
+
+/// A YouTube connection whose access token has run out, with a refresh token of `refresh`.
+async fn expired_channel(harness: &Harness, refresh: &str) -> String {
+    let credentials = json!({"access_token": "ya29.expired", "refresh_token": refresh,
+        "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET});
+    connect(&harness.test, "youtube", json!({"publisher": "youtube", "credentials": credentials})).await
+}
+
+async fn an_expired_youtube_token_is_refreshed_before_the_upload_and_kept(backend: Backend) {
+    let fake = youtube_fake(None).await;
+    let harness = youtube_harness(backend, &fake).await;
+    let base = media_server().await;
+    // A refresh token needs the OAuth client that issued it.
+    let (status, refused) = harness
+        .test
+        .call(
+            Method::POST,
+            "/social/connections",
+            Some(json!({"platform": "youtube", "account_name": "c", "account_username": "c",
+                "profile_url": "https://www.youtube.com/@c", "publisher": "youtube",
+                "credentials": {"access_token": "a", "refresh_token": REFRESH}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(refused["detail"].as_str().unwrap().contains("client_id"), "{refused}");
+    let channel = expired_channel(&harness, REFRESH).await;
+    let created = post_clip(&harness, &base, &[&channel], json!({})).await;
+    let id = created["post_id"].as_str().unwrap();
+    let mut read = get_post(&harness, id).await;
+    for _ in 0..300 {
+        if read["status"] != "processing" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        read = get_post(&harness, id).await;
+    }
+    assert_eq!(read["status"], "posted", "{read}");
+    let received = fake.received();
+    let refreshes: Vec<_> = received.iter().filter(|request| request.path == "/token").collect();
+    assert_eq!(refreshes.len(), 1, "{:?}", fake.requests());
+    let form: std::collections::BTreeMap<String, String> =
+        url::form_urlencoded::parse(refreshes[0].raw.as_bytes()).into_owned().collect();
+    assert_eq!(form.get("refresh_token").map(String::as_str), Some(REFRESH));
+    // Every call to YouTube carried the refreshed token (none the expired one).
+    let authorizations: BTreeSet<&str> = received
+        .iter()
+        .filter(|request| request.path != "/token")
+        .map(|request| request.headers["authorization"].as_str())
+        .collect();
+    assert_eq!(authorizations, BTreeSet::from([format!("Bearer {TOKEN}").as_str()]));
+    // Kept in the vault, with its end: the next upload uses it without a refresh.
+    let app = &harness.test.app;
+    let connection_id = shared::domain::social::SocialConnectionId::parse(&channel).unwrap();
+    let stored = app.social_posts().get_connection(harness.test.organization, connection_id).await.unwrap().unwrap();
+    let kept = app.social().vault.get(stored.credentials.as_deref().unwrap()).await.unwrap();
+    assert_eq!(kept["access_token"], TOKEN);
+    assert_eq!(kept["refresh_token"], REFRESH);
+    assert!(kept["expires_at"].as_str().is_some(), "{kept:?}");
+    let again = post_clip(&harness, &base, &[&channel], json!({})).await;
+    let id = again["post_id"].as_str().unwrap();
+    for _ in 0..300 {
+        if get_post(&harness, id).await["status"] != "processing" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(get_post(&harness, id).await["status"], "posted");
+    assert_eq!(fake.requests().iter().filter(|request| request.as_str() == "POST /token").count(), 1);
+}
+
+async fn a_revoked_refresh_token_fails_the_destination_saying_so(backend: Backend) {
+    let fake = youtube_fake(None).await;
+    let harness = youtube_harness(backend, &fake).await;
+    let base = media_server().await;
+    let channel = expired_channel(&harness, "1//revoked").await;
+    let created = post_clip(&harness, &base, &[&channel], json!({})).await;
+    let failed = settled(&harness, created["post_id"].as_str().unwrap()).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let message = failed["results"][0]["message"].as_str().unwrap();
+    assert!(message.contains("refreshing the YouTube access token"), "{message}");
+    assert!(message.contains("invalid_grant (Token has been expired or revoked.)"), "{message}");
+    assert!(message.contains("connect the account again"), "{message}");
+    // Nothing was uploaded with the expired token.
+    assert_eq!(fake.requests(), ["POST /token"]);
+}
+
+/// Answers a read's question about each accepted destination once every one of `asked`
+/// destinations is being asked at the same time (so it answers only when they are asked
+/// in parallel), and never for the account named `hang`.
+struct Gathering {
+    sandbox: Arc<dyn shared::domain::social::publisher::Publisher>,
+    all_asked: Arc<tokio::sync::Barrier>,
+}
+
+#[async_trait::async_trait]
+impl shared::domain::social::publisher::Publisher for Gathering {
+    async fn publish(
+        &self,
+        post: &SocialPost,
+        connection: &shared::domain::social::SocialConnection,
+        credentials: Option<&serde_json::Map<String, Value>>,
+        media: &[shared::domain::social::publisher::MediumFile],
+    ) -> anyhow::Result<shared::domain::social::publisher::Published> {
+        self.sandbox.publish(post, connection, credentials, media).await
+    }
+
+    async fn status(
+        &self,
+        post: &SocialPost,
+        connection: &shared::domain::social::SocialConnection,
+        credentials: Option<&serde_json::Map<String, Value>>,
+        platform_post_id: &str,
+    ) -> anyhow::Result<shared::domain::social::publisher::Published> {
+        if connection.account_name == "hang" {
+            return std::future::pending().await;
+        }
+        self.all_asked.wait().await;
+        self.sandbox.status(post, connection, credentials, platform_post_id).await
+    }
+}
+
+async fn a_read_asks_every_destination_at_once_within_one_wait(backend: Backend) {
+    let harness = Harness::new(backend).await;
+    let base = media_server().await;
+    let mut accounts = Vec::new();
+    for name in ["a", "b", "c", "d", "hang"] {
+        let body = json!({"platform": "x", "account_name": name, "account_username": name,
+            "profile_url": "https://x.example/a", "sandbox_behavior": "async"});
+        let (status, created) = harness.test.call(Method::POST, "/social/connections", Some(body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        accounts.push(created["social_connection_id"].as_str().unwrap().to_owned());
+    }
+    let to: Vec<&str> = accounts.iter().map(String::as_str).collect();
+    let created = post_clip(&harness, &base, &to, json!({})).await;
+    let id = PostId::parse(created["post_id"].as_str().unwrap()).unwrap();
+    // Published by the workers: every destination accepted, none finished.
+    let repo = harness.test.app.social_posts();
+    for _ in 0..300 {
+        let post = repo.get_post(harness.test.organization, id).await.unwrap().unwrap();
+        if post.results.iter().all(|result| result.platform_post_id.is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let app = &harness.test.app;
+    let sandbox = app.social().publishers.sandbox.clone();
+    let gathering = Arc::new(Gathering { sandbox, all_asked: Arc::new(tokio::sync::Barrier::new(4)) });
+    let publishers = shared::domain::social::publisher::Publishers {
+        sandbox: gathering.clone(),
+        youtube: app.social().publishers.youtube.clone(),
+    };
+    let social = shared::domain::social::service::Social { publishers, ..(**app.social()).clone() };
+    // One read: the four that answer only together are recorded; the one that never
+    // answers is left processing once the read's one wait is over, and the read answers.
+    let read = social.get_post(harness.test.organization, &id.to_string()).await.unwrap();
+    let statuses: Vec<&str> = read.results.iter().map(|result| result.status.as_str()).collect();
+    assert_eq!(statuses, ["success", "success", "success", "success", "processing"], "{read:?}");
+    assert_eq!(read.status, PostStatus::Processing);
+}
+
+async fn a_post_of_slow_media_answers_processing_and_a_worker_prepares_it(backend: Backend) {
+    use shared::domain::social::service::Social;
+    let harness = Harness::new(backend).await;
+    // Each file comes 3 s after it is asked for: more than this create's 1 s of its own
+    // work on media (8 s in a deployment), so the workers take them over.
+    let slow = crate::helpers::folder_server(media(), Duration::from_secs(3)).await;
+    let x = connect(&harness.test, "x", json!({})).await;
+    let reviewed = connect(&harness.test, "facebook", json!({"requires_approval": true})).await;
+    let app = &harness.test.app;
+    let social = Social { inline_media: Duration::from_secs(1), ..(**app.social()).clone() };
+    let organization = harness.test.organization;
+    let create = |to: &str, file: &str| {
+        let body = json!({"description": "Slow", "destinations": [{"social_connection_id": to}],
+            "media_urls": [format!("{slow}/{file}")]});
+        let social = social.clone();
+        let links = app.links.clone();
+        async move { social.create_post(organization, body.as_object().unwrap(), &links).await }
+    };
+    // Answered at once as processing, then published by the workers with its thumbnail.
+    let post = create(&x, "clip.mp4").await.unwrap();
+    assert_eq!((post.status, post.media.len()), (PostStatus::Processing, 0), "{post:?}");
+    assert!(post.pending_media.is_some());
+    let posted = settled(&harness, &post.id.to_string()).await;
+    assert_eq!((posted["status"].as_str(), statuses(&posted)), (Some("posted"), vec!["success"]), "{posted}");
+    let stored = app.social_posts().get_post(organization, post.id).await.unwrap().unwrap();
+    assert_eq!((stored.media.len(), stored.pending_media.is_none()), (1, true));
+    assert_eq!(stored.media[0].duration_ms, Some(4_000));
+    let (bytes, content_type) = crate::generation::fetch(posted["thumbnail_url"].as_str().unwrap()).await;
+    assert_eq!(content_type, "image/jpeg");
+    assert!(!bytes.is_empty());
+    // Media the checks refuse fail every destination, saying why.
+    let long = create(&x, "long.mp4").await.unwrap();
+    assert_eq!(long.status, PostStatus::Processing);
+    let failed = settled(&harness, &long.id.to_string()).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let message = failed["results"][0]["message"].as_str().unwrap();
+    assert!(message.contains("media_urls[0]: the video is 150.0 s long; x takes videos of 0.5 to 140 s"), "{message}");
+    let missing = create(&x, "missing.mp4").await.unwrap();
+    let failed = settled(&harness, &missing.id.to_string()).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(
+        failed["results"][0]["message"].as_str().unwrap().contains("media_urls[0]: the server answered 404 Not Found"),
+        "{failed}"
+    );
+    // Prepared, a post for approval waits for it.
+    let waiting = create(&reviewed, "clip.mp4").await.unwrap();
+    assert_eq!(waiting.status, PostStatus::Processing);
+    let pending = settled(&harness, &waiting.id.to_string()).await;
+    assert_eq!((pending["status"].as_str(), statuses(&pending)), (Some("pending_approval"), vec!["scheduled"]));
+    // What is quick to check is still refused at once, naming the field.
+    let refused = create(&uuid::Uuid::new_v4().to_string(), "clip.mp4").await.unwrap_err();
+    assert!(refused.to_string().contains("destinations[0].social_connection_id"), "{refused}");
 }

@@ -234,23 +234,26 @@ fn node_worker_takes_the_task_queue_with_partial_failures_a_dlq_and_room_for_ffm
     }
     // The social connections' credentials: one secret each under the stack's social/
     // prefix; made by the connection's create, read by what publishes or refreshes posts.
-    let social = |name: &str, action: &str| {
+    let social = |name: &str, actions: &[&str]| {
         let properties = &functions[name]["Properties"];
         let granted = properties["Policies"].as_sequence().unwrap().iter().any(|policy| {
             let statements = policy["Statement"].as_sequence().unwrap();
             statements.len() == 1
-                && strings(&statements[0]["Action"]) == [action]
+                && strings(&statements[0]["Action"]) == actions
                 && format!("{:?}", statements[0]["Resource"]).contains("${AWS::StackName}/social/*")
         });
-        assert!(granted, "{name} is granted {action} on the social secrets alone");
+        assert!(granted, "{name} is granted {actions:?} on the social secrets alone");
         if name != "GetSocialPostFunction" {
             let prefix = format!("{:?}", properties["Environment"]["Variables"]["SOCIAL_SECRET_PREFIX"]);
             assert!(prefix.contains("${AWS::StackName}/social"), "{name}: {prefix}");
         }
     };
-    social("NodeWorkerFunction", "secretsmanager:GetSecretValue");
-    social("GetSocialPostFunction", "secretsmanager:GetSecretValue");
-    social("CreateSocialConnectionFunction", "secretsmanager:CreateSecret");
+    // node-worker keeps a refreshed access token; a create refused past the cap deletes
+    // the secret it made; a delete deletes the connection's.
+    social("NodeWorkerFunction", &["secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"]);
+    social("GetSocialPostFunction", &["secretsmanager:GetSecretValue"]);
+    social("CreateSocialConnectionFunction", &["secretsmanager:CreateSecret", "secretsmanager:DeleteSecret"]);
+    social("DeleteSocialConnectionFunction", &["secretsmanager:DeleteSecret"]);
     for (name, function) in &functions {
         let variables = &function["Properties"]["Environment"]["Variables"];
         for key in ["OPENAI_API_KEY", "GEMINI_API_KEY", "STRIPE_API_KEY", "STRIPE_WEBHOOK_SECRET"] {

@@ -58,8 +58,11 @@ impl AvatarRepo for DynamoDb {
         &self,
         organization: OrganizationId,
         workspace: WorkspaceId,
-    ) -> anyhow::Result<Vec<AvatarProfile>> {
-        // One query of the organization's avatar items, newest first (v7 IDs), paged.
+        after: Option<AvatarProfileId>,
+        limit: Option<usize>,
+    ) -> anyhow::Result<(Vec<AvatarProfile>, bool)> {
+        // One query of the organization's avatar items, newest first (v7 IDs), paged from
+        // the cursor's profile; one more than the page read, to tell whether more follow.
         let request = self
             .client
             .query()
@@ -70,10 +73,16 @@ impl AvatarRepo for DynamoDb {
             .expression_attribute_values(":prefix", s(keys::AVATAR_PREFIX))
             .expression_attribute_values(":workspace", s(workspace.to_string()))
             .scan_index_forward(false);
-        super::table::query_beyond(request, None, usize::MAX - 1, "listing avatar profiles", |item| async move {
-            profile_of(&item)
-        })
-        .await
+        let start = after.map(|id| keys::avatar(organization, id));
+        let most = limit.unwrap_or(usize::MAX - 1);
+        let mut profiles =
+            super::table::query_beyond(request, start, most, "listing avatar profiles", |item| async move {
+                profile_of(&item)
+            })
+            .await?;
+        let more = profiles.len() > most;
+        profiles.truncate(most);
+        Ok((profiles, more))
     }
 
     async fn update_avatar(&self, profile: &AvatarProfile, preview: Option<&MediaRecord>) -> anyhow::Result<bool> {

@@ -9,7 +9,7 @@
 //! `DUE#post` attributes, which the scheduler reads.
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
 
 use super::runs::media_item;
 use super::table::{condition_failed, n, query_beyond, s, text, Item, TransactPart};
@@ -81,18 +81,86 @@ impl DynamoDb {
 
 #[async_trait]
 impl SocialRepo for DynamoDb {
-    async fn create_connection(&self, connection: &SocialConnection) -> anyhow::Result<()> {
+    async fn create_connection(&self, connection: &SocialConnection, max: u32) -> anyhow::Result<bool> {
+        // The organization's item counts its connections; the count and the connection
+        // are one transaction, so concurrent creates never pass `max`.
+        let count = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(keys::organization(connection.organization_id)))
+            .update_expression("SET social_connection_count = if_not_exists(social_connection_count, :zero) + :one")
+            .condition_expression("attribute_not_exists(social_connection_count) OR social_connection_count < :max")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":max", n(max))
+            .build();
         let mut item = keys::social_connection(connection.organization_id, connection.id);
         item.insert("document".to_owned(), s(serde_json::to_string(connection)?));
-        self.client
-            .put_item()
+        let put = Put::builder()
             .table_name(&self.table)
             .set_item(Some(item))
             .condition_expression("attribute_not_exists(pk)")
+            .build();
+        match self.transact(vec![count.into_part()?, put.into_part()?], "recording a social connection").await? {
+            Ok(()) => Ok(true),
+            Err(reasons) if condition_failed(reasons.first()) => Ok(false),
+            Err(reasons) => anyhow::bail!("recording social connection {} was cancelled: {reasons:?}", connection.id),
+        }
+    }
+
+    async fn update_connection(&self, connection: &SocialConnection) -> anyhow::Result<bool> {
+        let mut item = keys::social_connection(connection.organization_id, connection.id);
+        item.insert("document".to_owned(), s(serde_json::to_string(connection)?));
+        let written = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_exists(pk)")
             .send()
-            .await
-            .map_err(|error| super::table::failure(error, "recording a social connection"))?;
-        Ok(())
+            .await;
+        match written {
+            Ok(_) => Ok(true),
+            Err(error)
+                if error.as_service_error().is_some_and(|error| error.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(error) => Err(super::table::failure(error, "updating a social connection")),
+        }
+    }
+
+    async fn delete_connection(&self, organization: OrganizationId, id: SocialConnectionId) -> anyhow::Result<bool> {
+        // The delete and the count's decrement are one transaction (a connection stored
+        // before the count existed frees no place it never took).
+        let delete = Delete::builder()
+            .table_name(&self.table)
+            .set_key(Some(keys::social_connection(organization, id)))
+            .condition_expression("attribute_exists(pk)")
+            .build();
+        let count = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(keys::organization(organization)))
+            .update_expression("SET social_connection_count = social_connection_count - :one")
+            .condition_expression("social_connection_count > :zero")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .build();
+        match self.transact(vec![delete.into_part()?, count.into_part()?], "deleting a social connection").await? {
+            Ok(()) => Ok(true),
+            Err(reasons) if condition_failed(reasons.first()) => Ok(false),
+            Err(reasons) if condition_failed(reasons.get(1)) => {
+                // Counted from zero after it was made: delete it alone.
+                self.client
+                    .delete_item()
+                    .table_name(&self.table)
+                    .set_key(Some(keys::social_connection(organization, id)))
+                    .send()
+                    .await
+                    .map_err(|error| super::table::failure(error, "deleting a social connection"))?;
+                Ok(true)
+            }
+            Err(reasons) => anyhow::bail!("deleting social connection {id} was cancelled: {reasons:?}"),
+        }
     }
 
     async fn list_connections(&self, organization: OrganizationId) -> anyhow::Result<Vec<SocialConnection>> {
@@ -133,9 +201,13 @@ impl SocialRepo for DynamoDb {
         item.as_ref().map(document_of).transpose()
     }
 
-    async fn update_post(&self, post: &SocialPost) -> anyhow::Result<bool> {
+    async fn update_post_with_media(&self, post: &SocialPost, media: &[MediaRecord]) -> anyhow::Result<bool> {
         let expected = n(post.version.saturating_sub(1));
-        let parts = self.post_parts(post, ("version = :expected", Some(expected)), true)?;
+        // The post's own put first: its condition is the first cancellation reason.
+        let mut parts = self.post_parts(post, ("version = :expected", Some(expected)), true)?;
+        for record in media {
+            parts.push(Put::builder().table_name(&self.table).set_item(Some(media_item(record))).build().into_part()?);
+        }
         match self.transact(parts, "updating a social post").await? {
             Ok(()) => Ok(true),
             Err(reasons) if condition_failed(reasons.first()) => Ok(false),

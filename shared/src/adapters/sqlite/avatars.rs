@@ -63,20 +63,34 @@ impl AvatarRepo for Sqlite {
         &self,
         organization: OrganizationId,
         workspace: WorkspaceId,
-    ) -> anyhow::Result<Vec<AvatarProfile>> {
+        after: Option<AvatarProfileId>,
+        limit: Option<usize>,
+    ) -> anyhow::Result<(Vec<AvatarProfile>, bool)> {
         self.call(move |connection| {
+            // One more than the page, to tell whether more follow.
+            let most = limit.map_or(-1, |limit| limit as i64 + 1);
             let mut statement = connection
                 .prepare_cached(
                     "SELECT document FROM avatar_profiles WHERE organization_id = ?1 AND workspace_id = ?2
-                     ORDER BY id DESC",
+                       AND (?3 IS NULL OR id < ?3)
+                     ORDER BY id DESC LIMIT ?4",
                 )
                 .db("listing avatar profiles")?;
             let documents = statement
-                .query_map([organization.to_string(), workspace.to_string()], |row| row.get::<_, String>(0))
+                .query_map(
+                    params![organization.to_string(), workspace.to_string(), after.map(|id| id.to_string()), most],
+                    |row| row.get::<_, String>(0),
+                )
                 .db("listing avatar profiles")?
                 .collect::<Result<Vec<String>, _>>()
                 .db("listing avatar profiles")?;
-            documents.iter().map(|document| profile_of(document)).collect()
+            let mut profiles =
+                documents.iter().map(|document| profile_of(document)).collect::<anyhow::Result<Vec<_>>>()?;
+            let more = limit.is_some_and(|limit| profiles.len() > limit);
+            if let Some(limit) = limit {
+                profiles.truncate(limit);
+            }
+            Ok((profiles, more))
         })
         .await
     }

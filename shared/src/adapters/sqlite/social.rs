@@ -37,16 +37,55 @@ fn write_destinations(transaction: &rusqlite::Connection, post: &SocialPost) -> 
 
 #[async_trait]
 impl SocialRepo for Sqlite {
-    async fn create_connection(&self, connection: &SocialConnection) -> anyhow::Result<()> {
+    async fn create_connection(&self, connection: &SocialConnection, max: u32) -> anyhow::Result<bool> {
         let (connection, document) = (connection.clone(), serde_json::to_string(connection)?);
+        // One write transaction at a time: the count and the insert cannot interleave.
         self.write(move |transaction| {
+            let organization = connection.organization_id.to_string();
+            let count: u32 = transaction
+                .query_row(
+                    "SELECT count(*) FROM social_connections WHERE organization_id = ?1",
+                    [&organization],
+                    |row| row.get(0),
+                )
+                .db("counting social connections")?;
+            if count >= max {
+                return Ok(false);
+            }
             transaction
                 .execute(
                     "INSERT INTO social_connections (organization_id, id, document) VALUES (?1, ?2, ?3)",
-                    params![connection.organization_id.to_string(), connection.id.to_string(), document],
+                    params![organization, connection.id.to_string(), document],
                 )
                 .db("recording a social connection")?;
-            Ok(())
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn update_connection(&self, connection: &SocialConnection) -> anyhow::Result<bool> {
+        let (connection, document) = (connection.clone(), serde_json::to_string(connection)?);
+        self.write(move |transaction| {
+            let changed = transaction
+                .execute(
+                    "UPDATE social_connections SET document = ?3 WHERE organization_id = ?1 AND id = ?2",
+                    params![connection.organization_id.to_string(), connection.id.to_string(), document],
+                )
+                .db("updating a social connection")?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    async fn delete_connection(&self, organization: OrganizationId, id: SocialConnectionId) -> anyhow::Result<bool> {
+        self.write(move |transaction| {
+            let deleted = transaction
+                .execute(
+                    "DELETE FROM social_connections WHERE organization_id = ?1 AND id = ?2",
+                    params![organization.to_string(), id.to_string()],
+                )
+                .db("deleting a social connection")?;
+            Ok(deleted == 1)
         })
         .await
     }
@@ -109,8 +148,8 @@ impl SocialRepo for Sqlite {
         .await
     }
 
-    async fn update_post(&self, post: &SocialPost) -> anyhow::Result<bool> {
-        let (post, document) = (post.clone(), serde_json::to_string(post)?);
+    async fn update_post_with_media(&self, post: &SocialPost, media: &[MediaRecord]) -> anyhow::Result<bool> {
+        let (post, document, media) = (post.clone(), serde_json::to_string(post)?, media.to_vec());
         self.write(move |transaction| {
             let changed = transaction
                 .execute(
@@ -128,6 +167,7 @@ impl SocialRepo for Sqlite {
                 )
                 .db("updating a social post")?;
             if changed == 1 {
+                insert_media(transaction, &media)?;
                 write_destinations(transaction, &post)?;
             }
             Ok(changed == 1)

@@ -318,8 +318,15 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
             .idempotent(sc),
         "list-avatar-profiles" => {
             Doc::new("List the avatar profiles of the primary workspace", AVATARS, BearerOrApiKey)
-                .answer(200, "The profiles, newest first", sc.of::<s::AvatarProfileList>())
-                .general(sc, &[])
+                .query(
+                    "limit",
+                    integer(1, 100),
+                    "Profiles per page, 1 to 100; without it (and without `cursor`) every profile",
+                )
+                .query("cursor", text(4096), "The `next_cursor` of the previous page")
+                .answer(200, "The profiles, newest first (`next_cursor` when paged)", sc.of::<s::AvatarProfileList>())
+                .large(sc)
+                .general(sc, &[400])
         }
         "create-avatar-profile" => Doc::new("Create an avatar profile; its processing starts", AVATARS, BearerOrApiKey)
             .body(sc.of::<s::CreateAvatarProfile>(), true)
@@ -332,11 +339,18 @@ fn operation_with(function: &str, sc: &mut Schemas) -> Option<Doc> {
         "create-social-connection" => Doc::new("Connect a social account", SOCIAL, BearerOrApiKey)
             .body(sc.of::<s::CreateSocialConnection>(), true)
             .answer(201, "The connection (never its credentials)", sc.of::<s::SocialConnection>())
-            .general(sc, &[400])
+            .general(sc, &[400, 409])
             .idempotent(sc),
         "list-social-connections" => Doc::new("The organization's social accounts", SOCIAL, BearerOrApiKey)
             .answer(200, "The connections, oldest first", sc.of::<s::SocialConnectionList>())
             .general(sc, &[]),
+        "delete-social-connection" => Doc::new(
+            "Delete a social account: its credentials are deleted and its pending posts' destinations fail",
+            SOCIAL,
+            BearerOrApiKey,
+        )
+        .answer(200, "Deleted", sc.of::<s::Success>())
+        .general(sc, &[404]),
         "create-social-post" => Doc::new("Post media to social accounts, now or later", SOCIAL, BearerOrApiKey)
             .body(sc.of::<s::CreateSocialPost>(), true)
             .answer(

@@ -1214,6 +1214,9 @@ pub struct AvatarProfile {
 #[serde(deny_unknown_fields)]
 pub struct AvatarProfileList {
     pub avatar_profiles: Vec<AvatarProfile>,
+    /// Given when `limit` was: the `cursor` of the next page, null after the last.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }
 
 /// The sources of a new avatar: a video source (`video_url` or `video_id`), or an image
@@ -1291,9 +1294,19 @@ pub enum SandboxBehavior {
 pub struct SocialCredentials {
     #[schema(min_length = 1, max_length = 4096)]
     pub access_token: String,
+    /// Kept to refresh the access token before an upload once it has run out (with
+    /// `client_id` and `client_secret`, which it requires).
     #[serde(default)]
     #[schema(min_length = 1, max_length = 4096, nullable = false)]
     pub refresh_token: Option<String>,
+    /// The OAuth client that issued the tokens (required with `refresh_token`).
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 4096, nullable = false)]
+    pub client_id: Option<String>,
+    /// The OAuth client's secret (required with `refresh_token`).
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 4096, nullable = false)]
+    pub client_secret: Option<String>,
 }
 
 /// `POST /social/connections`

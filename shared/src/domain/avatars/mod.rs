@@ -138,12 +138,15 @@ pub trait AvatarRepo: Send + Sync {
         organization: OrganizationId,
         id: AvatarProfileId,
     ) -> anyhow::Result<Option<AvatarProfile>>;
-    /// The profiles of a workspace, newest first.
+    /// The profiles of a workspace, newest first, after the profile `after` (a cursor),
+    /// at most `limit` (every one when None), and whether more follow.
     async fn list_avatars(
         &self,
         organization: OrganizationId,
         workspace: WorkspaceId,
-    ) -> anyhow::Result<Vec<AvatarProfile>>;
+        after: Option<AvatarProfileId>,
+        limit: Option<usize>,
+    ) -> anyhow::Result<(Vec<AvatarProfile>, bool)>;
     /// Stores `profile` if the stored one is still at `profile.version - 1`, with the
     /// media record of its preview when it has a new one, in one atomic write; false
     /// when another writer came first.
@@ -366,17 +369,72 @@ pub async fn create(
     Ok(profile)
 }
 
-/// The profiles of the organization's primary workspace, newest first.
+/// Most profiles one page of `GET /avatar-profiles` shows.
+pub const MAX_LIST_LIMIT: usize = 100;
+/// Profiles per page when a `cursor` is given without a `limit`.
+pub const DEFAULT_LIST_LIMIT: usize = 20;
+/// The name of the avatar list's cursors.
+const CURSOR_LIST: &str = "avatar_profiles";
+
+/// Which profiles a list shows: every one (no `limit` nor `cursor`, as the contract's
+/// list), or a page of `limit` after `cursor`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListPage {
+    pub limit: Option<usize>,
+    pub after: Option<AvatarProfileId>,
+}
+
+impl ListPage {
+    /// Whether the caller asked for pages (the answer then has `next_cursor`).
+    pub fn paged(&self) -> bool {
+        self.limit.is_some()
+    }
+}
+
+/// The `limit` and `cursor` query parameters of `GET /avatar-profiles` (others are not
+/// this list's and are ignored, as the contract names none).
+pub fn list_page<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<ListPage, AvatarError> {
+    let mut page = ListPage::default();
+    for (name, value) in pairs {
+        match name {
+            "limit" => {
+                let limit = value.parse().ok().filter(|limit| (1..=MAX_LIST_LIMIT).contains(limit));
+                page.limit = Some(limit.ok_or_else(|| {
+                    AvatarError::Invalid(format!(
+                        "limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {}",
+                        excerpt(value)
+                    ))
+                })?);
+            }
+            "cursor" => {
+                let position = crate::core::cursor::decode(CURSOR_LIST, value);
+                page.after = Some(position.as_deref().and_then(AvatarProfileId::parse).ok_or_else(|| {
+                    AvatarError::Invalid("cursor is not a cursor of this list (use next_cursor as given)".into())
+                })?);
+            }
+            _ => {}
+        }
+    }
+    if page.after.is_some() && page.limit.is_none() {
+        page.limit = Some(DEFAULT_LIST_LIMIT);
+    }
+    Ok(page)
+}
+
+/// The profiles of the organization's primary workspace, newest first: the page asked
+/// for, and the cursor of the next one when more follow.
 pub async fn list(
     avatars: &dyn AvatarRepo,
     identity: &dyn IdentityRepo,
     organization: OrganizationId,
-) -> Result<Vec<AvatarProfile>, AvatarError> {
+    page: &ListPage,
+) -> Result<(Vec<AvatarProfile>, Option<String>), AvatarError> {
     // An organization without a primary workspace has no profiles yet (a create makes it).
-    match find_primary(identity, organization).await? {
-        Some(workspace) => Ok(avatars.list_avatars(organization, workspace.id).await?),
-        None => Ok(Vec::new()),
-    }
+    let Some(workspace) = find_primary(identity, organization).await? else { return Ok((Vec::new(), None)) };
+    let (profiles, more) = avatars.list_avatars(organization, workspace.id, page.after, page.limit).await?;
+    let next =
+        profiles.last().filter(|_| more).map(|last| crate::core::cursor::encode(CURSOR_LIST, &last.id.to_string()));
+    Ok((profiles, next))
 }
 
 /// A profile of the organization by its ID as given (not a UUID: not found).

@@ -242,6 +242,10 @@ pub struct SocialPost {
     pub updated_at: Timestamp,
     /// Incremented by every stored change; a write names the version it read.
     pub version: u64,
+    /// Media a worker has still to fetch, probe and check (a create that handed them
+    /// over); none once they are stored in `media`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_media: Option<service::PendingMedia>,
 }
 
 impl SocialPost {
@@ -309,11 +313,29 @@ impl PostFilter {
 /// A page of posts, newest first, and whether more follow.
 pub type PostPage = (Vec<SocialPost>, bool);
 
+/// Most social connections one organization may have at once: each YouTube connection
+/// is a Secrets Manager secret of its own, so the count is bounded (delete one to make
+/// room).
+pub const MAX_CONNECTIONS_PER_ORGANIZATION: u32 = 50;
+
+/// The message of a destination whose connection was deleted before it was published.
+pub const CONNECTION_DELETED: &str = "the social connection was deleted before this post was published to it";
+
+/// The message of a connection not found (or another organization's).
+pub const CONNECTION_NOT_FOUND: &str = "Social connection not found";
+
 /// Connections and posts as stored.
 #[async_trait]
 pub trait SocialRepo: Send + Sync {
-    /// Stores a new connection.
-    async fn create_connection(&self, connection: &SocialConnection) -> anyhow::Result<()>;
+    /// Stores a new connection unless its organization has `max` already (false then),
+    /// counted atomically with the write, so concurrent creates never pass the cap.
+    async fn create_connection(&self, connection: &SocialConnection, max: u32) -> anyhow::Result<bool>;
+    /// Replaces a stored connection's record (its credentials' reference); false when it
+    /// is gone.
+    async fn update_connection(&self, connection: &SocialConnection) -> anyhow::Result<bool>;
+    /// Deletes a connection of the organization, freeing its place under the cap; false
+    /// when there was none.
+    async fn delete_connection(&self, organization: OrganizationId, id: SocialConnectionId) -> anyhow::Result<bool>;
     /// The organization's connections, oldest first.
     async fn list_connections(&self, organization: OrganizationId) -> anyhow::Result<Vec<SocialConnection>>;
     /// A connection of the organization.
@@ -328,7 +350,12 @@ pub trait SocialRepo: Send + Sync {
     async fn get_post(&self, organization: OrganizationId, id: PostId) -> anyhow::Result<Option<SocialPost>>;
     /// Stores `post` if the stored one is still at `post.version - 1`; false when another
     /// writer came first.
-    async fn update_post(&self, post: &SocialPost) -> anyhow::Result<bool>;
+    async fn update_post(&self, post: &SocialPost) -> anyhow::Result<bool> {
+        self.update_post_with_media(post, &[]).await
+    }
+    /// As [`SocialRepo::update_post`], recording `media` (a prepared post's thumbnail)
+    /// in the same atomic write.
+    async fn update_post_with_media(&self, post: &SocialPost, media: &[MediaRecord]) -> anyhow::Result<bool>;
     /// The organization's posts `filter` admits, newest first, after the post `after`
     /// (a cursor), at most `limit`: one paginated query.
     async fn list_posts(
@@ -491,6 +518,7 @@ mod tests {
             created_at: now,
             updated_at: now,
             version: 0,
+            pending_media: None,
         }
     }
 }

@@ -47,7 +47,8 @@ pub struct NewConnection {
     pub requires_approval: bool,
     pub publisher: PublisherKind,
     pub sandbox_behavior: SandboxBehavior,
-    /// The publisher's credentials as given (YouTube: `{access_token}`).
+    /// The publisher's credentials as given (YouTube: `{access_token, refresh_token?,
+    /// client_id?, client_secret?}`).
     pub credentials: Option<Map<String, Value>>,
 }
 
@@ -152,7 +153,7 @@ pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, Social
             return Err(invalid("credentials apply to the youtube publisher only"));
         }
         (Some(Value::Object(fields)), PublisherKind::Youtube) => {
-            check_properties(fields, &["access_token", "refresh_token"], "credentials")?;
+            check_properties(fields, &["access_token", "refresh_token", "client_id", "client_secret"], "credentials")?;
             for (field, value) in fields {
                 match value {
                     Value::String(text) if !text.trim().is_empty() && text.chars().count() <= MAX_CREDENTIAL_CHARS => {}
@@ -165,6 +166,13 @@ pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, Social
             }
             if !fields.contains_key("access_token") {
                 return Err(invalid("credentials.access_token is required"));
+            }
+            let client = ["client_id", "client_secret"].iter().filter(|field| fields.contains_key(**field)).count();
+            if fields.contains_key("refresh_token") && client != 2 {
+                return Err(invalid(
+                    "credentials.refresh_token needs credentials.client_id and credentials.client_secret (the OAuth \
+                     client that issued it), to refresh the access token with",
+                ));
             }
             Some(fields.clone())
         }
@@ -335,6 +343,21 @@ mod tests {
 
     fn refusal(result: Result<impl std::fmt::Debug, SocialError>) -> String {
         result.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_refresh_token_comes_with_the_oauth_client_that_issued_it() {
+        let with = |credentials: Value| {
+            let body = json!({"platform": "youtube", "account_name": "C", "account_username": "c",
+                "profile_url": "https://www.youtube.com/@c", "publisher": "youtube", "credentials": credentials});
+            new_connection(body.as_object().unwrap())
+        };
+        let alone = refusal(with(json!({"access_token": "a", "refresh_token": "r", "client_id": "c"})));
+        assert!(alone.contains("credentials.refresh_token needs credentials.client_id and"), "{alone}");
+        let whole = json!({"access_token": "a", "refresh_token": "r", "client_id": "c", "client_secret": "s"});
+        assert_eq!(with(whole.clone()).unwrap().credentials, whole.as_object().cloned());
+        let extra = refusal(with(json!({"access_token": "a", "expires_at": "x"})));
+        assert!(extra.contains("expires_at"), "{extra}");
     }
 
     #[test]

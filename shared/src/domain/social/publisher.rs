@@ -31,6 +31,17 @@ pub enum Published {
     Failed(String),
 }
 
+/// What a publisher made of a connection's credentials before publishing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refreshed {
+    /// Good as they are.
+    Current,
+    /// Refreshed (a new access token): keep these in the vault and publish with them.
+    New(Map<String, Value>),
+    /// The platform refused to refresh them, for this reason (final for the destination).
+    Refused(String),
+}
+
 /// Posts to one kind of platform account. An `Err` is a failure of ours or a transient
 /// one (tried again later); [`Published::Failed`] is the platform's final word.
 #[async_trait]
@@ -44,6 +55,16 @@ pub trait Publisher: Send + Sync {
         credentials: Option<&Map<String, Value>>,
         media: &[MediumFile],
     ) -> anyhow::Result<Published>;
+
+    /// Refreshes `credentials` when they have run out (or are about to) at `now` and can
+    /// be refreshed; the default keeps them as they are.
+    async fn refresh(
+        &self,
+        _credentials: Option<&Map<String, Value>>,
+        _now: crate::domain::time::Timestamp,
+    ) -> anyhow::Result<Refreshed> {
+        Ok(Refreshed::Current)
+    }
 
     /// Where an accepted publication is now.
     async fn status(
@@ -80,6 +101,11 @@ pub trait CredentialVault: Send + Sync {
     async fn put(&self, name: &str, credentials: &Map<String, Value>) -> anyhow::Result<String>;
     /// The credentials of a reference `put` answered.
     async fn get(&self, reference: &str) -> anyhow::Result<Map<String, Value>>;
+    /// Keeps `credentials` in place of those of `reference`; answers their reference
+    /// (the same one, unless the vault keeps credentials in the reference itself).
+    async fn replace(&self, reference: &str, credentials: &Map<String, Value>) -> anyhow::Result<String>;
+    /// Deletes the credentials of `reference` for good; done when they are gone already.
+    async fn delete(&self, reference: &str) -> anyhow::Result<()>;
 }
 
 /// The local vault: the reference is the credentials themselves (the embedded backend's
@@ -100,6 +126,15 @@ impl CredentialVault for InlineVault {
             .strip_prefix(INLINE)
             .ok_or_else(|| anyhow::anyhow!("a credential reference that is not inline reached the local vault"))?;
         Ok(serde_json::from_str(text)?)
+    }
+
+    async fn replace(&self, _reference: &str, credentials: &Map<String, Value>) -> anyhow::Result<String> {
+        Ok(format!("{INLINE}{}", serde_json::to_string(credentials)?))
+    }
+
+    async fn delete(&self, _reference: &str) -> anyhow::Result<()> {
+        // The reference is the only copy: it goes with the connection's record.
+        Ok(())
     }
 }
 

@@ -6,9 +6,11 @@
 
 use std::path::Path;
 
-use super::publisher::{MediumFile, Published};
-use super::service::{local_file, Changed, Social, Step, MAX_MEDIUM_BYTES};
-use super::{DestinationResult, PostId, PostStatus, ResultStatus, SocialError, SocialPost};
+use super::publisher::{MediumFile, Published, Refreshed};
+use super::service::MAX_MEDIUM_BYTES;
+use super::service::{local_file, waiting_status, Changed, PendingMedia, Social, Step, CHANGE_ATTEMPTS};
+use super::CONNECTION_DELETED;
+use super::{DestinationResult, PostId, PostStatus, ResultStatus, SocialConnection, SocialError, SocialPost};
 use crate::domain::identity::OrganizationId;
 use crate::domain::runs::ports::TaskMessage;
 use crate::domain::time::Timestamp;
@@ -77,7 +79,8 @@ impl Social {
                 match post.status {
                     PostStatus::Scheduled if post.scheduled_at <= now => {
                         post.status = PostStatus::Processing;
-                        for result in &mut post.results {
+                        // A destination failed already (its connection deleted) stays failed.
+                        for result in post.results.iter_mut().filter(|result| result.status != ResultStatus::Failed) {
                             result.status = ResultStatus::Processing;
                         }
                     }
@@ -122,6 +125,7 @@ impl Social {
                         }
                     }
                     post.publishing_until = None;
+                    post.pending_media = None;
                     settle(post, now);
                     return Step::Write;
                 }
@@ -140,6 +144,13 @@ impl Social {
             _ => return Ok(Publishing::Done),
         };
         let attempt = post.attempts;
+        let post = match post.pending_media.clone() {
+            None => post,
+            Some(pending) => match self.prepare_pending(post, pending, attempt).await? {
+                Some(post) => post,
+                None => return Ok(Publishing::Done),
+            },
+        };
         tokio::fs::create_dir_all(&self.scratch).await?;
         let scratch = tempfile::Builder::new().prefix("publish-").tempdir_in(&self.scratch)?;
         let files = self.local_media(&post, scratch.path()).await?;
@@ -148,18 +159,15 @@ impl Social {
             if result.status != ResultStatus::Processing || result.platform_post_id.is_some() {
                 continue;
             }
-            let connection = &post.destinations[index].connection;
-            let credentials = self.credentials(connection).await?;
-            let answer =
-                self.publishers.of(connection.publisher).publish(&post, connection, credentials.as_ref(), &files).await;
-            let answer = match answer {
+            let destination = &post.destinations[index].connection;
+            let answer = match self.publish_to(&post, destination, &files).await {
                 Ok(answer) => answer,
                 Err(error) => {
                     // Ours or transient: the claim runs out and the message comes back.
-                    return Err(error.context(format!("publishing post {id} to connection {}", connection.id)));
+                    return Err(error.context(format!("publishing post {id} to connection {}", destination.id)));
                 }
             };
-            tracing::info!(post = %id, connection = %connection.id, answer = ?answer, "social post published");
+            tracing::info!(post = %id, connection = %destination.id, answer = ?answer, "social post published");
             let changed = self
                 .change(organization, id, |stored| {
                     // A later attempt (this one outlived its claim) that has not handed
@@ -198,6 +206,121 @@ impl Social {
         .await
         .map_err(|error| anyhow::anyhow!("{error}"))?;
         Ok(Publishing::Done)
+    }
+
+    /// Prepares the media a create handed over (attempt `attempt` holds the post):
+    /// fetched, probed, checked, stored with the thumbnail's record in the post's write.
+    /// Media that pass make the post what its create asked for (`pending_approval`,
+    /// `scheduled`, or publishing now: the post answered, to publish in this attempt);
+    /// media the checks refuse fail every destination with the reason. A failure of ours
+    /// is an error: the message comes back after the claim.
+    async fn prepare_pending(
+        &self,
+        post: SocialPost,
+        pending: PendingMedia,
+        attempt: u32,
+    ) -> anyhow::Result<Option<SocialPost>> {
+        let (organization, id) = (post.organization_id, post.id);
+        let now = self.clock.now();
+        let prepared = self.prepare(organization, id, post.thumbnail, &pending.sources, &post.destinations, now).await;
+        let (media, records, refusal) = match prepared {
+            Ok((media, record)) => (media, vec![record], None),
+            Err(SocialError::Invalid(reason)) => (Vec::new(), Vec::new(), Some(reason)),
+            Err(error) => return Err(anyhow::anyhow!("preparing the media of post {id}: {error}")),
+        };
+        let finished = self.clock.now();
+        for _ in 0..CHANGE_ATTEMPTS {
+            let Some(mut stored) = self.repo.get_post(organization, id).await? else { return Ok(None) };
+            if stored.attempts != attempt || stored.pending_media.is_none() {
+                // Another attempt took the post over.
+                return Ok(None);
+            }
+            stored.pending_media = None;
+            stored.updated_at = finished;
+            match &refusal {
+                Some(reason) => {
+                    for result in &mut stored.results {
+                        if result.status == ResultStatus::Processing && result.platform_post_id.is_none() {
+                            result.status = ResultStatus::Failed;
+                            result.message = Some(reason.clone());
+                        }
+                    }
+                    stored.publishing_until = None;
+                    settle(&mut stored, finished);
+                }
+                None => {
+                    stored.media = media.clone();
+                    let (status, result) = waiting_status(pending.approval, pending.later);
+                    stored.status = status;
+                    // A destination failed meanwhile (its connection deleted) stays failed.
+                    for stored_result in stored.results.iter_mut().filter(|r| r.status == ResultStatus::Processing) {
+                        stored_result.status = result;
+                    }
+                    if let Some(at) = pending.later {
+                        stored.scheduled_at = at;
+                    }
+                    if status != PostStatus::Processing {
+                        stored.publishing_until = None;
+                    }
+                    let open = stored
+                        .results
+                        .iter()
+                        .any(|r| matches!(r.status, ResultStatus::Processing | ResultStatus::Scheduled));
+                    if !open {
+                        stored.publishing_until = None;
+                        settle(&mut stored, finished);
+                    }
+                }
+            }
+            stored.version += 1;
+            let written = if refusal.is_none() {
+                self.repo.update_post_with_media(&stored, &records).await?
+            } else {
+                self.repo.update_post(&stored).await?
+            };
+            if written {
+                tracing::info!(post = %id, status = stored.status.as_str(), "a post's media were prepared");
+                let publish_now = stored.status == PostStatus::Processing && stored.publishing_until.is_some();
+                return Ok(publish_now.then_some(stored));
+            }
+        }
+        anyhow::bail!("social post {id} kept changing under {CHANGE_ATTEMPTS} attempts to write it")
+    }
+
+    /// Publishes `post` to one destination: the connection as stored now (a deleted one
+    /// fails the destination with [`CONNECTION_DELETED`]; its credentials may have been
+    /// refreshed since the post was made), its credentials refreshed first when they
+    /// ran out (the new ones kept in the vault before they are used).
+    async fn publish_to(
+        &self,
+        post: &SocialPost,
+        destination: &SocialConnection,
+        files: &[MediumFile],
+    ) -> anyhow::Result<Published> {
+        let Some(mut connection) = self.repo.get_connection(post.organization_id, destination.id).await? else {
+            return Ok(Published::Failed(CONNECTION_DELETED.to_owned()));
+        };
+        let publisher = self.publishers.of(connection.publisher);
+        let mut credentials = self.credentials(&connection).await?;
+        match publisher.refresh(credentials.as_ref(), self.clock.now()).await? {
+            Refreshed::Current => {}
+            Refreshed::Refused(message) => return Ok(Published::Failed(message)),
+            Refreshed::New(fields) => {
+                if let Some(reference) = &connection.credentials {
+                    let kept = self.vault.replace(reference, &fields).await?;
+                    if &kept != reference {
+                        // A vault whose reference is the credentials: the record changes.
+                        connection.credentials = Some(kept);
+                        if !self.repo.update_connection(&connection).await? {
+                            return Ok(Published::Failed(CONNECTION_DELETED.to_owned()));
+                        }
+                    }
+                    tracing::info!(connection = %connection.id, "a connection's access token was refreshed");
+                }
+                credentials = Some(fields);
+            }
+        }
+        publisher.publish(post, &connection, credentials.as_ref(), files).await
     }
 
     /// Local copies of a post's stored media, for its publishers.

@@ -15,6 +15,7 @@ use super::publisher::{CredentialVault, Published, Publishers};
 use super::publishing::{record, settle};
 pub use super::publishing::{Publishing, MAX_ATTEMPTS};
 use super::{Destination, DestinationResult, PostId, PostMedium, PostPage, PostStatus, ResultStatus};
+use super::{PostFilter, CONNECTION_DELETED, CONNECTION_NOT_FOUND, MAX_CONNECTIONS_PER_ORGANIZATION};
 use super::{SocialConnection, SocialConnectionId, SocialError, SocialPost, SocialRepo, POST_NOT_FOUND};
 use crate::core::queue::Queue;
 use crate::domain::identity::OrganizationId;
@@ -29,13 +30,16 @@ pub const MAX_MEDIUM_BYTES: u64 = 512 * 1024 * 1024;
 /// Most bytes the media of one post may have in all (the scratch space of the function
 /// that takes them: 2 GB, with room for the thumbnail's work).
 pub const MAX_POST_BYTES: u64 = 1536 * 1024 * 1024;
-/// Longest the media of a create may take to fetch and probe: the answer comes inside
-/// API Gateway's 29 s, and a server that drips its bytes cannot hold a request open.
-const MEDIA_BUDGET: Duration = Duration::from_secs(24);
+/// Longest a create works on its media itself (fetch, probe, checks, storing, the
+/// thumbnail) before it hands them to a worker and answers `processing`: far inside API
+/// Gateway's 29 s, whatever the media's size or their servers' speed.
+pub const INLINE_MEDIA_BUDGET: Duration = Duration::from_secs(8);
 /// Longest a read's refresh may wait for a platform (then the post is shown as stored).
 const REFRESH_BUDGET: Duration = Duration::from_secs(5);
+/// Pages of pending posts per status a connection's delete fails at most.
+const DELETE_PAGES: usize = 20;
 /// Writes of a post that lose to another writer, tried again at most this often.
-const CHANGE_ATTEMPTS: usize = 8;
+pub(super) const CHANGE_ATTEMPTS: usize = 8;
 
 /// Everything the social operations need.
 #[derive(Clone)]
@@ -57,6 +61,39 @@ pub struct Social {
     pub scratch: PathBuf,
     /// How long a publishing attempt's claim holds.
     pub lease: Duration,
+    /// How long a create works on its media before a worker takes them over
+    /// ([`INLINE_MEDIA_BUDGET`] unless a test asks for less).
+    pub inline_media: Duration,
+}
+
+/// Where a medium of a post comes from: one of the service's own media (a signed link,
+/// checked when the post was made), or a URL to download.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MediaSource {
+    Stored(MediaId),
+    Url(String),
+}
+
+/// The media of a post a worker has still to fetch, probe and check, and what the post
+/// becomes once they pass.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PendingMedia {
+    pub sources: Vec<MediaSource>,
+    /// A destination requires approval: `pending_approval` then.
+    pub approval: bool,
+    /// A time ahead it was scheduled at: `scheduled` then.
+    pub later: Option<Timestamp>,
+}
+
+/// The status of a post whose media passed, and of its destinations: waiting for
+/// approval, for its time, or publishing now.
+pub(super) fn waiting_status(approval: bool, later: Option<Timestamp>) -> (PostStatus, ResultStatus) {
+    match (approval, later) {
+        (true, _) => (PostStatus::PendingApproval, ResultStatus::Scheduled),
+        (false, Some(_)) => (PostStatus::Scheduled, ResultStatus::Scheduled),
+        (false, None) => (PostStatus::Processing, ResultStatus::Processing),
+    }
 }
 
 /// What a change makes of the post it read.
@@ -109,9 +146,79 @@ impl Social {
             credentials,
             created_at: now,
         };
-        self.repo.create_connection(&connection).await?;
+        let stored = self.repo.create_connection(&connection, MAX_CONNECTIONS_PER_ORGANIZATION).await;
+        if !matches!(stored, Ok(true)) {
+            // Refused or failed: its secret would belong to no connection.
+            if let Some(reference) = &connection.credentials {
+                if let Err(error) = self.vault.delete(reference).await {
+                    tracing::error!(error = %format!("{error:#}"), "the secret of a connection not made was left");
+                }
+            }
+        }
+        if !stored? {
+            return Err(SocialError::Conflict(format!(
+                "this organization has {MAX_CONNECTIONS_PER_ORGANIZATION} social connections, the most it may have; \
+                 delete one (DELETE /social/connections/{{id}}) to connect another"
+            )));
+        }
         tracing::info!(connection = %connection.id, platform = connection.platform.as_str(), "social account connected");
         Ok(connection)
+    }
+
+    /// Deletes a connection of the organization (`id` as given): its pending posts'
+    /// destinations to it (`scheduled`, `pending_approval`, `processing` not yet
+    /// published) fail with [`CONNECTION_DELETED`], its credentials are deleted from the
+    /// vault, then its record. Each step can be done again, so a repeat after a failure
+    /// finishes the work; a post it could not reach fails that destination when it is
+    /// published (publishing reads the connection first).
+    pub async fn delete_connection(&self, organization: OrganizationId, id: &str) -> Result<(), SocialError> {
+        let id = SocialConnectionId::parse(id).ok_or(SocialError::NotFound(CONNECTION_NOT_FOUND))?;
+        let connection =
+            self.repo.get_connection(organization, id).await?.ok_or(SocialError::NotFound(CONNECTION_NOT_FOUND))?;
+        let mut failed = 0;
+        for status in [PostStatus::Scheduled, PostStatus::PendingApproval, PostStatus::Processing] {
+            let filter = PostFilter { status: Some(status), platform: None, connection: Some(id) };
+            let mut after = None;
+            // Bounded: past DELETE_PAGES pages, publishing fails what is left.
+            for _ in 0..DELETE_PAGES {
+                let (posts, more) = self.repo.list_posts(organization, &filter, after, super::parse::MAX_LIMIT).await?;
+                for post in &posts {
+                    if self.fail_destinations_of(organization, post.id, id).await? {
+                        failed += 1;
+                    }
+                }
+                match posts.last() {
+                    Some(last) if more => after = Some(last.id),
+                    _ => break,
+                }
+            }
+        }
+        if let Some(reference) = &connection.credentials {
+            self.vault.delete(reference).await?;
+        }
+        self.repo.delete_connection(organization, id).await?;
+        tracing::info!(connection = %id, failed_posts = failed, "social connection deleted");
+        Ok(())
+    }
+
+    /// Fails the unpublished destinations to connection `id` of a post, settling it when
+    /// nothing else of it is left to publish; true when it changed.
+    async fn fail_destinations_of(
+        &self,
+        organization: OrganizationId,
+        post: PostId,
+        id: SocialConnectionId,
+    ) -> Result<bool, SocialError> {
+        let now = self.clock.now();
+        let changed = self
+            .change(organization, post, |post| {
+                if !fail_connection(post, id, now) {
+                    return Step::Keep;
+                }
+                Step::Write
+            })
+            .await?;
+        Ok(matches!(changed, Changed::Written(_)))
     }
 
     /// The organization's connections, oldest first.
@@ -164,57 +271,34 @@ impl Social {
             destinations.push(Destination { connection });
         }
         let id = PostId::v7_at(now.unix_millis());
-        tokio::fs::create_dir_all(&self.scratch).await.map_err(anyhow::Error::from)?;
-        let scratch =
-            tempfile::Builder::new().prefix("post-").tempdir_in(&self.scratch).map_err(anyhow::Error::from)?;
-        let mut media = Vec::with_capacity(new.media_urls.len());
-        let mut files = Vec::with_capacity(new.media_urls.len());
-        let examined = async {
-            let mut total: u64 = 0;
-            for (index, url) in new.media_urls.iter().enumerate() {
-                let field = format!("media_urls[{index}]");
-                let fetched =
-                    self.fetch(organization, url, &field, links, &scratch.path().join(format!("{index}"))).await?;
-                total = total.saturating_add(fetched.bytes);
-                if total > MAX_POST_BYTES {
-                    return Err(SocialError::Invalid(format!(
-                        "{field}: the post's media are over {} MB in all",
-                        MAX_POST_BYTES / (1024 * 1024)
-                    )));
-                }
-                let medium = self.examine(&fetched, &field).await?;
-                for destination in &destinations {
-                    limits::check_medium(destination.connection.platform, &medium, &field)
-                        .map_err(SocialError::Invalid)?;
-                }
-                media.push(medium);
-                files.push(fetched);
-            }
-            Ok(())
-        };
-        tokio::time::timeout(MEDIA_BUDGET, examined).await.map_err(|_| {
-            SocialError::Invalid(format!(
-                "media_urls: the media could not be fetched and read within {} s; give smaller files or faster servers",
-                MEDIA_BUDGET.as_secs()
-            ))
-        })??;
-        // Every check passed: store the media and the thumbnail.
-        for (index, (medium, fetched)) in media.iter_mut().zip(&files).enumerate() {
-            match &fetched.stored {
-                Some((key, version)) => (medium.key, medium.version) = (key.clone(), version.clone()),
-                None => {
-                    medium.key = format!("social/{organization}/{id}/{index}");
-                    self.blobs.put_file(&medium.key, &fetched.path, &medium.content_type).await?;
-                }
-            }
+        // The service's own links are checked now (a forged one is the caller's 400),
+        // so that a worker preparing the media later needs no request.
+        let mut sources = Vec::with_capacity(new.media_urls.len());
+        for (index, url) in new.media_urls.iter().enumerate() {
+            let own = own_media(url, links, now)
+                .map_err(|problem| SocialError::Invalid(format!("media_urls[{index}]: {problem}")))?;
+            sources.push(match own {
+                Some(media) => MediaSource::Stored(media),
+                None => MediaSource::Url(url.clone()),
+            });
         }
-        let thumbnail = self.thumbnail(organization, id, &files[0].path, &media[0], scratch.path(), now).await?;
         let approval = destinations.iter().any(|destination| destination.connection.requires_approval);
         let later = new.scheduled_at.filter(|at| *at > now);
-        let (status, result) = match (approval, later) {
-            (true, _) => (PostStatus::PendingApproval, ResultStatus::Scheduled),
-            (false, Some(_)) => (PostStatus::Scheduled, ResultStatus::Scheduled),
-            (false, None) => (PostStatus::Processing, ResultStatus::Processing),
+        let thumbnail = MediaId::new_v4();
+        let prepared = self.prepare(organization, id, thumbnail, &sources, &destinations, now);
+        let (status, result, media, records, pending) = match tokio::time::timeout(self.inline_media, prepared).await {
+            Ok(prepared) => {
+                let (media, record) = prepared?;
+                let (status, result) = waiting_status(approval, later);
+                (status, result, media, vec![record], None)
+            }
+            // Slow or large media: a worker fetches, probes and checks them, so that the
+            // answer comes at once; what it finds wrong fails the destinations, saying why.
+            Err(_) => {
+                tracing::info!(post = %id, "a post's media are prepared by a worker");
+                let pending = PendingMedia { sources, approval, later };
+                (PostStatus::Processing, ResultStatus::Processing, Vec::new(), Vec::new(), Some(pending))
+            }
         };
         let results = destinations
             .iter()
@@ -233,7 +317,7 @@ impl Social {
             status,
             description: new.description,
             media,
-            thumbnail: thumbnail.id,
+            thumbnail,
             scheduled_at: later.unwrap_or(now),
             destinations,
             results,
@@ -243,8 +327,9 @@ impl Social {
             created_at: now,
             updated_at: now,
             version: 0,
+            pending_media: pending,
         };
-        self.repo.create_post(&post, &[thumbnail]).await?;
+        self.repo.create_post(&post, &records).await?;
         tracing::info!(post = %post.id, status = post.status.as_str(), "social post created");
         if post.status == PostStatus::Processing {
             return self.queue_publishing(post).await;
@@ -252,34 +337,90 @@ impl Social {
         Ok(post)
     }
 
-    /// Fetches `url` into `path`: the service's own media link from the store, anything
-    /// else through the SSRF-guarded downloader.
+    /// Fetches a post's media (the service's own from the store), probes them, checks
+    /// them against every destination's limits, stores them and makes the thumbnail
+    /// (media record `thumbnail`). A refusal (`Invalid`) names the medium and the limit;
+    /// nothing is recorded in the database.
+    pub(super) async fn prepare(
+        &self,
+        organization: OrganizationId,
+        id: PostId,
+        thumbnail: MediaId,
+        sources: &[MediaSource],
+        destinations: &[Destination],
+        now: Timestamp,
+    ) -> Result<(Vec<PostMedium>, MediaRecord), SocialError> {
+        tokio::fs::create_dir_all(&self.scratch).await.map_err(anyhow::Error::from)?;
+        let scratch =
+            tempfile::Builder::new().prefix("post-").tempdir_in(&self.scratch).map_err(anyhow::Error::from)?;
+        let mut media = Vec::with_capacity(sources.len());
+        let mut files = Vec::with_capacity(sources.len());
+        let mut total: u64 = 0;
+        for (index, source) in sources.iter().enumerate() {
+            let field = format!("media_urls[{index}]");
+            let fetched = self.fetch(organization, source, &field, &scratch.path().join(format!("{index}"))).await?;
+            total = total.saturating_add(fetched.bytes);
+            if total > MAX_POST_BYTES {
+                return Err(SocialError::Invalid(format!(
+                    "{field}: the post's media are over {} MB in all",
+                    MAX_POST_BYTES / (1024 * 1024)
+                )));
+            }
+            let medium = self.examine(&fetched, &field).await?;
+            for destination in destinations {
+                limits::check_medium(destination.connection.platform, &medium, &field).map_err(SocialError::Invalid)?;
+            }
+            media.push(medium);
+            files.push(fetched);
+        }
+        let Some(first) = files.first() else {
+            return Err(SocialError::Invalid("media_urls must name 1 to 10 media".into()));
+        };
+        // Every check passed: store the media and the thumbnail.
+        for (index, (medium, fetched)) in media.iter_mut().zip(&files).enumerate() {
+            match &fetched.stored {
+                Some((key, version)) => (medium.key, medium.version) = (key.clone(), version.clone()),
+                None => {
+                    medium.key = format!("social/{organization}/{id}/{index}");
+                    self.blobs.put_file(&medium.key, &fetched.path, &medium.content_type).await?;
+                }
+            }
+        }
+        let record = self.thumbnail(organization, id, thumbnail, &first.path, &media[0], scratch.path(), now).await?;
+        Ok((media, record))
+    }
+
+    /// Fetches a medium into `path`: the service's own from the store, anything else
+    /// through the SSRF-guarded downloader.
     async fn fetch(
         &self,
         organization: OrganizationId,
-        url: &str,
+        source: &MediaSource,
         field: &str,
-        links: &MediaLinks,
         path: &Path,
     ) -> Result<Fetched, SocialError> {
-        if let Some(id) = own_media(url, links, self.clock.now()).map_err(SocialError::Invalid)? {
-            let record = self.media.get_media(id).await?;
-            let record = record
-                .filter(|record| record.organization_id == organization)
-                .ok_or_else(|| SocialError::Invalid(format!("{field}: media {id} was not found")))?;
-            let location = self.blobs.read_location(&record.key, record.version.as_deref()).await?;
-            let path = if let Some(local) = local_file(&location) {
-                local
-            } else {
-                self.downloader
-                    .download(&location, path, MAX_MEDIUM_BYTES)
-                    .await
-                    .map_err(|error| SocialError::Backend(anyhow::anyhow!("reading stored media {id}: {error}")))?;
-                path.to_path_buf()
-            };
-            let bytes = tokio::fs::metadata(&path).await.map_err(anyhow::Error::from)?.len();
-            return Ok(Fetched { path, bytes, stored: Some((record.key, record.version)) });
-        }
+        let url = match source {
+            MediaSource::Url(url) => url,
+            MediaSource::Stored(id) => {
+                let id = *id;
+                let record = self.media.get_media(id).await?;
+                let record = record
+                    .filter(|record| record.organization_id == organization)
+                    .ok_or_else(|| SocialError::Invalid(format!("{field}: media {id} was not found")))?;
+                let location = self.blobs.read_location(&record.key, record.version.as_deref()).await?;
+                let path = if let Some(local) = local_file(&location) {
+                    local
+                } else {
+                    self.downloader
+                        .download(&location, path, MAX_MEDIUM_BYTES)
+                        .await
+                        .map_err(|error| SocialError::Backend(anyhow::anyhow!("reading stored media {id}: {error}")))?;
+                    path.to_path_buf()
+                };
+                let bytes = tokio::fs::metadata(&path).await.map_err(anyhow::Error::from)?.len();
+                return Ok(Fetched { path, bytes, stored: Some((record.key, record.version)) });
+            }
+        };
         let bytes = match self.downloader.download(url, path, MAX_MEDIUM_BYTES).await {
             Ok(bytes) => bytes,
             Err(DownloadError::Refused(problem)) => return Err(SocialError::Invalid(format!("{field}: {problem}"))),
@@ -341,10 +482,12 @@ impl Social {
     }
 
     /// A JPEG of the first medium, stored with its media record.
+    #[allow(clippy::too_many_arguments)]
     async fn thumbnail(
         &self,
         organization: OrganizationId,
         post: PostId,
+        id: MediaId,
         source: &Path,
         medium: &PostMedium,
         scratch: &Path,
@@ -364,7 +507,7 @@ impl Social {
         let key = format!("social/{organization}/{post}/thumbnail.jpg");
         self.blobs.put_file(&key, &output, "image/jpeg").await?;
         Ok(MediaRecord {
-            id: MediaId::new_v4(),
+            id,
             organization_id: organization,
             run_id: RunId::from_uuid(post.as_uuid()),
             kind: MediaKind::Thumbnail,
@@ -413,30 +556,51 @@ impl Social {
         if post.status != PostStatus::Processing || accepted.is_empty() {
             return Ok(post);
         }
-        let mut answers = Vec::with_capacity(accepted.len());
-        for (index, platform_post_id) in accepted {
-            let connection = &post.destinations[index].connection;
-            let asked = async {
-                let credentials = self.credentials(connection).await?;
-                self.publishers
-                    .of(connection.publisher)
-                    .status(&post, connection, credentials.as_ref(), &platform_post_id)
-                    .await
-            };
-            // A read answers within API Gateway's 29 s: a platform slow to say is asked
-            // again at the next read.
-            let answer = tokio::time::timeout(REFRESH_BUDGET, asked)
-                .await
-                .unwrap_or_else(|_| Err(anyhow::anyhow!("no answer within {REFRESH_BUDGET:?}")));
-            match answer {
-                Ok(Published::Accepted { .. }) => {}
-                Ok(answer) => answers.push((index, platform_post_id, answer)),
-                // The platform could not say: the post is shown as stored.
-                Err(error) => {
-                    tracing::warn!(post = %post.id, error = %format!("{error:#}"), "a publisher could not be asked")
+        // Every destination asked at once, all within one wait of REFRESH_BUDGET (not one
+        // per destination), so a read answers inside API Gateway's 29 s however many
+        // destinations it has: a platform slow to say is asked again at the next read.
+        let mut asking: futures::stream::FuturesUnordered<_> = accepted
+            .into_iter()
+            .map(|(index, platform_post_id)| {
+                let post = &post;
+                async move {
+                    let connection = &post.destinations[index].connection;
+                    // The credentials as kept now (a refreshed token replaces the one the
+                    // post was made with).
+                    let credentials = self.current_credentials(post.organization_id, connection).await;
+                    let answer = match credentials {
+                        Ok(credentials) => {
+                            self.publishers
+                                .of(connection.publisher)
+                                .status(post, connection, credentials.as_ref(), &platform_post_id)
+                                .await
+                        }
+                        Err(error) => Err(error),
+                    };
+                    (index, platform_post_id, answer)
+                }
+            })
+            .collect();
+        let deadline = tokio::time::Instant::now() + REFRESH_BUDGET;
+        let mut answers = Vec::new();
+        loop {
+            match tokio::time::timeout_at(deadline, futures::StreamExt::next(&mut asking)).await {
+                Ok(Some((index, platform_post_id, answer))) => match answer {
+                    Ok(Published::Accepted { .. }) => {}
+                    Ok(answer) => answers.push((index, platform_post_id, answer)),
+                    // The platform could not say: the destination is shown as stored.
+                    Err(error) => {
+                        tracing::warn!(post = %post.id, error = %format!("{error:#}"), "a publisher could not be asked")
+                    }
+                },
+                Ok(None) => break,
+                Err(_) => {
+                    tracing::warn!(post = %post.id, waiting = asking.len(), "publishers did not answer within {REFRESH_BUDGET:?}");
+                    break;
                 }
             }
         }
+        drop(asking);
         if answers.is_empty() {
             return Ok(post);
         }
@@ -481,7 +645,8 @@ impl Social {
                 }
                 let later = post.scheduled_at > now;
                 post.status = if later { PostStatus::Scheduled } else { PostStatus::Processing };
-                for result in &mut post.results {
+                // A destination failed already (its connection deleted) stays failed.
+                for result in post.results.iter_mut().filter(|result| result.status != ResultStatus::Failed) {
                     result.status = if later { ResultStatus::Scheduled } else { ResultStatus::Processing };
                 }
                 post.updated_at = now;
@@ -532,6 +697,17 @@ impl Social {
         }
     }
 
+    /// The credentials of a connection as stored now; an error when it was deleted.
+    async fn current_credentials(
+        &self,
+        organization: OrganizationId,
+        connection: &SocialConnection,
+    ) -> anyhow::Result<Option<Map<String, Value>>> {
+        let current = self.repo.get_connection(organization, connection.id).await?;
+        let current = current.ok_or_else(|| anyhow::anyhow!("social connection {} was deleted", connection.id))?;
+        self.credentials(&current).await
+    }
+
     /// Reads a post, lets `apply` change it, and writes it conditionally on the version
     /// read, again when another writer came first (at most [`CHANGE_ATTEMPTS`] times).
     pub(super) async fn change(
@@ -565,6 +741,31 @@ pub(super) fn local_file(location: &str) -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
+/// Fails `post`'s destinations to connection `id` that are not published yet (a
+/// deleted connection), and settles the post when nothing of it is left to publish and
+/// no attempt holds it (an attempt settles it at its end); true when it changed.
+pub(super) fn fail_connection(post: &mut SocialPost, id: SocialConnectionId, now: Timestamp) -> bool {
+    let mut changed = false;
+    for (result, destination) in post.results.iter_mut().zip(&post.destinations) {
+        let open = matches!(result.status, ResultStatus::Scheduled | ResultStatus::Processing);
+        if destination.connection.id == id && open {
+            result.status = ResultStatus::Failed;
+            result.message = Some(CONNECTION_DELETED.to_owned());
+            changed = true;
+        }
+    }
+    if !changed {
+        return false;
+    }
+    post.updated_at = now;
+    let open =
+        post.results.iter().any(|result| matches!(result.status, ResultStatus::Scheduled | ResultStatus::Processing));
+    if !open && post.publishing_until.is_none_or(|until| until <= now) {
+        settle(post, now);
+    }
+    true
+}
+
 /// The 409 of approving or rejecting a post that is not pending.
 fn not_pending(post: &SocialPost) -> SocialError {
     SocialError::Conflict(format!("the post is {}, not pending_approval", post.status.as_str()))
@@ -589,6 +790,60 @@ fn own_media(url: &str, links: &MediaLinks, now: Timestamp) -> Result<Option<Med
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deleted_connection_fails_only_its_open_destinations() {
+        use crate::domain::social::{Platform, PublisherKind, SandboxBehavior};
+        let now = Timestamp::parse("2030-01-01T00:00:00.000Z").unwrap();
+        let organization = OrganizationId::new_v4();
+        let connection = |platform| SocialConnection {
+            id: SocialConnectionId::new_v4(),
+            organization_id: organization,
+            platform,
+            account_name: "a".into(),
+            account_username: "a".into(),
+            profile_url: "https://a.test".into(),
+            requires_approval: false,
+            publisher: PublisherKind::Sandbox,
+            sandbox_behavior: SandboxBehavior::Succeed,
+            credentials: None,
+            created_at: now,
+        };
+        let (gone, kept) = (connection(Platform::X), connection(Platform::Tiktok));
+        let result = |connection: &SocialConnection| DestinationResult {
+            social_connection_id: connection.id,
+            platform: connection.platform,
+            status: ResultStatus::Scheduled,
+            platform_post_id: None,
+            post_url: None,
+            message: None,
+        };
+        let mut post = SocialPost {
+            id: PostId::new_v4(),
+            organization_id: organization,
+            status: PostStatus::Scheduled,
+            description: "d".into(),
+            media: Vec::new(),
+            thumbnail: MediaId::new_v4(),
+            scheduled_at: now,
+            destinations: vec![Destination { connection: gone.clone() }, Destination { connection: kept.clone() }],
+            results: vec![result(&gone), result(&kept)],
+            error: None,
+            attempts: 0,
+            publishing_until: None,
+            created_at: now,
+            updated_at: now,
+            version: 0,
+            pending_media: None,
+        };
+        assert!(fail_connection(&mut post, gone.id, now));
+        assert_eq!((post.status, post.results[0].status), (PostStatus::Scheduled, ResultStatus::Failed));
+        assert_eq!(post.results[1].status, ResultStatus::Scheduled);
+        assert!(!fail_connection(&mut post, gone.id, now), "done once");
+        assert!(fail_connection(&mut post, kept.id, now));
+        assert_eq!(post.status, PostStatus::Failed, "nothing left to publish");
+        assert!(post.error.as_deref().is_some_and(|error| error.contains(CONNECTION_DELETED)));
+    }
 
     #[test]
     fn own_links_are_recognised_and_checked() {
