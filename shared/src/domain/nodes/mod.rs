@@ -361,6 +361,12 @@ pub fn find(id: NodeTypeId) -> Option<&'static NodeType> {
     catalog().iter().find(|node_type| node_type.id == id)
 }
 
+/// Whether a trigger of type `id` polls a feed (the scheduler reads feeds in a phase of
+/// their own, after schedules).
+pub fn polls_a_feed(id: NodeTypeId) -> bool {
+    id == CHANNEL_FEED_TRIGGER
+}
+
 /// The typed parameters of a node of type `id` with these (schema-valid) parameters;
 /// a node of an unknown type takes part in nothing.
 pub fn settings_of(id: NodeTypeId, params: &Map<String, Value>) -> Arc<dyn NodeSettings> {

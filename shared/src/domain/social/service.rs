@@ -386,7 +386,7 @@ impl Social {
                 }
             }
         }
-        let record = self.thumbnail(organization, id, thumbnail, &first.path, &media[0], scratch.path(), now).await?;
+        let record = self.thumbnail((organization, id, thumbnail), &first.path, &media[0], scratch.path(), now).await?;
         Ok((media, record))
     }
 
@@ -481,13 +481,10 @@ impl Social {
         })
     }
 
-    /// A JPEG of the first medium, stored with its media record.
-    #[allow(clippy::too_many_arguments)]
+    /// A JPEG of the first medium (record `id` of `post`), stored with its media record.
     async fn thumbnail(
         &self,
-        organization: OrganizationId,
-        post: PostId,
-        id: MediaId,
+        (organization, post, id): (OrganizationId, PostId, MediaId),
         source: &Path,
         medium: &PostMedium,
         scratch: &Path,

@@ -401,7 +401,7 @@ impl Triggers<'_> {
             match state {
                 Ok(Some(state)) if state.next_at.is_some_and(|due| due <= now) => {
                     organizations.insert(state.organization_id);
-                    if state.node_type_id == nodes::CHANNEL_FEED_TRIGGER {
+                    if nodes::polls_a_feed(state.node_type_id) {
                         feeds.push(state);
                     } else {
                         schedules.push(state);
@@ -439,7 +439,7 @@ impl Triggers<'_> {
         let fired: Vec<(AgentNodeId, bool, anyhow::Result<Fired>)> = futures::stream::iter(states)
             .take_while(|_| std::future::ready(tokio::time::Instant::now() < end))
             .map(|state| async move {
-                let (id, feed) = (state.trigger_id, state.node_type_id == nodes::CHANNEL_FEED_TRIGGER);
+                let (id, feed) = (state.trigger_id, nodes::polls_a_feed(state.node_type_id));
                 let fired = tokio::time::timeout(FIRE_BUDGET, self.fire_due(state, now)).await;
                 (id, feed, fired.unwrap_or_else(|_| Err(anyhow::anyhow!("the fire took over {FIRE_BUDGET:?}"))))
             })
