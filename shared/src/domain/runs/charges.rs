@@ -192,6 +192,11 @@ impl Run {
             }
             self.refunds_owed = self.refunds_owed.saturating_sub(1);
         }
+        if owing.len() < limit {
+            // None is left: the count follows the tasks (so a run never stays swept for a
+            // count that disagrees with them).
+            self.refunds_owed = 0;
+        }
         owing.len()
     }
 
@@ -336,6 +341,9 @@ mod tests {
         assert_eq!((run.credit_moves[0].amount, run.credit_moves[0].reason), (3, Reason::Refund));
         assert_eq!((run.refunds_owed, run.tasks[speed].refund_owed.clone()), (0, None));
         assert_eq!(run.pay_refunds(REFUND_BATCH), 0, "paid once");
+        // A count that disagrees with the tasks is set right by the next batch.
+        run.refunds_owed = 3;
+        assert_eq!((run.pay_refunds(REFUND_BATCH), run.refunds_owed), (0, 0));
     }
 
     #[test]
