@@ -40,6 +40,12 @@ export TEST_TABLE_NAME="tests-$(date +%s)-$$" TEST_BUCKET_NAME="tests-$(date +%s
 step "build serve and the function binaries" cargo build -p functions --bins
 step "build the tests" cargo test --workspace --no-run "$@"
 step "run the tests" cargo test --workspace "$@"
+# The chaos tests (tests/tests/api/chaos.rs, ignored in the run above): three `serve
+# --backend aws` processes killed at random, then the same behind a failing DynamoDB;
+# about a minute each. A filtered run (arguments given) skips them unless CHAOS=1.
+if [ $# = 0 ] || [ "${CHAOS:-0}" = 1 ]; then
+  step "chaos: serves killed at random, DynamoDB failing" cargo test -p integration-tests --test api -- --ignored chaos
+fi
 # The service description is valid OpenAPI and the API holds to it under Schemathesis
 # (bounded: about 3 minutes); a filtered run (arguments given) skips it unless FUZZ=1.
 if [ $# = 0 ] || [ "${FUZZ:-0}" = 1 ]; then step "validate and fuzz the OpenAPI document" scripts/fuzz.sh; fi

@@ -384,6 +384,12 @@ impl Config {
             ffmpeg: PathBuf::from(variable("FFMPEG_PATH", "ffmpeg")),
             ffprobe: PathBuf::from(variable("FFPROBE_PATH", "ffprobe")),
             task_budget: Duration::from_secs(task_seconds),
+            // A shorter margin brings a killed worker's task back sooner (the chaos test
+            // kills `serve` processes and waits for their tasks, tests/tests/api/chaos.rs).
+            claim_margin: Duration::from_secs(whole(
+                "CLAIM_MARGIN_SECONDS",
+                Settings::default().claim_margin.as_secs(),
+            )?),
             webhook_schedule: webhook_schedule_from_env()?,
             video_site_hosts: video_site_hosts_from_env(),
             auth_cache_ttl: Duration::from_secs(seconds),

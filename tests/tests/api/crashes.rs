@@ -17,7 +17,7 @@ const KEY: &str = "crash-key";
 
 /// The `serve` binary of this checkout, built (once per test run) if it is missing or
 /// older than the code.
-fn serve_binary() -> &'static PathBuf {
+pub(crate) fn serve_binary() -> &'static PathBuf {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());

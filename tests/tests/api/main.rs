@@ -7,6 +7,7 @@ mod assets;
 mod auth;
 mod avatars;
 mod bulk_faults;
+mod chaos;
 mod charges;
 mod concurrency;
 mod crashes;

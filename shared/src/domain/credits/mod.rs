@@ -6,6 +6,8 @@
 
 pub mod billing;
 pub mod plans;
+#[cfg(test)]
+mod properties;
 pub mod service;
 
 use async_trait::async_trait;

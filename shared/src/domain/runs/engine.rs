@@ -587,7 +587,7 @@ impl Run {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use serde_json::{json, Map};
 
     use super::*;
@@ -600,7 +600,7 @@ pub(super) mod tests {
 
     /// A run of `nodes` (type, upstream positions) with `items` URL inputs on node 0,
     /// planned and settled as a start would.
-    pub(in crate::domain::runs) fn run_of(nodes: &[(NodeTypeId, &[usize])], items: usize) -> Run {
+    pub(crate) fn run_of(nodes: &[(NodeTypeId, &[usize])], items: usize) -> Run {
         let ids: Vec<AgentNodeId> = nodes.iter().map(|_| AgentNodeId::new_v4()).collect();
         let params = |kind: NodeTypeId| -> Map<String, serde_json::Value> {
             let params = if kind == CLIP { json!({ "start_ms": 0, "end_ms": 500 }) } else { json!({}) };
