@@ -55,6 +55,15 @@ pub const SCHEDULER_QUEUES: &[&str] = &["TaskQueue", "WebhookQueue"];
 /// minute later. Both are done whatever the other did; the tick fails (and is logged)
 /// when either did.
 pub async fn scheduler_tick(app: &App, now: crate::domain::time::Timestamp) -> anyhow::Result<serde_json::Value> {
+    scheduler_tick_within(app, now, crate::domain::triggers::TickLimits::default()).await
+}
+
+/// [`scheduler_tick`] with the triggers' phases within `limits` (tests pass small ones).
+pub async fn scheduler_tick_within(
+    app: &App,
+    now: crate::domain::time::Timestamp,
+    limits: crate::domain::triggers::TickLimits,
+) -> anyhow::Result<serde_json::Value> {
     if let Some(missing) = app.runs_missing() {
         anyhow::bail!("the scheduler starts runs: {missing}");
     }
@@ -62,7 +71,7 @@ pub async fn scheduler_tick(app: &App, now: crate::domain::time::Timestamp) -> a
     let queues = app.queues();
     let notifier = queues.notifier(app.links.clone());
     let runs = crate::api::runs::ports(app, queues, &notifier);
-    let triggers = crate::api::triggers::firing(app, &runs).tick(now).await;
+    let triggers = crate::api::triggers::firing(app, &runs).tick_within(now, limits).await;
     // The clock read again, as a moved tick's time (a tick given its time in a test
     // keeps to it): the function's `now` is the clock at its start.
     let posts_now = now.after(started.elapsed());

@@ -25,6 +25,8 @@ conformance!(
     trigger_refusals_name_the_operation_and_parameter_and_change_nothing,
     resume_never_requeues_the_trigger_and_keeps_what_started_the_run,
     another_organizations_slow_feeds_never_delay_a_schedule,
+    another_organizations_feed_backlog_past_the_scan_never_hides_a_schedule,
+    another_organizations_feed_backlog_past_the_scan_never_starves_a_feed,
 );
 
 /// A harness whose state no other test shares: a tick acts on every due trigger of its
@@ -681,4 +683,140 @@ async fn another_organizations_slow_feeds_never_delay_a_schedule(backend: Backen
         }
     }
     assert_eq!(timed_out, share);
+}
+
+/// Organization A (a second organization of `harness`) with `count` Channel Feeds of
+/// one agent, all due now (before anything saved after); returns A and their IDs.
+async fn feed_backlog(harness: &Harness, feed: &FeedServer, count: usize) -> (TestApp, Vec<String>) {
+    let (organization, key) = harness.test.add_organization(true).await;
+    let a = TestApp { app: harness.test.app.clone(), key, organization };
+    let params = json!({ "feed_url": feed.url, "poll_minutes": 5, "run_request": { "update_params": {} } });
+    let names: Vec<String> = (0..count).map(|i| format!("feed{i}")).collect();
+    let mut nodes: Vec<(&str, shared::domain::nodes::NodeTypeId, Value)> =
+        names.iter().map(|name| (name.as_str(), CHANNEL_FEED_TRIGGER, params.clone())).collect();
+    nodes.extend([("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))]);
+    let (_, ids) = crate::runs::create_agent(&a, &nodes, &[("in", "out")]).await;
+    (a, names.iter().map(|name| ids[name].clone()).collect())
+}
+
+/// Organization A has more overdue Channel Feeds than a tick's scan (here a scan of 2,
+/// A 4 feeds; the bound is the same rule at 1,000), all due before organization B's
+/// every-minute Schedule: one tick fires B's Schedule (Schedules have their own due
+/// index, read with their own bound), and polls no more of A's feeds than the scan.
+async fn another_organizations_feed_backlog_past_the_scan_never_hides_a_schedule(backend: Backend) {
+    use shared::domain::triggers::TickLimits;
+    let harness = harness(backend).await;
+    let feed = FeedServer::start().await;
+    feed.set(200, "application/atom+xml", atom(&[]));
+    let (a, feeds) = feed_backlog(&harness, &feed, 4).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let schedule = json!({ "cron": "* * * * *", "run_request": { "video_ids": [video] } });
+    let (_, nodes) = schedule_agent(&harness, schedule).await;
+    let id = nodes["tick"].clone();
+    let due = at(&trigger(&harness.test, &id).await["next_fire_at"]);
+    for feed in &feeds {
+        assert!(at(&trigger(&a, feed).await["next_fire_at"]) < due, "A's feeds are due first");
+    }
+
+    let limits = TickLimits { scan: 2, pages: 1, ..TickLimits::default() };
+    let report = shared::runtime::schedule::scheduler_tick_within(&harness.test.app, due, limits).await.unwrap();
+    let triggers = &report["triggers"];
+    assert_eq!((&triggers["schedules"], &triggers["started"]), (&json!(1), &json!(1)), "B fired: {report}");
+    assert_eq!(triggers["feeds"], 2, "the feeds' scan keeps to its bound: {report}");
+    let runs = trigger_runs(&harness.test, &id).await;
+    let fired: Vec<Timestamp> = runs.iter().map(|run| at(&run["triggered_by"]["triggered_at"])).collect();
+    assert_eq!(fired, [due], "{runs:?}");
+}
+
+/// Organization A has more overdue Channel Feeds than a tick's scan, all due before
+/// organization B's feed: the tick passes over A's past its share (here a scan of 2, a
+/// share of 1 and at most 3 pages) and reads on, so B's feed is polled in the first tick
+/// while A's backlog waits its turn; A's are all polled within the ticks its share allows.
+async fn another_organizations_feed_backlog_past_the_scan_never_starves_a_feed(backend: Backend) {
+    use shared::domain::triggers::TickLimits;
+    let harness = harness(backend).await;
+    let feed = FeedServer::start().await;
+    feed.set(200, "application/atom+xml", atom(&[]));
+    let (a, feeds) = feed_backlog(&harness, &feed, 4).await;
+    // Due times are in milliseconds: B's is after A's.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let (_, b_feed) = feed_agent(&harness, &feed.url, 5).await;
+    let due = at(&trigger(&harness.test, &b_feed).await["next_fire_at"]);
+    for feed in &feeds {
+        assert!(at(&trigger(&a, feed).await["next_fire_at"]) < due, "A's feeds are due first");
+    }
+
+    let limits = TickLimits { scan: 2, pages: 3, share: 1 };
+    let report = shared::runtime::schedule::scheduler_tick_within(&harness.test.app, due, limits).await.unwrap();
+    let triggers = &report["triggers"];
+    assert_eq!((&triggers["feeds"], &triggers["organizations"]), (&json!(2), &json!(2)), "{report}");
+    assert_eq!((&triggers["due"], &triggers["deferred"]), (&json!(5), &json!(3)), "{report}");
+    let view = trigger(&harness.test, &b_feed).await;
+    assert_eq!(at(&view["next_fire_at"]), due.after(minutes(5)), "B's feed was polled: {view}");
+    assert!(view["last_error"].is_null(), "{view}");
+
+    // A's backlog drains at its share a tick: its other 3 within 3 more ticks.
+    for _ in 0..3 {
+        let report = shared::runtime::schedule::scheduler_tick_within(&harness.test.app, due, limits).await.unwrap();
+        assert_eq!(report["triggers"]["feeds"], 1, "{report}");
+    }
+    for feed in &feeds {
+        assert_eq!(at(&trigger(&a, feed).await["next_fire_at"]), due.after(minutes(5)), "polled: {feed}");
+    }
+}
+
+/// A trigger state written before the kinds had due partitions of their own is in the
+/// sweep index's `DUE#trigger` partition: the scheduler still reads it (each phase its
+/// own kind, so a Schedule and a feed each fire once), and the fire's write moves it to
+/// its kind's partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn triggers_in_the_due_partition_of_before_the_kinds_still_fire_and_move() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let table = shared::adapters::dynamodb::DynamoDb::connect(format!("own-{}", uuid::Uuid::new_v4())).await;
+    table.ensure_table().await.unwrap();
+    let raw = table.clone();
+    let harness = Harness::through_table(move |_| table).await;
+    let feed = FeedServer::start().await;
+    feed.set(200, "application/atom+xml", atom(&[]));
+    let (_, feed_id) = feed_agent(&harness, &feed.url, 5).await;
+    let video = harness.upload("video", "video.mp4").await;
+    let schedule = json!({ "cron": "* * * * *", "run_request": { "video_ids": [video] } });
+    let (_, nodes) = schedule_agent(&harness, schedule).await;
+    let id = nodes["tick"].clone();
+    let due = at(&trigger(&harness.test, &id).await["next_fire_at"]);
+    let organization = harness.test.organization;
+    let key = |id: &str| {
+        [
+            ("pk".to_owned(), AttributeValue::S(format!("ORG#{organization}"))),
+            ("sk".to_owned(), AttributeValue::S(format!("TRIGGER#{id}"))),
+        ]
+    };
+    let partition = |id: String| {
+        let raw = raw.clone();
+        let key = key(&id);
+        async move {
+            let item = raw.client().get_item().table_name(raw.table()).set_key(Some(key.into())).send().await.unwrap();
+            item.item().unwrap()["sweep_pk"].as_s().unwrap().clone()
+        }
+    };
+    assert_eq!(partition(id.clone()).await, "DUE#schedule");
+    assert_eq!(partition(feed_id.clone()).await, "DUE#feed");
+    for trigger_id in [&id, &feed_id] {
+        raw.client()
+            .update_item()
+            .table_name(raw.table())
+            .set_key(Some(key(trigger_id).into()))
+            .update_expression("SET sweep_pk = :legacy")
+            .expression_attribute_values(":legacy", AttributeValue::S("DUE#trigger".into()))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    let report = shared::runtime::schedule::scheduler_tick(&harness.test.app, due).await.unwrap();
+    let triggers = &report["triggers"];
+    assert_eq!((&triggers["schedules"], &triggers["feeds"]), (&json!(1), &json!(1)), "each once: {report}");
+    assert_eq!(triggers["started"], 1, "{report}");
+    assert_eq!(partition(id).await, "DUE#schedule", "moved by its fire");
+    assert_eq!(partition(feed_id).await, "DUE#feed", "moved by its poll");
 }

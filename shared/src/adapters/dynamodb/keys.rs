@@ -33,14 +33,15 @@
 //! | post by status  | `ORG#{org}#POSTS#STATUS#{status}` | `{id}`: a copy of the post for the list's status filter, moved when its status changes |
 //! | post by platform| `ORG#{org}#POSTS#PLATFORM#{platform}` | `{id}`: a copy per platform it goes to |
 //! | post by account | `ORG#{org}#POSTS#CONN#{connection}` | `{id}`: a copy per connection it goes to |
-//! | trigger state   | `ORG#{org}`                     | `TRIGGER#{agent_node_id}`: next due time, last fire and error, a feed's entries seen (JSON) under a write count; while enabled and due, in the sweep index as `DUE#trigger` (`sweep_due`) |
+//! | trigger state   | `ORG#{org}`                     | `TRIGGER#{agent_node_id}`: next due time, last fire and error, a feed's entries seen (JSON) under a write count; while enabled and due, in the sweep index as `DUE#schedule` or `DUE#feed` by its kind (`sweep_due`; items written before the split carry `DUE#trigger`, still read until rewritten) |
 //! | run claim       | `ORG#{org}`                     | `RUNCLAIM#{sha256}`: written with the run it lets start, only if absent (a trigger's due time, a feed's entry) |
 //!
 //! The sparse, keys-only index `sweep` (`sweep_pk`, `sweep_sk`) holds what the scheduled
 //! functions walk: running run heads (`RUNNING#{shard}` / run ID), unattempted webhook
 //! deliveries (`UNSENT#{shard}` / delivery ID), and items due at a time (`DUE#{kind}` /
 //! `{due time}#{org}#{id}`, the 24-character time first so that key order is due order):
-//! the scheduler's one query per kind reads what is due at or before its tick.
+//! the scheduler reads each kind's partition (posts; Schedules; Channel Feeds) from its
+//! earliest, in bounded pages, what is due at or before its tick.
 
 use std::collections::HashMap;
 

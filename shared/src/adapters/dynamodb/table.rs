@@ -267,6 +267,38 @@ impl DynamoDb {
         Ok(page.items().iter().map(key_of).collect())
     }
 
+    /// A page of the sweep index's partition `DUE#<kind>`: the items due at or before
+    /// `now` after the sort key `after` (None: from the earliest), at most `limit`, in
+    /// due order, with their index keys (`sweep_sk` is where a next page starts).
+    pub(super) async fn due_page(
+        &self,
+        kind: &str,
+        now: Timestamp,
+        after: Option<&str>,
+        limit: usize,
+        what: &'static str,
+    ) -> anyhow::Result<Vec<Item>> {
+        // '!' sorts right after the end of a key (no key is another's prefix); '$' right
+        // after the '#' that ends the time.
+        // (A key's value may not be empty: the first page has no lower bound.)
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(super::keys::SWEEP_INDEX)
+            .expression_attribute_values(":pk", s(format!("DUE#{kind}")))
+            .expression_attribute_values(":bound", s(format!("{now}$")))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX));
+        let query = match after {
+            None => query.key_condition_expression("sweep_pk = :pk AND sweep_sk < :bound"),
+            Some(after) => query
+                .key_condition_expression("sweep_pk = :pk AND sweep_sk BETWEEN :from AND :bound")
+                .expression_attribute_values(":from", s(format!("{after}!"))),
+        };
+        let page = query.send().await.map_err(|error| failure(error, what))?;
+        Ok(page.items.unwrap_or_default())
+    }
+
     async fn all_pages(
         &self,
         query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,

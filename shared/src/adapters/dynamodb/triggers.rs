@@ -1,7 +1,10 @@
 //! Triggers' states in DynamoDB: one item each in the organization's partition
 //! (`TRIGGER#<id>`), the state as JSON text beside its write count; while it has a due
-//! time the item carries the sweep index's `DUE#trigger` attributes, which the
-//! scheduler's query reads in due order. Writes are conditional on the count; those that
+//! time the item carries the sweep index's due attributes of its kind (`DUE#schedule`,
+//! `DUE#feed`), which the scheduler's queries read in due order, each kind with its own
+//! bound. Items written before the kinds were split carry `DUE#trigger`: that partition
+//! is read too (merged in due order) until every state has been written again (a fire,
+//! a poll or a save rewrites it with its kind's partition). Writes are conditional on the count; those that
 //! go with an agent's graph are parts of the agent's transaction ([`write_item`]).
 
 use async_trait::async_trait;
@@ -12,17 +15,19 @@ use super::{keys, DynamoDb};
 use crate::domain::graph::AgentNodeId;
 use crate::domain::identity::OrganizationId;
 use crate::domain::time::Timestamp;
-use crate::domain::triggers::{TriggerRepo, TriggerState, TriggerWrite};
+use crate::domain::triggers::{DuePage, TriggerKind, TriggerRepo, TriggerState, TriggerWrite};
 
-/// The sweep index's kind of due triggers.
-const DUE_KIND: &str = "trigger";
+/// The sweep index's partition of due triggers written before the kinds had their own:
+/// read, never written.
+const LEGACY_DUE_KIND: &str = "trigger";
 
 fn state_item(state: &TriggerState) -> anyhow::Result<Item> {
     let mut item = keys::trigger(state.organization_id, state.trigger_id);
     item.insert("version".to_owned(), n(state.version));
     item.insert("document".to_owned(), super::table::s(serde_json::to_string(state)?));
     if let Some(due) = state.next_at.filter(|_| state.enabled) {
-        item.extend(keys::sweep_due(DUE_KIND, due, state.organization_id, state.trigger_id));
+        let kind = TriggerKind::of(state.node_type_id).name();
+        item.extend(keys::sweep_due(kind, due, state.organization_id, state.trigger_id));
     }
     Ok(item)
 }
@@ -98,10 +103,28 @@ impl TriggerRepo for DynamoDb {
         Ok(unless_condition_failed(deleted, "removing a trigger")?.is_some())
     }
 
-    async fn due_triggers(&self, now: Timestamp, limit: usize) -> anyhow::Result<Vec<(OrganizationId, AgentNodeId)>> {
-        let keys = self.due_keys(DUE_KIND, now, limit, "listing due triggers").await?;
-        keys.iter()
-            .map(|key| {
+    async fn due_triggers(
+        &self,
+        kind: TriggerKind,
+        now: Timestamp,
+        after: Option<&str>,
+        limit: usize,
+    ) -> anyhow::Result<DuePage> {
+        const WHAT: &str = "listing due triggers";
+        let own = self.due_page(kind.name(), now, after, limit, WHAT).await?;
+        let legacy = self.due_page(LEGACY_DUE_KIND, now, after, limit, WHAT).await?;
+        // Either page full: more may follow it.
+        let more = own.len() >= limit || legacy.len() >= limit;
+        let mut merged = Vec::with_capacity(own.len() + legacy.len());
+        for item in own.iter().chain(&legacy) {
+            merged.push((text(item, "sweep_sk")?.to_owned(), item));
+        }
+        merged.sort_by(|a, b| a.0.cmp(&b.0));
+        merged.truncate(limit);
+        let next = if more || merged.len() >= limit { merged.last().map(|(at, _)| at.clone()) } else { None };
+        let due = merged
+            .iter()
+            .map(|(_, key)| {
                 let organization = text(key, "pk")?
                     .strip_prefix("ORG#")
                     .and_then(OrganizationId::parse)
@@ -112,6 +135,7 @@ impl TriggerRepo for DynamoDb {
                     .ok_or_else(|| anyhow::anyhow!("a trigger's key has no ID"))?;
                 Ok((organization, id))
             })
-            .collect()
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(DuePage { due, next })
     }
 }

@@ -280,6 +280,15 @@ pub const MIGRATIONS: &[&str] = &[
     // like a running one until they are paid.
     "ALTER TABLE runs ADD COLUMN refunds_owed INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX runs_to_sweep ON runs (organization_id, id) WHERE status = 'running' OR refunds_owed > 0;",
+    // 13: a trigger's kind (`schedule` or `feed`, `TriggerKind::name`), each kind's due
+    // triggers in an index of their own so that the scheduler reads each with its own
+    // bound; the rows written before get theirs from their node type (the Channel Feed's
+    // ID, checked by a test).
+    "ALTER TABLE triggers ADD COLUMN kind TEXT NOT NULL DEFAULT 'schedule';
+    UPDATE triggers SET kind = 'feed'
+        WHERE json_extract(document, '$.node_type_id') = '795c3a4b-fb36-4ffc-943a-6c7bf4f3d99e';
+    DROP INDEX triggers_due;
+    CREATE INDEX triggers_due ON triggers (kind, due_at, organization_id, id) WHERE due_at IS NOT NULL;",
 ];
 
 /// Refuses a file that is not a readable SQLite database or fails SQLite's own check.
@@ -347,6 +356,13 @@ mod tests {
         assert_eq!(version, MIGRATIONS.len() as i64);
         let id: i64 = connection.query_row("PRAGMA application_id", [], |row| row.get(0)).unwrap();
         assert_eq!(id, APPLICATION_ID);
+    }
+
+    #[test]
+    fn the_trigger_kinds_migration_names_the_channel_feeds_node_type() {
+        let feed = crate::domain::nodes::CHANNEL_FEED_TRIGGER.to_string();
+        let migration = MIGRATIONS.iter().find(|sql| sql.contains("SET kind = 'feed'")).unwrap();
+        assert!(migration.contains(&format!("'{feed}'")), "{migration}");
     }
 
     #[test]

@@ -39,9 +39,14 @@ use super::time::Timestamp;
 const MAX_FEED_BYTES: u64 = 5 * 1024 * 1024;
 /// Longest `last_error` kept.
 const MAX_ERROR_CHARS: usize = 1_000;
-/// Due triggers one tick looks at (one query of the due index, earliest first); more
-/// wait for the next tick, a minute on, still due and first in line.
+/// Due triggers of one kind (Schedules, Channel Feeds: each kind has its own due index)
+/// one tick takes at most; more wait for the next tick, a minute on, still due and first
+/// in line. Also the size of a page of the due index.
 pub const TICK_SCAN: usize = 1_000;
+/// Pages of a kind's due index one tick reads at most: a page's triggers past their
+/// organization's share are passed over and the next page read, so that one
+/// organization's backlog (due before all others') does not fill the scan.
+pub const TICK_PAGES: usize = 10;
 /// One organization's share of a tick: its due Schedules fired, and (apart) its due
 /// Channel Feeds polled, at most this many each; the rest wait for the next tick. With
 /// the round-robin order of a phase, one organization's many (or slow) triggers never
@@ -131,9 +136,71 @@ pub trait TriggerRepo: Send + Sync {
     /// Removes a state if it is at `version`; false otherwise.
     async fn delete_trigger(&self, organization: OrganizationId, id: AgentNodeId, version: u64)
         -> anyhow::Result<bool>;
-    /// Triggers due at or before `now`, earliest first, at most `limit` (one indexed
+    /// Triggers of `kind` due at or before `now`, earliest first, after the position
+    /// `after` (a page's `next`; None: from the earliest), at most `limit` (one indexed
     /// query; the states are read again before they are acted on).
-    async fn due_triggers(&self, now: Timestamp, limit: usize) -> anyhow::Result<Vec<(OrganizationId, AgentNodeId)>>;
+    async fn due_triggers(
+        &self,
+        kind: TriggerKind,
+        now: Timestamp,
+        after: Option<&str>,
+        limit: usize,
+    ) -> anyhow::Result<DuePage>;
+}
+
+/// The kinds of triggers, each with its own due index (the scheduler reads each with
+/// its own bound, so one kind's backlog never hides the other's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TriggerKind {
+    /// Fires at the times of a cron expression.
+    Schedule,
+    /// Polls a feed.
+    Feed,
+}
+
+impl TriggerKind {
+    /// The kind of a trigger node of type `id`.
+    pub fn of(id: NodeTypeId) -> Self {
+        if nodes::polls_a_feed(id) {
+            Self::Feed
+        } else {
+            Self::Schedule
+        }
+    }
+
+    /// Its name in storage (a due index's partition, a column's value).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Schedule => "schedule",
+            Self::Feed => "feed",
+        }
+    }
+}
+
+/// A page of a kind's due index.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DuePage {
+    /// The due triggers, earliest first.
+    pub due: Vec<(OrganizationId, AgentNodeId)>,
+    /// Where the next page starts; None when this one was the last due.
+    pub next: Option<String>,
+}
+
+/// How much one tick reads and fires (the constants; tests pass smaller ones).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickLimits {
+    /// Due triggers of a kind taken at most, and a page's size ([`TICK_SCAN`]).
+    pub scan: usize,
+    /// Pages of a kind's due index read at most ([`TICK_PAGES`]).
+    pub pages: usize,
+    /// One organization's share of a kind ([`ORG_SHARE_PER_TICK`]).
+    pub share: usize,
+}
+
+impl Default for TickLimits {
+    fn default() -> Self {
+        Self { scan: TICK_SCAN, pages: TICK_PAGES, share: ORG_SHARE_PER_TICK }
+    }
 }
 
 /// Why a trigger request failed.
@@ -321,7 +388,7 @@ async fn check(
 /// What one tick did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct TickReport {
-    /// Due triggers looked at.
+    /// Due triggers looked at (the keys read from the due indexes).
     pub due: usize,
     /// Runs started.
     pub started: usize,
@@ -335,8 +402,8 @@ pub struct TickReport {
     pub feeds: usize,
     /// Polls whose feed gave no whole answer within [`FEED_READ_BUDGET`].
     pub feeds_timed_out: usize,
-    /// Due triggers left for the next tick: past their organization's share of this one
-    /// ([`ORG_SHARE_PER_TICK`]), or past the tick's budget.
+    /// Due triggers read and left for the next tick: past their organization's share of
+    /// this one ([`ORG_SHARE_PER_TICK`]), or past the tick's budget.
     pub deferred: usize,
 }
 
@@ -378,34 +445,83 @@ struct Found {
 impl Triggers<'_> {
     /// Fires the triggers due at `now` (see the module's notes on once-only) fairly, in
     /// two phases: first the Schedules, then the Channel Feeds (whose reads wait on other
-    /// sites), so no Schedule waits behind a feed. Within a phase the organizations take
-    /// turns (round-robin, in the order of their earliest due trigger), each at most
-    /// [`ORG_SHARE_PER_TICK`] triggers; a feed's read is given up after
+    /// sites), so no Schedule waits behind a feed. Each kind is read from its own due
+    /// index with its own bound ([`TICK_SCAN`]); an organization's triggers past its
+    /// share ([`ORG_SHARE_PER_TICK`]) are passed over and the next page of the index read
+    /// (at most [`TICK_PAGES`]), so another organization's due triggers are reached
+    /// behind a backlog. Within a phase the organizations take turns (round-robin, in
+    /// the order of their earliest due trigger); a feed's read is given up after
     /// [`FEED_READ_BUDGET`], and no fire is started after the phase's budget. What is
     /// left stays due for the next tick, and the report counts it as `deferred`.
     pub async fn tick(&self, now: Timestamp) -> anyhow::Result<TickReport> {
+        self.tick_within(now, TickLimits::default()).await
+    }
+
+    /// [`Triggers::tick`] within `limits`.
+    pub async fn tick_within(&self, now: Timestamp, limits: TickLimits) -> anyhow::Result<TickReport> {
         let started = tokio::time::Instant::now();
         let mut report = TickReport::default();
-        let due = self.repo.due_triggers(now, TICK_SCAN).await?;
-        report.due = due.len();
-        // Each due trigger's state, read a few at once (the index is eventually
-        // consistent): still due, and which phase it is of.
-        let states: Vec<(AgentNodeId, anyhow::Result<Option<TriggerState>>)> = futures::stream::iter(due)
+        let mut organizations = HashSet::new();
+        let schedules = self.due_of(TriggerKind::Schedule, now, limits, &mut report, &mut organizations).await?;
+        let feeds = self.due_of(TriggerKind::Feed, now, limits, &mut report, &mut organizations).await?;
+        report.organizations = organizations.len();
+        let (schedules, over_share) = fair_order(schedules, limits.share);
+        report.deferred += over_share;
+        let phase_end = started + SCHEDULE_PHASE_BUDGET;
+        self.fire_phase(schedules, SCHEDULE_CONCURRENCY, phase_end, now, &mut report).await;
+        let (feeds, over_share) = fair_order(feeds, limits.share);
+        report.deferred += over_share;
+        self.fire_phase(feeds, FEED_CONCURRENCY, started + TICK_BUDGET, now, &mut report).await;
+        Ok(report)
+    }
+
+    /// The due triggers of `kind` a tick fires, earliest first: read page by page from
+    /// the kind's due index, each organization's past its share passed over (counted
+    /// deferred), until `limits.scan` are taken, the due ones are all read, or
+    /// `limits.pages` pages were read. Their states are read again (the index is
+    /// eventually consistent): those no longer due are left out.
+    async fn due_of(
+        &self,
+        kind: TriggerKind,
+        now: Timestamp,
+        limits: TickLimits,
+        report: &mut TickReport,
+        organizations: &mut HashSet<OrganizationId>,
+    ) -> anyhow::Result<Vec<TriggerState>> {
+        let mut taken: HashMap<OrganizationId, usize> = HashMap::new();
+        let mut keys = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..limits.pages.max(1) {
+            let page = self.repo.due_triggers(kind, now, after.as_deref(), limits.scan).await?;
+            report.due += page.due.len();
+            for (organization, id) in page.due {
+                let count = taken.entry(organization).or_default();
+                if *count < limits.share {
+                    *count += 1;
+                    keys.push((organization, id));
+                } else {
+                    report.deferred += 1;
+                }
+            }
+            match page.next {
+                Some(next) if keys.len() < limits.scan => after = Some(next),
+                _ => break,
+            }
+        }
+        // Each due trigger's state, read a few at once.
+        let states: Vec<(AgentNodeId, anyhow::Result<Option<TriggerState>>)> = futures::stream::iter(keys)
             .map(|(organization, id)| async move { (id, self.repo.trigger(organization, id).await) })
             .buffered(STATE_READS)
             .collect()
             .await;
-        let (mut schedules, mut feeds) = (Vec::new(), Vec::new());
-        let mut organizations = HashSet::new();
+        let mut due = Vec::new();
         for (id, state) in states {
             match state {
-                Ok(Some(state)) if state.next_at.is_some_and(|due| due <= now) => {
+                Ok(Some(state))
+                    if state.next_at.is_some_and(|due| due <= now) && TriggerKind::of(state.node_type_id) == kind =>
+                {
                     organizations.insert(state.organization_id);
-                    if nodes::polls_a_feed(state.node_type_id) {
-                        feeds.push(state);
-                    } else {
-                        schedules.push(state);
-                    }
+                    due.push(state);
                 }
                 Ok(_) => {}
                 Err(error) => {
@@ -414,15 +530,7 @@ impl Triggers<'_> {
                 }
             }
         }
-        report.organizations = organizations.len();
-        let (schedules, over_share) = fair_order(schedules, ORG_SHARE_PER_TICK);
-        report.deferred += over_share;
-        let phase_end = started + SCHEDULE_PHASE_BUDGET;
-        self.fire_phase(schedules, SCHEDULE_CONCURRENCY, phase_end, now, &mut report).await;
-        let (feeds, over_share) = fair_order(feeds, ORG_SHARE_PER_TICK);
-        report.deferred += over_share;
-        self.fire_phase(feeds, FEED_CONCURRENCY, started + TICK_BUDGET, now, &mut report).await;
-        Ok(report)
+        Ok(due)
     }
 
     /// Fires `states` in their order, `concurrency` at once, none started after `end`
