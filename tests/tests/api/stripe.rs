@@ -20,6 +20,7 @@ use shared::adapters::dynamodb::DynamoDb;
 use shared::adapters::stripe::sign;
 use shared::app::{App, AppConfig};
 use shared::config::{BillingSettings, ProviderKey, Settings, StripeSettings};
+use shared::domain::credits::Written;
 use shared::domain::identity::OrganizationId;
 use shared::domain::nodes::{DESTINATION, IMAGE_GENERATION};
 use shared::domain::time::Timestamp;
@@ -33,6 +34,7 @@ conformance!(
     a_plan_is_paid_through_a_stripe_checkout_once_whatever_events_come,
     an_auto_top_up_is_a_stripe_invoice_paid_at_once_and_applied_once,
     stripe_declines_refunds_and_corrections_follow_its_answers_and_events,
+    a_renewal_grants_its_credits_only_when_its_invoice_is_paid,
 );
 
 const API_KEY: &str = "sk_test_51Fake0000000000";
@@ -648,4 +650,70 @@ async fn stripe_keys_kept_in_secrets_manager_are_read_when_first_used() {
         read.kind,
         shared::domain::credits::billing::BillingEventKind::PlanPaid { plan: PlanId::Professional, .. }
     ));
+}
+
+/// Stripe's order at a renewal: `customer.subscription.updated` with the new period while
+/// its invoice is unpaid (still `active`), then `invoice.payment_failed` or `invoice.paid`.
+/// Only the renewal invoice's `invoice.paid` grants the period's credits, once.
+async fn a_renewal_grants_its_credits_only_when_its_invoice_is_paid(backend: Backend) {
+    let stripe = fake_stripe().await;
+    let url = stripe.url.clone();
+    let harness =
+        Harness::tuned_with(backend, 0, |settings| Settings { billing: billing(&url, API_KEY), ..settings }).await;
+    let test = organization(&harness, "free", 0).await;
+    let (_, upgraded) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "creator"}))).await;
+    assert_eq!(upgraded["requires_checkout"], true, "{upgraded}");
+    let session = stripe.received().into_iter().rfind(|request| request.path == "/v1/checkout/sessions").unwrap();
+    let checkout = field(&session, "metadata[checkout_id]").unwrap();
+    let paid = checkout_completed(test.organization, &checkout, "creator");
+    assert_eq!(deliver(&test, &paid).await.1["applied"], true);
+    let first = balance(&test).await;
+    // The first month paid 40 days ago: its renewal is due.
+    let credits = test.app.credits().clone();
+    let day = 24 * 3600;
+    let started = Timestamp::from_unix_millis(Timestamp::now().unix_millis() - 40 * day as u64 * 1000);
+    let mut write = credits.account(test.organization).await.unwrap().write();
+    write.account.plan_started_at = started;
+    write.account.period_start = started;
+    write.account.billing.paid_until =
+        Some(Timestamp::from_unix_millis(started.unix_millis() + 30 * day as u64 * 1000));
+    assert_eq!(credits.write_account(&write).await.unwrap(), Written::Done);
+    assert_eq!(balance(&test).await, first, "the renewal is not confirmed");
+
+    let organization = test.organization.to_string();
+    let period_end = Timestamp::now().unix_seconds() + 20 * day;
+    let updated = json!({
+        "id": "evt_sub_renew", "object": "event", "type": "customer.subscription.updated",
+        "created": Timestamp::now().unix_seconds(),
+        "data": {"object": {"id": "sub_test_1", "object": "subscription", "status": "active",
+            "current_period_end": period_end,
+            "items": {"data": [{"current_period_end": period_end}]},
+            "metadata": {"organization_id": organization, "plan": "creator"}}},
+    });
+    assert_eq!(deliver(&test, &updated).await.0, StatusCode::OK);
+    assert_eq!(balance(&test).await, first, "the period moved on, its invoice not paid: no grant");
+    let invoice = |id: &str, kind: &str, reason: &str| {
+        json!({
+            "id": id, "object": "event", "type": kind, "created": Timestamp::now().unix_seconds(),
+            "data": {"object": {"id": "in_renew_1", "object": "invoice", "billing_reason": reason,
+                "customer": "cus_test_1", "period_end": period_end - 30 * day,
+                "parent": {"type": "subscription_details", "subscription_details": {
+                    "subscription": "sub_test_1", "metadata": {"organization_id": organization, "plan": "creator"}}},
+                "lines": {"data": [{"period": {"start": period_end - 30 * day, "end": period_end}}]},
+                "metadata": {}}},
+        })
+    };
+    let failed = invoice("evt_renew_failed", "invoice.payment_failed", "subscription_cycle");
+    assert_eq!(deliver(&test, &failed).await, (StatusCode::OK, json!({"received": true, "applied": false})));
+    assert_eq!(balance(&test).await, first, "a failed renewal grants nothing");
+    // A proration's invoice pays no period.
+    let proration = invoice("evt_renew_proration", "invoice.paid", "subscription_update");
+    assert_eq!(deliver(&test, &proration).await.1["applied"], false);
+    assert_eq!(balance(&test).await, first);
+    let renewed = invoice("evt_renew_paid", "invoice.paid", "subscription_cycle");
+    assert_eq!(deliver(&test, &renewed).await.1["applied"], true);
+    let granted = balance(&test).await;
+    assert!(granted > first, "the paid renewal grants the period's credits: {first} -> {granted}");
+    assert_eq!(deliver(&test, &renewed).await.1["applied"], false);
+    assert_eq!(balance(&test).await, granted, "once");
 }

@@ -754,12 +754,15 @@ pub async fn sandbox_outcome(
         status,
         plan: None,
         at: Some(now),
-        paid_until: None,
     };
     let kind = match outcome {
         SandboxOutcome::PastDue => changed(SubscriptionStatus::PastDue),
         SandboxOutcome::Unpaid => changed(SubscriptionStatus::Unpaid),
-        SandboxOutcome::RenewalPaid => changed(SubscriptionStatus::Active),
+        // As the provider's `invoice.paid` of a renewal (the sandbox's periods are not
+        // confirmed one by one: no period end).
+        SandboxOutcome::RenewalPaid => {
+            BillingEventKind::RenewalPaid { organization, subscription: subscription.clone(), paid_until: None }
+        }
         SandboxOutcome::Ended => {
             BillingEventKind::SubscriptionEnded { organization, subscription: subscription.clone() }
         }
@@ -1003,7 +1006,7 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
             }
             Ok(release_top_up(repo, *organization, purchase, true, Some(&event_key), now).await?)
         }
-        BillingEventKind::SubscriptionChanged { organization, subscription, status, plan, at, paid_until } => {
+        BillingEventKind::SubscriptionChanged { organization, subscription, status, plan, at } => {
             if *status == SubscriptionStatus::Canceled {
                 return subscription_ended(repo, *organization, subscription, &event_key, now).await;
             }
@@ -1018,10 +1021,6 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
                 let mut write = account.write();
                 if account.billing.status != Some(*status) {
                     write.account.billing.status = Some(*status);
-                    changes = true;
-                }
-                if let Some(until) = paid_until.filter(|until| account.billing.paid_until < Some(*until)) {
-                    write.account.billing.paid_until = Some(until);
                     changes = true;
                 }
                 let newer = at.is_none_or(|at| at.unix_seconds() >= account.plan_started_at.unix_seconds());
@@ -1050,6 +1049,36 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
                             changes = true;
                         }
                     },
+                }
+                if !changes {
+                    return Ok(None);
+                }
+                write.once = vec![event_key.clone()];
+                Ok(Some(write))
+            })
+            .await?;
+            Ok(changes && written == Written::Done)
+        }
+        BillingEventKind::RenewalPaid { organization, subscription, paid_until } => {
+            let mut changes = false;
+            let (_, written) = change_account(repo, *organization, now, |account| {
+                changes = false;
+                if account.billing.subscription.as_deref() != Some(subscription.as_str()) {
+                    return Ok(None);
+                }
+                let mut write = account.write();
+                // A paid invoice settles the subscription (Stripe's own status follows).
+                if account
+                    .billing
+                    .status
+                    .is_some_and(|status| !status.is_paid_up() && status != SubscriptionStatus::Canceled)
+                {
+                    write.account.billing.status = Some(SubscriptionStatus::Active);
+                    changes = true;
+                }
+                if let Some(until) = paid_until.filter(|until| account.billing.paid_until < Some(*until)) {
+                    write.account.billing.paid_until = Some(until);
+                    changes = true;
                 }
                 if !changes {
                     return Ok(None);
