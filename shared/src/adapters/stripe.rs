@@ -357,8 +357,19 @@ impl BillingProvider for StripeBilling {
 
     async fn void_invoice(&self, invoice: &str, key: &str) -> anyhow::Result<()> {
         let client = self.client().await?;
-        client.call(reqwest::Method::POST, &format!("invoices/{invoice}/void"), &[], key).await?;
-        Ok(())
+        match client.call(reqwest::Method::POST, &format!("invoices/{invoice}/void"), &[], key).await {
+            Ok(_) => Ok(()),
+            // Stripe refuses (400) to void an invoice that is no longer open: one voided
+            // before (by the top-up's own call, or an earlier delivery) is done.
+            Err(error) if error.downcast_ref::<Refused>().is_some_and(|refused| refused.status == 400) => {
+                let found = client.call(reqwest::Method::GET, &format!("invoices/{invoice}"), &[], "").await?;
+                match found["status"].as_str() {
+                    Some("void") => Ok(()),
+                    _ => Err(error),
+                }
+            }
+            Err(error) => Err(error),
+        }
     }
 
     async fn event(&self, payload: &[u8], signature: Option<&str>, now: Timestamp) -> Result<BillingEvent, EventError> {

@@ -948,7 +948,7 @@ async fn a_declined_top_up_waits_for_the_next_task_wait_and_its_invoice_is_voide
         invoice: Some("in_late".into()),
     };
     assert!(books.event(failed.clone()).await);
-    assert!(books.billing.calls().contains(&"void_invoice in_late void-p-late".to_owned()));
+    assert!(books.billing.calls().contains(&"void_invoice in_late p-late-void".to_owned()));
     let account = books.account().await;
     assert_eq!((account.pending_top_up.clone(), account.top_ups.bought), (None, 100));
     assert_eq!(account.top_ups.declined_at, Some(books.clock.now()));

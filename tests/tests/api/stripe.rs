@@ -8,8 +8,9 @@
 //! corrected from `customer.subscription.updated`, idempotency keys derived from the
 //! reservation.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 
@@ -132,6 +133,9 @@ async fn fake_stripe() -> Fake {
 
 /// [`fake_stripe`] whose customer's card is declined while `declines` is set.
 async fn fake_stripe_declining(declines: Arc<AtomicBool>) -> Fake {
+    // The invoices voided, with the idempotency key that voided each: Stripe replays the
+    // answer for the same key and refuses (400) to void an invoice no longer open.
+    let voided: Mutex<HashMap<String, String>> = Mutex::default();
     Fake::start(move |request, earlier| {
         let declining = declines.load(Ordering::SeqCst);
         if request.headers.get("authorization").map(String::as_str) != Some(&format!("Bearer {API_KEY}")) {
@@ -170,7 +174,18 @@ async fn fake_stripe_declining(declines: Arc<AtomicBool>) -> Fake {
             }
             ("POST", path) if path.starts_with("/v1/invoices/") && path.ends_with("/void") => {
                 let id = path.trim_start_matches("/v1/invoices/").trim_end_matches("/void");
-                json_reply(StatusCode::OK, json!({"id": id, "object": "invoice", "status": "void"}))
+                let key = request.headers["idempotency-key"].clone();
+                let mut voided = voided.lock().unwrap();
+                match voided.get(id) {
+                    Some(earlier_key) if *earlier_key != key => stripe_error(
+                        StatusCode::BAD_REQUEST,
+                        "You can only pass in open invoices. This invoice isn't open.",
+                    ),
+                    _ => {
+                        voided.insert(id.to_owned(), key);
+                        json_reply(StatusCode::OK, json!({"id": id, "object": "invoice", "status": "void"}))
+                    }
+                }
             }
             ("DELETE", "/v1/subscriptions/sub_test_2") if earlier > 0 => json_reply(
                 StatusCode::NOT_FOUND,
@@ -202,6 +217,10 @@ async fn fake_stripe_declining(declines: Arc<AtomicBool>) -> Fake {
             }
             ("POST", "/v1/subscriptions/sub_test_1") => {
                 json_reply(StatusCode::OK, json!({"id": "sub_test_1", "object": "subscription", "status": "active"}))
+            }
+            ("GET", path) if voided.lock().unwrap().contains_key(path.trim_start_matches("/v1/invoices/")) => {
+                let id = path.trim_start_matches("/v1/invoices/");
+                json_reply(StatusCode::OK, json!({"id": id, "object": "invoice", "status": "void"}))
             }
             _ => stripe_error(StatusCode::NOT_FOUND, "Unrecognized request URL"),
         }
@@ -503,7 +522,20 @@ async fn stripe_declines_refunds_and_corrections_follow_its_answers_and_events(b
     });
     assert_eq!(deliver(&test, &failed).await, (StatusCode::OK, json!({"received": true, "applied": true})));
     let void = stripe.received().into_iter().find(|request| request.path == "/v1/invoices/in_test_3/void").unwrap();
-    assert_eq!(void.headers["idempotency-key"], "void-p-late");
+    assert_eq!(void.headers["idempotency-key"], "p-late-void", "the top-up's own void's key");
+    // Stripe's event for the declined top-up whose invoice it already voided: a 200
+    // (a void refused as not open, the invoice found void), never a 500 resent for days.
+    let declined = json!({
+        "id": "evt_invoice_failed_2", "object": "event", "type": "invoice.payment_failed",
+        "data": {"object": {"id": "in_test_1", "object": "invoice", "status": "open", "customer": "cus_test_1",
+            "metadata": {"kind": "top_up", "organization_id": test.organization.to_string(),
+                         "quantity": "100", "purchase": purchase}}},
+    });
+    assert_eq!(deliver(&test, &declined).await.0, StatusCode::OK);
+    // Voided again under another key (as an earlier build did): refused, read as done.
+    let voiding = app.billing().void_invoice("in_test_1", "another-key").await;
+    assert!(voiding.is_ok(), "{voiding:?}");
+    assert!(stripe.requests().contains(&"GET /v1/invoices/in_test_1".to_owned()), "the invoice was read");
     assert_eq!(credits.account(test.organization).await.unwrap().pending_top_up, None);
 
     // A second checkout paid: its subscription ended and its payment refunded.

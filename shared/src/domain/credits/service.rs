@@ -1000,7 +1000,8 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
             if let Some(invoice) = invoice {
                 ports
                     .billing
-                    .void_invoice(invoice, &format!("void-{purchase}"))
+                    // The key the top-up's own void used: one void a purchase.
+                    .void_invoice(invoice, &format!("{purchase}-void"))
                     .await
                     .map_err(|error| CreditError::Backend(error.context("voiding a declined top-up's invoice")))?;
             }
