@@ -823,6 +823,15 @@ async fn two_checkouts_from_free_track_one_subscription_and_refund_the_second(ba
     assert!(!books.event(paid(kept_at, PlanId::Creator)).await);
     assert_eq!(books.billing.calls().iter().filter(|call| call.starts_with("cancel_and_refund")).count(), 1);
     assert_eq!(books.account().await.balance, account.balance);
+    // A crash after the refund's keys were recorded and before its checkout was marked:
+    // the event sent again marks it refunded (the refund itself is idempotent).
+    let mut stuck = credits.checkout(ids[refunded_at]).await.unwrap().unwrap();
+    stuck.status = CheckoutStatus::Open;
+    credits.put_checkout(&stuck).await.unwrap();
+    assert!(!books.event(paid(refunded_at, PlanId::Professional)).await, "nothing more is applied");
+    let status = credits.checkout(ids[refunded_at]).await.unwrap().unwrap().status;
+    assert_eq!(status, CheckoutStatus::Refunded, "never left open");
+    assert_eq!(books.account().await.balance, account.balance);
 }
 
 /// The provider's subscription says another plan: ours follows (no credits for it),

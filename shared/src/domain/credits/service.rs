@@ -958,6 +958,7 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
                 Ok(Some(purchase_write(account, &purchase, &[&key, &event_key], Some(&refs), now)))
             })
             .await?;
+            let mut refunded_now = false;
             let status = match second {
                 false => CheckoutStatus::Completed,
                 true => {
@@ -974,9 +975,9 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
                         Ok(Some(write))
                     })
                     .await?;
-                    if recorded != Written::Done {
-                        return Ok(false);
-                    }
+                    // Recorded before (a redelivery): the checkout is still marked, in
+                    // case the first pass stopped between its keys and its checkout.
+                    refunded_now = recorded == Written::Done;
                     CheckoutStatus::Refunded
                 }
             };
@@ -986,7 +987,7 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
                     repo.put_checkout(&found).await?;
                 }
             }
-            Ok(second || written == Written::Done)
+            Ok(refunded_now || (!second && written == Written::Done))
         }
         BillingEventKind::TopUpPaid { organization, purchase, quantity } => {
             let bought = Purchase::TopUp { quantity: *quantity };
