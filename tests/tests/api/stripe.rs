@@ -36,6 +36,7 @@ conformance!(
     an_auto_top_up_is_a_stripe_invoice_paid_at_once_and_applied_once,
     stripe_declines_refunds_and_corrections_follow_its_answers_and_events,
     a_renewal_grants_its_credits_only_when_its_invoice_is_paid,
+    an_upgrade_whose_answer_is_lost_is_held_and_finished_by_stripes_event,
 );
 
 const API_KEY: &str = "sk_test_51Fake0000000000";
@@ -133,6 +134,12 @@ async fn fake_stripe() -> Fake {
 
 /// [`fake_stripe`] whose customer's card is declined while `declines` is set.
 async fn fake_stripe_declining(declines: Arc<AtomicBool>) -> Fake {
+    fake_stripe_with(declines, Arc::new(AtomicBool::new(false))).await
+}
+
+/// [`fake_stripe_declining`] whose subscription updates answer 500 while `failing` is set
+/// (Stripe may have applied them: the caller cannot tell).
+async fn fake_stripe_with(declines: Arc<AtomicBool>, failing: Arc<AtomicBool>) -> Fake {
     // The invoices voided, with the idempotency key that voided each: Stripe replays the
     // answer for the same key and refuses (400) to void an invoice no longer open.
     let voided: Mutex<HashMap<String, String>> = Mutex::default();
@@ -210,6 +217,9 @@ async fn fake_stripe_declining(declines: Arc<AtomicBool>) -> Fake {
                     {"id": "si_test_1", "object": "subscription_item", "price": {"id": "price_1", "product": "prod_test_1"}}
                 ]}}),
             ),
+            ("POST", "/v1/subscriptions/sub_test_1") if failing.load(Ordering::SeqCst) => {
+                stripe_error(StatusCode::INTERNAL_SERVER_ERROR, "An unknown error occurred")
+            }
             ("POST", "/v1/subscriptions/sub_test_1")
                 if declining && field(request, "payment_behavior").as_deref() == Some("error_if_incomplete") =>
             {
@@ -748,4 +758,51 @@ async fn a_renewal_grants_its_credits_only_when_its_invoice_is_paid(backend: Bac
     assert!(granted > first, "the paid renewal grants the period's credits: {first} -> {granted}");
     assert_eq!(deliver(&test, &renewed).await.1["applied"], false);
     assert_eq!(balance(&test).await, granted, "once");
+}
+
+/// A move up whose subscription update Stripe answers only with 500s (it may have made
+/// it): a 503 saying the change is pending, the reservation kept, and Stripe's
+/// `customer.subscription.updated` for the new plan makes the move with its credits' difference.
+async fn an_upgrade_whose_answer_is_lost_is_held_and_finished_by_stripes_event(backend: Backend) {
+    let failing = Arc::new(AtomicBool::new(false));
+    let stripe = fake_stripe_with(Arc::new(AtomicBool::new(false)), failing.clone()).await;
+    let url = stripe.url.clone();
+    let harness =
+        Harness::tuned_with(backend, 0, |settings| Settings { billing: billing(&url, API_KEY), ..settings }).await;
+    let test = organization(&harness, "free", 0).await;
+    let (_, upgraded) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "creator"}))).await;
+    assert_eq!(upgraded["requires_checkout"], true, "{upgraded}");
+    let session = stripe.received().into_iter().rfind(|request| request.path == "/v1/checkout/sessions").unwrap();
+    let checkout = field(&session, "metadata[checkout_id]").unwrap();
+    let paid = checkout_completed(test.organization, &checkout, "creator");
+    assert_eq!(deliver(&test, &paid).await.1["applied"], true);
+    let before = balance(&test).await;
+
+    failing.store(true, Ordering::SeqCst);
+    let (status, answer) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "professional"}))).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
+    assert_eq!(answer.as_object().unwrap().keys().collect::<Vec<_>>(), ["detail"]);
+    assert!(answer["detail"].as_str().unwrap().contains("pending confirmation"), "{answer}");
+    let account = test.app.credits().account(test.organization).await.unwrap();
+    assert!(account.plan_change.is_some(), "the reservation is kept for Stripe's event");
+    assert_eq!(balance(&test).await, before);
+    // Another change meanwhile is refused (the first may be made).
+    let (status, _) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "professional"}))).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+
+    // Stripe made it: its event moves the plan and grants the difference.
+    let updated = json!({
+        "id": "evt_sub_lost_answer", "object": "event", "type": "customer.subscription.updated",
+        "created": Timestamp::now().unix_seconds(),
+        "data": {"object": {"id": "sub_test_1", "object": "subscription", "status": "active",
+            "metadata": {"organization_id": test.organization.to_string(), "plan": "professional"}}},
+    });
+    assert_eq!(deliver(&test, &updated).await.1["applied"], true);
+    let (_, plan) = test.call(Method::GET, "/plan", None).await;
+    assert_eq!(plan["plan"]["id"], "professional");
+    let after = balance(&test).await;
+    assert!(after > before, "the paid move's credits: {before} -> {after}");
+    assert_eq!(test.app.credits().account(test.organization).await.unwrap().plan_change, None);
+    assert_eq!(deliver(&test, &updated).await.1["applied"], false);
+    assert_eq!(balance(&test).await, after, "once");
 }

@@ -54,6 +54,10 @@ pub enum CreditError {
     /// 402: the payment was declined (nothing changed).
     #[error("{0}")]
     PaymentRequired(String),
+    /// 503: the provider's answer to a change was lost; the change is held until its
+    /// event confirms it (or the hold ends).
+    #[error("{0}")]
+    Pending(String),
     #[error("storage failed: {0:#}")]
     Backend(#[from] anyhow::Error),
 }
@@ -471,6 +475,18 @@ pub async fn upgrade(
         Ok(PlanChanged::Declined(why)) => Some(Ok(why)),
         Err(error) => Some(Err(error)),
     };
+    if let Some(Err(error)) = &declined {
+        // The provider may have made the change (a timeout after it did, or retries
+        // exhausted): the reservation is kept, so its `customer.subscription.updated`
+        // makes the move and its grant (the prorated invoice was paid); unconfirmed, it
+        // lapses after PLAN_CHANGE_HOLD.
+        tracing::warn!(%organization, to = plan.as_str(), error = format!("{error:#}"), "a plan change's answer was lost: held for the provider's event");
+        return Err(CreditError::Pending(format!(
+            "the move to the {} plan is pending confirmation from the billing provider; the plan and credits follow once it confirms (try again in {} minutes if it does not)",
+            plan.as_str(),
+            PLAN_CHANGE_HOLD.as_secs() / 60
+        )));
+    }
     change_account(ports.credits, organization, now, |account| {
         if account.plan_change.as_ref().map(|held| &held.key) != Some(&key) {
             // Released already, or finished by the provider's event.
