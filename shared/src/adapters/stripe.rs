@@ -6,7 +6,8 @@
 //! with `payment_behavior=error_if_incomplete`: a declined payment changes nothing); a
 //! second subscription ended (`DELETE /v1/subscriptions/{id}`) and its first invoice's
 //! payment refunded (`POST /v1/refunds`); and events (`checkout.session.completed`,
-//! `invoice.paid`, `invoice.payment_failed` of a top-up, `customer.subscription.updated`,
+//! `invoice.paid` of a top-up or of a subscription's period (the only confirmation of a
+//! renewal), `invoice.payment_failed` of a top-up, `customer.subscription.updated`,
 //! `customer.subscription.deleted`) verified by their `Stripe-Signature` header: HMAC-SHA256 of
 //! `{t}.{payload}` under the endpoint's secret, compared in constant time, within five
 //! minutes of `t`.
@@ -356,8 +357,19 @@ impl BillingProvider for StripeBilling {
 
     async fn void_invoice(&self, invoice: &str, key: &str) -> anyhow::Result<()> {
         let client = self.client().await?;
-        client.call(reqwest::Method::POST, &format!("invoices/{invoice}/void"), &[], key).await?;
-        Ok(())
+        match client.call(reqwest::Method::POST, &format!("invoices/{invoice}/void"), &[], key).await {
+            Ok(_) => Ok(()),
+            // Stripe refuses (400) to void an invoice that is no longer open: one voided
+            // before (by the top-up's own call, or an earlier delivery) is done.
+            Err(error) if error.downcast_ref::<Refused>().is_some_and(|refused| refused.status == 400) => {
+                let found = client.call(reqwest::Method::GET, &format!("invoices/{invoice}"), &[], "").await?;
+                match found["status"].as_str() {
+                    Some("void") => Ok(()),
+                    _ => Err(error),
+                }
+            }
+            Err(error) => Err(error),
+        }
     }
 
     async fn event(&self, payload: &[u8], signature: Option<&str>, now: Timestamp) -> Result<BillingEvent, EventError> {
@@ -415,6 +427,42 @@ pub fn sign(payload: &[u8], secret: &[u8], timestamp: i64) -> String {
     format!("t={timestamp},v1={}", hex::encode(mac.finalize().into_bytes()))
 }
 
+/// Reads the `invoice.paid` of a subscription's invoice: a paid period when it is the
+/// first period's (`subscription_create`) or a renewal's (`subscription_cycle`); a
+/// proration or a manual invoice pays no period.
+fn subscription_invoice_paid(id: String, invoice: &Value) -> Result<BillingEvent, String> {
+    let ignored = |why: &str| Ok(BillingEvent { id: id.clone(), kind: BillingEventKind::Ignored(why.to_owned()) });
+    if !matches!(invoice["billing_reason"].as_str(), Some("subscription_cycle" | "subscription_create")) {
+        return ignored("a subscription's invoice that pays no new period");
+    }
+    // Older API versions name the subscription and its metadata at the top; newer ones
+    // under `parent.subscription_details`.
+    let details = match &invoice["parent"]["subscription_details"] {
+        Value::Object(_) => &invoice["parent"]["subscription_details"],
+        _ => &invoice["subscription_details"],
+    };
+    let subscription = invoice["subscription"].as_str().or_else(|| details["subscription"].as_str()).map(str::to_owned);
+    let organization = details["metadata"]["organization_id"].as_str().and_then(OrganizationId::parse);
+    let (Some(organization), Some(subscription)) = (organization, subscription) else {
+        return ignored("a subscription's invoice this service did not make");
+    };
+    let seconds =
+        |value: &Value| value.as_u64().map(|seconds| Timestamp::from_unix_millis(seconds.saturating_mul(1000)));
+    // The period the invoice paid is its subscription line's; the invoice's own
+    // `period_end` is the fallback.
+    let lines = invoice["lines"]["data"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let paid_until = lines
+        .iter()
+        .filter_map(|line| seconds(&line["period"]["end"]))
+        .max()
+        .or_else(|| seconds(&invoice["period_end"]));
+    let Some(paid_until) = paid_until else { return ignored("a subscription's invoice without its period") };
+    Ok(BillingEvent {
+        id,
+        kind: BillingEventKind::RenewalPaid { organization, subscription, paid_until: Some(paid_until) },
+    })
+}
+
 /// Reads a verified event: what the service does with it.
 fn read_event(payload: &[u8]) -> Result<BillingEvent, String> {
     let event: Value = serde_json::from_slice(payload).map_err(|_| "the event is not a JSON object".to_owned())?;
@@ -447,7 +495,7 @@ fn read_event(payload: &[u8]) -> Result<BillingEvent, String> {
         }
         "invoice.paid" => {
             if metadata["kind"] != "top_up" {
-                return ignored("a subscription's invoice (its credits come with the period)");
+                return subscription_invoice_paid(id, object);
             }
             let purchase = metadata["purchase"].as_str().map(str::to_owned);
             let quantity = metadata["quantity"].as_str().and_then(|text| text.parse::<u64>().ok());
@@ -474,12 +522,9 @@ fn read_event(payload: &[u8]) -> Result<BillingEvent, String> {
             let seconds =
                 |value: &Value| value.as_u64().map(|seconds| Timestamp::from_unix_millis(seconds.saturating_mul(1000)));
             let at = seconds(&event["created"]);
-            // The period's end (on the item in newer API versions).
-            let paid_until = seconds(&object["current_period_end"])
-                .or_else(|| seconds(&object["items"]["data"][0]["current_period_end"]))
-                .filter(|_| status.is_paid_up());
-            let kind =
-                BillingEventKind::SubscriptionChanged { organization, subscription, status, plan, at, paid_until };
+            // Its period end is not read: at a renewal Stripe moves it on before the new
+            // invoice is charged (only that invoice's `invoice.paid` confirms the period).
+            let kind = BillingEventKind::SubscriptionChanged { organization, subscription, status, plan, at };
             Ok(BillingEvent { id, kind })
         }
         "customer.subscription.deleted" => {

@@ -27,6 +27,7 @@ pub(super) fn map_error(error: CreditError, action: &'static str) -> ApiError {
         CreditError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
         CreditError::Conflict(_) => ApiError::detail(StatusCode::CONFLICT, message),
         CreditError::PaymentRequired(_) => ApiError::detail(StatusCode::PAYMENT_REQUIRED, message),
+        CreditError::Pending(_) => ApiError::detail(StatusCode::SERVICE_UNAVAILABLE, message),
         CreditError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action}")),
     }
 }

@@ -8,8 +8,9 @@
 //! corrected from `customer.subscription.updated`, idempotency keys derived from the
 //! reservation.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ use shared::adapters::dynamodb::DynamoDb;
 use shared::adapters::stripe::sign;
 use shared::app::{App, AppConfig};
 use shared::config::{BillingSettings, ProviderKey, Settings, StripeSettings};
+use shared::domain::credits::Written;
 use shared::domain::identity::OrganizationId;
 use shared::domain::nodes::{DESTINATION, IMAGE_GENERATION};
 use shared::domain::time::Timestamp;
@@ -33,6 +35,8 @@ conformance!(
     a_plan_is_paid_through_a_stripe_checkout_once_whatever_events_come,
     an_auto_top_up_is_a_stripe_invoice_paid_at_once_and_applied_once,
     stripe_declines_refunds_and_corrections_follow_its_answers_and_events,
+    a_renewal_grants_its_credits_only_when_its_invoice_is_paid,
+    an_upgrade_whose_answer_is_lost_is_held_and_finished_by_stripes_event,
 );
 
 const API_KEY: &str = "sk_test_51Fake0000000000";
@@ -130,6 +134,15 @@ async fn fake_stripe() -> Fake {
 
 /// [`fake_stripe`] whose customer's card is declined while `declines` is set.
 async fn fake_stripe_declining(declines: Arc<AtomicBool>) -> Fake {
+    fake_stripe_with(declines, Arc::new(AtomicBool::new(false))).await
+}
+
+/// [`fake_stripe_declining`] whose subscription updates answer 500 while `failing` is set
+/// (Stripe may have applied them: the caller cannot tell).
+async fn fake_stripe_with(declines: Arc<AtomicBool>, failing: Arc<AtomicBool>) -> Fake {
+    // The invoices voided, with the idempotency key that voided each: Stripe replays the
+    // answer for the same key and refuses (400) to void an invoice no longer open.
+    let voided: Mutex<HashMap<String, String>> = Mutex::default();
     Fake::start(move |request, earlier| {
         let declining = declines.load(Ordering::SeqCst);
         if request.headers.get("authorization").map(String::as_str) != Some(&format!("Bearer {API_KEY}")) {
@@ -168,7 +181,18 @@ async fn fake_stripe_declining(declines: Arc<AtomicBool>) -> Fake {
             }
             ("POST", path) if path.starts_with("/v1/invoices/") && path.ends_with("/void") => {
                 let id = path.trim_start_matches("/v1/invoices/").trim_end_matches("/void");
-                json_reply(StatusCode::OK, json!({"id": id, "object": "invoice", "status": "void"}))
+                let key = request.headers["idempotency-key"].clone();
+                let mut voided = voided.lock().unwrap();
+                match voided.get(id) {
+                    Some(earlier_key) if *earlier_key != key => stripe_error(
+                        StatusCode::BAD_REQUEST,
+                        "You can only pass in open invoices. This invoice isn't open.",
+                    ),
+                    _ => {
+                        voided.insert(id.to_owned(), key);
+                        json_reply(StatusCode::OK, json!({"id": id, "object": "invoice", "status": "void"}))
+                    }
+                }
             }
             ("DELETE", "/v1/subscriptions/sub_test_2") if earlier > 0 => json_reply(
                 StatusCode::NOT_FOUND,
@@ -193,6 +217,9 @@ async fn fake_stripe_declining(declines: Arc<AtomicBool>) -> Fake {
                     {"id": "si_test_1", "object": "subscription_item", "price": {"id": "price_1", "product": "prod_test_1"}}
                 ]}}),
             ),
+            ("POST", "/v1/subscriptions/sub_test_1") if failing.load(Ordering::SeqCst) => {
+                stripe_error(StatusCode::INTERNAL_SERVER_ERROR, "An unknown error occurred")
+            }
             ("POST", "/v1/subscriptions/sub_test_1")
                 if declining && field(request, "payment_behavior").as_deref() == Some("error_if_incomplete") =>
             {
@@ -200,6 +227,10 @@ async fn fake_stripe_declining(declines: Arc<AtomicBool>) -> Fake {
             }
             ("POST", "/v1/subscriptions/sub_test_1") => {
                 json_reply(StatusCode::OK, json!({"id": "sub_test_1", "object": "subscription", "status": "active"}))
+            }
+            ("GET", path) if voided.lock().unwrap().contains_key(path.trim_start_matches("/v1/invoices/")) => {
+                let id = path.trim_start_matches("/v1/invoices/");
+                json_reply(StatusCode::OK, json!({"id": id, "object": "invoice", "status": "void"}))
             }
             _ => stripe_error(StatusCode::NOT_FOUND, "Unrecognized request URL"),
         }
@@ -501,7 +532,20 @@ async fn stripe_declines_refunds_and_corrections_follow_its_answers_and_events(b
     });
     assert_eq!(deliver(&test, &failed).await, (StatusCode::OK, json!({"received": true, "applied": true})));
     let void = stripe.received().into_iter().find(|request| request.path == "/v1/invoices/in_test_3/void").unwrap();
-    assert_eq!(void.headers["idempotency-key"], "void-p-late");
+    assert_eq!(void.headers["idempotency-key"], "p-late-void", "the top-up's own void's key");
+    // Stripe's event for the declined top-up whose invoice it already voided: a 200
+    // (a void refused as not open, the invoice found void), never a 500 resent for days.
+    let declined = json!({
+        "id": "evt_invoice_failed_2", "object": "event", "type": "invoice.payment_failed",
+        "data": {"object": {"id": "in_test_1", "object": "invoice", "status": "open", "customer": "cus_test_1",
+            "metadata": {"kind": "top_up", "organization_id": test.organization.to_string(),
+                         "quantity": "100", "purchase": purchase}}},
+    });
+    assert_eq!(deliver(&test, &declined).await.0, StatusCode::OK);
+    // Voided again under another key (as an earlier build did): refused, read as done.
+    let voiding = app.billing().void_invoice("in_test_1", "another-key").await;
+    assert!(voiding.is_ok(), "{voiding:?}");
+    assert!(stripe.requests().contains(&"GET /v1/invoices/in_test_1".to_owned()), "the invoice was read");
     assert_eq!(credits.account(test.organization).await.unwrap().pending_top_up, None);
 
     // A second checkout paid: its subscription ended and its payment refunded.
@@ -648,4 +692,117 @@ async fn stripe_keys_kept_in_secrets_manager_are_read_when_first_used() {
         read.kind,
         shared::domain::credits::billing::BillingEventKind::PlanPaid { plan: PlanId::Professional, .. }
     ));
+}
+
+/// Stripe's order at a renewal: `customer.subscription.updated` with the new period while
+/// its invoice is unpaid (still `active`), then `invoice.payment_failed` or `invoice.paid`.
+/// Only the renewal invoice's `invoice.paid` grants the period's credits, once.
+async fn a_renewal_grants_its_credits_only_when_its_invoice_is_paid(backend: Backend) {
+    let stripe = fake_stripe().await;
+    let url = stripe.url.clone();
+    let harness =
+        Harness::tuned_with(backend, 0, |settings| Settings { billing: billing(&url, API_KEY), ..settings }).await;
+    let test = organization(&harness, "free", 0).await;
+    let (_, upgraded) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "creator"}))).await;
+    assert_eq!(upgraded["requires_checkout"], true, "{upgraded}");
+    let session = stripe.received().into_iter().rfind(|request| request.path == "/v1/checkout/sessions").unwrap();
+    let checkout = field(&session, "metadata[checkout_id]").unwrap();
+    let paid = checkout_completed(test.organization, &checkout, "creator");
+    assert_eq!(deliver(&test, &paid).await.1["applied"], true);
+    let first = balance(&test).await;
+    // The first month paid 40 days ago: its renewal is due.
+    let credits = test.app.credits().clone();
+    let day = 24 * 3600;
+    let started = Timestamp::from_unix_millis(Timestamp::now().unix_millis() - 40 * day as u64 * 1000);
+    let mut write = credits.account(test.organization).await.unwrap().write();
+    write.account.plan_started_at = started;
+    write.account.period_start = started;
+    write.account.billing.paid_until =
+        Some(Timestamp::from_unix_millis(started.unix_millis() + 30 * day as u64 * 1000));
+    assert_eq!(credits.write_account(&write).await.unwrap(), Written::Done);
+    assert_eq!(balance(&test).await, first, "the renewal is not confirmed");
+
+    let organization = test.organization.to_string();
+    let period_end = Timestamp::now().unix_seconds() + 20 * day;
+    let updated = json!({
+        "id": "evt_sub_renew", "object": "event", "type": "customer.subscription.updated",
+        "created": Timestamp::now().unix_seconds(),
+        "data": {"object": {"id": "sub_test_1", "object": "subscription", "status": "active",
+            "current_period_end": period_end,
+            "items": {"data": [{"current_period_end": period_end}]},
+            "metadata": {"organization_id": organization, "plan": "creator"}}},
+    });
+    assert_eq!(deliver(&test, &updated).await.0, StatusCode::OK);
+    assert_eq!(balance(&test).await, first, "the period moved on, its invoice not paid: no grant");
+    let invoice = |id: &str, kind: &str, reason: &str| {
+        json!({
+            "id": id, "object": "event", "type": kind, "created": Timestamp::now().unix_seconds(),
+            "data": {"object": {"id": "in_renew_1", "object": "invoice", "billing_reason": reason,
+                "customer": "cus_test_1", "period_end": period_end - 30 * day,
+                "parent": {"type": "subscription_details", "subscription_details": {
+                    "subscription": "sub_test_1", "metadata": {"organization_id": organization, "plan": "creator"}}},
+                "lines": {"data": [{"period": {"start": period_end - 30 * day, "end": period_end}}]},
+                "metadata": {}}},
+        })
+    };
+    let failed = invoice("evt_renew_failed", "invoice.payment_failed", "subscription_cycle");
+    assert_eq!(deliver(&test, &failed).await, (StatusCode::OK, json!({"received": true, "applied": false})));
+    assert_eq!(balance(&test).await, first, "a failed renewal grants nothing");
+    // A proration's invoice pays no period.
+    let proration = invoice("evt_renew_proration", "invoice.paid", "subscription_update");
+    assert_eq!(deliver(&test, &proration).await.1["applied"], false);
+    assert_eq!(balance(&test).await, first);
+    let renewed = invoice("evt_renew_paid", "invoice.paid", "subscription_cycle");
+    assert_eq!(deliver(&test, &renewed).await.1["applied"], true);
+    let granted = balance(&test).await;
+    assert!(granted > first, "the paid renewal grants the period's credits: {first} -> {granted}");
+    assert_eq!(deliver(&test, &renewed).await.1["applied"], false);
+    assert_eq!(balance(&test).await, granted, "once");
+}
+
+/// A move up whose subscription update Stripe answers only with 500s (it may have made
+/// it): a 503 saying the change is pending, the reservation kept, and Stripe's
+/// `customer.subscription.updated` for the new plan makes the move with its credits' difference.
+async fn an_upgrade_whose_answer_is_lost_is_held_and_finished_by_stripes_event(backend: Backend) {
+    let failing = Arc::new(AtomicBool::new(false));
+    let stripe = fake_stripe_with(Arc::new(AtomicBool::new(false)), failing.clone()).await;
+    let url = stripe.url.clone();
+    let harness =
+        Harness::tuned_with(backend, 0, |settings| Settings { billing: billing(&url, API_KEY), ..settings }).await;
+    let test = organization(&harness, "free", 0).await;
+    let (_, upgraded) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "creator"}))).await;
+    assert_eq!(upgraded["requires_checkout"], true, "{upgraded}");
+    let session = stripe.received().into_iter().rfind(|request| request.path == "/v1/checkout/sessions").unwrap();
+    let checkout = field(&session, "metadata[checkout_id]").unwrap();
+    let paid = checkout_completed(test.organization, &checkout, "creator");
+    assert_eq!(deliver(&test, &paid).await.1["applied"], true);
+    let before = balance(&test).await;
+
+    failing.store(true, Ordering::SeqCst);
+    let (status, answer) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "professional"}))).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{answer}");
+    assert_eq!(answer.as_object().unwrap().keys().collect::<Vec<_>>(), ["detail"]);
+    assert!(answer["detail"].as_str().unwrap().contains("pending confirmation"), "{answer}");
+    let account = test.app.credits().account(test.organization).await.unwrap();
+    assert!(account.plan_change.is_some(), "the reservation is kept for Stripe's event");
+    assert_eq!(balance(&test).await, before);
+    // Another change meanwhile is refused (the first may be made).
+    let (status, _) = test.call(Method::POST, "/plan/upgrade", Some(json!({"plan_id": "professional"}))).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+
+    // Stripe made it: its event moves the plan and grants the difference.
+    let updated = json!({
+        "id": "evt_sub_lost_answer", "object": "event", "type": "customer.subscription.updated",
+        "created": Timestamp::now().unix_seconds(),
+        "data": {"object": {"id": "sub_test_1", "object": "subscription", "status": "active",
+            "metadata": {"organization_id": test.organization.to_string(), "plan": "professional"}}},
+    });
+    assert_eq!(deliver(&test, &updated).await.1["applied"], true);
+    let (_, plan) = test.call(Method::GET, "/plan", None).await;
+    assert_eq!(plan["plan"]["id"], "professional");
+    let after = balance(&test).await;
+    assert!(after > before, "the paid move's credits: {before} -> {after}");
+    assert_eq!(test.app.credits().account(test.organization).await.unwrap().plan_change, None);
+    assert_eq!(deliver(&test, &updated).await.1["applied"], false);
+    assert_eq!(balance(&test).await, after, "once");
 }

@@ -74,7 +74,15 @@ pub enum BillingEventKind {
         plan: Option<PlanId>,
         /// When the provider made the event (an older one does not undo a newer plan).
         at: Option<Timestamp>,
-        /// The end of the billing period the provider says is paid (active only).
+    },
+    /// A subscription's period invoice was paid (`invoice.paid` of its first period or a
+    /// renewal): the period up to `paid_until` gets its credits. Only this confirms a
+    /// renewal: the provider moves the period on (`customer.subscription.updated`) before
+    /// its invoice is charged.
+    RenewalPaid {
+        organization: OrganizationId,
+        subscription: String,
+        /// The end of the period the invoice paid (none where renewals are not confirmed).
         paid_until: Option<Timestamp>,
     },
     /// The provider ended the subscription (at the period's end after a move to free, or

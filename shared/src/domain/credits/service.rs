@@ -54,6 +54,10 @@ pub enum CreditError {
     /// 402: the payment was declined (nothing changed).
     #[error("{0}")]
     PaymentRequired(String),
+    /// 503: the provider's answer to a change was lost; the change is held until its
+    /// event confirms it (or the hold ends).
+    #[error("{0}")]
+    Pending(String),
     #[error("storage failed: {0:#}")]
     Backend(#[from] anyhow::Error),
 }
@@ -471,6 +475,18 @@ pub async fn upgrade(
         Ok(PlanChanged::Declined(why)) => Some(Ok(why)),
         Err(error) => Some(Err(error)),
     };
+    if let Some(Err(error)) = &declined {
+        // The provider may have made the change (a timeout after it did, or retries
+        // exhausted): the reservation is kept, so its `customer.subscription.updated`
+        // makes the move and its grant (the prorated invoice was paid); unconfirmed, it
+        // lapses after PLAN_CHANGE_HOLD.
+        tracing::warn!(%organization, to = plan.as_str(), error = format!("{error:#}"), "a plan change's answer was lost: held for the provider's event");
+        return Err(CreditError::Pending(format!(
+            "the move to the {} plan is pending confirmation from the billing provider; the plan and credits follow once it confirms (try again in {} minutes if it does not)",
+            plan.as_str(),
+            PLAN_CHANGE_HOLD.as_secs() / 60
+        )));
+    }
     change_account(ports.credits, organization, now, |account| {
         if account.plan_change.as_ref().map(|held| &held.key) != Some(&key) {
             // Released already, or finished by the provider's event.
@@ -754,12 +770,15 @@ pub async fn sandbox_outcome(
         status,
         plan: None,
         at: Some(now),
-        paid_until: None,
     };
     let kind = match outcome {
         SandboxOutcome::PastDue => changed(SubscriptionStatus::PastDue),
         SandboxOutcome::Unpaid => changed(SubscriptionStatus::Unpaid),
-        SandboxOutcome::RenewalPaid => changed(SubscriptionStatus::Active),
+        // As the provider's `invoice.paid` of a renewal (the sandbox's periods are not
+        // confirmed one by one: no period end).
+        SandboxOutcome::RenewalPaid => {
+            BillingEventKind::RenewalPaid { organization, subscription: subscription.clone(), paid_until: None }
+        }
         SandboxOutcome::Ended => {
             BillingEventKind::SubscriptionEnded { organization, subscription: subscription.clone() }
         }
@@ -955,6 +974,7 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
                 Ok(Some(purchase_write(account, &purchase, &[&key, &event_key], Some(&refs), now)))
             })
             .await?;
+            let mut refunded_now = false;
             let status = match second {
                 false => CheckoutStatus::Completed,
                 true => {
@@ -971,9 +991,9 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
                         Ok(Some(write))
                     })
                     .await?;
-                    if recorded != Written::Done {
-                        return Ok(false);
-                    }
+                    // Recorded before (a redelivery): the checkout is still marked, in
+                    // case the first pass stopped between its keys and its checkout.
+                    refunded_now = recorded == Written::Done;
                     CheckoutStatus::Refunded
                 }
             };
@@ -983,7 +1003,7 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
                     repo.put_checkout(&found).await?;
                 }
             }
-            Ok(second || written == Written::Done)
+            Ok(refunded_now || (!second && written == Written::Done))
         }
         BillingEventKind::TopUpPaid { organization, purchase, quantity } => {
             let bought = Purchase::TopUp { quantity: *quantity };
@@ -997,13 +1017,14 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
             if let Some(invoice) = invoice {
                 ports
                     .billing
-                    .void_invoice(invoice, &format!("void-{purchase}"))
+                    // The key the top-up's own void used: one void a purchase.
+                    .void_invoice(invoice, &format!("{purchase}-void"))
                     .await
                     .map_err(|error| CreditError::Backend(error.context("voiding a declined top-up's invoice")))?;
             }
             Ok(release_top_up(repo, *organization, purchase, true, Some(&event_key), now).await?)
         }
-        BillingEventKind::SubscriptionChanged { organization, subscription, status, plan, at, paid_until } => {
+        BillingEventKind::SubscriptionChanged { organization, subscription, status, plan, at } => {
             if *status == SubscriptionStatus::Canceled {
                 return subscription_ended(repo, *organization, subscription, &event_key, now).await;
             }
@@ -1018,10 +1039,6 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
                 let mut write = account.write();
                 if account.billing.status != Some(*status) {
                     write.account.billing.status = Some(*status);
-                    changes = true;
-                }
-                if let Some(until) = paid_until.filter(|until| account.billing.paid_until < Some(*until)) {
-                    write.account.billing.paid_until = Some(until);
                     changes = true;
                 }
                 let newer = at.is_none_or(|at| at.unix_seconds() >= account.plan_started_at.unix_seconds());
@@ -1050,6 +1067,36 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
                             changes = true;
                         }
                     },
+                }
+                if !changes {
+                    return Ok(None);
+                }
+                write.once = vec![event_key.clone()];
+                Ok(Some(write))
+            })
+            .await?;
+            Ok(changes && written == Written::Done)
+        }
+        BillingEventKind::RenewalPaid { organization, subscription, paid_until } => {
+            let mut changes = false;
+            let (_, written) = change_account(repo, *organization, now, |account| {
+                changes = false;
+                if account.billing.subscription.as_deref() != Some(subscription.as_str()) {
+                    return Ok(None);
+                }
+                let mut write = account.write();
+                // A paid invoice settles the subscription (Stripe's own status follows).
+                if account
+                    .billing
+                    .status
+                    .is_some_and(|status| !status.is_paid_up() && status != SubscriptionStatus::Canceled)
+                {
+                    write.account.billing.status = Some(SubscriptionStatus::Active);
+                    changes = true;
+                }
+                if let Some(until) = paid_until.filter(|until| account.billing.paid_until < Some(*until)) {
+                    write.account.billing.paid_until = Some(until);
+                    changes = true;
                 }
                 if !changes {
                     return Ok(None);
