@@ -8,8 +8,9 @@
 //! is accepted; `status` asks `videos.list?part=status&id=…` where it is.
 //!
 //! The OAuth access token is the connection's credentials (`access_token`), read from
-//! the vault. A connection that kept a `refresh_token` (with the `client_id` and
-//! `client_secret` of the OAuth client that issued it) has its access token refreshed
+//! the vault. A connection that kept a `refresh_token` and the `client_id` and
+//! `client_secret` of the OAuth client that issued it (older ones kept no client, and
+//! their token is used as it is) has its access token refreshed
 //! before an upload when it has run out or when its end is unknown ([`Publisher::refresh`]):
 //! Google's token endpoint, a form POST of `grant_type=refresh_token`, `client_id`,
 //! `client_secret`, `refresh_token`, answering `{access_token, expires_in, token_type}`
@@ -376,7 +377,15 @@ impl Publisher for YoutubePublisher {
     }
 
     async fn refresh(&self, credentials: Option<&Map<String, Value>>, now: Timestamp) -> anyhow::Result<Refreshed> {
-        let Some(fields) = credentials.filter(|fields| fields.get("refresh_token").is_some()) else {
+        // Without the OAuth client (connections stored before it was kept) Google refuses
+        // the refresh as `invalid_client`: the token is used as it is, and a 401 from the
+        // upload still fails the destination.
+        let refreshable = |fields: &&Map<String, Value>| {
+            ["refresh_token", "client_id", "client_secret"]
+                .iter()
+                .all(|name| fields.get(*name).and_then(Value::as_str).is_some_and(|text| !text.is_empty()))
+        };
+        let Some(fields) = credentials.filter(refreshable) else {
             return Ok(Refreshed::Current);
         };
         // A token whose end is unknown (as given at connection) is refreshed too: one
@@ -425,6 +434,9 @@ mod tests {
         let fresh = fields(json!({"access_token": "a", "refresh_token": "r", "client_id": "c", "client_secret": "s",
             "expires_at": now.after(Duration::from_secs(600)).to_string()}));
         assert_eq!(publisher.refresh(Some(&fresh), now).await.unwrap(), Refreshed::Current);
+        // A connection stored before the OAuth client was kept: no client, no end.
+        let older = fields(json!({"access_token": "a", "refresh_token": "r"}));
+        assert_eq!(publisher.refresh(Some(&older), now).await.unwrap(), Refreshed::Current);
     }
 
     #[test]
