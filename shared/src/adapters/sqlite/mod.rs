@@ -15,6 +15,9 @@ mod agents;
 mod assets;
 mod avatars;
 mod credits;
+// The account's property test: the domain's run and credit rules on this repository.
+#[cfg(test)]
+mod credit_properties;
 mod idempotency;
 mod identity;
 mod runs;

@@ -6,8 +6,6 @@
 
 pub mod billing;
 pub mod plans;
-#[cfg(test)]
-mod properties;
 pub mod service;
 
 use async_trait::async_trait;

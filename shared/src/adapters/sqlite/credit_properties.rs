@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::plans::PlanId;
-use super::service::{apply_purchase, current, open};
-use super::{CreditRepo, Purchase, Reason, Written};
 use crate::adapters::sqlite::Sqlite;
+use crate::domain::credits::plans::PlanId;
+use crate::domain::credits::service::{apply_purchase, current, open};
+use crate::domain::credits::{CreditRepo, Purchase, Reason, Written};
 use crate::domain::identity::OrganizationId;
 use crate::domain::media::MediaType;
 use crate::domain::nodes::{DESTINATION, IMAGE_GENERATION, SPEED, VIDEO_INPUT};
