@@ -334,23 +334,59 @@ impl BillingProvider for StripeBilling {
 
     async fn cancel_and_refund(&self, subscription: &str, invoice: Option<&str>, key: &str) -> anyhow::Result<()> {
         let client = self.client().await?;
+        // The payment to give back is the session's invoice, or (a session naming none)
+        // the subscription's latest, read before it ends: its first, paid at checkout.
+        let invoice =
+            match invoice {
+                Some(invoice) => invoice.to_owned(),
+                None => {
+                    let found =
+                        client.call(reqwest::Method::GET, &format!("subscriptions/{subscription}"), &[], "").await?;
+                    let latest = &found["latest_invoice"];
+                    latest.as_str().or_else(|| latest["id"].as_str()).map(str::to_owned).ok_or_else(|| {
+                        anyhow::anyhow!("Stripe's subscription {subscription} names no invoice to refund")
+                    })?
+                }
+            };
         // Ended now (a 404: ended before, by an earlier try).
         match client.call(reqwest::Method::DELETE, &format!("subscriptions/{subscription}"), &[], "").await {
             Ok(_) => {}
             Err(error) if missing(&error) => {}
             Err(error) => return Err(error),
         }
-        let Some(invoice) = invoice else { return Ok(()) };
         let paid = client.call(reqwest::Method::GET, &format!("invoices/{invoice}"), &[], "").await?;
         if paid["amount_paid"].as_u64().unwrap_or(0) == 0 {
+            // Nothing taken yet: an invoice still open is voided so it never is.
+            if paid["status"] == "open" {
+                self.void_invoice(&invoice, &format!("{key}-void")).await?;
+            }
             return Ok(());
         }
-        let mut form = vec![pair("reason", "duplicate"), pair("metadata[subscription]", subscription)];
-        match (paid["payment_intent"].as_str(), paid["charge"].as_str()) {
-            (Some(intent), _) => form.push(pair("payment_intent", intent)),
-            (None, Some(charge)) => form.push(pair("charge", charge)),
-            (None, None) => anyhow::bail!("Stripe's invoice {invoice} was paid but names no payment to refund"),
-        }
+        let payment = match (paid["payment_intent"].as_str(), paid["charge"].as_str()) {
+            (Some(intent), _) => ("payment_intent", intent.to_owned()),
+            (None, Some(charge)) => ("charge", charge.to_owned()),
+            // Since API version 2025-03-31 an invoice names its payments in a list of
+            // its own (`/v1/invoice_payments`), no longer on the invoice.
+            (None, None) => {
+                let query = format!("invoice_payments?invoice={invoice}&status=paid");
+                let payments = client.call(reqwest::Method::GET, &query, &[], "").await?;
+                let paid = payments["data"].as_array().and_then(|all| {
+                    all.iter().find_map(|each| {
+                        let payment = &each["payment"];
+                        match (payment["payment_intent"].as_str(), payment["charge"].as_str()) {
+                            (Some(intent), _) => Some(("payment_intent", intent.to_owned())),
+                            (None, Some(charge)) => Some(("charge", charge.to_owned())),
+                            (None, None) => None,
+                        }
+                    })
+                });
+                paid.ok_or_else(|| {
+                    anyhow::anyhow!("Stripe's invoice {invoice} was paid but names no payment to refund")
+                })?
+            }
+        };
+        let form =
+            vec![pair("reason", "duplicate"), pair("metadata[subscription]", subscription), pair(payment.0, payment.1)];
         client.call(reqwest::Method::POST, "refunds", &form, &format!("{key}-refund")).await?;
         Ok(())
     }

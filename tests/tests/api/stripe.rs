@@ -207,6 +207,27 @@ async fn fake_stripe_with(declines: Arc<AtomicBool>, failing: Arc<AtomicBool>) -
                 json!({"id": "in_test_2", "object": "invoice", "status": "paid", "amount_paid": 15000,
                        "payment_intent": "pi_test_2", "subscription": "sub_test_2"}),
             ),
+            // A subscription whose session named no invoice, in API versions since
+            // 2025-03-31: the invoice names its payments in a list of their own.
+            ("GET", "/v1/subscriptions/sub_test_3") => json_reply(
+                StatusCode::OK,
+                json!({"id": "sub_test_3", "object": "subscription", "status": "active", "latest_invoice": "in_test_4"}),
+            ),
+            ("DELETE", "/v1/subscriptions/sub_test_3") => {
+                json_reply(StatusCode::OK, json!({"id": "sub_test_3", "object": "subscription", "status": "canceled"}))
+            }
+            ("GET", "/v1/invoices/in_test_4") => json_reply(
+                StatusCode::OK,
+                json!({"id": "in_test_4", "object": "invoice", "status": "paid", "amount_paid": 15000,
+                       "parent": {"type": "subscription_details", "subscription_details": {"subscription": "sub_test_3"}}}),
+            ),
+            ("GET", "/v1/invoice_payments?invoice=in_test_4&status=paid") => json_reply(
+                StatusCode::OK,
+                json!({"object": "list", "has_more": false, "data": [
+                    {"id": "inpay_test_4", "object": "invoice_payment", "invoice": "in_test_4", "status": "paid",
+                     "amount_paid": 15000, "payment": {"type": "payment_intent", "payment_intent": "pi_test_4"}}
+                ]}),
+            ),
             ("POST", "/v1/refunds") => match field(request, "payment_intent").or_else(|| field(request, "charge")) {
                 Some(_) => json_reply(StatusCode::OK, json!({"id": "re_test_1", "object": "refund", "status": "succeeded"})),
                 None => stripe_error(StatusCode::BAD_REQUEST, "One of `charge` or `payment_intent` is required."),
@@ -564,6 +585,19 @@ async fn stripe_declines_refunds_and_corrections_follow_its_answers_and_events(b
         .iter()
         .all(|refund| refund.headers["idempotency-key"] == format!("second-checkout-{second}-refund")));
     assert!(stripe.requests().contains(&"DELETE /v1/subscriptions/sub_test_2".to_owned()));
+    // Another, whose session names no invoice and whose invoice is in the newer format:
+    // the subscription's latest invoice is read, and its payment found in its list.
+    let third = uuid::Uuid::new_v4().to_string();
+    let mut paid = checkout_completed(test.organization, &third, "professional");
+    paid["data"]["object"]["subscription"] = json!("sub_test_3");
+    assert_eq!(deliver(&test, &paid).await, (StatusCode::OK, json!({"received": true, "applied": true})));
+    let refund = stripe
+        .received()
+        .into_iter()
+        .find(|request| request.headers.get("idempotency-key") == Some(&format!("second-checkout-{third}-refund")))
+        .expect("the third checkout's payment was refunded");
+    assert_eq!((refund.path.as_str(), field(&refund, "payment_intent")), ("/v1/refunds", Some("pi_test_4".to_owned())));
+    assert!(stripe.requests().contains(&"DELETE /v1/subscriptions/sub_test_3".to_owned()));
     let account = credits.account(test.organization).await.unwrap();
     assert_eq!(account.billing.subscription.as_deref(), Some("sub_test_1"), "the first stays tracked");
     assert_eq!(balance(&test).await, 10_000, "the second grants nothing");
