@@ -480,6 +480,7 @@ impl App {
                 scratch: settings.scratch.clone(),
                 lease: settings.task_budget + settings.claim_margin,
                 inline_media: crate::domain::social::service::INLINE_MEDIA_BUDGET,
+                delete_budget: crate::domain::social::service::DELETE_BUDGET,
             })
         })
     }

@@ -39,6 +39,7 @@ conformance!(
     a_message_that_cannot_be_sent_is_sent_again_by_a_later_tick,
     connections_are_capped_per_organization_even_when_created_at_once,
     a_deleted_connection_fails_its_pending_posts_and_nothing_else,
+    a_deleted_connection_is_gone_at_once_and_publishing_fails_the_posts_it_left,
     an_expired_youtube_token_is_refreshed_before_the_upload_and_kept,
     a_revoked_refresh_token_fails_the_destination_saying_so,
     a_read_asks_every_destination_at_once_within_one_wait,
@@ -1206,6 +1207,69 @@ async fn connections_are_capped_per_organization_even_when_created_at_once(backe
     assert_eq!(status, StatusCode::CREATED);
 }
 
+/// An organization whose connections were made before its item counted them: the count
+/// starts from them, so the cap holds (and a delete never takes it below zero).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_dynamodb_connections_made_before_the_count_are_counted_against_the_cap() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use shared::domain::social::MAX_CONNECTIONS_PER_ORGANIZATION as MAX;
+    let table = shared::adapters::dynamodb::DynamoDb::connect(format!("own-{}", uuid::Uuid::new_v4())).await;
+    table.ensure_table().await.unwrap();
+    let raw = table.clone();
+    let harness = Harness::through_table(move |_| table).await;
+    let body = |index: usize| {
+        json!({"platform": "x", "account_name": format!("a{index}"), "account_username": "a",
+            "profile_url": "https://x.example/a"})
+    };
+    let before = MAX as usize - 3;
+    for index in 0..before {
+        let (status, created) = harness.test.call(Method::POST, "/social/connections", Some(body(index))).await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+    }
+    // As an earlier build left it: connections, no count.
+    let organization = harness.test.organization;
+    let key = [
+        ("pk".to_owned(), AttributeValue::S(format!("ORG#{organization}"))),
+        ("sk".to_owned(), AttributeValue::S("ORG".to_owned())),
+    ];
+    raw.client()
+        .update_item()
+        .table_name(raw.table())
+        .set_key(Some(key.clone().into()))
+        .update_expression("REMOVE social_connection_count")
+        .condition_expression("attribute_exists(social_connection_count)")
+        .send()
+        .await
+        .expect("the organization's item counted its connections");
+    // Six at once for the last three places: three are made, three refused.
+    let creates =
+        (before..before + 6).map(|index| harness.test.call(Method::POST, "/social/connections", Some(body(index))));
+    let answers = futures::future::join_all(creates).await;
+    let made = answers.iter().filter(|(status, _)| *status == StatusCode::CREATED).count();
+    let refused = answers.iter().filter(|(status, _)| *status == StatusCode::CONFLICT).count();
+    assert_eq!((made, refused), (3, 3), "{answers:?}");
+    let (_, listed) = harness.test.call(Method::GET, "/social/connections", None).await;
+    let connections = listed["social_connections"].as_array().unwrap();
+    assert_eq!(connections.len(), MAX as usize);
+    let count = |item: &aws_sdk_dynamodb::operation::get_item::GetItemOutput| {
+        item.item().unwrap()["social_connection_count"].as_n().unwrap().parse::<u32>().unwrap()
+    };
+    let read = || {
+        raw.client().get_item().table_name(raw.table()).set_key(Some(key.clone().into())).consistent_read(true).send()
+    };
+    assert_eq!(count(&read().await.unwrap()), MAX);
+    // Deleting them all brings the count to zero, never below.
+    for connection in connections {
+        let path = format!("/social/connections/{}", connection["social_connection_id"].as_str().unwrap());
+        let (status, deleted) = harness.test.call(Method::DELETE, &path, None).await;
+        assert_eq!((status, &deleted), (StatusCode::OK, &json!({"success": true})));
+    }
+    assert_eq!(count(&read().await.unwrap()), 0);
+    let (status, _) = harness.test.call(Method::POST, "/social/connections", Some(body(100))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(count(&read().await.unwrap()), 1);
+}
+
 async fn a_deleted_connection_fails_its_pending_posts_and_nothing_else(backend: Backend) {
     let harness = ticked(backend).await;
     let base = media_server().await;
@@ -1298,6 +1362,41 @@ async fn a_deleted_connection_fails_its_pending_posts_and_nothing_else(backend: 
         (Some("partial_failure"), vec!["failed", "success"])
     );
     assert_eq!(published["results"][0]["message"], deleted_message);
+}
+
+/// A delete whose time for pending posts is over (none here: a connection with thousands)
+/// has still deleted the connection first: nothing is published with it, and the posts
+/// it did not reach fail that destination when they are published.
+async fn a_deleted_connection_is_gone_at_once_and_publishing_fails_the_posts_it_left(backend: Backend) {
+    use shared::domain::social::service::Social;
+    let harness = Harness::new(backend).await;
+    let base = media_server().await;
+    let reviewed = connect(&harness.test, "facebook", json!({"requires_approval": true})).await;
+    let kept = connect(&harness.test, "x", json!({})).await;
+    let pending = post_clip(&harness, &base, &[&reviewed, &kept], json!({"scheduled_at": in_30_days(&harness)})).await;
+    let pending_id = pending["post_id"].as_str().unwrap().to_owned();
+    assert_eq!(pending["status"], "pending_approval", "{pending}");
+    let app = &harness.test.app;
+    let social = Social { delete_budget: Duration::ZERO, ..(**app.social()).clone() };
+    social.delete_connection(harness.test.organization, &reviewed).await.unwrap();
+    let (_, listed) = harness.test.call(Method::GET, "/social/connections", None).await;
+    assert_eq!(listed["social_connections"].as_array().unwrap().len(), 1, "{listed}");
+    let (status, body) = harness.test.call(Method::DELETE, &format!("/social/connections/{reviewed}"), None).await;
+    assert_eq!((status, body), (StatusCode::NOT_FOUND, json!({"detail": "Social connection not found"})));
+    // Not reached by the delete: as it was until it is published.
+    let left = get_post(&harness, &pending_id).await;
+    assert_eq!((left["status"].as_str(), statuses(&left)), (Some("pending_approval"), vec!["scheduled", "scheduled"]));
+    let (status, approved) = harness.test.call(Method::POST, &format!("/social/post/{pending_id}/approve"), None).await;
+    assert_eq!(status, StatusCode::OK, "{approved}");
+    let due = app.clock.now().after(Duration::from_secs(31 * 24 * 3600));
+    app.social().publish_due_posts(due).await.unwrap();
+    let published = settled(&harness, &pending_id).await;
+    assert_eq!(
+        (published["status"].as_str(), statuses(&published)),
+        (Some("partial_failure"), vec!["failed", "success"]),
+        "{published}"
+    );
+    assert_eq!(published["results"][0]["message"], shared::domain::social::CONNECTION_DELETED);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -79,32 +79,75 @@ impl DynamoDb {
     }
 }
 
+/// Tries of a connection's create against a count that changes under it.
+const COUNT_ATTEMPTS: usize = 4;
+
 #[async_trait]
 impl SocialRepo for DynamoDb {
     async fn create_connection(&self, connection: &SocialConnection, max: u32) -> anyhow::Result<bool> {
         // The organization's item counts its connections; the count and the connection
-        // are one transaction, so concurrent creates never pass `max`.
-        let count = Update::builder()
-            .table_name(&self.table)
-            .set_key(Some(keys::organization(connection.organization_id)))
-            .update_expression("SET social_connection_count = if_not_exists(social_connection_count, :zero) + :one")
-            .condition_expression("attribute_not_exists(social_connection_count) OR social_connection_count < :max")
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":max", n(max))
-            .build();
-        let mut item = keys::social_connection(connection.organization_id, connection.id);
+        // are one transaction, so concurrent creates never pass `max`. An organization
+        // whose connections were made before the count existed has its count started
+        // from them (counted once: the first of concurrent starts wins, the others
+        // find the count and take the usual way).
+        let organization = connection.organization_id;
+        let mut item = keys::social_connection(organization, connection.id);
         item.insert("document".to_owned(), s(serde_json::to_string(connection)?));
         let put = Put::builder()
             .table_name(&self.table)
             .set_item(Some(item))
             .condition_expression("attribute_not_exists(pk)")
-            .build();
-        match self.transact(vec![count.into_part()?, put.into_part()?], "recording a social connection").await? {
-            Ok(()) => Ok(true),
-            Err(reasons) if condition_failed(reasons.first()) => Ok(false),
-            Err(reasons) => anyhow::bail!("recording social connection {} was cancelled: {reasons:?}", connection.id),
+            .build()
+            .into_part()?;
+        let mut started = None;
+        for _ in 0..COUNT_ATTEMPTS {
+            let count = match started {
+                None => Update::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(keys::organization(organization)))
+                    .update_expression("SET social_connection_count = social_connection_count + :one")
+                    .condition_expression("social_connection_count < :max")
+                    .expression_attribute_values(":one", n(1))
+                    .expression_attribute_values(":max", n(max)),
+                Some(existing) => Update::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(keys::organization(organization)))
+                    .update_expression("SET social_connection_count = :count")
+                    .condition_expression("attribute_not_exists(social_connection_count)")
+                    .expression_attribute_values(":count", n(existing + 1)),
+            };
+            match self.transact(vec![count.build().into_part()?, put.clone()], "recording a social connection").await? {
+                Ok(()) => return Ok(true),
+                Err(reasons) if condition_failed(reasons.first()) => {}
+                Err(reasons) => {
+                    anyhow::bail!("recording social connection {} was cancelled: {reasons:?}", connection.id)
+                }
+            }
+            // At the cap, or no count yet: the organization's item says which.
+            let found = self
+                .client
+                .get_item()
+                .table_name(&self.table)
+                .set_key(Some(keys::organization(organization)))
+                .projection_expression("social_connection_count")
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(|error| super::table::failure(error, "reading the social connection count"))?;
+            if found.item().is_some_and(|item| item.contains_key("social_connection_count")) {
+                if started.is_none() {
+                    return Ok(false);
+                }
+                started = None;
+                continue;
+            }
+            let existing = self.list_connections(organization).await?.len() as u64;
+            if existing >= u64::from(max) {
+                return Ok(false);
+            }
+            started = Some(existing);
         }
+        anyhow::bail!("recording social connection {}: its organization's count kept changing", connection.id)
     }
 
     async fn update_connection(&self, connection: &SocialConnection) -> anyhow::Result<bool> {

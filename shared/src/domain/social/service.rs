@@ -38,6 +38,10 @@ pub const INLINE_MEDIA_BUDGET: Duration = Duration::from_secs(8);
 const REFRESH_BUDGET: Duration = Duration::from_secs(5);
 /// Pages of pending posts per status a connection's delete fails at most.
 const DELETE_PAGES: usize = 20;
+/// Longest a connection's delete fails its pending posts (after the connection is gone).
+pub const DELETE_BUDGET: Duration = Duration::from_secs(8);
+/// Posts a connection's delete fails at once.
+const DELETE_CONCURRENCY: usize = 8;
 /// Writes of a post that lose to another writer, tried again at most this often.
 pub(super) const CHANGE_ATTEMPTS: usize = 8;
 
@@ -64,6 +68,9 @@ pub struct Social {
     /// How long a create works on its media before a worker takes them over
     /// ([`INLINE_MEDIA_BUDGET`] unless a test asks for less).
     pub inline_media: Duration,
+    /// How long a connection's delete fails its pending posts ([`DELETE_BUDGET`]
+    /// unless a test asks for less).
+    pub delete_budget: Duration,
 }
 
 /// Where a medium of a post comes from: one of the service's own media (a signed link,
@@ -165,40 +172,68 @@ impl Social {
         Ok(connection)
     }
 
-    /// Deletes a connection of the organization (`id` as given): its pending posts'
-    /// destinations to it (`scheduled`, `pending_approval`, `processing` not yet
-    /// published) fail with [`CONNECTION_DELETED`], its credentials are deleted from the
-    /// vault, then its record. Each step can be done again, so a repeat after a failure
-    /// finishes the work; a post it could not reach fails that destination when it is
-    /// published (publishing reads the connection first).
+    /// Deletes a connection of the organization (`id` as given): its credentials are
+    /// deleted from the vault, then its record, so nothing is published with it from
+    /// then on; then its pending posts' destinations to it (`scheduled`,
+    /// `pending_approval`, `processing` not yet published) fail with
+    /// [`CONNECTION_DELETED`], a few at once, for at most `delete_budget`. A destination
+    /// left then fails when it is published (publishing reads the connection first).
+    /// A repeat after a failure before the record went finishes the work.
     pub async fn delete_connection(&self, organization: OrganizationId, id: &str) -> Result<(), SocialError> {
         let id = SocialConnectionId::parse(id).ok_or(SocialError::NotFound(CONNECTION_NOT_FOUND))?;
         let connection =
             self.repo.get_connection(organization, id).await?.ok_or(SocialError::NotFound(CONNECTION_NOT_FOUND))?;
+        if let Some(reference) = &connection.credentials {
+            self.vault.delete(reference).await?;
+        }
+        self.repo.delete_connection(organization, id).await?;
+        let deadline = std::time::Instant::now() + self.delete_budget;
+        let (failed, left) = match self.fail_pending_posts(organization, id, deadline).await {
+            Ok(counts) => counts,
+            Err(error) => {
+                // The connection is gone: publishing fails what this did not reach.
+                tracing::warn!(connection = %id, error = %error, "pending posts of a deleted connection left to publishing");
+                (0, true)
+            }
+        };
+        tracing::info!(connection = %id, failed_posts = failed, left_to_publishing = left, "social connection deleted");
+        Ok(())
+    }
+
+    /// Fails the destinations to connection `id` of the organization's pending posts
+    /// until `deadline`: how many posts changed, and whether some may be left.
+    async fn fail_pending_posts(
+        &self,
+        organization: OrganizationId,
+        id: SocialConnectionId,
+        deadline: std::time::Instant,
+    ) -> Result<(usize, bool), SocialError> {
         let mut failed = 0;
         for status in [PostStatus::Scheduled, PostStatus::PendingApproval, PostStatus::Processing] {
             let filter = PostFilter { status: Some(status), platform: None, connection: Some(id) };
             let mut after = None;
             // Bounded: past DELETE_PAGES pages, publishing fails what is left.
             for _ in 0..DELETE_PAGES {
+                if std::time::Instant::now() >= deadline {
+                    return Ok((failed, true));
+                }
                 let (posts, more) = self.repo.list_posts(organization, &filter, after, super::parse::MAX_LIMIT).await?;
-                for post in &posts {
-                    if self.fail_destinations_of(organization, post.id, id).await? {
-                        failed += 1;
+                let mut changed = Vec::with_capacity(posts.len());
+                for some in posts.chunks(DELETE_CONCURRENCY) {
+                    let each: Vec<_> =
+                        some.iter().map(|post| self.fail_destinations_of(organization, post.id, id)).collect();
+                    for result in futures::future::join_all(each).await {
+                        changed.push(result?);
                     }
                 }
+                failed += changed.into_iter().filter(|changed| *changed).count();
                 match posts.last() {
                     Some(last) if more => after = Some(last.id),
                     _ => break,
                 }
             }
         }
-        if let Some(reference) = &connection.credentials {
-            self.vault.delete(reference).await?;
-        }
-        self.repo.delete_connection(organization, id).await?;
-        tracing::info!(connection = %id, failed_posts = failed, "social connection deleted");
-        Ok(())
+        Ok((failed, false))
     }
 
     /// Fails the unpublished destinations to connection `id` of a post, settling it when
