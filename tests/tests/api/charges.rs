@@ -19,7 +19,7 @@ use shared::domain::runs::RunId;
 
 use crate::conformance;
 use crate::credits::{assert_ledger_adds_up, balance, organization, reasons};
-use crate::helpers::{Backend, TestApp};
+use crate::helpers::{Backend, RenderHook, RendersBy, TestApp};
 use crate::runs::{create_agent, Harness};
 
 conformance!(
@@ -84,44 +84,20 @@ async fn a_198_node_chain_of_priced_edits_completes_and_is_charged_once(backend:
 
 /// A toolkit whose renders with a Speed edit wait until their run is cancelled (so their
 /// tasks stay running); the others are `inner`'s.
-struct HoldsSpeed {
-    inner: Arc<dyn MediaToolkit>,
-}
-
-#[async_trait::async_trait]
-impl MediaToolkit for HoldsSpeed {
-    async fn render(&self, job: &RenderJob, cancelled: tokio::sync::watch::Receiver<bool>) -> Result<(), MediaError> {
-        if !job.edits.iter().any(|edit| matches!(edit, Edit::Speed { .. })) {
-            return self.inner.render(job, cancelled).await;
-        }
-        let mut cancelled = cancelled;
-        // Bounded: the task's own budget ends it in any case.
-        let waited = tokio::time::timeout(job.budget, cancelled.wait_for(|cancelled| *cancelled)).await;
-        match waited {
-            Ok(_) => Err(MediaError::Cancelled),
-            Err(_) => Err(MediaError::TimedOut(job.budget)),
-        }
-    }
-
-    async fn thumbnail(&self, location: &str, duration_ms: u64, output: &std::path::Path) -> Result<(), MediaError> {
-        self.inner.thumbnail(location, duration_ms, output).await
-    }
-
-    async fn waveform(&self, location: &str, output: &std::path::Path) -> Result<(), MediaError> {
-        self.inner.waveform(location, output).await
-    }
-
-    async fn loudness(&self, location: &str) -> Result<shared::domain::media::Loudness, MediaError> {
-        self.inner.loudness(location).await
-    }
-
-    async fn preview(
-        &self,
-        job: &shared::domain::media::PreviewJob,
-        output: &std::path::Path,
-    ) -> Result<(), MediaError> {
-        self.inner.preview(job, output).await
-    }
+fn holds_speed(inner: Arc<dyn MediaToolkit>) -> RendersBy {
+    let render: RenderHook = Box::new(|job: RenderJob, mut cancelled, inner: Arc<dyn MediaToolkit>| {
+        Box::pin(async move {
+            if !job.edits.iter().any(|edit| matches!(edit, Edit::Speed { .. })) {
+                return inner.render(&job, cancelled).await;
+            }
+            // Bounded: the task's own budget ends it in any case.
+            match tokio::time::timeout(job.budget, cancelled.wait_for(|cancelled| *cancelled)).await {
+                Ok(_) => Err(MediaError::Cancelled),
+                Err(_) => Err(MediaError::TimedOut(job.budget)),
+            }
+        })
+    });
+    RendersBy { inner, render }
 }
 
 /// Video Input → 64 branches of two Speed nodes (a fan-out of one video; each branch one
@@ -164,7 +140,7 @@ async fn a_cancel_while_64_tasks_run_refunds_each_task_once_in_batches(backend: 
         Backend::DynamoDb => Harness::own_table(0).await,
     };
     let mut engine = harness.test.app.engine().clone();
-    engine.worker.toolkit = Arc::new(HoldsSpeed { inner: engine.worker.toolkit.clone() });
+    engine.worker.toolkit = Arc::new(holds_speed(engine.worker.toolkit.clone()));
     let _workers = shared::serve::workers::start_engine(&engine, None, 66).await.unwrap();
     let test = organization(&harness, "free", 10_000, None).await;
     let video = video_of(&test).await;

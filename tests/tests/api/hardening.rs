@@ -15,7 +15,7 @@ use shared::adapters::dynamodb::DynamoDb;
 use shared::core::queue::Queue;
 use shared::domain::identity::OrganizationId;
 use shared::domain::media::ports::MediaToolkit;
-use shared::domain::media::{MediaError, RenderJob};
+use shared::domain::media::RenderJob;
 use shared::domain::runs::events::Notifier;
 use shared::domain::runs::ports::{RunQuery, RunRepo, RunTooLarge, RunningPage, TaskMessage, MAX_RUN_BYTES};
 use shared::domain::runs::sweep::{SweepSettings, Sweeper};
@@ -447,39 +447,19 @@ async fn captions_that_look_like_a_playlist_are_read_as_subrip_and_open_nothing(
 }
 
 /// A toolkit whose first render panics (a fault hook); later ones are `inner`'s.
-struct PanicsOnce {
-    inner: Arc<dyn MediaToolkit>,
-    panicked: AtomicBool,
-}
-
-#[async_trait::async_trait]
-impl MediaToolkit for PanicsOnce {
-    async fn render(&self, job: &RenderJob, cancelled: tokio::sync::watch::Receiver<bool>) -> Result<(), MediaError> {
-        if !self.panicked.swap(true, Ordering::SeqCst) {
-            panic!("an injected fault in the render");
-        }
-        self.inner.render(job, cancelled).await
-    }
-
-    async fn thumbnail(&self, location: &str, duration_ms: u64, output: &std::path::Path) -> Result<(), MediaError> {
-        self.inner.thumbnail(location, duration_ms, output).await
-    }
-
-    async fn waveform(&self, location: &str, output: &std::path::Path) -> Result<(), MediaError> {
-        self.inner.waveform(location, output).await
-    }
-
-    async fn loudness(&self, location: &str) -> Result<shared::domain::media::Loudness, MediaError> {
-        self.inner.loudness(location).await
-    }
-
-    async fn preview(
-        &self,
-        job: &shared::domain::media::PreviewJob,
-        output: &std::path::Path,
-    ) -> Result<(), MediaError> {
-        self.inner.preview(job, output).await
-    }
+fn panics_once(inner: Arc<dyn MediaToolkit>) -> crate::helpers::RendersBy {
+    let panicked = Arc::new(AtomicBool::new(false));
+    let render: crate::helpers::RenderHook =
+        Box::new(move |job: RenderJob, cancelled, inner: Arc<dyn MediaToolkit>| {
+            let first = !panicked.swap(true, Ordering::SeqCst);
+            Box::pin(async move {
+                if first {
+                    panic!("an injected fault in the render");
+                }
+                inner.render(&job, cancelled).await
+            })
+        });
+    crate::helpers::RendersBy { inner, render }
 }
 
 /// A task whose work panics fails with what the panic said, and the one worker goes on:
@@ -488,8 +468,7 @@ impl MediaToolkit for PanicsOnce {
 async fn a_task_that_panics_fails_and_its_worker_goes_on() {
     let harness = Harness::with_workers(Backend::Sqlite, 0).await;
     let mut engine = harness.test.app.engine().clone();
-    engine.worker.toolkit =
-        Arc::new(PanicsOnce { inner: engine.worker.toolkit.clone(), panicked: AtomicBool::new(false) });
+    engine.worker.toolkit = Arc::new(panics_once(engine.worker.toolkit.clone()));
     let _workers = shared::serve::workers::start_engine(&engine, None, 1).await.unwrap();
     let video = harness.upload("video", "video.mp4").await;
     let (agent, _) = harness.agent(&crate::runs::chain(), &crate::runs::CHAIN_EDGES).await;

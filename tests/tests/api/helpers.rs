@@ -461,3 +461,65 @@ pub async fn folder_server(folder: &'static std::path::Path, delay: std::time::D
     });
     base
 }
+
+/// How a [`RendersBy`] toolkit renders: given the job, its cancel signal and the real
+/// toolkit (for the renders it lets through).
+pub type RenderHook = Box<
+    dyn Fn(
+            shared::domain::media::RenderJob,
+            tokio::sync::watch::Receiver<bool>,
+            Arc<dyn shared::domain::media::ports::MediaToolkit>,
+        ) -> futures::future::BoxFuture<'static, Result<(), shared::domain::media::MediaError>>
+        + Send
+        + Sync,
+>;
+
+/// A media toolkit that is `inner` but for its renders, which `render` does (a fault or a
+/// hold a test injects).
+pub struct RendersBy {
+    pub inner: Arc<dyn shared::domain::media::ports::MediaToolkit>,
+    pub render: RenderHook,
+}
+
+#[async_trait::async_trait]
+impl shared::domain::media::ports::MediaToolkit for RendersBy {
+    async fn render(
+        &self,
+        job: &shared::domain::media::RenderJob,
+        cancelled: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), shared::domain::media::MediaError> {
+        (self.render)(job.clone(), cancelled, self.inner.clone()).await
+    }
+
+    async fn thumbnail(
+        &self,
+        location: &str,
+        duration_ms: u64,
+        output: &std::path::Path,
+    ) -> Result<(), shared::domain::media::MediaError> {
+        self.inner.thumbnail(location, duration_ms, output).await
+    }
+
+    async fn waveform(
+        &self,
+        location: &str,
+        output: &std::path::Path,
+    ) -> Result<(), shared::domain::media::MediaError> {
+        self.inner.waveform(location, output).await
+    }
+
+    async fn loudness(
+        &self,
+        location: &str,
+    ) -> Result<shared::domain::media::Loudness, shared::domain::media::MediaError> {
+        self.inner.loudness(location).await
+    }
+
+    async fn preview(
+        &self,
+        job: &shared::domain::media::PreviewJob,
+        output: &std::path::Path,
+    ) -> Result<(), shared::domain::media::MediaError> {
+        self.inner.preview(job, output).await
+    }
+}
