@@ -125,11 +125,12 @@ pub static ROUTES: &[Route] = &[
     // own links read from it); publishing is queued on the task queue. A list is one
     // Query of one partition; a read may record the publishers' news (the transaction).
     // The organization's item counts its connections (UpdateItem in the create's
-    // transaction: at most 50). A delete fails the pending posts to the connection
-    // (Query of its partition, each post's transaction), deletes its secret, then the
-    // connection with the count's decrement (one transaction).
+    // transaction: at most 50; started by a Query of them when it has no count yet). A
+    // delete deletes the connection's secret, then the connection with the count's
+    // decrement (one transaction), then fails its pending posts (Query of its partition,
+    // each post's transaction).
     route!(POST "/social/connections" => "create-social-connection",
-        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true),
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"], idempotent: true),
     route!(GET "/social/connections" => "list-social-connections", ["dynamodb:GetItem", "dynamodb:Query"]),
     route!(DELETE "/social/connections/{social_connection_id}" => "delete-social-connection",
         ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"]),
