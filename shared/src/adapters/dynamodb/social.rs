@@ -79,8 +79,9 @@ impl DynamoDb {
     }
 }
 
-/// Tries of a connection's create against a count that changes under it.
-const COUNT_ATTEMPTS: usize = 4;
+/// Tries of a connection's create: the usual one, and one more after its
+/// organization's count is started.
+const COUNT_ATTEMPTS: usize = 2;
 
 #[async_trait]
 impl SocialRepo for DynamoDb {
@@ -88,8 +89,8 @@ impl SocialRepo for DynamoDb {
         // The organization's item counts its connections; the count and the connection
         // are one transaction, so concurrent creates never pass `max`. An organization
         // whose connections were made before the count existed has its count started
-        // from them (counted once: the first of concurrent starts wins, the others
-        // find the count and take the usual way).
+        // from them first, alone (no connection is written while it has no count, so
+        // the connections counted are all there are; the first start wins).
         let organization = connection.organization_id;
         let mut item = keys::social_connection(organization, connection.id);
         item.insert("document".to_owned(), s(serde_json::to_string(connection)?));
@@ -99,24 +100,17 @@ impl SocialRepo for DynamoDb {
             .condition_expression("attribute_not_exists(pk)")
             .build()
             .into_part()?;
-        let mut started = None;
         for _ in 0..COUNT_ATTEMPTS {
-            let count = match started {
-                None => Update::builder()
-                    .table_name(&self.table)
-                    .set_key(Some(keys::organization(organization)))
-                    .update_expression("SET social_connection_count = social_connection_count + :one")
-                    .condition_expression("social_connection_count < :max")
-                    .expression_attribute_values(":one", n(1))
-                    .expression_attribute_values(":max", n(max)),
-                Some(existing) => Update::builder()
-                    .table_name(&self.table)
-                    .set_key(Some(keys::organization(organization)))
-                    .update_expression("SET social_connection_count = :count")
-                    .condition_expression("attribute_not_exists(social_connection_count)")
-                    .expression_attribute_values(":count", n(existing + 1)),
-            };
-            match self.transact(vec![count.build().into_part()?, put.clone()], "recording a social connection").await? {
+            let count = Update::builder()
+                .table_name(&self.table)
+                .set_key(Some(keys::organization(organization)))
+                .update_expression("SET social_connection_count = social_connection_count + :one")
+                .condition_expression("social_connection_count < :max")
+                .expression_attribute_values(":one", n(1))
+                .expression_attribute_values(":max", n(max))
+                .build()
+                .into_part()?;
+            match self.transact(vec![count, put.clone()], "recording a social connection").await? {
                 Ok(()) => return Ok(true),
                 Err(reasons) if condition_failed(reasons.first()) => {}
                 Err(reasons) => {
@@ -135,17 +129,26 @@ impl SocialRepo for DynamoDb {
                 .await
                 .map_err(|error| super::table::failure(error, "reading the social connection count"))?;
             if found.item().is_some_and(|item| item.contains_key("social_connection_count")) {
-                if started.is_none() {
-                    return Ok(false);
-                }
-                started = None;
-                continue;
-            }
-            let existing = self.list_connections(organization).await?.len() as u64;
-            if existing >= u64::from(max) {
                 return Ok(false);
             }
-            started = Some(existing);
+            let existing = self.list_connections(organization).await?.len();
+            let started = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(keys::organization(organization)))
+                .update_expression("SET social_connection_count = :count")
+                .condition_expression("attribute_not_exists(social_connection_count)")
+                .expression_attribute_values(":count", n(existing))
+                .send()
+                .await;
+            match started {
+                Ok(_) => {}
+                // Started by another create meanwhile.
+                Err(error)
+                    if error.as_service_error().is_some_and(|error| error.is_conditional_check_failed_exception()) => {}
+                Err(error) => return Err(super::table::failure(error, "starting the social connection count")),
+            }
         }
         anyhow::bail!("recording social connection {}: its organization's count kept changing", connection.id)
     }
