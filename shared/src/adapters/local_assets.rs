@@ -7,8 +7,9 @@ use async_trait::async_trait;
 
 use crate::domain::asset_manager::AssetManager;
 use crate::domain::asset_manager::AssetRepo;
-use crate::domain::asset_manager::{AssetConnection, AssetItem, AssetItemId};
-use crate::domain::identity::OrganizationId;
+use crate::domain::asset_manager::{AssetConnection, AssetItem};
+use crate::domain::ids::AssetItemId;
+use crate::domain::ids::OrganizationId;
 
 /// Reads `local` connections' items from the repository.
 pub struct LocalAssetManager {

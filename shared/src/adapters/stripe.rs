@@ -32,8 +32,9 @@ use crate::domain::credits::billing::{
     BillingEvent, BillingEventKind, BillingProvider, EventError, OpenedCheckout, PlanChanged, TopUpState,
 };
 use crate::domain::credits::plans::{Billing, PlanId};
-use crate::domain::credits::{Account, Checkout, CheckoutId, Purchase, SubscriptionStatus};
-use crate::domain::identity::OrganizationId;
+use crate::domain::credits::{Account, Checkout, Purchase, SubscriptionStatus};
+use crate::domain::ids::CheckoutId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 
 /// How far an event's timestamp may be from now (Stripe's libraries' default).

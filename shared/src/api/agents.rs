@@ -12,12 +12,13 @@ use super::body::json_body;
 use super::query::query_params;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
-use crate::domain::agents::{
-    self, Agent, AgentCreate, AgentError, AgentId, AgentQuery, AgentRecord, AgentUpdate, UpdatePorts,
-};
-use crate::domain::graph::{AgentNodeId, Connection};
-use crate::domain::identity::OrganizationId;
-use crate::domain::nodes::{self, NodeTypeId};
+use crate::domain::agents::{self, Agent, AgentCreate, AgentError, AgentQuery, AgentRecord, AgentUpdate, UpdatePorts};
+use crate::domain::graph::Connection;
+use crate::domain::ids::AgentId;
+use crate::domain::ids::AgentNodeId;
+use crate::domain::ids::NodeTypeId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::nodes;
 use crate::domain::runs::service::BindPorts;
 use crate::domain::workspaces::WorkspaceError;
 

@@ -9,7 +9,8 @@ use super::body::json_body;
 use super::runs::organization;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
-use crate::domain::asset_manager::{self, AssetConnectionId, AssetError, NewConnection, NewItem};
+use crate::domain::asset_manager::{self, AssetError, NewConnection, NewItem};
+use crate::domain::ids::AssetConnectionId;
 
 fn map_error(error: AssetError) -> ApiError {
     let message = error.to_string();

@@ -12,13 +12,13 @@ use super::query::query_params;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::{App, Queues};
 use crate::domain::agents::{self, AgentError};
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::RunId;
 use crate::domain::runs::events::Notifier;
 use crate::domain::runs::list;
 use crate::domain::runs::ports::RunRepo;
 use crate::domain::runs::service::{self, BindPorts, RunError, RunPorts, StartRun};
 use crate::domain::runs::start::StartRequest;
-use crate::domain::runs::RunId;
 
 /// The caller's organization.
 pub(super) async fn organization(app: &App, call: &Call) -> Result<OrganizationId, ApiError> {
@@ -233,7 +233,7 @@ pub async fn verified_media(
     id: &str,
     query: Option<&str>,
 ) -> Result<crate::domain::runs::MediaRecord, ApiError> {
-    use crate::domain::runs::MediaId;
+    use crate::domain::ids::MediaId;
     let forbidden = |message: String| ApiError::detail(StatusCode::FORBIDDEN, message);
     let id = MediaId::parse(id).ok_or_else(|| forbidden("the link's signature does not match".into()))?;
     let (expires, signature) = crate::core::signing::signed_query_values(query.unwrap_or_default());

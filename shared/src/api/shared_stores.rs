@@ -8,9 +8,10 @@ use super::auth::{authenticate, Scheme};
 use super::body::json_object;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::StoreId;
 use crate::domain::shared_stores::{
-    self as stores, EntryId, EntryRename, EntryWrite, SourceType, StoreError, StoreId, StoreName,
+    self as stores, EntryId, EntryRename, EntryWrite, SourceType, StoreError, StoreName,
 };
 
 const LIST_STORES_FAILED: &str = "Failed to list shared stores";

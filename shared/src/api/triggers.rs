@@ -10,7 +10,7 @@ use super::query::query_params;
 use super::runs::{links, map_error, organization, ports, queues, runs};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
-use crate::domain::graph::AgentNodeId;
+use crate::domain::ids::AgentNodeId;
 use crate::domain::runs::events::Notifier;
 use crate::domain::runs::list;
 use crate::domain::runs::service::RunPorts;

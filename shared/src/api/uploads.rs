@@ -9,7 +9,7 @@ use super::auth::{authenticate, Scheme};
 use super::body::{deny_unknown, json_body};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::uploads::{self, UploadError, UploadKind};
 
 /// Authenticates, then reads the `kind` path parameter.

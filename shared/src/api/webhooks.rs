@@ -11,8 +11,9 @@ use super::runs::{organization, queues, run_id, runs};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::core::cursor;
+use crate::domain::ids::DeliveryId;
 use crate::domain::webhooks::log::{self, DeliveryError, MAX_LOG_LIMIT};
-use crate::domain::webhooks::{secret, DeliveryId, WebhookDelivery};
+use crate::domain::webhooks::{secret, WebhookDelivery};
 
 const CURSOR_LOG: &str = "webhooks";
 

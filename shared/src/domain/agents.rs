@@ -5,20 +5,18 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::graph::{self, AgentNodeId, CreatedNode, Graph, Operation};
-use super::identity::OrganizationId;
+use super::graph::{self, CreatedNode, Graph, Operation};
 use super::runs::service::BindPorts;
 use super::time::Timestamp;
 use super::triggers::{self, TriggerRepo, TriggerWrite};
-use super::workspaces::{self, WorkspaceError, WorkspaceId};
+use super::workspaces::{self, WorkspaceError};
 use crate::core::retry::AGENT_UPDATE_CONFLICTS;
 use crate::domain::identity::IdentityRepo;
+pub use crate::domain::ids::AgentId;
+use crate::domain::ids::AgentNodeId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::time::Clock;
-
-crate::typed_id!(
-    /// Identifies an agent. Agents get version 7 IDs, so their order is creation order.
-    AgentId
-);
 
 /// Longest agent name, in characters.
 pub const MAX_NAME_CHARS: usize = 120;

@@ -7,21 +7,15 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::identity::OrganizationId;
 use super::time::Timestamp;
-use super::uploads::{Upload, UploadId, UploadKind, UploadStatus};
-use super::workspaces::{self, WorkspaceError, WorkspaceId};
+use super::uploads::{Upload, UploadKind, UploadStatus};
+use super::workspaces::{self, WorkspaceError};
 use crate::domain::identity::IdentityRepo;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::UploadId;
+use crate::domain::ids::WorkspaceId;
+pub use crate::domain::ids::{AssetConnectionId, AssetItemId};
 use crate::domain::uploads::UploadRepo;
-
-crate::typed_id!(
-    /// Identifies an asset-manager connection.
-    AssetConnectionId
-);
-crate::typed_id!(
-    /// Identifies an item of an asset manager (the contract's "UUID of the external item").
-    AssetItemId
-);
 
 /// The providers a connection may use.
 pub const PROVIDERS: &[&str] = &["local"];

@@ -3,14 +3,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::nodes::{self, NodeType, NodeTypeId};
+use super::nodes::{self, NodeType};
+pub use crate::domain::ids::AgentNodeId;
+use crate::domain::ids::NodeTypeId;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-
-crate::typed_id!(
-    /// Identifies a node of an agent's graph (`agent_node_id`).
-    AgentNodeId
-);
 
 /// Operations one update may carry.
 pub const MAX_OPERATIONS: usize = 1_000;

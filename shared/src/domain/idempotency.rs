@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::identity::OrganizationId;
 use super::time::Timestamp;
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Clock;
 
 /// The request header.

@@ -9,17 +9,14 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::time::Timestamp;
-use super::workspaces::{self, Workspace, WorkspaceId};
+use super::workspaces::{self, Workspace};
 use super::MAX_LABEL_CHARS;
 use crate::domain::credits::plans::PlanId;
 use crate::domain::credits::service as credit_service;
 use crate::domain::credits::CreditRepo;
+pub use crate::domain::ids::OrganizationId;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::time::Clock;
-
-crate::typed_id!(
-    /// Identifies an organization: the owner of every resource an API key can reach.
-    OrganizationId
-);
 
 /// An organization: the owner of every resource an API key can reach.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

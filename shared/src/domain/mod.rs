@@ -8,6 +8,7 @@ pub mod generation;
 pub mod graph;
 pub mod idempotency;
 pub mod identity;
+pub mod ids;
 pub mod media;
 pub mod nodes;
 pub mod runs;

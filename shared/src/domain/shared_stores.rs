@@ -7,9 +7,10 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::identity::OrganizationId;
 use super::time::Timestamp;
 use super::MAX_LABEL_CHARS;
+use crate::domain::ids::OrganizationId;
+pub use crate::domain::ids::StoreId;
 use crate::domain::time::Clock;
 
 /// Shared stores one organization may have.
@@ -22,11 +23,6 @@ pub const MAX_ENTRIES_PER_BULK: usize = 5_000;
 pub const MAX_METADATA_BYTES: usize = 256_000;
 /// Longest entry ID, in UTF-8 bytes: DynamoDB's limit on a sort key.
 pub const MAX_ENTRY_ID_BYTES: usize = 1_024;
-
-crate::typed_id!(
-    /// Identifies a shared store.
-    StoreId
-);
 
 /// A shared store as the API shows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]

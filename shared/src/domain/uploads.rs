@@ -5,18 +5,14 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::identity::OrganizationId;
 use super::time::Timestamp;
+use crate::domain::ids::OrganizationId;
 use async_trait::async_trait;
 
 use super::media::ports::{BlobStore, MediaProbe, ProbeError};
 use super::media::{ProbeReport, SealedBlob};
 use super::time::Clock;
-
-crate::typed_id!(
-    /// Identifies an upload (and the asset it becomes).
-    UploadId
-);
+pub use crate::domain::ids::UploadId;
 
 /// How long an upload URL stays valid.
 pub const UPLOAD_URL_TTL: Duration = Duration::from_secs(3600);

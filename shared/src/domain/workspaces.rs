@@ -3,14 +3,10 @@
 
 use serde::Serialize;
 
-use super::identity::OrganizationId;
 use super::time::Timestamp;
 use crate::domain::identity::IdentityRepo;
-
-crate::typed_id!(
-    /// Identifies a workspace of an organization.
-    WorkspaceId
-);
+use crate::domain::ids::OrganizationId;
+pub use crate::domain::ids::WorkspaceId;
 
 /// Name of the primary workspace made for an organization that lists none.
 pub const DEFAULT_WORKSPACE_NAME: &str = "Default workspace";

@@ -15,7 +15,8 @@ use super::blobs::{full_body, ResponseBody};
 use crate::app::App;
 use crate::domain::credits::billing::SANDBOX_DECLINE;
 use crate::domain::credits::service::{self, CreditError, CreditPorts, SandboxOutcome};
-use crate::domain::credits::{Checkout, CheckoutId, CheckoutStatus, Purchase};
+use crate::domain::credits::{Checkout, CheckoutStatus, Purchase};
+use crate::domain::ids::CheckoutId;
 
 /// Where the pages are.
 pub const PATH_PREFIX: &str = "/billing/sandbox/checkout/";

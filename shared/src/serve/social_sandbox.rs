@@ -8,9 +8,10 @@ use http::{header, HeaderValue, StatusCode};
 
 use super::blobs::{full_body, ResponseBody};
 use crate::app::App;
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::{PostId, SocialConnectionId};
 use crate::domain::social::publisher::SANDBOX_PATH_PREFIX;
-use crate::domain::social::{PostId, PublisherKind, ResultStatus, SocialConnectionId};
+use crate::domain::social::{PublisherKind, ResultStatus};
 
 /// Escapes text for HTML.
 fn escape(text: &str) -> String {

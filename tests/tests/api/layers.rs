@@ -58,6 +58,21 @@ fn the_domain_and_the_core_import_nothing_above_them() {
     }
 }
 
+/// Every typed ID is declared in `domain/ids.rs`, the kernel under the contexts: a context
+/// names another's things by ID without importing it.
+#[test]
+fn typed_ids_are_declared_in_one_module() {
+    let ids = library().join("domain/ids.rs");
+    let kernel = std::fs::read_to_string(&ids).unwrap();
+    assert!(kernel.matches("crate::typed_id!(").count() >= 18, "the IDs are in {}", ids.display());
+    for (path, text) in sources(&library().join("domain")) {
+        if path == ids {
+            continue;
+        }
+        assert!(!text.contains("typed_id!("), "{} declares a typed ID: declare it in domain/ids.rs", path.display());
+    }
+}
+
 #[test]
 fn settings_are_read_without_the_wiring_that_uses_them() {
     let config = std::fs::read_to_string(library().join("config.rs")).unwrap();

@@ -10,9 +10,10 @@ use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use super::table::{build, id, n, number, query_beyond, s, text, timestamp, unless_condition_failed, Item};
 use super::{keys, DynamoDb};
 use crate::domain::agents::AgentRepo;
-use crate::domain::agents::{Agent, AgentId, AgentQuery, AgentRecord, Visibility};
+use crate::domain::agents::{Agent, AgentQuery, AgentRecord, Visibility};
 use crate::domain::graph::Graph;
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::AgentId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::domain::triggers::TriggerWrite;
 

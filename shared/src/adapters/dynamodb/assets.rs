@@ -6,8 +6,9 @@ use async_trait::async_trait;
 use super::table::{s, text, unless_condition_failed, Item};
 use super::{keys, DynamoDb};
 use crate::domain::asset_manager::AssetRepo;
-use crate::domain::asset_manager::{AssetConnection, AssetConnectionId, AssetItem, AssetItemId};
-use crate::domain::identity::OrganizationId;
+use crate::domain::asset_manager::{AssetConnection, AssetItem};
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::{AssetConnectionId, AssetItemId};
 
 fn document<T: serde::de::DeserializeOwned>(item: &Item, what: &str) -> anyhow::Result<T> {
     serde_json::from_str(text(item, "document")?)

@@ -9,10 +9,11 @@ use aws_sdk_dynamodb::types::Put;
 use super::runs::media_item;
 use super::table::{condition_failed, n, s, text, unless_condition_failed, Item, TransactPart};
 use super::{keys, AttributeValue, DynamoDb};
-use crate::domain::avatars::{AvatarProfile, AvatarProfileId, AvatarRepo};
-use crate::domain::identity::OrganizationId;
+use crate::domain::avatars::{AvatarProfile, AvatarRepo};
+use crate::domain::ids::AvatarProfileId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::runs::MediaRecord;
-use crate::domain::workspaces::WorkspaceId;
 
 fn avatar_item(profile: &AvatarProfile) -> anyhow::Result<Item> {
     let mut item = keys::avatar(profile.organization_id, profile.id);

@@ -39,8 +39,9 @@ use super::table::{
 };
 use super::{keys, DynamoDb};
 use crate::core::retry::{self, STORE_LEASE_WAIT};
-use crate::domain::identity::OrganizationId;
-use crate::domain::shared_stores::{EntryId, EntryWrite, StoreEntry, StoreError, StoreId};
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::StoreId;
+use crate::domain::shared_stores::{EntryId, EntryWrite, StoreEntry, StoreError};
 use crate::domain::time::Timestamp;
 
 /// Condition on a store item: it exists and no lease on it is current (needs `:now`).

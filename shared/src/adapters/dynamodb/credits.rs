@@ -10,8 +10,9 @@ use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 use super::table::{condition_failed, n, number, optional_text, s, text, Item, TransactPart};
 use super::{keys, DynamoDb};
 use crate::domain::credits::plans::PlanId;
-use crate::domain::credits::{Account, AccountWrite, Checkout, CheckoutId, CreditRepo, LedgerEntry, Written};
-use crate::domain::identity::OrganizationId;
+use crate::domain::credits::{Account, AccountWrite, Checkout, CreditRepo, LedgerEntry, Written};
+use crate::domain::ids::CheckoutId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 
 /// The transaction parts of an account write: the account (index 0), its entries, and

@@ -10,7 +10,7 @@ use super::table::{failure, n, number, optional_number, optional_text, s, text, 
 use super::{keys, DynamoDb};
 use crate::domain::idempotency::IdempotencyRepo;
 use crate::domain::idempotency::{KeptAnswer, KeyRecord, KeyState};
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 
 /// A claim may take the key: none stored, expired, or a claim whose lease ran out.

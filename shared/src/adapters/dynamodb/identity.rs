@@ -6,7 +6,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::table::{failure, id, n, number, optional_timestamp, s, text, timestamp};
 use super::{keys, DynamoDb};
 use crate::domain::identity::IdentityRepo;
-use crate::domain::identity::{ApiKeyRecord, Organization, OrganizationId};
+use crate::domain::identity::{ApiKeyRecord, Organization};
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::domain::workspaces::Workspace;
 

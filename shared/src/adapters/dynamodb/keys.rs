@@ -49,12 +49,13 @@ use uuid::Uuid;
 
 use super::table::{s, Item};
 use super::AttributeValue;
-use crate::domain::agents::AgentId;
-use crate::domain::identity::OrganizationId;
-use crate::domain::runs::{MediaId, RunId};
-use crate::domain::shared_stores::{EntryId, StoreId};
-use crate::domain::uploads::UploadId;
-use crate::domain::workspaces::WorkspaceId;
+use crate::domain::ids::AgentId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::StoreId;
+use crate::domain::ids::UploadId;
+use crate::domain::ids::WorkspaceId;
+use crate::domain::ids::{MediaId, RunId};
+use crate::domain::shared_stores::EntryId;
 
 /// Sort-key prefix of stores in an organization's partition.
 pub const STORE_PREFIX: &str = "STORE#";

@@ -19,11 +19,10 @@ use super::bulk::{is_reserved, lease_is_active, STORE_WRITABLE};
 use super::table::{condition_failed, failure, id, n, number, s, text, timestamp, Item, TransactPart};
 use super::{keys, DynamoDb};
 use crate::core::retry::{STORE_LEASE_WAIT, TRANSACTION_CONFLICTS};
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::StoreId;
 use crate::domain::shared_stores::SharedStoreRepo;
-use crate::domain::shared_stores::{
-    EntryId, EntryRename, EntryWrite, Metadata, SharedStore, StoreEntry, StoreError, StoreId,
-};
+use crate::domain::shared_stores::{EntryId, EntryRename, EntryWrite, Metadata, SharedStore, StoreEntry, StoreError};
 use crate::domain::time::Timestamp;
 
 fn store_from(item: &Item) -> anyhow::Result<SharedStore> {

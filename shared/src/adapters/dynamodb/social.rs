@@ -14,9 +14,10 @@ use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
 use super::runs::media_item;
 use super::table::{condition_failed, n, query_beyond, s, text, Item, TransactPart};
 use super::{keys, AttributeValue, DynamoDb};
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::{PostId, SocialConnectionId};
 use crate::domain::runs::MediaRecord;
-use crate::domain::social::{PostFilter, PostId, PostPage, PostStatus, SocialConnection, SocialConnectionId};
+use crate::domain::social::{PostFilter, PostPage, PostStatus, SocialConnection};
 use crate::domain::social::{SocialPost, SocialRepo};
 use crate::domain::time::Timestamp;
 

@@ -12,8 +12,8 @@ use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 
 use super::table::{build, n, text, unless_condition_failed, Item};
 use super::{keys, DynamoDb};
-use crate::domain::graph::AgentNodeId;
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::AgentNodeId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::domain::triggers::{DuePage, TriggerKind, TriggerRepo, TriggerState, TriggerWrite};
 

@@ -9,10 +9,11 @@ use super::table::{
     Item,
 };
 use super::{keys, DynamoDb};
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::UploadId;
 use crate::domain::media::SealedBlob;
 use crate::domain::uploads::UploadRepo;
-use crate::domain::uploads::{MediaInfo, Upload, UploadId, UploadKind, UploadStatus};
+use crate::domain::uploads::{MediaInfo, Upload, UploadKind, UploadStatus};
 
 const PENDING: &str = "pending_upload";
 const READY: &str = "ready";

@@ -6,11 +6,12 @@ use async_trait::async_trait;
 
 use super::table::{n, s, text, unless_condition_failed, Item};
 use super::{keys, DynamoDb};
-use crate::domain::identity::OrganizationId;
-use crate::domain::runs::RunId;
+use crate::domain::ids::DeliveryId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::RunId;
 use crate::domain::time::Timestamp;
 use crate::domain::webhooks::ports::WebhookRepo;
-use crate::domain::webhooks::{DeliveryId, WebhookDelivery, WebhookSecret};
+use crate::domain::webhooks::{WebhookDelivery, WebhookSecret};
 
 /// Bytes of a delivery's document an item may hold, under DynamoDB's 400 KB.
 const MAX_DOCUMENT_BYTES: usize = 380_000;

@@ -7,8 +7,9 @@ use rusqlite::{params, params_from_iter, OptionalExtension, Row};
 
 use super::{parsed, Db, Sqlite};
 use crate::domain::agents::AgentRepo;
-use crate::domain::agents::{Agent, AgentId, AgentQuery, AgentRecord, Visibility};
-use crate::domain::identity::OrganizationId;
+use crate::domain::agents::{Agent, AgentQuery, AgentRecord, Visibility};
+use crate::domain::ids::AgentId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::domain::triggers::TriggerWrite;
 

@@ -6,8 +6,9 @@ use rusqlite::{params, OptionalExtension};
 
 use super::{Db, Sqlite};
 use crate::domain::asset_manager::AssetRepo;
-use crate::domain::asset_manager::{AssetConnection, AssetConnectionId, AssetItem, AssetItemId};
-use crate::domain::identity::OrganizationId;
+use crate::domain::asset_manager::{AssetConnection, AssetItem};
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::{AssetConnectionId, AssetItemId};
 
 fn read<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> anyhow::Result<T> {
     serde_json::from_str(text).map_err(|error| anyhow::anyhow!("a stored {what} could not be read: {error}"))

@@ -8,10 +8,11 @@ use rusqlite::params;
 
 use super::runs::insert_media;
 use super::{Db, Sqlite};
-use crate::domain::avatars::{AvatarProfile, AvatarProfileId, AvatarRepo};
-use crate::domain::identity::OrganizationId;
+use crate::domain::avatars::{AvatarProfile, AvatarRepo};
+use crate::domain::ids::AvatarProfileId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::runs::MediaRecord;
-use crate::domain::workspaces::WorkspaceId;
 
 fn profile_of(document: &str) -> anyhow::Result<AvatarProfile> {
     Ok(serde_json::from_str(document)?)

@@ -17,7 +17,7 @@ use crate::adapters::sqlite::Sqlite;
 use crate::domain::credits::plans::PlanId;
 use crate::domain::credits::service::{apply_purchase, current, open};
 use crate::domain::credits::{CreditRepo, Purchase, Reason, Written};
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::media::MediaType;
 use crate::domain::nodes::{DESTINATION, IMAGE_GENERATION, SPEED, VIDEO_INPUT};
 use crate::domain::runs::charges::Prices;

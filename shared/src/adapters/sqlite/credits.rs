@@ -8,8 +8,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{Db, Sqlite};
 use crate::domain::credits::plans::PlanId;
-use crate::domain::credits::{Account, AccountWrite, Checkout, CheckoutId, CreditRepo, LedgerEntry, Written};
-use crate::domain::identity::OrganizationId;
+use crate::domain::credits::{Account, AccountWrite, Checkout, CreditRepo, LedgerEntry, Written};
+use crate::domain::ids::CheckoutId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 
 /// Reads the organization's account within the caller's transaction.

@@ -8,7 +8,7 @@ use rusqlite::{params, OptionalExtension};
 use super::{Db, Sqlite};
 use crate::domain::idempotency::IdempotencyRepo;
 use crate::domain::idempotency::{KeptAnswer, KeyRecord, KeyState};
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 
 /// Expired keys a claim removes at most.

@@ -5,7 +5,8 @@ use rusqlite::{params, OptionalExtension, Row};
 
 use super::{parsed, parsed_optional, Db, Sqlite};
 use crate::domain::identity::IdentityRepo;
-use crate::domain::identity::{ApiKeyRecord, Organization, OrganizationId};
+use crate::domain::identity::{ApiKeyRecord, Organization};
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::domain::workspaces::Workspace;
 

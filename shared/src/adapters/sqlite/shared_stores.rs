@@ -9,11 +9,10 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{parsed, Db, Sqlite};
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::StoreId;
 use crate::domain::shared_stores::SharedStoreRepo;
-use crate::domain::shared_stores::{
-    EntryId, EntryRename, EntryWrite, Metadata, SharedStore, StoreEntry, StoreError, StoreId,
-};
+use crate::domain::shared_stores::{EntryId, EntryRename, EntryWrite, Metadata, SharedStore, StoreEntry, StoreError};
 use crate::domain::time::Timestamp;
 
 const STORE_COLUMNS: &str = "id, name, source_type, entry_count, created_at, updated_at";

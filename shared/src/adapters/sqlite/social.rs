@@ -9,10 +9,11 @@ use rusqlite::params;
 
 use super::runs::insert_media;
 use super::{Db, Sqlite};
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::{PostId, SocialConnectionId};
 use crate::domain::runs::MediaRecord;
 use crate::domain::social::SocialRepo;
-use crate::domain::social::{PostFilter, PostId, PostPage, SocialConnection, SocialConnectionId, SocialPost};
+use crate::domain::social::{PostFilter, PostPage, SocialConnection, SocialPost};
 use crate::domain::time::Timestamp;
 
 fn write_destinations(transaction: &rusqlite::Connection, post: &SocialPost) -> anyhow::Result<()> {

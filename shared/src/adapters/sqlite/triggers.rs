@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection};
 
 use super::{parsed, Db, Sqlite};
-use crate::domain::graph::AgentNodeId;
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::AgentNodeId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::domain::triggers::{DuePage, TriggerKind, TriggerRepo, TriggerState, TriggerWrite};
 

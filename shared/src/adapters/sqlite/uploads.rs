@@ -5,10 +5,11 @@ use async_trait::async_trait;
 use rusqlite::{params, OptionalExtension, Row};
 
 use super::{parsed, parsed_optional, Db, Sqlite};
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::UploadId;
 use crate::domain::media::SealedBlob;
 use crate::domain::uploads::UploadRepo;
-use crate::domain::uploads::{MediaInfo, Upload, UploadId, UploadKind, UploadStatus};
+use crate::domain::uploads::{MediaInfo, Upload, UploadKind, UploadStatus};
 
 const PENDING: &str = "pending_upload";
 const READY: &str = "ready";

@@ -15,12 +15,13 @@ use super::{Db, Sqlite};
 use crate::core::queue::Delivery;
 use crate::core::queue::Inbox;
 use crate::core::queue::Queue;
-use crate::domain::identity::OrganizationId;
-use crate::domain::runs::RunId;
+use crate::domain::ids::DeliveryId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::RunId;
 use crate::domain::time::Clock;
 use crate::domain::time::Timestamp;
 use crate::domain::webhooks::ports::WebhookRepo;
-use crate::domain::webhooks::{DeliveryId, WebhookDelivery, WebhookMessage, WebhookSecret};
+use crate::domain::webhooks::{WebhookDelivery, WebhookMessage, WebhookSecret};
 
 /// How long a receive waits for a delivery to become due when none is.
 const IDLE_WAIT: Duration = Duration::from_millis(500);

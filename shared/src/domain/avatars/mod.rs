@@ -10,20 +10,19 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::identity::{IdentityRepo, OrganizationId};
+use super::identity::IdentityRepo;
 use super::runs::ports::TaskMessage;
 use super::runs::views::MediaLinks;
-use super::runs::{MediaId, MediaRecord};
+use super::runs::MediaRecord;
 use super::time::{Clock, Timestamp};
-use super::uploads::{Upload, UploadId, UploadKind, UploadRepo, UploadStatus};
-use super::workspaces::WorkspaceId;
+use super::uploads::{Upload, UploadKind, UploadRepo, UploadStatus};
 use super::workspaces::{ensure_primary, find_primary};
 use crate::core::queue::Queue;
-
-crate::typed_id!(
-    /// Identifies an avatar profile (version 7: later profiles sort after earlier ones).
-    AvatarProfileId
-);
+pub use crate::domain::ids::AvatarProfileId;
+use crate::domain::ids::MediaId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::UploadId;
+use crate::domain::ids::WorkspaceId;
 
 /// Longest avatar name, in characters (the contract's limit).
 pub const MAX_NAME_CHARS: usize = 200;

@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use super::{AvatarError, AvatarFile, AvatarProfile, AvatarProfileId, AvatarReference, AvatarRepo, AvatarSource};
 use super::{AvatarStatus, MAX_SOURCE_MS, MIN_SOURCE_MS};
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::{MediaId, RunId};
 use crate::domain::media::ports::{BlobStore, DownloadError, Downloader, MediaProbe, MediaToolkit};
 use crate::domain::media::{MediaError, PreviewJob, ProbeReport, SILENCE_DB};
-use crate::domain::runs::{MediaId, MediaKind, MediaRecord, RunId};
+use crate::domain::runs::{MediaKind, MediaRecord};
 use crate::domain::time::{Clock, Timestamp};
 use crate::domain::uploads::{self, UploadError, UploadKind, UploadRepo, UploadStatus};
 

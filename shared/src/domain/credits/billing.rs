@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use super::plans::PlanId;
 use super::{Account, Checkout, CheckoutId, SubscriptionStatus};
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 
 /// A checkout opened at the provider: where the caller goes to pay.

@@ -12,19 +12,11 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use self::plans::PlanId;
-use super::graph::AgentNodeId;
-use super::identity::OrganizationId;
-use super::runs::RunId;
 use super::time::Timestamp;
-
-crate::typed_id!(
-    /// Identifies a ledger entry.
-    LedgerEntryId
-);
-crate::typed_id!(
-    /// Identifies a checkout (a plan purchase the caller completes at its URL).
-    CheckoutId
-);
+use crate::domain::ids::AgentNodeId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::RunId;
+pub use crate::domain::ids::{CheckoutId, LedgerEntryId};
 
 /// Largest auto top-up threshold or quantity.
 pub const MAX_TOP_UP_SETTING: u64 = 1_000_000;

@@ -15,7 +15,7 @@ use super::{
     Purchase, Reason, SubscriptionStatus, Written, MAX_TOP_UP_SETTING,
 };
 use crate::core::retry::ACCOUNT_CONFLICTS;
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::{Clock, Timestamp};
 
 /// A top-up asked for and not paid holds off the next one this long.

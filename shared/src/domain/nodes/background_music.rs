@@ -8,8 +8,9 @@ use uuid::uuid;
 use super::placement::{Medium, Placement};
 use super::schema::{no_rules, node, params_schema, uuid_string};
 use super::{Connectable, CreditCost, EditContext, NodeKind, NodeSettings, NodeType, NodeTypeId, UploadUse};
+use crate::domain::ids::UploadId;
 use crate::domain::media::{Edit, MediaType};
-use crate::domain::uploads::{UploadId, UploadKind};
+use crate::domain::uploads::UploadKind;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("e1da61bb-803c-4518-8c72-3794867512a7"));
 

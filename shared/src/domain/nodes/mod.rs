@@ -37,13 +37,10 @@ use placement::Placement;
 
 use super::generation::{AudioRequest, ImageRequest, VideoRequest};
 use super::media::{Edit, MediaType};
-use super::uploads::{UploadId, UploadKind};
+use super::uploads::UploadKind;
+use crate::domain::ids::UploadId;
 
-crate::typed_id!(
-    /// Identifies a node type of the catalog; the IDs never change once published.
-    NodeTypeId
-);
-
+pub use crate::domain::ids::NodeTypeId;
 pub use ai_avatar::ID as AI_AVATAR;
 pub use audio_generation::ID as AUDIO_GENERATION;
 pub use background_music::ID as BACKGROUND_MUSIC;

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::uploads::UploadId;
+use crate::domain::ids::UploadId;
 
 /// The medium a stretch comes from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

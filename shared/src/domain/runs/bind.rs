@@ -13,16 +13,19 @@ use super::service::{BindPorts, RunError};
 use super::start::{InputItem, InputRef, Inputs};
 use super::{AssetFile, BoundInput, InputSource, MediaId, MediaKind, MediaRecord, RunId, RuntimeNode};
 use crate::core::retry::Unavailable;
-use crate::domain::asset_manager::{self, Artifact, AssetItemId};
-use crate::domain::avatars::{AvatarProfileId, AvatarStatus};
-use crate::domain::graph::AgentNodeId;
-use crate::domain::identity::OrganizationId;
+use crate::domain::asset_manager::{self, Artifact};
+use crate::domain::avatars::AvatarStatus;
+use crate::domain::ids::AgentNodeId;
+use crate::domain::ids::AssetItemId;
+use crate::domain::ids::AvatarProfileId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::UploadId;
+use crate::domain::ids::WorkspaceId;
 use crate::domain::media::ports::DownloadError;
 use crate::domain::nodes::{Connectable, Generation, NodeKind, Unready, UploadUse};
 use crate::domain::sites::{SiteVideoInfo, Sites};
 use crate::domain::time::Timestamp;
-use crate::domain::uploads::{Upload, UploadId, UploadKind, UploadStatus};
-use crate::domain::workspaces::WorkspaceId;
+use crate::domain::uploads::{Upload, UploadKind, UploadStatus};
 
 /// Longest video read from a video-sharing site (the contract's limit).
 pub const MAX_SITE_VIDEO_MS: u64 = 5 * 60 * 60 * 1000;

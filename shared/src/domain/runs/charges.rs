@@ -264,7 +264,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::domain::nodes::{NodeTypeId, DESTINATION, SPEED, VIDEO_INPUT};
+    use crate::domain::ids::NodeTypeId;
+    use crate::domain::nodes::{DESTINATION, SPEED, VIDEO_INPUT};
     use crate::domain::runs::engine::tests::run_of;
     use crate::domain::runs::engine::Claim;
     use crate::domain::runs::{Fault, MediaFile};

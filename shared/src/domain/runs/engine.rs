@@ -591,12 +591,14 @@ pub(crate) mod tests {
     use serde_json::{json, Map};
 
     use super::*;
-    use crate::domain::agents::AgentId;
-    use crate::domain::graph::AgentNodeId;
-    use crate::domain::identity::OrganizationId;
-    use crate::domain::nodes::{NodeTypeId, CLIP, CONCATENATE, DESTINATION, SPEED, VIDEO_INPUT};
+    use crate::domain::ids::AgentId;
+    use crate::domain::ids::AgentNodeId;
+    use crate::domain::ids::NodeTypeId;
+    use crate::domain::ids::OrganizationId;
+    use crate::domain::ids::RunId;
+    use crate::domain::nodes::{CLIP, CONCATENATE, DESTINATION, SPEED, VIDEO_INPUT};
     use crate::domain::runs::plan::plan_tasks;
-    use crate::domain::runs::{BoundInput, InputSource, MediaFile, NodeStatusCounts, RunId, RuntimeNode};
+    use crate::domain::runs::{BoundInput, InputSource, MediaFile, NodeStatusCounts, RuntimeNode};
 
     /// A run of `nodes` (type, upstream positions) with `items` URL inputs on node 0,
     /// planned and settled as a start would.

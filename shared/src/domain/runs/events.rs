@@ -7,8 +7,9 @@ use std::sync::Arc;
 use super::views::MediaLinks;
 use super::{NodeIndex, NodeStatus, Run, RunStatus};
 use crate::core::queue::Queue;
+use crate::domain::ids::DeliveryId;
 use crate::domain::time::Timestamp;
-use crate::domain::webhooks::{DeliveryId, DeliveryState, EventFlag, WebhookDelivery, WebhookMessage};
+use crate::domain::webhooks::{DeliveryState, EventFlag, WebhookDelivery, WebhookMessage};
 
 /// A run's node statuses and status before a change, to tell what the change did.
 #[derive(Clone, Debug)]

@@ -5,8 +5,9 @@ use super::ports::RunQuery;
 use super::service::RunError;
 use super::{Run, RunId, RunStatus};
 use crate::core::cursor;
-use crate::domain::agents::{AgentId, AgentRepo};
-use crate::domain::identity::OrganizationId;
+use crate::domain::agents::AgentRepo;
+use crate::domain::ids::AgentId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::runs::ports::RunRepo;
 use crate::domain::time::Timestamp;
 

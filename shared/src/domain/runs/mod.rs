@@ -20,32 +20,20 @@ pub mod worker;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::agents::AgentId;
-use super::graph::AgentNodeId;
-use super::identity::OrganizationId;
+use crate::domain::ids::AgentId;
+use crate::domain::ids::AgentNodeId;
+use crate::domain::ids::OrganizationId;
 use std::ops::{Index, IndexMut};
 use std::sync::{Arc, OnceLock};
 
 use super::media::MediaType;
 use super::nodes::placement::Placement;
-use super::nodes::{self, NodeKind, NodeSettings, NodeType, NodeTypeId};
+use super::nodes::{self, NodeKind, NodeSettings, NodeType};
 use super::time::Timestamp;
-use super::uploads::UploadId;
 use crate::core::shared_list::SharedList;
-
-crate::typed_id!(
-    /// Identifies a run.
-    RunId
-);
-crate::typed_id!(
-    /// Identifies a stored media file reachable through a signed `/media/{id}` link: a
-    /// run output (its render ID), a thumbnail or a run input.
-    MediaId
-);
-crate::typed_id!(
-    /// Identifies one version of a run's runtime state; resume makes a new one.
-    AgentStateId
-);
+use crate::domain::ids::NodeTypeId;
+use crate::domain::ids::UploadId;
+pub use crate::domain::ids::{AgentStateId, MediaId, RunId};
 
 /// The position of a task in [`Run::tasks`]; stored and sent as a plain number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -9,7 +9,8 @@ use serde_json::{Map, Value};
 
 use super::{BoundInput, NodeIndex, RuntimeNode, Task, TaskIndex, TaskSource, TaskStatus, MAX_TASKS};
 use crate::core::shared_list::SharedList;
-use crate::domain::graph::{AgentNodeId, Graph};
+use crate::domain::graph::Graph;
+use crate::domain::ids::AgentNodeId;
 use crate::domain::media::MediaType;
 use crate::domain::nodes::{self, Connectable, ItemFlow, NodeKind};
 

@@ -5,9 +5,9 @@
 use async_trait::async_trait;
 
 use super::{MediaId, MediaRecord, Run, RunId, RunStatus, TaskIndex};
-use crate::domain::avatars::AvatarProfileId;
 use crate::domain::credits::{AccountWrite, CreditRepo};
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::AvatarProfileId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::domain::webhooks::WebhookDelivery;
 

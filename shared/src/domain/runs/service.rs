@@ -15,11 +15,12 @@ use super::{AgentStateId, BoundInput, InputSource, MediaRecord, Run, RunId, RunS
 use crate::core::blocking::off_runtime;
 use crate::core::queue::Queue;
 use crate::core::retry::{RetryPolicy, RUN_UPDATE_CONFLICTS};
-use crate::domain::agents::{AgentId, AgentRecord, AgentRepo};
+use crate::domain::agents::{AgentRecord, AgentRepo};
 use crate::domain::asset_manager::{AssetManager, AssetRepo};
 use crate::domain::credits::{self, Account};
-use crate::domain::graph::AgentNodeId;
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::AgentId;
+use crate::domain::ids::AgentNodeId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::sites::Sites;
 use crate::domain::time::{Clock, Timestamp};
 use crate::domain::uploads::UploadRepo;

@@ -5,9 +5,10 @@ use serde_json::{Map, Value};
 
 use super::{MediaId, MAX_INPUTS};
 use crate::core::ssrf::MAX_URL_CHARS;
-use crate::domain::asset_manager::{Artifact, AssetItemId};
-use crate::domain::graph::AgentNodeId;
-use crate::domain::uploads::UploadId;
+use crate::domain::asset_manager::Artifact;
+use crate::domain::ids::AgentNodeId;
+use crate::domain::ids::AssetItemId;
+use crate::domain::ids::UploadId;
 
 /// Properties the body may have.
 const FIELDS: &[&str] = &[

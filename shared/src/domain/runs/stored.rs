@@ -21,10 +21,10 @@ use super::{
     RuntimeNode, Task, TaskSource, TaskStatus,
 };
 use crate::core::shared_list::SharedList;
-use crate::domain::agents::AgentId;
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::AgentId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::UploadId;
 use crate::domain::time::Timestamp;
-use crate::domain::uploads::UploadId;
 
 /// Largest record of a run (its head, a chunk, an output), in bytes of JSON: below
 /// DynamoDB's 400 KB item with room for the keys. The plan alone may be larger (stored
@@ -517,7 +517,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::domain::nodes::{NodeTypeId, CLIP, DESTINATION, VIDEO_INPUT};
+    use crate::domain::ids::NodeTypeId;
+    use crate::domain::nodes::{CLIP, DESTINATION, VIDEO_INPUT};
     use crate::domain::runs::engine::tests::{end, run_of};
     use crate::domain::runs::engine::Claim;
     use crate::domain::runs::TaskIndex;

@@ -16,19 +16,12 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::identity::OrganizationId;
 use super::runs::views::MediaLinks;
-use super::runs::{MediaId, MediaRecord};
+use super::runs::MediaRecord;
 use super::time::Timestamp;
-
-crate::typed_id!(
-    /// Identifies a connected social account (version 7: later connections sort after).
-    SocialConnectionId
-);
-crate::typed_id!(
-    /// Identifies a social post (version 7 of its creation time: key order is creation order).
-    PostId
-);
+use crate::domain::ids::MediaId;
+use crate::domain::ids::OrganizationId;
+pub use crate::domain::ids::{PostId, SocialConnectionId};
 
 /// A social platform a post may go to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use super::service::MAX_MEDIUM_BYTES;
 use super::service::{local_file, waiting_status, Changed, PendingMedia, Social, Step, CHANGE_ATTEMPTS};
 use super::CONNECTION_DELETED;
 use super::{DestinationResult, PostId, PostStatus, ResultStatus, SocialConnection, SocialError, SocialPost};
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::runs::ports::TaskMessage;
 use crate::domain::time::Timestamp;
 
@@ -407,7 +407,7 @@ pub(super) fn settle(post: &mut SocialPost, now: Timestamp) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::social::SocialConnectionId;
+    use crate::domain::ids::SocialConnectionId;
 
     #[test]
     fn a_platforms_answers_are_kept_bounded() {

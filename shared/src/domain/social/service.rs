@@ -18,11 +18,12 @@ use super::{Destination, DestinationResult, PostId, PostMedium, PostPage, PostSt
 use super::{PostFilter, CONNECTION_DELETED, CONNECTION_NOT_FOUND, MAX_CONNECTIONS_PER_ORGANIZATION};
 use super::{SocialConnection, SocialConnectionId, SocialError, SocialPost, SocialRepo, POST_NOT_FOUND};
 use crate::core::queue::Queue;
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::{MediaId, RunId};
 use crate::domain::media::ports::{BlobStore, DownloadError, Downloader, MediaProbe, MediaToolkit, ProbeError};
 use crate::domain::runs::ports::{RunRepo, TaskMessage};
 use crate::domain::runs::views::{MediaLinks, MEDIA_PATH_PREFIX};
-use crate::domain::runs::{MediaId, MediaKind, MediaRecord, RunId};
+use crate::domain::runs::{MediaKind, MediaRecord};
 use crate::domain::time::{Clock, Timestamp};
 
 /// Largest medium a post takes (what a function's scratch space holds).

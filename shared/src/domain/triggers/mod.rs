@@ -25,15 +25,18 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use self::cron::CronSchedule;
-use super::agents::{AgentId, AgentRecord, AgentRepo};
-use super::graph::{AgentNode, AgentNodeId, Graph, OperationError};
-use super::identity::OrganizationId;
+use super::agents::{AgentRecord, AgentRepo};
+use super::graph::{AgentNode, Graph, OperationError};
 use super::media::ports::{DownloadError, Downloader};
-use super::nodes::{self, NodeKind, NodeTypeId, TriggerSpec};
+use super::nodes::{self, NodeKind, TriggerSpec};
 use super::runs::service::{self, BindPorts, RunError, RunPorts, StartRun, TriggerSource, Triggered};
 use super::runs::start::{InputItem, InputRef, Inputs, StartRequest};
-use super::runs::RunId;
 use super::time::Timestamp;
+use crate::domain::ids::AgentId;
+use crate::domain::ids::AgentNodeId;
+use crate::domain::ids::NodeTypeId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::RunId;
 
 /// Largest feed document read.
 const MAX_FEED_BYTES: u64 = 5 * 1024 * 1024;

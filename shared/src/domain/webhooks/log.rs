@@ -4,8 +4,8 @@
 use super::ports::WebhookRepo;
 use super::{DeliveryId, DeliveryState, WebhookDelivery, WebhookMessage};
 use crate::core::queue::Queue;
-use crate::domain::identity::OrganizationId;
-use crate::domain::runs::RunId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::RunId;
 use crate::domain::time::Clock;
 
 /// Why a delivery-log request is refused.

@@ -7,20 +7,16 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::identity::OrganizationId;
-use super::runs::RunId;
 use super::time::Timestamp;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::RunId;
 
 pub mod log;
 pub mod ports;
 pub mod secret;
 pub mod sender;
 use crate::core::retry::random_below;
-
-crate::typed_id!(
-    /// Identifies one webhook delivery: its `webhook-id`, the same on every attempt.
-    DeliveryId
-);
+pub use crate::domain::ids::DeliveryId;
 
 /// The event a payload's `flag` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,8 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{DeliveryId, WebhookDelivery, WebhookSecret};
-use crate::domain::identity::OrganizationId;
-use crate::domain::runs::RunId;
+use crate::domain::ids::OrganizationId;
+use crate::domain::ids::RunId;
 use crate::domain::time::Timestamp;
 
 /// Webhook deliveries (the delivery log) and organizations' webhook secrets. Deliveries

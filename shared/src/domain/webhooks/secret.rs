@@ -2,7 +2,7 @@
 
 use super::ports::WebhookRepo;
 use super::WebhookSecret;
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::time::Clock;
 
 /// `POST /webhooks/secret`: a new secret for the organization, replacing any other.

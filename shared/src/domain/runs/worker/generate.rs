@@ -5,8 +5,9 @@ use std::path::Path;
 
 use super::execute::{Made, Stop};
 use super::Worker;
-use crate::domain::avatars::{AvatarFile, AvatarProfileId, AvatarStatus};
+use crate::domain::avatars::{AvatarFile, AvatarStatus};
 use crate::domain::generation::{AvatarReference, AvatarRequest, GenerationError, SpeechRequest};
+use crate::domain::ids::AvatarProfileId;
 use crate::domain::media::MediaType;
 use crate::domain::nodes::Generation;
 use crate::domain::runs::{NodeIndex, Run, TaskIndex};

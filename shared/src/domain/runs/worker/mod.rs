@@ -26,7 +26,7 @@ use crate::domain::avatars::AvatarRepo;
 use crate::domain::credits::billing::BillingProvider;
 use crate::domain::credits::service::{self as credit_service, CreditPorts, ToppedUp};
 use crate::domain::generation::Generators;
-use crate::domain::identity::OrganizationId;
+use crate::domain::ids::OrganizationId;
 use crate::domain::media::ports::{BlobStore, Downloader, MediaProbe, MediaToolkit};
 use crate::domain::sites::Sites;
 use crate::domain::time::{Clock, Timestamp};
