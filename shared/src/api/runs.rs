@@ -102,7 +102,7 @@ pub async fn start_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
 }
 
 /// The signer of the media links of a response to `call`.
-pub(super) fn links(app: &App, call: &Call) -> crate::domain::runs::views::MediaLinks {
+pub(super) fn links(app: &App, call: &Call) -> crate::domain::media::MediaLinks {
     let host = call.request.headers().get(http::header::HOST).and_then(|value| value.to_str().ok());
     app.links.for_host(host)
 }
@@ -232,7 +232,7 @@ pub async fn verified_media(
     app: &App,
     id: &str,
     query: Option<&str>,
-) -> Result<crate::domain::runs::MediaRecord, ApiError> {
+) -> Result<crate::domain::media::MediaRecord, ApiError> {
     use crate::domain::ids::MediaId;
     let forbidden = |message: String| ApiError::detail(StatusCode::FORBIDDEN, message);
     let id = MediaId::parse(id).ok_or_else(|| forbidden("the link's signature does not match".into()))?;

@@ -93,7 +93,7 @@ pub async fn handle(
 
 /// Serves a run's media link: checks its signature and streams the file (with Range).
 pub async fn media(app: &crate::app::App, uri: &Uri, range: Option<&HeaderValue>) -> hyper::Response<ResponseBody> {
-    use crate::domain::runs::views::MEDIA_PATH_PREFIX;
+    use crate::domain::media::MEDIA_PATH_PREFIX;
     let Some(store) = app.local_blobs.as_ref() else {
         return respond(ApiError::detail(StatusCode::NOT_FOUND, "Not Found"));
     };

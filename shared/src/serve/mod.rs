@@ -126,7 +126,7 @@ async fn handle(
     let (parts, body) = request.into_parts();
     let (method, path) = (parts.method.clone(), parts.uri.path().to_owned());
     if method == http::Method::GET
-        && path.starts_with(crate::domain::runs::views::MEDIA_PATH_PREFIX)
+        && path.starts_with(crate::domain::media::MEDIA_PATH_PREFIX)
         && app.local_blobs.is_some()
     {
         let response = blobs::media(&app, &parts.uri, parts.headers.get(http::header::RANGE)).await;

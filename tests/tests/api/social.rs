@@ -653,11 +653,11 @@ async fn the_services_own_links_are_read_from_the_store_past_the_guard() {
     let app = &harness.test.app;
     let links = app.links.clone();
     let now = app.clock.now();
-    let record = shared::domain::runs::MediaRecord {
+    let record = shared::domain::media::MediaRecord {
         id: shared::domain::runs::MediaId::new_v4(),
         organization_id: harness.test.organization,
         run_id: shared::domain::runs::RunId::from_uuid(uuid::Uuid::nil()),
-        kind: shared::domain::runs::MediaKind::Render,
+        kind: shared::domain::media::MediaKind::Render,
         key: format!("renders/{}/own-clip.mp4", harness.test.organization),
         version: None,
         content_type: "video/mp4".into(),

@@ -13,7 +13,7 @@ use crate::domain::avatars::{AvatarProfile, AvatarRepo};
 use crate::domain::ids::AvatarProfileId;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::WorkspaceId;
-use crate::domain::runs::MediaRecord;
+use crate::domain::media::MediaRecord;
 
 fn avatar_item(profile: &AvatarProfile) -> anyhow::Result<Item> {
     let mut item = keys::avatar(profile.organization_id, profile.id);

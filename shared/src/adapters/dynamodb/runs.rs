@@ -20,12 +20,13 @@ use super::{keys, AttributeValue, DynamoDb};
 use crate::domain::credits::AccountWrite;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::{MediaId, RunId};
+use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::runs::events::MAX_EVENTS_PER_CHANGE;
 use crate::domain::runs::ports::RunQuery;
 use crate::domain::runs::ports::{read_run_document, RunRepo, RunningPage, MAX_RUN_BYTES};
 use crate::domain::runs::service::MAX_CREDIT_MOVES;
 use crate::domain::runs::stored::{self, Encoded, Stored};
-use crate::domain::runs::{MediaKind, MediaRecord, Run, RunStatus};
+use crate::domain::runs::{Run, RunStatus};
 use crate::domain::webhooks::WebhookDelivery;
 
 /// Bytes of a plan per item: with the other attributes, well under DynamoDB's 400 KB

@@ -16,7 +16,7 @@ use super::table::{condition_failed, n, query_beyond, s, text, Item, TransactPar
 use super::{keys, AttributeValue, DynamoDb};
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::{PostId, SocialConnectionId};
-use crate::domain::runs::MediaRecord;
+use crate::domain::media::MediaRecord;
 use crate::domain::social::{PostFilter, PostPage, PostStatus, SocialConnection};
 use crate::domain::social::{SocialPost, SocialRepo};
 use crate::domain::time::Timestamp;

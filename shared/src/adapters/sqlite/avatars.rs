@@ -12,7 +12,7 @@ use crate::domain::avatars::{AvatarProfile, AvatarRepo};
 use crate::domain::ids::AvatarProfileId;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::WorkspaceId;
-use crate::domain::runs::MediaRecord;
+use crate::domain::media::MediaRecord;
 
 fn profile_of(document: &str) -> anyhow::Result<AvatarProfile> {
     Ok(serde_json::from_str(document)?)

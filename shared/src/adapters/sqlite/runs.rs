@@ -10,10 +10,11 @@ use super::{parsed, Db, Pool, Sqlite};
 use crate::domain::credits::{AccountWrite, Written};
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::{MediaId, RunId};
+use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::runs::ports::RunQuery;
 use crate::domain::runs::ports::{read_run_document, RunRepo, RunningPage};
 use crate::domain::runs::stored::{self, Encoded, Stored};
-use crate::domain::runs::{MediaKind, MediaRecord, Run, RunStatus};
+use crate::domain::runs::{Run, RunStatus};
 use crate::domain::webhooks::WebhookDelivery;
 
 use super::webhooks::insert_deliveries;

@@ -11,7 +11,7 @@ use super::runs::insert_media;
 use super::{Db, Sqlite};
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::{PostId, SocialConnectionId};
-use crate::domain::runs::MediaRecord;
+use crate::domain::media::MediaRecord;
 use crate::domain::social::SocialRepo;
 use crate::domain::social::{PostFilter, PostPage, SocialConnection, SocialPost};
 use crate::domain::time::Timestamp;

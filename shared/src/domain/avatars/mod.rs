@@ -12,8 +12,6 @@ use serde_json::{Map, Value};
 
 use super::identity::IdentityRepo;
 use super::runs::ports::TaskMessage;
-use super::runs::views::MediaLinks;
-use super::runs::MediaRecord;
 use super::time::{Clock, Timestamp};
 use super::uploads::{Upload, UploadKind, UploadRepo, UploadStatus};
 use super::workspaces::{ensure_primary, find_primary};
@@ -23,6 +21,8 @@ use crate::domain::ids::MediaId;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::UploadId;
 use crate::domain::ids::WorkspaceId;
+use crate::domain::media::MediaLinks;
+use crate::domain::media::MediaRecord;
 
 /// Longest avatar name, in characters (the contract's limit).
 pub const MAX_NAME_CHARS: usize = 200;

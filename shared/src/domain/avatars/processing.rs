@@ -14,7 +14,7 @@ use crate::domain::ids::OrganizationId;
 use crate::domain::ids::{MediaId, RunId};
 use crate::domain::media::ports::{BlobStore, DownloadError, Downloader, MediaProbe, MediaToolkit};
 use crate::domain::media::{MediaError, PreviewJob, ProbeReport, SILENCE_DB};
-use crate::domain::runs::{MediaKind, MediaRecord};
+use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::time::{Clock, Timestamp};
 use crate::domain::uploads::{self, UploadError, UploadKind, UploadRepo, UploadStatus};
 

@@ -4,7 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod links;
 pub mod ports;
+
+pub use links::{MediaKind, MediaLinks, MediaRecord, LINK_TTL, MEDIA_PATH_PREFIX};
 
 /// A finalized file, frozen where no upload URL can change it.
 #[derive(Clone, Debug, PartialEq, Eq)]

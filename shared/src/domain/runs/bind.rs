@@ -11,7 +11,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::service::{BindPorts, RunError};
 use super::start::{InputItem, InputRef, Inputs};
-use super::{AssetFile, BoundInput, InputSource, MediaId, MediaKind, MediaRecord, RunId, RuntimeNode};
+use super::{AssetFile, BoundInput, InputSource, MediaId, RunId, RuntimeNode};
 use crate::core::retry::Unavailable;
 use crate::domain::asset_manager::{self, Artifact};
 use crate::domain::avatars::AvatarStatus;
@@ -22,6 +22,7 @@ use crate::domain::ids::OrganizationId;
 use crate::domain::ids::UploadId;
 use crate::domain::ids::WorkspaceId;
 use crate::domain::media::ports::DownloadError;
+use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::nodes::{Connectable, Generation, NodeKind, Unready, UploadUse};
 use crate::domain::sites::{SiteVideoInfo, Sites};
 use crate::domain::time::Timestamp;

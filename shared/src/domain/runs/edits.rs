@@ -6,9 +6,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::views::MediaLinks;
 use super::{InputSource, MediaFile, MediaId, Run, TaskIndex, TaskSource};
 use crate::core::timeline::{ClipKind, Timeline, TimelineClip};
+use crate::domain::media::MediaLinks;
 use crate::domain::media::MediaType;
 use crate::domain::nodes::placement::Role;
 pub use crate::domain::nodes::placement::{Medium, Placement};

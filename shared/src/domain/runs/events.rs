@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use super::views::MediaLinks;
 use super::{NodeIndex, NodeStatus, Run, RunStatus};
 use crate::core::queue::Queue;
 use crate::domain::ids::DeliveryId;
+use crate::domain::media::MediaLinks;
 use crate::domain::time::Timestamp;
 use crate::domain::webhooks::{DeliveryState, EventFlag, WebhookDelivery, WebhookMessage};
 

@@ -592,55 +592,6 @@ impl From<AssetForm> for AssetFile {
     }
 }
 
-/// What a media ID points at, for links and for later runs' `node_render_ids`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct MediaRecord {
-    pub id: MediaId,
-    pub organization_id: OrganizationId,
-    pub run_id: RunId,
-    pub kind: MediaKind,
-    pub key: String,
-    /// The object version to serve (see [`MediaFile::version`]).
-    pub version: Option<String>,
-    pub content_type: String,
-    pub duration_ms: Option<u64>,
-    pub created_at: Timestamp,
-}
-
-/// What kind of file a media record is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MediaKind {
-    /// A run output: usable as `node_render_ids`.
-    Render,
-    Thumbnail,
-    /// A run's (clipped) input, or the source it was bound to (a video, or an uploaded
-    /// sound or picture a node uses).
-    Input,
-    /// An output's timeline project (a zip).
-    Timeline,
-    /// An avatar profile's preview (its `run_id` is the profile's ID).
-    Preview,
-}
-
-impl MediaKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Render => "render",
-            Self::Thumbnail => "thumbnail",
-            Self::Input => "input",
-            Self::Timeline => "timeline",
-            Self::Preview => "preview",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        [Self::Render, Self::Thumbnail, Self::Input, Self::Timeline, Self::Preview]
-            .into_iter()
-            .find(|kind| kind.as_str() == text)
-    }
-}
-
 /// Which task statuses a node's tasks have.
 #[derive(Clone, Copy, Default)]
 struct TaskStatuses(u8);

@@ -4,10 +4,11 @@
 
 use async_trait::async_trait;
 
-use super::{MediaId, MediaRecord, Run, RunId, RunStatus, TaskIndex};
+use super::{MediaId, Run, RunId, RunStatus, TaskIndex};
 use crate::domain::credits::{AccountWrite, CreditRepo};
 use crate::domain::ids::AvatarProfileId;
 use crate::domain::ids::OrganizationId;
+use crate::domain::media::MediaRecord;
 use crate::domain::time::Timestamp;
 use crate::domain::webhooks::WebhookDelivery;
 

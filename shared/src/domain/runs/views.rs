@@ -1,71 +1,18 @@
 //! How runs are shown: the run record, the nodes view and list items, with 7-day signed
 //! links to their media (`{public_url}/media/{id}?expires=…&signature=…`).
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
 use super::edits::{Medium, Placement};
 use super::{InputSource, MediaId, NodeIndex, Run};
-use crate::core::signing::{SignatureError, UrlSigner};
-use crate::domain::media::MediaType;
+use crate::domain::media::{MediaLinks, MediaType};
 use crate::domain::nodes::placement::Role;
 use crate::domain::time::Timestamp;
 
-/// How long a link handed out stays valid.
-pub const LINK_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// `licensed_asset_family` of media the caller supplied (inputs, uploads).
 pub const CUSTOMER_SUPPLIED: &str = "customer_supplied";
 /// `licensed_asset_family` of media a generation provider made.
 pub const GENERATED: &str = "generated";
-/// The path under which links are answered.
-pub const MEDIA_PATH_PREFIX: &str = "/media/";
-
-/// Signs and checks media links.
-#[derive(Clone, Debug)]
-pub struct MediaLinks {
-    signer: UrlSigner,
-    public_url: String,
-}
-
-impl MediaLinks {
-    pub fn new(secret: &[u8], public_url: &str) -> Self {
-        Self { signer: UrlSigner::new(secret), public_url: public_url.trim_end_matches('/').to_owned() }
-    }
-
-    /// The address links start with (empty: the request's host, on Lambda).
-    pub fn public_url(&self) -> &str {
-        &self.public_url
-    }
-
-    /// These links, starting with `https://{host}` when no public address was
-    /// configured (a Lambda function learns its API's address from the request: the
-    /// template cannot give it without a dependency cycle).
-    pub fn for_host(&self, host: Option<&str>) -> Self {
-        match host {
-            Some(host) if self.public_url.is_empty() => {
-                Self { signer: self.signer.clone(), public_url: format!("https://{host}") }
-            }
-            _ => self.clone(),
-        }
-    }
-
-    fn path(id: MediaId) -> String {
-        format!("{MEDIA_PATH_PREFIX}{id}")
-    }
-
-    /// A link to the media valid for [`LINK_TTL`] from `now`.
-    pub fn link(&self, id: MediaId, now: Timestamp) -> String {
-        let path = Self::path(id);
-        format!("{}{path}?{}", self.public_url, self.signer.query("GET", &path, now.after(LINK_TTL).unix_seconds()))
-    }
-
-    /// Checks a link's `expires` and `signature` query values.
-    pub fn verify(&self, id: MediaId, expires: &str, signature: &str, now: Timestamp) -> Result<(), SignatureError> {
-        self.signer.verify("GET", &Self::path(id), expires, signature, now.unix_seconds())
-    }
-}
-
 impl Run {
     fn output_views(&self, links: &MediaLinks, now: Timestamp, node: Option<NodeIndex>) -> Vec<Value> {
         self.outputs

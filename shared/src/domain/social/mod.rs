@@ -16,12 +16,12 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::runs::views::MediaLinks;
-use super::runs::MediaRecord;
 use super::time::Timestamp;
 use crate::domain::ids::MediaId;
 use crate::domain::ids::OrganizationId;
 pub use crate::domain::ids::{PostId, SocialConnectionId};
+use crate::domain::media::MediaLinks;
+use crate::domain::media::MediaRecord;
 
 /// A social platform a post may go to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -21,9 +21,9 @@ use crate::core::queue::Queue;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::{MediaId, RunId};
 use crate::domain::media::ports::{BlobStore, DownloadError, Downloader, MediaProbe, MediaToolkit, ProbeError};
+use crate::domain::media::{MediaKind, MediaRecord};
+use crate::domain::media::{MediaLinks, MEDIA_PATH_PREFIX};
 use crate::domain::runs::ports::{RunRepo, TaskMessage};
-use crate::domain::runs::views::{MediaLinks, MEDIA_PATH_PREFIX};
-use crate::domain::runs::{MediaKind, MediaRecord};
 use crate::domain::time::{Clock, Timestamp};
 
 /// Largest medium a post takes (what a function's scratch space holds).

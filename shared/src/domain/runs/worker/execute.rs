@@ -11,10 +11,11 @@ use super::{Outcome, Worker};
 use crate::core::blocking::off_runtime;
 use crate::domain::ids::MediaId;
 use crate::domain::media::{Edit, MediaError, MediaType, RenderInput, RenderJob};
+use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::nodes::EditContext;
 use crate::domain::runs::edits::{placements, timeline};
 use crate::domain::runs::engine::Delivered;
-use crate::domain::runs::{GeneratedBy, MediaFile, MediaKind, MediaRecord, NodeIndex, Run, TaskIndex, TaskSource};
+use crate::domain::runs::{GeneratedBy, MediaFile, NodeIndex, Run, TaskIndex, TaskSource};
 
 /// When a task's media work must stop: its run was cancelled, or its time is up.
 pub(super) use crate::domain::generation::Stop;

@@ -19,7 +19,7 @@ use super::engine::{Claim, Delivered};
 use super::events::Notifier;
 use super::ports::{RunRepo, RunTooLarge, TaskMessage};
 use super::service::{change_run, send_tasks, Change, RunError};
-use super::{CreditBlock, Fault, MediaFile, MediaRecord, NodeIndex, Run, RunStatus, TaskIndex, TaskStatus};
+use super::{CreditBlock, Fault, MediaFile, NodeIndex, Run, RunStatus, TaskIndex, TaskStatus};
 use crate::core::queue::Queue;
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
 use crate::domain::avatars::AvatarRepo;
@@ -28,6 +28,7 @@ use crate::domain::credits::service::{self as credit_service, CreditPorts, Toppe
 use crate::domain::generation::Generators;
 use crate::domain::ids::OrganizationId;
 use crate::domain::media::ports::{BlobStore, Downloader, MediaProbe, MediaToolkit};
+use crate::domain::media::MediaRecord;
 use crate::domain::sites::Sites;
 use crate::domain::time::{Clock, Timestamp};
 use crate::domain::uploads::UploadRepo;
