@@ -11,7 +11,7 @@ use shared::adapters::dynamodb::DynamoDb;
 use shared::app::App;
 
 use crate::faults::{self, kill_a_bulk_after_it_reserved};
-use crate::helpers::{dynamodb, temp_media, TestApp};
+use crate::helpers::{alone_on_dynamodb, dynamodb, temp_media, Backend, TestApp};
 
 /// A fresh organization on DynamoDB Local, and a plain client of the same table.
 async fn on_dynamodb() -> (TestApp, DynamoDb) {
@@ -52,6 +52,7 @@ fn lost(count: usize) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bulk_killed_after_reserving_slots_is_repaired_by_the_next_bulk() {
+    let _turn = alone_on_dynamodb(Backend::DynamoDb).await;
     let (test, plain) = on_dynamodb().await;
     let store = test.create_store("s").await;
     test.fill(&store, "kept", 5).await;

@@ -19,7 +19,7 @@ use shared::domain::runs::RunId;
 
 use crate::conformance;
 use crate::credits::{assert_ledger_adds_up, balance, organization, reasons};
-use crate::helpers::{Backend, RenderHook, RendersBy, TestApp};
+use crate::helpers::{alone_on_dynamodb, Backend, RenderHook, RendersBy, TestApp};
 use crate::runs::{create_agent, Harness};
 
 conformance!(
@@ -44,6 +44,7 @@ async fn video_of(test: &TestApp) -> String {
 /// long. Its claim writes one ledger entry (a line per priced node), so it fits the run's
 /// transaction: the run completes, and the chain is charged once.
 async fn a_198_node_chain_of_priced_edits_completes_and_is_charged_once(backend: Backend) {
+    let _turn = alone_on_dynamodb(backend).await;
     let harness = Harness::new(backend).await;
     let test = organization(&harness, "free", 5_000, None).await;
     let video = video_of(&test).await;
@@ -134,6 +135,7 @@ fn per_task(entries: &[Value], run: &str, reason: &str) -> BTreeMap<u64, usize> 
 /// after the cancel's own write: in its write, the 128 nodes' refunds would not fit). A cancel that stops after its write and before any batch (as a process
 /// killed there leaves it) owes them: the sweep pays them, once.
 async fn a_cancel_while_64_tasks_run_refunds_each_task_once_in_batches(backend: Backend) {
+    let _turn = alone_on_dynamodb(backend).await;
     let harness = match backend {
         Backend::Sqlite => Harness::with_workers(backend, 0).await,
         // The sweep below acts on every run of its table.

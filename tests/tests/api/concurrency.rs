@@ -7,7 +7,7 @@ use http::{Method, StatusCode};
 use serde_json::json;
 
 use crate::conformance;
-use crate::helpers::{Backend, TestApp};
+use crate::helpers::{alone_on_dynamodb, Backend, TestApp};
 
 conformance!(
     forty_concurrent_new_entries_at_9990_give_exactly_ten,
@@ -19,6 +19,7 @@ conformance!(
 );
 
 async fn forty_concurrent_new_entries_at_9990_give_exactly_ten(backend: Backend) {
+    let _turn = alone_on_dynamodb(backend).await;
     let app = Arc::new(TestApp::new(backend).await);
     let store = app.create_store("s").await;
     app.fill(&store, "a", 5000).await;
@@ -57,17 +58,18 @@ async fn concurrent_store_creates_stop_at_ten(backend: Backend) {
 }
 
 async fn concurrent_bulk_upserts_never_exceed_the_entry_limit(backend: Backend) {
+    let _turn = alone_on_dynamodb(backend).await;
     let app = Arc::new(TestApp::new(backend).await);
     let store = app.create_store("s").await;
-    app.fill(&store, "base", 9700).await;
-    // Six requests of 100 new IDs each compete for 300 free slots: three fit. (What races
-    // is the reservation of slots, whatever a bulk's size; small bulks keep each request,
-    // its wait for the store's lease included, well inside its deadline on a slow machine.)
+    app.fill(&store, "base", 9970).await;
+    // Six requests of 10 new IDs each compete for 30 free slots: three fit. What races is
+    // the reservation of slots, whatever a bulk's size; small bulks keep each request,
+    // its wait for the others' lease included, far inside its deadline on a slow machine.
     let bulks = (0..6).map(|request| {
         let app = app.clone();
         let path = format!("/shared-stores/{store}/entries/bulk");
         let entries: Vec<_> =
-            (0..100).map(|i| json!({ "entry_id": format!("r{request}-{i}"), "display_name": "d" })).collect();
+            (0..10).map(|i| json!({ "entry_id": format!("r{request}-{i}"), "display_name": "d" })).collect();
         tokio::spawn(async move { app.call(Method::POST, &path, Some(json!({ "entries": entries }))).await })
     });
     let statuses: Vec<StatusCode> = join_all(bulks).await.into_iter().map(|joined| joined.expect("task").0).collect();
@@ -75,9 +77,9 @@ async fn concurrent_bulk_upserts_never_exceed_the_entry_limit(backend: Backend) 
     assert_eq!(ok, 3, "{statuses:?}");
     assert_eq!(statuses.iter().filter(|s| **s == StatusCode::CONFLICT).count(), 3, "{statuses:?}");
     let (_, listed) = app.call(Method::GET, &format!("/shared-stores/{store}/entries"), None).await;
-    assert_eq!(listed["entries"].as_array().unwrap().len(), 9700 + 100 * ok);
+    assert_eq!(listed["entries"].as_array().unwrap().len(), 9970 + 10 * ok);
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
-    assert_eq!(stores["stores"][0]["entry_count"], 9700 + 100 * ok, "the counter matches the entries");
+    assert_eq!(stores["stores"][0]["entry_count"], 9970 + 10 * ok, "the counter matches the entries");
 }
 
 async fn concurrent_replaces_of_one_entry_take_one_slot(backend: Backend) {
@@ -100,25 +102,27 @@ async fn concurrent_replaces_of_one_entry_take_one_slot(backend: Backend) {
 }
 
 async fn a_bulk_racing_puts_and_deletes_of_the_same_ids_keeps_the_counter_exact(backend: Backend) {
+    let _turn = alone_on_dynamodb(backend).await;
     let app = Arc::new(TestApp::new(backend).await);
     let store = app.create_store("s").await;
-    app.fill(&store, "x", 400).await;
-    // The bulk replaces x200..x399 and creates x400..x799 while single requests delete
+    app.fill(&store, "x", 100).await;
+    // The bulk replaces x50..x99 and creates x100..x199 while single requests delete
     // some of the IDs it replaces and create some of the IDs it creates. (Sized so that
-    // the bulk ends well inside its request's deadline on a slow machine: the race is in
-    // its reads, its reservation and its writes, whatever their number.)
+    // the bulk, and the singles' wait for its lease, end far inside their requests'
+    // deadlines on a slow machine: the race is in its reads, its reservation and its
+    // writes, whatever their number.)
     let bulk = {
         let app = app.clone();
         let path = format!("/shared-stores/{store}/entries/bulk");
         let entries: Vec<_> =
-            (200..800).map(|i| json!({ "entry_id": format!("x{i}"), "display_name": "bulk" })).collect();
+            (50..200).map(|i| json!({ "entry_id": format!("x{i}"), "display_name": "bulk" })).collect();
         tokio::spawn(async move { app.call(Method::POST, &path, Some(json!({ "entries": entries }))).await })
     };
-    let singles = (0..60).map(|i| {
+    let singles = (0..30).map(|i| {
         let app = app.clone();
         let (method, id, body) = match i % 3 {
-            0 => (Method::DELETE, format!("x{}", 200 + i), None),
-            1 => (Method::PUT, format!("x{}", 740 + i), Some(json!({ "display_name": "single" }))),
+            0 => (Method::DELETE, format!("x{}", 50 + i), None),
+            1 => (Method::PUT, format!("x{}", 170 + i), Some(json!({ "display_name": "single" }))),
             _ => (Method::PUT, format!("y{i}"), Some(json!({ "display_name": "single" }))),
         };
         let path = format!("/shared-stores/{store}/entries/{id}");
@@ -137,12 +141,13 @@ async fn a_bulk_racing_puts_and_deletes_of_the_same_ids_keeps_the_counter_exact(
     let listed = listed["entries"].as_array().unwrap().len();
     let (_, stores) = app.call(Method::GET, "/shared-stores", None).await;
     assert_eq!(stores["stores"][0]["entry_count"], listed, "the counter matches the entries");
-    // 800 IDs from fill and bulk and 20 y-IDs, less the 20 deletes that ran after the
+    // 200 IDs from fill and bulk and 10 y-IDs, less the 10 deletes that ran after the
     // bulk (those before it were undone by it).
-    assert!((800..=820).contains(&listed), "{listed}");
+    assert!((200..=210).contains(&listed), "{listed}");
 }
 
 async fn deleting_a_store_while_entries_are_written_leaves_nothing_behind(backend: Backend) {
+    let _turn = alone_on_dynamodb(backend).await;
     let app = Arc::new(TestApp::new(backend).await);
     let store = app.create_store("s").await;
     app.fill(&store, "x", 1500).await;

@@ -4,7 +4,7 @@ use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::conformance;
-use crate::helpers::{Backend, TestApp};
+use crate::helpers::{alone_on_dynamodb, Backend, TestApp};
 
 conformance!(
     create_store_trims_name_defaults_source_type_and_lists_by_name,
@@ -398,6 +398,7 @@ async fn bulk_validation_errors_write_nothing(backend: Backend) {
 }
 
 async fn bulk_over_the_entry_limit_writes_nothing(backend: Backend) {
+    let _turn = alone_on_dynamodb(backend).await;
     let app = TestApp::new(backend).await;
     let store = app.create_store("s").await;
     app.fill(&store, "a", 5000).await;
@@ -425,6 +426,7 @@ async fn bulk_over_the_entry_limit_writes_nothing(backend: Backend) {
 }
 
 async fn put_at_the_entry_limit_refuses_new_ids_but_replaces_existing(backend: Backend) {
+    let _turn = alone_on_dynamodb(backend).await;
     let app = TestApp::new(backend).await;
     let store = app.create_store("s").await;
     app.fill(&store, "a", 5000).await;
