@@ -25,12 +25,13 @@ use crate::domain::asset_manager::{AssetManager, AssetRepo};
 use crate::domain::avatars::AvatarRepo;
 use crate::domain::credits::billing::{BillingProvider, SandboxBilling};
 use crate::domain::credits::CreditRepo;
+use crate::domain::dispatch::Dispatch;
 use crate::domain::idempotency::IdempotencyRepo;
 use crate::domain::identity::{Authenticator, IdentityRepo};
 use crate::domain::media::ports::{BlobStore, Downloader, MediaProbe};
 use crate::domain::media::MediaLinks;
 use crate::domain::runs::events::Notifier;
-use crate::domain::runs::ports::{RunRepo, TaskMessage};
+use crate::domain::runs::ports::RunRepo;
 use crate::domain::runs::sweep::Sweeper;
 use crate::domain::runs::worker::Worker;
 use crate::domain::shared_stores::SharedStoreRepo;
@@ -44,6 +45,7 @@ use crate::domain::uploads::UploadRepo;
 use crate::domain::webhooks::ports::WebhookRepo;
 use crate::domain::webhooks::sender::WebhookSender;
 use crate::domain::webhooks::WebhookMessage;
+use crate::domain::work::Work;
 use crate::domain::Backend;
 
 /// Where state is kept, and with it where node tasks and webhook deliveries are queued.
@@ -69,7 +71,7 @@ pub enum Media {
 /// The SQS queues of a deployment.
 #[derive(Clone)]
 pub struct SqsQueues {
-    pub tasks: SqsQueue<TaskMessage>,
+    pub tasks: SqsQueue<Work>,
     /// None: deliveries are recorded and stay pending (no webhook queue configured).
     pub webhooks: Option<SqsQueue<WebhookMessage>>,
     /// Whether this process's workers and senders poll them (`serve --backend aws`);
@@ -149,11 +151,13 @@ impl AwsParts {
 #[derive(Clone)]
 pub struct Engine {
     pub runs: Arc<dyn RunRepo>,
-    pub queue: Arc<dyn Queue<TaskMessage>>,
+    pub queue: Arc<dyn Queue<Work>>,
     pub worker: Worker,
+    /// Publishes social posts (the work queue carries their messages too).
+    pub social: Arc<Social>,
     /// Where this process's workers take task messages from (`serve`); None where the
     /// `node-worker` event source delivers them.
-    pub inbox: Option<Arc<dyn Inbox<TaskMessage>>>,
+    pub inbox: Option<Arc<dyn Inbox<Work>>>,
     /// Where webhook delivery messages go.
     pub webhooks: Arc<dyn Queue<WebhookMessage>>,
     /// Where this process's senders take them from (`serve`); None where the
@@ -316,6 +320,11 @@ impl Engine {
     /// Builds the engine: its queues, its worker (ffmpeg, downloads, video sites), webhook
     /// sender and sweeper. Only [`App::engine`] calls it, so a function binary whose
     /// handler never touches runs links none of them.
+    /// Hands a message of the work queue to the context it is for.
+    pub fn dispatch(&self) -> Dispatch<'_> {
+        Dispatch { runs: &self.worker, social: &self.social }
+    }
+
     fn build(app: &App) -> Self {
         let queues = app.queues().clone();
         let settings = &app.settings;
@@ -337,7 +346,6 @@ impl Engine {
             ),
             avatars: app.avatars().clone(),
             uploads: app.uploads().clone(),
-            social: app.social().clone(),
             blocked_retry: settings.blocked_retry,
             clock: clock.clone(),
             notifier,
@@ -368,6 +376,7 @@ impl Engine {
             runs: app.runs().clone(),
             queue: queues.tasks,
             worker,
+            social: app.social().clone(),
             inbox: queues.inbox,
             webhooks: queues.webhooks,
             webhook_inbox: queues.webhook_inbox,
@@ -680,10 +689,10 @@ impl<B: Backend> BackendPorts for B {
 #[derive(Clone)]
 pub struct Queues {
     /// Where node-task messages go.
-    pub tasks: Arc<dyn Queue<TaskMessage>>,
+    pub tasks: Arc<dyn Queue<Work>>,
     /// Where this process's workers take them from (`serve`); None where the
     /// `node-worker` event source delivers them.
-    pub inbox: Option<Arc<dyn Inbox<TaskMessage>>>,
+    pub inbox: Option<Arc<dyn Inbox<Work>>>,
     /// Where webhook delivery messages go.
     pub webhooks: Arc<dyn Queue<WebhookMessage>>,
     /// Where this process's senders take them from (`serve`).
@@ -734,7 +743,7 @@ impl Queues {
         };
         Self {
             tasks: Arc::new(tasks.clone()),
-            inbox: take.then(|| Arc::new(tasks) as Arc<dyn Inbox<TaskMessage>>),
+            inbox: take.then(|| Arc::new(tasks) as Arc<dyn Inbox<Work>>),
             webhooks,
             webhook_inbox,
             local: None,

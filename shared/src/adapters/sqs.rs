@@ -16,8 +16,8 @@ use crate::core::queue::Delivery;
 use crate::core::queue::Inbox;
 use crate::core::queue::Queue;
 use crate::core::retry::{AWS_ATTEMPT_TIMEOUT, AWS_SDK_CALLS, UNPROCESSED_ITEMS};
-use crate::domain::runs::ports::TaskMessage;
 use crate::domain::webhooks::WebhookMessage;
+use crate::domain::work::Work;
 
 /// Entries per SendMessageBatch (SQS's limit).
 const BATCH_ENTRIES: usize = 10;
@@ -54,7 +54,7 @@ impl<M> Clone for SqsQueue<M> {
 }
 
 /// The node-task queue on SQS.
-pub type SqsTaskQueue = SqsQueue<TaskMessage>;
+pub type SqsTaskQueue = SqsQueue<Work>;
 /// The webhook-delivery queue on SQS.
 pub type SqsWebhookQueue = SqsQueue<WebhookMessage>;
 

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::labels::MAX_LABEL_CHARS;
 use super::time::Timestamp;
 use super::workspaces::{self, Workspace};
-use super::MAX_LABEL_CHARS;
 use crate::domain::credits::plans::PlanId;
 use crate::domain::credits::service as credit_service;
 use crate::domain::credits::CreditRepo;

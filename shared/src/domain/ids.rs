@@ -74,3 +74,14 @@ crate::typed_id!(
     /// Identifies a workspace of an organization.
     WorkspaceId
 );
+
+/// The position of a task in a run's tasks; stored and sent as a plain number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct TaskIndex(pub usize);
+
+impl std::fmt::Display for TaskIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}

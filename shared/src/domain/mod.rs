@@ -4,11 +4,13 @@ pub mod agents;
 pub mod asset_manager;
 pub mod avatars;
 pub mod credits;
+pub mod dispatch;
 pub mod generation;
 pub mod graph;
 pub mod idempotency;
 pub mod identity;
 pub mod ids;
+pub mod labels;
 pub mod media;
 pub mod nodes;
 pub mod runs;
@@ -19,12 +21,8 @@ pub mod time;
 pub mod triggers;
 pub mod uploads;
 pub mod webhooks;
+pub mod work;
 pub mod workspaces;
-
-/// Longest stored name or label (store names, display names, `source_type`, seeded
-/// names) where the contract sets no smaller limit: with entry IDs of at most 1,024 bytes
-/// and metadata of at most 256,000 bytes, every stored item stays under DynamoDB's 400 KB.
-pub const MAX_LABEL_CHARS: usize = 1_000;
 
 /// Everything a storage backend implements: adding a backend is implementing each of
 /// these (the SQLite and DynamoDB adapters do, one file per context), then this.

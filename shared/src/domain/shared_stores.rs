@@ -7,8 +7,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::labels::MAX_LABEL_CHARS;
 use super::time::Timestamp;
-use super::MAX_LABEL_CHARS;
 use crate::domain::ids::OrganizationId;
 pub use crate::domain::ids::StoreId;
 use crate::domain::time::Clock;

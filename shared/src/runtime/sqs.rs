@@ -14,10 +14,10 @@ use futures::stream::{self, StreamExt};
 
 use crate::adapters::sqs::SqsWebhookQueue;
 use crate::app::App;
-use crate::domain::runs::ports::TaskMessage;
 use crate::domain::runs::worker::Processed;
 use crate::domain::webhooks::sender::Sent;
 use crate::domain::webhooks::WebhookMessage;
+use crate::domain::work::Work;
 
 /// The function's name, and its binary's.
 pub const NODE_WORKER: &str = "node-worker";
@@ -117,8 +117,8 @@ pub async fn handle_batch(app: &App, event: SqsEvent) -> SqsBatchResponse {
     if engine.missing.is_some() {
         return all_failed(&event);
     }
-    each_record(event, PARALLEL_TASKS, "task", |message: TaskMessage, record| async move {
-        match engine.worker.process(message).await {
+    each_record(event, PARALLEL_TASKS, "task", |message: Work, record| async move {
+        match engine.dispatch().process(message).await {
             Ok(Processed::Done) => true,
             // A new copy, delivered after the delay (a task waiting for its avatar, a
             // claim held by another worker): this receive is done, and the copy's is

@@ -16,10 +16,10 @@ use crate::adapters::sqlite::tasks::SqliteTaskQueue;
 use crate::app::{App, Engine};
 use crate::core::queue::{Delivery, Inbox};
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
-use crate::domain::runs::ports::TaskMessage;
 use crate::domain::runs::service::{change_run, send_tasks, Change};
 use crate::domain::runs::worker::{panic_text, Processed};
 use crate::domain::webhooks::sender::Sent;
+use crate::domain::work::Work;
 
 /// How long an idle worker sleeps when no message wakes it.
 const IDLE_POLL: Duration = Duration::from_secs(1);
@@ -158,8 +158,8 @@ fn senders(engine: &Engine, count: usize) -> Vec<tokio::task::JoinHandle<()>> {
 }
 
 /// Runs one delivered message and acknowledges it, or leaves it for a later delivery.
-async fn settle(engine: &Engine, inbox: &dyn Inbox<TaskMessage>, delivery: &Delivery<TaskMessage>) {
-    let processed = AssertUnwindSafe(engine.worker.process(delivery.message))
+async fn settle(engine: &Engine, inbox: &dyn Inbox<Work>, delivery: &Delivery<Work>) {
+    let processed = AssertUnwindSafe(engine.dispatch().process(delivery.message))
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| Err(anyhow::anyhow!("the worker stopped unexpectedly: {}", panic_text(&*panic))));

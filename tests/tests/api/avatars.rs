@@ -513,7 +513,8 @@ async fn a_failed_or_unknown_avatar_is_refused_at_run_start(backend: Backend) {
 async fn on_lambda_a_blocked_task_comes_back_as_a_new_message_and_looking_again_writes_nothing() {
     use shared::app::{App, AppConfig, Media, SqsQueues, Storage};
     use shared::core::queue::Inbox;
-    use shared::domain::runs::ports::{RunRepo, TaskMessage};
+    use shared::domain::runs::ports::RunRepo;
+    use shared::domain::work::Work;
 
     let (table, s3, tasks, webhooks) = crate::runs::aws_engine_queues().await;
     let runs = table.clone();
@@ -558,7 +559,7 @@ async fn on_lambda_a_blocked_task_comes_back_as_a_new_message_and_looking_again_
                 let deliveries = tasks.receive(10, Duration::from_secs(60)).await.unwrap();
                 let mut found = Vec::new();
                 for delivery in deliveries {
-                    if (delivery.message.avatar.is_none()) == want_task {
+                    if matches!(delivery.message, Work::NodeTask(_)) == want_task {
                         found.push(delivery);
                     } else {
                         // Not yet: back to the queue at once.
@@ -573,7 +574,7 @@ async fn on_lambda_a_blocked_task_comes_back_as_a_new_message_and_looking_again_
             panic!("no {} message came", if want_task { "task" } else { "avatar" });
         }
     };
-    let handle = |deliveries: Vec<shared::core::queue::Delivery<TaskMessage>>| {
+    let handle = |deliveries: Vec<shared::core::queue::Delivery<Work>>| {
         let (app, tasks) = (test.app.clone(), tasks.clone());
         async move {
             let records: Vec<Value> = deliveries

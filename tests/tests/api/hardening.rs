@@ -18,11 +18,12 @@ use shared::domain::media::ports::MediaToolkit;
 use shared::domain::media::MediaRecord;
 use shared::domain::media::RenderJob;
 use shared::domain::runs::events::Notifier;
-use shared::domain::runs::ports::{RunQuery, RunRepo, RunTooLarge, RunningPage, TaskMessage, MAX_RUN_BYTES};
+use shared::domain::runs::ports::{RunQuery, RunRepo, RunTooLarge, RunningPage, MAX_RUN_BYTES};
 use shared::domain::runs::sweep::{SweepSettings, Sweeper};
 use shared::domain::runs::{MediaId, Run, RunId, RunStatus};
 use shared::domain::webhooks::WebhookDelivery;
 use shared::domain::webhooks::WebhookMessage;
+use shared::domain::work::Work;
 use shared::runtime::schedule::SWEEPER_DYNAMODB_ACTIONS;
 
 use crate::helpers::Backend;
@@ -298,8 +299,8 @@ async fn run_writes_whose_answers_are_lost_are_recognised_as_done() {
 struct LosesSends;
 
 #[async_trait::async_trait]
-impl Queue<TaskMessage> for LosesSends {
-    async fn send(&self, _: &[TaskMessage]) -> anyhow::Result<()> {
+impl Queue<Work> for LosesSends {
+    async fn send(&self, _: &[Work]) -> anyhow::Result<()> {
         Ok(())
     }
 }

@@ -15,9 +15,9 @@ use shared::config::{Settings, DEFAULT_TASK_BUDGET};
 use shared::domain::nodes::{
     BACKGROUND_MUSIC, CAPTIONS, CLIP, CONCATENATE, DESTINATION, OVERLAY, REFRAME, SPEED, VIDEO_INPUT,
 };
-use shared::domain::runs::ports::TaskMessage;
 use shared::domain::runs::{RunId, TaskIndex};
 use shared::domain::webhooks::WebhookSchedule;
+use shared::domain::work::{NodeTask, Work};
 use shared::serve::{self, workers::Workers};
 
 use crate::conformance;
@@ -210,7 +210,7 @@ impl Harness {
     /// (tests put failing ones in).
     pub(crate) fn run_ports<'a>(
         &'a self,
-        queue: &'a dyn shared::core::queue::Queue<TaskMessage>,
+        queue: &'a dyn shared::core::queue::Queue<Work>,
         notifier: &'a shared::domain::runs::events::Notifier,
     ) -> shared::domain::runs::service::RunPorts<'a> {
         let app = &self.test.app;
@@ -822,21 +822,14 @@ async fn another_organizations_runs_are_not_found_anywhere(backend: Backend) {
 }
 
 /// A chain run started with no worker: its harness, ID, engine and first task's message.
-async fn chain_run_without_workers(backend: Backend) -> (Harness, String, shared::app::Engine, TaskMessage) {
+async fn chain_run_without_workers(backend: Backend) -> (Harness, String, shared::app::Engine, NodeTask) {
     let harness = Harness::with_workers(backend, 0).await;
     let video = harness.upload("video", "video.mp4").await;
     let (agent, _) = harness.agent(&chain(), &CHAIN_EDGES).await;
     let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
     let engine = harness.test.app.engine().clone();
     let run_id = RunId::parse(&run).unwrap();
-    let message = TaskMessage {
-        organization_id: harness.test.organization,
-        run_id,
-        task: TaskIndex(0),
-        attempt: 0,
-        avatar: None,
-        social_post: None,
-    };
+    let message = NodeTask { organization_id: harness.test.organization, run_id, task: TaskIndex(0), attempt: 0 };
     (harness, run, engine, message)
 }
 
@@ -868,19 +861,19 @@ async fn a_task_message_delivered_twice_does_its_work_once(backend: Backend) {
 struct Unreachable;
 
 #[async_trait::async_trait]
-impl shared::core::queue::Queue<TaskMessage> for Unreachable {
-    async fn send(&self, _: &[TaskMessage]) -> anyhow::Result<()> {
+impl shared::core::queue::Queue<Work> for Unreachable {
+    async fn send(&self, _: &[Work]) -> anyhow::Result<()> {
         anyhow::bail!("the queue cannot be reached")
     }
 }
 
 /// A queue that keeps what it is sent.
 #[derive(Default)]
-struct Recording(std::sync::Mutex<Vec<TaskMessage>>);
+struct Recording(std::sync::Mutex<Vec<Work>>);
 
 #[async_trait::async_trait]
-impl shared::core::queue::Queue<TaskMessage> for Recording {
-    async fn send(&self, messages: &[TaskMessage]) -> anyhow::Result<()> {
+impl shared::core::queue::Queue<Work> for Recording {
+    async fn send(&self, messages: &[Work]) -> anyhow::Result<()> {
         self.0.lock().unwrap().extend_from_slice(messages);
         Ok(())
     }
@@ -905,14 +898,7 @@ async fn a_worker_that_stops_between_recording_and_queueing_loses_no_task(backen
     let sent = recording.0.lock().unwrap().clone();
     assert_eq!(
         sent,
-        [TaskMessage {
-            organization_id: organization,
-            run_id,
-            task: TaskIndex(1),
-            attempt: 0,
-            avatar: None,
-            social_post: None
-        }]
+        [Work::NodeTask(NodeTask { organization_id: organization, run_id, task: TaskIndex(1), attempt: 0 })]
     );
     engine.queue.send(&sent).await.unwrap();
     let workers = serve::workers::start(&harness.test.app, 1).await.unwrap();
@@ -1091,15 +1077,13 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
     work_as_node_worker(&worker, &queue, &dynamodb, &harness.test, &run).await;
     // A copy of the first task's message: its task ended, so the worker looks for events
     // it may have recorded without queueing them.
-    let copy = shared::domain::runs::ports::TaskMessage {
+    let copy = Work::NodeTask(NodeTask {
         organization_id: harness.test.organization,
         run_id: RunId::parse(&run).unwrap(),
         task: TaskIndex(0),
         attempt: 0,
-        avatar: None,
-        social_post: None,
-    };
-    shared::core::queue::Queue::<TaskMessage>::send(&queue, &[copy]).await.unwrap();
+    });
+    shared::core::queue::Queue::<Work>::send(&queue, &[copy]).await.unwrap();
     work_off_queue(&worker, &queue).await;
     performed.entry(NODE_WORKER).or_default().extend(take(&worker_logs));
     send_webhooks_as_webhook_sender(&worker, &webhook_queue, &worker_webhooks, &receiver).await;

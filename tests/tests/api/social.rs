@@ -1115,8 +1115,8 @@ fn bare_post() -> (SocialPost, shared::domain::social::SocialConnection) {
 struct Unreachable;
 
 #[async_trait::async_trait]
-impl shared::core::queue::Queue<shared::domain::runs::ports::TaskMessage> for Unreachable {
-    async fn send(&self, _: &[shared::domain::runs::ports::TaskMessage]) -> anyhow::Result<()> {
+impl shared::core::queue::Queue<shared::domain::work::Work> for Unreachable {
+    async fn send(&self, _: &[shared::domain::work::Work]) -> anyhow::Result<()> {
         anyhow::bail!("the queue is unreachable")
     }
 }

@@ -13,13 +13,13 @@ use super::{Db, Sqlite};
 use crate::core::queue::Delivery;
 use crate::core::queue::Inbox;
 use crate::core::queue::Queue;
-use crate::domain::runs::ports::TaskMessage;
 use crate::domain::time::Clock;
+use crate::domain::work::Work;
 
 /// How long a receive waits for a message to be sent when none is visible.
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 
-fn row_of(delivery: &Delivery<TaskMessage>) -> anyhow::Result<i64> {
+fn row_of(delivery: &Delivery<Work>) -> anyhow::Result<i64> {
     delivery.handle.parse().map_err(|_| anyhow::anyhow!("{:?} is not a task row", delivery.handle))
 }
 
@@ -57,7 +57,7 @@ impl SqliteTaskQueue {
     /// Takes the message visible the longest (of those queued together, the first) and
     /// hides it for `lease` ([`TAKE`]: ordered by `id` alone, SQLite sorted every visible
     /// message on each take, 990 of them in a 1,000-task fan-out).
-    async fn receive_one(&self, lease: Duration) -> anyhow::Result<Option<Delivery<TaskMessage>>> {
+    async fn receive_one(&self, lease: Duration) -> anyhow::Result<Option<Delivery<Work>>> {
         let clock = self.clock.clone();
         let found = self
             .database
@@ -136,8 +136,8 @@ impl SqliteTaskQueue {
 }
 
 #[async_trait]
-impl Queue<TaskMessage> for SqliteTaskQueue {
-    async fn send(&self, messages: &[TaskMessage]) -> anyhow::Result<()> {
+impl Queue<Work> for SqliteTaskQueue {
+    async fn send(&self, messages: &[Work]) -> anyhow::Result<()> {
         let texts = messages.iter().map(serde_json::to_string).collect::<Result<Vec<_>, _>>()?;
         self.database
             .write(move |transaction| {
@@ -156,17 +156,17 @@ impl Queue<TaskMessage> for SqliteTaskQueue {
 }
 
 #[async_trait]
-impl Inbox<TaskMessage> for SqliteTaskQueue {
+impl Inbox<Work> for SqliteTaskQueue {
     /// One message at a time: each worker of the pool receives its own.
-    async fn receive(&self, _max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery<TaskMessage>>> {
+    async fn receive(&self, _max: usize, lease: Duration) -> anyhow::Result<Vec<Delivery<Work>>> {
         super::look_or_wait(&self.wake, IDLE_WAIT, || self.receive_one(lease)).await
     }
 
-    async fn acknowledge(&self, delivery: &Delivery<TaskMessage>) -> anyhow::Result<()> {
+    async fn acknowledge(&self, delivery: &Delivery<Work>) -> anyhow::Result<()> {
         self.delete(row_of(delivery)?).await
     }
 
-    async fn retry_later(&self, delivery: &Delivery<TaskMessage>, delay: Duration) -> anyhow::Result<()> {
+    async fn retry_later(&self, delivery: &Delivery<Work>, delay: Duration) -> anyhow::Result<()> {
         self.show_after(row_of(delivery)?, delay).await
     }
 }

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::identity::IdentityRepo;
-use super::runs::ports::TaskMessage;
 use super::time::{Clock, Timestamp};
 use super::uploads::{Upload, UploadKind, UploadRepo, UploadStatus};
+use super::work::Work;
 use super::workspaces::{ensure_primary, find_primary};
 use crate::core::queue::Queue;
 pub use crate::domain::ids::AvatarProfileId;
@@ -339,7 +339,7 @@ pub struct AvatarPorts<'a> {
     pub uploads: &'a dyn UploadRepo,
     pub identity: &'a dyn IdentityRepo,
     /// Where processing is queued (the node-task queue).
-    pub queue: &'a dyn Queue<TaskMessage>,
+    pub queue: &'a dyn Queue<Work>,
     pub clock: &'a dyn Clock,
 }
 
@@ -358,7 +358,9 @@ pub async fn create(
     if !ports.avatars.create_avatar(&profile).await? {
         return Err(AvatarError::NameTaken(profile.name));
     }
-    if let Err(error) = ports.queue.send(&[TaskMessage::avatar(organization, profile.id)]).await {
+    if let Err(error) =
+        ports.queue.send(&[Work::ProcessAvatar { organization_id: organization, avatar_id: profile.id }]).await
+    {
         tracing::error!(avatar = %profile.id, error = %format!("{error:#}"), "avatar processing could not be queued");
         if let Some(failed) = processing::unqueued(ports.avatars, &profile, now).await? {
             return Ok(failed);

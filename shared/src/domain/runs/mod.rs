@@ -33,23 +33,12 @@ use super::time::Timestamp;
 use crate::core::shared_list::SharedList;
 use crate::domain::ids::NodeTypeId;
 use crate::domain::ids::UploadId;
-pub use crate::domain::ids::{AgentStateId, MediaId, RunId};
-
-/// The position of a task in [`Run::tasks`]; stored and sent as a plain number.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct TaskIndex(pub usize);
+pub use crate::domain::ids::{AgentStateId, MediaId, RunId, TaskIndex};
 
 /// The position of a node in [`Run::nodes`]; stored as a plain number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct NodeIndex(pub usize);
-
-impl std::fmt::Display for TaskIndex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
 
 impl std::fmt::Display for NodeIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

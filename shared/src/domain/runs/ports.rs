@@ -4,9 +4,8 @@
 
 use async_trait::async_trait;
 
-use super::{MediaId, Run, RunId, RunStatus, TaskIndex};
+use super::{MediaId, Run, RunId, RunStatus};
 use crate::domain::credits::{AccountWrite, CreditRepo};
-use crate::domain::ids::AvatarProfileId;
 use crate::domain::ids::OrganizationId;
 use crate::domain::media::MediaRecord;
 use crate::domain::time::Timestamp;
@@ -101,42 +100,3 @@ pub fn read_run_document(document: &[u8]) -> anyhow::Result<Run> {
 
 /// A page of running runs, and the cursor of the next one.
 pub type RunningPage = (Vec<(OrganizationId, RunId)>, Option<String>);
-
-/// The message that asks a worker to run one attempt of one task.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct TaskMessage {
-    pub organization_id: OrganizationId,
-    pub run_id: RunId,
-    pub task: TaskIndex,
-    pub attempt: u32,
-    /// Set on a message that processes this avatar profile instead (the node-task queue
-    /// carries both; its run fields are then empty).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub avatar: Option<AvatarProfileId>,
-    /// Set on a message that publishes this social post instead (run fields empty too).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub social_post: Option<crate::domain::social::PostId>,
-}
-
-impl TaskMessage {
-    /// The message that processes an avatar profile.
-    pub fn avatar(organization: OrganizationId, id: AvatarProfileId) -> Self {
-        TaskMessage {
-            organization_id: organization,
-            run_id: RunId::from_uuid(uuid::Uuid::nil()),
-            task: TaskIndex(0),
-            attempt: 0,
-            avatar: Some(id),
-            social_post: None,
-        }
-    }
-
-    /// The message that publishes a social post.
-    pub fn social_post(organization: OrganizationId, id: crate::domain::social::PostId) -> Self {
-        TaskMessage {
-            avatar: None,
-            social_post: Some(id),
-            ..Self::avatar(organization, AvatarProfileId::from_uuid(uuid::Uuid::nil()))
-        }
-    }
-}

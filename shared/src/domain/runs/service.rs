@@ -9,7 +9,7 @@ use super::charges::REFUND_BATCH;
 use super::engine::{Cancelled, Resumed, WrongStatus};
 use super::events::{Before, Notifier};
 use super::plan::{plan_tasks, runtime_graph};
-use super::ports::{RunRepo, RunTooLarge, TaskMessage};
+use super::ports::{RunRepo, RunTooLarge};
 use super::start::StartRequest;
 use super::{AgentStateId, BoundInput, InputSource, Run, RunId, RunStatus, TaskIndex};
 use crate::core::blocking::off_runtime;
@@ -25,6 +25,7 @@ use crate::domain::media::MediaRecord;
 use crate::domain::sites::Sites;
 use crate::domain::time::{Clock, Timestamp};
 use crate::domain::uploads::UploadRepo;
+use crate::domain::work::{NodeTask, Work};
 
 /// Everything that can go wrong with a run request.
 #[derive(Debug, thiserror::Error)]
@@ -55,7 +56,7 @@ impl From<WrongStatus> for RunError {
 /// The ports the run operations use.
 pub struct RunPorts<'a> {
     pub runs: &'a dyn RunRepo,
-    pub queue: &'a dyn Queue<TaskMessage>,
+    pub queue: &'a dyn Queue<Work>,
     pub clock: &'a dyn Clock,
     /// Records the runs' webhook events (with links for the caller's address).
     pub notifier: &'a Notifier,
@@ -166,19 +167,19 @@ impl Triggered {
 }
 
 /// Sends the messages of queued tasks.
-pub async fn send_tasks(queue: &dyn Queue<TaskMessage>, run: &Run, tasks: &[TaskIndex]) -> anyhow::Result<()> {
+pub async fn send_tasks(queue: &dyn Queue<Work>, run: &Run, tasks: &[TaskIndex]) -> anyhow::Result<()> {
     if tasks.is_empty() {
         return Ok(());
     }
-    let messages: Vec<TaskMessage> = tasks
+    let messages: Vec<Work> = tasks
         .iter()
-        .map(|task| TaskMessage {
-            organization_id: run.organization_id,
-            run_id: run.id,
-            task: *task,
-            attempt: run.tasks[*task].attempt,
-            avatar: None,
-            social_post: None,
+        .map(|task| {
+            Work::NodeTask(NodeTask {
+                organization_id: run.organization_id,
+                run_id: run.id,
+                task: *task,
+                attempt: run.tasks[*task].attempt,
+            })
         })
         .collect();
     queue.send(&messages).await

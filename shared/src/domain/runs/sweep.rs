@@ -15,13 +15,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::events::Notifier;
-use super::ports::{RunRepo, TaskMessage};
+use super::ports::RunRepo;
 use super::service::{change_run, pay_owed_refunds, send_tasks, Change, RunError};
 use crate::core::queue::Queue;
 use crate::core::retry::RUN_UPDATE_CONFLICTS;
 use crate::domain::time::{Clock, Timestamp};
 use crate::domain::webhooks::ports::WebhookRepo;
 use crate::domain::webhooks::WebhookMessage;
+use crate::domain::work::Work;
 
 /// When the sweeper takes something as lost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +63,7 @@ pub struct SweepReport {
 pub struct Sweeper {
     pub runs: Arc<dyn RunRepo>,
     pub deliveries: Arc<dyn WebhookRepo>,
-    pub tasks: Arc<dyn Queue<TaskMessage>>,
+    pub tasks: Arc<dyn Queue<Work>>,
     /// Records the events of runs the sweep changes (and sends deliveries again).
     pub notifier: Notifier,
     pub clock: Arc<dyn Clock>,

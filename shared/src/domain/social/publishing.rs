@@ -12,8 +12,8 @@ use super::service::{local_file, waiting_status, Changed, PendingMedia, Social, 
 use super::CONNECTION_DELETED;
 use super::{DestinationResult, PostId, PostStatus, ResultStatus, SocialConnection, SocialError, SocialPost};
 use crate::domain::ids::OrganizationId;
-use crate::domain::runs::ports::TaskMessage;
 use crate::domain::time::Timestamp;
+use crate::domain::work::Work;
 
 /// Publishing attempts a post is given (workers that stopped each used one).
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -94,7 +94,7 @@ impl Social {
             .await?;
         let Changed::Written(post) = changed else { return Ok(false) };
         // Unsent, the post stays due: the next tick sends it (the claim moved its time).
-        let message = TaskMessage::social_post(post.organization_id, post.id);
+        let message = Work::PublishPost { organization_id: post.organization_id, post_id: post.id };
         self.queue.send(&[message]).await?;
         tracing::info!(post = %post.id, attempts = post.attempts, "social post sent to publishing");
         Ok(true)

@@ -23,8 +23,9 @@ use crate::domain::ids::{MediaId, RunId};
 use crate::domain::media::ports::{BlobStore, DownloadError, Downloader, MediaProbe, MediaToolkit, ProbeError};
 use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::media::{MediaLinks, MEDIA_PATH_PREFIX};
-use crate::domain::runs::ports::{RunRepo, TaskMessage};
+use crate::domain::runs::ports::RunRepo;
 use crate::domain::time::{Clock, Timestamp};
+use crate::domain::work::Work;
 
 /// Largest medium a post takes (what a function's scratch space holds).
 pub const MAX_MEDIUM_BYTES: u64 = 512 * 1024 * 1024;
@@ -60,7 +61,7 @@ pub struct Social {
     pub publishers: Publishers,
     pub vault: Arc<dyn CredentialVault>,
     /// Where publishing is queued (the node-task queue).
-    pub queue: Arc<dyn Queue<TaskMessage>>,
+    pub queue: Arc<dyn Queue<Work>>,
     pub clock: Arc<dyn Clock>,
     /// Folder for scratch files (a folder per operation inside it).
     pub scratch: PathBuf,
@@ -555,7 +556,7 @@ impl Social {
     /// Sends the publishing message of a post now `processing`. A message that cannot be
     /// sent is sent again by the scheduler's repair of posts left `processing`.
     pub(super) async fn queue_publishing(&self, post: SocialPost) -> Result<SocialPost, SocialError> {
-        let message = TaskMessage::social_post(post.organization_id, post.id);
+        let message = Work::PublishPost { organization_id: post.organization_id, post_id: post.id };
         if let Err(error) = self.queue.send(&[message]).await {
             // Stored `processing` and due for the scheduler's repair: its tick sends the
             // message again once the post has waited `REQUEUE_AFTER`. Nothing is lost.

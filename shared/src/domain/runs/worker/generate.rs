@@ -11,6 +11,7 @@ use crate::domain::ids::AvatarProfileId;
 use crate::domain::media::MediaType;
 use crate::domain::nodes::Generation;
 use crate::domain::runs::{NodeIndex, Run, TaskIndex};
+use crate::domain::work::Work;
 
 impl Worker {
     /// Task `index` of a generation node: the file its provider made, with the
@@ -177,7 +178,7 @@ impl Worker {
             AvatarStatus::Pending | AvatarStatus::Processing if waited <= AVATAR_WAIT.as_millis() as u64 => {
                 if stale {
                     tracing::warn!(avatar = %id, "queueing again an avatar profile whose processing looks lost");
-                    self.queue.send(&[crate::domain::runs::ports::TaskMessage::avatar(organization, id)]).await?;
+                    self.queue.send(&[Work::ProcessAvatar { organization_id: organization, avatar_id: id }]).await?;
                 }
                 Ok(true)
             }

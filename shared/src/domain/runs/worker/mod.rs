@@ -17,7 +17,7 @@ use futures::FutureExt;
 use super::charges::Prices;
 use super::engine::{Claim, Delivered};
 use super::events::Notifier;
-use super::ports::{RunRepo, RunTooLarge, TaskMessage};
+use super::ports::{RunRepo, RunTooLarge};
 use super::service::{change_run, send_tasks, Change, RunError};
 use super::{CreditBlock, Fault, MediaFile, NodeIndex, Run, RunStatus, TaskIndex, TaskStatus};
 use crate::core::queue::Queue;
@@ -34,6 +34,8 @@ use crate::domain::time::{Clock, Timestamp};
 use crate::domain::uploads::UploadRepo;
 use crate::domain::webhooks::ports::WebhookRepo;
 use crate::domain::webhooks::{DeliveryState, WebhookMessage};
+pub use crate::domain::work::Processed;
+use crate::domain::work::{NodeTask, Work};
 
 pub use inputs::{MAX_DOWNLOAD_BYTES, MAX_INPUT_MS};
 
@@ -44,7 +46,7 @@ pub const CANCEL_POLL: Duration = Duration::from_millis(500);
 #[derive(Clone)]
 pub struct Worker {
     pub runs: Arc<dyn RunRepo>,
-    pub queue: Arc<dyn Queue<TaskMessage>>,
+    pub queue: Arc<dyn Queue<Work>>,
     pub blobs: Arc<dyn BlobStore>,
     pub toolkit: Arc<dyn MediaToolkit>,
     pub probe: Arc<dyn MediaProbe>,
@@ -53,12 +55,10 @@ pub struct Worker {
     pub sites: Sites,
     /// The providers of generation nodes.
     pub generators: Generators,
-    /// Avatar profiles: processed by this worker, read by AI Avatar tasks.
+    /// Avatar profiles: read by AI Avatar tasks (and processed with this worker's tools).
     pub avatars: Arc<dyn AvatarRepo>,
     /// Uploads (an avatar's sources, and the URL sources it stores as uploads).
     pub uploads: Arc<dyn UploadRepo>,
-    /// Social posts: published by this worker.
-    pub social: Arc<crate::domain::social::service::Social>,
     /// How long a task blocked on an avatar profile waits before it looks again.
     pub blocked_retry: Duration,
     pub clock: Arc<dyn Clock>,
@@ -95,16 +95,6 @@ pub(super) enum Outcome {
     Blocked,
 }
 
-/// What became of a task message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Processed {
-    /// Done with: worked, or nothing to do.
-    Done,
-    /// Another worker's claim on its task still holds: deliver it again after this long
-    /// (should that worker have stopped, the task runs again then).
-    Later(Duration),
-}
-
 /// What the claim's change of the run decided, and what a refused claim leaves to do.
 enum ClaimAnswer {
     /// Claimed; true when the charge left the balance under the auto top-up threshold.
@@ -125,7 +115,7 @@ enum ClaimAnswer {
     /// Refused: the tasks the ended task queued (to send again) and whether the run
     /// records webhook events.
     Refused {
-        resend: Vec<TaskMessage>,
+        resend: Vec<Work>,
         has_events: bool,
     },
 }
@@ -136,22 +126,10 @@ impl Worker {
         self.task_budget + self.claim_margin
     }
 
-    /// Handles one message. Ok says whether the message is done with or should come
-    /// back after another worker's claim; an error means it should be delivered again
-    /// later.
-    pub async fn process(&self, message: TaskMessage) -> anyhow::Result<Processed> {
-        if let Some(avatar) = message.avatar {
-            return self.process_avatar(message.organization_id, avatar).await;
-        }
-        if let Some(post) = message.social_post {
-            return match self.social.publish(message.organization_id, post).await? {
-                crate::domain::social::service::Publishing::Done => Ok(Processed::Done),
-                crate::domain::social::service::Publishing::Held(until) => {
-                    let wait = until.unix_millis().saturating_sub(self.clock.now().unix_millis()) + 1_000;
-                    Ok(Processed::Later(Duration::from_millis(wait)))
-                }
-            };
-        }
+    /// Works one task. Ok says whether its message is done with or should come back
+    /// (after another worker's claim, or to look again at what the task waits for); an
+    /// error means it should be delivered again later.
+    pub async fn process(&self, message: NodeTask) -> anyhow::Result<Processed> {
         let mut claimed = self.claim(message, false).await?;
         if let Claimed::Waiting { wait, blocked } = &claimed {
             // Blocked on an avatar profile or for credits: looked at without a write,
@@ -230,42 +208,12 @@ impl Worker {
         Ok(if blocked { Processed::Later(self.blocked_retry) } else { Processed::Done })
     }
 
-    /// Processes an avatar profile (a message of the node-task queue too).
-    async fn process_avatar(
-        &self,
-        organization: OrganizationId,
-        id: crate::domain::avatars::AvatarProfileId,
-    ) -> anyhow::Result<Processed> {
-        use crate::domain::avatars::processing::{self, AvatarWork};
-        tokio::fs::create_dir_all(&self.scratch).await?;
-        let scratch = tempfile::Builder::new().prefix("avatar-").tempdir_in(&self.scratch)?;
-        let work = AvatarWork {
-            avatars: self.avatars.as_ref(),
-            uploads: self.uploads.as_ref(),
-            blobs: self.blobs.as_ref(),
-            probe: self.probe.as_ref(),
-            downloader: self.downloader.as_ref(),
-            toolkit: self.toolkit.as_ref(),
-            clock: self.clock.as_ref(),
-            scratch: scratch.path(),
-            budget: self.task_budget,
-        };
-        match processing::process(&work, organization, id).await {
-            Ok(processing::Processed::Done) => Ok(Processed::Done),
-            Ok(processing::Processed::Held(until)) => {
-                let wait = until.unix_millis().saturating_sub(self.clock.now().unix_millis()) + 1_000;
-                Ok(Processed::Later(Duration::from_millis(wait)))
-            }
-            Err(error) => Err(anyhow::anyhow!("processing avatar profile {id}: {error}")),
-        }
-    }
-
     /// Takes the message's attempt for this worker: the run to work on, or None when
     /// there is nothing to do. A refused message (a duplicate, or
     /// its task ended) sends again what its task queued and the run's never-attempted
     /// webhook deliveries, in case the worker that ended it stopped before sending them.
-    async fn claim(&self, message: TaskMessage, take_blocked: bool) -> anyhow::Result<Claimed> {
-        let TaskMessage { organization_id: organization, run_id, task, attempt, .. } = message;
+    async fn claim(&self, message: NodeTask, take_blocked: bool) -> anyhow::Result<Claimed> {
+        let NodeTask { organization_id: organization, run_id, task, attempt, .. } = message;
         let (now, lease) = (self.clock.now(), self.lease());
         let changed = change_run(
             self.runs.as_ref(),
@@ -385,7 +333,7 @@ impl Worker {
 
     /// Stores the outcome of the attempt (once: a duplicate finds it no longer running)
     /// and sends the tasks it queued.
-    async fn record(&self, message: TaskMessage, outcome: Outcome) -> anyhow::Result<()> {
+    async fn record(&self, message: NodeTask, outcome: Outcome) -> anyhow::Result<()> {
         match self.record_once(message, &outcome).await {
             Err(RunError::Backend(error)) if matches!(outcome, Outcome::Done { .. }) => {
                 match error.downcast_ref::<RunTooLarge>() {
@@ -405,8 +353,8 @@ impl Worker {
     }
 
     /// [`Self::record`]'s one attempt at storing the outcome.
-    async fn record_once(&self, message: TaskMessage, outcome: &Outcome) -> Result<(), RunError> {
-        let TaskMessage { organization_id: organization, run_id, task, attempt, .. } = message;
+    async fn record_once(&self, message: NodeTask, outcome: &Outcome) -> Result<(), RunError> {
+        let NodeTask { organization_id: organization, run_id, task, attempt, .. } = message;
         if matches!(outcome, Outcome::Cancelled) {
             // The cancel recorded the task's end already.
             return Ok(());
@@ -470,8 +418,8 @@ impl Worker {
     /// Blocks a queued task that waits (an AI Avatar task whose profile is processed)
     /// without claiming it; nothing changes when it is no longer queued (another
     /// worker's claim came first).
-    async fn block_unclaimed(&self, message: TaskMessage) -> anyhow::Result<()> {
-        let TaskMessage { organization_id: organization, run_id, task, attempt, .. } = message;
+    async fn block_unclaimed(&self, message: NodeTask) -> anyhow::Result<()> {
+        let NodeTask { organization_id: organization, run_id, task, attempt, .. } = message;
         let now = self.clock.now();
         let changed =
             change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run, _| {
@@ -584,15 +532,13 @@ fn avatar_to_check(run: &Run, task: TaskIndex, attempt: u32) -> Option<WaitFor> 
 
 impl Run {
     /// The message that asks for the current attempt of task `index`.
-    pub fn message(&self, index: TaskIndex) -> TaskMessage {
-        TaskMessage {
+    pub fn message(&self, index: TaskIndex) -> Work {
+        Work::NodeTask(NodeTask {
             organization_id: self.organization_id,
             run_id: self.id,
             task: index,
             attempt: self.tasks[index].attempt,
-            avatar: None,
-            social_post: None,
-        }
+        })
     }
 }
 
@@ -604,8 +550,8 @@ fn queued_tasks(run: &Run) -> Vec<TaskIndex> {
 /// Sets `cancel` once the message's run is no longer running (cancelled); checks its
 /// status (only) every [`CANCEL_POLL`]. (A task superseded by a resume finds out when
 /// it records its result, which is then not kept.)
-async fn watch_cancel(runs: Arc<dyn RunRepo>, message: TaskMessage, cancel: tokio::sync::watch::Sender<bool>) {
-    let TaskMessage { organization_id: organization, run_id, .. } = message;
+async fn watch_cancel(runs: Arc<dyn RunRepo>, message: NodeTask, cancel: tokio::sync::watch::Sender<bool>) {
+    let NodeTask { organization_id: organization, run_id, .. } = message;
     loop {
         tokio::time::sleep(CANCEL_POLL).await;
         match runs.run_status(organization, run_id).await {
