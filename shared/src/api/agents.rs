@@ -19,7 +19,7 @@ use crate::domain::ids::AgentNodeId;
 use crate::domain::ids::NodeTypeId;
 use crate::domain::ids::OrganizationId;
 use crate::domain::nodes;
-use crate::domain::runs::service::BindPorts;
+use crate::domain::triggers::TriggerSaves;
 use crate::domain::workspaces::WorkspaceError;
 
 /// The caller's organization.
@@ -124,8 +124,8 @@ pub async fn get_agent(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
     Ok(json_response(StatusCode::OK, &AgentView::of(&record)))
 }
 
-fn update_ports<'a>(app: &'a App, bind: &'a BindPorts<'a>) -> UpdatePorts<'a> {
-    UpdatePorts { agents: app.agents().as_ref(), triggers: app.triggers().as_ref(), bind, clock: app.clock.as_ref() }
+fn update_ports<'a>(app: &'a App, checks: &'a TriggerSaves<'a>) -> UpdatePorts<'a> {
+    UpdatePorts { agents: app.agents().as_ref(), checks, clock: app.clock.as_ref() }
 }
 
 /// `POST /agent/{agent_id}/update`
@@ -134,7 +134,8 @@ pub async fn update_agent(app: Arc<App>, call: Call) -> Result<Response, ApiErro
     let body = json_body(&call.request)?;
     let update = AgentUpdate::parse(&body).map_err(fail("update"))?;
     let bind = super::runs::bind_ports(&app);
-    let ports = update_ports(&app, &bind);
+    let checks = TriggerSaves { repo: app.triggers().as_ref(), bind: &bind };
+    let ports = update_ports(&app, &checks);
     let result = agents::update_agent(&ports, organization, agent, update).await.map_err(fail("update"))?;
     Ok(json_response(StatusCode::OK, &result))
 }
@@ -144,7 +145,8 @@ pub async fn duplicate_agent(app: Arc<App>, call: Call) -> Result<Response, ApiE
     let (organization, agent) = agent_scope(&app, &call).await?;
     let body = json_body(&call.request)?;
     let bind = super::runs::bind_ports(&app);
-    let ports = update_ports(&app, &bind);
+    let checks = TriggerSaves { repo: app.triggers().as_ref(), bind: &bind };
+    let ports = update_ports(&app, &checks);
     let copy = agents::duplicate_agent(&ports, organization, agent, &body).await.map_err(fail("duplicate"))?;
     Ok(json_response(StatusCode::CREATED, &json!({ "agent_id": copy.id, "agent": copy })))
 }

@@ -1,19 +1,20 @@
 //! Agents: workflow templates of the organization, their metadata rules, listing and the
 //! use cases that create, edit, copy and delete them.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::graph::{self, CreatedNode, Graph, Operation};
-use super::runs::service::BindPorts;
 use super::time::Timestamp;
-use super::triggers::{self, TriggerRepo, TriggerWrite};
 use super::workspaces::{self, WorkspaceError};
 use crate::core::retry::AGENT_UPDATE_CONFLICTS;
 use crate::domain::identity::IdentityRepo;
 pub use crate::domain::ids::AgentId;
 use crate::domain::ids::AgentNodeId;
+use crate::domain::ids::NodeTypeId;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::WorkspaceId;
 use crate::domain::time::Clock;
@@ -390,12 +391,67 @@ pub async fn list_agents(
     Ok(AgentPage { agents, next_cursor })
 }
 
-/// Where an agent's update is saved and checked: its triggers' states go with its graph,
-/// and a trigger's run request is checked as a run would check it.
+/// What changes as a trigger fires, beside its parameters in the graph.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TriggerState {
+    pub organization_id: OrganizationId,
+    /// The trigger node's `agent_node_id`.
+    pub trigger_id: AgentNodeId,
+    pub agent_id: AgentId,
+    pub node_type_id: NodeTypeId,
+    pub enabled: bool,
+    /// The next fire (Schedule) or poll (Channel Feed); None when it has none.
+    pub next_at: Option<Timestamp>,
+    pub last_fired_at: Option<Timestamp>,
+    pub last_error: Option<String>,
+    /// When the parameters it fires with were saved (a feed's entries published before
+    /// are not new).
+    pub saved_at: Timestamp,
+    /// A feed's address as of the state (a new address starts the feed's record anew).
+    #[serde(default)]
+    pub feed_url: Option<String>,
+    /// Whether a poll of the feed recorded the entries present.
+    #[serde(default)]
+    pub polled: bool,
+    /// Keys of the feed's entries dealt with (run started, or not new), among those of
+    /// its last poll.
+    #[serde(default)]
+    pub seen: Vec<String>,
+    /// Incremented by every write; a write names the version it read.
+    pub version: u64,
+}
+
+/// A write of a trigger's state that goes with the agent's.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TriggerWrite {
+    /// Stores the state if the stored one is at `version - 1` (none stored: version 1).
+    Put(TriggerState),
+    /// Removes the state if it is at `version`.
+    Delete { organization: OrganizationId, trigger_id: AgentNodeId, version: u64 },
+}
+
+/// What an agent's save also checks and writes beyond its graph: its trigger nodes'
+/// states (a trigger's run request checked as a run would check it). Given by the
+/// contexts above agents (`triggers::TriggerSaves`).
+#[async_trait]
+pub trait SaveChecks: Send + Sync {
+    /// The writes that go with saving `after` over `before` (None: a new agent); an
+    /// error when a node created or changed (the operation at `touched[node]`) is refused.
+    async fn on_save(
+        &self,
+        organization: OrganizationId,
+        before: Option<&Graph>,
+        after: &AgentRecord,
+        touched: &HashMap<AgentNodeId, usize>,
+        now: Timestamp,
+    ) -> Result<Vec<TriggerWrite>, AgentError>;
+}
+
+/// Where an agent's update is saved and checked: its triggers' states go with its graph
+/// ([`SaveChecks`]).
 pub struct UpdatePorts<'a> {
     pub agents: &'a dyn AgentRepo,
-    pub triggers: &'a dyn TriggerRepo,
-    pub bind: &'a BindPorts<'a>,
+    pub checks: &'a dyn SaveChecks,
     pub clock: &'a dyn Clock,
 }
 
@@ -419,9 +475,7 @@ pub async fn update_agent(
         agent.updated_at = now;
         let next = AgentRecord { agent, graph, version: current.version + 1 };
         let touched = touched_nodes(&update.operations, &created_nodes);
-        let writes =
-            triggers::on_save(ports.triggers, ports.bind, organization, Some(&current.graph), &next, &touched, now)
-                .await?;
+        let writes = ports.checks.on_save(organization, Some(&current.graph), &next, &touched, now).await?;
         if ports.agents.replace_agent(organization, &next, current.version, &writes).await? {
             return Ok(UpdateResult {
                 success: true,

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use super::labels::MAX_LABEL_CHARS;
 use super::time::Timestamp;
-use super::workspaces::{self, Workspace};
+use super::workspaces::{self, Workspace, WorkspaceRepo};
 use crate::domain::credits::plans::PlanId;
 use crate::domain::credits::service as credit_service;
 use crate::domain::credits::CreditRepo;
@@ -359,7 +359,7 @@ pub fn generate_api_key() -> String {
 
 /// Organizations and API keys.
 #[async_trait]
-pub trait IdentityRepo: Send + Sync {
+pub trait IdentityRepo: WorkspaceRepo + Send + Sync {
     /// The key with this SHA-256 hash, if any.
     async fn api_key(&self, key_hash: &str) -> anyhow::Result<Option<ApiKeyRecord>>;
     /// An organization by ID.
@@ -390,10 +390,6 @@ pub trait IdentityRepo: Send + Sync {
         organization: Option<OrganizationId>,
         at: Timestamp,
     ) -> anyhow::Result<()>;
-    /// All workspaces of an organization.
-    async fn workspaces(&self, organization: OrganizationId) -> anyhow::Result<Vec<Workspace>>;
-    /// Creates or renames a workspace (keeping its original `created_at`).
-    async fn put_workspace(&self, organization: OrganizationId, workspace: &Workspace) -> anyhow::Result<()>;
 }
 
 #[cfg(test)]

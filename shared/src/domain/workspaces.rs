@@ -3,8 +3,9 @@
 
 use serde::Serialize;
 
+use async_trait::async_trait;
+
 use super::time::Timestamp;
-use crate::domain::identity::IdentityRepo;
 use crate::domain::ids::OrganizationId;
 pub use crate::domain::ids::WorkspaceId;
 
@@ -20,6 +21,16 @@ pub struct Workspace {
     pub created_at: Timestamp,
 }
 
+/// Where an organization's workspaces are kept (with its identity: every identity
+/// repository is one).
+#[async_trait]
+pub trait WorkspaceRepo: Send + Sync {
+    /// All workspaces of an organization.
+    async fn workspaces(&self, organization: OrganizationId) -> anyhow::Result<Vec<Workspace>>;
+    /// Creates or renames a workspace (keeping its original `created_at`).
+    async fn put_workspace(&self, organization: OrganizationId, workspace: &Workspace) -> anyhow::Result<()>;
+}
+
 /// Why a requested workspace cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
@@ -32,7 +43,7 @@ pub enum WorkspaceError {
 
 /// Checks that a workspace is one of the organization's.
 pub async fn check_owned(
-    repo: &dyn IdentityRepo,
+    repo: &dyn WorkspaceRepo,
     organization: OrganizationId,
     id: WorkspaceId,
 ) -> Result<(), WorkspaceError> {
@@ -47,7 +58,7 @@ pub async fn check_owned(
 /// The workspace a new agent goes to: the requested one when it is the organization's,
 /// the primary one when none is requested.
 pub async fn for_new_agent(
-    repo: &dyn IdentityRepo,
+    repo: &dyn WorkspaceRepo,
     organization: OrganizationId,
     requested: Option<WorkspaceId>,
     now: Timestamp,
@@ -66,7 +77,7 @@ fn primary_of(workspaces: &[Workspace]) -> Option<&Workspace> {
 }
 
 /// The organization's primary workspace, if it has one (read only).
-pub async fn find_primary(repo: &dyn IdentityRepo, organization: OrganizationId) -> anyhow::Result<Option<Workspace>> {
+pub async fn find_primary(repo: &dyn WorkspaceRepo, organization: OrganizationId) -> anyhow::Result<Option<Workspace>> {
     Ok(primary_of(&repo.workspaces(organization).await?).cloned())
 }
 
@@ -78,7 +89,7 @@ fn default_workspace_id(organization: OrganizationId) -> WorkspaceId {
 
 /// Makes sure the organization has a primary workspace, creating one when it has none.
 pub async fn ensure_primary(
-    repo: &dyn IdentityRepo,
+    repo: &dyn WorkspaceRepo,
     organization: OrganizationId,
     now: Timestamp,
 ) -> anyhow::Result<Workspace> {
@@ -99,7 +110,7 @@ pub async fn ensure_primary(
 /// Stores the seeded workspaces of an organization; a primary stored earlier that is not
 /// the seeded one stops being primary, so there is always exactly one.
 pub async fn apply_seeded(
-    repo: &dyn IdentityRepo,
+    repo: &dyn WorkspaceRepo,
     organization: OrganizationId,
     seeded: &[Workspace],
 ) -> anyhow::Result<()> {

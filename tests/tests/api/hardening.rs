@@ -739,6 +739,10 @@ impl RunRepo for OutputsOverflow {
     async fn running_runs(&self, cursor: Option<String>, limit: usize) -> anyhow::Result<RunningPage> {
         self.0.running_runs(cursor, limit).await
     }
+}
+
+#[async_trait::async_trait]
+impl shared::domain::media::ports::MediaRecords for OutputsOverflow {
     async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>> {
         self.0.get_media(id).await
     }

@@ -24,6 +24,7 @@ mod lambda_binaries;
 mod lambda_events;
 mod layers;
 mod logs;
+mod module_graph;
 mod node_types;
 mod openapi;
 mod outputs;

@@ -10,6 +10,7 @@ use crate::domain::identity::{ApiKeyRecord, Organization};
 use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::domain::workspaces::Workspace;
+use crate::domain::workspaces::WorkspaceRepo;
 
 #[async_trait]
 impl IdentityRepo for DynamoDb {
@@ -105,7 +106,10 @@ impl IdentityRepo for DynamoDb {
         update.send().await.map_err(|error| failure(error, "writing an API key"))?;
         Ok(())
     }
+}
 
+#[async_trait]
+impl WorkspaceRepo for DynamoDb {
     async fn workspaces(&self, organization: OrganizationId) -> anyhow::Result<Vec<Workspace>> {
         let items = self
             .query_all(keys::organization_pk(organization), Some(keys::WORKSPACE_PREFIX), None, "listing workspaces")

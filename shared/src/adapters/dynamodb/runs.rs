@@ -20,6 +20,7 @@ use super::{keys, AttributeValue, DynamoDb};
 use crate::domain::credits::AccountWrite;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::{MediaId, RunId};
+use crate::domain::media::ports::MediaRecords;
 use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::runs::events::MAX_EVENTS_PER_CHANGE;
 use crate::domain::runs::ports::RunQuery;
@@ -569,7 +570,10 @@ impl RunRepo for DynamoDb {
         let next = (shard < keys::SWEEP_SHARDS).then(|| format!("{shard}/{}", after.unwrap_or_default()));
         Ok((found, next))
     }
+}
 
+#[async_trait]
+impl MediaRecords for DynamoDb {
     async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>> {
         self.get(keys::media(id), "reading media").await?.as_ref().map(media_from).transpose()
     }

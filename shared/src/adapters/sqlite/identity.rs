@@ -9,6 +9,7 @@ use crate::domain::identity::{ApiKeyRecord, Organization};
 use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::domain::workspaces::Workspace;
+use crate::domain::workspaces::WorkspaceRepo;
 
 /// The columns [`organization_at`] reads, in its order.
 const ORGANIZATION_COLUMNS: &str = "o.id, o.name, o.slug, o.api_access, o.plan, o.credits, o.created_at";
@@ -149,7 +150,10 @@ impl IdentityRepo for Sqlite {
         })
         .await
     }
+}
 
+#[async_trait]
+impl WorkspaceRepo for Sqlite {
     async fn workspaces(&self, organization: OrganizationId) -> anyhow::Result<Vec<Workspace>> {
         self.call(move |connection| {
             let mut statement = connection

@@ -10,6 +10,7 @@ use super::{parsed, Db, Pool, Sqlite};
 use crate::domain::credits::{AccountWrite, Written};
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::{MediaId, RunId};
+use crate::domain::media::ports::MediaRecords;
 use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::runs::ports::RunQuery;
 use crate::domain::runs::ports::{read_run_document, RunRepo, RunningPage};
@@ -373,7 +374,10 @@ impl RunRepo for Sqlite {
             .flatten();
         Ok((found, next))
     }
+}
 
+#[async_trait]
+impl MediaRecords for Sqlite {
     async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>> {
         self.call(move |connection| {
             connection

@@ -6,7 +6,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{MediaError, ProbeReport, RenderJob, SealedBlob};
+use super::{MediaError, MediaRecord, ProbeReport, RenderJob, SealedBlob};
+use crate::domain::ids::MediaId;
+
+/// Where the records of media IDs are kept (written by runs with their outputs, read by
+/// whoever is handed a media ID: runs' inputs, social posts, the media links).
+#[async_trait]
+pub trait MediaRecords: Send + Sync {
+    /// A media record by ID (links carry no organization: their signature is the authority).
+    async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>>;
+}
 
 /// Where media files live: S3, or a local folder served by `serve`.
 #[async_trait]

@@ -4,9 +4,10 @@
 
 use async_trait::async_trait;
 
-use super::{MediaId, Run, RunId, RunStatus};
+use super::{Run, RunId, RunStatus};
 use crate::domain::credits::{AccountWrite, CreditRepo};
 use crate::domain::ids::OrganizationId;
+use crate::domain::media::ports::MediaRecords;
 use crate::domain::media::MediaRecord;
 use crate::domain::time::Timestamp;
 use crate::domain::webhooks::WebhookDelivery;
@@ -33,7 +34,7 @@ pub struct RunQuery {
 /// organization's credit account, which a run's change may write in the same atomic
 /// write (a task's charge in its claim): so a run repository is also the account's.
 #[async_trait]
-pub trait RunRepo: CreditRepo + Send + Sync {
+pub trait RunRepo: CreditRepo + MediaRecords + Send + Sync {
     /// Stores a new run (version 0), the media records it starts with and the webhook
     /// deliveries of its first events, in one atomic write, as the records of
     /// [`super::stored`]. A run over its bounds is refused with [`RunTooLarge`] (here
@@ -71,8 +72,6 @@ pub trait RunRepo: CreditRepo + Send + Sync {
     /// (None after the last). The sweeper's walk: one query of an index per page, never
     /// a scan.
     async fn running_runs(&self, cursor: Option<String>, limit: usize) -> anyhow::Result<RunningPage>;
-    /// A media record by ID (links carry no organization: their signature is the authority).
-    async fn get_media(&self, id: MediaId) -> anyhow::Result<Option<MediaRecord>>;
 }
 
 /// Largest a run may be as stored, in bytes of JSON over all its records (see

@@ -20,10 +20,11 @@ use super::{SocialConnection, SocialConnectionId, SocialError, SocialPost, Socia
 use crate::core::queue::Queue;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::{MediaId, RunId};
-use crate::domain::media::ports::{BlobStore, DownloadError, Downloader, MediaProbe, MediaToolkit, ProbeError};
+use crate::domain::media::ports::{
+    BlobStore, DownloadError, Downloader, MediaProbe, MediaRecords, MediaToolkit, ProbeError,
+};
 use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::media::{MediaLinks, MEDIA_PATH_PREFIX};
-use crate::domain::runs::ports::RunRepo;
 use crate::domain::time::{Clock, Timestamp};
 use crate::domain::work::Work;
 
@@ -52,7 +53,7 @@ pub(super) const CHANGE_ATTEMPTS: usize = 8;
 pub struct Social {
     pub repo: Arc<dyn SocialRepo>,
     /// Media records: the service's own links among `media_urls` are read from the store.
-    pub media: Arc<dyn RunRepo>,
+    pub media: Arc<dyn MediaRecords>,
     pub blobs: Arc<dyn BlobStore>,
     pub probe: Arc<dyn MediaProbe>,
     pub toolkit: Arc<dyn MediaToolkit>,

@@ -20,12 +20,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use self::cron::CronSchedule;
-use super::agents::{AgentRecord, AgentRepo};
+use super::agents::{AgentError, AgentRecord, AgentRepo, SaveChecks};
+pub use super::agents::{TriggerState, TriggerWrite};
 use super::graph::{AgentNode, Graph, OperationError};
 use super::media::ports::{DownloadError, Downloader};
 use super::nodes::{self, NodeKind, TriggerSpec};
@@ -88,45 +89,6 @@ pub const FEED_READ_BUDGET: Duration = Duration::from_secs(10);
 pub const MAX_RUNS_PER_POLL: usize = 10;
 /// Tries of a state's write that keeps meeting another writer's.
 const STATE_WRITES: usize = 5;
-
-/// What changes as a trigger fires, beside its parameters in the graph.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TriggerState {
-    pub organization_id: OrganizationId,
-    /// The trigger node's `agent_node_id`.
-    pub trigger_id: AgentNodeId,
-    pub agent_id: AgentId,
-    pub node_type_id: NodeTypeId,
-    pub enabled: bool,
-    /// The next fire (Schedule) or poll (Channel Feed); None when it has none.
-    pub next_at: Option<Timestamp>,
-    pub last_fired_at: Option<Timestamp>,
-    pub last_error: Option<String>,
-    /// When the parameters it fires with were saved (a feed's entries published before
-    /// are not new).
-    pub saved_at: Timestamp,
-    /// A feed's address as of the state (a new address starts the feed's record anew).
-    #[serde(default)]
-    pub feed_url: Option<String>,
-    /// Whether a poll of the feed recorded the entries present.
-    #[serde(default)]
-    pub polled: bool,
-    /// Keys of the feed's entries dealt with (run started, or not new), among those of
-    /// its last poll.
-    #[serde(default)]
-    pub seen: Vec<String>,
-    /// Incremented by every write; a write names the version it read.
-    pub version: u64,
-}
-
-/// A write of a trigger's state that goes with the agent's.
-#[derive(Clone, Debug, PartialEq)]
-pub enum TriggerWrite {
-    /// Stores the state if the stored one is at `version - 1` (none stored: version 1).
-    Put(TriggerState),
-    /// Removes the state if it is at `version`.
-    Delete { organization: OrganizationId, trigger_id: AgentNodeId, version: u64 },
-}
 
 /// Where triggers' states are kept.
 #[async_trait]
@@ -235,6 +197,26 @@ fn is_trigger(node: &AgentNode) -> bool {
 // ---------------------------------------------------------------------------------------
 // Saving: the states that go with a new version of a graph.
 
+/// The checks and writes of an agent's save that concern its triggers ([`on_save`]).
+pub struct TriggerSaves<'a> {
+    pub repo: &'a dyn TriggerRepo,
+    pub bind: &'a BindPorts<'a>,
+}
+
+#[async_trait]
+impl SaveChecks for TriggerSaves<'_> {
+    async fn on_save(
+        &self,
+        organization: OrganizationId,
+        before: Option<&Graph>,
+        after: &AgentRecord,
+        touched: &HashMap<AgentNodeId, usize>,
+        now: Timestamp,
+    ) -> Result<Vec<TriggerWrite>, AgentError> {
+        on_save(self.repo, self.bind, organization, before, after, touched, now).await
+    }
+}
+
 /// The trigger writes that go with saving `after` (an agent's new graph) over `before`
 /// (None: a new agent): every trigger node created or changed is checked (its cron,
 /// time zone, feed address and run request, the last against the whole new graph) and
@@ -248,7 +230,7 @@ pub async fn on_save(
     after: &AgentRecord,
     touched: &HashMap<AgentNodeId, usize>,
     now: Timestamp,
-) -> Result<Vec<TriggerWrite>, super::agents::AgentError> {
+) -> Result<Vec<TriggerWrite>, AgentError> {
     let mut writes = Vec::new();
     for node in after.graph.nodes.iter().filter(|node| is_trigger(node)) {
         let Some(spec) = spec_of(node) else { continue };
