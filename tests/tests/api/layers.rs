@@ -130,7 +130,6 @@ const CYCLES_LEFT: &[&str] = &[
     "nodes nodes::ai_avatar nodes::audio_generation nodes::background_music nodes::captions nodes::channel_feed \
      nodes::clip nodes::concatenate nodes::destination nodes::image_generation nodes::messages nodes::overlay \
      nodes::reframe nodes::schedule nodes::schema nodes::speed nodes::video_generation nodes::video_input",
-    "runs::bind runs::service",
     "runs::worker runs::worker::execute runs::worker::generate runs::worker::inputs",
     "social social::limits social::parse social::publisher social::publishing social::service",
 ];

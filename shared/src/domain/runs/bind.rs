@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::service::{BindPorts, RunError};
+use super::error::RunError;
+use super::ports::RunRepo;
 use super::start::{InputItem, InputRef, Inputs};
 use super::{AssetFile, BoundInput, InputSource, MediaId, RunId, RuntimeNode};
 use crate::core::retry::Unavailable;
-use crate::domain::asset_manager::{self, Artifact};
+use crate::domain::asset_manager::{self, Artifact, AssetManager, AssetRepo};
 use crate::domain::avatars::AvatarStatus;
 use crate::domain::ids::AgentNodeId;
 use crate::domain::ids::AssetItemId;
@@ -26,7 +27,20 @@ use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::nodes::{Connectable, Generation, NodeKind, Unready, UploadUse};
 use crate::domain::sites::{SiteVideoInfo, Sites};
 use crate::domain::time::Timestamp;
-use crate::domain::uploads::{Upload, UploadKind, UploadStatus};
+use crate::domain::uploads::{Upload, UploadKind, UploadRepo, UploadStatus};
+
+/// What checking a start request reads (and nothing it writes): what a trigger's
+/// `run_request` is checked with when it is saved.
+pub struct BindPorts<'a> {
+    /// Renders named as inputs.
+    pub runs: &'a dyn RunRepo,
+    pub uploads: &'a dyn UploadRepo,
+    pub sites: &'a Sites,
+    pub assets: &'a dyn AssetRepo,
+    pub asset_manager: &'a dyn AssetManager,
+    pub avatars: &'a dyn crate::domain::avatars::AvatarRepo,
+    pub allow_private_urls: bool,
+}
 
 /// Longest video read from a video-sharing site (the contract's limit).
 pub const MAX_SITE_VIDEO_MS: u64 = 5 * 60 * 60 * 1000;

@@ -6,6 +6,7 @@ pub mod bind;
 pub mod charges;
 pub mod edits;
 pub mod engine;
+pub mod error;
 pub mod events;
 pub mod list;
 pub mod plan;

@@ -4,9 +4,11 @@
 
 use serde_json::Value;
 
+pub use super::bind::BindPorts;
 use super::bind::{check_target, Binder};
 use super::charges::REFUND_BATCH;
-use super::engine::{Cancelled, Resumed, WrongStatus};
+use super::engine::{Cancelled, Resumed};
+pub use super::error::RunError;
 use super::events::{Before, Notifier};
 use super::plan::{plan_tasks, runtime_graph};
 use super::ports::{RunRepo, RunTooLarge};
@@ -26,32 +28,6 @@ use crate::domain::sites::Sites;
 use crate::domain::time::{Clock, Timestamp};
 use crate::domain::uploads::UploadRepo;
 use crate::domain::work::{NodeTask, Work};
-
-/// Everything that can go wrong with a run request.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// The request is refused; the text names the problem (400).
-    #[error("{0}")]
-    Invalid(String),
-    #[error("Agent not found")]
-    AgentNotFound,
-    #[error("Run not found")]
-    NotFound,
-    /// A run was already started under the trigger's claim (its due time, its entry).
-    #[error("a run was already started for this")]
-    AlreadyStarted,
-    /// Wrong status for the operation (409).
-    #[error("{0}")]
-    Conflict(String),
-    #[error("storage failed: {0:#}")]
-    Backend(#[from] anyhow::Error),
-}
-
-impl From<WrongStatus> for RunError {
-    fn from(error: WrongStatus) -> Self {
-        Self::Conflict(error.0)
-    }
-}
 
 /// The ports the run operations use.
 pub struct RunPorts<'a> {
@@ -88,19 +64,6 @@ impl RunPorts<'_> {
             allow_private_urls: self.allow_private_urls,
         }
     }
-}
-
-/// What checking a start request reads (and nothing it writes): what a trigger's
-/// `run_request` is checked with when it is saved.
-pub struct BindPorts<'a> {
-    /// Renders named as inputs.
-    pub runs: &'a dyn RunRepo,
-    pub uploads: &'a dyn UploadRepo,
-    pub sites: &'a Sites,
-    pub assets: &'a dyn AssetRepo,
-    pub asset_manager: &'a dyn AssetManager,
-    pub avatars: &'a dyn crate::domain::avatars::AvatarRepo,
-    pub allow_private_urls: bool,
 }
 
 /// A start of a run, as asked.
