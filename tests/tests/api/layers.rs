@@ -127,9 +127,6 @@ const CONTEXT_TIERS: &[&[&str]] = &[
 /// exact: a new cycle fails, and so does one that is gone but still listed.
 const CYCLES_LEFT: &[&str] = &[
     "avatars avatars::processing",
-    "nodes nodes::ai_avatar nodes::audio_generation nodes::background_music nodes::captions nodes::channel_feed \
-     nodes::clip nodes::concatenate nodes::destination nodes::image_generation nodes::messages nodes::overlay \
-     nodes::reframe nodes::schedule nodes::schema nodes::speed nodes::video_generation nodes::video_input",
     "runs::worker runs::worker::execute runs::worker::generate runs::worker::inputs",
     "social social::limits social::parse social::publisher social::publishing social::service",
 ];

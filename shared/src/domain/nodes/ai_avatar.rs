@@ -8,7 +8,8 @@ use serde_json::{json, Map, Value};
 use uuid::uuid;
 
 use super::schema::{no_rules, node, params_schema, uuid_string};
-use super::{CreditCost, Generation, NodeKind, NodeSettings, NodeType, NodeTypeId, Unready};
+use super::tile::{CreditCost, Generation, NodeKind, NodeSettings, NodeType, Unready};
+use crate::domain::ids::NodeTypeId;
 use crate::domain::media::MediaType;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("b3b4c9e2-2a47-4fa9-8ce8-0c1fa1d7b6ef"));

@@ -7,8 +7,9 @@ use serde_json::{json, Map, Value};
 use uuid::uuid;
 
 use super::schema::{no_rules, node, params_schema};
-use super::{CreditCost, Generation, NodeKind, NodeSettings, NodeType, NodeTypeId, Unready};
+use super::tile::{CreditCost, Generation, NodeKind, NodeSettings, NodeType, Unready};
 use crate::domain::generation::{AudioMode, AudioRequest};
+use crate::domain::ids::NodeTypeId;
 use crate::domain::media::MediaType;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("14687f30-5fd0-468f-8239-2784d83df95b"));

@@ -6,7 +6,8 @@ use serde_json::{json, Map, Value};
 use uuid::uuid;
 
 use super::schema::{hex_color, node, params_schema, uuid_string};
-use super::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType, NodeTypeId, ScratchFile, Unready};
+use super::tile::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType, ScratchFile, Unready};
+use crate::domain::ids::NodeTypeId;
 use crate::domain::media::{CaptionPosition, Edit};
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("d4ad2388-2f79-4d9c-9cb1-b953460ffedb"));

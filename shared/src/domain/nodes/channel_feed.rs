@@ -7,7 +7,8 @@ use serde_json::{json, Map, Value};
 use uuid::uuid;
 
 use super::schema::{no_rules, node, params_schema};
-use super::{CreditCost, NodeKind, NodeSettings, NodeType, NodeTypeId, TriggerSpec};
+use super::tile::{CreditCost, NodeKind, NodeSettings, NodeType, TriggerSpec};
+use crate::domain::ids::NodeTypeId;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("795c3a4b-fb36-4ffc-943a-6c7bf4f3d99e"));
 

@@ -7,7 +7,8 @@ use uuid::uuid;
 
 use super::placement::Placement;
 use super::schema::{no_rules, node, params_schema};
-use super::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType, NodeTypeId};
+use super::tile::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType};
+use crate::domain::ids::NodeTypeId;
 use crate::domain::media::Edit;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("774577c0-7d6c-42fa-9f2d-fbc179081641"));

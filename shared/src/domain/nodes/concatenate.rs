@@ -6,7 +6,8 @@ use serde_json::json;
 use uuid::uuid;
 
 use super::schema::{no_rules, node, params_schema};
-use super::{CreditCost, ItemFlow, NodeKind, NodeType, NodeTypeId};
+use super::tile::{CreditCost, ItemFlow, NodeKind, NodeType};
+use crate::domain::ids::NodeTypeId;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("2d56a739-616f-497a-b979-cee33ec9b857"));
 

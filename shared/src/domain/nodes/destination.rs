@@ -4,7 +4,8 @@ use serde_json::json;
 use uuid::uuid;
 
 use super::schema::{no_rules, node, params_schema};
-use super::{CreditCost, NodeKind, NodeType, NodeTypeId};
+use super::tile::{CreditCost, NodeKind, NodeType};
+use crate::domain::ids::NodeTypeId;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("96600cea-d346-4a43-a262-cc54579cfe1e"));
 

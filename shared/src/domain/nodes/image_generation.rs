@@ -7,8 +7,9 @@ use serde_json::{json, Map, Value};
 use uuid::uuid;
 
 use super::schema::{no_rules, node, params_schema};
-use super::{multiplier, CreditCost, Generation, NodeKind, NodeSettings, NodeType, NodeTypeId, Unready};
+use super::tile::{multiplier, CreditCost, Generation, NodeKind, NodeSettings, NodeType, Unready};
 use crate::domain::generation::ImageRequest;
+use crate::domain::ids::NodeTypeId;
 use crate::domain::media::MediaType;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("18b998a0-2ea7-4676-a5d3-3ae6c8ac0b72"));

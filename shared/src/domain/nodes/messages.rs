@@ -6,7 +6,8 @@ use jsonschema::paths::{Location, LocationSegment};
 use jsonschema::ValidationError;
 use serde_json::Value;
 
-use super::PARAMS_FIELD;
+/// Prefix of every parameter path in validation messages: the field clients send parameters in.
+pub(super) const PARAMS_FIELD: &str = "params_used";
 
 /// At most this many problems are reported for one parameter map.
 pub(super) const MAX_MESSAGES: usize = 10;

@@ -7,7 +7,8 @@ use uuid::uuid;
 
 use super::placement::{Medium, Placement};
 use super::schema::{no_rules, node, params_schema, uuid_string};
-use super::{Connectable, CreditCost, EditContext, NodeKind, NodeSettings, NodeType, NodeTypeId, UploadUse};
+use super::tile::{Connectable, CreditCost, EditContext, NodeKind, NodeSettings, NodeType, UploadUse};
+use crate::domain::ids::NodeTypeId;
 use crate::domain::ids::UploadId;
 use crate::domain::media::{Corner, Edit, MediaType};
 use crate::domain::uploads::UploadKind;

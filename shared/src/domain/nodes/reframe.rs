@@ -6,7 +6,8 @@ use serde_json::{json, Map, Value};
 use uuid::uuid;
 
 use super::schema::{hex_color, no_rules, node, params_schema};
-use super::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType, NodeTypeId};
+use super::tile::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType};
+use crate::domain::ids::NodeTypeId;
 use crate::domain::media::Edit;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("3c86da6e-c0b0-4ac6-a4e3-23ff638dceae"));

@@ -6,7 +6,8 @@ use serde_json::{json, Map, Value};
 use uuid::uuid;
 
 use super::schema::{cron_pattern, no_rules, node, params_schema, TIMEZONE_PATTERN};
-use super::{CreditCost, NodeKind, NodeSettings, NodeType, NodeTypeId, TriggerSpec};
+use super::tile::{CreditCost, NodeKind, NodeSettings, NodeType, TriggerSpec};
+use crate::domain::ids::NodeTypeId;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("ca4a4af1-9622-4018-ae48-a107c46bd14b"));
 

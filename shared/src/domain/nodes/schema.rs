@@ -3,7 +3,8 @@
 
 use serde_json::{json, Value};
 
-use super::{no_settings, CreditCost, ItemFlow, NodeKind, NodeType, NodeTypeId};
+use super::tile::{no_settings, CreditCost, ItemFlow, NodeKind, NodeType};
+use crate::domain::ids::NodeTypeId;
 
 /// Identifiers are referenced by their canonical text; JSON Schema `format` is only an
 /// annotation in draft 2020-12, so a pattern is what actually enforces the shape.

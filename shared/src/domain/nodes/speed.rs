@@ -7,7 +7,8 @@ use uuid::uuid;
 
 use super::placement::Placement;
 use super::schema::{no_rules, node, params_schema};
-use super::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType, NodeTypeId};
+use super::tile::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType};
+use crate::domain::ids::NodeTypeId;
 use crate::domain::media::Edit;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("47a6bc12-618b-47a6-b0ad-7b3983640b2d"));

@@ -6,8 +6,9 @@ use serde_json::{json, Map, Value};
 use uuid::uuid;
 
 use super::schema::{node, params_schema};
-use super::{multiplier, CreditCost, Generation, NodeKind, NodeSettings, NodeType, NodeTypeId, Unready};
+use super::tile::{multiplier, CreditCost, Generation, NodeKind, NodeSettings, NodeType, Unready};
 use crate::domain::generation::{video_size, VideoRequest};
+use crate::domain::ids::NodeTypeId;
 use crate::domain::media::MediaType;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("a2eb3ec2-da7a-4f97-94d2-a9a537548522"));

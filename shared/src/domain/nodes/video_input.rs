@@ -5,7 +5,8 @@ use serde_json::json;
 use uuid::uuid;
 
 use super::schema::{no_rules, node, params_schema};
-use super::{CreditCost, NodeKind, NodeType, NodeTypeId};
+use super::tile::{CreditCost, NodeKind, NodeType};
+use crate::domain::ids::NodeTypeId;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("87a28532-ca1d-4652-9a23-a5b9d452e79a"));
 
