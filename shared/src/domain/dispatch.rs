@@ -8,7 +8,8 @@ use std::time::Duration;
 use super::avatars::processing::{self, AvatarWork};
 use super::ids::{AvatarProfileId, OrganizationId};
 use super::runs::worker::Worker;
-use super::social::service::{Publishing, Social};
+use super::social::publishing::Publishing;
+use super::social::service::Social;
 use super::time::Timestamp;
 use super::work::{Processed, Work};
 

@@ -123,14 +123,6 @@ const CONTEXT_TIERS: &[&[&str]] = &[
     &["dispatch"],
 ];
 
-/// Cycles of files inside one context that are still to be broken (issue 34). The list is
-/// exact: a new cycle fails, and so does one that is gone but still listed.
-const CYCLES_LEFT: &[&str] = &[
-    "avatars avatars::processing",
-    "runs::worker runs::worker::execute runs::worker::generate runs::worker::inputs",
-    "social social::limits social::parse social::publisher social::publishing social::service",
-];
-
 /// The tier of the context a domain module belongs to (None: the domain's root).
 fn tier_of(module: &module_graph::Module) -> Option<(usize, &str)> {
     let context = module.get(1)?;
@@ -173,12 +165,7 @@ fn no_files_of_the_domain_import_each_other_in_a_cycle() {
         .iter()
         .map(|cycle| cycle.iter().map(|module| module[1..].join("::")).collect::<Vec<_>>().join(" "))
         .collect();
-    let left: Vec<String> =
-        CYCLES_LEFT.iter().map(|cycle| cycle.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
-    let new: Vec<&String> = cycles.iter().filter(|cycle| !left.contains(cycle)).collect();
-    let gone: Vec<&String> = left.iter().filter(|cycle| !cycles.contains(cycle)).collect();
-    assert!(new.is_empty(), "files that import each other: {new:#?}");
-    assert!(gone.is_empty(), "cycles broken: take them off CYCLES_LEFT: {gone:#?}");
+    assert!(cycles.is_empty(), "files that import each other (a context's mod.rs included): {cycles:#?}");
 }
 
 /// The graph reader sees what it must: a cycle made of a `super::` import and a

@@ -958,7 +958,7 @@ async fn youtube_credentials_are_a_secret_of_their_own_in_secrets_manager() {
     let links = harness.test.app.links.clone();
     let post = social.create_post(organization, body.as_object().unwrap(), &links).await.unwrap();
     let published = social.publish(organization, post.id).await.unwrap();
-    assert_eq!(published, shared::domain::social::service::Publishing::Done);
+    assert_eq!(published, shared::domain::social::publishing::Publishing::Done);
     let read = social.get_post(organization, &post.id.to_string()).await.unwrap();
     assert_eq!(read.status, PostStatus::Posted, "{read:?}");
     let authorizations: BTreeSet<String> =

@@ -362,7 +362,7 @@ pub async fn create(
         ports.queue.send(&[Work::ProcessAvatar { organization_id: organization, avatar_id: profile.id }]).await
     {
         tracing::error!(avatar = %profile.id, error = %format!("{error:#}"), "avatar processing could not be queued");
-        if let Some(failed) = processing::unqueued(ports.avatars, &profile, now).await? {
+        if let Some(failed) = unqueued(ports.avatars, &profile, now).await? {
             return Ok(failed);
         }
     }
@@ -457,6 +457,74 @@ pub fn view(profile: &AvatarProfile, links: &MediaLinks, now: Timestamp) -> Valu
         "name": profile.name,
         "status": profile.status.as_str(),
         "status_message": profile.status_message,
+    })
+}
+
+/// Writes of a profile that lose to another writer, tried again at most this often.
+const UPDATE_ATTEMPTS: usize = 5;
+
+/// What a change of a profile did.
+enum Changed {
+    Stored(Box<AvatarProfile>),
+    Unchanged,
+    Missing,
+    Held(Timestamp),
+}
+
+/// Reads the profile, applies `edit` and stores it under its version, trying again when
+/// another writer came first. `edit` answers Ok(None) to leave it, Err(until) when a
+/// claim holds it.
+async fn change(
+    avatars: &dyn AvatarRepo,
+    organization: OrganizationId,
+    id: AvatarProfileId,
+    edit: impl Fn(&mut AvatarProfile) -> Result<Option<()>, Timestamp>,
+) -> Result<Changed, AvatarError> {
+    change_with(avatars, organization, id, None, edit).await
+}
+
+async fn change_with(
+    avatars: &dyn AvatarRepo,
+    organization: OrganizationId,
+    id: AvatarProfileId,
+    preview: Option<&MediaRecord>,
+    edit: impl Fn(&mut AvatarProfile) -> Result<Option<()>, Timestamp>,
+) -> Result<Changed, AvatarError> {
+    for _ in 0..UPDATE_ATTEMPTS {
+        let Some(mut profile) = avatars.get_avatar(organization, id).await? else { return Ok(Changed::Missing) };
+        match edit(&mut profile) {
+            Err(until) => return Ok(Changed::Held(until)),
+            Ok(None) => return Ok(Changed::Unchanged),
+            Ok(Some(())) => {}
+        }
+        profile.version += 1;
+        if avatars.update_avatar(&profile, preview).await? {
+            return Ok(Changed::Stored(Box::new(profile)));
+        }
+    }
+    Err(AvatarError::Backend(anyhow::anyhow!("avatar profile {id} kept changing under {UPDATE_ATTEMPTS} writes")))
+}
+
+/// Marks a profile whose processing could not be queued as failed, saying so.
+async fn unqueued(
+    avatars: &dyn AvatarRepo,
+    profile: &AvatarProfile,
+    now: Timestamp,
+) -> Result<Option<AvatarProfile>, AvatarError> {
+    let changed = change(avatars, profile.organization_id, profile.id, |stored| {
+        if stored.status != AvatarStatus::Pending {
+            return Ok(None);
+        }
+        stored.status = AvatarStatus::Failed;
+        stored.status_message =
+            Some("processing could not be queued; create the avatar again under another name".into());
+        stored.updated_at = now;
+        Ok(Some(()))
+    })
+    .await?;
+    Ok(match changed {
+        Changed::Stored(profile) => Some(*profile),
+        _ => None,
     })
 }
 

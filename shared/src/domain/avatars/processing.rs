@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::{change, change_with, AvatarStatus, Changed, MAX_SOURCE_MS, MIN_SOURCE_MS};
 use super::{AvatarError, AvatarFile, AvatarProfile, AvatarProfileId, AvatarReference, AvatarRepo, AvatarSource};
-use super::{AvatarStatus, MAX_SOURCE_MS, MIN_SOURCE_MS};
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::{MediaId, RunId};
 use crate::domain::media::ports::{BlobStore, DownloadError, Downloader, MediaProbe, MediaToolkit};
@@ -30,8 +30,6 @@ pub const PREVIEW_WIDTH: u32 = 480;
 pub const AUDIBLE_MAX_DB: f64 = -35.0;
 /// Most of a voice recording that may be silence (below [`SILENCE_DB`]), in percent.
 pub const MAX_SILENT_PERCENT: u64 = 60;
-/// Writes of a profile that lose to another writer, tried again at most this often.
-const UPDATE_ATTEMPTS: usize = 5;
 
 /// What processing needs.
 pub struct AvatarWork<'a> {
@@ -334,69 +332,4 @@ async fn make_preview(
         duration_ms: Some(u64::from(PREVIEW_SECONDS) * 1000),
         created_at: work.clock.now(),
     }))
-}
-
-/// What a change of a profile did.
-pub(super) enum Changed {
-    Stored(Box<AvatarProfile>),
-    Unchanged,
-    Missing,
-    Held(Timestamp),
-}
-
-/// Reads the profile, applies `edit` and stores it under its version, trying again when
-/// another writer came first. `edit` answers Ok(None) to leave it, Err(until) when a
-/// claim holds it.
-async fn change(
-    avatars: &dyn AvatarRepo,
-    organization: OrganizationId,
-    id: AvatarProfileId,
-    edit: impl Fn(&mut AvatarProfile) -> Result<Option<()>, Timestamp>,
-) -> Result<Changed, AvatarError> {
-    change_with(avatars, organization, id, None, edit).await
-}
-
-async fn change_with(
-    avatars: &dyn AvatarRepo,
-    organization: OrganizationId,
-    id: AvatarProfileId,
-    preview: Option<&MediaRecord>,
-    edit: impl Fn(&mut AvatarProfile) -> Result<Option<()>, Timestamp>,
-) -> Result<Changed, AvatarError> {
-    for _ in 0..UPDATE_ATTEMPTS {
-        let Some(mut profile) = avatars.get_avatar(organization, id).await? else { return Ok(Changed::Missing) };
-        match edit(&mut profile) {
-            Err(until) => return Ok(Changed::Held(until)),
-            Ok(None) => return Ok(Changed::Unchanged),
-            Ok(Some(())) => {}
-        }
-        profile.version += 1;
-        if avatars.update_avatar(&profile, preview).await? {
-            return Ok(Changed::Stored(Box::new(profile)));
-        }
-    }
-    Err(AvatarError::Backend(anyhow::anyhow!("avatar profile {id} kept changing under {UPDATE_ATTEMPTS} writes")))
-}
-
-/// Marks a profile whose processing could not be queued as failed, saying so.
-pub async fn unqueued(
-    avatars: &dyn AvatarRepo,
-    profile: &AvatarProfile,
-    now: Timestamp,
-) -> Result<Option<AvatarProfile>, AvatarError> {
-    let changed = change(avatars, profile.organization_id, profile.id, |stored| {
-        if stored.status != AvatarStatus::Pending {
-            return Ok(None);
-        }
-        stored.status = AvatarStatus::Failed;
-        stored.status_message =
-            Some("processing could not be queued; create the avatar again under another name".into());
-        stored.updated_at = now;
-        Ok(Some(()))
-    })
-    .await?;
-    Ok(match changed {
-        Changed::Stored(profile) => Some(*profile),
-        _ => None,
-    })
 }

@@ -238,7 +238,7 @@ pub struct SocialPost {
     /// Media a worker has still to fetch, probe and check (a create that handed them
     /// over); none once they are stored in `media`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_media: Option<service::PendingMedia>,
+    pub pending_media: Option<PendingMedia>,
 }
 
 impl SocialPost {
@@ -460,6 +460,26 @@ pub fn post_view(post: &SocialPost, links: &MediaLinks, now: Timestamp) -> Value
         "created_at": post.created_at.to_string(),
         "updated_at": post.updated_at.to_string(),
     })
+}
+
+/// Where a medium of a post comes from: one of the service's own media (a signed link,
+/// checked when the post was made), or a URL to download.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MediaSource {
+    Stored(MediaId),
+    Url(String),
+}
+
+/// The media of a post a worker has still to fetch, probe and check, and what the post
+/// becomes once they pass.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PendingMedia {
+    pub sources: Vec<MediaSource>,
+    /// A destination requires approval: `pending_approval` then.
+    pub approval: bool,
+    /// A time ahead it was scheduled at: `scheduled` then.
+    pub later: Option<Timestamp>,
 }
 
 #[cfg(test)]

@@ -8,9 +8,10 @@ use std::path::Path;
 
 use super::publisher::{MediumFile, Published, Refreshed};
 use super::service::MAX_MEDIUM_BYTES;
-use super::service::{local_file, waiting_status, Changed, PendingMedia, Social, Step, CHANGE_ATTEMPTS};
+use super::service::{local_file, record, settle, waiting_status, Changed, Social, Step, CHANGE_ATTEMPTS};
+use super::PendingMedia;
 use super::CONNECTION_DELETED;
-use super::{DestinationResult, PostId, PostStatus, ResultStatus, SocialConnection, SocialError, SocialPost};
+use super::{PostId, PostStatus, ResultStatus, SocialConnection, SocialError, SocialPost};
 use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::domain::work::Work;
@@ -341,87 +342,5 @@ impl Social {
             files.push(MediumFile { path, content_type: medium.content_type.clone(), bytes: medium.bytes });
         }
         Ok(files)
-    }
-}
-
-/// Longest message kept of a destination's failure, in characters.
-pub const MAX_MESSAGE_CHARS: usize = 2_000;
-/// Longest platform post ID or URL kept, in characters.
-pub const MAX_REFERENCE_CHARS: usize = 2_048;
-
-/// `text` cut to `max` characters (a platform's answer is stored, so it is bounded).
-fn bounded(text: String, max: usize) -> String {
-    if text.chars().count() <= max {
-        text
-    } else {
-        text.chars().take(max).collect()
-    }
-}
-
-/// Records a publisher's answer in a destination's result.
-pub(super) fn record(result: &mut DestinationResult, answer: Published) {
-    match answer {
-        Published::Posted { platform_post_id, post_url } => {
-            result.status = ResultStatus::Success;
-            result.platform_post_id = Some(bounded(platform_post_id, MAX_REFERENCE_CHARS));
-            result.post_url = Some(bounded(post_url, MAX_REFERENCE_CHARS));
-            result.message = None;
-        }
-        Published::Accepted { platform_post_id } => {
-            result.status = ResultStatus::Processing;
-            result.platform_post_id = Some(bounded(platform_post_id, MAX_REFERENCE_CHARS));
-        }
-        Published::Failed(message) => {
-            result.status = ResultStatus::Failed;
-            result.message = Some(bounded(message, MAX_MESSAGE_CHARS));
-        }
-    }
-}
-
-/// The status of a post from its results: `processing` while any destination is;
-/// otherwise `posted`, `failed`, or `partial_failure`, with an error naming the failures.
-pub(super) fn settle(post: &mut SocialPost, now: Timestamp) {
-    post.updated_at = now;
-    if post.results.iter().any(|result| result.status == ResultStatus::Processing) {
-        post.status = PostStatus::Processing;
-        return;
-    }
-    let failed: Vec<&DestinationResult> =
-        post.results.iter().filter(|result| result.status == ResultStatus::Failed).collect();
-    post.status = match failed.len() {
-        0 => PostStatus::Posted,
-        count if count == post.results.len() => PostStatus::Failed,
-        _ => PostStatus::PartialFailure,
-    };
-    post.error = failed.first().map(|first| {
-        format!(
-            "{} of {} destinations failed; {}: {}",
-            failed.len(),
-            post.results.len(),
-            first.platform.as_str(),
-            first.message.as_deref().unwrap_or("no reason given")
-        )
-    });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::domain::ids::SocialConnectionId;
-
-    #[test]
-    fn a_platforms_answers_are_kept_bounded() {
-        let mut result = DestinationResult {
-            social_connection_id: SocialConnectionId::new_v4(),
-            platform: super::super::Platform::Youtube,
-            status: ResultStatus::Processing,
-            platform_post_id: None,
-            post_url: None,
-            message: None,
-        };
-        record(&mut result, Published::Failed("é".repeat(5_000)));
-        assert_eq!(result.message.as_ref().map(|message| message.chars().count()), Some(MAX_MESSAGE_CHARS));
-        record(&mut result, Published::Posted { platform_post_id: "v".into(), post_url: "u".repeat(3_000) });
-        assert_eq!((result.status, result.post_url.map(|url| url.len())), (ResultStatus::Success, Some(2_048)));
     }
 }

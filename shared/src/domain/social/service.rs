@@ -12,10 +12,10 @@ use serde_json::{Map, Value};
 use super::limits;
 use super::parse::{self, PostQuery};
 use super::publisher::{CredentialVault, Published, Publishers};
-use super::publishing::{record, settle};
-pub use super::publishing::{Publishing, MAX_ATTEMPTS};
 use super::{Destination, DestinationResult, PostId, PostMedium, PostPage, PostStatus, ResultStatus};
-use super::{PostFilter, CONNECTION_DELETED, CONNECTION_NOT_FOUND, MAX_CONNECTIONS_PER_ORGANIZATION};
+use super::{
+    MediaSource, PendingMedia, PostFilter, CONNECTION_DELETED, CONNECTION_NOT_FOUND, MAX_CONNECTIONS_PER_ORGANIZATION,
+};
 use super::{SocialConnection, SocialConnectionId, SocialError, SocialPost, SocialRepo, POST_NOT_FOUND};
 use crate::core::queue::Queue;
 use crate::domain::ids::OrganizationId;
@@ -74,26 +74,6 @@ pub struct Social {
     /// How long a connection's delete fails its pending posts ([`DELETE_BUDGET`]
     /// unless a test asks for less).
     pub delete_budget: Duration,
-}
-
-/// Where a medium of a post comes from: one of the service's own media (a signed link,
-/// checked when the post was made), or a URL to download.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MediaSource {
-    Stored(MediaId),
-    Url(String),
-}
-
-/// The media of a post a worker has still to fetch, probe and check, and what the post
-/// becomes once they pass.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PendingMedia {
-    pub sources: Vec<MediaSource>,
-    /// A destination requires approval: `pending_approval` then.
-    pub approval: bool,
-    /// A time ahead it was scheduled at: `scheduled` then.
-    pub later: Option<Timestamp>,
 }
 
 /// The status of a post whose media passed, and of its destinations: waiting for
@@ -822,6 +802,66 @@ fn own_media(url: &str, links: &MediaLinks, now: Timestamp) -> Result<Option<Med
     Ok(Some(id))
 }
 
+/// Longest message kept of a destination's failure, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 2_000;
+/// Longest platform post ID or URL kept, in characters.
+pub const MAX_REFERENCE_CHARS: usize = 2_048;
+
+/// `text` cut to `max` characters (a platform's answer is stored, so it is bounded).
+fn bounded(text: String, max: usize) -> String {
+    if text.chars().count() <= max {
+        text
+    } else {
+        text.chars().take(max).collect()
+    }
+}
+
+/// Records a publisher's answer in a destination's result.
+pub(super) fn record(result: &mut DestinationResult, answer: Published) {
+    match answer {
+        Published::Posted { platform_post_id, post_url } => {
+            result.status = ResultStatus::Success;
+            result.platform_post_id = Some(bounded(platform_post_id, MAX_REFERENCE_CHARS));
+            result.post_url = Some(bounded(post_url, MAX_REFERENCE_CHARS));
+            result.message = None;
+        }
+        Published::Accepted { platform_post_id } => {
+            result.status = ResultStatus::Processing;
+            result.platform_post_id = Some(bounded(platform_post_id, MAX_REFERENCE_CHARS));
+        }
+        Published::Failed(message) => {
+            result.status = ResultStatus::Failed;
+            result.message = Some(bounded(message, MAX_MESSAGE_CHARS));
+        }
+    }
+}
+
+/// The status of a post from its results: `processing` while any destination is;
+/// otherwise `posted`, `failed`, or `partial_failure`, with an error naming the failures.
+pub(super) fn settle(post: &mut SocialPost, now: Timestamp) {
+    post.updated_at = now;
+    if post.results.iter().any(|result| result.status == ResultStatus::Processing) {
+        post.status = PostStatus::Processing;
+        return;
+    }
+    let failed: Vec<&DestinationResult> =
+        post.results.iter().filter(|result| result.status == ResultStatus::Failed).collect();
+    post.status = match failed.len() {
+        0 => PostStatus::Posted,
+        count if count == post.results.len() => PostStatus::Failed,
+        _ => PostStatus::PartialFailure,
+    };
+    post.error = failed.first().map(|first| {
+        format!(
+            "{} of {} destinations failed; {}: {}",
+            failed.len(),
+            post.results.len(),
+            first.platform.as_str(),
+            first.message.as_deref().unwrap_or("no reason given")
+        )
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -890,5 +930,27 @@ mod tests {
         assert_eq!(own_media("https://cdn.test/media/x.mp4", &links, now), Ok(None));
         let forged = link.replace("signature=", "signature=0");
         assert!(own_media(&forged, &links, now).is_err());
+    }
+}
+
+#[cfg(test)]
+mod answers_tests {
+    use super::*;
+    use crate::domain::ids::SocialConnectionId;
+
+    #[test]
+    fn a_platforms_answers_are_kept_bounded() {
+        let mut result = DestinationResult {
+            social_connection_id: SocialConnectionId::new_v4(),
+            platform: super::super::Platform::Youtube,
+            status: ResultStatus::Processing,
+            platform_post_id: None,
+            post_url: None,
+            message: None,
+        };
+        record(&mut result, Published::Failed("é".repeat(5_000)));
+        assert_eq!(result.message.as_ref().map(|message| message.chars().count()), Some(MAX_MESSAGE_CHARS));
+        record(&mut result, Published::Posted { platform_post_id: "v".into(), post_url: "u".repeat(3_000) });
+        assert_eq!((result.status, result.post_url.map(|url| url.len())), (ResultStatus::Success, Some(2_048)));
     }
 }

@@ -3,11 +3,11 @@
 //! and timeline project.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use super::super::Fault;
-use super::{Outcome, Worker};
+use super::{Made, Outcome, Stop, Worker};
 use crate::core::blocking::off_runtime;
 use crate::domain::ids::MediaId;
 use crate::domain::media::{Edit, MediaError, MediaType, RenderInput, RenderJob};
@@ -16,35 +16,6 @@ use crate::domain::nodes::EditContext;
 use crate::domain::runs::edits::{placements, timeline};
 use crate::domain::runs::engine::Delivered;
 use crate::domain::runs::{GeneratedBy, MediaFile, NodeIndex, Run, TaskIndex, TaskSource};
-
-/// When a task's media work must stop: its run was cancelled, or its time is up.
-pub(super) use crate::domain::generation::Stop;
-
-/// What a task's media work produced.
-pub(super) enum Made {
-    /// A new file at the task's output path.
-    Rendered,
-    /// An existing file, passed on.
-    Existing(MediaFile),
-    /// A file a generation provider made at `path`.
-    Generated {
-        path: PathBuf,
-        media: MediaType,
-        provider: String,
-    },
-    /// Failed for a reason of ours (a render, a provider, a time limit): its credits
-    /// are given back.
-    Failed(String),
-    /// Failed because of this node (for a reason of ours).
-    FailedAt(String, NodeIndex),
-    /// Refused because of what the caller gave (media that is not media, a profile
-    /// that failed, parameters an edit cannot use), at the node when one is named: its
-    /// credits are kept.
-    Refused(String, Option<NodeIndex>),
-    Cancelled,
-    /// Waits for something not ready yet.
-    Blocked,
-}
 
 /// Where one task's files go: a scratch folder of its own, and keys under one base.
 struct Workspace {

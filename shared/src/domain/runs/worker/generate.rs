@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use super::execute::{Made, Stop};
 use super::Worker;
+use super::{Made, Stop};
 use crate::domain::avatars::{AvatarFile, AvatarStatus};
 use crate::domain::generation::{AvatarReference, AvatarRequest, GenerationError, SpeechRequest};
 use crate::domain::ids::AvatarProfileId;

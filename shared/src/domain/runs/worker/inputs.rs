@@ -3,16 +3,11 @@
 
 use std::path::Path;
 
-use super::execute::{Made, Stop};
 use super::Worker;
+use super::{Made, Stop, MAX_DOWNLOAD_BYTES, MAX_INPUT_MS};
 use crate::domain::media::ports::{DownloadError, WEB_PAGE_REFUSAL};
 use crate::domain::media::{until_cancelled, Edit, MediaType, ProbeReport, RenderInput};
 use crate::domain::runs::{InputSource, MediaFile, Run};
-
-/// Largest URL input (the contract's limit).
-pub const MAX_DOWNLOAD_BYTES: u64 = 5 * 1024 * 1024 * 1024;
-/// Longest input video (the contract's limit).
-pub const MAX_INPUT_MS: u64 = 5 * 60 * 60 * 1000;
 
 impl Worker {
     /// A Video Input task: the bound input, downloaded when it is a URL, cut to its

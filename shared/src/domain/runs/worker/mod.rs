@@ -28,7 +28,7 @@ use crate::domain::credits::service::{self as credit_service, CreditPorts, Toppe
 use crate::domain::generation::Generators;
 use crate::domain::ids::OrganizationId;
 use crate::domain::media::ports::{BlobStore, Downloader, MediaProbe, MediaToolkit};
-use crate::domain::media::MediaRecord;
+use crate::domain::media::{MediaRecord, MediaType};
 use crate::domain::sites::Sites;
 use crate::domain::time::{Clock, Timestamp};
 use crate::domain::uploads::UploadRepo;
@@ -37,7 +37,39 @@ use crate::domain::webhooks::{DeliveryState, WebhookMessage};
 pub use crate::domain::work::Processed;
 use crate::domain::work::{NodeTask, Work};
 
-pub use inputs::{MAX_DOWNLOAD_BYTES, MAX_INPUT_MS};
+/// Largest URL input (the contract's limit).
+pub const MAX_DOWNLOAD_BYTES: u64 = 5 * 1024 * 1024 * 1024;
+/// Longest input video (the contract's limit).
+pub const MAX_INPUT_MS: u64 = 5 * 60 * 60 * 1000;
+
+/// When a task's media work must stop: its run was cancelled, or its time is up.
+use crate::domain::generation::Stop;
+
+/// What a task's media work produced.
+enum Made {
+    /// A new file at the task's output path.
+    Rendered,
+    /// An existing file, passed on.
+    Existing(MediaFile),
+    /// A file a generation provider made at `path`.
+    Generated {
+        path: PathBuf,
+        media: MediaType,
+        provider: String,
+    },
+    /// Failed for a reason of ours (a render, a provider, a time limit): its credits
+    /// are given back.
+    Failed(String),
+    /// Failed because of this node (for a reason of ours).
+    FailedAt(String, NodeIndex),
+    /// Refused because of what the caller gave (media that is not media, a profile
+    /// that failed, parameters an edit cannot use), at the node when one is named: its
+    /// credits are kept.
+    Refused(String, Option<NodeIndex>),
+    Cancelled,
+    /// Waits for something not ready yet.
+    Blocked,
+}
 
 /// How often a running task checks whether its run was cancelled.
 pub const CANCEL_POLL: Duration = Duration::from_millis(500);
