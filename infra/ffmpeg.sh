@@ -4,7 +4,8 @@
 # ffmpeg. Installs Debian's packages when missing (as root), or says how to. Also the
 # openssl command, with which a test makes the certificates of a local HTTPS endpoint,
 # and what the local generation providers use: espeak-ng (speech) and DejaVu Sans
-# (prompts drawn on generated pictures).
+# (prompts drawn on generated pictures). And jq and curl, with which the README's tour
+# (run by tests/tests/api/readme.rs) reads the API's answers.
 set -euo pipefail
 
 packages=()
@@ -14,6 +15,8 @@ command -v ffprobe >/dev/null 2>&1 && command -v ffmpeg >/dev/null 2>&1 || packa
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || packages+=(fonts-dejavu-core)
 command -v espeak-ng >/dev/null 2>&1 || packages+=(espeak-ng)
 command -v openssl >/dev/null 2>&1 || packages+=(openssl)
+command -v jq >/dev/null 2>&1 || packages+=(jq)
+command -v curl >/dev/null 2>&1 || packages+=(curl)
 if [ ${#packages[@]} = 0 ]; then
   exit 0
 fi

@@ -13,7 +13,7 @@ use futures::future::join_all;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 
-const KEY: &str = "crash-key";
+pub(crate) const KEY: &str = "crash-key";
 
 /// The `serve` binary of this checkout, built (once per test run) if it is missing or
 /// older than the code.

@@ -29,6 +29,7 @@ mod node_types;
 mod openapi;
 mod outputs;
 mod providers;
+mod readme;
 mod runs;
 mod runtime_emulator;
 mod serve;
