@@ -2,7 +2,7 @@
 //! cron expression; a Channel Feed polls its feed and starts a run per new entry. The
 //! trigger's ID is its node's `agent_node_id`; its parameters live in the agent's graph,
 //! and what changes as it fires (next due time, last fire, last error, the feed's entries
-//! seen) in a [`TriggerState`] saved with the graph ([`on_save`]) and moved by the
+//! seen) in a [`TriggerState`] saved with the graph ([`TriggerSaves`], through `agents::SaveChecks`) and moved by the
 //! scheduler's tick ([`Triggers::tick`]) under a write count.
 //!
 //! Once only: a due time of a Schedule and an entry of a feed each start a run under a
@@ -197,7 +197,7 @@ fn is_trigger(node: &AgentNode) -> bool {
 // ---------------------------------------------------------------------------------------
 // Saving: the states that go with a new version of a graph.
 
-/// The checks and writes of an agent's save that concern its triggers ([`on_save`]).
+/// The checks and writes of an agent's save that concern its triggers.
 pub struct TriggerSaves<'a> {
     pub repo: &'a dyn TriggerRepo,
     pub bind: &'a BindPorts<'a>,
@@ -205,6 +205,11 @@ pub struct TriggerSaves<'a> {
 
 #[async_trait]
 impl SaveChecks for TriggerSaves<'_> {
+    /// The trigger writes that go with saving `after` (an agent's new graph) over `before`
+    /// (None: a new agent): every trigger node created or changed is checked (its cron,
+    /// time zone, feed address and run request, the last against the whole new graph) and
+    /// gets its state; a deleted one loses it. `touched` gives the index of the operation
+    /// that last created or changed a node, which a refusal names.
     async fn on_save(
         &self,
         organization: OrganizationId,
@@ -213,55 +218,38 @@ impl SaveChecks for TriggerSaves<'_> {
         touched: &HashMap<AgentNodeId, usize>,
         now: Timestamp,
     ) -> Result<Vec<TriggerWrite>, AgentError> {
-        on_save(self.repo, self.bind, organization, before, after, touched, now).await
-    }
-}
-
-/// The trigger writes that go with saving `after` (an agent's new graph) over `before`
-/// (None: a new agent): every trigger node created or changed is checked (its cron,
-/// time zone, feed address and run request, the last against the whole new graph) and
-/// gets its state; a deleted one loses it. `touched` gives the index of the operation
-/// that last created or changed a node, which a refusal names.
-pub async fn on_save(
-    repo: &dyn TriggerRepo,
-    ports: &BindPorts<'_>,
-    organization: OrganizationId,
-    before: Option<&Graph>,
-    after: &AgentRecord,
-    touched: &HashMap<AgentNodeId, usize>,
-    now: Timestamp,
-) -> Result<Vec<TriggerWrite>, AgentError> {
-    let mut writes = Vec::new();
-    for node in after.graph.nodes.iter().filter(|node| is_trigger(node)) {
-        let Some(spec) = spec_of(node) else { continue };
-        // Only a trigger created or changed is saved (checked): one saved before triggers
-        // had states, or copied by a duplicate (whose run request names the source's
-        // nodes), has none, and does not fire, until its node is saved.
-        let unchanged = before.and_then(|graph| graph.node(node.agent_node_id)).is_some_and(|old| old == node);
-        if unchanged {
-            continue;
+        let mut writes = Vec::new();
+        for node in after.graph.nodes.iter().filter(|node| is_trigger(node)) {
+            let Some(spec) = spec_of(node) else { continue };
+            // Only a trigger created or changed is saved (checked): one saved before triggers
+            // had states, or copied by a duplicate (whose run request names the source's
+            // nodes), has none, and does not fire, until its node is saved.
+            let unchanged = before.and_then(|graph| graph.node(node.agent_node_id)).is_some_and(|old| old == node);
+            if unchanged {
+                continue;
+            }
+            let index = touched.get(&node.agent_node_id).copied().unwrap_or(0);
+            if let Err(message) = check(self.bind, organization, after, &spec, now).await? {
+                return Err(OperationError { index, message }.into());
+            }
+            let current = self.repo.trigger(organization, node.agent_node_id).await?;
+            writes.push(TriggerWrite::Put(saved_state(organization, after.agent.id, node, &spec, current, now)));
         }
-        let index = touched.get(&node.agent_node_id).copied().unwrap_or(0);
-        if let Err(message) = check(ports, organization, after, &spec, now).await? {
-            return Err(OperationError { index, message }.into());
-        }
-        let current = repo.trigger(organization, node.agent_node_id).await?;
-        writes.push(TriggerWrite::Put(saved_state(organization, after.agent.id, node, &spec, current, now)));
-    }
-    if let Some(before) = before {
-        for node in
-            before.nodes.iter().filter(|node| is_trigger(node) && after.graph.node(node.agent_node_id).is_none())
-        {
-            if let Some(state) = repo.trigger(organization, node.agent_node_id).await? {
-                writes.push(TriggerWrite::Delete {
-                    organization,
-                    trigger_id: node.agent_node_id,
-                    version: state.version,
-                });
+        if let Some(before) = before {
+            for node in
+                before.nodes.iter().filter(|node| is_trigger(node) && after.graph.node(node.agent_node_id).is_none())
+            {
+                if let Some(state) = self.repo.trigger(organization, node.agent_node_id).await? {
+                    writes.push(TriggerWrite::Delete {
+                        organization,
+                        trigger_id: node.agent_node_id,
+                        version: state.version,
+                    });
+                }
             }
         }
+        Ok(writes)
     }
-    Ok(writes)
 }
 
 /// The state of a trigger saved with `spec` over its `current` one.
