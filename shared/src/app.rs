@@ -317,14 +317,14 @@ ports! {
 }
 
 impl Engine {
-    /// Builds the engine: its queues, its worker (ffmpeg, downloads, video sites), webhook
-    /// sender and sweeper. Only [`App::engine`] calls it, so a function binary whose
-    /// handler never touches runs links none of them.
     /// Hands a message of the work queue to the context it is for.
     pub fn dispatch(&self) -> Dispatch<'_> {
         Dispatch { runs: &self.worker, social: &self.social }
     }
 
+    /// Builds the engine: its queues, its worker (ffmpeg, downloads, video sites), webhook
+    /// sender and sweeper. Only [`App::engine`] calls it, so a function binary whose
+    /// handler never touches runs links none of them.
     fn build(app: &App) -> Self {
         let queues = app.queues().clone();
         let settings = &app.settings;

@@ -316,8 +316,8 @@ pub fn prices_from_env() -> anyhow::Result<crate::domain::runs::charges::Prices>
     }
 }
 
-/// The yt-dlp program when none is configured: `$YT_DLP_PATH`, else the one the README
-/// commands install into `.local/venv`, else `yt-dlp` on the PATH.
+/// The yt-dlp program when none is configured: `$YT_DLP_PATH`, else the one `scripts/serve.sh`
+/// and `scripts/test.sh` install into `.local/venv`, else `yt-dlp` on the PATH.
 pub fn default_yt_dlp() -> PathBuf {
     if let Some(path) = std::env::var_os("YT_DLP_PATH").filter(|path| !path.is_empty()) {
         return PathBuf::from(path);

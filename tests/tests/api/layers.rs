@@ -175,11 +175,12 @@ fn the_import_graph_follows_paths_as_the_compiler_does() {
     let root = Path::new("/virtual/src");
     let file = |path: &str, text: &str| (root.join(path), text.to_owned());
     let sources = [
-        file("lib.rs", "pub mod a; pub mod b; pub mod c;"),
+        file("lib.rs", "pub mod a; pub mod b; pub mod c; mod d;"),
         file("a/mod.rs", "mod inner; pub use inner::Thing; use crate::b::Other;"),
         file("a/inner.rs", "pub struct Thing; fn f(_: super::Helper) {}"),
         file("a/helper.rs", ""),
         file("b.rs", "pub struct Other; use crate::c; fn g() { let _ = c::Third; }"),
+        file("d.rs", "fn h() { use crate::c::Third; let _ = Third; }"),
         file("c.rs", "pub struct Third; #[cfg(test)] mod tests { use crate::a::Thing; }"),
     ];
     let graph = module_graph::Graph::read(root, &sources);
@@ -192,5 +193,6 @@ fn the_import_graph_follows_paths_as_the_compiler_does() {
     assert_eq!(arrows("a::inner"), ["a"], "super:: names the parent");
     assert_eq!(arrows("b"), ["c"]);
     assert!(arrows("c").is_empty(), "test code is left out");
+    assert_eq!(arrows("d"), ["c"], "a use inside a function's body is an import of its file");
     assert_eq!(graph.cycles(|_| true), [vec![vec!["a".to_owned()], vec!["a".to_owned(), "inner".to_owned()]]]);
 }

@@ -103,6 +103,11 @@ impl<'ast> Visit<'ast> for Paths<'_> {
         syn::visit::visit_path(self, path);
     }
 
+    /// A `use` anywhere in the file (in a function's body too) is an import of the file.
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        read_use(&item.tree, &mut Vec::new(), self.0);
+    }
+
     fn visit_macro(&mut self, mac: &'ast syn::Macro) {
         // A macro's arguments are tokens, not syntax: find the paths in their text.
         let text = mac.tokens.to_string();

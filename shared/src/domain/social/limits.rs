@@ -1,4 +1,4 @@
-//! The platforms' published limits on what a post carries (the README has the table):
+//! The platforms' published limits on what a post carries (docs/guide/social.md has the table):
 //! description length, a video's length and size, a picture's size, and the aspect ratio
 //! (width / height) of every medium. A post is refused at creation when any medium
 //! breaks a limit of any of its destinations, naming the medium, the platform and the

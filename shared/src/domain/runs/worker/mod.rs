@@ -42,7 +42,7 @@ pub const MAX_DOWNLOAD_BYTES: u64 = 5 * 1024 * 1024 * 1024;
 /// Longest input video (the contract's limit).
 pub const MAX_INPUT_MS: u64 = 5 * 60 * 60 * 1000;
 
-/// When a task's media work must stop: its run was cancelled, or its time is up.
+// When a task's media work must stop (its run was cancelled, or its time is up).
 use crate::domain::generation::Stop;
 
 /// What a task's media work produced.
