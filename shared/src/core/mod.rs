@@ -1,5 +1,5 @@
 //! Mechanisms with no domain words, shared by every layer above: retry schedules as
-//! data, URL signing, pagination cursors, typed identifiers and lists whose copies share their elements.
+//! data and the versioned change that uses them, URL signing, pagination cursors, typed identifiers and lists whose copies share their elements.
 
 pub mod blocking;
 pub mod cursor;
@@ -11,3 +11,4 @@ pub mod shared_list;
 pub mod signing;
 pub mod ssrf;
 pub mod timeline;
+pub mod versioned;

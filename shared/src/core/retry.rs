@@ -138,6 +138,36 @@ pub const ACCOUNT_CONFLICTS: RetryPolicy = RetryPolicy {
     budget: Duration::from_secs(15),
 };
 
+/// Changes of one avatar profile (its processing's claim and outcome, a failed queueing)
+/// made again because another change of it landed first.
+pub const AVATAR_CONFLICTS: RetryPolicy = RetryPolicy {
+    name: "concurrent changes of one avatar profile",
+    max_attempts: 10,
+    first_delay: Duration::from_millis(5),
+    max_delay: Duration::from_millis(200),
+    budget: Duration::from_secs(5),
+};
+
+/// Changes of one social post (its media prepared, an attempt's claim and results, an
+/// approval, a connection deleted) made again because another change of it landed first.
+pub const POST_CONFLICTS: RetryPolicy = RetryPolicy {
+    name: "concurrent changes of one social post",
+    max_attempts: 12,
+    first_delay: Duration::from_millis(5),
+    max_delay: Duration::from_millis(200),
+    budget: Duration::from_secs(5),
+};
+
+/// Writes of one trigger's state (a fire, a poll's cursor) made again on a newer state
+/// because another write of it landed first.
+pub const TRIGGER_STATE_CONFLICTS: RetryPolicy = RetryPolicy {
+    name: "concurrent writes of one trigger's state",
+    max_attempts: 10,
+    first_delay: Duration::from_millis(5),
+    max_delay: Duration::from_millis(200),
+    budget: Duration::from_secs(5),
+};
+
 /// A dependency kept failing, or did not answer in time: the request cannot be served
 /// now but may be later (HTTP 503, or the endpoint's contract 500 body).
 #[derive(Debug, thiserror::Error)]

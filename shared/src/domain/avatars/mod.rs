@@ -15,7 +15,10 @@ use super::time::{Clock, Timestamp};
 use super::uploads::{Upload, UploadKind, UploadRepo, UploadStatus};
 use super::work::Work;
 use super::workspaces::{ensure_primary, find_primary};
+use crate::core::json;
 use crate::core::queue::Queue;
+use crate::core::retry::AVATAR_CONFLICTS;
+use crate::core::versioned::{self, Changed, Edit};
 pub use crate::domain::ids::AvatarProfileId;
 use crate::domain::ids::MediaId;
 use crate::domain::ids::OrganizationId;
@@ -188,8 +191,8 @@ const SOURCE_FIELDS: [(&str, UploadKind, bool); 6] = [
 /// Parses a create body `{name, sources}`: every refusal names the field.
 pub fn parse_new(body: &Map<String, Value>) -> Result<NewAvatar, AvatarError> {
     let invalid = |message: String| AvatarError::Invalid(message);
-    if let Some(extra) = body.keys().find(|key| !matches!(key.as_str(), "name" | "sources")) {
-        return Err(invalid(format!("{} is not a property of an avatar profile", excerpt(extra))));
+    if let Some(message) = json::unknown_property(body, &["name", "sources"]) {
+        return Err(invalid(message));
     }
     let name = match body.get("name") {
         Some(Value::String(name)) => name.trim().to_owned(),
@@ -205,11 +208,9 @@ pub fn parse_new(body: &Map<String, Value>) -> Result<NewAvatar, AvatarError> {
         Some(_) => return Err(invalid("sources must be an object".into())),
         None => return Err(invalid("sources is required".into())),
     };
-    if let Some(extra) = sources.keys().find(|key| !SOURCE_FIELDS.iter().any(|(field, ..)| field == key)) {
-        return Err(invalid(format!(
-            "sources.{} is not a source: use video_url, video_id, image_url, image_id, audio_url or audio_id",
-            excerpt(extra)
-        )));
+    let fields = SOURCE_FIELDS.map(|(field, ..)| field);
+    if let Some(message) = json::unknown_property_at("sources", sources, &fields) {
+        return Err(invalid(format!("{message}; the sources are {}", fields.join(", "))));
     }
     let mut parsed = AvatarSources::default();
     for (field, kind, is_url) in SOURCE_FIELDS {
@@ -221,7 +222,7 @@ pub fn parse_new(body: &Map<String, Value>) -> Result<NewAvatar, AvatarError> {
             }
             Some(Value::String(text)) => match UploadId::parse(text) {
                 Some(id) => AvatarSource::Upload { id },
-                None => return Err(invalid(format!("sources.{field} must be a UUID, got {}", excerpt(text)))),
+                None => return Err(invalid(format!("sources.{field} must be a UUID, got {}", json::quoted(text)))),
             },
             Some(_) => return Err(invalid(format!("sources.{field} must be a string or null"))),
         };
@@ -264,17 +265,7 @@ fn check_url(text: &str, field: &str) -> Result<(), String> {
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(|host| !host.is_empty()) => {
             Ok(())
         }
-        _ => Err(format!("{field} must be an http:// or https:// URL, got {}", excerpt(text))),
-    }
-}
-
-/// A caller's text in a message: quoted, and cut when long.
-fn excerpt(text: &str) -> String {
-    const MAX: usize = 60;
-    if text.chars().count() <= MAX {
-        format!("{text:?}")
-    } else {
-        format!("{:?}…", text.chars().take(MAX).collect::<String>())
+        _ => Err(format!("{field} must be an http:// or https:// URL, got {}", json::quoted(text))),
     }
 }
 
@@ -403,7 +394,7 @@ pub fn list_page<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Res
                 page.limit = Some(limit.ok_or_else(|| {
                     AvatarError::Invalid(format!(
                         "limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {}",
-                        excerpt(value)
+                        json::quoted(value)
                     ))
                 })?);
             }
@@ -460,49 +451,81 @@ pub fn view(profile: &AvatarProfile, links: &MediaLinks, now: Timestamp) -> Valu
     })
 }
 
-/// Writes of a profile that lose to another writer, tried again at most this often.
-const UPDATE_ATTEMPTS: usize = 5;
+/// What a change of a profile wrote: the profile as stored; or, when it wrote nothing,
+/// why (see [`Kept`]).
+type ProfileChange = Changed<AvatarProfile, (), Kept>;
 
-/// What a change of a profile did.
-enum Changed {
-    Stored(Box<AvatarProfile>),
+/// Why a change of a profile wrote nothing.
+#[derive(Debug)]
+enum Kept {
+    /// The edit left the profile as it was.
     Unchanged,
-    Missing,
+    /// A claim holds the profile until then.
     Held(Timestamp),
 }
 
-/// Reads the profile, applies `edit` and stores it under its version, trying again when
-/// another writer came first. `edit` answers Ok(None) to leave it, Err(until) when a
-/// claim holds it.
+/// Reads the profile, applies `edit` and stores it under its version, again when another
+/// writer came first ([`AVATAR_CONFLICTS`]). `edit` answers Ok(None) to leave it,
+/// Err(until) when a claim holds it.
 async fn change(
     avatars: &dyn AvatarRepo,
     organization: OrganizationId,
     id: AvatarProfileId,
-    edit: impl Fn(&mut AvatarProfile) -> Result<Option<()>, Timestamp>,
-) -> Result<Changed, AvatarError> {
+    edit: impl Fn(&mut AvatarProfile) -> Result<Option<()>, Timestamp> + Send,
+) -> Result<ProfileChange, AvatarError> {
     change_with(avatars, organization, id, None, edit).await
 }
 
+/// [`change`], storing `preview` (the profile's preview video) with the profile.
 async fn change_with(
     avatars: &dyn AvatarRepo,
     organization: OrganizationId,
     id: AvatarProfileId,
     preview: Option<&MediaRecord>,
-    edit: impl Fn(&mut AvatarProfile) -> Result<Option<()>, Timestamp>,
-) -> Result<Changed, AvatarError> {
-    for _ in 0..UPDATE_ATTEMPTS {
-        let Some(mut profile) = avatars.get_avatar(organization, id).await? else { return Ok(Changed::Missing) };
-        match edit(&mut profile) {
-            Err(until) => return Ok(Changed::Held(until)),
-            Ok(None) => return Ok(Changed::Unchanged),
-            Ok(Some(())) => {}
-        }
-        profile.version += 1;
-        if avatars.update_avatar(&profile, preview).await? {
-            return Ok(Changed::Stored(Box::new(profile)));
-        }
+    edit: impl Fn(&mut AvatarProfile) -> Result<Option<()>, Timestamp> + Send,
+) -> Result<ProfileChange, AvatarError> {
+    let mut change = EditProfile { avatars, organization, id, preview, edit };
+    versioned::change(&AVATAR_CONFLICTS, format!("avatar profile {id}"), &mut change).await
+}
+
+/// A change of one profile, by its `edit`.
+struct EditProfile<'a, F> {
+    avatars: &'a dyn AvatarRepo,
+    organization: OrganizationId,
+    id: AvatarProfileId,
+    preview: Option<&'a MediaRecord>,
+    edit: F,
+}
+
+#[async_trait]
+impl<F> versioned::Change for EditProfile<'_, F>
+where
+    F: Fn(&mut AvatarProfile) -> Result<Option<()>, Timestamp> + Send,
+{
+    type Record = AvatarProfile;
+    type Write = AvatarProfile;
+    type Landed = ();
+    type Kept = Kept;
+    type Error = AvatarError;
+
+    async fn read(&mut self) -> Result<Option<AvatarProfile>, AvatarError> {
+        Ok(self.avatars.get_avatar(self.organization, self.id).await?)
     }
-    Err(AvatarError::Backend(anyhow::anyhow!("avatar profile {id} kept changing under {UPDATE_ATTEMPTS} writes")))
+
+    async fn edit(&mut self, mut profile: AvatarProfile) -> Result<Edit<AvatarProfile, Kept>, AvatarError> {
+        Ok(match (self.edit)(&mut profile) {
+            Err(until) => Edit::Keep(Kept::Held(until)),
+            Ok(None) => Edit::Keep(Kept::Unchanged),
+            Ok(Some(())) => {
+                profile.version += 1;
+                Edit::Write(profile)
+            }
+        })
+    }
+
+    async fn write(&mut self, profile: &mut AvatarProfile) -> Result<Option<()>, AvatarError> {
+        Ok(self.avatars.update_avatar(profile, self.preview).await?.then_some(()))
+    }
 }
 
 /// Marks a profile whose processing could not be queued as failed, saying so.
@@ -522,10 +545,7 @@ async fn unqueued(
         Ok(Some(()))
     })
     .await?;
-    Ok(match changed {
-        Changed::Stored(profile) => Some(*profile),
-        _ => None,
-    })
+    Ok(changed.written())
 }
 
 #[cfg(test)]
@@ -555,8 +575,8 @@ mod tests {
             (json!({"sources": {"video_id": ID}}), "name is required"),
             (json!({"name": "  ", "sources": {"video_id": ID}}), "name must be 1 to 200"),
             (json!({"name": "a".repeat(201), "sources": {"video_id": ID}}), "got 201"),
-            (json!({"name": "a", "sources": {"video_id": ID}, "x": 1}), "\"x\" is not a property"),
-            (json!({"name": "a", "sources": {"face_url": "https://x.test"}}), "sources.\"face_url\""),
+            (json!({"name": "a", "sources": {"video_id": ID}, "x": 1}), "unknown property: x"),
+            (json!({"name": "a", "sources": {"face_url": "https://x.test"}}), "sources: unknown property: face_url"),
             (json!({"name": "a", "sources": {}}), "give a video source"),
             (json!({"name": "a", "sources": {"video_id": ID, "image_id": ID}}), "not both"),
             (

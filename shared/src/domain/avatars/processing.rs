@@ -8,8 +8,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{change, change_with, AvatarStatus, Changed, MAX_SOURCE_MS, MIN_SOURCE_MS};
+use super::{change, change_with, AvatarStatus, Kept, MAX_SOURCE_MS, MIN_SOURCE_MS};
 use super::{AvatarError, AvatarFile, AvatarProfile, AvatarProfileId, AvatarReference, AvatarRepo, AvatarSource};
+use crate::core::versioned::Changed;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::{MediaId, RunId};
 use crate::domain::media::ports::{BlobStore, DownloadError, Downloader, MediaProbe, MediaToolkit};
@@ -88,10 +89,10 @@ pub async fn process(
     })
     .await?;
     let profile = match claimed {
-        Changed::Held(until) => return Ok(Processed::Held(until)),
-        Changed::Unchanged | Changed::Missing => return Ok(Processed::Done),
-        Changed::Stored(profile) if profile.status != AvatarStatus::Processing => return Ok(Processed::Done),
-        Changed::Stored(profile) => profile,
+        Changed::Kept(Kept::Held(until)) => return Ok(Processed::Held(until)),
+        Changed::Kept(Kept::Unchanged) | Changed::Missing => return Ok(Processed::Done),
+        Changed::Written(profile, ()) if profile.status != AvatarStatus::Processing => return Ok(Processed::Done),
+        Changed::Written(profile, ()) => profile,
     };
     let attempt = profile.attempts;
     let outcome = tokio::time::timeout(work.budget, prepare(work, &profile)).await.unwrap_or_else(|_| {
@@ -136,7 +137,7 @@ async fn finish(
         Ok(Some(()))
     })
     .await?;
-    if let Changed::Stored(stored) = recorded {
+    if let Changed::Written(stored, ()) = recorded {
         tracing::info!(avatar = %stored.id, status = stored.status.as_str(), "avatar profile processed");
     }
     Ok(())

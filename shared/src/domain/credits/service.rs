@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
@@ -15,6 +16,7 @@ use super::{
     Purchase, Reason, SubscriptionStatus, Written, MAX_TOP_UP_SETTING,
 };
 use crate::core::retry::ACCOUNT_CONFLICTS;
+use crate::core::versioned::{self, Changed, Edit};
 use crate::domain::ids::OrganizationId;
 use crate::domain::time::{Clock, Timestamp};
 
@@ -63,25 +65,57 @@ pub enum CreditError {
 }
 
 /// Writes a change of the organization's current account, made by `change` (None:
-/// nothing to write), until it lands; returns the account as written (or as read).
+/// nothing to write), until it lands ([`ACCOUNT_CONFLICTS`]); returns the account as
+/// written (or as read).
 async fn change_account(
     repo: &dyn CreditRepo,
     organization: OrganizationId,
     now: Timestamp,
-    mut change: impl FnMut(&Account) -> Result<Option<AccountWrite>, CreditError>,
+    change: impl FnMut(&Account) -> Result<Option<AccountWrite>, CreditError> + Send,
 ) -> Result<(Account, Written), CreditError> {
-    let mut retry = ACCOUNT_CONFLICTS.start();
-    loop {
-        let account = current(repo, organization, now).await?;
-        let Some(write) = change(&account)? else { return Ok((account, Written::Done)) };
-        match repo.write_account(&write).await? {
-            Written::Conflict => {}
-            written => return Ok((write.account, written)),
-        }
-        retry
-            .wait(format!("the credit account of {organization} was changed by another writer"))
-            .await
-            .map_err(|unavailable| CreditError::Backend(anyhow::Error::from(unavailable)))?;
+    let mut change = ChangeAccount { repo, organization, now, change };
+    match versioned::change(&ACCOUNT_CONFLICTS, format!("the credit account of {organization}"), &mut change).await? {
+        Changed::Written(write, written) => Ok((write.account, written)),
+        Changed::Kept(account) => Ok((account, Written::Done)),
+        Changed::Missing => Err(CreditError::Backend(anyhow::anyhow!("no account of {organization} was read"))),
+    }
+}
+
+/// A change of the organization's current account, by `change`.
+struct ChangeAccount<'a, F> {
+    repo: &'a dyn CreditRepo,
+    organization: OrganizationId,
+    now: Timestamp,
+    change: F,
+}
+
+#[async_trait]
+impl<F> versioned::Change for ChangeAccount<'_, F>
+where
+    F: FnMut(&Account) -> Result<Option<AccountWrite>, CreditError> + Send,
+{
+    type Record = Account;
+    type Write = AccountWrite;
+    type Landed = Written;
+    type Kept = Account;
+    type Error = CreditError;
+
+    async fn read(&mut self) -> Result<Option<Account>, CreditError> {
+        Ok(Some(current(self.repo, self.organization, self.now).await?))
+    }
+
+    async fn edit(&mut self, account: Account) -> Result<Edit<AccountWrite, Account>, CreditError> {
+        Ok(match (self.change)(&account)? {
+            Some(write) => Edit::Write(write),
+            None => Edit::Keep(account),
+        })
+    }
+
+    async fn write(&mut self, write: &mut AccountWrite) -> Result<Option<Written>, CreditError> {
+        Ok(match self.repo.write_account(write).await? {
+            Written::Conflict => None,
+            written => Some(written),
+        })
     }
 }
 
@@ -89,25 +123,57 @@ async fn change_account(
 /// the last grant are granted (once, whoever asks at the same time), and a plan change
 /// scheduled for the period's end is made.
 pub async fn current(repo: &dyn CreditRepo, organization: OrganizationId, now: Timestamp) -> anyhow::Result<Account> {
-    let mut retry = ACCOUNT_CONFLICTS.start();
-    loop {
-        let account = repo.account(organization).await?;
+    let mut change = OpenPeriod { repo, organization, now };
+    match versioned::change(&ACCOUNT_CONFLICTS, format!("the credit account of {organization}"), &mut change).await? {
+        Changed::Written(write, ()) => Ok(write.account),
+        Changed::Kept(account) => Ok(account),
+        Changed::Missing => Err(anyhow::anyhow!("no account of {organization} was read")),
+    }
+}
+
+/// The account brought to `now`: opened, or granted the period begun since its last
+/// grant.
+struct OpenPeriod<'a> {
+    repo: &'a dyn CreditRepo,
+    organization: OrganizationId,
+    now: Timestamp,
+}
+
+#[async_trait]
+impl versioned::Change for OpenPeriod<'_> {
+    type Record = Account;
+    type Write = AccountWrite;
+    type Landed = ();
+    type Kept = Account;
+    type Error = anyhow::Error;
+
+    async fn read(&mut self) -> anyhow::Result<Option<Account>> {
+        Ok(Some(self.repo.account(self.organization).await?))
+    }
+
+    async fn edit(&mut self, account: Account) -> anyhow::Result<Edit<AccountWrite, Account>> {
         let write = match account.seq {
             // Never stored (an organization from before credits): opened with the plan
             // and credits its record holds, as its opening balance.
             0 => {
                 let mut write = Account { balance: 0, ..account.clone() }.write();
-                write.grant(account.balance, Reason::OpeningBalance, now);
+                write.grant(account.balance, Reason::OpeningBalance, self.now);
                 Some(write)
             }
-            _ => period_due(&account, now),
+            _ => period_due(&account, self.now),
         };
-        let Some(write) = write else { return Ok(account) };
-        match repo.write_account(&write).await? {
-            Written::Done => return Ok(write.account),
-            Written::Conflict | Written::AlreadyDone => {}
-        }
-        retry.wait(format!("the credit account of {organization} was changed by another writer")).await?;
+        Ok(match write {
+            Some(write) => Edit::Write(write),
+            None => Edit::Keep(account),
+        })
+    }
+
+    /// Another writer's grant (already done) is read again, as any other writer's change.
+    async fn write(&mut self, write: &mut AccountWrite) -> anyhow::Result<Option<()>> {
+        Ok(match self.repo.write_account(write).await? {
+            Written::Done => Some(()),
+            Written::Conflict | Written::AlreadyDone => None,
+        })
     }
 }
 
@@ -230,14 +296,7 @@ fn bought_this_month(account: &Account, month: Timestamp) -> u64 {
 
 /// A body's object, refusing other types and properties not in `known`.
 fn object<'a>(value: &'a Value, what: &str, known: &[&str]) -> Result<&'a Map<String, Value>, CreditError> {
-    let map = value.as_object().ok_or_else(|| CreditError::Invalid(format!("{what} must be a JSON object")))?;
-    if let Some(unknown) = map.keys().find(|key| !known.contains(&key.as_str())) {
-        return Err(CreditError::Invalid(format!(
-            "{what}: unknown property {unknown:?}; allowed: {}",
-            known.join(", ")
-        )));
-    }
-    Ok(map)
+    crate::core::json::closed_object(value, what, known).map_err(CreditError::Invalid)
 }
 
 /// `POST /credits/settings {auto_topup: {enabled, threshold, quantity, monthly_limit,

@@ -2,6 +2,7 @@
 //! a refusal), read, cancel and resume (lists are [`super::list`]). Every change is a versioned write of the
 //! run; task messages are sent after the write that queued them.
 
+use async_trait::async_trait;
 use serde_json::Value;
 
 pub use super::bind::BindPorts;
@@ -17,9 +18,10 @@ use super::{AgentStateId, BoundInput, InputSource, Run, RunId, RunStatus, TaskIn
 use crate::core::blocking::off_runtime;
 use crate::core::queue::Queue;
 use crate::core::retry::{RetryPolicy, RUN_UPDATE_CONFLICTS};
+use crate::core::versioned::{self, Changed, Edit};
 use crate::domain::agents::{AgentRecord, AgentRepo};
 use crate::domain::asset_manager::{AssetManager, AssetRepo};
-use crate::domain::credits::{self, Account};
+use crate::domain::credits::{self, Account, AccountWrite};
 use crate::domain::ids::AgentId;
 use crate::domain::ids::AgentNodeId;
 use crate::domain::ids::OrganizationId;
@@ -27,6 +29,7 @@ use crate::domain::media::MediaRecord;
 use crate::domain::sites::Sites;
 use crate::domain::time::{Clock, Timestamp};
 use crate::domain::uploads::UploadRepo;
+use crate::domain::webhooks::WebhookDelivery;
 use crate::domain::work::{NodeTask, Work};
 
 /// The ports the run operations use.
@@ -350,25 +353,72 @@ pub enum Change<T> {
 /// movements it asked for ([`Run::credit_moves`]), as a change of the account it read
 /// (a writer of the account in between makes the change start again). Answers the run
 /// as stored (None when the change kept it) and the change's answer.
-pub async fn change_run<T>(
+pub async fn change_run<T: Send>(
     runs: &dyn RunRepo,
     notifier: &Notifier,
     organization: OrganizationId,
     id: RunId,
     policy: &RetryPolicy,
-    mut change: impl FnMut(&mut Run, Option<&Account>) -> Result<Change<T>, RunError>,
+    change: impl FnMut(&mut Run, Option<&Account>) -> Result<Change<T>, RunError> + Send,
 ) -> Result<(Option<Run>, T), RunError> {
-    let mut retry = policy.start();
-    loop {
-        let stored = runs.get_run(organization, id).await?.ok_or(RunError::NotFound)?;
+    let mut change = ChangeRun { runs, notifier, organization, id, change };
+    match versioned::change(policy, format!("run {id}"), &mut change).await? {
+        Changed::Written(made, ()) => {
+            notifier.send(&made.deliveries).await;
+            Ok((Some(made.run), made.answer))
+        }
+        Changed::Kept(answer) => Ok((None, answer)),
+        Changed::Missing => Err(RunError::NotFound),
+    }
+}
+
+/// A change of one run, by `change`.
+struct ChangeRun<'a, F> {
+    runs: &'a dyn RunRepo,
+    notifier: &'a Notifier,
+    organization: OrganizationId,
+    id: RunId,
+    change: F,
+}
+
+/// A run's change, ready to write: the run, the media records it made, its webhook
+/// deliveries and its credit movements' account write.
+struct RunWrite<T> {
+    run: Run,
+    answer: T,
+    media: Vec<MediaRecord>,
+    deliveries: Vec<WebhookDelivery>,
+    account: Option<AccountWrite>,
+}
+
+#[async_trait]
+impl<T, F> versioned::Change for ChangeRun<'_, F>
+where
+    T: Send,
+    F: FnMut(&mut Run, Option<&Account>) -> Result<Change<T>, RunError> + Send,
+{
+    type Record = Run;
+    type Write = RunWrite<T>;
+    type Landed = ();
+    type Kept = T;
+    type Error = RunError;
+
+    async fn read(&mut self) -> Result<Option<Run>, RunError> {
+        Ok(self.runs.get_run(self.organization, self.id).await?)
+    }
+
+    /// The change made on the stored run, given the organization's account when it asks
+    /// for it; then its webhook events and its credit movements.
+    async fn edit(&mut self, stored: Run) -> Result<Edit<RunWrite<T>, T>, RunError> {
+        let (organization, id) = (self.organization, self.id);
         let mut account: Option<Account> = None;
         let (mut run, answer, media) = loop {
             let mut run = stored.clone();
-            match change(&mut run, account.as_ref())? {
+            match (self.change)(&mut run, account.as_ref())? {
                 Change::Store(answer, media) => break (run, answer, media),
-                Change::Keep(answer) => return Ok((None, answer)),
+                Change::Keep(answer) => return Ok(Edit::Keep(answer)),
                 Change::NeedsAccount if account.is_none() => {
-                    account = Some(credits::service::current(runs, organization, run.updated_at).await?);
+                    account = Some(credits::service::current(self.runs, organization, run.updated_at).await?);
                 }
                 Change::NeedsAccount => {
                     return Err(RunError::Backend(anyhow::anyhow!("a change of run {id} asked for the account twice")))
@@ -381,7 +431,7 @@ pub async fn change_run<T>(
         let deliveries = match &before {
             Some(before) => {
                 let at = run.updated_at;
-                notifier.events(Some(before), &mut run, at)
+                self.notifier.events(Some(before), &mut run, at)
             }
             None => Vec::new(),
         };
@@ -389,12 +439,12 @@ pub async fn change_run<T>(
         // One movement per change, or a batch of refunds: never more than a
         // transaction's share ([`MAX_CREDIT_MOVES`]).
         debug_assert!(moves.len() <= MAX_CREDIT_MOVES, "run {id}: a change of {} credit movements", moves.len());
-        let account_write = match moves.is_empty() {
+        let account = match moves.is_empty() {
             true => None,
             false => {
                 let account = match account {
                     Some(account) => account,
-                    None => credits::service::current(runs, organization, run.updated_at).await?,
+                    None => credits::service::current(self.runs, organization, run.updated_at).await?,
                 };
                 let mut write = account.write();
                 for movement in &moves {
@@ -404,11 +454,12 @@ pub async fn change_run<T>(
             }
         };
         run.version += 1;
-        if runs.update_run(&run, &media, &deliveries, account_write.as_ref()).await? {
-            notifier.send(&deliveries).await;
-            return Ok((Some(run), answer));
-        }
-        retry.wait(format!("run {id} was changed by another writer")).await.map_err(anyhow::Error::from)?;
+        Ok(Edit::Write(RunWrite { run, answer, media, deliveries, account }))
+    }
+
+    async fn write(&mut self, made: &mut RunWrite<T>) -> Result<Option<()>, RunError> {
+        let written = self.runs.update_run(&made.run, &made.media, &made.deliveries, made.account.as_ref()).await?;
+        Ok(written.then_some(()))
     }
 }
 

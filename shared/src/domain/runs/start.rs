@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::{MediaId, MAX_INPUTS};
+use crate::core::json;
 use crate::core::ssrf::MAX_URL_CHARS;
 use crate::domain::asset_manager::Artifact;
 use crate::domain::ids::AgentNodeId;
@@ -92,7 +93,7 @@ type RefParser = fn(&str, &str) -> Parsed<InputRef>;
 
 impl StartRequest {
     pub fn parse(body: &Map<String, Value>) -> Parsed<Self> {
-        if let Some(unknown) = crate::core::json::unknown_property(body, FIELDS) {
+        if let Some(unknown) = json::unknown_property(body, FIELDS) {
             return Err(unknown);
         }
         let top_level = INPUT_FIELDS.iter().any(|field| body.contains_key(*field));
@@ -147,11 +148,12 @@ fn per_tile(entries: &Value) -> Parsed<Vec<(AgentNodeId, Vec<InputItem>)>> {
     for (index, entry) in entries.iter().enumerate() {
         let prefix = format!("video_inputs[{index}]");
         let Value::Object(entry) = entry else { return Err(format!("{prefix} must be an object")) };
-        let allowed = ["agent_node_id", "input_clip_start_ms", "input_clip_end_ms"];
-        if let Some(unknown) =
-            entry.keys().find(|key| !allowed.contains(&key.as_str()) && !INPUT_FIELDS.contains(&key.as_str()))
-        {
-            return Err(format!("{prefix}: unknown property: {unknown}"));
+        let allowed: Vec<&str> = ["agent_node_id", "input_clip_start_ms", "input_clip_end_ms"]
+            .into_iter()
+            .chain(INPUT_FIELDS.iter().copied())
+            .collect();
+        if let Some(unknown) = json::unknown_property_at(&prefix, entry, &allowed) {
+            return Err(unknown);
         }
         let node = match entry.get("agent_node_id") {
             Some(Value::String(text)) => AgentNodeId::parse(text)
@@ -242,9 +244,9 @@ fn items_of(object: &Map<String, Value>, prefix: &str, window: (Option<u64>, Opt
             let field = format!("{prefix}{name}[{index}]");
             let Value::Object(item) = value else { return Err(format!("{field} must be an object")) };
             if let Some(unknown) =
-                item.keys().find(|name| ![key, "input_clip_start_ms", "input_clip_end_ms"].contains(&name.as_str()))
+                json::unknown_property_at(&field, item, &[key, "input_clip_start_ms", "input_clip_end_ms"])
             {
-                return Err(format!("{field}: unknown property: {unknown}"));
+                return Err(unknown);
             }
             let text = match item.get(key) {
                 Some(Value::String(text)) => text,
@@ -279,8 +281,8 @@ fn asset_items(value: &Value, prefix: &str, window: (Option<u64>, Option<u64>)) 
         let field = format!("{prefix}{name}[{index}]");
         let Value::Object(item) = value else { return Err(format!("{field} must be an object")) };
         let known = ["id", "artifact", "input_clip_start_ms", "input_clip_end_ms"];
-        if let Some(unknown) = item.keys().find(|key| !known.contains(&key.as_str())) {
-            return Err(format!("{field}: unknown property: {unknown}"));
+        if let Some(unknown) = json::unknown_property_at(&field, item, &known) {
+            return Err(unknown);
         }
         let id = match item.get("id") {
             Some(Value::String(text)) => AssetItemId::parse(text)

@@ -3,6 +3,7 @@
 use serde_json::{Map, Value};
 
 use super::{Platform, PostFilter, PostStatus, PublisherKind, SandboxBehavior, SocialConnectionId, SocialError};
+use crate::core::json;
 use crate::domain::time::Timestamp;
 
 /// Longest account name and username.
@@ -25,16 +26,6 @@ pub const MAX_LIMIT: usize = 100;
 
 fn invalid(message: impl Into<String>) -> SocialError {
     SocialError::Invalid(message.into())
-}
-
-/// A caller's text in a message: quoted, and cut when long.
-pub fn excerpt(text: &str) -> String {
-    const MAX: usize = 60;
-    if text.chars().count() <= MAX {
-        format!("{text:?}")
-    } else {
-        format!("{:?}…", text.chars().take(MAX).collect::<String>())
-    }
 }
 
 /// What a connection create asks for, checked.
@@ -74,15 +65,17 @@ pub fn check_url(text: &str, field: &str) -> Result<(), SocialError> {
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(|host| !host.is_empty()) => {
             Ok(())
         }
-        _ => Err(invalid(format!("{field} must be an http:// or https:// URL, got {}", excerpt(text)))),
+        _ => Err(invalid(format!("{field} must be an http:// or https:// URL, got {}", json::quoted(text)))),
     }
 }
 
-fn check_properties(body: &Map<String, Value>, allowed: &[&str], what: &str) -> Result<(), SocialError> {
-    match body.keys().find(|key| !allowed.contains(&key.as_str())) {
-        Some(extra) => Err(invalid(format!("{} is not a property of {what}", excerpt(extra)))),
-        None => Ok(()),
-    }
+/// Refuses a property of the body outside `allowed` (`at`: the part of the body it is).
+fn check_properties(body: &Map<String, Value>, allowed: &[&str], at: Option<&str>) -> Result<(), SocialError> {
+    let unknown = match at {
+        None => json::unknown_property(body, allowed),
+        Some(at) => json::unknown_property_at(at, body, allowed),
+    };
+    unknown.map_or(Ok(()), |message| Err(invalid(message)))
 }
 
 /// Parses `POST /social/connections`.
@@ -97,12 +90,12 @@ pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, Social
         "credentials",
         "sandbox_behavior",
     ];
-    check_properties(body, &FIELDS, "a social connection")?;
+    check_properties(body, &FIELDS, None)?;
     let platform = match body.get("platform") {
         Some(Value::String(text)) => Platform::parse(text).ok_or_else(|| {
             invalid(format!(
                 "platform must be one of x, linkedin, instagram, facebook, tiktok, youtube; got {}",
-                excerpt(text)
+                json::quoted(text)
             ))
         })?,
         Some(Value::Null) | None => return Err(invalid("platform is required")),
@@ -122,7 +115,7 @@ pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, Social
         Some(Value::String(text)) if text == "sandbox" => PublisherKind::Sandbox,
         Some(Value::String(text)) if text == "youtube" => PublisherKind::Youtube,
         Some(Value::String(text)) => {
-            return Err(invalid(format!("publisher must be sandbox or youtube, got {}", excerpt(text))))
+            return Err(invalid(format!("publisher must be sandbox or youtube, got {}", json::quoted(text))))
         }
         Some(_) => return Err(invalid("publisher must be a string")),
     };
@@ -139,7 +132,10 @@ pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, Social
             "fail" => SandboxBehavior::Fail,
             "async" => SandboxBehavior::Async,
             _ => {
-                return Err(invalid(format!("sandbox_behavior must be succeed, fail or async, got {}", excerpt(text))))
+                return Err(invalid(format!(
+                    "sandbox_behavior must be succeed, fail or async, got {}",
+                    json::quoted(text)
+                )))
             }
         },
         Some(_) => return Err(invalid("sandbox_behavior must be a string")),
@@ -153,7 +149,11 @@ pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, Social
             return Err(invalid("credentials apply to the youtube publisher only"));
         }
         (Some(Value::Object(fields)), PublisherKind::Youtube) => {
-            check_properties(fields, &["access_token", "refresh_token", "client_id", "client_secret"], "credentials")?;
+            check_properties(
+                fields,
+                &["access_token", "refresh_token", "client_id", "client_secret"],
+                Some("credentials"),
+            )?;
             for (field, value) in fields {
                 match value {
                     Value::String(text) if !text.trim().is_empty() && text.chars().count() <= MAX_CREDENTIAL_CHARS => {}
@@ -201,7 +201,7 @@ pub struct NewPost {
 
 /// Parses `POST /social/post`; `now` bounds `scheduled_at`.
 pub fn new_post(body: &Map<String, Value>, now: Timestamp) -> Result<NewPost, SocialError> {
-    check_properties(body, &["description", "destinations", "media_urls", "scheduled_at"], "a social post")?;
+    check_properties(body, &["description", "destinations", "media_urls", "scheduled_at"], None)?;
     let description = text_field(body, "description", MAX_DESCRIPTION_CHARS)?;
     let destinations = match body.get("destinations") {
         Some(Value::Array(items)) if items.is_empty() => {
@@ -220,10 +220,10 @@ pub fn new_post(body: &Map<String, Value>, now: Timestamp) -> Result<NewPost, So
         let Value::Object(item) = item else {
             return Err(invalid(format!("destinations[{index}] must be an object {{social_connection_id}}")));
         };
-        check_properties(item, &["social_connection_id"], &format!("destinations[{index}]"))?;
+        check_properties(item, &["social_connection_id"], Some(&format!("destinations[{index}]")))?;
         let id = match item.get("social_connection_id") {
             Some(Value::String(text)) => SocialConnectionId::parse(text)
-                .ok_or_else(|| invalid(format!("{field} must be a UUID, got {}", excerpt(text))))?,
+                .ok_or_else(|| invalid(format!("{field} must be a UUID, got {}", json::quoted(text))))?,
             Some(Value::Null) | None => return Err(invalid(format!("{field} is required"))),
             Some(_) => return Err(invalid(format!("{field} must be a string"))),
         };
@@ -254,7 +254,7 @@ pub fn new_post(body: &Map<String, Value>, now: Timestamp) -> Result<NewPost, So
             let at = chrono::DateTime::parse_from_rfc3339(text).map_err(|_| {
                 invalid(format!(
                     "scheduled_at must be an ISO 8601 time such as 2030-01-01T09:00:00Z, got {}",
-                    excerpt(text)
+                    json::quoted(text)
                 ))
             })?;
             let at = Timestamp::from_datetime(at.with_timezone(&chrono::Utc));
@@ -294,7 +294,7 @@ pub fn post_query<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Re
         match name {
             "limit" => {
                 query.limit = value.parse().ok().filter(|limit| (1..=MAX_LIMIT).contains(limit)).ok_or_else(|| {
-                    invalid(format!("limit must be an integer from 1 to {MAX_LIMIT}, got {}", excerpt(value)))
+                    invalid(format!("limit must be an integer from 1 to {MAX_LIMIT}, got {}", json::quoted(value)))
                 })?
             }
             "cursor" => {
@@ -311,7 +311,7 @@ pub fn post_query<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Re
                     invalid(format!(
                         "status must be one of scheduled, pending_approval, processing, posted, partial_failure, \
                          failed, rejected; got {}",
-                        excerpt(value)
+                        json::quoted(value)
                     ))
                 })?)
             }
@@ -319,17 +319,16 @@ pub fn post_query<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Re
                 query.filter.platform = Some(Platform::parse(value).ok_or_else(|| {
                     invalid(format!(
                         "platform must be one of x, linkedin, instagram, facebook, tiktok, youtube; got {}",
-                        excerpt(value)
+                        json::quoted(value)
                     ))
                 })?)
             }
             "social_connection_id" => {
-                query.filter.connection =
-                    Some(SocialConnectionId::parse(value).ok_or_else(|| {
-                        invalid(format!("social_connection_id must be a UUID, got {}", excerpt(value)))
-                    })?)
+                query.filter.connection = Some(SocialConnectionId::parse(value).ok_or_else(|| {
+                    invalid(format!("social_connection_id must be a UUID, got {}", json::quoted(value)))
+                })?)
             }
-            other => return Err(invalid(format!("{} is not a parameter of this list", excerpt(other)))),
+            other => return Err(invalid(format!("{} is not a parameter of this list", json::quoted(other)))),
         }
     }
     Ok(query)
@@ -388,7 +387,7 @@ mod tests {
                     "sandbox_behavior": "later"}),
                 "sandbox_behavior must be",
             ),
-            (json!({"platform": "x", "extra": 1}), "\"extra\" is not a property"),
+            (json!({"platform": "x", "extra": 1}), "unknown property: extra"),
         ];
         for (body, expected) in cases {
             let message = refusal(new_connection(body.as_object().unwrap()));

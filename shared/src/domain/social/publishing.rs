@@ -8,10 +8,11 @@ use std::path::Path;
 
 use super::publisher::{MediumFile, Published, Refreshed};
 use super::service::MAX_MEDIUM_BYTES;
-use super::service::{local_file, record, settle, waiting_status, Changed, Social, Step, CHANGE_ATTEMPTS};
+use super::service::{local_file, record, settle, waiting_status, PostEdit, Social};
 use super::PendingMedia;
 use super::CONNECTION_DELETED;
 use super::{PostId, PostStatus, ResultStatus, SocialConnection, SocialError, SocialPost};
+use crate::core::versioned::Changed;
 use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
 use crate::domain::work::Work;
@@ -87,13 +88,13 @@ impl Social {
                     }
                     // Lost: sent again, and due again a period later.
                     PostStatus::Processing if post.due_at().is_some_and(|due| due <= now) => {}
-                    _ => return Step::Keep,
+                    _ => return PostEdit::Keep,
                 }
                 post.updated_at = now;
-                Step::Write
+                PostEdit::Write
             })
             .await?;
-        let Changed::Written(post) = changed else { return Ok(false) };
+        let Changed::Written(post, ()) = changed else { return Ok(false) };
         // Unsent, the post stays due: the next tick sends it (the claim moved its time).
         let message = Work::PublishPost { organization_id: post.organization_id, post_id: post.id };
         self.queue.send(&[message]).await?;
@@ -111,11 +112,11 @@ impl Social {
         let claimed = self
             .change(organization, id, |post| {
                 if post.status != PostStatus::Processing {
-                    return Step::Keep;
+                    return PostEdit::Keep;
                 }
                 if let Some(until) = post.publishing_until.filter(|until| *until > now) {
                     held = Some(until);
-                    return Step::Keep;
+                    return PostEdit::Keep;
                 }
                 if post.attempts >= MAX_ATTEMPTS {
                     for result in &mut post.results {
@@ -128,12 +129,12 @@ impl Social {
                     post.publishing_until = None;
                     post.pending_media = None;
                     settle(post, now);
-                    return Step::Write;
+                    return PostEdit::Write;
                 }
                 post.attempts += 1;
                 post.publishing_until = Some(now.after(lease));
                 post.updated_at = now;
-                Step::Write
+                PostEdit::Write
             })
             .await
             .map_err(|error| anyhow::anyhow!("{error}"))?;
@@ -141,7 +142,7 @@ impl Social {
             return Ok(Publishing::Held(until));
         }
         let post = match claimed {
-            Changed::Written(post) if post.publishing_until.is_some() => post,
+            Changed::Written(post, ()) if post.publishing_until.is_some() => post,
             _ => return Ok(Publishing::Done),
         };
         let attempt = post.attempts;
@@ -183,26 +184,26 @@ impl Social {
                         {
                             record(result, answer.clone())
                         }
-                        _ => return Step::Keep,
+                        _ => return PostEdit::Keep,
                     }
                     stored.updated_at = self.clock.now();
-                    Step::Write
+                    PostEdit::Write
                 })
                 .await
                 .map_err(|error| anyhow::anyhow!("{error}"))?;
             // Another attempt owns the post now: it goes on from here.
-            if !matches!(&changed, Changed::Written(stored) if stored.attempts == attempt) {
+            if !matches!(&changed, Changed::Written(stored, ()) if stored.attempts == attempt) {
                 return Ok(Publishing::Done);
             }
         }
         let finished = self.clock.now();
         self.change(organization, id, |stored| {
             if stored.attempts != attempt || stored.status != PostStatus::Processing {
-                return Step::Keep;
+                return PostEdit::Keep;
             }
             stored.publishing_until = None;
             settle(stored, finished);
-            Step::Write
+            PostEdit::Write
         })
         .await
         .map_err(|error| anyhow::anyhow!("{error}"))?;
@@ -230,62 +231,58 @@ impl Social {
             Err(error) => return Err(anyhow::anyhow!("preparing the media of post {id}: {error}")),
         };
         let finished = self.clock.now();
-        for _ in 0..CHANGE_ATTEMPTS {
-            let Some(mut stored) = self.repo.get_post(organization, id).await? else { return Ok(None) };
-            if stored.attempts != attempt || stored.pending_media.is_none() {
-                // Another attempt took the post over.
-                return Ok(None);
-            }
-            stored.pending_media = None;
-            stored.updated_at = finished;
-            match &refusal {
-                Some(reason) => {
-                    for result in &mut stored.results {
-                        if result.status == ResultStatus::Processing && result.platform_post_id.is_none() {
-                            result.status = ResultStatus::Failed;
-                            result.message = Some(reason.clone());
+        let changed = self
+            .change_with(organization, id, &records, |stored| {
+                if stored.attempts != attempt || stored.pending_media.is_none() {
+                    // Another attempt took the post over.
+                    return PostEdit::Keep;
+                }
+                stored.pending_media = None;
+                stored.updated_at = finished;
+                match &refusal {
+                    Some(reason) => {
+                        for result in &mut stored.results {
+                            if result.status == ResultStatus::Processing && result.platform_post_id.is_none() {
+                                result.status = ResultStatus::Failed;
+                                result.message = Some(reason.clone());
+                            }
+                        }
+                        stored.publishing_until = None;
+                        settle(stored, finished);
+                    }
+                    None => {
+                        stored.media = media.clone();
+                        let (status, result) = waiting_status(pending.approval, pending.later);
+                        stored.status = status;
+                        // A destination failed meanwhile (its connection deleted) stays failed.
+                        for stored_result in stored.results.iter_mut().filter(|r| r.status == ResultStatus::Processing)
+                        {
+                            stored_result.status = result;
+                        }
+                        if let Some(at) = pending.later {
+                            stored.scheduled_at = at;
+                        }
+                        if status != PostStatus::Processing {
+                            stored.publishing_until = None;
+                        }
+                        let open = stored
+                            .results
+                            .iter()
+                            .any(|r| matches!(r.status, ResultStatus::Processing | ResultStatus::Scheduled));
+                        if !open {
+                            stored.publishing_until = None;
+                            settle(stored, finished);
                         }
                     }
-                    stored.publishing_until = None;
-                    settle(&mut stored, finished);
                 }
-                None => {
-                    stored.media = media.clone();
-                    let (status, result) = waiting_status(pending.approval, pending.later);
-                    stored.status = status;
-                    // A destination failed meanwhile (its connection deleted) stays failed.
-                    for stored_result in stored.results.iter_mut().filter(|r| r.status == ResultStatus::Processing) {
-                        stored_result.status = result;
-                    }
-                    if let Some(at) = pending.later {
-                        stored.scheduled_at = at;
-                    }
-                    if status != PostStatus::Processing {
-                        stored.publishing_until = None;
-                    }
-                    let open = stored
-                        .results
-                        .iter()
-                        .any(|r| matches!(r.status, ResultStatus::Processing | ResultStatus::Scheduled));
-                    if !open {
-                        stored.publishing_until = None;
-                        settle(&mut stored, finished);
-                    }
-                }
-            }
-            stored.version += 1;
-            let written = if refusal.is_none() {
-                self.repo.update_post_with_media(&stored, &records).await?
-            } else {
-                self.repo.update_post(&stored).await?
-            };
-            if written {
-                tracing::info!(post = %id, status = stored.status.as_str(), "a post's media were prepared");
-                let publish_now = stored.status == PostStatus::Processing && stored.publishing_until.is_some();
-                return Ok(publish_now.then_some(stored));
-            }
-        }
-        anyhow::bail!("social post {id} kept changing under {CHANGE_ATTEMPTS} attempts to write it")
+                PostEdit::Write
+            })
+            .await
+            .map_err(|error| anyhow::anyhow!("preparing the media of post {id}: {error}"))?;
+        let Changed::Written(stored, ()) = changed else { return Ok(None) };
+        tracing::info!(post = %id, status = stored.status.as_str(), "a post's media were prepared");
+        let publish_now = stored.status == PostStatus::Processing && stored.publishing_until.is_some();
+        Ok(publish_now.then_some(stored))
     }
 
     /// Publishes `post` to one destination: the connection as stored now (a deleted one

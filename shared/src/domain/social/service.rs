@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use super::limits;
@@ -18,6 +19,8 @@ use super::{
 };
 use super::{SocialConnection, SocialConnectionId, SocialError, SocialPost, SocialRepo, POST_NOT_FOUND};
 use crate::core::queue::Queue;
+use crate::core::retry::POST_CONFLICTS;
+use crate::core::versioned::{self, Changed, Edit};
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::{MediaId, RunId};
 use crate::domain::media::ports::{
@@ -45,8 +48,6 @@ const DELETE_PAGES: usize = 20;
 pub const DELETE_BUDGET: Duration = Duration::from_secs(8);
 /// Posts a connection's delete fails at once.
 const DELETE_CONCURRENCY: usize = 8;
-/// Writes of a post that lose to another writer, tried again at most this often.
-pub(super) const CHANGE_ATTEMPTS: usize = 8;
 
 /// Everything the social operations need.
 #[derive(Clone)]
@@ -87,17 +88,10 @@ pub(super) fn waiting_status(approval: bool, later: Option<Timestamp>) -> (PostS
 }
 
 /// What a change makes of the post it read.
-pub(super) enum Step {
+pub(super) enum PostEdit {
     Write,
     Keep,
     Refuse(SocialError),
-}
-
-/// What a change did.
-pub(super) enum Changed {
-    Written(SocialPost),
-    Kept(SocialPost),
-    Missing,
 }
 
 /// A medium fetched for a new post: its local file and what it is.
@@ -231,12 +225,12 @@ impl Social {
         let changed = self
             .change(organization, post, |post| {
                 if !fail_connection(post, id, now) {
-                    return Step::Keep;
+                    return PostEdit::Keep;
                 }
-                Step::Write
+                PostEdit::Write
             })
             .await?;
-        Ok(matches!(changed, Changed::Written(_)))
+        Ok(matches!(changed, Changed::Written(_, ())))
     }
 
     /// The organization's connections, oldest first.
@@ -633,17 +627,17 @@ impl Social {
                     }
                 }
                 if !moved {
-                    return Step::Keep;
+                    return PostEdit::Keep;
                 }
                 if stored.publishing_until.is_none_or(|until| until <= now) {
                     settle(stored, now);
                 }
                 stored.updated_at = now;
-                Step::Write
+                PostEdit::Write
             })
             .await?;
         match changed {
-            Changed::Written(post) | Changed::Kept(post) => Ok(post),
+            Changed::Written(post, ()) | Changed::Kept(post) => Ok(post),
             Changed::Missing => Err(SocialError::NotFound(POST_NOT_FOUND)),
         }
     }
@@ -656,7 +650,7 @@ impl Social {
         let changed = self
             .change(organization, id, |post| {
                 if post.status != PostStatus::PendingApproval {
-                    return Step::Refuse(not_pending(post));
+                    return PostEdit::Refuse(not_pending(post));
                 }
                 let later = post.scheduled_at > now;
                 post.status = if later { PostStatus::Scheduled } else { PostStatus::Processing };
@@ -665,12 +659,12 @@ impl Social {
                     result.status = if later { ResultStatus::Scheduled } else { ResultStatus::Processing };
                 }
                 post.updated_at = now;
-                Step::Write
+                PostEdit::Write
             })
             .await?;
         match changed {
-            Changed::Written(post) if post.status == PostStatus::Processing => self.queue_publishing(post).await,
-            Changed::Written(post) | Changed::Kept(post) => Ok(post),
+            Changed::Written(post, ()) if post.status == PostStatus::Processing => self.queue_publishing(post).await,
+            Changed::Written(post, ()) | Changed::Kept(post) => Ok(post),
             Changed::Missing => Err(SocialError::NotFound(POST_NOT_FOUND)),
         }
     }
@@ -683,7 +677,7 @@ impl Social {
         let changed = self
             .change(organization, id, |post| {
                 if post.status != PostStatus::PendingApproval {
-                    return Step::Refuse(not_pending(post));
+                    return PostEdit::Refuse(not_pending(post));
                 }
                 post.status = PostStatus::Rejected;
                 for result in &mut post.results {
@@ -692,11 +686,11 @@ impl Social {
                 }
                 post.error = Some("the post was rejected before it was published".into());
                 post.updated_at = now;
-                Step::Write
+                PostEdit::Write
             })
             .await?;
         match changed {
-            Changed::Written(post) | Changed::Kept(post) => Ok(post),
+            Changed::Written(post, ()) | Changed::Kept(post) => Ok(post),
             Changed::Missing => Err(SocialError::NotFound(POST_NOT_FOUND)),
         }
     }
@@ -724,28 +718,66 @@ impl Social {
     }
 
     /// Reads a post, lets `apply` change it, and writes it conditionally on the version
-    /// read, again when another writer came first (at most [`CHANGE_ATTEMPTS`] times).
+    /// read, again when another writer came first ([`POST_CONFLICTS`]).
     pub(super) async fn change(
         &self,
         organization: OrganizationId,
         id: PostId,
-        mut apply: impl FnMut(&mut SocialPost) -> Step,
-    ) -> Result<Changed, SocialError> {
-        for _ in 0..CHANGE_ATTEMPTS {
-            let Some(mut post) = self.repo.get_post(organization, id).await? else { return Ok(Changed::Missing) };
-            match apply(&mut post) {
-                Step::Keep => return Ok(Changed::Kept(post)),
-                Step::Refuse(error) => return Err(error),
-                Step::Write => {}
-            }
-            post.version += 1;
-            if self.repo.update_post(&post).await? {
-                return Ok(Changed::Written(post));
+        apply: impl FnMut(&mut SocialPost) -> PostEdit + Send,
+    ) -> Result<PostChange, SocialError> {
+        self.change_with(organization, id, &[], apply).await
+    }
+
+    /// [`Social::change`], recording `media` (a prepared post's thumbnail) with the post.
+    pub(super) async fn change_with(
+        &self,
+        organization: OrganizationId,
+        id: PostId,
+        media: &[MediaRecord],
+        apply: impl FnMut(&mut SocialPost) -> PostEdit + Send,
+    ) -> Result<PostChange, SocialError> {
+        let mut change = EditPost { repo: self.repo.as_ref(), organization, id, media, apply };
+        versioned::change(&POST_CONFLICTS, format!("social post {id}"), &mut change).await
+    }
+}
+
+/// What a change of a post did: the post as written, or as read when it wrote nothing.
+pub(super) type PostChange = Changed<SocialPost, (), SocialPost>;
+
+/// A change of one post, by `apply`.
+struct EditPost<'a, F> {
+    repo: &'a dyn SocialRepo,
+    organization: OrganizationId,
+    id: PostId,
+    media: &'a [MediaRecord],
+    apply: F,
+}
+
+#[async_trait]
+impl<F: FnMut(&mut SocialPost) -> PostEdit + Send> versioned::Change for EditPost<'_, F> {
+    type Record = SocialPost;
+    type Write = SocialPost;
+    type Landed = ();
+    type Kept = SocialPost;
+    type Error = SocialError;
+
+    async fn read(&mut self) -> Result<Option<SocialPost>, SocialError> {
+        Ok(self.repo.get_post(self.organization, self.id).await?)
+    }
+
+    async fn edit(&mut self, mut post: SocialPost) -> Result<Edit<SocialPost, SocialPost>, SocialError> {
+        match (self.apply)(&mut post) {
+            PostEdit::Keep => Ok(Edit::Keep(post)),
+            PostEdit::Refuse(error) => Err(error),
+            PostEdit::Write => {
+                post.version += 1;
+                Ok(Edit::Write(post))
             }
         }
-        Err(SocialError::Backend(anyhow::anyhow!(
-            "social post {id} kept changing under {CHANGE_ATTEMPTS} attempts to write it"
-        )))
+    }
+
+    async fn write(&mut self, post: &mut SocialPost) -> Result<Option<()>, SocialError> {
+        Ok(self.repo.update_post_with_media(post, self.media).await?.then_some(()))
     }
 }
 

@@ -33,6 +33,8 @@ use super::nodes::{self, NodeKind, TriggerSpec};
 use super::runs::service::{self, BindPorts, RunError, RunPorts, StartRun, TriggerSource, Triggered};
 use super::runs::start::{InputItem, InputRef, Inputs, StartRequest};
 use super::time::Timestamp;
+use crate::core::retry::TRIGGER_STATE_CONFLICTS;
+use crate::core::versioned::{self, Edit};
 use crate::domain::ids::AgentId;
 use crate::domain::ids::AgentNodeId;
 use crate::domain::ids::NodeTypeId;
@@ -87,8 +89,6 @@ pub const FEED_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const FEED_READ_BUDGET: Duration = Duration::from_secs(10);
 /// New entries of a feed started per poll; the others start at the next polls.
 pub const MAX_RUNS_PER_POLL: usize = 10;
-/// Tries of a state's write that keeps meeting another writer's.
-const STATE_WRITES: usize = 5;
 
 /// Where triggers' states are kept.
 #[async_trait]
@@ -824,21 +824,49 @@ impl Triggers<'_> {
     }
 
     /// Writes a change of a trigger's state, made again on a newer state when another
-    /// write came first (a bounded number of times).
-    async fn record(&self, mut state: TriggerState, change: impl Fn(&mut TriggerState)) -> anyhow::Result<()> {
-        for _ in 0..STATE_WRITES {
-            let mut next = state.clone();
-            change(&mut next);
-            next.version += 1;
-            if self.repo.put_trigger(&next).await? {
-                return Ok(());
-            }
-            match self.repo.trigger(state.organization_id, state.trigger_id).await? {
-                Some(newer) => state = newer,
-                None => return Ok(()),
-            }
+    /// write came first ([`TRIGGER_STATE_CONFLICTS`]); a deleted trigger is left so.
+    async fn record(&self, state: TriggerState, change: impl Fn(&mut TriggerState) + Send) -> anyhow::Result<()> {
+        let what = format!("the state of trigger {}", state.trigger_id);
+        let (organization, trigger) = (state.organization_id, state.trigger_id);
+        let mut record = RecordState { repo: self.repo, organization, trigger, first: Some(state), change };
+        versioned::change(&TRIGGER_STATE_CONFLICTS, what, &mut record).await?;
+        Ok(())
+    }
+}
+
+/// A change of a trigger's state: made first on the state given, then on the state
+/// stored.
+struct RecordState<'a, F> {
+    repo: &'a dyn TriggerRepo,
+    organization: OrganizationId,
+    trigger: AgentNodeId,
+    first: Option<TriggerState>,
+    change: F,
+}
+
+#[async_trait]
+impl<F: Fn(&mut TriggerState) + Send> versioned::Change for RecordState<'_, F> {
+    type Record = TriggerState;
+    type Write = TriggerState;
+    type Landed = ();
+    type Kept = ();
+    type Error = anyhow::Error;
+
+    async fn read(&mut self) -> anyhow::Result<Option<TriggerState>> {
+        match self.first.take() {
+            Some(first) => Ok(Some(first)),
+            None => self.repo.trigger(self.organization, self.trigger).await,
         }
-        anyhow::bail!("the trigger's state kept being changed by other writers")
+    }
+
+    async fn edit(&mut self, mut state: TriggerState) -> anyhow::Result<Edit<TriggerState, ()>> {
+        (self.change)(&mut state);
+        state.version += 1;
+        Ok(Edit::Write(state))
+    }
+
+    async fn write(&mut self, state: &mut TriggerState) -> anyhow::Result<Option<()>> {
+        Ok(self.repo.put_trigger(state).await?.then_some(()))
     }
 }
 
