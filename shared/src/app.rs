@@ -8,8 +8,11 @@ use crate::adapters::ffmpeg::Ffmpeg;
 use crate::adapters::ffprobe::Ffprobe;
 use crate::adapters::fs::LocalBlobStore;
 use crate::adapters::http_download::HttpDownloader;
+use crate::adapters::inline_vault::InlineVault;
 use crate::adapters::local_assets::LocalAssetManager;
 use crate::adapters::s3::S3BlobStore;
+use crate::adapters::sandbox_billing::SandboxBilling;
+use crate::adapters::sandbox_social::SandboxPublisher;
 use crate::adapters::secrets::SecretsManager;
 use crate::adapters::sqlite::tasks::SqliteTaskQueue;
 use crate::adapters::sqlite::webhooks::SqliteWebhookQueue;
@@ -23,7 +26,7 @@ use crate::core::queue::{Inbox, Queue};
 use crate::domain::agents::AgentRepo;
 use crate::domain::asset_manager::{AssetManager, AssetRepo};
 use crate::domain::avatars::AvatarRepo;
-use crate::domain::credits::billing::{BillingProvider, SandboxBilling};
+use crate::domain::credits::billing::BillingProvider;
 use crate::domain::credits::CreditRepo;
 use crate::domain::dispatch::Dispatch;
 use crate::domain::idempotency::IdempotencyRepo;
@@ -36,7 +39,7 @@ use crate::domain::runs::sweep::Sweeper;
 use crate::domain::runs::worker::Worker;
 use crate::domain::shared_stores::SharedStoreRepo;
 use crate::domain::sites::Sites;
-use crate::domain::social::publisher::{CredentialVault, InlineVault, Publishers, SandboxPublisher};
+use crate::domain::social::publisher::{CredentialVault, Publishers};
 use crate::domain::social::service::Social;
 use crate::domain::social::SocialRepo;
 use crate::domain::time::{Clock, SystemClock};
@@ -259,7 +262,7 @@ pub struct App {
 /// object of all its ports (SQLite).
 enum Repos {
     DynamoDb(DynamoDb),
-    Any(Arc<dyn BackendPorts>),
+    Backend(Arc<dyn BackendPorts>),
 }
 
 /// Where the run engine's messages go: the SQS queues of a deployment (none: runs are
@@ -284,7 +287,7 @@ macro_rules! ports {
                 pub fn $name(&self) -> &Arc<dyn $port> {
                     self.ports.$name.get_or_init(|| match &self.repos {
                         Repos::DynamoDb(table) => Arc::new(table.clone()),
-                        Repos::Any(backend) => backend.clone().$name(),
+                        Repos::Backend(backend) => backend.clone().$name(),
                     })
                 }
             )*
@@ -396,7 +399,7 @@ impl App {
         match storage {
             Storage::Sqlite(database) => {
                 let queues = QueueSource::Made(Queues::sqlite(database.clone(), &clock));
-                Self::assemble(Repos::Any(Arc::new(database)), queues, clock, media, links, (settings, secrets))
+                Self::assemble(Repos::Backend(Arc::new(database)), queues, clock, media, links, (settings, secrets))
             }
             Storage::DynamoDb { table, queues } => {
                 let queues = QueueSource::Sqs(queues);

@@ -16,7 +16,7 @@ use super::openai::{
 use crate::core::retry::RetryPolicy;
 use crate::core::retry::PROVIDER_POLL;
 use crate::core::ssrf::resolve_allowed;
-use crate::domain::generation::{GenerationError, Stop, VideoGenerator, VideoRequest};
+use crate::domain::generation::{GenerationError, Generator, Stop, VideoRequest};
 
 /// The API's address when none is configured.
 pub const DEFAULT_BASE_URL: &str = crate::config::GEMINI_BASE_URL;
@@ -153,7 +153,7 @@ impl Veo {
 }
 
 #[async_trait]
-impl VideoGenerator for Veo {
+impl Generator<VideoRequest> for Veo {
     fn name(&self) -> &str {
         PROVIDER
     }

@@ -18,8 +18,8 @@ use sha2::{Digest, Sha256};
 
 use super::ffmpeg::{protocols_of, Ffmpeg, AUDIO_ENCODER, MEDIA_FORMATS, VIDEO_ENCODER};
 use crate::domain::generation::{
-    AudioGenerator, AudioMode, AudioRequest, AvatarGenerator, AvatarReference, AvatarRequest, GenerationError,
-    ImageGenerator, ImageRequest, SpeechGenerator, SpeechRequest, Stop, VideoGenerator, VideoRequest,
+    AudioMode, AudioRequest, AvatarReference, AvatarRequest, GenerationError, Generator, ImageRequest, SpeechRequest,
+    Stop, VideoRequest,
 };
 use crate::domain::media::MediaError;
 
@@ -163,7 +163,7 @@ fn strings(args: &[&str]) -> Vec<String> {
 }
 
 #[async_trait]
-impl ImageGenerator for LocalGenerator {
+impl Generator<ImageRequest> for LocalGenerator {
     fn name(&self) -> &str {
         LOCAL
     }
@@ -184,7 +184,7 @@ impl ImageGenerator for LocalGenerator {
 }
 
 #[async_trait]
-impl VideoGenerator for LocalGenerator {
+impl Generator<VideoRequest> for LocalGenerator {
     fn name(&self) -> &str {
         LOCAL
     }
@@ -247,7 +247,7 @@ fn effect_expression(seed: &[u8; 32]) -> String {
 }
 
 #[async_trait]
-impl AudioGenerator for LocalGenerator {
+impl Generator<AudioRequest> for LocalGenerator {
     fn name(&self) -> &str {
         LOCAL
     }
@@ -270,7 +270,7 @@ impl AudioGenerator for LocalGenerator {
 }
 
 #[async_trait]
-impl SpeechGenerator for LocalGenerator {
+impl Generator<SpeechRequest> for LocalGenerator {
     fn name(&self) -> &str {
         LOCAL
     }
@@ -301,7 +301,7 @@ impl SpeechGenerator for LocalGenerator {
 }
 
 #[async_trait]
-impl AvatarGenerator for LocalGenerator {
+impl Generator<AvatarRequest> for LocalGenerator {
     fn name(&self) -> &str {
         LOCAL
     }

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 
 use crate::core::retry::with_deadline;
-use crate::domain::generation::{GenerationError, ImageGenerator, ImageRequest, SpeechGenerator, SpeechRequest, Stop};
+use crate::domain::generation::{GenerationError, Generator, ImageRequest, SpeechRequest, Stop};
 use crate::domain::media::until_cancelled;
 
 /// The API's address when none is configured (as the SDKs' `OPENAI_BASE_URL`).
@@ -79,7 +79,7 @@ impl OpenAi {
 }
 
 #[async_trait]
-impl ImageGenerator for OpenAi {
+impl Generator<ImageRequest> for OpenAi {
     fn name(&self) -> &str {
         PROVIDER
     }
@@ -107,7 +107,7 @@ impl ImageGenerator for OpenAi {
 }
 
 #[async_trait]
-impl SpeechGenerator for OpenAi {
+impl Generator<SpeechRequest> for OpenAi {
     fn name(&self) -> &str {
         PROVIDER
     }

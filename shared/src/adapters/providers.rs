@@ -16,38 +16,39 @@ use super::openai::OpenAi;
 use super::secrets::SecretsManager;
 use crate::config::{GenerationSettings, ProviderAccess, ProviderChoice, ProviderKey};
 use crate::domain::generation::{
-    GenerationError, Generators, ImageGenerator, ImageRequest, SpeechGenerator, SpeechRequest, Stop, VideoGenerator,
-    VideoRequest,
+    GenerationError, Generator, Generators, ImageRequest, SpeechRequest, Stop, VideoRequest,
 };
 
 /// The providers of `settings`, with ffmpeg at `ffmpeg` for the local ones and the
 /// deployment's Secrets Manager for keys kept there.
 pub fn generators(settings: &GenerationSettings, ffmpeg: &Path, secrets: Option<SecretsManager>) -> Generators {
     let local = Arc::new(LocalGenerator::new(ffmpeg, &settings.espeak, &settings.font));
-    let openai = || Arc::new(Lazy::new("openai", settings.openai.clone(), secrets.clone(), OpenAi::new));
-    let image: Arc<dyn ImageGenerator> = match settings.image {
+    let openai = || Arc::new(BuiltOnFirstUse::new("openai", settings.openai.clone(), secrets.clone(), OpenAi::new));
+    let image: Arc<dyn Generator<ImageRequest>> = match settings.image {
         ProviderChoice::OpenAi => openai(),
         _ => local.clone(),
     };
-    let speech: Arc<dyn SpeechGenerator> = match settings.speech {
+    let speech: Arc<dyn Generator<SpeechRequest>> = match settings.speech {
         ProviderChoice::OpenAi => openai(),
         _ => local.clone(),
     };
-    let veo: Option<Arc<dyn VideoGenerator>> = match settings.video {
-        ProviderChoice::Gemini => Some(Arc::new(Lazy::new("gemini-veo", settings.gemini.clone(), secrets, Veo::new))),
+    let veo: Option<Arc<dyn Generator<VideoRequest>>> = match settings.video {
+        ProviderChoice::Gemini => {
+            Some(Arc::new(BuiltOnFirstUse::new("gemini-veo", settings.gemini.clone(), secrets, Veo::new)))
+        }
         _ => None,
     };
     Generators { image, video: local.clone(), veo, audio: local.clone(), speech, avatar: local }
 }
 
 /// An HTTP adapter built on first use from its address and key.
-struct Lazy<P> {
+struct BuiltOnFirstUse<P> {
     name: &'static str,
     make: Box<dyn Fn() -> BoxFuture<'static, anyhow::Result<P>> + Send + Sync>,
     built: tokio::sync::OnceCell<P>,
 }
 
-impl<P: Send + Sync + 'static> Lazy<P> {
+impl<P: Send + Sync + 'static> BuiltOnFirstUse<P> {
     fn new(
         name: &'static str,
         access: Option<ProviderAccess>,
@@ -84,34 +85,12 @@ impl<P: Send + Sync + 'static> Lazy<P> {
 }
 
 #[async_trait]
-impl<P: ImageGenerator + 'static> ImageGenerator for Lazy<P> {
+impl<R: Sync + 'static, P: Generator<R> + 'static> Generator<R> for BuiltOnFirstUse<P> {
     fn name(&self) -> &str {
         self.name
     }
 
-    async fn generate(&self, request: &ImageRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError> {
-        self.provider().await?.generate(request, output, stop).await
-    }
-}
-
-#[async_trait]
-impl<P: SpeechGenerator + 'static> SpeechGenerator for Lazy<P> {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    async fn generate(&self, request: &SpeechRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError> {
-        self.provider().await?.generate(request, output, stop).await
-    }
-}
-
-#[async_trait]
-impl<P: VideoGenerator + 'static> VideoGenerator for Lazy<P> {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    async fn generate(&self, request: &VideoRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError> {
+    async fn generate(&self, request: &R, output: &Path, stop: &Stop) -> Result<(), GenerationError> {
         self.provider().await?.generate(request, output, stop).await
     }
 }

@@ -143,7 +143,7 @@ async fn handle(
         return Ok(response);
     }
     // The sandbox publisher's post pages (the URLs of its posts).
-    if method == http::Method::GET && path.starts_with(crate::domain::social::publisher::SANDBOX_PATH_PREFIX) {
+    if method == http::Method::GET && path.starts_with(crate::adapters::sandbox_social::SANDBOX_PATH_PREFIX) {
         let response = social_sandbox::handle(&app, &path).await;
         let status = response.status().as_u16();
         tracing::info!(%method, path, status, ms = started.elapsed().as_secs_f64() * 1000.0, "request");

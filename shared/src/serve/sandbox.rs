@@ -12,8 +12,8 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Method, StatusCode};
 
 use super::blobs::{full_body, ResponseBody};
+use crate::adapters::sandbox_billing::SANDBOX_DECLINE;
 use crate::app::App;
-use crate::domain::credits::billing::SANDBOX_DECLINE;
 use crate::domain::credits::service::{self, CreditError, CreditPorts, SandboxOutcome};
 use crate::domain::credits::{Checkout, CheckoutStatus, Purchase};
 use crate::domain::ids::CheckoutId;

@@ -7,10 +7,10 @@ use bytes::Bytes;
 use http::{header, HeaderValue, StatusCode};
 
 use super::blobs::{full_body, ResponseBody};
+use crate::adapters::sandbox_social::SANDBOX_PATH_PREFIX;
 use crate::app::App;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::{PostId, SocialConnectionId};
-use crate::domain::social::publisher::SANDBOX_PATH_PREFIX;
 use crate::domain::social::{PublisherKind, ResultStatus};
 
 /// Escapes text for HTML.

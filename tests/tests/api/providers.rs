@@ -19,9 +19,7 @@ use serde_json::{json, Value};
 use shared::adapters::gemini::Veo;
 use shared::adapters::openai::OpenAi;
 use shared::core::retry::RetryPolicy;
-use shared::domain::generation::{
-    GenerationError, ImageGenerator, ImageRequest, SpeechGenerator, SpeechRequest, Stop, VideoGenerator, VideoRequest,
-};
+use shared::domain::generation::{GenerationError, Generator, ImageRequest, SpeechRequest, Stop, VideoRequest};
 use tokio::time::Instant;
 
 /// The key the fakes accept.
@@ -402,8 +400,8 @@ async fn openai_image_is_the_png_openai_answers_for_the_request() {
     let output = folder.path().join("image.png");
     let (_cancel, stop) = stop_after(Duration::from_secs(20));
 
-    assert_eq!(ImageGenerator::name(&openai), "openai");
-    ImageGenerator::generate(&openai, &square_image("a red square"), &output, &stop).await.unwrap();
+    assert_eq!(Generator::<ImageRequest>::name(&openai), "openai");
+    Generator::<ImageRequest>::generate(&openai, &square_image("a red square"), &output, &stop).await.unwrap();
 
     assert_eq!(std::fs::read(&output).unwrap(), png);
     let probed = probe(&output).await;
@@ -433,8 +431,8 @@ async fn openai_speech_is_the_wav_openai_streams() {
     let output = folder.path().join("speech.wav");
     let (_cancel, stop) = stop_after(Duration::from_secs(20));
 
-    assert_eq!(SpeechGenerator::name(&openai), "openai");
-    SpeechGenerator::generate(&openai, &speech("Hello there."), &output, &stop).await.unwrap();
+    assert_eq!(Generator::<SpeechRequest>::name(&openai), "openai");
+    Generator::<SpeechRequest>::generate(&openai, &speech("Hello there."), &output, &stop).await.unwrap();
 
     assert_eq!(std::fs::read(&output).unwrap(), wav);
     let probed = probe(&output).await;
@@ -457,14 +455,15 @@ async fn openai_refusals_reach_the_provider_error_with_openais_message() {
     let output = folder.path().join("image.png");
     let (_cancel, stop) = stop_after(Duration::from_secs(20));
 
-    let moderated = ImageGenerator::generate(&openai, &square_image("something not allowed"), &output, &stop).await;
+    let moderated =
+        Generator::<ImageRequest>::generate(&openai, &square_image("something not allowed"), &output, &stop).await;
     assert_eq!(
         provider_message(moderated, "openai"),
         "400 Bad Request: Your request was rejected as a result of our safety system. Your prompt may contain text \
          that is not allowed by our safety system."
     );
     let odd_size = ImageRequest { width: 64, height: 48, ..square_image("a red square") };
-    let refused = ImageGenerator::generate(&openai, &odd_size, &output, &stop).await;
+    let refused = Generator::<ImageRequest>::generate(&openai, &odd_size, &output, &stop).await;
     assert_eq!(
         provider_message(refused, "openai"),
         "400 Bad Request: Invalid value: 64x48. Supported values are: '1024x1024', '1024x1536', '1536x1024', 'auto'."
@@ -482,9 +481,10 @@ async fn openai_wrong_key_gets_openais_401_message() {
 
     let expected = "401 Unauthorized: Incorrect API key provided: sk-************0000. You can find your API key at \
                     https://platform.openai.com/account/api-keys.";
-    let image = ImageGenerator::generate(&openai, &square_image("a"), &folder.path().join("a.png"), &stop).await;
+    let image =
+        Generator::<ImageRequest>::generate(&openai, &square_image("a"), &folder.path().join("a.png"), &stop).await;
     assert_eq!(provider_message(image, "openai"), expected);
-    let spoken = SpeechGenerator::generate(&openai, &speech("a"), &folder.path().join("a.wav"), &stop).await;
+    let spoken = Generator::<SpeechRequest>::generate(&openai, &speech("a"), &folder.path().join("a.wav"), &stop).await;
     assert_eq!(provider_message(spoken, "openai"), expected);
 }
 
@@ -496,7 +496,8 @@ async fn openai_server_that_never_answers_times_out_at_the_deadline() {
     let (_cancel, stop) = stop_after(Duration::from_secs(2));
     let started = Instant::now();
 
-    let outcome = SpeechGenerator::generate(&openai, &speech("hi"), &folder.path().join("a.wav"), &stop).await;
+    let outcome =
+        Generator::<SpeechRequest>::generate(&openai, &speech("hi"), &folder.path().join("a.wav"), &stop).await;
 
     let took = started.elapsed();
     match outcome {
@@ -518,7 +519,7 @@ async fn openai_cancel_stops_a_request_in_flight() {
     let output = folder.path().join("a.png");
     let request = square_image("a");
 
-    let generation = ImageGenerator::generate(&openai, &request, &output, &stop);
+    let generation = Generator::<ImageRequest>::generate(&openai, &request, &output, &stop);
     let canceller = async {
         while fake.received().is_empty() {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -540,7 +541,7 @@ async fn openai_overloaded_answers_are_retried_until_one_succeeds() {
     let output = folder.path().join("image.png");
     let (_cancel, stop) = stop_after(Duration::from_secs(20));
 
-    ImageGenerator::generate(&openai, &square_image("a red square"), &output, &stop).await.unwrap();
+    Generator::<ImageRequest>::generate(&openai, &square_image("a red square"), &output, &stop).await.unwrap();
 
     assert_eq!(std::fs::read(&output).unwrap(), png);
     assert_eq!(fake.requests(), ["POST /v1/images/generations", "POST /v1/images/generations"]);
@@ -555,7 +556,8 @@ async fn openai_rate_limit_that_lasts_ends_as_the_provider_error_before_the_dead
     let (_cancel, stop) = stop_after(Duration::from_secs(3));
     let started = Instant::now();
 
-    let outcome = ImageGenerator::generate(&openai, &square_image("a"), &folder.path().join("a.png"), &stop).await;
+    let outcome =
+        Generator::<ImageRequest>::generate(&openai, &square_image("a"), &folder.path().join("a.png"), &stop).await;
 
     let message = provider_message(outcome, "openai");
     assert!(message.starts_with("429 Too Many Requests: Rate limit reached for gpt-image-1"), "{message}");
@@ -571,7 +573,7 @@ async fn openai_answer_without_a_png_is_a_provider_error() {
     let output = folder.path().join("image.png");
     let (_cancel, stop) = stop_after(Duration::from_secs(20));
 
-    let outcome = ImageGenerator::generate(&openai, &square_image("a"), &output, &stop).await;
+    let outcome = Generator::<ImageRequest>::generate(&openai, &square_image("a"), &output, &stop).await;
 
     assert_eq!(provider_message(outcome, "openai"), "data[0].b64_json is not a PNG");
     assert!(!output.exists());
@@ -586,7 +588,8 @@ async fn openai_unreachable_server_is_unavailable() {
     let folder = tempfile::tempdir().unwrap();
     let (_cancel, stop) = stop_after(Duration::from_secs(20));
 
-    let outcome = SpeechGenerator::generate(&openai, &speech("hi"), &folder.path().join("a.wav"), &stop).await;
+    let outcome =
+        Generator::<SpeechRequest>::generate(&openai, &speech("hi"), &folder.path().join("a.wav"), &stop).await;
 
     assert!(matches!(outcome, Err(GenerationError::Unavailable(_))), "{outcome:?}");
 }

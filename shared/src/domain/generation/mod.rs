@@ -112,63 +112,33 @@ pub enum GenerationError {
     Unavailable(anyhow::Error),
 }
 
-/// Makes images.
+/// A provider of one kind of media, asked by its request type `R` ([`ImageRequest`]:
+/// a PNG; [`VideoRequest`]: an MP4; [`AudioRequest`]: an `.m4a`; [`SpeechRequest`]: a
+/// WAV; [`AvatarRequest`]: an MP4).
 #[async_trait]
-pub trait ImageGenerator: Send + Sync {
+pub trait Generator<R: Sync>: Send + Sync {
     /// The provider's name, cited in `sources`.
     fn name(&self) -> &str;
-    /// Writes a PNG for `request` to `output`.
-    async fn generate(&self, request: &ImageRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError>;
-}
-
-/// Makes video clips.
-#[async_trait]
-pub trait VideoGenerator: Send + Sync {
-    fn name(&self) -> &str;
-    /// Writes an MP4 for `request` to `output`.
-    async fn generate(&self, request: &VideoRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError>;
-}
-
-/// Makes music and sound effects.
-#[async_trait]
-pub trait AudioGenerator: Send + Sync {
-    fn name(&self) -> &str;
-    /// Writes an `.m4a` for `request` to `output`.
-    async fn generate(&self, request: &AudioRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError>;
-}
-
-/// Speaks text.
-#[async_trait]
-pub trait SpeechGenerator: Send + Sync {
-    fn name(&self) -> &str;
-    /// Writes a WAV of `request` to `output`.
-    async fn generate(&self, request: &SpeechRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError>;
-}
-
-/// Makes talking avatars.
-#[async_trait]
-pub trait AvatarGenerator: Send + Sync {
-    fn name(&self) -> &str;
-    /// Writes an MP4 for `request` to `output`.
-    async fn generate(&self, request: &AvatarRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError>;
+    /// Writes the file `request` asks for to `output`.
+    async fn generate(&self, request: &R, output: &Path, stop: &Stop) -> Result<(), GenerationError>;
 }
 
 /// The provider of each kind.
 #[derive(Clone)]
 pub struct Generators {
-    pub image: Arc<dyn ImageGenerator>,
+    pub image: Arc<dyn Generator<ImageRequest>>,
     /// Video of the models a configured adapter does not serve.
-    pub video: Arc<dyn VideoGenerator>,
+    pub video: Arc<dyn Generator<VideoRequest>>,
     /// Video of the veo models, when an adapter for them is configured.
-    pub veo: Option<Arc<dyn VideoGenerator>>,
-    pub audio: Arc<dyn AudioGenerator>,
-    pub speech: Arc<dyn SpeechGenerator>,
-    pub avatar: Arc<dyn AvatarGenerator>,
+    pub veo: Option<Arc<dyn Generator<VideoRequest>>>,
+    pub audio: Arc<dyn Generator<AudioRequest>>,
+    pub speech: Arc<dyn Generator<SpeechRequest>>,
+    pub avatar: Arc<dyn Generator<AvatarRequest>>,
 }
 
 impl Generators {
     /// The provider that makes a video of `model`.
-    pub fn video_for(&self, model: &str) -> &Arc<dyn VideoGenerator> {
+    pub fn video_for(&self, model: &str) -> &Arc<dyn Generator<VideoRequest>> {
         match &self.veo {
             Some(veo) if model.starts_with("veo-") => veo,
             _ => &self.video,

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
-use super::{PublisherKind, SandboxBehavior, SocialConnection, SocialPost};
-use crate::domain::media::ports::BlobStore;
+use super::{PublisherKind, SocialConnection, SocialPost};
 
 /// A medium handed to a publisher: a local copy of a stored medium of the post.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,100 +105,4 @@ pub trait CredentialVault: Send + Sync {
     async fn replace(&self, reference: &str, credentials: &Map<String, Value>) -> anyhow::Result<String>;
     /// Deletes the credentials of `reference` for good; done when they are gone already.
     async fn delete(&self, reference: &str) -> anyhow::Result<()>;
-}
-
-/// The local vault: the reference is the credentials themselves (the embedded backend's
-/// database is the only copy, as for every other local secret).
-pub struct InlineVault;
-
-/// The prefix of an inline reference.
-const INLINE: &str = "inline:";
-
-#[async_trait]
-impl CredentialVault for InlineVault {
-    async fn put(&self, _name: &str, credentials: &Map<String, Value>) -> anyhow::Result<String> {
-        Ok(format!("{INLINE}{}", serde_json::to_string(credentials)?))
-    }
-
-    async fn get(&self, reference: &str) -> anyhow::Result<Map<String, Value>> {
-        let text = reference
-            .strip_prefix(INLINE)
-            .ok_or_else(|| anyhow::anyhow!("a credential reference that is not inline reached the local vault"))?;
-        Ok(serde_json::from_str(text)?)
-    }
-
-    async fn replace(&self, _reference: &str, credentials: &Map<String, Value>) -> anyhow::Result<String> {
-        Ok(format!("{INLINE}{}", serde_json::to_string(credentials)?))
-    }
-
-    async fn delete(&self, _reference: &str) -> anyhow::Result<()> {
-        // The reference is the only copy: it goes with the connection's record.
-        Ok(())
-    }
-}
-
-/// The local sandbox: it keeps a copy of each medium under `social-sandbox/` and answers
-/// post URLs `{public_url}/sandbox/social/{organization}/{post}/{connection}`, a page
-/// `serve` shows. Each connection says what it does ([`SandboxBehavior`]): post, fail,
-/// or accept and finish when asked about the post again.
-pub struct SandboxPublisher {
-    pub public_url: String,
-    pub blobs: Arc<dyn BlobStore>,
-}
-
-/// Where the sandbox's post pages are.
-pub const SANDBOX_PATH_PREFIX: &str = "/sandbox/social/";
-
-impl SandboxPublisher {
-    fn url(&self, post: &SocialPost, connection: &SocialConnection) -> String {
-        let base = self.public_url.trim_end_matches('/');
-        format!("{base}{SANDBOX_PATH_PREFIX}{}/{}/{}", post.organization_id, post.id, connection.id)
-    }
-
-    fn platform_post_id(post: &SocialPost, connection: &SocialConnection) -> String {
-        format!("sandbox-{}-{}", post.id, connection.id)
-    }
-}
-
-#[async_trait]
-impl Publisher for SandboxPublisher {
-    async fn publish(
-        &self,
-        post: &SocialPost,
-        connection: &SocialConnection,
-        _credentials: Option<&Map<String, Value>>,
-        media: &[MediumFile],
-    ) -> anyhow::Result<Published> {
-        if connection.sandbox_behavior == SandboxBehavior::Fail {
-            return Ok(Published::Failed(format!(
-                "the sandbox refused the post: connection {} is set to fail (sandbox_behavior: fail)",
-                connection.id
-            )));
-        }
-        for (index, medium) in media.iter().enumerate() {
-            let key = sandbox_key(post, connection, index);
-            self.blobs.put_file(&key, std::path::Path::new(&medium.path), &medium.content_type).await?;
-        }
-        let platform_post_id = Self::platform_post_id(post, connection);
-        Ok(match connection.sandbox_behavior {
-            SandboxBehavior::Async => Published::Accepted { platform_post_id },
-            _ => Published::Posted { platform_post_id, post_url: self.url(post, connection) },
-        })
-    }
-
-    async fn status(
-        &self,
-        post: &SocialPost,
-        connection: &SocialConnection,
-        _credentials: Option<&Map<String, Value>>,
-        platform_post_id: &str,
-    ) -> anyhow::Result<Published> {
-        // Asked again: an accepted post is finished now.
-        Ok(Published::Posted { platform_post_id: platform_post_id.to_owned(), post_url: self.url(post, connection) })
-    }
-}
-
-/// The sandbox's copy of medium `index` of a post to a connection.
-pub fn sandbox_key(post: &SocialPost, connection: &SocialConnection, index: usize) -> String {
-    format!("social-sandbox/{}/{}/{}/{index}", post.organization_id, post.id, connection.id)
 }

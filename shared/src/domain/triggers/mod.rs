@@ -409,7 +409,7 @@ pub struct Triggers<'a> {
 }
 
 /// A trigger found for a request: its state, agent and node.
-struct Found {
+struct TriggerInAgent {
     state: TriggerState,
     agent: AgentRecord,
     spec: TriggerSpec,
@@ -555,7 +555,7 @@ impl Triggers<'_> {
         let Some(found) = find_state(self.repo, self.agents, state, true).await? else {
             return Ok(Fired::default());
         };
-        let Found { state, agent, spec } = found;
+        let TriggerInAgent { state, agent, spec } = found;
         match &spec {
             TriggerSpec::Schedule { cron, timezone, run_request, .. } => {
                 if !spec.enabled() {
@@ -621,7 +621,7 @@ impl Triggers<'_> {
         id: AgentNodeId,
         now: Timestamp,
     ) -> Result<Vec<RunId>, TriggerError> {
-        let Found { state, agent, spec } = find(self.repo, self.agents, organization, id).await?;
+        let TriggerInAgent { state, agent, spec } = find(self.repo, self.agents, organization, id).await?;
         if !spec.enabled() {
             return Err(TriggerError::Disabled);
         }
@@ -878,7 +878,7 @@ pub async fn view(
     organization: OrganizationId,
     id: AgentNodeId,
 ) -> Result<TriggerView, TriggerError> {
-    let Found { state, .. } = find(repo, agents, organization, id).await?;
+    let TriggerInAgent { state, .. } = find(repo, agents, organization, id).await?;
     let node_type = nodes::find(state.node_type_id).ok_or(TriggerError::NotFound)?;
     Ok(TriggerView {
         trigger_id: id,
@@ -896,7 +896,7 @@ async fn find(
     agents: &dyn AgentRepo,
     organization: OrganizationId,
     id: AgentNodeId,
-) -> Result<Found, TriggerError> {
+) -> Result<TriggerInAgent, TriggerError> {
     let state = repo.trigger(organization, id).await?.ok_or(TriggerError::NotFound)?;
     find_state(repo, agents, state, false).await?.ok_or(TriggerError::NotFound)
 }
@@ -908,11 +908,11 @@ async fn find_state(
     agents: &dyn AgentRepo,
     state: TriggerState,
     clean: bool,
-) -> anyhow::Result<Option<Found>> {
+) -> anyhow::Result<Option<TriggerInAgent>> {
     let agent = agents.get_agent(state.organization_id, state.agent_id).await?;
     let spec = agent.as_ref().and_then(|agent| agent.graph.node(state.trigger_id)).and_then(spec_of);
     match (agent, spec) {
-        (Some(agent), Some(spec)) => Ok(Some(Found { state, agent, spec })),
+        (Some(agent), Some(spec)) => Ok(Some(TriggerInAgent { state, agent, spec })),
         _ => {
             if clean {
                 // False: a later write removed or changed it already.

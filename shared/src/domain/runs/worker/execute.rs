@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::super::Fault;
-use super::{Made, Outcome, Stop, Worker};
+use super::{Outcome, Stop, TaskOutput, Worker};
 use crate::core::blocking::off_runtime;
 use crate::domain::ids::MediaId;
 use crate::domain::media::{Edit, MediaError, MediaType, RenderInput, RenderJob};
@@ -18,13 +18,13 @@ use crate::domain::runs::engine::Delivered;
 use crate::domain::runs::{GeneratedBy, MediaFile, NodeIndex, Run, TaskIndex, TaskSource};
 
 /// Where one task's files go: a scratch folder of its own, and keys under one base.
-struct Workspace {
+struct TaskFiles {
     scratch: tempfile::TempDir,
     /// Every stored file's key is this with an extension.
     base: String,
 }
 
-impl Workspace {
+impl TaskFiles {
     fn output(&self) -> std::path::PathBuf {
         self.scratch.path().join("output.mp4")
     }
@@ -40,7 +40,7 @@ impl Worker {
         cancelled: tokio::sync::watch::Receiver<bool>,
     ) -> anyhow::Result<Outcome> {
         tokio::fs::create_dir_all(&self.scratch).await?;
-        let workspace = Workspace {
+        let workspace = TaskFiles {
             scratch: tempfile::Builder::new().prefix("task-").tempdir_in(&self.scratch)?,
             base: format!(
                 "runs/{}/{}/{index}-{attempt}-{}",
@@ -59,20 +59,20 @@ impl Worker {
             TaskSource::Generate => self.generate_task(run, index, scratch, &stop).await?,
         };
         let file = match made {
-            Made::Failed(message) => return Ok(Outcome::Failed(message, None, Fault::Ours)),
-            Made::FailedAt(message, node) => return Ok(Outcome::Failed(message, Some(node), Fault::Ours)),
-            Made::Refused(message, node) => return Ok(Outcome::Failed(message, node, Fault::Caller)),
-            Made::Cancelled => return Ok(Outcome::Cancelled),
-            Made::Blocked => return Ok(Outcome::Blocked),
-            Made::Existing(file) => file,
-            Made::Rendered => match self.store_made(&workspace, &output, MediaType::Video).await? {
+            TaskOutput::Failed(message) => return Ok(Outcome::Failed(message, None, Fault::Ours)),
+            TaskOutput::FailedAt(message, node) => return Ok(Outcome::Failed(message, Some(node), Fault::Ours)),
+            TaskOutput::Refused(message, node) => return Ok(Outcome::Failed(message, node, Fault::Caller)),
+            TaskOutput::Cancelled => return Ok(Outcome::Cancelled),
+            TaskOutput::Blocked => return Ok(Outcome::Blocked),
+            TaskOutput::Existing(file) => file,
+            TaskOutput::Rendered => match self.store_made(&workspace, &output, MediaType::Video).await? {
                 Ok(file) => file,
                 Err(problem) => {
                     let message = format!("the rendered video is not readable: {problem}");
                     return Ok(Outcome::Failed(message, None, Fault::Ours));
                 }
             },
-            Made::Generated { path, media, provider } => match self.store_made(&workspace, &path, media).await? {
+            TaskOutput::Generated { path, media, provider } => match self.store_made(&workspace, &path, media).await? {
                 Ok(file) => MediaFile { generated: Some(GeneratedBy { provider, link: None }), ..file },
                 Err(problem) => {
                     let node = *task.nodes.first().unwrap_or(&NodeIndex(0));
@@ -101,7 +101,7 @@ impl Worker {
     /// task fails) when it does not.
     async fn store_made(
         &self,
-        workspace: &Workspace,
+        workspace: &TaskFiles,
         path: &Path,
         media: MediaType,
     ) -> anyhow::Result<Result<MediaFile, String>> {
@@ -126,7 +126,7 @@ impl Worker {
         index: TaskIndex,
         file: &MediaFile,
         kind: MediaKind,
-        workspace: &Workspace,
+        workspace: &TaskFiles,
     ) -> anyhow::Result<(Delivered, Vec<MediaRecord>)> {
         // A generated file an edit goes on to use is linked (sources, the timeline), but
         // shown nowhere: no thumbnail.
@@ -194,7 +194,7 @@ impl Worker {
         run: &Run,
         index: TaskIndex,
         file: &MediaFile,
-        workspace: &Workspace,
+        workspace: &TaskFiles,
     ) -> anyhow::Result<Option<String>> {
         let path = workspace.scratch.path().join("thumbnail.jpg");
         let location = self.blobs.read_location(&file.key, file.version.as_deref()).await?;
@@ -225,13 +225,13 @@ impl Worker {
         scratch: &Path,
         output: &Path,
         stop: &Stop,
-    ) -> anyhow::Result<Made> {
+    ) -> anyhow::Result<TaskOutput> {
         let mut inputs = Vec::new();
         // A generated image or sound the chain's first node takes through a connection.
         let mut connected = None;
         for source in sources {
             let Some(file) = &run.tasks[*source].result else {
-                return Ok(Made::Failed(format!("the result of task {source} is missing")));
+                return Ok(TaskOutput::Failed(format!("the result of task {source} is missing")));
             };
             if file.media != MediaType::Video {
                 connected = Some(self.blobs.read_location(&file.key, file.version.as_deref()).await?);
@@ -268,13 +268,13 @@ impl Worker {
                     edit_nodes.push(node_index);
                 }
                 Ok(None) => {}
-                Err(problem) => return Ok(Made::Refused(problem, Some(node_index))),
+                Err(problem) => return Ok(TaskOutput::Refused(problem, Some(node_index))),
             }
         }
         if let ([_], true) = (sources, edits.is_empty()) {
             // Nothing to change (a Destination): the file passes on, whatever it holds.
             let file = run.tasks[sources[0]].result.clone().unwrap_or_else(|| unreachable!("checked above"));
-            return Ok(Made::Existing(file));
+            return Ok(TaskOutput::Existing(file));
         }
         self.render(inputs, edits, &edit_nodes, output, stop).await
     }
@@ -287,18 +287,18 @@ impl Worker {
         edit_nodes: &[NodeIndex],
         output: &Path,
         stop: &Stop,
-    ) -> anyhow::Result<Made> {
+    ) -> anyhow::Result<TaskOutput> {
         let budget = stop.deadline.saturating_duration_since(tokio::time::Instant::now());
         let job = RenderJob { inputs, edits, output: output.to_owned(), budget };
         match self.toolkit.render(&job, stop.cancelled.clone()).await {
-            Ok(()) => Ok(Made::Rendered),
-            Err(MediaError::Cancelled) => Ok(Made::Cancelled),
+            Ok(()) => Ok(TaskOutput::Rendered),
+            Err(MediaError::Cancelled) => Ok(TaskOutput::Cancelled),
             Err(MediaError::Unavailable(error)) => Err(error),
             Err(MediaError::InvalidEdit { edit, message }) => Ok(match edit_nodes.get(edit) {
-                Some(node) => Made::FailedAt(message, *node),
-                None => Made::Failed(message),
+                Some(node) => TaskOutput::FailedAt(message, *node),
+                None => TaskOutput::Failed(message),
             }),
-            Err(error) => Ok(Made::Failed(error.to_string())),
+            Err(error) => Ok(TaskOutput::Failed(error.to_string())),
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::Worker;
-use super::{Made, Stop};
+use super::{Stop, TaskOutput};
 use crate::domain::avatars::{AvatarFile, AvatarStatus};
 use crate::domain::generation::{AvatarReference, AvatarRequest, GenerationError, SpeechRequest};
 use crate::domain::ids::AvatarProfileId;
@@ -22,10 +22,13 @@ impl Worker {
         index: TaskIndex,
         scratch: &Path,
         stop: &Stop,
-    ) -> anyhow::Result<Made> {
+    ) -> anyhow::Result<TaskOutput> {
         let node = *run.tasks[index].nodes.first().unwrap_or(&NodeIndex(0));
         let Some(generation) = run.nodes[node].settings().generation() else {
-            return Ok(Made::Refused(format!("{} needs its parameters set", run.nodes[node].type_name()), Some(node)));
+            return Ok(TaskOutput::Refused(
+                format!("{} needs its parameters set", run.nodes[node].type_name()),
+                Some(node),
+            ));
         };
         let media = generation.media();
         let output = scratch.join(format!("generated.{}", media.extension()));
@@ -48,11 +51,11 @@ impl Worker {
             }
         };
         Ok(match made {
-            (provider, Ok(())) => Made::Generated { path: output, media, provider },
-            (_, Err(GenerationError::Cancelled)) => Made::Cancelled,
+            (provider, Ok(())) => TaskOutput::Generated { path: output, media, provider },
+            (_, Err(GenerationError::Cancelled)) => TaskOutput::Cancelled,
             // An unreachable provider or a missing tool fails the node saying so; a
             // resume tries again.
-            (_, Err(error)) => Made::FailedAt(error.to_string(), node),
+            (_, Err(error)) => TaskOutput::FailedAt(error.to_string(), node),
         })
     }
 }
@@ -67,11 +70,11 @@ impl Worker {
         ask: &AvatarAsk<'_>,
         scratch: &Path,
         stop: &Stop,
-    ) -> anyhow::Result<Made> {
+    ) -> anyhow::Result<TaskOutput> {
         let AvatarAsk { profile, script, video_model } = *ask;
-        let failed = |message: String| Ok(Made::FailedAt(format!("AI Avatar: {message}"), node));
+        let failed = |message: String| Ok(TaskOutput::FailedAt(format!("AI Avatar: {message}"), node));
         // The caller's profile is the problem: its credits are kept.
-        let refused = |message: String| Ok(Made::Refused(format!("AI Avatar: {message}"), Some(node)));
+        let refused = |message: String| Ok(TaskOutput::Refused(format!("AI Avatar: {message}"), Some(node)));
         let found = match AvatarProfileId::parse(profile) {
             Some(id) => self.avatars.get_avatar(run.organization_id, id).await?,
             None => None,
@@ -87,7 +90,7 @@ impl Worker {
                         AVATAR_WAIT.as_secs() / 60
                     ));
                 }
-                return Ok(Made::Blocked);
+                return Ok(TaskOutput::Blocked);
             }
             _ => {
                 let why = found.status_message.unwrap_or_else(|| "no reason recorded".into());
@@ -98,7 +101,7 @@ impl Worker {
         let speaker = &self.generators.speech;
         match speaker.generate(&SpeechRequest { text: script.to_owned() }, &speech, stop).await {
             Ok(()) => {}
-            Err(GenerationError::Cancelled) => return Ok(Made::Cancelled),
+            Err(GenerationError::Cancelled) => return Ok(TaskOutput::Cancelled),
             Err(error) => return failed(format!("the script could not be spoken: {error}")),
         }
         let speech_ms = match self.probe.probe(&format!("file:{}", speech.display())).await {
@@ -129,9 +132,11 @@ impl Worker {
         let output = scratch.join("generated.mp4");
         let provider = &self.generators.avatar;
         Ok(match provider.generate(&request, &output, stop).await {
-            Ok(()) => Made::Generated { path: output, media: MediaType::Video, provider: provider.name().to_owned() },
-            Err(GenerationError::Cancelled) => Made::Cancelled,
-            Err(error) => Made::FailedAt(error.to_string(), node),
+            Ok(()) => {
+                TaskOutput::Generated { path: output, media: MediaType::Video, provider: provider.name().to_owned() }
+            }
+            Err(GenerationError::Cancelled) => TaskOutput::Cancelled,
+            Err(error) => TaskOutput::FailedAt(error.to_string(), node),
         })
     }
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::Worker;
-use super::{Made, Stop, MAX_DOWNLOAD_BYTES, MAX_INPUT_MS};
+use super::{Stop, TaskOutput, MAX_DOWNLOAD_BYTES, MAX_INPUT_MS};
 use crate::domain::media::ports::{DownloadError, WEB_PAGE_REFUSAL};
 use crate::domain::media::{until_cancelled, Edit, MediaType, ProbeReport, RenderInput};
 use crate::domain::runs::{InputSource, MediaFile, Run};
@@ -19,7 +19,7 @@ impl Worker {
         scratch: &Path,
         output: &Path,
         stop: &Stop,
-    ) -> anyhow::Result<Made> {
+    ) -> anyhow::Result<TaskOutput> {
         let bound = &run.inputs[input];
         let (location, stored) = match &bound.source {
             InputSource::Upload { key, version, .. } => {
@@ -39,7 +39,7 @@ impl Worker {
                 let download = tokio::time::timeout_at(stop.deadline, download);
                 let downloaded = tokio::select! {
                     downloaded = download => downloaded,
-                    () = until_cancelled(stop.cancelled.clone()) => return Ok(Made::Cancelled),
+                    () = until_cancelled(stop.cancelled.clone()) => return Ok(TaskOutput::Cancelled),
                 };
                 match downloaded {
                     Ok(Ok(_)) => (format!("file:{}", path.display()), None),
@@ -53,13 +53,13 @@ impl Worker {
                             }
                             _ => format!("{url}: {problem}"),
                         };
-                        return Ok(Made::Refused(message, None));
+                        return Ok(TaskOutput::Refused(message, None));
                     }
                     Ok(Err(DownloadError::Failed(error))) => {
-                        return Ok(Made::Failed(format!("{url} could not be downloaded: {error:#}")))
+                        return Ok(TaskOutput::Failed(format!("{url} could not be downloaded: {error:#}")))
                     }
                     Err(_) => {
-                        return Ok(Made::Failed(format!(
+                        return Ok(TaskOutput::Failed(format!(
                             "{url} could not be downloaded within the task's time limit of {} s",
                             self.task_budget.as_secs()
                         )))
@@ -69,14 +69,16 @@ impl Worker {
         };
         let report = match self.probe.probe(&location).await {
             Ok(report) => report,
-            Err(error) => return Ok(Made::Refused(format!("the input video is not readable media: {error}"), None)),
+            Err(error) => {
+                return Ok(TaskOutput::Refused(format!("the input video is not readable media: {error}"), None))
+            }
         };
         let (facts, ready) = match facts_of(&report) {
             Ok(facts) => facts,
-            Err(problem) => return Ok(Made::Refused(format!("the input is not usable: {problem}"), None)),
+            Err(problem) => return Ok(TaskOutput::Refused(format!("the input is not usable: {problem}"), None)),
         };
         if facts.duration_ms > MAX_INPUT_MS {
-            return Ok(Made::Refused(
+            return Ok(TaskOutput::Refused(
                 format!(
                     "the input video is {} s long; at most 5 hours (18000 s) are accepted",
                     facts.duration_ms / 1000
@@ -86,7 +88,7 @@ impl Worker {
         }
         let start = bound.clip_start_ms.unwrap_or(0);
         if start >= facts.duration_ms {
-            return Ok(Made::Refused(
+            return Ok(TaskOutput::Refused(
                 format!("the clip window starts at {start} ms, after the end of the video ({} ms)", facts.duration_ms),
                 None,
             ));
@@ -94,7 +96,7 @@ impl Worker {
         let window = start > 0 || bound.clip_end_ms.is_some_and(|end| end < facts.duration_ms);
         if !window && ready {
             if let Some((key, version)) = stored {
-                return Ok(Made::Existing(MediaFile { key, version, ..facts }));
+                return Ok(TaskOutput::Existing(MediaFile { key, version, ..facts }));
             }
         }
         let edits = if window { vec![Edit::Clip { start_ms: start, end_ms: bound.clip_end_ms }] } else { Vec::new() };

@@ -46,7 +46,7 @@ pub const MAX_INPUT_MS: u64 = 5 * 60 * 60 * 1000;
 use crate::domain::generation::Stop;
 
 /// What a task's media work produced.
-enum Made {
+enum TaskOutput {
     /// A new file at the task's output path.
     Rendered,
     /// An existing file, passed on.
@@ -128,7 +128,7 @@ pub(super) enum Outcome {
 }
 
 /// What the claim's change of the run decided, and what a refused claim leaves to do.
-enum ClaimAnswer {
+enum ClaimDecision {
     /// Claimed; true when the charge left the balance under the auto top-up threshold.
     Claimed(bool),
     GaveUp,
@@ -163,7 +163,7 @@ impl Worker {
     /// error means it should be delivered again later.
     pub async fn process(&self, message: NodeTask) -> anyhow::Result<Processed> {
         let mut claimed = self.claim(message, false).await?;
-        if let Claimed::Waiting { wait, blocked } = &claimed {
+        if let ClaimOutcome::Waiting { wait, blocked } = &claimed {
             // Blocked on an avatar profile or for credits: looked at without a write,
             // claimed once it is ready (or failed, or gone: the task then fails saying
             // so), or once the balance covers it (or its wait for a top-up is over). An
@@ -177,7 +177,7 @@ impl Worker {
             }
             claimed = self.claim(message, true).await?;
         }
-        if let Claimed::Short { shortfall, waits } = claimed {
+        if let ClaimOutcome::Short { shortfall, waits } = claimed {
             if !waits {
                 return Ok(Processed::Done);
             }
@@ -187,18 +187,18 @@ impl Worker {
             }
         }
         let run = match claimed {
-            Claimed::Run(run, low) => {
+            ClaimOutcome::Run(run, low) => {
                 if low {
                     self.top_up(message.organization_id, 0).await;
                 }
                 run
             }
-            Claimed::Nothing => return Ok(Processed::Done),
-            Claimed::Waiting { .. } => return Ok(Processed::Later(self.blocked_retry)),
-            Claimed::Short { waits, .. } => {
+            ClaimOutcome::Nothing => return Ok(Processed::Done),
+            ClaimOutcome::Waiting { .. } => return Ok(Processed::Later(self.blocked_retry)),
+            ClaimOutcome::Short { waits, .. } => {
                 return Ok(if waits { Processed::Later(self.blocked_retry) } else { Processed::Done })
             }
-            Claimed::Held(until) => {
+            ClaimOutcome::Held(until) => {
                 let wait = until.unix_millis().saturating_sub(self.clock.now().unix_millis()) + 1_000;
                 tracing::info!(run_id = %message.run_id, task = message.task.0, "task message waits for the claim it met");
                 return Ok(Processed::Later(Duration::from_millis(wait)));
@@ -244,7 +244,7 @@ impl Worker {
     /// there is nothing to do. A refused message (a duplicate, or
     /// its task ended) sends again what its task queued and the run's never-attempted
     /// webhook deliveries, in case the worker that ended it stopped before sending them.
-    async fn claim(&self, message: NodeTask, take_blocked: bool) -> anyhow::Result<Claimed> {
+    async fn claim(&self, message: NodeTask, take_blocked: bool) -> anyhow::Result<ClaimOutcome> {
         let NodeTask { organization_id: organization, run_id, task, attempt, .. } = message;
         let (now, lease) = (self.clock.now(), self.lease());
         let changed = change_run(
@@ -256,38 +256,38 @@ impl Worker {
             |run, funds| {
                 if !take_blocked {
                     if let Some(wait) = waited_for(run, task, attempt) {
-                        return Ok(Change::Keep(ClaimAnswer::Waiting(wait)));
+                        return Ok(Change::Keep(ClaimDecision::Waiting(wait)));
                     }
                     if let Some(wait) = avatar_to_check(run, task, attempt) {
-                        return Ok(Change::Keep(ClaimAnswer::Unclaimed(wait)));
+                        return Ok(Change::Keep(ClaimDecision::Unclaimed(wait)));
                     }
                 }
                 let block = run.tasks.get(task.0).and_then(|task| task.credits.clone());
                 Ok(match run.claim(task, attempt, now, lease) {
                     Claim::Claimed => self.pay(run, (task, attempt), block, funds, now),
-                    Claim::GaveUp => Change::Store(ClaimAnswer::GaveUp, Vec::new()),
-                    Claim::Held(until) => Change::Keep(ClaimAnswer::Held(until)),
+                    Claim::GaveUp => Change::Store(ClaimDecision::GaveUp, Vec::new()),
+                    Claim::Held(until) => Change::Keep(ClaimDecision::Held(until)),
                     Claim::Refused(why) => {
                         tracing::info!(%run_id, task = task.0, attempt, why, "task message needs no work");
                         let resend =
                             run.queued_after(task, attempt).into_iter().map(|index| run.message(index)).collect();
-                        Change::Keep(ClaimAnswer::Refused { resend, has_events: run.webhook_sequence > 0 })
+                        Change::Keep(ClaimDecision::Refused { resend, has_events: run.webhook_sequence > 0 })
                     }
                 })
             },
         )
         .await;
         match changed {
-            Ok((Some(run), ClaimAnswer::Claimed(low))) => Ok(Claimed::Run(Box::new(run), low)),
-            Ok((Some(_), ClaimAnswer::Short { shortfall, waits })) => Ok(Claimed::Short { shortfall, waits }),
+            Ok((Some(run), ClaimDecision::Claimed(low))) => Ok(ClaimOutcome::Run(Box::new(run), low)),
+            Ok((Some(_), ClaimDecision::Short { shortfall, waits })) => Ok(ClaimOutcome::Short { shortfall, waits }),
             Ok((Some(run), _)) => {
                 send_tasks(self.queue.as_ref(), &run, &queued_tasks(&run)).await?;
-                Ok(Claimed::Nothing)
+                Ok(ClaimOutcome::Nothing)
             }
-            Ok((_, ClaimAnswer::Held(until))) => Ok(Claimed::Held(until)),
-            Ok((_, ClaimAnswer::Waiting(wait))) => Ok(Claimed::Waiting { wait, blocked: true }),
-            Ok((_, ClaimAnswer::Unclaimed(wait))) => Ok(Claimed::Waiting { wait, blocked: false }),
-            Ok((_, ClaimAnswer::Refused { resend, has_events })) => {
+            Ok((_, ClaimDecision::Held(until))) => Ok(ClaimOutcome::Held(until)),
+            Ok((_, ClaimDecision::Waiting(wait))) => Ok(ClaimOutcome::Waiting { wait, blocked: true }),
+            Ok((_, ClaimDecision::Unclaimed(wait))) => Ok(ClaimOutcome::Waiting { wait, blocked: false }),
+            Ok((_, ClaimDecision::Refused { resend, has_events })) => {
                 if has_events {
                     self.queue_unsent_events(organization, run_id).await?;
                 }
@@ -295,9 +295,9 @@ impl Worker {
                     tracing::info!(%run_id, task = task.0, tasks = resend.len(), "queueing again the tasks this ended task queued");
                     self.queue.send(&resend).await?;
                 }
-                Ok(Claimed::Nothing)
+                Ok(ClaimOutcome::Nothing)
             }
-            Ok((None, _)) | Err(RunError::NotFound) => Ok(Claimed::Nothing),
+            Ok((None, _)) | Err(RunError::NotFound) => Ok(ClaimOutcome::Nothing),
             Err(error) => Err(anyhow::anyhow!("{error}")),
         }
     }
@@ -314,15 +314,15 @@ impl Worker {
         block: Option<CreditBlock>,
         funds: Option<&crate::domain::credits::Account>,
         now: Timestamp,
-    ) -> Change<ClaimAnswer> {
+    ) -> Change<ClaimDecision> {
         if run.tasks[task].charged.is_some() {
-            return Change::Store(ClaimAnswer::Claimed(false), Vec::new());
+            return Change::Store(ClaimDecision::Claimed(false), Vec::new());
         }
         let prices = run.task_prices(task, None, self.prices);
         let price: u64 = prices.iter().sum();
         if price == 0 {
             run.charge(task, prices);
-            return Change::Store(ClaimAnswer::Claimed(false), Vec::new());
+            return Change::Store(ClaimDecision::Claimed(false), Vec::new());
         }
         let Some(account) = funds else { return Change::NeedsAccount };
         let price_credits = i64::try_from(price).unwrap_or(i64::MAX);
@@ -333,7 +333,7 @@ impl Worker {
             let low = auto.enabled
                 && account.plan.allows_top_ups()
                 && left < i64::try_from(auto.threshold).unwrap_or(i64::MAX);
-            return Change::Store(ClaimAnswer::Claimed(low), Vec::new());
+            return Change::Store(ClaimDecision::Claimed(low), Vec::new());
         }
         let top_ups = account.auto_topup.enabled && account.plan.allows_top_ups();
         let top_up_until = match block {
@@ -346,7 +346,7 @@ impl Worker {
         run.block_for_credits(task, attempt, block, now);
         let shortfall = price.saturating_sub(account.balance.max(0) as u64);
         tracing::info!(run_id = %run.id, task = task.0, price, balance = account.balance, waits, "task blocked for credits");
-        Change::Store(ClaimAnswer::Short { shortfall, waits }, Vec::new())
+        Change::Store(ClaimDecision::Short { shortfall, waits }, Vec::new())
     }
 
     /// Buys credits when the organization's auto top-up is on (see
@@ -512,7 +512,7 @@ pub fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
 }
 
 /// What a claim on a task message found.
-enum Claimed {
+enum ClaimOutcome {
     /// This worker holds the task: the run to work on, and whether its charge left the
     /// balance under the auto top-up threshold.
     Run(Box<Run>, bool),
@@ -522,7 +522,7 @@ enum Claimed {
     Held(Timestamp),
     /// The task waits for this: blocked already, or (an AI Avatar task) still queued.
     Waiting { wait: WaitFor, blocked: bool },
-    /// The task was blocked for credits (see [`ClaimAnswer::Short`]).
+    /// The task was blocked for credits (see [`ClaimDecision::Short`]).
     Short { shortfall: u64, waits: bool },
 }
 
