@@ -9,11 +9,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::domain::media::filter::{seconds, FilterGraph, STEREO_48K};
 use crate::domain::media::ports::MediaToolkit;
-use crate::domain::media::{
-    duration_after, reframed_size, CaptionPosition, Corner, Edit, Loudness, MediaError, PreviewJob, RenderJob,
-    SILENCE_DB, SILENCE_MIN_S,
-};
+use crate::domain::media::{Edit, Loudness, MediaError, PreviewJob, RenderJob, SILENCE_DB, SILENCE_MIN_S};
+use crate::domain::nodes::clip::starts_too_late;
 
 /// Encoder settings of every output (the performance script's reference command uses
 /// the same).
@@ -65,233 +64,102 @@ impl Ffmpeg {
 }
 
 /// The ffmpeg arguments of a job (without the program), and the folder to run in (where
-/// caption files are, so that the filter names them without any path quoting).
+/// caption files are, so that the filter names them without any path quoting): the
+/// inputs, joined when there are several, then each edit's piece of the filter graph
+/// (its tile's [`Filter`]), then the encoders.
 pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), MediaError> {
     let mut args: Vec<String> = ["-nostdin", "-hide_banner", "-loglevel", "error", "-y"].map(String::from).to_vec();
-    let mut graph = String::new();
-    let mut label = 0usize;
-    let mut next = |prefix: &str| {
-        label += 1;
-        format!("{prefix}{label}")
-    };
-    let mut edits: &[Edit] = &job.edits;
-    let (mut video, mut audio, mut width, mut height, mut duration);
-    let mut extra_inputs = job.inputs.len();
-    match job.inputs.as_slice() {
-        [] => return Err(MediaError::Invalid("a render needs at least one input".into())),
-        [only] => {
-            // A leading clip is a seek on the input: nothing before the window is decoded.
-            if let Some(Edit::Clip { start_ms, end_ms }) = edits.first() {
-                let end = end_ms.unwrap_or(only.duration_ms).min(only.duration_ms);
-                if *start_ms >= end {
-                    return Err(MediaError::InvalidEdit {
-                        edit: 0,
-                        message: format!(
-                            "Clip: start_ms ({start_ms}) is not before the end of its input ({} ms)",
-                            only.duration_ms
-                        ),
-                    });
-                }
-                args.extend(["-ss".into(), seconds(*start_ms), "-t".into(), seconds(end - start_ms)]);
-                duration = end - start_ms;
-                edits = &edits[1..];
-            } else {
-                duration = only.duration_ms;
-            }
-            args.extend(input(&only.location));
-            // Even dimensions, as yuv420p needs.
-            let (w, h) = (only.width / 2 * 2, only.height / 2 * 2);
-            let out = next("v");
-            let _ = write!(graph, "[0:v]scale={w}:{h},setsar=1[{out}];");
-            (video, width, height) = (out, w, h);
-            audio = only.has_audio.then(|| "0:a".to_owned());
-        }
-        several => {
-            let (w, h) = (several[0].width / 2 * 2, several[0].height / 2 * 2);
-            let mut pairs = String::new();
-            for (index, input) in several.iter().enumerate() {
-                args.extend(self::input(&input.location));
-                let (v, a) = (next("v"), next("a"));
-                let _ = write!(
-                    graph,
-                    "[{index}:v]scale={w}:{h}:force_original_aspect_ratio=decrease,pad={w}:{h}:(ow-iw)/2:(oh-ih)/2,\
-                     setsar=1,fps={CONCAT_FPS},format=yuv420p[{v}];"
-                );
-                if input.has_audio {
-                    let _ = write!(graph, "[{index}:a]aformat=sample_rates=48000:channel_layouts=stereo[{a}];");
-                } else {
-                    let _ =
-                        write!(graph, "anullsrc=r=48000:cl=stereo,atrim=duration={}[{a}];", seconds(input.duration_ms));
-                }
-                let _ = write!(pairs, "[{v}][{a}]");
-            }
-            let (v, a) = (next("v"), next("a"));
-            let _ = write!(graph, "{pairs}concat=n={}:v=1:a=1[{v}][{a}];", several.len());
-            (video, width, height) = (v, w, h);
-            audio = Some(a);
-            duration = several.iter().map(|input| input.duration_ms).sum();
-        }
-    }
-    let mut folder = None;
+    let mut graph = FilterGraph::new(job.inputs.len());
+    let edits = open_inputs(job, &mut args, &mut graph)?;
     // Positions in the job's edits (a leading clip, done as a seek, is not in `edits`).
     let first = job.edits.len() - edits.len();
+    let mut folder = None;
     for (position, edit) in edits.iter().enumerate() {
-        match edit {
-            Edit::Clip { start_ms, end_ms } => {
-                let end = end_ms.unwrap_or(duration).min(duration);
-                if *start_ms >= end {
-                    return Err(MediaError::InvalidEdit {
-                        edit: first + position,
-                        message: format!(
-                            "Clip: start_ms ({start_ms}) is not before the end of its input ({duration} ms)"
-                        ),
-                    });
-                }
-                let range = format!("start={}:end={}", seconds(*start_ms), seconds(end));
-                let out = next("v");
-                let _ = write!(graph, "[{video}]trim={range},setpts=PTS-STARTPTS[{out}];");
-                video = out;
-                if let Some(current) = &audio {
-                    let out = next("a");
-                    let _ = write!(graph, "[{current}]atrim={range},asetpts=PTS-STARTPTS[{out}];");
-                    audio = Some(out);
-                }
-            }
-            Edit::Reframe { width: aw, height: ah, pad_color } => {
-                let (w, h) = reframed_size(width, height, (*aw, *ah), pad_color.is_some());
-                let out = next("v");
-                match pad_color {
-                    Some(color) => {
-                        let color = color.trim_start_matches('#');
-                        let _ =
-                            write!(graph, "[{video}]pad={w}:{h}:(ow-iw)/2:(oh-ih)/2:color=0x{color},setsar=1[{out}];");
-                    }
-                    None => {
-                        let _ = write!(graph, "[{video}]crop={w}:{h},setsar=1[{out}];");
-                    }
-                }
-                (video, width, height) = (out, w, h);
-            }
-            Edit::Captions { srt, font_size, color, position } => {
-                let name = srt.file_name().and_then(|name| name.to_str()).unwrap_or_default();
-                folder = srt.parent().map(Path::to_path_buf);
-                // ASS colours are &HBBGGRR.
-                let rgb = color.trim_start_matches('#');
-                let bgr = if rgb.len() == 6 {
-                    format!("{}{}{}", &rgb[4..6], &rgb[2..4], &rgb[0..2])
-                } else {
-                    "FFFFFF".into()
-                };
-                let alignment = match position {
-                    CaptionPosition::Bottom => 2,
-                    CaptionPosition::Center => 5,
-                    CaptionPosition::Top => 8,
-                };
-                let out = next("v");
-                let _ = write!(
-                    graph,
-                    "[{video}]subtitles=filename={name}:force_style='FontSize={font_size},PrimaryColour=&H00{bgr},\
-                     Alignment={alignment}'[{out}];"
-                );
-                video = out;
-            }
-            Edit::Music { location, volume, ducking } => {
-                args.extend(["-stream_loop", "-1"].map(String::from));
-                args.extend(input(location));
-                let music = next("m");
-                let _ = write!(
-                    graph,
-                    "[{extra_inputs}:a]aformat=sample_rates=48000:channel_layouts=stereo,volume={volume}[{music}];"
-                );
-                extra_inputs += 1;
-                let out = next("a");
-                match &audio {
-                    None => {
-                        let _ = write!(graph, "[{music}]atrim=duration={}[{out}];", seconds(duration));
-                    }
-                    Some(current) => {
-                        let voice = next("a");
-                        let _ = write!(graph, "[{current}]aformat=sample_rates=48000:channel_layouts=stereo[{voice}];");
-                        if *ducking {
-                            let (mix, side, ducked) = (next("a"), next("a"), next("m"));
-                            let _ = write!(
-                                graph,
-                                "[{voice}]asplit[{mix}][{side}];[{music}][{side}]sidechaincompress=threshold=0.03:\
-                                 ratio=8:attack=20:release=300[{ducked}];[{mix}][{ducked}]amix=inputs=2:duration=first:\
-                                 normalize=0[{out}];"
-                            );
-                        } else {
-                            let _ = write!(graph, "[{voice}][{music}]amix=inputs=2:duration=first:normalize=0[{out}];");
-                        }
-                    }
-                }
-                audio = Some(out);
-            }
-            Edit::Overlay { location, position, opacity, scale } => {
-                args.extend(input(location));
-                let image_width = ((width as f64 * scale / 2.0).round() as u32 * 2).max(2);
-                let (x, y) = match position {
-                    Corner::TopLeft => ("10", "10"),
-                    Corner::TopRight => ("main_w-overlay_w-10", "10"),
-                    Corner::BottomLeft => ("10", "main_h-overlay_h-10"),
-                    Corner::BottomRight => ("main_w-overlay_w-10", "main_h-overlay_h-10"),
-                    Corner::Center => ("(main_w-overlay_w)/2", "(main_h-overlay_h)/2"),
-                };
-                let (image, out) = (next("i"), next("v"));
-                let _ = write!(
-                    graph,
-                    "[{extra_inputs}:v]scale={image_width}:-1,format=rgba,colorchannelmixer=aa={opacity}[{image}];\
-                     [{video}][{image}]overlay=x={x}:y={y}:eof_action=repeat[{out}];"
-                );
-                extra_inputs += 1;
-                video = out;
-            }
-            Edit::Speed { factor } => {
-                let out = next("v");
-                let _ = write!(graph, "[{video}]setpts=PTS/{factor}[{out}];");
-                video = out;
-                if let Some(current) = &audio {
-                    let out = next("a");
-                    let tempos: Vec<String> =
-                        atempo_steps(*factor).iter().map(|step| format!("atempo={step}")).collect();
-                    let _ = write!(graph, "[{current}]{}[{out}];", tempos.join(","));
-                    audio = Some(out);
-                }
-            }
+        edit.write(&mut graph).map_err(|message| MediaError::InvalidEdit { edit: first + position, message })?;
+        if let Some(subtitles) = edit.subtitles() {
+            folder = subtitles.parent().map(Path::to_path_buf);
         }
-        duration = duration_after(edit, duration);
+        graph.duration_ms = edit.duration_after(graph.duration_ms);
     }
+    for added in graph.added_inputs() {
+        if added.looped {
+            args.extend(["-stream_loop", "-1"].map(String::from));
+        }
+        args.extend(input(&added.location));
+    }
+    let video = graph.video.clone();
     let _ = write!(graph, "[{video}]format=yuv420p[vout]");
-    args.extend(["-filter_complex".into(), graph, "-map".into(), "[vout]".into()]);
-    if let Some(audio) = audio {
+    args.extend(["-filter_complex".into(), graph.text().to_owned(), "-map".into(), "[vout]".into()]);
+    if let Some(audio) = graph.audio.take() {
         // A stream label from the graph is bracketed; an input's stream is not.
         let map = if audio.contains(':') { audio } else { format!("[{audio}]") };
         args.extend(["-map".into(), map]);
         args.extend(AUDIO_ENCODER.map(String::from));
     }
     args.extend(VIDEO_ENCODER.map(String::from));
-    args.extend(["-t".into(), seconds(duration), "-movflags".into(), "+faststart".into()]);
+    args.extend(["-t".into(), seconds(graph.duration_ms), "-movflags".into(), "+faststart".into()]);
     args.push(job.output.display().to_string());
     Ok((args, folder))
 }
 
-/// atempo factors (each within 0.5..=2) whose product is `factor`.
-fn atempo_steps(mut factor: f64) -> Vec<f64> {
-    let mut steps = Vec::new();
-    while factor > 2.0 {
-        steps.push(2.0);
-        factor /= 2.0;
+/// Opens the job's inputs and writes the graph's first piece (one input scaled to even
+/// dimensions, or several joined end to end); answers the edits left to write. A
+/// leading window of a single input is a seek on it: nothing before it is decoded.
+fn open_inputs<'a>(
+    job: &'a RenderJob,
+    args: &mut Vec<String>,
+    graph: &mut FilterGraph,
+) -> Result<&'a [Edit], MediaError> {
+    let mut edits: &[Edit] = &job.edits;
+    match job.inputs.as_slice() {
+        [] => return Err(MediaError::Invalid("a render needs at least one input".into())),
+        [only] => {
+            graph.duration_ms = only.duration_ms;
+            if let Some((start_ms, end_ms)) = edits.first().and_then(|edit| edit.window()) {
+                let end = end_ms.unwrap_or(only.duration_ms).min(only.duration_ms);
+                if start_ms >= end {
+                    let message = starts_too_late(start_ms, only.duration_ms);
+                    return Err(MediaError::InvalidEdit { edit: 0, message });
+                }
+                args.extend(["-ss".into(), seconds(start_ms), "-t".into(), seconds(end - start_ms)]);
+                graph.duration_ms = end - start_ms;
+                edits = &edits[1..];
+            }
+            args.extend(input(&only.location));
+            // Even dimensions, as yuv420p needs.
+            let (w, h) = (only.width / 2 * 2, only.height / 2 * 2);
+            let out = graph.label("v");
+            let _ = write!(graph, "[0:v]scale={w}:{h},setsar=1[{out}];");
+            (graph.video, graph.width, graph.height) = (out, w, h);
+            graph.audio = only.has_audio.then(|| "0:a".to_owned());
+        }
+        several => {
+            let (w, h) = (several[0].width / 2 * 2, several[0].height / 2 * 2);
+            let mut pairs = String::new();
+            for (index, input) in several.iter().enumerate() {
+                args.extend(self::input(&input.location));
+                let (v, a) = (graph.label("v"), graph.label("a"));
+                let _ = write!(
+                    graph,
+                    "[{index}:v]scale={w}:{h}:force_original_aspect_ratio=decrease,pad={w}:{h}:(ow-iw)/2:(oh-ih)/2,\
+                     setsar=1,fps={CONCAT_FPS},format=yuv420p[{v}];"
+                );
+                if input.has_audio {
+                    let _ = write!(graph, "[{index}:a]{STEREO_48K}[{a}];");
+                } else {
+                    let _ =
+                        write!(graph, "anullsrc=r=48000:cl=stereo,atrim=duration={}[{a}];", seconds(input.duration_ms));
+                }
+                let _ = write!(pairs, "[{v}][{a}]");
+            }
+            let (v, a) = (graph.label("v"), graph.label("a"));
+            let _ = write!(graph, "{pairs}concat=n={}:v=1:a=1[{v}][{a}];", several.len());
+            (graph.video, graph.width, graph.height) = (v, w, h);
+            graph.audio = Some(a);
+            graph.duration_ms = several.iter().map(|input| input.duration_ms).sum();
+        }
     }
-    while factor < 0.5 {
-        steps.push(0.5);
-        factor /= 0.5;
-    }
-    steps.push(factor);
-    steps
-}
-
-fn seconds(ms: u64) -> String {
-    format!("{}.{:03}", ms / 1000, ms % 1000)
+    Ok(edits)
 }
 
 impl Ffmpeg {
@@ -412,7 +280,7 @@ impl Ffmpeg {
     ) -> Result<RenderJob, MediaError> {
         let mut job = job.clone();
         for (position, edit) in job.edits.iter_mut().enumerate() {
-            let Edit::Captions { srt, .. } = edit else { continue };
+            let Some(srt) = edit.subtitles() else { continue };
             let ass = srt.with_extension("ass");
             let args: Vec<String> = ["-nostdin", "-hide_banner", "-loglevel", "error", "-y"]
                 .into_iter()
@@ -420,9 +288,10 @@ impl Ffmpeg {
                 .map(String::from)
                 .chain([srt.display().to_string(), ass.display().to_string()])
                 .collect();
+            let name = edit.name();
             let not_srt = || MediaError::InvalidEdit {
                 edit: position,
-                message: "Captions: srt has no caption that SubRip can read".into(),
+                message: format!("{name}: srt has no caption that SubRip can read"),
             };
             match self.run(&args, None, CAPTIONS_BUDGET, cancelled.clone()).await {
                 Ok(()) => {}
@@ -433,7 +302,7 @@ impl Ffmpeg {
             if !written.lines().any(|line| line.starts_with("Dialogue:")) {
                 return Err(not_srt());
             }
-            *srt = ass;
+            *edit = edit.with_subtitles(ass).unwrap_or_else(|| edit.clone());
         }
         Ok(job)
     }
@@ -514,8 +383,23 @@ impl MediaToolkit for Ffmpeg {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::domain::media::RenderInput;
+    use crate::domain::nodes::background_music::MusicFilter;
+    use crate::domain::nodes::clip::ClipFilter;
+    use crate::domain::nodes::overlay::{Corner, OverlayFilter};
+    use crate::domain::nodes::reframe::ReframeFilter;
+    use crate::domain::nodes::speed::SpeedFilter;
+
+    fn clip(start_ms: u64, end_ms: Option<u64>) -> Edit {
+        Arc::new(ClipFilter { start_ms, end_ms })
+    }
+
+    fn speed(factor: f64) -> Edit {
+        Arc::new(SpeedFilter { factor })
+    }
 
     fn input(duration_ms: u64) -> RenderInput {
         RenderInput { location: "file:/in.mp4".into(), duration_ms, width: 320, height: 240, has_audio: true }
@@ -526,9 +410,9 @@ mod tests {
         let job = RenderJob {
             inputs: vec![input(4000)],
             edits: vec![
-                Edit::Clip { start_ms: 1000, end_ms: Some(3000) },
-                Edit::Reframe { width: 9, height: 16, pad_color: None },
-                Edit::Speed { factor: 4.0 },
+                clip(1000, Some(3000)),
+                Arc::new(ReframeFilter { aspect: (9, 16), pad_color: None }),
+                speed(4.0),
             ],
             output: "/out.mp4".into(),
             budget: Duration::from_secs(1),
@@ -546,11 +430,11 @@ mod tests {
     fn a_clip_past_the_end_names_its_position_in_the_job() {
         let job =
             |edits| RenderJob { inputs: vec![input(4000)], edits, output: "/o.mp4".into(), budget: Duration::ZERO };
-        let late = Edit::Clip { start_ms: 800, end_ms: None };
-        let leading = arguments(&job(vec![Edit::Clip { start_ms: 4000, end_ms: None }])).unwrap_err();
+        let late = clip(800, None);
+        let leading = arguments(&job(vec![clip(4000, None)])).unwrap_err();
         assert!(matches!(leading, MediaError::InvalidEdit { edit: 0, .. }), "{leading}");
         // 1 s kept, at double speed: 500 ms left, so a clip from 800 ms is past the end.
-        let edits = vec![Edit::Clip { start_ms: 0, end_ms: Some(1000) }, Edit::Speed { factor: 2.0 }, late];
+        let edits = vec![clip(0, Some(1000)), speed(2.0), late];
         let error = arguments(&job(edits)).unwrap_err();
         assert!(matches!(error, MediaError::InvalidEdit { edit: 2, .. }), "{error}");
         assert_eq!(error.to_string(), "Clip: start_ms (800) is not before the end of its input (500 ms)");
@@ -561,8 +445,13 @@ mod tests {
         let job = RenderJob {
             inputs: vec![input(4000), RenderInput { location: "https://bucket/v?sig".into(), ..input(1000) }],
             edits: vec![
-                Edit::Music { location: "file:/m.mp3".into(), volume: 1.0, ducking: false },
-                Edit::Overlay { location: "file:/i.png".into(), position: Corner::Center, opacity: 1.0, scale: 0.2 },
+                Arc::new(MusicFilter { location: "file:/m.mp3".into(), volume: 1.0, ducking: false }),
+                Arc::new(OverlayFilter {
+                    location: "file:/i.png".into(),
+                    position: Corner::Center,
+                    opacity: 1.0,
+                    scale: 0.2,
+                }),
             ],
             output: "/o.mp4".into(),
             budget: Duration::ZERO,
@@ -589,11 +478,5 @@ mod tests {
         let loudness = loudness_of(log).unwrap();
         assert_eq!((loudness.mean_db, loudness.max_db, loudness.silent_ms), (-21.4, -3.0, 1750));
         assert!(loudness_of("no volume here").is_none());
-    }
-
-    #[test]
-    fn atempo_steps_stay_in_range() {
-        assert_eq!(atempo_steps(0.25), vec![0.5, 0.5]);
-        assert_eq!(atempo_steps(3.0), vec![2.0, 1.5]);
     }
 }

@@ -4,9 +4,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod filter;
 mod links;
 pub mod ports;
 
+pub use filter::Edit;
 pub use links::{MediaKind, MediaLinks, MediaRecord, LINK_TTL, MEDIA_PATH_PREFIX};
 
 /// A finalized file, frozen where no upload URL can change it.
@@ -115,43 +117,8 @@ pub struct RenderInput {
     pub has_audio: bool,
 }
 
-/// Where a picture element goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Corner {
-    TopLeft,
-    TopRight,
-    BottomLeft,
-    BottomRight,
-    Center,
-}
-
-/// Where captions go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CaptionPosition {
-    Bottom,
-    Top,
-    Center,
-}
-
-/// One edit of a chain.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Edit {
-    /// Keeps `start_ms..end_ms` (to the end when None).
-    Clip { start_ms: u64, end_ms: Option<u64> },
-    /// Crops or pads to `width:height`.
-    Reframe { width: u32, height: u32, pad_color: Option<String> },
-    /// Burns in the SRT file at `srt` (written by the worker).
-    Captions { srt: PathBuf, font_size: u32, color: String, position: CaptionPosition },
-    /// Mixes the audio at `location` under the sound.
-    Music { location: String, volume: f64, ducking: bool },
-    /// Places the image at `location` over the picture.
-    Overlay { location: String, position: Corner, opacity: f64, scale: f64 },
-    /// Plays `factor` times faster, keeping the audio's pitch.
-    Speed { factor: f64 },
-}
-
 /// A render: the inputs (joined end to end when there are several), then the edits.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct RenderJob {
     pub inputs: Vec<RenderInput>,
     pub edits: Vec<Edit>,
@@ -190,52 +157,5 @@ pub async fn until_cancelled(mut cancelled: tokio::sync::watch::Receiver<bool>) 
         if cancelled.changed().await.is_err() {
             std::future::pending::<()>().await;
         }
-    }
-}
-
-/// The duration of a media after an edit, from the duration before it.
-pub fn duration_after(edit: &Edit, duration_ms: u64) -> u64 {
-    match edit {
-        Edit::Clip { start_ms, end_ms } => end_ms.unwrap_or(duration_ms).min(duration_ms).saturating_sub(*start_ms),
-        Edit::Speed { factor } => (duration_ms as f64 / factor).round() as u64,
-        _ => duration_ms,
-    }
-}
-
-/// The size of a picture cropped or padded to `aspect` (w:h), kept even for yuv420p.
-pub fn reframed_size(width: u32, height: u32, aspect: (u32, u32), pad: bool) -> (u32, u32) {
-    let even = |value: f64| ((value / 2.0).round() as u32 * 2).max(2);
-    let (w, h) = (width as f64, height as f64);
-    let target = aspect.0 as f64 / aspect.1 as f64;
-    let wider = w / h > target;
-    match (pad, wider) {
-        // Crop a wide picture's sides, or a tall one's top and bottom.
-        (false, true) => (even(h * target), even(h)),
-        (false, false) => (even(w), even(w / target)),
-        // Pad a wide picture above and below, or a tall one's sides.
-        (true, true) => (even(w), even(w / target)),
-        (true, false) => (even(h * target), even(h)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reframing_keeps_the_picture_inside_its_source_and_even() {
-        assert_eq!(reframed_size(320, 240, (16, 9), false), (320, 180));
-        assert_eq!(reframed_size(320, 240, (9, 16), false), (136, 240));
-        assert_eq!(reframed_size(320, 240, (1, 1), false), (240, 240));
-        assert_eq!(reframed_size(320, 240, (16, 9), true), (426, 240));
-        assert_eq!(reframed_size(320, 240, (9, 16), true), (320, 568));
-        assert_eq!(reframed_size(1920, 1080, (4, 5), false), (864, 1080));
-    }
-
-    #[test]
-    fn durations_follow_clips_and_speed() {
-        assert_eq!(duration_after(&Edit::Clip { start_ms: 500, end_ms: Some(1500) }, 2000), 1000);
-        assert_eq!(duration_after(&Edit::Clip { start_ms: 500, end_ms: Some(9000) }, 2000), 1500);
-        assert_eq!(duration_after(&Edit::Speed { factor: 2.0 }, 2000), 1000);
     }
 }

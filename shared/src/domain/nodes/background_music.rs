@@ -1,5 +1,7 @@
 //! Background Music: mixes an uploaded audio track under the video's sound.
 
+use std::any::Any;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
@@ -10,6 +12,7 @@ use super::schema::{no_rules, node, params_schema, uuid_string};
 use super::tile::{Connectable, CreditCost, EditContext, NodeKind, NodeSettings, NodeType, UploadUse};
 use crate::domain::ids::NodeTypeId;
 use crate::domain::ids::UploadId;
+use crate::domain::media::filter::{seconds, Filter, FilterGraph, STEREO_48K};
 use crate::domain::media::{Edit, MediaType};
 use crate::domain::uploads::UploadKind;
 
@@ -68,7 +71,7 @@ impl NodeSettings for Music {
                 .and_then(context.files)
                 .ok_or_else(|| format!("Background Music: audio {audio} is not available"))?,
         };
-        Ok(Some(Edit::Music { location, volume: self.volume, ducking: self.ducking }))
+        Ok(Some(Arc::new(MusicFilter { location, volume: self.volume, ducking: self.ducking })))
     }
 
     fn place(&self, mut placed: Vec<Placement>, length: u64) -> (Vec<Placement>, u64) {
@@ -76,5 +79,53 @@ impl NodeSettings for Music {
             placed.push(Placement::whole(Medium::Music { upload }, length));
         }
         (placed, length)
+    }
+}
+
+/// Mixes the audio at `location` (looped) under the sound at `volume`, lowered while the
+/// video's own sound plays when `ducking`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MusicFilter {
+    pub location: String,
+    pub volume: f64,
+    pub ducking: bool,
+}
+
+impl Filter for MusicFilter {
+    fn name(&self) -> &'static str {
+        "Background Music"
+    }
+
+    fn write(&self, graph: &mut FilterGraph) -> Result<(), String> {
+        let input = graph.add_input(&self.location, true);
+        let music = graph.label("m");
+        let _ = write!(graph, "[{input}:a]{STEREO_48K},volume={}[{music}];", self.volume);
+        let out = graph.label("a");
+        match graph.audio.clone() {
+            None => {
+                let _ = write!(graph, "[{music}]atrim=duration={}[{out}];", seconds(graph.duration_ms));
+            }
+            Some(current) => {
+                let voice = graph.label("a");
+                let _ = write!(graph, "[{current}]{STEREO_48K}[{voice}];");
+                if self.ducking {
+                    let (mix, side, ducked) = (graph.label("a"), graph.label("a"), graph.label("m"));
+                    let _ = write!(
+                        graph,
+                        "[{voice}]asplit[{mix}][{side}];[{music}][{side}]sidechaincompress=threshold=0.03:\
+                         ratio=8:attack=20:release=300[{ducked}];[{mix}][{ducked}]amix=inputs=2:duration=first:\
+                         normalize=0[{out}];"
+                    );
+                } else {
+                    let _ = write!(graph, "[{voice}][{music}]amix=inputs=2:duration=first:normalize=0[{out}];");
+                }
+            }
+        }
+        graph.audio = Some(out);
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }

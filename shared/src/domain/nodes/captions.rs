@@ -1,5 +1,8 @@
 //! Captions: burns subtitles into the picture (libass), from SRT text given inline.
 
+use std::any::Any;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
@@ -8,7 +11,8 @@ use uuid::uuid;
 use super::schema::{hex_color, node, params_schema, uuid_string};
 use super::tile::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType, ScratchFile, Unready};
 use crate::domain::ids::NodeTypeId;
-use crate::domain::media::{CaptionPosition, Edit};
+use crate::domain::media::filter::{Filter, FilterGraph};
+use crate::domain::media::Edit;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("d4ad2388-2f79-4d9c-9cb1-b953460ffedb"));
 
@@ -93,11 +97,71 @@ impl NodeSettings for Captions {
     }
 
     fn edit(&self, context: &EditContext<'_>) -> Result<Option<Edit>, String> {
-        Ok(Some(Edit::Captions {
-            srt: context.scratch_file.clone().unwrap_or_default(),
+        Ok(Some(Arc::new(CaptionsFilter {
+            subtitles: context.scratch_file.clone().unwrap_or_default(),
             font_size: self.font_size,
             color: self.color.clone(),
             position: self.position,
-        }))
+        })))
+    }
+}
+
+/// Where captions go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptionPosition {
+    Bottom,
+    Top,
+    Center,
+}
+
+/// Burns in the subtitle file at `subtitles` (the SRT the worker wrote, which the
+/// toolkit may convert first), in the render's folder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaptionsFilter {
+    pub subtitles: PathBuf,
+    pub font_size: u32,
+    /// `#RRGGBB`.
+    pub color: String,
+    pub position: CaptionPosition,
+}
+
+impl Filter for CaptionsFilter {
+    fn name(&self) -> &'static str {
+        "Captions"
+    }
+
+    /// The filter names the file without its folder (no path quoting): the render runs
+    /// in that folder.
+    fn write(&self, graph: &mut FilterGraph) -> Result<(), String> {
+        let name = self.subtitles.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+        // ASS colours are &HBBGGRR.
+        let rgb = self.color.trim_start_matches('#');
+        let bgr = if rgb.len() == 6 { format!("{}{}{}", &rgb[4..6], &rgb[2..4], &rgb[0..2]) } else { "FFFFFF".into() };
+        let alignment = match self.position {
+            CaptionPosition::Bottom => 2,
+            CaptionPosition::Center => 5,
+            CaptionPosition::Top => 8,
+        };
+        let (video, out) = (graph.video.clone(), graph.label("v"));
+        let _ = write!(
+            graph,
+            "[{video}]subtitles=filename={name}:force_style='FontSize={},PrimaryColour=&H00{bgr},\
+             Alignment={alignment}'[{out}];",
+            self.font_size
+        );
+        graph.video = out;
+        Ok(())
+    }
+
+    fn subtitles(&self) -> Option<&Path> {
+        Some(&self.subtitles)
+    }
+
+    fn with_subtitles(&self, subtitles: PathBuf) -> Option<Edit> {
+        Some(Arc::new(Self { subtitles, ..self.clone() }))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }

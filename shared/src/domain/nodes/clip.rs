@@ -1,5 +1,7 @@
 //! Clip: keeps one time range of its input.
 
+use std::any::Any;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
@@ -9,6 +11,7 @@ use super::placement::Placement;
 use super::schema::{no_rules, node, params_schema};
 use super::tile::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType};
 use crate::domain::ids::NodeTypeId;
+use crate::domain::media::filter::{seconds, Filter, FilterGraph};
 use crate::domain::media::Edit;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("774577c0-7d6c-42fa-9f2d-fbc179081641"));
@@ -60,7 +63,7 @@ impl NodeSettings for Clip {
         if start_ms == 0 && end_ms.is_none() {
             return Ok(None);
         }
-        Ok(Some(Edit::Clip { start_ms, end_ms }))
+        Ok(Some(Arc::new(ClipFilter { start_ms, end_ms })))
     }
 
     fn place(&self, placed: Vec<Placement>, length: u64) -> (Vec<Placement>, u64) {
@@ -71,5 +74,66 @@ impl NodeSettings for Clip {
         let end = self.end_ms.unwrap_or(length).min(length);
         let placed = placed.iter().filter_map(|part| part.within(self.start_ms, end)).collect();
         (placed, end.saturating_sub(self.start_ms))
+    }
+}
+
+/// Keeps `start_ms..end_ms` of the video (to its end when None).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClipFilter {
+    pub start_ms: u64,
+    pub end_ms: Option<u64>,
+}
+
+/// The refusal of a window that starts at or after the end of its input.
+pub fn starts_too_late(start_ms: u64, duration_ms: u64) -> String {
+    format!("Clip: start_ms ({start_ms}) is not before the end of its input ({duration_ms} ms)")
+}
+
+impl Filter for ClipFilter {
+    fn name(&self) -> &'static str {
+        "Clip"
+    }
+
+    fn write(&self, graph: &mut FilterGraph) -> Result<(), String> {
+        let duration = graph.duration_ms;
+        let end = self.end_ms.unwrap_or(duration).min(duration);
+        if self.start_ms >= end {
+            return Err(starts_too_late(self.start_ms, duration));
+        }
+        let range = format!("start={}:end={}", seconds(self.start_ms), seconds(end));
+        let (video, out) = (graph.video.clone(), graph.label("v"));
+        let _ = write!(graph, "[{video}]trim={range},setpts=PTS-STARTPTS[{out}];");
+        graph.video = out;
+        if let Some(audio) = graph.audio.clone() {
+            let out = graph.label("a");
+            let _ = write!(graph, "[{audio}]atrim={range},asetpts=PTS-STARTPTS[{out}];");
+            graph.audio = Some(out);
+        }
+        Ok(())
+    }
+
+    fn duration_after(&self, duration_ms: u64) -> u64 {
+        self.end_ms.unwrap_or(duration_ms).min(duration_ms).saturating_sub(self.start_ms)
+    }
+
+    fn window(&self) -> Option<(u64, Option<u64>)> {
+        Some((self.start_ms, self.end_ms))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::nodes::speed::SpeedFilter;
+
+    #[test]
+    fn durations_follow_clips_and_speed() {
+        assert_eq!(ClipFilter { start_ms: 500, end_ms: Some(1500) }.duration_after(2000), 1000);
+        assert_eq!(ClipFilter { start_ms: 500, end_ms: Some(9000) }.duration_after(2000), 1500);
+        assert_eq!(SpeedFilter { factor: 2.0 }.duration_after(2000), 1000);
     }
 }

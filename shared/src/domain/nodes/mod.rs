@@ -7,20 +7,20 @@
 
 mod ai_avatar;
 mod audio_generation;
-mod background_music;
-mod captions;
+pub mod background_music;
+pub mod captions;
 mod channel_feed;
-mod clip;
+pub mod clip;
 mod concatenate;
 mod destination;
 mod image_generation;
 mod messages;
-mod overlay;
+pub mod overlay;
 pub mod placement;
-mod reframe;
+pub mod reframe;
 mod schedule;
 mod schema;
-mod speed;
+pub mod speed;
 mod tile;
 mod video_generation;
 mod video_input;

@@ -1,5 +1,7 @@
 //! Overlay: places an uploaded image (e.g. a watermark) over the video.
 
+use std::any::Any;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
@@ -10,7 +12,8 @@ use super::schema::{no_rules, node, params_schema, uuid_string};
 use super::tile::{Connectable, CreditCost, EditContext, NodeKind, NodeSettings, NodeType, UploadUse};
 use crate::domain::ids::NodeTypeId;
 use crate::domain::ids::UploadId;
-use crate::domain::media::{Corner, Edit, MediaType};
+use crate::domain::media::filter::{Filter, FilterGraph};
+use crate::domain::media::{Edit, MediaType};
 use crate::domain::uploads::UploadKind;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("5aa5e31c-34be-4cd1-b618-7a7544f6e4c0"));
@@ -82,7 +85,12 @@ impl NodeSettings for Overlay {
                 .and_then(context.files)
                 .ok_or_else(|| format!("Overlay: image {image} is not available"))?,
         };
-        Ok(Some(Edit::Overlay { location, position: self.position, opacity: self.opacity, scale: self.scale }))
+        Ok(Some(Arc::new(OverlayFilter {
+            location,
+            position: self.position,
+            opacity: self.opacity,
+            scale: self.scale,
+        })))
     }
 
     fn place(&self, mut placed: Vec<Placement>, length: u64) -> (Vec<Placement>, u64) {
@@ -90,5 +98,56 @@ impl NodeSettings for Overlay {
             placed.push(Placement::whole(Medium::Picture { upload }, length));
         }
         (placed, length)
+    }
+}
+
+/// Where a picture element goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Corner {
+    TopLeft,
+    TopRight,
+    BottomLeft,
+    BottomRight,
+    Center,
+}
+
+/// Places the image at `location` over the picture: at `position`, `scale` of the
+/// picture's width, at `opacity`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OverlayFilter {
+    pub location: String,
+    pub position: Corner,
+    pub opacity: f64,
+    pub scale: f64,
+}
+
+impl Filter for OverlayFilter {
+    fn name(&self) -> &'static str {
+        "Overlay"
+    }
+
+    fn write(&self, graph: &mut FilterGraph) -> Result<(), String> {
+        let input = graph.add_input(&self.location, false);
+        let image_width = ((graph.width as f64 * self.scale / 2.0).round() as u32 * 2).max(2);
+        let (x, y) = match self.position {
+            Corner::TopLeft => ("10", "10"),
+            Corner::TopRight => ("main_w-overlay_w-10", "10"),
+            Corner::BottomLeft => ("10", "main_h-overlay_h-10"),
+            Corner::BottomRight => ("main_w-overlay_w-10", "main_h-overlay_h-10"),
+            Corner::Center => ("(main_w-overlay_w)/2", "(main_h-overlay_h)/2"),
+        };
+        let (video, image, out) = (graph.video.clone(), graph.label("i"), graph.label("v"));
+        let _ = write!(
+            graph,
+            "[{input}:v]scale={image_width}:-1,format=rgba,colorchannelmixer=aa={}[{image}];\
+             [{video}][{image}]overlay=x={x}:y={y}:eof_action=repeat[{out}];",
+            self.opacity
+        );
+        graph.video = out;
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }

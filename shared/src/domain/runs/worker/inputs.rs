@@ -2,11 +2,13 @@
 //! a video-sharing site), probed, and cut to its clip window.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use super::Worker;
 use super::{Stop, TaskOutput, MAX_DOWNLOAD_BYTES, MAX_INPUT_MS};
 use crate::domain::media::ports::{DownloadError, WEB_PAGE_REFUSAL};
 use crate::domain::media::{until_cancelled, Edit, MediaType, ProbeReport, RenderInput};
+use crate::domain::nodes::clip::ClipFilter;
 use crate::domain::runs::{InputSource, MediaFile, Run};
 
 impl Worker {
@@ -99,7 +101,8 @@ impl Worker {
                 return Ok(TaskOutput::Existing(MediaFile { key, version, ..facts }));
             }
         }
-        let edits = if window { vec![Edit::Clip { start_ms: start, end_ms: bound.clip_end_ms }] } else { Vec::new() };
+        let edits: Vec<Edit> =
+            if window { vec![Arc::new(ClipFilter { start_ms: start, end_ms: bound.clip_end_ms })] } else { Vec::new() };
         let input = RenderInput {
             location,
             duration_ms: facts.duration_ms,
