@@ -463,16 +463,8 @@ pub async fn upgrade(
     organization: OrganizationId,
     body: &Value,
 ) -> Result<Upgraded, CreditError> {
-    let fields = object(body, "the body", &["plan_id", "success_url", "cancel_url"])?;
-    let plan_id = match fields.get("plan_id") {
-        Some(Value::String(text)) => text,
-        Some(_) => return Err(CreditError::Invalid("plan_id must be a string".into())),
-        None => return Err(CreditError::Invalid("plan_id is required".into())),
-    };
-    let known = PlanId::ALL.map(PlanId::as_str).join(", ");
-    let plan = PlanId::parse(plan_id)
-        .ok_or_else(|| CreditError::Invalid(format!("plan_id: {plan_id:?} is not a plan; plans are {known}")))?;
-    let (success_url, cancel_url) = (return_url(fields, "success_url")?, return_url(fields, "cancel_url")?);
+    let request = UpgradeRequest::parse(body)?;
+    let plan = request.plan;
     let now = ports.clock.now();
     let account = current(ports.credits, organization, now).await?;
     if let Some(reservation) = reserved(&account, now) {
@@ -482,34 +474,79 @@ pub async fn upgrade(
     // checkout.
     let checkout_first = account.plan == PlanId::Free || !ports.billing.has_subscription(&account);
     if checkout_first && plan.is_paid() && plan != account.plan {
-        if success_url.is_none() && !ports.billing.has_return_url() {
-            return Err(CreditError::Invalid(
-                "success_url is required: this deployment has no public address to send the caller back to".into(),
-            ));
-        }
-        let checkout = Checkout {
-            id: CheckoutId::new_v4(),
-            organization_id: organization,
-            purchase: Purchase::Plan { plan },
-            status: CheckoutStatus::Open,
-            success_url,
-            cancel_url,
-            created_at: now,
-            provider_session: None,
-        };
-        // Stored first: the provider's session is opened under the checkout's ID (its
-        // idempotency key), and its payment is matched to this record.
-        ports.credits.put_checkout(&checkout).await?;
-        let opened = ports.billing.open_checkout(&checkout, &account).await?;
-        let checkout = Checkout { provider_session: opened.provider_session, ..checkout };
-        ports.credits.put_checkout(&checkout).await?;
-        return Ok(Upgraded::Checkout { url: opened.url, plan });
+        return open_plan_checkout(ports, &account, request, now).await;
     }
     if plan_move(&account, plan, now)? == Move::Nothing {
         return Ok(Upgraded::Changed { plan });
     }
-    // Reserved on the account (conditional on what was read): the checks hold for the
-    // account as written, and a second change at once finds the reservation.
+    change_plan(ports, organization, plan, now).await
+}
+
+/// `POST /plan/upgrade {plan_id, success_url?, cancel_url?}`, checked.
+struct UpgradeRequest {
+    plan: PlanId,
+    success_url: Option<String>,
+    cancel_url: Option<String>,
+}
+
+impl UpgradeRequest {
+    fn parse(body: &Value) -> Result<Self, CreditError> {
+        let fields = object(body, "the body", &["plan_id", "success_url", "cancel_url"])?;
+        let plan_id = match fields.get("plan_id") {
+            Some(Value::String(text)) => text,
+            Some(_) => return Err(CreditError::Invalid("plan_id must be a string".into())),
+            None => return Err(CreditError::Invalid("plan_id is required".into())),
+        };
+        let known = PlanId::ALL.map(PlanId::as_str).join(", ");
+        let plan = PlanId::parse(plan_id)
+            .ok_or_else(|| CreditError::Invalid(format!("plan_id: {plan_id:?} is not a plan; plans are {known}")))?;
+        let (success_url, cancel_url) = (return_url(fields, "success_url")?, return_url(fields, "cancel_url")?);
+        Ok(Self { plan, success_url, cancel_url })
+    }
+}
+
+/// A checkout of `request`'s paid plan for the account's organization: stored first, so
+/// that the provider's session is opened under the checkout's ID (its idempotency key)
+/// and its payment is matched to this record.
+async fn open_plan_checkout(
+    ports: &CreditPorts<'_>,
+    account: &Account,
+    request: UpgradeRequest,
+    now: Timestamp,
+) -> Result<Upgraded, CreditError> {
+    let UpgradeRequest { plan, success_url, cancel_url } = request;
+    if success_url.is_none() && !ports.billing.has_return_url() {
+        return Err(CreditError::Invalid(
+            "success_url is required: this deployment has no public address to send the caller back to".into(),
+        ));
+    }
+    let checkout = Checkout {
+        id: CheckoutId::new_v4(),
+        organization_id: account.organization_id,
+        purchase: Purchase::Plan { plan },
+        status: CheckoutStatus::Open,
+        success_url,
+        cancel_url,
+        created_at: now,
+        provider_session: None,
+    };
+    ports.credits.put_checkout(&checkout).await?;
+    let opened = ports.billing.open_checkout(&checkout, account).await?;
+    let checkout = Checkout { provider_session: opened.provider_session, ..checkout };
+    ports.credits.put_checkout(&checkout).await?;
+    Ok(Upgraded::Checkout { url: opened.url, plan })
+}
+
+/// Moves a paid subscription to `plan`: reserved on the account (conditional on what was
+/// read: the checks hold for the account as written, and a second change at once finds
+/// the reservation), asked of the provider under the reservation's key, then made (or,
+/// declined, released).
+async fn change_plan(
+    ports: &CreditPorts<'_>,
+    organization: OrganizationId,
+    plan: PlanId,
+    now: Timestamp,
+) -> Result<Upgraded, CreditError> {
     let mut reservation: Option<(String, Move)> = None;
     let (reserved_account, _) = change_account(ports.credits, organization, now, |account| {
         reservation = None;
@@ -1004,65 +1041,15 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
     let event_key = format!("event:{}", event.id);
     match &event.kind {
         BillingEventKind::PlanPaid { organization, checkout, plan, customer, subscription, invoice } => {
-            let found = repo.checkout(*checkout).await?;
-            if found.as_ref().is_some_and(|found| found.status == CheckoutStatus::Refunded) {
-                return Ok(false);
-            }
-            let purchase = Purchase::Plan { plan: *plan };
-            // The checkout paid the first billing period: a later one waits for the
-            // provider to confirm its renewal.
-            let paid_until = ports.billing.confirms_renewals().then(|| first_period_end(*plan, now));
-            let refs = BillingRefs {
-                customer: customer.clone(),
-                subscription: subscription.clone(),
-                status: None,
-                paid_until,
+            let payment = PlanPayment {
+                organization: *organization,
+                checkout: *checkout,
+                plan: *plan,
+                customer: customer.as_deref(),
+                subscription: subscription.as_deref(),
+                invoice: invoice.as_deref(),
             };
-            let key = format!("checkout:{checkout}");
-            let mut second = false;
-            let (_, written) = change_account(repo, *organization, now, |account| {
-                // Another subscription is tracked and not ended: this one must not bill.
-                second = subscription.is_some()
-                    && account.plan.is_paid()
-                    && account.billing.subscription.is_some()
-                    && account.billing.subscription != *subscription
-                    && account.billing.status != Some(SubscriptionStatus::Canceled);
-                if second {
-                    return Ok(None);
-                }
-                Ok(Some(purchase_write(account, &purchase, &[&key, &event_key], Some(&refs), now)))
-            })
-            .await?;
-            let mut refunded_now = false;
-            let status = match second {
-                false => CheckoutStatus::Completed,
-                true => {
-                    let extra = subscription.as_deref().unwrap_or_default();
-                    tracing::warn!(%organization, subscription = extra, "a second subscription was paid: ending and refunding it");
-                    ports
-                        .billing
-                        .cancel_and_refund(extra, invoice.as_deref(), &format!("second-checkout-{checkout}"))
-                        .await
-                        .map_err(|error| CreditError::Backend(error.context("ending a second subscription")))?;
-                    let (_, recorded) = change_account(repo, *organization, now, |account| {
-                        let mut write = account.write();
-                        write.once = vec![key.clone(), event_key.clone()];
-                        Ok(Some(write))
-                    })
-                    .await?;
-                    // Recorded before (a redelivery): the checkout is still marked, in
-                    // case the first pass stopped between its keys and its checkout.
-                    refunded_now = recorded == Written::Done;
-                    CheckoutStatus::Refunded
-                }
-            };
-            if let Some(mut found) = found {
-                if found.status != status {
-                    found.status = status;
-                    repo.put_checkout(&found).await?;
-                }
-            }
-            Ok(refunded_now || (!second && written == Written::Done))
+            plan_paid(ports, &payment, &event_key, now).await
         }
         BillingEventKind::TopUpPaid { organization, purchase, quantity } => {
             let bought = Purchase::TopUp { quantity: *quantity };
@@ -1087,84 +1074,11 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
             if *status == SubscriptionStatus::Canceled {
                 return subscription_ended(repo, *organization, subscription, &event_key, now).await;
             }
-            let mut changes = false;
-            let (_, written) = change_account(repo, *organization, now, |account| {
-                changes = false;
-                if account.billing.subscription.as_deref() != Some(subscription.as_str()) {
-                    // Not the organization's tracked subscription (a second one is
-                    // ended when its checkout's payment is applied).
-                    return Ok(None);
-                }
-                let mut write = account.write();
-                if account.billing.status != Some(*status) {
-                    write.account.billing.status = Some(*status);
-                    changes = true;
-                }
-                let newer = at.is_none_or(|at| at.unix_seconds() >= account.plan_started_at.unix_seconds());
-                match plan.filter(|plan| newer && *plan != account.plan && account.scheduled_plan != Some(*plan)) {
-                    None => {}
-                    Some(plan) => match account.plan_change.as_ref().filter(|held| held.to == plan) {
-                        // The provider made the reserved change (its answer lost): made here.
-                        Some(_) if status.is_paid_up() => {
-                            let step = plan_move(account, plan, now).unwrap_or(Move::Nothing);
-                            write.account.plan_change = None;
-                            apply_move(&mut write, plan, step, now);
-                            changes = true;
-                        }
-                        Some(_) => {}
-                        None if plan == PlanId::Free => {
-                            write.account.scheduled_plan = Some(PlanId::Free);
-                            write.account.canceled_at = write.account.canceled_at.or(Some(now));
-                            changes = true;
-                        }
-                        None => {
-                            // The provider bills another plan: ours follows (its credits
-                            // come with its next period).
-                            tracing::warn!(%organization, from = account.plan.as_str(), to = plan.as_str(), "the plan is corrected from the billing provider's subscription");
-                            write.account.plan = plan;
-                            write.account.scheduled_plan = None;
-                            changes = true;
-                        }
-                    },
-                }
-                if !changes {
-                    return Ok(None);
-                }
-                write.once = vec![event_key.clone()];
-                Ok(Some(write))
-            })
-            .await?;
-            Ok(changes && written == Written::Done)
+            let change = SubscriptionChange { subscription, status: *status, plan: *plan, at: *at };
+            subscription_changed(repo, *organization, &change, &event_key, now).await
         }
         BillingEventKind::RenewalPaid { organization, subscription, paid_until } => {
-            let mut changes = false;
-            let (_, written) = change_account(repo, *organization, now, |account| {
-                changes = false;
-                if account.billing.subscription.as_deref() != Some(subscription.as_str()) {
-                    return Ok(None);
-                }
-                let mut write = account.write();
-                // A paid invoice settles the subscription (Stripe's own status follows).
-                if account
-                    .billing
-                    .status
-                    .is_some_and(|status| !status.is_paid_up() && status != SubscriptionStatus::Canceled)
-                {
-                    write.account.billing.status = Some(SubscriptionStatus::Active);
-                    changes = true;
-                }
-                if let Some(until) = paid_until.filter(|until| account.billing.paid_until < Some(*until)) {
-                    write.account.billing.paid_until = Some(until);
-                    changes = true;
-                }
-                if !changes {
-                    return Ok(None);
-                }
-                write.once = vec![event_key.clone()];
-                Ok(Some(write))
-            })
-            .await?;
-            Ok(changes && written == Written::Done)
+            renewal_paid(repo, *organization, subscription, *paid_until, &event_key, now).await
         }
         BillingEventKind::SubscriptionEnded { organization, subscription } => {
             subscription_ended(repo, *organization, subscription, &event_key, now).await
@@ -1174,6 +1088,208 @@ pub async fn apply_event(ports: &CreditPorts<'_>, event: &BillingEvent, now: Tim
             Ok(false)
         }
     }
+}
+
+/// A checkout's payment of a plan, as the provider's event tells it.
+struct PlanPayment<'a> {
+    organization: OrganizationId,
+    checkout: CheckoutId,
+    plan: PlanId,
+    customer: Option<&'a str>,
+    subscription: Option<&'a str>,
+    invoice: Option<&'a str>,
+}
+
+/// A plan's checkout was paid: the plan and its credits are the organization's, unless
+/// it already has a subscription that is not ended, in which case this second one is
+/// ended and refunded at the provider.
+async fn plan_paid(
+    ports: &CreditPorts<'_>,
+    payment: &PlanPayment<'_>,
+    event_key: &str,
+    now: Timestamp,
+) -> Result<bool, CreditError> {
+    let repo = ports.credits;
+    let PlanPayment { organization, checkout, plan, customer, subscription, invoice } = *payment;
+    let found = repo.checkout(checkout).await?;
+    if found.as_ref().is_some_and(|found| found.status == CheckoutStatus::Refunded) {
+        return Ok(false);
+    }
+    let purchase = Purchase::Plan { plan };
+    // The checkout paid the first billing period: a later one waits for the provider to
+    // confirm its renewal.
+    let paid_until = ports.billing.confirms_renewals().then(|| first_period_end(plan, now));
+    let refs = BillingRefs {
+        customer: customer.map(str::to_owned),
+        subscription: subscription.map(str::to_owned),
+        status: None,
+        paid_until,
+    };
+    let key = format!("checkout:{checkout}");
+    let mut second = false;
+    let (_, written) = change_account(repo, organization, now, |account| {
+        // Another subscription is tracked and not ended: this one must not bill.
+        second = subscription.is_some()
+            && account.plan.is_paid()
+            && account.billing.subscription.is_some()
+            && account.billing.subscription.as_deref() != subscription
+            && account.billing.status != Some(SubscriptionStatus::Canceled);
+        if second {
+            return Ok(None);
+        }
+        Ok(Some(purchase_write(account, &purchase, &[&key, event_key], Some(&refs), now)))
+    })
+    .await?;
+    let mut refunded_now = false;
+    let status = match second {
+        false => CheckoutStatus::Completed,
+        true => {
+            let extra = subscription.unwrap_or_default();
+            tracing::warn!(%organization, subscription = extra, "a second subscription was paid: ending and refunding it");
+            ports
+                .billing
+                .cancel_and_refund(extra, invoice, &format!("second-checkout-{checkout}"))
+                .await
+                .map_err(|error| CreditError::Backend(error.context("ending a second subscription")))?;
+            let (_, recorded) = change_account(repo, organization, now, |account| {
+                let mut write = account.write();
+                write.once = vec![key.clone(), event_key.to_owned()];
+                Ok(Some(write))
+            })
+            .await?;
+            // Recorded before (a redelivery): the checkout is still marked, in case the
+            // first pass stopped between its keys and its checkout.
+            refunded_now = recorded == Written::Done;
+            CheckoutStatus::Refunded
+        }
+    };
+    if let Some(mut found) = found {
+        if found.status != status {
+            found.status = status;
+            repo.put_checkout(&found).await?;
+        }
+    }
+    Ok(refunded_now || (!second && written == Written::Done))
+}
+
+/// A change of a subscription's status or plan, as the provider's event tells it.
+struct SubscriptionChange<'a> {
+    subscription: &'a str,
+    status: SubscriptionStatus,
+    plan: Option<PlanId>,
+    /// When the provider made the change, if it says.
+    at: Option<Timestamp>,
+}
+
+/// The provider's subscription changed: its status is taken, and so is its plan (a
+/// reserved change it made, a cancel at the period's end, or another plan it bills).
+async fn subscription_changed(
+    repo: &dyn CreditRepo,
+    organization: OrganizationId,
+    change: &SubscriptionChange<'_>,
+    event_key: &str,
+    now: Timestamp,
+) -> Result<bool, CreditError> {
+    let mut changes = false;
+    let (_, written) = change_account(repo, organization, now, |account| {
+        changes = false;
+        if account.billing.subscription.as_deref() != Some(change.subscription) {
+            // Not the organization's tracked subscription (a second one is ended when its
+            // checkout's payment is applied).
+            return Ok(None);
+        }
+        let mut write = account.write();
+        if account.billing.status != Some(change.status) {
+            write.account.billing.status = Some(change.status);
+            changes = true;
+        }
+        let newer = change.at.is_none_or(|at| at.unix_seconds() >= account.plan_started_at.unix_seconds());
+        if let Some(plan) =
+            change.plan.filter(|plan| newer && *plan != account.plan && account.scheduled_plan != Some(*plan))
+        {
+            changes |= follow_provider_plan(account, &mut write, plan, change.status, now);
+        }
+        if !changes {
+            return Ok(None);
+        }
+        write.once = vec![event_key.to_owned()];
+        Ok(Some(write))
+    })
+    .await?;
+    Ok(changes && written == Written::Done)
+}
+
+/// Makes the account's plan follow `plan`, the one the provider's subscription (in
+/// `status`) bills; true when it changed anything.
+fn follow_provider_plan(
+    account: &Account,
+    write: &mut AccountWrite,
+    plan: PlanId,
+    status: SubscriptionStatus,
+    now: Timestamp,
+) -> bool {
+    match account.plan_change.as_ref().filter(|held| held.to == plan) {
+        // The provider made the reserved change (its answer lost): made here.
+        Some(_) if status.is_paid_up() => {
+            let step = plan_move(account, plan, now).unwrap_or(Move::Nothing);
+            write.account.plan_change = None;
+            apply_move(write, plan, step, now);
+            true
+        }
+        Some(_) => false,
+        None if plan == PlanId::Free => {
+            write.account.scheduled_plan = Some(PlanId::Free);
+            write.account.canceled_at = write.account.canceled_at.or(Some(now));
+            true
+        }
+        None => {
+            // The provider bills another plan: ours follows (its credits come with its
+            // next period).
+            let organization = account.organization_id;
+            tracing::warn!(%organization, from = account.plan.as_str(), to = plan.as_str(), "the plan is corrected from the billing provider's subscription");
+            write.account.plan = plan;
+            write.account.scheduled_plan = None;
+            true
+        }
+    }
+}
+
+/// A renewal's invoice was paid: the subscription is settled and paid until the period
+/// the invoice covers.
+async fn renewal_paid(
+    repo: &dyn CreditRepo,
+    organization: OrganizationId,
+    subscription: &str,
+    paid_until: Option<Timestamp>,
+    event_key: &str,
+    now: Timestamp,
+) -> Result<bool, CreditError> {
+    let mut changes = false;
+    let (_, written) = change_account(repo, organization, now, |account| {
+        changes = false;
+        if account.billing.subscription.as_deref() != Some(subscription) {
+            return Ok(None);
+        }
+        let mut write = account.write();
+        // A paid invoice settles the subscription (Stripe's own status follows).
+        let settled =
+            account.billing.status.is_some_and(|status| !status.is_paid_up() && status != SubscriptionStatus::Canceled);
+        if settled {
+            write.account.billing.status = Some(SubscriptionStatus::Active);
+            changes = true;
+        }
+        if let Some(until) = paid_until.filter(|until| account.billing.paid_until < Some(*until)) {
+            write.account.billing.paid_until = Some(until);
+            changes = true;
+        }
+        if !changes {
+            return Ok(None);
+        }
+        write.once = vec![event_key.to_owned()];
+        Ok(Some(write))
+    })
+    .await?;
+    Ok(changes && written == Written::Done)
 }
 
 /// The provider ended the organization's subscription: it is on free from now.

@@ -199,6 +199,20 @@ pub struct DestinationResult {
     pub message: Option<String>,
 }
 
+impl DestinationResult {
+    /// A new post's result for `destination`, in `status`.
+    pub fn new(destination: &Destination, status: ResultStatus) -> Self {
+        Self {
+            social_connection_id: destination.connection.id,
+            platform: destination.connection.platform,
+            status,
+            platform_post_id: None,
+            post_url: None,
+            message: None,
+        }
+    }
+}
+
 /// A medium of a post, stored by the service when the post was made.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PostMedium {

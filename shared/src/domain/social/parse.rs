@@ -110,6 +110,23 @@ pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, Social
         Some(Value::Bool(value)) => *value,
         Some(_) => return Err(invalid("requires_approval must be a boolean")),
     };
+    let publisher = publisher(body, platform)?;
+    let sandbox_behavior = sandbox_behavior(body, publisher)?;
+    let credentials = credentials(body, publisher)?;
+    Ok(NewConnection {
+        platform,
+        account_name,
+        account_username,
+        profile_url,
+        requires_approval,
+        publisher,
+        sandbox_behavior,
+        credentials,
+    })
+}
+
+/// A connection's `publisher` (sandbox by default; youtube for the youtube platform).
+fn publisher(body: &Map<String, Value>, platform: Platform) -> Result<PublisherKind, SocialError> {
     let publisher = match body.get("publisher") {
         None | Some(Value::Null) => PublisherKind::Sandbox,
         Some(Value::String(text)) if text == "sandbox" => PublisherKind::Sandbox,
@@ -122,7 +139,13 @@ pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, Social
     if publisher == PublisherKind::Youtube && platform != Platform::Youtube {
         return Err(invalid("publisher: youtube publishes to the youtube platform only"));
     }
-    let sandbox_behavior = match body.get("sandbox_behavior") {
+    Ok(publisher)
+}
+
+/// What the sandbox does with a connection's posts (succeed by default); the sandbox
+/// publisher's only.
+fn sandbox_behavior(body: &Map<String, Value>, publisher: PublisherKind) -> Result<SandboxBehavior, SocialError> {
+    Ok(match body.get("sandbox_behavior") {
         None | Some(Value::Null) => SandboxBehavior::Succeed,
         Some(_) if publisher != PublisherKind::Sandbox => {
             return Err(invalid("sandbox_behavior applies to the sandbox publisher only"))
@@ -139,55 +162,43 @@ pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, Social
             }
         },
         Some(_) => return Err(invalid("sandbox_behavior must be a string")),
-    };
-    let credentials = match (body.get("credentials"), publisher) {
-        (None | Some(Value::Null), PublisherKind::Sandbox) => None,
+    })
+}
+
+/// A youtube connection's OAuth `credentials`: an access token, and a refresh token only
+/// with the client that issued it.
+fn credentials(body: &Map<String, Value>, publisher: PublisherKind) -> Result<Option<Map<String, Value>>, SocialError> {
+    let fields = match (body.get("credentials"), publisher) {
+        (None | Some(Value::Null), PublisherKind::Sandbox) => return Ok(None),
         (None | Some(Value::Null), PublisherKind::Youtube) => {
             return Err(invalid("credentials is required for the youtube publisher: {access_token}"))
         }
-        (Some(_), PublisherKind::Sandbox) => {
-            return Err(invalid("credentials apply to the youtube publisher only"));
-        }
-        (Some(Value::Object(fields)), PublisherKind::Youtube) => {
-            check_properties(
-                fields,
-                &["access_token", "refresh_token", "client_id", "client_secret"],
-                Some("credentials"),
-            )?;
-            for (field, value) in fields {
-                match value {
-                    Value::String(text) if !text.trim().is_empty() && text.chars().count() <= MAX_CREDENTIAL_CHARS => {}
-                    _ => {
-                        return Err(invalid(format!(
-                        "credentials.{field} must be a non-empty string of at most {MAX_CREDENTIAL_CHARS} characters"
-                    )))
-                    }
-                }
-            }
-            if !fields.contains_key("access_token") {
-                return Err(invalid("credentials.access_token is required"));
-            }
-            let client = ["client_id", "client_secret"].iter().filter(|field| fields.contains_key(**field)).count();
-            if fields.contains_key("refresh_token") && client != 2 {
-                return Err(invalid(
-                    "credentials.refresh_token needs credentials.client_id and credentials.client_secret (the OAuth \
-                     client that issued it), to refresh the access token with",
-                ));
-            }
-            Some(fields.clone())
-        }
+        (Some(_), PublisherKind::Sandbox) => return Err(invalid("credentials apply to the youtube publisher only")),
+        (Some(Value::Object(fields)), PublisherKind::Youtube) => fields,
         (Some(_), PublisherKind::Youtube) => return Err(invalid("credentials must be an object")),
     };
-    Ok(NewConnection {
-        platform,
-        account_name,
-        account_username,
-        profile_url,
-        requires_approval,
-        publisher,
-        sandbox_behavior,
-        credentials,
-    })
+    check_properties(fields, &["access_token", "refresh_token", "client_id", "client_secret"], Some("credentials"))?;
+    for (field, value) in fields {
+        match value {
+            Value::String(text) if !text.trim().is_empty() && text.chars().count() <= MAX_CREDENTIAL_CHARS => {}
+            _ => {
+                return Err(invalid(format!(
+                    "credentials.{field} must be a non-empty string of at most {MAX_CREDENTIAL_CHARS} characters"
+                )))
+            }
+        }
+    }
+    if !fields.contains_key("access_token") {
+        return Err(invalid("credentials.access_token is required"));
+    }
+    let client = ["client_id", "client_secret"].iter().filter(|field| fields.contains_key(**field)).count();
+    if fields.contains_key("refresh_token") && client != 2 {
+        return Err(invalid(
+            "credentials.refresh_token needs credentials.client_id and credentials.client_secret (the OAuth client \
+             that issued it), to refresh the access token with",
+        ));
+    }
+    Ok(Some(fields.clone()))
 }
 
 /// What a post create asks for, checked (its connections and media not yet looked at).

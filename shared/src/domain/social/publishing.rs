@@ -106,6 +106,62 @@ impl Social {
     /// under a lease, hands each destination not yet published to its publisher,
     /// recording each answer as it comes, then settles the post's status.
     pub async fn publish(&self, organization: OrganizationId, id: PostId) -> anyhow::Result<Publishing> {
+        let post = match self.claim_attempt(organization, id).await? {
+            Ok(post) => post,
+            Err(answer) => return Ok(answer),
+        };
+        let attempt = post.attempts;
+        let post = match post.pending_media.clone() {
+            None => post,
+            Some(pending) => match self.prepare_pending(post, pending, attempt).await? {
+                Some(post) => post,
+                None => return Ok(Publishing::Done),
+            },
+        };
+        tokio::fs::create_dir_all(&self.scratch).await?;
+        let scratch = tempfile::Builder::new().prefix("publish-").tempdir_in(&self.scratch)?;
+        let files = self.local_media(&post, scratch.path()).await?;
+        for index in 0..post.results.len() {
+            let result = &post.results[index];
+            if result.status != ResultStatus::Processing || result.platform_post_id.is_some() {
+                continue;
+            }
+            let destination = &post.destinations[index].connection;
+            let answer = match self.publish_to(&post, destination, &files).await {
+                Ok(answer) => answer,
+                Err(error) => {
+                    // Ours or transient: the claim runs out and the message comes back.
+                    return Err(error.context(format!("publishing post {id} to connection {}", destination.id)));
+                }
+            };
+            tracing::info!(post = %id, connection = %destination.id, answer = ?answer, "social post published");
+            if !self.record_answer(&post, index, answer).await? {
+                // Another attempt owns the post now: it goes on from here.
+                return Ok(Publishing::Done);
+            }
+        }
+        let finished = self.clock.now();
+        self.change(organization, id, |stored| {
+            if stored.attempts != attempt || stored.status != PostStatus::Processing {
+                return PostEdit::Keep;
+            }
+            stored.publishing_until = None;
+            settle(stored, finished);
+            PostEdit::Write
+        })
+        .await
+        .map_err(|error| anyhow::anyhow!("{error}"))?;
+        Ok(Publishing::Done)
+    }
+
+    /// Claims an attempt at publishing the post: Ok with the post as claimed, or Err with
+    /// the answer when there is nothing to attempt (not publishing, held by another
+    /// attempt, or failed for good after [`MAX_ATTEMPTS`]).
+    async fn claim_attempt(
+        &self,
+        organization: OrganizationId,
+        id: PostId,
+    ) -> anyhow::Result<Result<SocialPost, Publishing>> {
         let now = self.clock.now();
         let lease = self.lease;
         let mut held = None;
@@ -139,75 +195,38 @@ impl Social {
             .await
             .map_err(|error| anyhow::anyhow!("{error}"))?;
         if let Some(until) = held {
-            return Ok(Publishing::Held(until));
+            return Ok(Err(Publishing::Held(until)));
         }
-        let post = match claimed {
-            Changed::Written(post, ()) if post.publishing_until.is_some() => post,
-            _ => return Ok(Publishing::Done),
-        };
-        let attempt = post.attempts;
-        let post = match post.pending_media.clone() {
-            None => post,
-            Some(pending) => match self.prepare_pending(post, pending, attempt).await? {
-                Some(post) => post,
-                None => return Ok(Publishing::Done),
-            },
-        };
-        tokio::fs::create_dir_all(&self.scratch).await?;
-        let scratch = tempfile::Builder::new().prefix("publish-").tempdir_in(&self.scratch)?;
-        let files = self.local_media(&post, scratch.path()).await?;
-        for index in 0..post.results.len() {
-            let result = &post.results[index];
-            if result.status != ResultStatus::Processing || result.platform_post_id.is_some() {
-                continue;
-            }
-            let destination = &post.destinations[index].connection;
-            let answer = match self.publish_to(&post, destination, &files).await {
-                Ok(answer) => answer,
-                Err(error) => {
-                    // Ours or transient: the claim runs out and the message comes back.
-                    return Err(error.context(format!("publishing post {id} to connection {}", destination.id)));
-                }
-            };
-            tracing::info!(post = %id, connection = %destination.id, answer = ?answer, "social post published");
-            let changed = self
-                .change(organization, id, |stored| {
-                    // A later attempt (this one outlived its claim) that has not handed
-                    // this destination over yet still gets its answer: the platform has
-                    // the post, and recording it keeps the later attempt from posting it
-                    // again.
-                    let ours = stored.attempts == attempt;
-                    match stored.results.get_mut(index) {
-                        Some(result)
-                            if result.status == ResultStatus::Processing
-                                && (ours || result.platform_post_id.is_none()) =>
-                        {
-                            record(result, answer.clone())
-                        }
-                        _ => return PostEdit::Keep,
-                    }
-                    stored.updated_at = self.clock.now();
-                    PostEdit::Write
-                })
-                .await
-                .map_err(|error| anyhow::anyhow!("{error}"))?;
-            // Another attempt owns the post now: it goes on from here.
-            if !matches!(&changed, Changed::Written(stored, ()) if stored.attempts == attempt) {
-                return Ok(Publishing::Done);
-            }
-        }
-        let finished = self.clock.now();
-        self.change(organization, id, |stored| {
-            if stored.attempts != attempt || stored.status != PostStatus::Processing {
-                return PostEdit::Keep;
-            }
-            stored.publishing_until = None;
-            settle(stored, finished);
-            PostEdit::Write
+        Ok(match claimed {
+            Changed::Written(post, ()) if post.publishing_until.is_some() => Ok(post),
+            _ => Err(Publishing::Done),
         })
-        .await
-        .map_err(|error| anyhow::anyhow!("{error}"))?;
-        Ok(Publishing::Done)
+    }
+
+    /// Records a platform's answer for destination `index` of the post (attempt
+    /// `post.attempts`); false when another attempt owns the post now.
+    async fn record_answer(&self, post: &SocialPost, index: usize, answer: Published) -> anyhow::Result<bool> {
+        let attempt = post.attempts;
+        let changed = self
+            .change(post.organization_id, post.id, |stored| {
+                // A later attempt (this one outlived its claim) that has not handed this
+                // destination over yet still gets its answer: the platform has the post,
+                // and recording it keeps the later attempt from posting it again.
+                let ours = stored.attempts == attempt;
+                match stored.results.get_mut(index) {
+                    Some(result)
+                        if result.status == ResultStatus::Processing && (ours || result.platform_post_id.is_none()) =>
+                    {
+                        record(result, answer.clone())
+                    }
+                    _ => return PostEdit::Keep,
+                }
+                stored.updated_at = self.clock.now();
+                PostEdit::Write
+            })
+            .await
+            .map_err(|error| anyhow::anyhow!("{error}"))?;
+        Ok(matches!(&changed, Changed::Written(stored, ()) if stored.attempts == attempt))
     }
 
     /// Prepares the media a create handed over (attempt `attempt` holds the post):

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use super::limits;
-use super::parse::{self, PostQuery};
+use super::parse::{self, NewPost, PostQuery};
 use super::publisher::{CredentialVault, Published, Publishers};
 use super::{Destination, DestinationResult, PostId, PostMedium, PostPage, PostStatus, ResultStatus};
 use super::{
@@ -252,48 +252,9 @@ impl Social {
     ) -> Result<SocialPost, SocialError> {
         let now = self.clock.now();
         let new = parse::new_post(body, now)?;
-        let mut destinations = Vec::with_capacity(new.destinations.len());
-        for (index, id) in new.destinations.iter().enumerate() {
-            let connection = self.repo.get_connection(organization, *id).await?.ok_or_else(|| {
-                SocialError::Invalid(format!(
-                    "destinations[{index}].social_connection_id: social connection {id} was not found in this \
-                     organization"
-                ))
-            })?;
-            let most = limits::of(connection.platform).description_chars;
-            let chars = new.description.chars().count();
-            if chars > most {
-                return Err(SocialError::Invalid(format!(
-                    "description is {chars} characters; {} takes at most {most}",
-                    connection.platform.as_str()
-                )));
-            }
-            if connection.platform == super::Platform::Youtube {
-                // YouTube counts the description's bytes and refuses angle brackets in it.
-                let bytes = new.description.len();
-                if bytes > most {
-                    return Err(SocialError::Invalid(format!(
-                        "description is {bytes} bytes of UTF-8; youtube takes at most {most}"
-                    )));
-                }
-                if new.description.contains(['<', '>']) {
-                    return Err(SocialError::Invalid("description: youtube refuses the characters < and >".into()));
-                }
-            }
-            destinations.push(Destination { connection });
-        }
+        let destinations = self.destinations(organization, &new).await?;
         let id = PostId::v7_at(now.unix_millis());
-        // The service's own links are checked now (a forged one is the caller's 400),
-        // so that a worker preparing the media later needs no request.
-        let mut sources = Vec::with_capacity(new.media_urls.len());
-        for (index, url) in new.media_urls.iter().enumerate() {
-            let own = own_media(url, links, now)
-                .map_err(|problem| SocialError::Invalid(format!("media_urls[{index}]: {problem}")))?;
-            sources.push(match own {
-                Some(media) => MediaSource::Stored(media),
-                None => MediaSource::Url(url.clone()),
-            });
-        }
+        let sources = media_sources(&new.media_urls, links, now)?;
         let approval = destinations.iter().any(|destination| destination.connection.requires_approval);
         let later = new.scheduled_at.filter(|at| *at > now);
         let thumbnail = MediaId::new_v4();
@@ -312,17 +273,7 @@ impl Social {
                 (PostStatus::Processing, ResultStatus::Processing, Vec::new(), Vec::new(), Some(pending))
             }
         };
-        let results = destinations
-            .iter()
-            .map(|destination| DestinationResult {
-                social_connection_id: destination.connection.id,
-                platform: destination.connection.platform,
-                status: result,
-                platform_post_id: None,
-                post_url: None,
-                message: None,
-            })
-            .collect();
+        let results = destinations.iter().map(|destination| DestinationResult::new(destination, result)).collect();
         let post = SocialPost {
             id,
             organization_id: organization,
@@ -347,6 +298,23 @@ impl Social {
             return self.queue_publishing(post).await;
         }
         Ok(post)
+    }
+
+    /// The connections a new post names, each checked against its platform's limits on
+    /// the description.
+    async fn destinations(&self, organization: OrganizationId, new: &NewPost) -> Result<Vec<Destination>, SocialError> {
+        let mut destinations = Vec::with_capacity(new.destinations.len());
+        for (index, id) in new.destinations.iter().enumerate() {
+            let connection = self.repo.get_connection(organization, *id).await?.ok_or_else(|| {
+                SocialError::Invalid(format!(
+                    "destinations[{index}].social_connection_id: social connection {id} was not found in this \
+                     organization"
+                ))
+            })?;
+            check_description(&new.description, connection.platform)?;
+            destinations.push(Destination { connection });
+        }
+        Ok(destinations)
     }
 
     /// Fetches a post's media (the service's own from the store), probes them, checks
@@ -779,6 +747,47 @@ impl<F: FnMut(&mut SocialPost) -> PostEdit + Send> versioned::Change for EditPos
     async fn write(&mut self, post: &mut SocialPost) -> Result<Option<()>, SocialError> {
         Ok(self.repo.update_post_with_media(post, self.media).await?.then_some(()))
     }
+}
+
+/// Refuses a description longer than `platform` takes (YouTube also counts its bytes
+/// and refuses angle brackets in it).
+fn check_description(description: &str, platform: super::Platform) -> Result<(), SocialError> {
+    let most = limits::of(platform).description_chars;
+    let chars = description.chars().count();
+    if chars > most {
+        return Err(SocialError::Invalid(format!(
+            "description is {chars} characters; {} takes at most {most}",
+            platform.as_str()
+        )));
+    }
+    if platform == super::Platform::Youtube {
+        let bytes = description.len();
+        if bytes > most {
+            return Err(SocialError::Invalid(format!(
+                "description is {bytes} bytes of UTF-8; youtube takes at most {most}"
+            )));
+        }
+        if description.contains(['<', '>']) {
+            return Err(SocialError::Invalid("description: youtube refuses the characters < and >".into()));
+        }
+    }
+    Ok(())
+}
+
+/// Where a new post's media come from: the service's own links are checked now (a
+/// forged one is the caller's 400), so that a worker preparing the media later needs no
+/// request.
+fn media_sources(urls: &[String], links: &MediaLinks, now: Timestamp) -> Result<Vec<MediaSource>, SocialError> {
+    let mut sources = Vec::with_capacity(urls.len());
+    for (index, url) in urls.iter().enumerate() {
+        let own = own_media(url, links, now)
+            .map_err(|problem| SocialError::Invalid(format!("media_urls[{index}]: {problem}")))?;
+        sources.push(match own {
+            Some(media) => MediaSource::Stored(media),
+            None => MediaSource::Url(url.clone()),
+        });
+    }
+    Ok(sources)
 }
 
 /// The file a store's location names, when it is a local one (the local media folder's

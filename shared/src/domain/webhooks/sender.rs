@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::ports::{WebhookClient, WebhookPost, WebhookRepo};
-use super::{Attempt, DeliveryState, WebhookMessage, WebhookSchedule};
+use super::{Attempt, DeliveryState, WebhookDelivery, WebhookMessage, WebhookSchedule};
 use crate::core::signing::webhook_signature;
-use crate::domain::time::Clock;
+use crate::domain::time::{Clock, Timestamp};
 
 /// What became of a delivery message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,23 +71,30 @@ impl WebhookSender {
                 _ => Sent::Done,
             });
         }
-        let secret = self.repo.webhook_secret(organization).await?;
-        let attempt_at = self.clock.now();
-        let id = delivery.id.to_string();
-        let timestamp = attempt_at.unix_seconds();
-        let mut headers = vec![
-            ("content-type".to_owned(), "application/json".to_owned()),
-            ("user-agent".to_owned(), "video-workflow-webhooks/1".to_owned()),
-            ("webhook-id".to_owned(), id.clone()),
-            ("webhook-timestamp".to_owned(), timestamp.to_string()),
-        ];
-        if let Some(secret) = &secret {
-            headers.push((
-                "webhook-signature".to_owned(),
-                webhook_signature(&secret.secret, &id, timestamp, delivery.payload.as_bytes()),
-            ));
-            headers.push(("x-service-signature".to_owned(), secret.secret.clone()));
+        let (recorded, outcome) = self.attempt(delivery).await?;
+        let last = recorded.attempts.last().cloned();
+        tracing::info!(
+            %run_id,
+            sequence,
+            event = recorded.event.as_str(),
+            status = ?last.as_ref().and_then(|attempt| attempt.status_code),
+            error = ?last.as_ref().and_then(|attempt| attempt.error.clone()),
+            state = recorded.state.as_str(),
+            ms = last.as_ref().map_or(0, |attempt| attempt.duration_ms),
+            "webhook attempt"
+        );
+        if !self.repo.record_delivery(&recorded, token).await? {
+            tracing::warn!(%run_id, sequence, "a webhook attempt was made but its claim had passed to another sender");
         }
+        Ok(outcome)
+    }
+
+    /// Makes one attempt of a claimed `delivery`: POSTs it with its headers, and answers
+    /// it with the attempt recorded and the next one of the schedule (or its end).
+    async fn attempt(&self, delivery: WebhookDelivery) -> anyhow::Result<(WebhookDelivery, Sent)> {
+        let secret = self.repo.webhook_secret(delivery.organization_id).await?;
+        let attempt_at = self.clock.now();
+        let headers = headers(&delivery, secret.as_ref().map(|secret| secret.secret.as_str()), attempt_at);
         let started = std::time::Instant::now();
         let answer = self
             .client
@@ -125,20 +132,26 @@ impl WebhookSender {
                 }
             }
         };
-        let last = recorded.attempts.last().cloned();
-        tracing::info!(
-            %run_id,
-            sequence,
-            event = recorded.event.as_str(),
-            status = ?last.as_ref().and_then(|attempt| attempt.status_code),
-            error = ?last.as_ref().and_then(|attempt| attempt.error.clone()),
-            state = recorded.state.as_str(),
-            ms = duration_ms,
-            "webhook attempt"
-        );
-        if !self.repo.record_delivery(&recorded, token).await? {
-            tracing::warn!(%run_id, sequence, "a webhook attempt was made but its claim had passed to another sender");
-        }
-        Ok(outcome)
+        Ok((recorded, outcome))
     }
+}
+
+/// The Standard Webhooks headers of an attempt at `at`, signed when there is a `secret`.
+fn headers(delivery: &WebhookDelivery, secret: Option<&str>, at: Timestamp) -> Vec<(String, String)> {
+    let id = delivery.id.to_string();
+    let timestamp = at.unix_seconds();
+    let mut headers = vec![
+        ("content-type".to_owned(), "application/json".to_owned()),
+        ("user-agent".to_owned(), "video-workflow-webhooks/1".to_owned()),
+        ("webhook-id".to_owned(), id.clone()),
+        ("webhook-timestamp".to_owned(), timestamp.to_string()),
+    ];
+    if let Some(secret) = secret {
+        headers.push((
+            "webhook-signature".to_owned(),
+            webhook_signature(secret, &id, timestamp, delivery.payload.as_bytes()),
+        ));
+        headers.push(("x-service-signature".to_owned(), secret.to_owned()));
+    }
+    headers
 }
