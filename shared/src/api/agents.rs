@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::auth::{authenticate, Scheme};
 use super::body::json_body;
+use super::openapi::prelude::*;
 use super::query::query_params;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
@@ -21,6 +22,63 @@ use crate::domain::ids::OrganizationId;
 use crate::domain::nodes;
 use crate::domain::triggers::TriggerSaves;
 use crate::domain::workspaces::WorkspaceError;
+
+endpoints! {
+    list_agents: GET "/agents" => "list-agents", handler: list_agents,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
+        operation(sc): Doc::new("List agents, newest first", AGENTS, BearerOrApiKey)
+            .query("limit", integer(1, 100), "Agents per page, 1 to 100 (default 25)")
+            .query(
+                "cursor",
+                date_time(),
+                "The `next_cursor` of the previous page (keep the same filters), or any RFC 3339 date-time: \
+                 the agents created before it",
+            )
+            .query("workspace_id", uuid(), "Only agents of this workspace of the key's organization")
+            .query("name", text(200), "Case-insensitive substring of the name; `%` and `_` match literally")
+            .answer(200, "One page", sc.of::<s::AgentPage>())
+            .general(sc, &[400]);
+    // UpdateItem: an organization stored before workspaces existed gets its primary one.
+    create_agent: POST "/agent/create" => "create-agent", handler: create_agent,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true,
+        operation(sc): Doc::new("Create an agent (an empty graph)", AGENTS, BearerOrApiKey)
+            .body(sc.of::<s::CreateAgent>(), false)
+            .answer(201, "The agent", sc.of::<s::AgentCreated>())
+            .general(sc, &[400])
+            .idempotent(sc);
+    get_agent: GET "/agent/{agent_id}" => "get-agent", handler: get_agent,
+        dynamodb: ["dynamodb:GetItem"],
+        operation(sc): Doc::new("Read an agent with its graph", AGENTS, BearerOrApiKey)
+            .answer(200, "The agent, its nodes and connections", sc.of::<s::AgentDetail>())
+            .general(sc, &[404]);
+    // Its create_node operations create nodes: a repeat must not create them twice.
+    // Triggers' states are saved with the graph (puts and deletes of one transaction);
+    // a trigger's run request is checked as a start checks it (Query: asset connections).
+    update_agent: POST "/agent/{agent_id}/update" => "update-agent", handler: update_agent,
+        dynamodb: ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], idempotent: true,
+        operation(sc): Doc::new("Change an agent's metadata and apply graph operations", AGENTS, BearerOrApiKey)
+            .body(sc.of::<s::UpdateAgent>(), true)
+            .answer(200, "Every operation applied", sc.of::<s::UpdateAnswer>())
+            .general(sc, &[400, 404])
+            .idempotent(sc);
+    duplicate_agent: POST "/agent/{agent_id}/duplicate" => "duplicate-agent", handler: duplicate_agent,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"], idempotent: true,
+        operation(sc): Doc::new("Copy an agent and its graph", AGENTS, BearerOrApiKey)
+            .body(sc.of::<s::DuplicateAgent>(), false)
+            .answer(201, "The copy", sc.of::<s::AgentCreated>())
+            .general(sc, &[400, 404])
+            .idempotent(sc);
+    delete_agent: POST "/agent/{agent_id}/delete" => "delete-agent", handler: delete_agent,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+        operation(sc): Doc::new("Delete an agent", AGENTS, BearerOrApiKey)
+            .answer(200, "Deleted", sc.of::<s::Success>())
+            .general(sc, &[404]);
+    list_node_types: GET "/node_types" => "list-node-types", handler: list_node_types,
+        dynamodb: ["dynamodb:GetItem"],
+        operation(sc): Doc::new("The node-type catalog", AGENTS, BearerOrApiKey)
+            .answer(200, "Every node type with its parameter schema and price", sc.of::<s::NodeTypeList>())
+            .general(sc, &[]);
+}
 
 /// The caller's organization.
 async fn organization(app: &App, call: &Call) -> Result<OrganizationId, ApiError> {

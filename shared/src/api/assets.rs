@@ -6,11 +6,31 @@ use http::StatusCode;
 use serde_json::json;
 
 use super::body::json_body;
+use super::openapi::prelude::*;
 use super::runs::organization;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::asset_manager::{self, AssetError, NewConnection, NewItem};
 use crate::domain::ids::AssetConnectionId;
+
+endpoints! {
+    // Asset managers (rule 10): a connection per workspace (Query lists the
+    // organization's), and the `local` provider's items made of ready video uploads.
+    create_asset_connection: POST "/asset_connections" => "create-asset-connection", handler: create_connection,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true,
+        operation(sc): Doc::new("Connect an asset manager to a workspace", UPLOADS, BearerOrApiKey)
+            .body(sc.of::<s::CreateAssetConnection>(), false)
+            .answer(201, "The connection", sc.of::<s::AssetConnectionAnswer>())
+            .general(sc, &[400, 409])
+            .idempotent(sc);
+    create_asset_item: POST "/asset_connections/{connection_id}/items" => "create-asset-item", handler: create_item,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"], idempotent: true,
+        operation(sc): Doc::new("Add an item to a `local` asset manager", UPLOADS, BearerOrApiKey)
+            .body(sc.of::<s::CreateAssetItem>(), true)
+            .answer(201, "The item", sc.of::<s::AssetItemAnswer>())
+            .general(sc, &[400, 404])
+            .idempotent(sc);
+}
 
 fn map_error(error: AssetError) -> ApiError {
     let message = error.to_string();

@@ -7,11 +7,46 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 use super::body::json_body;
+use super::openapi::prelude::*;
 use super::query::query_params;
 use super::runs::{links, organization, queues};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::{App, Queues};
 use crate::domain::avatars::{self, AvatarError, AvatarPorts};
+
+endpoints! {
+    // Avatar profiles: the primary workspace is read (Query); a create (which makes the
+    // primary workspace of an organization that has none) claims its name and stores the
+    // profile in one transaction of puts, and queues its processing on the task queue.
+    // Every profile (no `limit`) may be more than a Lambda response holds.
+    list_avatar_profiles: GET "/avatar-profiles" => "list-avatar-profiles", handler: list_profiles,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query"], s3: ["s3:PutObject", "s3:GetObject"], large_responses: true,
+        operation(sc): {
+            Doc::new("List the avatar profiles of the primary workspace", AVATARS, BearerOrApiKey)
+                .query(
+                    "limit",
+                    integer(1, 100),
+                    "Profiles per page, 1 to 100; without it (and without `cursor`) every profile",
+                )
+                .query("cursor", text(4096), "The `next_cursor` of the previous page")
+                .answer(200, "The profiles, newest first (`next_cursor` when paged)", sc.of::<s::AvatarProfileList>())
+                .large(sc)
+                .general(sc, &[400])
+        };
+    create_avatar_profile: POST "/avatar-profiles/create" => "create-avatar-profile", handler: create_profile,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"],
+        sqs: ["sqs:SendMessage"] on ["TaskQueue"], idempotent: true,
+        operation(sc): Doc::new("Create an avatar profile; its processing starts", AVATARS, BearerOrApiKey)
+            .body(sc.of::<s::CreateAvatarProfile>(), true)
+            .answer(201, "The profile, pending", sc.of::<s::AvatarProfile>())
+            .general(sc, &[400, 409])
+            .idempotent(sc);
+    get_avatar_profile: GET "/avatar-profiles/{id}" => "get-avatar-profile", handler: get_profile,
+        dynamodb: ["dynamodb:GetItem"],
+        operation(sc): Doc::new("Read an avatar profile", AVATARS, BearerOrApiKey)
+            .answer(200, "The profile", sc.of::<s::AvatarProfile>())
+            .general(sc, &[404]);
+}
 
 fn ports<'a>(app: &'a App, queues: &'a Queues) -> AvatarPorts<'a> {
     AvatarPorts {

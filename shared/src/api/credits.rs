@@ -8,12 +8,65 @@ use http::StatusCode;
 use serde_json::json;
 
 use super::body::json_body;
+use super::openapi::prelude::*;
 use super::query::query_params;
 use super::runs::organization;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::credits::billing::EventError;
 use crate::domain::credits::service::{self, CreditError, CreditPorts, Upgraded};
+
+endpoints! {
+    // Plans and credits: the account item is read (GetItem) and, when a monthly period
+    // began since its last grant, written with the grant's ledger entry in one
+    // transaction of puts; the ledger is a Query of the organization's partition.
+    get_plan: GET "/plan" => "get-plan", handler: get_plan,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
+        operation(sc): Doc::new("The organization's plan and credits", PLANS, BearerOrApiKey)
+            .answer(200, "The plan", sc.of::<s::PlanAnswer>())
+            .general(sc, &[]);
+    list_plans: GET "/plan/list" => "list-plans", handler: list_plans,
+        dynamodb: ["dynamodb:GetItem"],
+        operation(sc): Doc::new("The plans", PLANS, BearerOrApiKey)
+            .answer(200, "Every plan with its price and credits", sc.of::<s::PlanList>())
+            .general(sc, &[]);
+    // An upgrade from free opens a checkout: it honours Idempotency-Key (one checkout).
+    upgrade_plan: POST "/plan/upgrade" => "upgrade-plan", handler: upgrade_plan,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"], idempotent: true,
+        operation(sc): Doc::new("Change the plan (from free: a checkout)", PLANS, BearerOrApiKey)
+            .body(sc.of::<s::UpgradePlan>(), true)
+            .answer(200, "A checkout to finish, or the change made", sc.of::<s::UpgradeAnswer>())
+            .general(sc, &[400, 402, 409])
+            .idempotent(sc);
+    get_credits: GET "/credits" => "get-credits", handler: get_credits,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
+        operation(sc): Doc::new("The credit balance and auto top-up settings", PLANS, BearerOrApiKey)
+            .answer(200, "The credits", sc.of::<s::CreditsAnswer>())
+            .general(sc, &[]);
+    update_credit_settings: POST "/credits/settings" => "update-credit-settings", handler: update_credit_settings,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
+        operation(sc): Doc::new("Change the auto top-up settings", PLANS, BearerOrApiKey)
+            .body(sc.of::<s::CreditSettings>(), true)
+            .answer(200, "The credits with the new settings", sc.of::<s::CreditsAnswer>())
+            .general(sc, &[400, 403]);
+    list_credit_ledger: GET "/credits/ledger" => "list-credit-ledger", handler: list_credit_ledger,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
+        operation(sc): Doc::new("Every movement of credits, newest first", PLANS, BearerOrApiKey)
+            .query("limit", integer(1, 100), "Entries per page, 1 to 100 (default 25)")
+            .query("cursor", text(4096), "The `next_cursor` of the previous page")
+            .answer(200, "One page", sc.of::<s::LedgerPage>())
+            .general(sc, &[400]);
+    // Stripe's events: a paid checkout or top-up is an account write (puts of one
+    // transaction) and its checkout's update.
+    stripe_webhook: POST "/billing/stripe/webhook" => "stripe-webhook", handler: stripe_webhook,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
+        operation(sc): Doc::new("Stripe's events (verified by their Stripe-Signature)", PLANS, Public)
+            .body(sc.of::<s::StripeEvent>(), true)
+            .answer(200, "Received (applied once; an event sent again changes nothing)", sc.of::<s::EventReceived>())
+            .answer(400, "Not verified (forged, stale, unsigned): nothing changed", sc.of::<s::Detail>())
+            .answer(500, "The request failed on the service's side", sc.of::<s::Detail>())
+            .answer(503, "A dependency is unavailable; Stripe sends the event again", sc.of::<s::Detail>());
+}
 
 fn ports(app: &App) -> CreditPorts<'_> {
     CreditPorts { credits: app.credits().as_ref(), billing: app.billing().as_ref(), clock: app.clock.as_ref() }

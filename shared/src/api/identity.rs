@@ -5,9 +5,18 @@ use std::sync::Arc;
 use http::StatusCode;
 
 use super::auth::{authenticate, Scheme};
+use super::openapi::prelude::*;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::identity;
+
+endpoints! {
+    whoami: GET "/whoami" => "whoami", handler: whoami,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+        operation(sc): Doc::new("The organization of the API key", "Identity", BearerOrApiKey)
+            .answer(200, "The organization", sc.of::<s::Whoami>())
+            .general(sc, &[]);
+}
 
 /// Describes the organization of the caller's key and records the key's use.
 pub async fn whoami(app: Arc<App>, call: Call) -> Result<Response, ApiError> {

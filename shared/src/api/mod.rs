@@ -2,6 +2,9 @@
 //! Handlers parse, call one domain function and map its result; nothing here knows
 //! whether it runs in a Lambda or in `serve`.
 
+#[macro_use]
+mod endpoint;
+
 mod agents;
 mod assets;
 mod auth;
@@ -12,6 +15,7 @@ mod error;
 pub mod handlers;
 mod idempotency;
 mod identity;
+mod media;
 pub mod openapi;
 mod query;
 pub mod routes;

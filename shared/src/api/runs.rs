@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::auth::{authenticate, Scheme};
 use super::body::json_body;
+use super::openapi::prelude::*;
 use super::query::query_params;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::{App, Queues};
@@ -19,6 +20,57 @@ use crate::domain::runs::list;
 use crate::domain::runs::ports::RunRepo;
 use crate::domain::runs::service::{self, BindPorts, RunError, RunPorts, StartRun};
 use crate::domain::runs::start::StartRequest;
+
+endpoints! {
+    // The run engine. A run with many inputs records their media in transactions of
+    // puts before the run itself. A run is read by its head (GetItem), then, unless the
+    // process has that version cached, its plan, chunks and outputs (Query of the run's
+    // partition); runs stored whole before the split read extra parts with GetItem.
+    // Changes of runs record webhook deliveries in the same transaction and queue them
+    // (SendMessage on the webhook queue as well).
+    // Query: asset-manager inputs read the organization's connections.
+    start_run: POST "/agent/{agent_id}/run" => "start-run", handler: start_run,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
+        sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"], idempotent: true,
+        operation(sc): Doc::new("Start a run of an agent", RUNS, BearerOrApiKey)
+            .body(sc.of::<s::StartRun>(), false)
+            .answer(200, "The run started", sc.of::<s::RunStarted>())
+            .general(sc, &[400, 404])
+            .idempotent(sc);
+    get_run: GET "/agent_run/{run_id}" => "get-run", handler: get_run,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
+        operation(sc): Doc::new("A run's record (for polling)", RUNS, BearerOrApiKey)
+            .answer(200, "The run", sc.of::<s::RunRecord>())
+            .general(sc, &[404]);
+    get_run_nodes: GET "/agent_run/{run_id}/nodes" => "get-run-nodes", handler: get_run_nodes,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
+        operation(sc): Doc::new("A run's runtime nodes", RUNS, BearerOrApiKey)
+            .answer(200, "The nodes", sc.of::<s::RunNodes>())
+            .general(sc, &[404]);
+    cancel_run: POST "/agent_run/{run_id}/cancel" => "cancel-run", handler: cancel_run,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
+        sqs: ["sqs:SendMessage"] on ["WebhookQueue"],
+        operation(sc): Doc::new("Cancel a run", RUNS, BearerOrApiKey)
+            .answer(200, "Cancelled", sc.of::<s::Cancelled>())
+            .general(sc, &[404, 409]);
+    resume_run: POST "/agent_run/{run_id}/resume" => "resume-run", handler: resume_run,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
+        sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"],
+        operation(sc): Doc::new("Resume a failed or cancelled run", RUNS, BearerOrApiKey)
+            .answer(200, "Re-queued", sc.of::<s::Resumed>())
+            .general(sc, &[404, 409]);
+    list_agent_runs: GET "/agent/{agent_id}/runs" => "list-agent-runs", handler: list_agent_runs,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
+        operation(sc): run_filters(Doc::new("An agent's runs, newest first", RUNS, BearerOrApiKey))
+            .answer(200, "One page", sc.of::<s::RunPage>())
+            .general(sc, &[400, 404]);
+    list_runs: GET "/agent_runs" => "list-runs", handler: list_runs,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
+        operation(sc): run_filters(Doc::new("The organization's runs, newest first", RUNS, BearerOrApiKey))
+            .query("agent_id", uuid(), "Only this agent's runs")
+            .answer(200, "One page", sc.of::<s::RunPage>())
+            .general(sc, &[400, 404]);
+}
 
 /// The caller's organization.
 pub(super) async fn organization(app: &App, call: &Call) -> Result<OrganizationId, ApiError> {
@@ -201,29 +253,6 @@ pub async fn resume_run(app: Arc<App>, call: Call) -> Result<Response, ApiError>
             "requeued_node_active_tasks_total": resumed.requeued_node_active_tasks_total,
         }),
     ))
-}
-
-/// `GET /media/{media_id}`: a signed link (no API key) → a 302 to a 15-minute link of the
-/// file. `serve` answers these links itself, streaming the file.
-pub async fn get_media(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
-    runs(&app)?;
-    let record = verified_media(&app, call.params.get("media_id"), call.request.uri().query()).await?;
-    let url = app
-        .blobs()
-        .media_url(
-            &record.key,
-            record.version.as_deref(),
-            &record.content_type,
-            std::time::Duration::from_secs(15 * 60),
-        )
-        .await
-        .map_err(|error| ApiError::backend(&error, "Failed to read the media".into()))?;
-    Ok(http::Response::builder()
-        .status(StatusCode::FOUND)
-        .header(http::header::LOCATION, url)
-        .header(http::header::CACHE_CONTROL, "no-store")
-        .body(lambda_http::Body::Empty)
-        .unwrap_or_default())
 }
 
 /// Checks a media link and finds its record: 403 for a bad or expired signature, 404 for

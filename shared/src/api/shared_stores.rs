@@ -6,6 +6,7 @@ use http::StatusCode;
 
 use super::auth::{authenticate, Scheme};
 use super::body::json_object;
+use super::openapi::prelude::*;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::ids::OrganizationId;
@@ -13,6 +14,92 @@ use crate::domain::ids::StoreId;
 use crate::domain::shared_stores::{
     self as stores, EntryId, EntryRename, EntryWrite, SourceType, StoreError, StoreName,
 };
+
+endpoints! {
+    list_shared_stores: GET "/shared-stores" => "list-shared-stores", handler: list_stores,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
+        operation(sc): Doc::new("List shared stores, by name", STORES, Bearer)
+            .answer(200, "At most 10 stores", sc.of::<s::StoreList>())
+            .store(sc, &[]);
+    create_shared_store: POST "/shared-stores" => "create-shared-store", handler: create_store,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true,
+        operation(sc): Doc::new("Create a shared store", STORES, Bearer)
+            .body(sc.of::<s::CreateStore>(), true)
+            .answer(200, "The store", sc.of::<s::StoreAnswer>())
+            .store(sc, &[400, 409])
+            .idempotent(sc);
+    rename_shared_store: PATCH "/shared-stores/{store_id}" => "rename-shared-store", handler: rename_store,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+        operation(sc): Doc::new("Rename a shared store", STORES, Bearer)
+            .body(sc.of::<s::RenameStore>(), true)
+            .answer(200, "The store", sc.of::<s::StoreAnswer>())
+            .store(sc, &[400, 404]);
+    delete_shared_store: DELETE "/shared-stores/{store_id}" => "delete-shared-store", handler: delete_store,
+        dynamodb: [
+            "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:DeleteItem",
+            "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem",
+        ],
+        operation(sc): Doc::new("Delete a shared store and its entries", STORES, Bearer)
+            .answer(200, "Deleted", sc.of::<s::Success>())
+            .store(sc, &[404]);
+    // A list of 10,000 entries, and a bulk's answer, can be larger than a Lambda response.
+    list_shared_store_entries: GET "/shared-stores/{store_id}/entries" => "list-shared-store-entries",
+        handler: list_entries,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query"], s3: ["s3:PutObject", "s3:GetObject"], large_responses: true,
+        operation(sc): Doc::new("List a store's entries, by display name", STORES, Bearer)
+            .answer(200, "Up to 10,000 entries with their metadata", sc.of::<s::EntryList>())
+            .large(sc)
+            .store(sc, &[404]);
+    // Query: a bulk repairing the store a killed bulk left reads that bulk's journal.
+    bulk_upsert_shared_store_entries: POST "/shared-stores/{store_id}/entries/bulk" => "bulk-upsert-shared-store-entries",
+        handler: bulk_upsert,
+        dynamodb: [
+            "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem",
+            "dynamodb:BatchWriteItem",
+        ], s3: ["s3:PutObject", "s3:GetObject"], large_responses: true,
+        operation(sc): Doc::new("Create or replace up to 5,000 entries", STORES, Bearer)
+            .body(sc.of::<s::Bulk>(), true)
+            .answer(200, "The entries written", sc.of::<s::BulkAnswer>())
+            .large(sc)
+            .store(sc, &[400, 404, 409, 413]);
+    get_shared_store_entry: GET "/shared-stores/{store_id}/entries/{entry_id}" => "get-shared-store-entry",
+        handler: get_entry,
+        dynamodb: ["dynamodb:GetItem"],
+        operation(sc): Doc::new("Read an entry", STORES, Bearer)
+            .answer(200, "The entry", sc.of::<s::EntryAnswer>())
+            .store(sc, &[400, 404]);
+    // Writers of one entry repair a store a dead bulk left first (lease, journal, counts):
+    // UpdateItem, Query, BatchGetItem and BatchWriteItem.
+    put_shared_store_entry: PUT "/shared-stores/{store_id}/entries/{entry_id}" => "put-shared-store-entry",
+        handler: put_entry,
+        dynamodb: [
+            "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem",
+            "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem",
+        ],
+        operation(sc): Doc::new("Create or replace an entry", STORES, Bearer)
+            .body(sc.of::<s::PutEntry>(), true)
+            .answer(200, "The entry", sc.of::<s::EntryAnswer>())
+            .store(sc, &[400, 404, 409, 413]);
+    rename_shared_store_entry: PATCH "/shared-stores/{store_id}/entries/{entry_id}" => "rename-shared-store-entry",
+        handler: rename_entry,
+        dynamodb: [
+            "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem",
+            "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem",
+        ],
+        operation(sc): Doc::new("Rename an entry, and maybe replace its metadata", STORES, Bearer)
+            .body(sc.of::<s::PatchEntry>(), true)
+            .answer(200, "The entry", sc.of::<s::EntryAnswer>())
+            .store(sc, &[400, 404, 409, 413]);
+    delete_shared_store_entry: DELETE "/shared-stores/{store_id}/entries/{entry_id}" => "delete-shared-store-entry",
+        handler: delete_entry,
+        dynamodb: [
+            "dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem", "dynamodb:Query",
+            "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem",
+        ],
+        operation(sc): Doc::new("Delete an entry", STORES, Bearer)
+            .answer(200, "Deleted", sc.of::<s::Success>())
+            .store(sc, &[400, 404]);
+}
 
 const LIST_STORES_FAILED: &str = "Failed to list shared stores";
 const CREATE_STORE_FAILED: &str = "Failed to create shared store";

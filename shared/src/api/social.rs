@@ -8,12 +8,90 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 use super::body::json_body;
+use super::openapi::prelude::*;
 use super::query::query_params;
 use super::runs::{links, organization, queues};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::social::parse::{self, cursor_after};
 use crate::domain::social::{self, SocialError};
+
+endpoints! {
+    // Social posts. A connection is one put (its credentials, for YouTube, a secret of
+    // its own in Secrets Manager: the template's policy). A post is its item and its
+    // copies per status, platform and connection (puts and deletes of one transaction,
+    // with its thumbnail's media record), its media stored in the bucket (the service's
+    // own links read from it); publishing is queued on the task queue. A list is one
+    // Query of one partition; a read may record the publishers' news (the transaction).
+    // The organization's item counts its connections (UpdateItem in the create's
+    // transaction: at most 50; started by a Query of them when it has no count yet). A
+    // delete deletes the connection's secret, then the connection with the count's
+    // decrement (one transaction), then fails its pending posts (Query of its partition,
+    // each post's transaction).
+    create_social_connection: POST "/social/connections" => "create-social-connection", handler: create_connection,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"], idempotent: true,
+        operation(sc): Doc::new("Connect a social account", SOCIAL, BearerOrApiKey)
+            .body(sc.of::<s::CreateSocialConnection>(), true)
+            .answer(201, "The connection (never its credentials)", sc.of::<s::SocialConnection>())
+            .general(sc, &[400, 409])
+            .idempotent(sc);
+    list_social_connections: GET "/social/connections" => "list-social-connections", handler: list_connections,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
+        operation(sc): Doc::new("The organization's social accounts", SOCIAL, BearerOrApiKey)
+            .answer(200, "The connections, oldest first", sc.of::<s::SocialConnectionList>())
+            .general(sc, &[]);
+    delete_social_connection: DELETE "/social/connections/{social_connection_id}" => "delete-social-connection",
+        handler: delete_connection,
+        dynamodb: [
+            "dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem",
+        ],
+        operation(sc): Doc::new(
+            "Delete a social account: its credentials are deleted and its pending posts' destinations fail",
+            SOCIAL,
+            BearerOrApiKey,
+        )
+        .answer(200, "Deleted", sc.of::<s::Success>())
+        .general(sc, &[404]);
+    create_social_post: POST "/social/post" => "create-social-post", handler: create_post,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
+        s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"], sqs: ["sqs:SendMessage"] on ["TaskQueue"],
+        idempotent: true,
+        operation(sc): Doc::new("Post media to social accounts, now or later", SOCIAL, BearerOrApiKey)
+            .body(sc.of::<s::CreateSocialPost>(), true)
+            .answer(
+                201,
+                "The post: processing, scheduled, or pending_approval when a destination requires it",
+                sc.of::<s::SocialPost>(),
+            )
+            .general(sc, &[400])
+            .idempotent(sc);
+    list_social_posts: GET "/social/posts" => "list-social-posts", handler: list_posts,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
+        operation(sc): Doc::new("The organization's social posts, newest first", SOCIAL, BearerOrApiKey)
+            .query("limit", integer(1, 100), "Posts per page, 1 to 100 (default 20)")
+            .query("cursor", text(4096), "The `next_cursor` of the previous page")
+            .query("status", text(32), "Only posts in this status")
+            .query("platform", text(32), "Only posts to this platform")
+            .query("social_connection_id", uuid(), "Only posts to this connected account")
+            .answer(200, "One page, as stored (not refreshed from the platforms)", sc.of::<s::SocialPostPage>())
+            .general(sc, &[400]);
+    get_social_post: GET "/social/post/{post_id}" => "get-social-post", handler: get_post,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"],
+        operation(sc): Doc::new("A social post, refreshed from its platforms", SOCIAL, BearerOrApiKey)
+            .answer(200, "The post", sc.of::<s::SocialPost>())
+            .general(sc, &[404]);
+    approve_social_post: POST "/social/post/{post_id}/approve" => "approve-social-post", handler: approve_post,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"],
+        sqs: ["sqs:SendMessage"] on ["TaskQueue"],
+        operation(sc): Doc::new("Approve a post pending approval", SOCIAL, BearerOrApiKey)
+            .answer(200, "The post, publishing (or scheduled until its time)", sc.of::<s::SocialPost>())
+            .general(sc, &[404, 409]);
+    reject_social_post: POST "/social/post/{post_id}/reject" => "reject-social-post", handler: reject_post,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"],
+        operation(sc): Doc::new("Reject a post pending approval", SOCIAL, BearerOrApiKey)
+            .answer(200, "The post, rejected: it is never published", sc.of::<s::SocialPost>())
+            .general(sc, &[404, 409]);
+}
 
 fn map_error(error: SocialError, action: &'static str) -> ApiError {
     let message = error.to_string();

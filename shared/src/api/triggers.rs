@@ -6,6 +6,7 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde_json::json;
 
+use super::openapi::prelude::*;
 use super::query::query_params;
 use super::runs::{links, map_error, organization, ports, queues, runs};
 use super::{json_response, ApiError, Call, Response};
@@ -15,6 +16,31 @@ use crate::domain::runs::events::Notifier;
 use crate::domain::runs::list;
 use crate::domain::runs::service::RunPorts;
 use crate::domain::triggers::{self, TriggerError, Triggers};
+
+endpoints! {
+    // Triggers: a fire starts runs as start-run does (a feed is read first); a run is
+    // created with its claim in one transaction of puts.
+    fire_trigger: POST "/trigger/{trigger_id}/fire" => "fire-trigger", handler: fire_trigger,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
+        sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"], idempotent: true,
+        operation(sc): {
+            Doc::new("Fire a trigger now (a Schedule starts its run; a feed is polled)", TRIGGERS, BearerOrApiKey)
+                .answer(200, "The runs started", sc.of::<s::TriggerFired>())
+                .general(sc, &[400, 404, 409])
+        };
+    get_trigger: GET "/trigger/{trigger_id}" => "get-trigger", handler: get_trigger,
+        dynamodb: ["dynamodb:GetItem"],
+        operation(sc): Doc::new("Read a trigger", TRIGGERS, BearerOrApiKey)
+            .answer(200, "The trigger", sc.of::<s::Trigger>())
+            .general(sc, &[404]);
+    list_trigger_runs: GET "/trigger/{trigger_id}/runs" => "list-trigger-runs", handler: list_trigger_runs,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
+        operation(sc): {
+            run_filters(Doc::new("The runs a trigger started, newest first", TRIGGERS, BearerOrApiKey))
+                .answer(200, "One page", sc.of::<s::RunPage>())
+                .general(sc, &[400, 404])
+        };
+}
 
 /// The triggers of the app, starting runs through `runs`.
 pub fn firing<'a>(app: &'a App, runs: &'a RunPorts<'a>) -> Triggers<'a> {

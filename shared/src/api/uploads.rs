@@ -7,10 +7,34 @@ use serde_json::Value;
 
 use super::auth::{authenticate, Scheme};
 use super::body::{deny_unknown, json_body};
+use super::openapi::prelude::*;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::ids::OrganizationId;
 use crate::domain::uploads::{self, UploadError, UploadKind};
+
+endpoints! {
+    get_upload_url: POST "/uploads/{kind}/get_upload_url" => "get-upload-url", handler: get_upload_url,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
+        s3: ["s3:PutObject", "s3:PutObjectTagging"], idempotent: true,
+        operation(sc): Doc::new("A URL to PUT a video, audio or image file to", UPLOADS, BearerOrApiKey)
+            .body(sc.of::<s::UploadUrlRequest>(), false)
+            .answer(200, "Where and how to PUT the file", sc.of::<s::UploadTicket>())
+            .general(sc, &[400, 404])
+            .idempotent(sc);
+    finalize_upload: POST "/uploads/{kind}/finalize_upload" => "finalize-upload", handler: finalize_upload,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
+        s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:PutObjectVersionTagging"],
+        operation(sc): Doc::new("Check an uploaded file and make it usable", UPLOADS, BearerOrApiKey)
+            .body(sc.of::<s::FinalizeUpload>(), true)
+            .answer(200, "The upload, ready", sc.of::<s::Upload>())
+            .general(sc, &[400, 404, 409]);
+    get_upload: GET "/uploads/{kind}/{upload_id}" => "get-upload", handler: get_upload,
+        dynamodb: ["dynamodb:GetItem"],
+        operation(sc): Doc::new("Read an upload", UPLOADS, BearerOrApiKey)
+            .answer(200, "The upload", sc.of::<s::Upload>())
+            .general(sc, &[404]);
+}
 
 /// Authenticates, then reads the `kind` path parameter.
 async fn upload_scope(app: &App, call: &Call) -> Result<(OrganizationId, UploadKind), ApiError> {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde_json::json;
 
+use super::openapi::prelude::*;
 use super::query::query_params;
 use super::runs::{organization, queues, run_id, runs};
 use super::{json_response, ApiError, Call, Response};
@@ -14,6 +15,34 @@ use crate::core::cursor;
 use crate::domain::ids::DeliveryId;
 use crate::domain::webhooks::log::{self, DeliveryError, MAX_LOG_LIMIT};
 use crate::domain::webhooks::{secret, WebhookDelivery};
+
+endpoints! {
+    list_run_webhooks: GET "/agent_run/{run_id}/webhooks" => "list-run-webhooks", handler: list_deliveries,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
+        operation(sc): Doc::new("A run's webhook deliveries and their attempts", WEBHOOKS, BearerOrApiKey)
+            .query("limit", integer(1, 100), "Deliveries per page, 1 to 100 (default 100)")
+            .query("cursor", text(4096), "The `next_cursor` of the previous page")
+            .answer(200, "One page, by sequence", sc.of::<s::DeliveryPage>())
+            .general(sc, &[400, 404]);
+    redeliver_run_webhook: POST "/agent_run/{run_id}/webhooks/{delivery_id}/redeliver" => "redeliver-run-webhook",
+        handler: redeliver,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"],
+        sqs: ["sqs:SendMessage"] on ["WebhookQueue"],
+        operation(sc): Doc::new("Send a delivery again now", WEBHOOKS, BearerOrApiKey)
+            .answer(200, "The delivery, pending", sc.of::<s::Redelivered>())
+            .general(sc, &[404, 409]);
+    rotate_webhook_secret: POST "/webhooks/secret" => "rotate-webhook-secret", handler: rotate_secret,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"], idempotent: true,
+        operation(sc): Doc::new("Create or replace the webhook secret", WEBHOOKS, BearerOrApiKey)
+            .answer(200, "The secret, shown only here", sc.of::<s::WebhookSecret>())
+            .general(sc, &[])
+            .idempotent(sc);
+    delete_webhook_secret: DELETE "/webhooks/secret" => "delete-webhook-secret", handler: delete_secret,
+        dynamodb: ["dynamodb:GetItem", "dynamodb:DeleteItem"],
+        operation(sc): Doc::new("Remove the webhook secret", WEBHOOKS, BearerOrApiKey)
+            .answer(200, "Removed", sc.of::<s::Success>())
+            .general(sc, &[404]);
+}
 
 const CURSOR_LOG: &str = "webhooks";
 

@@ -38,7 +38,7 @@ fn every_route_is_a_documented_operation_and_nothing_else_is() {
     assert_eq!(document["openapi"], "3.1.0");
     assert_eq!(document["info"]["version"], "2.0.0", "the contract's version of the description");
     let mut operations = 0;
-    for route in ROUTES {
+    for route in ROUTES.iter() {
         assert!(openapi::operation(route.function).is_some(), "{} has no documented operation", route.function);
         let method = route.method.as_str().to_lowercase();
         let operation = &document["paths"][route.path][&method];
@@ -59,7 +59,7 @@ fn shared_stores_declare_bearer_only_and_the_rest_either_scheme() {
     let schemes = &document["components"]["securitySchemes"];
     assert_eq!(schemes["bearerAuth"]["scheme"], "bearer");
     assert_eq!((&schemes["apiKeyAuth"]["in"], &schemes["apiKeyAuth"]["name"]), (&"header".into(), &"X-API-Key".into()));
-    for route in ROUTES {
+    for route in ROUTES.iter() {
         let operation = &document["paths"][route.path][route.method.as_str().to_lowercase()];
         let names: Vec<String> = operation["security"]
             .as_array()
@@ -111,7 +111,7 @@ fn objects<'a>(document: &'a Value, schema: &'a Value, path: String, found: &mut
 fn bodies_the_service_reads_are_closed_all_the_way_down() {
     let document = document();
     let mut checked = 0;
-    for route in ROUTES {
+    for route in ROUTES.iter() {
         let operation = &document["paths"][route.path][route.method.as_str().to_lowercase()];
         let schema = &operation["requestBody"]["content"]["application/json"]["schema"];
         let mut found = Vec::new();

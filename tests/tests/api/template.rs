@@ -97,7 +97,7 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
     let binaries = binaries();
     // Every route's function, node-worker, webhook-sender, sweeper and scheduler.
     assert_eq!(functions.len(), ROUTES.len() + 4, "one function per route: {:?}", functions.keys());
-    for route in ROUTES {
+    for route in ROUTES.iter() {
         let (logical_id, function) = functions
             .iter()
             .find(|(_, function)| function["Metadata"]["BuildProperties"]["Binary"] == route.function)
