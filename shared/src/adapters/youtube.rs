@@ -193,24 +193,7 @@ impl YoutubePublisher {
             "snippet": {"title": title(&post.description), "description": post.description, "categoryId": "22"},
             "status": {"privacyStatus": "public", "selfDeclaredMadeForKids": false},
         });
-        let start = format!("{}/upload/youtube/v3/videos?uploadType=resumable&part=snippet,status", self.base_url);
-        let answer = self
-            .send("starting the upload", || {
-                self.http
-                    .post(&start)
-                    .header(AUTHORIZATION, bearer.clone())
-                    .header(CONTENT_TYPE, "application/json; charset=UTF-8")
-                    .header("X-Upload-Content-Length", video.bytes.to_string())
-                    .header("X-Upload-Content-Type", video.content_type.as_str())
-                    .body(metadata.to_string())
-            })
-            .await?;
-        let session = answer
-            .headers()
-            .get(LOCATION)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned)
-            .ok_or_else(|| Refusal::Again(anyhow::anyhow!("YouTube started an upload without a Location")))?;
+        let session = self.start_session(&bearer, video, &metadata).await?;
         let mut file = tokio::fs::File::open(&video.path).await.map_err(|error| Refusal::Again(error.into()))?;
         let total = video.bytes;
         let mut sent: u64 = 0;
@@ -218,14 +201,7 @@ impl YoutubePublisher {
         let mut chunk = vec![0u8; self.chunk_bytes];
         // One PUT per chunk: the loop ends after ⌈total / chunk⌉ of them.
         loop {
-            let mut filled = 0;
-            while filled < self.chunk_bytes {
-                let read = file.read(&mut chunk[filled..]).await.map_err(|error| Refusal::Again(error.into()))?;
-                if read == 0 {
-                    break;
-                }
-                filled += read;
-            }
+            let filled = fill(&mut file, &mut chunk).await?;
             if filled == 0 && sent < total {
                 return Err(Refusal::Again(anyhow::anyhow!("the video file ended after {sent} of {total} bytes")));
             }
@@ -247,13 +223,7 @@ impl YoutubePublisher {
             if answer.status().as_u16() == 308 {
                 // `Range: bytes=0-{last}` is what YouTube kept (none: nothing); the next
                 // PUT starts after it, so a chunk it lost is sent again.
-                let kept = answer
-                    .headers()
-                    .get("range")
-                    .and_then(|value| value.to_str().ok())
-                    .and_then(|range| range.strip_prefix("bytes=0-"))
-                    .and_then(|last| last.parse::<u64>().ok())
-                    .map_or(0, |last| last + 1);
+                let kept = kept_bytes(&answer);
                 if kept >= total || kept > end {
                     return Err(Refusal::Again(anyhow::anyhow!(
                         "YouTube's upload session says it kept {kept} of {total} bytes after {end} were sent"
@@ -276,6 +246,33 @@ impl YoutubePublisher {
         }
     }
 
+    /// Starts a resumable upload of `video` with its `metadata`: the session's URL.
+    async fn start_session(
+        &self,
+        bearer: &HeaderValue,
+        video: &MediumFile,
+        metadata: &Value,
+    ) -> Result<String, Refusal> {
+        let start = format!("{}/upload/youtube/v3/videos?uploadType=resumable&part=snippet,status", self.base_url);
+        let answer = self
+            .send("starting the upload", || {
+                self.http
+                    .post(&start)
+                    .header(AUTHORIZATION, bearer.clone())
+                    .header(CONTENT_TYPE, "application/json; charset=UTF-8")
+                    .header("X-Upload-Content-Length", video.bytes.to_string())
+                    .header("X-Upload-Content-Type", video.content_type.as_str())
+                    .body(metadata.to_string())
+            })
+            .await?;
+        answer
+            .headers()
+            .get(LOCATION)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+            .ok_or_else(|| Refusal::Again(anyhow::anyhow!("YouTube started an upload without a Location")))
+    }
+
     async fn ask(&self, credentials: Option<&Map<String, Value>>, video: &str) -> Result<Published, Refusal> {
         let bearer = Self::bearer(credentials)?;
         let url = format!("{}/youtube/v3/videos", self.base_url);
@@ -294,6 +291,31 @@ impl YoutubePublisher {
 
 /// A title from a description: its first line, at most 100 characters, without the
 /// angle brackets YouTube refuses.
+/// Fills `chunk` from `file` (less at its end): the bytes read.
+async fn fill(file: &mut tokio::fs::File, chunk: &mut [u8]) -> Result<usize, Refusal> {
+    let mut filled = 0;
+    while filled < chunk.len() {
+        let read = file.read(&mut chunk[filled..]).await.map_err(|error| Refusal::Again(error.into()))?;
+        if read == 0 {
+            break;
+        }
+        filled += read;
+    }
+    Ok(filled)
+}
+
+/// What a resumable upload's 308 says YouTube kept: `Range: bytes=0-{last}` (none:
+/// nothing), as the number of bytes.
+fn kept_bytes(answer: &reqwest::Response) -> u64 {
+    answer
+        .headers()
+        .get("range")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|range| range.strip_prefix("bytes=0-"))
+        .and_then(|last| last.parse::<u64>().ok())
+        .map_or(0, |last| last + 1)
+}
+
 fn title(description: &str) -> String {
     let line = description.lines().find(|line| !line.trim().is_empty()).unwrap_or("Video");
     let cleaned: String = line.chars().filter(|c| *c != '<' && *c != '>').take(MAX_TITLE_CHARS).collect();

@@ -231,6 +231,93 @@ async fn remove_leftovers(data_dir: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The embedded backend in the data folder: its SQLite database and its media folder
+/// (what a killed process left in it removed first).
+async fn embedded_config(options: &ServeOptions) -> anyhow::Result<crate::app::AppConfig> {
+    use anyhow::Context;
+
+    use crate::adapters::fs::LocalBlobStore;
+    use crate::adapters::sqlite::Sqlite;
+    use crate::app::{AppConfig, Media};
+
+    // What a killed process left: its tasks' scratch folders and partial uploads (its
+    // children died with it). Nothing else uses this data folder.
+    remove_leftovers(&options.data_dir).await?;
+    let folder = options.data_dir.join("blobs");
+    let local = LocalBlobStore::open(&folder, &options.public_url)
+        .with_context(|| format!("opening the media folder {}", folder.display()))?;
+    let database = if options.in_memory {
+        Sqlite::in_memory()?
+    } else {
+        let path = options.data_dir.join(STATE_FILE);
+        // Blocking file work before serving starts: nothing else runs yet.
+        tokio::task::spawn_blocking(move || Sqlite::open(path)).await??
+    };
+    let mut config = AppConfig::sqlite(database, Media::Local(Arc::new(local)));
+    config.settings = Settings {
+        scratch: options.data_dir.join("scratch"),
+        task_budget: options.task_budget,
+        webhook_schedule: options.webhook_schedule.clone(),
+        video_site_hosts: crate::config::video_site_hosts_from_env(),
+        allow_private_urls: options.allow_private_urls,
+        generation: crate::config::GenerationSettings::from_env()?,
+        prices: crate::config::prices_from_env()?,
+        billing: crate::config::BillingSettings::from_lookup(&|name| std::env::var(name).ok())?,
+        ..Settings::default()
+    };
+    Ok(config)
+}
+
+/// The AWS backend as the environment configures it (emulators in tests): its table and
+/// bucket checked, and the queues and link secret a deployment would give made here
+/// when the environment names none.
+async fn aws_config(options: &ServeOptions) -> anyhow::Result<crate::app::AppConfig> {
+    use anyhow::Context;
+
+    use crate::adapters::dynamodb::DynamoDb;
+    use crate::adapters::s3::S3BlobStore;
+    use crate::adapters::sqs::{SqsTaskQueue, SqsWebhookQueue};
+    use crate::app::AppConfig;
+    use crate::config::Config;
+
+    let mut config = Config::from_env()?;
+    let aws = crate::adapters::aws_env::load_defaults().await;
+    DynamoDb::from_config(&aws, &config.table_name).ensure_table().await.with_context(|| {
+        format!("DynamoDB table {} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)", config.table_name)
+    })?;
+    S3BlobStore::from_config(&aws, &config.media_bucket)
+        .ensure_bucket()
+        .await
+        .with_context(|| format!("S3 bucket {} is not reachable (is AWS_ENDPOINT_URL_S3 set?)", config.media_bucket))?;
+    if std::env::var("PUBLIC_URL").is_err() {
+        config.public_url = options.public_url.clone();
+    }
+    config.settings.task_budget = options.task_budget;
+    config.settings.webhook_schedule = options.webhook_schedule.clone();
+    config.settings.allow_private_urls = options.allow_private_urls;
+    if config.webhook_queue_url.is_none() {
+        // Visible again after a sender's claim could have passed.
+        let url = SqsWebhookQueue::ensure_queue(&aws, LOCAL_WEBHOOK_QUEUE, Duration::from_secs(60))
+            .await
+            .with_context(|| format!("SQS queue {LOCAL_WEBHOOK_QUEUE} is not reachable"))?;
+        config.webhook_queue_url = Some(url);
+    }
+    if config.task_queue_url.is_none() {
+        // A queue on the emulator; a message's lease outlasts its task's work.
+        let visibility = options.task_budget * 6;
+        let url = SqsTaskQueue::ensure_queue(&aws, LOCAL_TASK_QUEUE, visibility)
+            .await
+            .with_context(|| format!("SQS queue {LOCAL_TASK_QUEUE} is not reachable (is AWS_ENDPOINT_URL_SQS set?)"))?;
+        config.task_queue_url = Some(url);
+    }
+    if config.media_link_secret.is_none() {
+        let folder = options.data_dir.clone();
+        let secret = tokio::task::spawn_blocking(move || crate::adapters::fs::load_or_create_secret(&folder)).await??;
+        config.media_link_secret = Some(hex::encode(secret));
+    }
+    AppConfig::aws(&config, &aws, true)
+}
+
 /// Builds the application for `serve`: the backend (opening or creating its database,
 /// or the DynamoDB table and S3 bucket), then the seed file, or the development
 /// organization, whose new key is returned so that it can be printed.
@@ -241,82 +328,11 @@ pub async fn build_app(
 ) -> anyhow::Result<(App, Option<String>)> {
     use anyhow::Context;
 
-    use crate::adapters::dynamodb::DynamoDb;
-    use crate::adapters::fs::LocalBlobStore;
-    use crate::adapters::s3::S3BlobStore;
-    use crate::adapters::sqlite::Sqlite;
-    use crate::adapters::sqs::{SqsTaskQueue, SqsWebhookQueue};
-    use crate::app::{AppConfig, Media};
-    use crate::config::Config;
     use crate::domain::identity::{apply_seed, development_organization_key, Seed};
 
     let config = match backend {
-        Backend::Embedded => {
-            // What a killed process left: its tasks' scratch folders and partial uploads
-            // (its children died with it). Nothing else uses this data folder.
-            remove_leftovers(&options.data_dir).await?;
-            let folder = options.data_dir.join("blobs");
-            let local = LocalBlobStore::open(&folder, &options.public_url)
-                .with_context(|| format!("opening the media folder {}", folder.display()))?;
-            let database = if options.in_memory {
-                Sqlite::in_memory()?
-            } else {
-                let path = options.data_dir.join(STATE_FILE);
-                // Blocking file work before serving starts: nothing else runs yet.
-                tokio::task::spawn_blocking(move || Sqlite::open(path)).await??
-            };
-            let mut config = AppConfig::sqlite(database, Media::Local(Arc::new(local)));
-            config.settings = Settings {
-                scratch: options.data_dir.join("scratch"),
-                task_budget: options.task_budget,
-                webhook_schedule: options.webhook_schedule.clone(),
-                video_site_hosts: crate::config::video_site_hosts_from_env(),
-                allow_private_urls: options.allow_private_urls,
-                generation: crate::config::GenerationSettings::from_env()?,
-                prices: crate::config::prices_from_env()?,
-                billing: crate::config::BillingSettings::from_lookup(&|name| std::env::var(name).ok())?,
-                ..Settings::default()
-            };
-            config
-        }
-        Backend::Aws => {
-            let mut config = Config::from_env()?;
-            let aws = crate::adapters::aws_env::load_defaults().await;
-            DynamoDb::from_config(&aws, &config.table_name).ensure_table().await.with_context(|| {
-                format!("DynamoDB table {} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)", config.table_name)
-            })?;
-            S3BlobStore::from_config(&aws, &config.media_bucket).ensure_bucket().await.with_context(|| {
-                format!("S3 bucket {} is not reachable (is AWS_ENDPOINT_URL_S3 set?)", config.media_bucket)
-            })?;
-            if std::env::var("PUBLIC_URL").is_err() {
-                config.public_url = options.public_url.clone();
-            }
-            config.settings.task_budget = options.task_budget;
-            config.settings.webhook_schedule = options.webhook_schedule.clone();
-            config.settings.allow_private_urls = options.allow_private_urls;
-            if config.webhook_queue_url.is_none() {
-                // Visible again after a sender's claim could have passed.
-                let url = SqsWebhookQueue::ensure_queue(&aws, LOCAL_WEBHOOK_QUEUE, Duration::from_secs(60))
-                    .await
-                    .with_context(|| format!("SQS queue {LOCAL_WEBHOOK_QUEUE} is not reachable"))?;
-                config.webhook_queue_url = Some(url);
-            }
-            if config.task_queue_url.is_none() {
-                // A queue on the emulator; a message's lease outlasts its task's work.
-                let visibility = options.task_budget * 6;
-                let url = SqsTaskQueue::ensure_queue(&aws, LOCAL_TASK_QUEUE, visibility).await.with_context(|| {
-                    format!("SQS queue {LOCAL_TASK_QUEUE} is not reachable (is AWS_ENDPOINT_URL_SQS set?)")
-                })?;
-                config.task_queue_url = Some(url);
-            }
-            if config.media_link_secret.is_none() {
-                let folder = options.data_dir.clone();
-                let secret =
-                    tokio::task::spawn_blocking(move || crate::adapters::fs::load_or_create_secret(&folder)).await??;
-                config.media_link_secret = Some(hex::encode(secret));
-            }
-            AppConfig::aws(&config, &aws, true)?
-        }
+        Backend::Embedded => embedded_config(options).await?,
+        Backend::Aws => aws_config(options).await?,
     };
     let app = App::build(config);
     let development_key = match seed {

@@ -430,24 +430,9 @@ impl DynamoDb {
         max_entries: u32,
     ) -> (Result<Vec<StoreEntry>, StoreError>, bool) {
         let started = Instant::now();
-        // An empty store (a first import) has nothing to read back.
-        let existing: HashMap<EntryId, Timestamp> = if lease.entry_count == 0 {
-            HashMap::new()
-        } else {
-            let keys = writes.iter().map(|write| keys::entry(organization, store, &write.entry_id)).collect();
-            let read = async {
-                self.batch_get(keys, Some("entry_id, created_at"))
-                    .await?
-                    .iter()
-                    .map(|item| {
-                        Ok((EntryId::from_storage(text(item, "entry_id")?.to_owned()), timestamp(item, "created_at")?))
-                    })
-                    .collect::<anyhow::Result<_>>()
-            };
-            match read.await {
-                Ok(existing) => existing,
-                Err(error) => return (Err(error.into()), true),
-            }
+        let existing = match self.existing_entries(organization, store, lease, writes).await {
+            Ok(existing) => existing,
+            Err(error) => return (Err(error.into()), true),
         };
         let new_ids: Vec<&EntryId> =
             writes.iter().map(|write| &write.entry_id).filter(|id| !existing.contains_key(*id)).collect();
@@ -455,22 +440,9 @@ impl DynamoDb {
         if new_count > max_entries {
             return (Err(StoreError::EntryLimitReached), true);
         }
-        let journal = if new_count == 0 {
-            Vec::new()
-        } else {
-            let journal = match self.write_journal(organization, store, lease, &new_ids).await {
-                Ok(journal) => journal,
-                // Nothing is reserved: what was written of the journal is never read.
-                Err(error) => return (Err(error.into()), true),
-            };
-            match self.reserve(organization, store, lease, new_count, max_entries).await {
-                Reservation::Made => journal,
-                Reservation::Refused(refusal) => {
-                    self.drop_journal(store, journal).await;
-                    return (Err(refusal), true);
-                }
-                Reservation::Unknown(error) => return (Err(error.into()), false),
-            }
+        let journal = match self.reserve_new(organization, store, lease, &new_ids, max_entries).await {
+            Ok(journal) => journal,
+            Err((error, settled)) => return (Err(error), settled),
         };
         let entries: Vec<StoreEntry> =
             writes.iter().map(|write| write.clone().into_entry(existing.get(&write.entry_id).copied(), now)).collect();
@@ -506,6 +478,55 @@ impl DynamoDb {
                 }
                 (Err(error.context("bulk upsert writes").into()), settled.is_ok())
             }
+        }
+    }
+
+    /// When each of the entries `writes` names that exists was created (an empty store,
+    /// a first import, has nothing to read back).
+    async fn existing_entries(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        lease: &Lease,
+        writes: &[EntryWrite],
+    ) -> anyhow::Result<HashMap<EntryId, Timestamp>> {
+        if lease.entry_count == 0 {
+            return Ok(HashMap::new());
+        }
+        let keys = writes.iter().map(|write| keys::entry(organization, store, &write.entry_id)).collect();
+        self.batch_get(keys, Some("entry_id, created_at"))
+            .await?
+            .iter()
+            .map(|item| Ok((EntryId::from_storage(text(item, "entry_id")?.to_owned()), timestamp(item, "created_at")?)))
+            .collect()
+    }
+
+    /// Journals the new entries and reserves their slots under the lease: the journal's
+    /// items, or the refusal and whether the reservation is settled (false leaves it for
+    /// the next holder to repair).
+    async fn reserve_new(
+        &self,
+        organization: OrganizationId,
+        store: StoreId,
+        lease: &Lease,
+        new_ids: &[&EntryId],
+        max_entries: u32,
+    ) -> Result<Vec<Item>, (StoreError, bool)> {
+        if new_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let journal = match self.write_journal(organization, store, lease, new_ids).await {
+            Ok(journal) => journal,
+            // Nothing is reserved: what was written of the journal is never read.
+            Err(error) => return Err((error.into(), true)),
+        };
+        match self.reserve(organization, store, lease, new_ids.len() as u32, max_entries).await {
+            Reservation::Made => Ok(journal),
+            Reservation::Refused(refusal) => {
+                self.drop_journal(store, journal).await;
+                Err((refusal, true))
+            }
+            Reservation::Unknown(error) => Err((error.into(), false)),
         }
     }
 

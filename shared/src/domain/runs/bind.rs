@@ -216,6 +216,27 @@ impl<'a> Binder<'a> {
         id
     }
 
+    /// Refuses an AI Avatar node's profile that is unknown, another organization's or
+    /// failed. A profile pending or processing is kept: the node's task waits
+    /// (`blocked`) until it is ready.
+    async fn check_avatar(&self, node: &RuntimeNode, profile: &str) -> Result<(), RunError> {
+        let (original, name) = (node.original_node_id, node.type_name());
+        let found = match AvatarProfileId::parse(profile) {
+            Some(id) => self.ports.avatars.get_avatar(self.organization, id).await?,
+            None => None,
+        };
+        match found {
+            None => {
+                Err(RunError::Invalid(format!("node {original} ({name}): avatar_profile_id {profile} was not found")))
+            }
+            Some(found) if found.status == AvatarStatus::Failed => Err(RunError::Invalid(format!(
+                "node {original} ({name}): avatar profile {profile} failed ({}); it cannot be used",
+                found.status_message.unwrap_or_default()
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+
     /// The uploads the nodes' parameters name, which must be ready files of the right
     /// kind; each node must have what it needs to run.
     pub(super) async fn node_uploads(
@@ -236,26 +257,7 @@ impl<'a> Binder<'a> {
                 }
             }
             if let Some(Generation::Avatar { profile, .. }) = node.settings().generation() {
-                // Unknown, another organization's or failed: refused now. Pending or
-                // processing: the node's task waits (`blocked`) until it is ready.
-                let found = match AvatarProfileId::parse(&profile) {
-                    Some(id) => self.ports.avatars.get_avatar(self.organization, id).await?,
-                    None => None,
-                };
-                match found {
-                    None => {
-                        return Err(RunError::Invalid(format!(
-                            "node {original} ({name}): avatar_profile_id {profile} was not found"
-                        )))
-                    }
-                    Some(found) if found.status == AvatarStatus::Failed => {
-                        return Err(RunError::Invalid(format!(
-                            "node {original} ({name}): avatar profile {profile} failed ({}); it cannot be used",
-                            found.status_message.unwrap_or_default()
-                        )))
-                    }
-                    Some(_) => {}
-                }
+                self.check_avatar(node, &profile).await?;
             }
             let connected = connected_media(nodes, node);
             for UploadUse { param, kind, value } in node.settings().uploads() {

@@ -12,7 +12,7 @@ use crate::core::shared_list::SharedList;
 use crate::domain::graph::Graph;
 use crate::domain::ids::AgentNodeId;
 use crate::domain::media::MediaType;
-use crate::domain::nodes::{self, Connectable, ItemFlow, NodeKind};
+use crate::domain::nodes::{self, Connectable, ItemFlow, NodeKind, NodeType};
 
 /// The runtime graph of a template for one run: nodes in an order where every node comes
 /// after its upstream nodes, with new IDs.
@@ -170,44 +170,21 @@ pub fn plan_tasks(
     inputs: &[BoundInput],
     is_output: impl Fn(NodeIndex) -> bool,
 ) -> Result<Vec<Task>, String> {
-    let mut tasks: Vec<Task> = Vec::new();
-    // The tasks whose results leave each node, in item order.
-    let mut items_out: Vec<Vec<TaskIndex>> = vec![Vec::new(); nodes.len()];
+    let mut plan = Plan { tasks: Vec::new(), media: Vec::new(), items_out: vec![Vec::new(); nodes.len()] };
     let positions: HashMap<AgentNodeId, usize> =
         nodes.iter().enumerate().map(|(at, node)| (node.agent_node_id, at)).collect();
     let position = |id: AgentNodeId| positions.get(&id).copied();
-    let new_task = |node: NodeIndex, source: TaskSource| Task {
-        nodes: vec![node],
-        source,
-        attempt: 0,
-        claims: 0,
-        status: TaskStatus::Waiting,
-        lease_until: None,
-        error: None,
-        error_node: None,
-        result: None,
-        detached_attempts: 0,
-        sent: false,
-        queued_at: None,
-        charged: None,
-        credits: None,
-        refund_owed: None,
-    };
-    // What each task's result holds.
-    let mut media: Vec<MediaType> = Vec::new();
     for (index, node) in nodes.iter().enumerate() {
         let upstream_items: Vec<TaskIndex> =
-            node.upstream.iter().filter_map(|id| position(*id)).flat_map(|up| items_out[up].clone()).collect();
+            node.upstream.iter().filter_map(|id| position(*id)).flat_map(|up| plan.items_out[up].clone()).collect();
         let node_type = node.node_type();
-        let flow = node_type.map(|node_type| node_type.flow);
         let named = || format!("node {} ({})", node.original_node_id, node.type_name());
+        let at = NodeIndex(index);
         match node.kind() {
             Some(NodeKind::Trigger) => {}
             Some(NodeKind::Input) => {
                 for (input, _) in inputs.iter().enumerate().filter(|(_, bound)| bound.node == node.agent_node_id) {
-                    items_out[index].push(TaskIndex(tasks.len()));
-                    tasks.push(new_task(NodeIndex(index), TaskSource::Input { input }));
-                    media.push(MediaType::Video);
+                    plan.push(at, TaskSource::Input { input }, MediaType::Video);
                 }
             }
             Some(NodeKind::Generation) => {
@@ -217,51 +194,100 @@ pub fn plan_tasks(
                         named()
                     ));
                 }
-                items_out[index].push(TaskIndex(tasks.len()));
-                tasks.push(new_task(NodeIndex(index), TaskSource::Generate));
-                media.push(node_type.and_then(|node_type| node_type.produces).unwrap_or_default());
+                plan.push(
+                    at,
+                    TaskSource::Generate,
+                    node_type.and_then(|node_type| node_type.produces).unwrap_or_default(),
+                );
             }
             Some(NodeKind::Destination) => {
                 for item in upstream_items {
-                    items_out[index].push(TaskIndex(tasks.len()));
-                    tasks.push(new_task(NodeIndex(index), TaskSource::Tasks { tasks: vec![item] }));
-                    media.push(media[item.0]);
+                    let media = plan.media[item.0];
+                    plan.push(at, TaskSource::Tasks { tasks: vec![item] }, media);
                 }
             }
-            _ => {
-                let connectable = node_type.and_then(|node_type| node_type.connectable);
-                let (videos, connected) = split_items(&upstream_items, &media, connectable, &named)?;
-                if let (true, Some(item)) = (videos.is_empty(), connected) {
-                    return Err(format!(
-                        "{} has a connected {} but no video reaches it to edit",
-                        named(),
-                        media[item.0].as_str()
-                    ));
-                }
-                if flow == Some(ItemFlow::AllItems) {
-                    if !videos.is_empty() {
-                        items_out[index].push(TaskIndex(tasks.len()));
-                        tasks.push(new_task(NodeIndex(index), TaskSource::Tasks { tasks: videos }));
-                        media.push(MediaType::Video);
-                    }
-                } else {
-                    if tasks.len() + videos.len() > MAX_TASKS {
-                        return Err(too_many_tasks());
-                    }
-                    for item in videos {
-                        items_out[index].push(TaskIndex(tasks.len()));
-                        let sources = std::iter::once(item).chain(connected).collect();
-                        tasks.push(new_task(NodeIndex(index), TaskSource::Tasks { tasks: sources }));
-                        media.push(MediaType::Video);
-                    }
-                }
-            }
+            _ => plan.edit(at, node_type, &upstream_items, &named)?,
         }
-        if tasks.len() > MAX_TASKS {
+        if plan.tasks.len() > MAX_TASKS {
             return Err(too_many_tasks());
         }
     }
-    Ok(join_chains(tasks, nodes, is_output))
+    Ok(join_chains(plan.tasks, nodes, is_output))
+}
+
+/// The tasks planned so far.
+struct Plan {
+    tasks: Vec<Task>,
+    /// What each task's result holds.
+    media: Vec<MediaType>,
+    /// The tasks whose results leave each node, in item order.
+    items_out: Vec<Vec<TaskIndex>>,
+}
+
+impl Plan {
+    /// A task of node `node` from `source`, whose result holds `media`.
+    fn push(&mut self, node: NodeIndex, source: TaskSource, media: MediaType) {
+        self.items_out[node.0].push(TaskIndex(self.tasks.len()));
+        self.tasks.push(Task::waiting(node, source));
+        self.media.push(media);
+    }
+
+    /// The tasks of edit node `node` over the items reaching it: one of them all (a
+    /// node of every item), or one per video with its connected medium.
+    fn edit(
+        &mut self,
+        node: NodeIndex,
+        node_type: Option<&NodeType>,
+        upstream_items: &[TaskIndex],
+        named: &dyn Fn() -> String,
+    ) -> Result<(), String> {
+        let connectable = node_type.and_then(|node_type| node_type.connectable);
+        let (videos, connected) = split_items(upstream_items, &self.media, connectable, named)?;
+        if let (true, Some(item)) = (videos.is_empty(), connected) {
+            return Err(format!(
+                "{} has a connected {} but no video reaches it to edit",
+                named(),
+                self.media[item.0].as_str()
+            ));
+        }
+        if node_type.map(|node_type| node_type.flow) == Some(ItemFlow::AllItems) {
+            if !videos.is_empty() {
+                self.push(node, TaskSource::Tasks { tasks: videos }, MediaType::Video);
+            }
+            return Ok(());
+        }
+        if self.tasks.len() + videos.len() > MAX_TASKS {
+            return Err(too_many_tasks());
+        }
+        for item in videos {
+            let sources = std::iter::once(item).chain(connected).collect();
+            self.push(node, TaskSource::Tasks { tasks: sources }, MediaType::Video);
+        }
+        Ok(())
+    }
+}
+
+impl Task {
+    /// A task not started yet.
+    fn waiting(node: NodeIndex, source: TaskSource) -> Self {
+        Task {
+            nodes: vec![node],
+            source,
+            attempt: 0,
+            claims: 0,
+            status: TaskStatus::Waiting,
+            lease_until: None,
+            error: None,
+            error_node: None,
+            result: None,
+            detached_attempts: 0,
+            sent: false,
+            queued_at: None,
+            charged: None,
+            credits: None,
+            refund_owed: None,
+        }
+    }
 }
 
 /// The items reaching an edit node, split into the videos it edits and the generated

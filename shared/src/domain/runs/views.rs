@@ -93,66 +93,8 @@ impl Run {
             citation
         };
         let citation = match &placement.medium {
-            Medium::Input { input } => {
-                let bound = self.inputs.get(*input)?;
-                let render_asset_id = Self::asset_id(bound.clipped.map(|clipped| clipped.video), output);
-                match &bound.source {
-                    InputSource::Url { url } => json!({
-                        "provider": "url",
-                        "source_kind": "video_url",
-                        "media_type": "video",
-                        "render_asset_id": render_asset_id,
-                        "query": url,
-                        "placement": "main",
-                        "layout": "full_frame",
-                    }),
-                    InputSource::Site { url, video } => json!({
-                        "provider": video.site,
-                        "source_kind": "video_site",
-                        "media_type": "video",
-                        "provider_asset_id": video.video_id,
-                        "render_asset_id": render_asset_id,
-                        "query": url,
-                        "placement": "main",
-                        "layout": "full_frame",
-                    }),
-                    InputSource::Asset { item, name, provider, .. } => json!({
-                        "provider": provider,
-                        "source_kind": "asset_manager_item",
-                        "media_type": "video",
-                        "provider_asset_id": item,
-                        "render_asset_id": render_asset_id,
-                        "query": name,
-                        "placement": "main",
-                        "layout": "full_frame",
-                    }),
-                    InputSource::Upload { .. } | InputSource::Render { .. } => return None,
-                }
-            }
-            Medium::Generated { task, role } => {
-                let task = self.tasks.get(*task)?;
-                let made = task.result.as_ref()?;
-                let node = &self.nodes[*task.nodes.first()?];
-                let prompt = node.settings().generation().map(|generation| generation.prompt().to_owned());
-                let provider = made.generated.as_ref().map_or("unknown", |by| by.provider.as_str());
-                let layout = match (made.media, role) {
-                    (MediaType::Audio, _) => "audio_only",
-                    (_, Role::Overlay) => "picture_in_picture",
-                    _ => "full_frame",
-                };
-                return Some(json!({
-                    "provider": provider,
-                    "source_kind": "generated",
-                    "media_type": made.media.as_str(),
-                    "render_asset_id": Self::asset_id(made.generated.as_ref().and_then(|by| by.link), output),
-                    "query": prompt.unwrap_or_default(),
-                    "start_ms": placement.record_in_ms,
-                    "end_ms": placement.record_out_ms,
-                    "placement": role.as_str(),
-                    "layout": layout,
-                    "licensed_asset_family": GENERATED,
-                }));
-            }
+            Medium::Input { input } => self.input_citation(*input, output)?,
+            Medium::Generated { task, role } => return self.generated_citation(placement, *task, *role, output),
             // An upload was asked for by ID, not found by a query: the query is empty.
             Medium::Music { upload } => json!({
                 "provider": "upload",
@@ -176,6 +118,71 @@ impl Run {
             }),
         };
         Some(window(citation))
+    }
+
+    /// The citation of input `input` (None for an upload or a render, which cite
+    /// nothing), without its window.
+    fn input_citation(&self, input: usize, output: MediaId) -> Option<Value> {
+        let bound = self.inputs.get(input)?;
+        let render_asset_id = Self::asset_id(bound.clipped.map(|clipped| clipped.video), output);
+        Some(match &bound.source {
+            InputSource::Url { url } => json!({
+                "provider": "url",
+                "source_kind": "video_url",
+                "media_type": "video",
+                "render_asset_id": render_asset_id,
+                "query": url,
+                "placement": "main",
+                "layout": "full_frame",
+            }),
+            InputSource::Site { url, video } => json!({
+                "provider": video.site,
+                "source_kind": "video_site",
+                "media_type": "video",
+                "provider_asset_id": video.video_id,
+                "render_asset_id": render_asset_id,
+                "query": url,
+                "placement": "main",
+                "layout": "full_frame",
+            }),
+            InputSource::Asset { item, name, provider, .. } => json!({
+                "provider": provider,
+                "source_kind": "asset_manager_item",
+                "media_type": "video",
+                "provider_asset_id": item,
+                "render_asset_id": render_asset_id,
+                "query": name,
+                "placement": "main",
+                "layout": "full_frame",
+            }),
+            InputSource::Upload { .. } | InputSource::Render { .. } => return None,
+        })
+    }
+
+    /// The citation of the medium generation task `task` made, placed as `placement`.
+    fn generated_citation(&self, placement: &Placement, task: usize, role: Role, output: MediaId) -> Option<Value> {
+        let task = self.tasks.get(task)?;
+        let made = task.result.as_ref()?;
+        let node = &self.nodes[*task.nodes.first()?];
+        let prompt = node.settings().generation().map(|generation| generation.prompt().to_owned());
+        let provider = made.generated.as_ref().map_or("unknown", |by| by.provider.as_str());
+        let layout = match (made.media, role) {
+            (MediaType::Audio, _) => "audio_only",
+            (_, Role::Overlay) => "picture_in_picture",
+            _ => "full_frame",
+        };
+        Some(json!({
+            "provider": provider,
+            "source_kind": "generated",
+            "media_type": made.media.as_str(),
+            "render_asset_id": Self::asset_id(made.generated.as_ref().and_then(|by| by.link), output),
+            "query": prompt.unwrap_or_default(),
+            "start_ms": placement.record_in_ms,
+            "end_ms": placement.record_out_ms,
+            "placement": role.as_str(),
+            "layout": layout,
+            "licensed_asset_family": GENERATED,
+        }))
     }
 
     fn input_views(&self, links: &MediaLinks, now: Timestamp) -> Vec<Value> {

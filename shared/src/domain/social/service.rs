@@ -533,51 +533,7 @@ impl Social {
         if post.status != PostStatus::Processing || accepted.is_empty() {
             return Ok(post);
         }
-        // Every destination asked at once, all within one wait of REFRESH_BUDGET (not one
-        // per destination), so a read answers inside API Gateway's 29 s however many
-        // destinations it has: a platform slow to say is asked again at the next read.
-        let mut asking: futures::stream::FuturesUnordered<_> = accepted
-            .into_iter()
-            .map(|(index, platform_post_id)| {
-                let post = &post;
-                async move {
-                    let connection = &post.destinations[index].connection;
-                    // The credentials as kept now (a refreshed token replaces the one the
-                    // post was made with).
-                    let credentials = self.current_credentials(post.organization_id, connection).await;
-                    let answer = match credentials {
-                        Ok(credentials) => {
-                            self.publishers
-                                .of(connection.publisher)
-                                .status(post, connection, credentials.as_ref(), &platform_post_id)
-                                .await
-                        }
-                        Err(error) => Err(error),
-                    };
-                    (index, platform_post_id, answer)
-                }
-            })
-            .collect();
-        let deadline = tokio::time::Instant::now() + REFRESH_BUDGET;
-        let mut answers = Vec::new();
-        loop {
-            match tokio::time::timeout_at(deadline, futures::StreamExt::next(&mut asking)).await {
-                Ok(Some((index, platform_post_id, answer))) => match answer {
-                    Ok(Published::Accepted { .. }) => {}
-                    Ok(answer) => answers.push((index, platform_post_id, answer)),
-                    // The platform could not say: the destination is shown as stored.
-                    Err(error) => {
-                        tracing::warn!(post = %post.id, error = %format!("{error:#}"), "a publisher could not be asked")
-                    }
-                },
-                Ok(None) => break,
-                Err(_) => {
-                    tracing::warn!(post = %post.id, waiting = asking.len(), "publishers did not answer within {REFRESH_BUDGET:?}");
-                    break;
-                }
-            }
-        }
-        drop(asking);
+        let answers = self.ask_destinations(&post, accepted).await;
         if answers.is_empty() {
             return Ok(post);
         }
@@ -608,6 +564,57 @@ impl Social {
             Changed::Written(post, ()) | Changed::Kept(post) => Ok(post),
             Changed::Missing => Err(SocialError::NotFound(POST_NOT_FOUND)),
         }
+    }
+
+    /// Asks the platforms of `accepted` destinations (index, platform post ID) where
+    /// their posts stand: every destination at once, all within one wait of
+    /// REFRESH_BUDGET (not one per destination), so that a read answers inside API
+    /// Gateway's 29 s however many destinations it has; a platform slow to say is asked
+    /// again at the next read. The answers that moved on from accepted.
+    async fn ask_destinations(
+        &self,
+        post: &SocialPost,
+        accepted: Vec<(usize, String)>,
+    ) -> Vec<(usize, String, Published)> {
+        let mut asking: futures::stream::FuturesUnordered<_> = accepted
+            .into_iter()
+            .map(|(index, platform_post_id)| async move {
+                let connection = &post.destinations[index].connection;
+                // The credentials as kept now (a refreshed token replaces the one the post
+                // was made with).
+                let credentials = self.current_credentials(post.organization_id, connection).await;
+                let answer = match credentials {
+                    Ok(credentials) => {
+                        self.publishers
+                            .of(connection.publisher)
+                            .status(post, connection, credentials.as_ref(), &platform_post_id)
+                            .await
+                    }
+                    Err(error) => Err(error),
+                };
+                (index, platform_post_id, answer)
+            })
+            .collect();
+        let deadline = tokio::time::Instant::now() + REFRESH_BUDGET;
+        let mut answers = Vec::new();
+        loop {
+            match tokio::time::timeout_at(deadline, futures::StreamExt::next(&mut asking)).await {
+                Ok(Some((index, platform_post_id, answer))) => match answer {
+                    Ok(Published::Accepted { .. }) => {}
+                    Ok(answer) => answers.push((index, platform_post_id, answer)),
+                    // The platform could not say: the destination is shown as stored.
+                    Err(error) => {
+                        tracing::warn!(post = %post.id, error = %format!("{error:#}"), "a publisher could not be asked")
+                    }
+                },
+                Ok(None) => break,
+                Err(_) => {
+                    tracing::warn!(post = %post.id, waiting = asking.len(), "publishers did not answer within {REFRESH_BUDGET:?}");
+                    break;
+                }
+            }
+        }
+        answers
     }
 
     /// Approves a post `pending_approval`: it is published now (or `scheduled` until its

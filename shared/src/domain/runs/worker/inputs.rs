@@ -31,41 +31,10 @@ impl Worker {
                 (self.blobs.read_location(key, version.as_deref()).await?, Some((key.clone(), version.clone())))
             }
             InputSource::Url { url } | InputSource::Site { url, .. } => {
-                let path = scratch.join("download");
-                let download = async {
-                    match &bound.source {
-                        InputSource::Site { .. } => self.sites.videos.download(url, &path, MAX_DOWNLOAD_BYTES).await,
-                        _ => self.downloader.download(url, &path, MAX_DOWNLOAD_BYTES).await,
-                    }
-                };
-                let download = tokio::time::timeout_at(stop.deadline, download);
-                let downloaded = tokio::select! {
-                    downloaded = download => downloaded,
-                    () = until_cancelled(stop.cancelled.clone()) => return Ok(TaskOutput::Cancelled),
-                };
-                match downloaded {
-                    Ok(Ok(_)) => (format!("file:{}", path.display()), None),
-                    Ok(Err(DownloadError::Refused(problem))) => {
-                        let site = matches!(bound.source, InputSource::Site { .. });
-                        let message = match site {
-                            // yt-dlp's reasons name the page already.
-                            true if problem != WEB_PAGE_REFUSAL => problem,
-                            false if problem == WEB_PAGE_REFUSAL => {
-                                format!("{url}: {problem}; give a video-sharing site's page in youtube_url_inputs")
-                            }
-                            _ => format!("{url}: {problem}"),
-                        };
-                        return Ok(TaskOutput::Refused(message, None));
-                    }
-                    Ok(Err(DownloadError::Failed(error))) => {
-                        return Ok(TaskOutput::Failed(format!("{url} could not be downloaded: {error:#}")))
-                    }
-                    Err(_) => {
-                        return Ok(TaskOutput::Failed(format!(
-                            "{url} could not be downloaded within the task's time limit of {} s",
-                            self.task_budget.as_secs()
-                        )))
-                    }
+                let site = matches!(bound.source, InputSource::Site { .. });
+                match self.download(url, site, scratch, stop).await {
+                    Ok(location) => (location, None),
+                    Err(answer) => return Ok(answer),
                 }
             }
         };
@@ -111,6 +80,44 @@ impl Worker {
             has_audio: facts.has_audio,
         };
         self.render(vec![input], edits, &[], output, stop).await
+    }
+
+    /// Downloads a URL input (`site`: a video-sharing site's page, through yt-dlp) into
+    /// the task's scratch folder: its location, or the task's answer when it cannot.
+    async fn download(&self, url: &str, site: bool, scratch: &Path, stop: &Stop) -> Result<String, TaskOutput> {
+        let path = scratch.join("download");
+        let download = async {
+            match site {
+                true => self.sites.videos.download(url, &path, MAX_DOWNLOAD_BYTES).await,
+                false => self.downloader.download(url, &path, MAX_DOWNLOAD_BYTES).await,
+            }
+        };
+        let download = tokio::time::timeout_at(stop.deadline, download);
+        let downloaded = tokio::select! {
+            downloaded = download => downloaded,
+            () = until_cancelled(stop.cancelled.clone()) => return Err(TaskOutput::Cancelled),
+        };
+        match downloaded {
+            Ok(Ok(_)) => Ok(format!("file:{}", path.display())),
+            Ok(Err(DownloadError::Refused(problem))) => {
+                let message = match site {
+                    // yt-dlp's reasons name the page already.
+                    true if problem != WEB_PAGE_REFUSAL => problem,
+                    false if problem == WEB_PAGE_REFUSAL => {
+                        format!("{url}: {problem}; give a video-sharing site's page in youtube_url_inputs")
+                    }
+                    _ => format!("{url}: {problem}"),
+                };
+                Err(TaskOutput::Refused(message, None))
+            }
+            Ok(Err(DownloadError::Failed(error))) => {
+                Err(TaskOutput::Failed(format!("{url} could not be downloaded: {error:#}")))
+            }
+            Err(_) => Err(TaskOutput::Failed(format!(
+                "{url} could not be downloaded within the task's time limit of {} s",
+                self.task_budget.as_secs()
+            ))),
+        }
     }
 }
 
