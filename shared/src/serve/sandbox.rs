@@ -68,6 +68,42 @@ fn failure(error: CreditError) -> hyper::Response<ResponseBody> {
     }
 }
 
+/// A checkout's page: what it buys, its state, and its actions (a paid plan's also
+/// plays its subscription's outcomes).
+fn checkout_page(checkout: &Checkout) -> hyper::Response<ResponseBody> {
+    let id = checkout.id;
+    let state = match checkout.status {
+        CheckoutStatus::Open => "open",
+        CheckoutStatus::Completed => "completed",
+        CheckoutStatus::Canceled => "canceled",
+        CheckoutStatus::Refunded => "refunded (the organization already had a subscription)",
+    };
+    let form = |action: &str, label: &str| {
+        format!("<form method=\"post\" action=\"{PATH_PREFIX}{id}/{action}\"><button>{label}</button></form>")
+    };
+    let mut body = format!(
+        "<p>Sandbox checkout of {} (no payment is taken). This checkout is {state}.</p>{}{}{}",
+        what(checkout),
+        form("complete", "Pay"),
+        form("decline", "Pay with a declined card"),
+        form("cancel", "Cancel"),
+    );
+    if checkout.status == CheckoutStatus::Completed && matches!(checkout.purchase, Purchase::Plan { .. }) {
+        body.push_str("<h2>The subscription</h2>");
+        for (action, label) in [
+            ("past_due", "Renewal payment failed (past due)"),
+            ("unpaid", "Renewal never paid (unpaid)"),
+            ("renewal_paid", "Renewal paid"),
+            ("end", "Provider ends the subscription"),
+            ("card_declines", "Card on file declines"),
+            ("card_pays", "Card on file pays"),
+        ] {
+            body.push_str(&form(action, label));
+        }
+    }
+    page(StatusCode::OK, "Sandbox checkout", &body)
+}
+
 /// Answers a request under [`PATH_PREFIX`].
 pub async fn handle(app: &App, method: &Method, path: &str) -> hyper::Response<ResponseBody> {
     let rest = path.strip_prefix(PATH_PREFIX).unwrap_or_default();
@@ -80,40 +116,7 @@ pub async fn handle(app: &App, method: &Method, path: &str) -> hyper::Response<R
     let ports = CreditPorts { credits: repo, billing: app.billing().as_ref(), clock: app.clock.as_ref() };
     match (method, action) {
         (&Method::GET, None) => match repo.checkout(id).await {
-            Ok(Some(checkout)) => {
-                let state = match checkout.status {
-                    CheckoutStatus::Open => "open",
-                    CheckoutStatus::Completed => "completed",
-                    CheckoutStatus::Canceled => "canceled",
-                    CheckoutStatus::Refunded => "refunded (the organization already had a subscription)",
-                };
-                let form = |action: &str, label: &str| {
-                    format!(
-                        "<form method=\"post\" action=\"{PATH_PREFIX}{id}/{action}\"><button>{label}</button></form>"
-                    )
-                };
-                let mut body = format!(
-                    "<p>Sandbox checkout of {} (no payment is taken). This checkout is {state}.</p>{}{}{}",
-                    what(&checkout),
-                    form("complete", "Pay"),
-                    form("decline", "Pay with a declined card"),
-                    form("cancel", "Cancel"),
-                );
-                if checkout.status == CheckoutStatus::Completed && matches!(checkout.purchase, Purchase::Plan { .. }) {
-                    body.push_str("<h2>The subscription</h2>");
-                    for (action, label) in [
-                        ("past_due", "Renewal payment failed (past due)"),
-                        ("unpaid", "Renewal never paid (unpaid)"),
-                        ("renewal_paid", "Renewal paid"),
-                        ("end", "Provider ends the subscription"),
-                        ("card_declines", "Card on file declines"),
-                        ("card_pays", "Card on file pays"),
-                    ] {
-                        body.push_str(&form(action, label));
-                    }
-                }
-                page(StatusCode::OK, "Sandbox checkout", &body)
-            }
+            Ok(Some(checkout)) => checkout_page(&checkout),
             Ok(None) => failure(CreditError::NotFound),
             Err(error) => failure(CreditError::Backend(error)),
         },

@@ -976,8 +976,20 @@ pub async fn auto_top_up(
         return Ok(outcome);
     }
     let Some(pending) = account.pending_top_up.clone() else { return Ok(ToppedUp::Off) };
+    buy_top_up(ports, &account, &pending, now).await
+}
+
+/// Buys a reserved top-up from the billing provider: granted when paid, released when
+/// declined (holding off the next one) or not bought at all.
+async fn buy_top_up(
+    ports: &CreditPorts<'_>,
+    account: &Account,
+    pending: &super::PendingTopUp,
+    now: Timestamp,
+) -> Result<ToppedUp, CreditError> {
+    let organization = account.organization_id;
     let cents = account.plan.top_up_cents(pending.quantity);
-    match ports.billing.top_up(&account, &pending.purchase, pending.quantity, cents).await {
+    match ports.billing.top_up(account, &pending.purchase, pending.quantity, cents).await {
         Ok(TopUpState::Paid) => {
             let bought = Purchase::TopUp { quantity: pending.quantity };
             let key = format!("topup:{}", pending.purchase);

@@ -90,6 +90,11 @@ pub struct Connectable {
     pub param: &'static str,
 }
 
+/// Words a talking avatar says per second, to reserve its price from its script.
+const WORDS_PER_SECOND: f64 = 2.5;
+/// Characters it says per second, for scripts written without spaces.
+const CHARACTERS_PER_SECOND: f64 = 8.0;
+
 /// What a generation node asks its provider to make.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Generation {
@@ -112,6 +117,23 @@ impl Generation {
             Self::Video(request) => &request.prompt,
             Self::Audio(request) => &request.prompt,
             Self::Avatar { script, .. } => script,
+        }
+    }
+
+    /// How long its media is expected to be, in seconds (an image: 0), before it is
+    /// made: what a charge per output second is reserved on.
+    pub fn expected_seconds(&self) -> f64 {
+        match self {
+            Self::Video(request) => f64::from(request.duration_s),
+            Self::Audio(request) => request.length_ms as f64 / 1000.0,
+            Self::Avatar { script, .. } => {
+                // Words, or characters for a script without spaces (Chinese, Japanese):
+                // whichever makes the longer speech.
+                let words = script.split_whitespace().count() as f64 / WORDS_PER_SECOND;
+                let characters = script.chars().filter(|c| !c.is_whitespace()).count() as f64;
+                words.max(characters / CHARACTERS_PER_SECOND).max(1.0)
+            }
+            Self::Image(_) => 0.0,
         }
     }
 

@@ -7,7 +7,7 @@
 use super::{CreditBlock, NodeIndex, Run, RunStatus, TaskIndex, TaskSource, TaskStatus};
 use crate::domain::credits::{Cover, CreditMove, LedgerLine, Reason};
 use crate::domain::media::MediaType;
-use crate::domain::nodes::{Generation, ItemFlow};
+use crate::domain::nodes::ItemFlow;
 use crate::domain::time::Timestamp;
 
 /// Which prices tasks pay.
@@ -29,11 +29,6 @@ pub const REFUND_BATCH: usize = 16;
 fn credits(price: u64) -> i64 {
     i64::try_from(price).unwrap_or(i64::MAX)
 }
-
-/// Words a talking avatar says per second, to reserve its price from its script.
-const WORDS_PER_SECOND: f64 = 2.5;
-/// Characters it says per second, for scripts written without spaces.
-const CHARACTERS_PER_SECOND: f64 = 8.0;
 
 impl Run {
     /// The price of each node of task `index`'s chain for an output of `seconds`, or
@@ -58,18 +53,7 @@ impl Run {
             TaskSource::Input { .. } => 0.0,
             TaskSource::Generate => {
                 let first = task.nodes.first().copied().unwrap_or(NodeIndex(0));
-                match self.nodes[first].settings().generation() {
-                    Some(Generation::Video(request)) => f64::from(request.duration_s),
-                    Some(Generation::Audio(request)) => request.length_ms as f64 / 1000.0,
-                    Some(Generation::Avatar { script, .. }) => {
-                        // Words, or characters for a script without spaces (Chinese,
-                        // Japanese): whichever makes the longer speech.
-                        let words = script.split_whitespace().count() as f64 / WORDS_PER_SECOND;
-                        let characters = script.chars().filter(|c| !c.is_whitespace()).count() as f64;
-                        words.max(characters / CHARACTERS_PER_SECOND).max(1.0)
-                    }
-                    Some(Generation::Image(_)) | None => 0.0,
-                }
+                self.nodes[first].settings().generation().map_or(0.0, |generation| generation.expected_seconds())
             }
             TaskSource::Tasks { tasks } => {
                 let videos = tasks

@@ -686,59 +686,24 @@ impl Triggers<'_> {
             self.record(state, |state| state.last_error = Some(error.clone())).await?;
             return Ok(Polled { runs: Vec::new(), error: Some(error), timed_out: false });
         };
-        let (mut runs, mut error, mut seen, mut keys) = (Vec::new(), None, state.seen.clone(), HashSet::new());
         // What the poll is of: a save of another address (or a re-enable) in between
         // starts the record anew, which this poll's result must not overwrite.
         let polled_feed = (state.feed_url.clone(), state.saved_at);
-        let mut timed_out = false;
-        match self.read_feed(url).await? {
+        let unread = |error: String| FeedPass {
+            runs: Vec::new(),
+            seen: state.seen.clone(),
+            keys: HashSet::new(),
+            error: Some(error),
+        };
+        let (pass, timed_out) = match self.read_feed(url).await? {
             Err(FeedProblem::TimedOut) => {
-                timed_out = true;
-                error =
-                    Some(format!("feed_url: the feed gave no whole answer within {} s", FEED_READ_BUDGET.as_secs()));
+                let budget = FEED_READ_BUDGET.as_secs();
+                (unread(format!("feed_url: the feed gave no whole answer within {budget} s")), true)
             }
-            Err(FeedProblem::Other(problem)) => error = Some(format!("feed_url: {problem}")),
-            Ok(feed) => {
-                let first = !state.polled;
-                for entry in &feed.entries {
-                    keys.insert(entry.key.clone());
-                    if seen.contains(&entry.key) {
-                        continue;
-                    }
-                    let new = match entry.published {
-                        Some(published) => published > state.saved_at,
-                        None => !first,
-                    };
-                    if !new {
-                        seen.push(entry.key.clone());
-                        continue;
-                    }
-                    if runs.len() >= MAX_RUNS_PER_POLL {
-                        // Not recorded: the next poll starts it.
-                        continue;
-                    }
-                    match self
-                        .start_entry((state.organization_id, state.trigger_id), agent, run_request, &feed, entry, now)
-                        .await
-                    {
-                        Ok(run) => {
-                            runs.push(run);
-                            seen.push(entry.key.clone());
-                        }
-                        Err(RunError::AlreadyStarted) => seen.push(entry.key.clone()),
-                        Err(RunError::Backend(cause)) => {
-                            tracing::warn!(error = %format!("{cause:#}"), "a feed entry's run could not be started");
-                            error.get_or_insert_with(|| format!("entry {:?}: {UNAVAILABLE}", entry.title));
-                        }
-                        Err(refused) => {
-                            error.get_or_insert_with(|| format!("entry {:?}: {refused}", entry.title));
-                        }
-                    }
-                }
-                // Entries no longer in the feed are forgotten (their claims remain).
-                seen.retain(|key| keys.contains(key));
-            }
-        }
+            Err(FeedProblem::Other(problem)) => (unread(format!("feed_url: {problem}")), false),
+            Ok(feed) => (self.start_new_entries(&state, agent, run_request, &feed, now).await, false),
+        };
+        let FeedPass { runs, seen, keys, error } = pass;
         let read = error.is_none() || !keys.is_empty();
         let fired = !runs.is_empty();
         self.record(state, |state| {
@@ -756,6 +721,57 @@ impl Triggers<'_> {
         })
         .await?;
         Ok(Polled { runs, error, timed_out })
+    }
+
+    /// Starts a run for each new entry of the feed read (at most [`MAX_RUNS_PER_POLL`]
+    /// a poll: the others at the next polls), and what the trigger has seen of it.
+    async fn start_new_entries(
+        &self,
+        state: &TriggerState,
+        agent: &AgentRecord,
+        run_request: &Map<String, Value>,
+        feed: &feed::Feed,
+        now: Timestamp,
+    ) -> FeedPass {
+        let mut pass = FeedPass { runs: Vec::new(), seen: state.seen.clone(), keys: HashSet::new(), error: None };
+        let first = !state.polled;
+        for entry in &feed.entries {
+            pass.keys.insert(entry.key.clone());
+            if pass.seen.contains(&entry.key) {
+                continue;
+            }
+            let new = match entry.published {
+                Some(published) => published > state.saved_at,
+                None => !first,
+            };
+            if !new {
+                pass.seen.push(entry.key.clone());
+                continue;
+            }
+            if pass.runs.len() >= MAX_RUNS_PER_POLL {
+                // Not recorded: the next poll starts it.
+                continue;
+            }
+            let trigger = (state.organization_id, state.trigger_id);
+            match self.start_entry(trigger, agent, run_request, feed, entry, now).await {
+                Ok(run) => {
+                    pass.runs.push(run);
+                    pass.seen.push(entry.key.clone());
+                }
+                Err(RunError::AlreadyStarted) => pass.seen.push(entry.key.clone()),
+                Err(RunError::Backend(cause)) => {
+                    tracing::warn!(error = %format!("{cause:#}"), "a feed entry's run could not be started");
+                    pass.error.get_or_insert_with(|| format!("entry {:?}: {UNAVAILABLE}", entry.title));
+                }
+                Err(refused) => {
+                    pass.error.get_or_insert_with(|| format!("entry {:?}: {refused}", entry.title));
+                }
+            }
+        }
+        // Entries no longer in the feed are forgotten (their claims remain).
+        let keys = &pass.keys;
+        pass.seen.retain(|key| keys.contains(key));
+        pass
     }
 
     /// Reads the feed: a connection within [`FEED_CONNECT_TIMEOUT`], the whole answer
@@ -941,6 +957,15 @@ struct Polled {
     error: Option<String>,
     /// Whether the feed gave no whole answer within [`FEED_READ_BUDGET`].
     timed_out: bool,
+}
+
+/// What a poll made of the feed it read: the runs started, the entries seen (those no
+/// longer in the feed forgotten), the feed's entries, and the first problem.
+struct FeedPass {
+    runs: Vec<RunId>,
+    seen: Vec<String>,
+    keys: HashSet<String>,
+    error: Option<String>,
 }
 
 /// Why a feed was not read.
