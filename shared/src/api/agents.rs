@@ -94,16 +94,10 @@ async fn agent_scope(app: &App, call: &Call) -> Result<(OrganizationId, AgentId)
 
 /// Maps an agent error; a foreign workspace is a 400 in a body and a 403 as a list filter.
 fn map_error(error: AgentError, action: &'static str, foreign_workspace: StatusCode) -> ApiError {
-    let message = error.to_string();
-    match error {
-        AgentError::Invalid(_) | AgentError::Operation(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
-        AgentError::Workspace(WorkspaceError::Foreign) => ApiError::detail(foreign_workspace, message),
-        AgentError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
-        AgentError::Contended => ApiError::detail(StatusCode::CONFLICT, message),
-        AgentError::Workspace(WorkspaceError::Backend(cause)) | AgentError::Backend(cause) => {
-            ApiError::backend(&cause, format!("Failed to {action} the agent"))
-        }
+    if let AgentError::Workspace(WorkspaceError::Foreign) = error {
+        return ApiError::detail(foreign_workspace, error.to_string());
     }
+    ApiError::refused(error, || format!("Failed to {action} the agent"))
 }
 
 fn fail(action: &'static str) -> impl Fn(AgentError) -> ApiError {

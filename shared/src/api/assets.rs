@@ -33,13 +33,7 @@ endpoints! {
 }
 
 fn map_error(error: AssetError) -> ApiError {
-    let message = error.to_string();
-    match error {
-        AssetError::Invalid(_) | AssetError::ForeignWorkspace => ApiError::detail(StatusCode::BAD_REQUEST, message),
-        AssetError::AlreadyConnected => ApiError::detail(StatusCode::CONFLICT, message),
-        AssetError::ConnectionNotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
-        AssetError::Backend(error) => ApiError::backend(&error, "the asset manager could not be updated".into()),
-    }
+    ApiError::refused(error, || "the asset manager could not be updated".into())
 }
 
 /// `POST /asset_connections`.

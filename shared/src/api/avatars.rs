@@ -59,13 +59,7 @@ fn ports<'a>(app: &'a App, queues: &'a Queues) -> AvatarPorts<'a> {
 }
 
 fn map_error(error: AvatarError, action: &'static str) -> ApiError {
-    let message = error.to_string();
-    match error {
-        AvatarError::Invalid(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
-        AvatarError::NameTaken(_) => ApiError::detail(StatusCode::CONFLICT, message),
-        AvatarError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
-        AvatarError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action} the avatar profile")),
-    }
+    ApiError::refused(error, || format!("Failed to {action} the avatar profile"))
 }
 
 /// `GET /avatar-profiles`

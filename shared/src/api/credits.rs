@@ -73,16 +73,7 @@ fn ports(app: &App) -> CreditPorts<'_> {
 }
 
 pub(super) fn map_error(error: CreditError, action: &'static str) -> ApiError {
-    let message = error.to_string();
-    match error {
-        CreditError::Invalid(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
-        CreditError::Forbidden(_) => ApiError::detail(StatusCode::FORBIDDEN, message),
-        CreditError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
-        CreditError::Conflict(_) => ApiError::detail(StatusCode::CONFLICT, message),
-        CreditError::PaymentRequired(_) => ApiError::detail(StatusCode::PAYMENT_REQUIRED, message),
-        CreditError::Pending(_) => ApiError::detail(StatusCode::SERVICE_UNAVAILABLE, message),
-        CreditError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action}")),
-    }
+    ApiError::refused(error, || format!("Failed to {action}"))
 }
 
 /// `GET /plan`

@@ -6,7 +6,20 @@ use serde_json::{json, Value};
 use super::{json_response, Response};
 use crate::core::retry::is_unavailable;
 use crate::domain::identity::AuthError;
+use crate::domain::rejection::{DomainError, Rejection};
 use crate::domain::shared_stores::{StoreError, MAX_ENTRIES_PER_STORE, MAX_STORES_PER_ORGANIZATION};
+
+/// The status of each rejection of the domain: the one place that maps them.
+pub fn status_of(rejection: Rejection) -> StatusCode {
+    match rejection {
+        Rejection::Invalid => StatusCode::BAD_REQUEST,
+        Rejection::Forbidden => StatusCode::FORBIDDEN,
+        Rejection::NotFound => StatusCode::NOT_FOUND,
+        Rejection::Conflict => StatusCode::CONFLICT,
+        Rejection::PaymentRequired => StatusCode::PAYMENT_REQUIRED,
+        Rejection::Pending => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
 
 /// The challenge of every 401.
 pub const BEARER_CHALLENGE: &str = r#"Bearer realm="video-workflow""#;
@@ -50,6 +63,17 @@ impl ApiError {
         }
         tracing::error!(error = %format!("{error:#}"), "{message}");
         Self::detail(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+
+    /// A context's error as the contract's `{ detail }` body: its rejection's status with
+    /// its message; a failure of ours is a 503 when a dependency is unavailable, otherwise
+    /// a 500 `{ detail: failure }` that logs its cause.
+    pub fn refused(error: impl DomainError, failure: impl FnOnce() -> String) -> Self {
+        let message = error.to_string();
+        match error.rejection() {
+            Ok(rejection) => Self::detail(status_of(rejection), message),
+            Err(cause) => Self::backend(&cause, failure()),
+        }
     }
 
     /// Renders the response. A 401 carries the `WWW-Authenticate` challenge RFC 9110

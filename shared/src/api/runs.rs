@@ -122,13 +122,7 @@ pub(super) fn bind_ports(app: &App) -> BindPorts<'_> {
 }
 
 pub(super) fn map_error(error: RunError, action: &'static str) -> ApiError {
-    let message = error.to_string();
-    match error {
-        RunError::Invalid(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
-        RunError::AgentNotFound | RunError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
-        RunError::Conflict(_) | RunError::AlreadyStarted => ApiError::detail(StatusCode::CONFLICT, message),
-        RunError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action}")),
-    }
+    ApiError::refused(error, || format!("Failed to {action}"))
 }
 
 pub(super) fn run_id(call: &Call) -> Result<RunId, ApiError> {

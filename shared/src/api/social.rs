@@ -94,13 +94,7 @@ endpoints! {
 }
 
 fn map_error(error: SocialError, action: &'static str) -> ApiError {
-    let message = error.to_string();
-    match error {
-        SocialError::Invalid(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
-        SocialError::NotFound(_) => ApiError::detail(StatusCode::NOT_FOUND, message),
-        SocialError::Conflict(_) => ApiError::detail(StatusCode::CONFLICT, message),
-        SocialError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action}")),
-    }
+    ApiError::refused(error, || format!("Failed to {action}"))
 }
 
 /// `POST /social/connections`

@@ -59,14 +59,7 @@ fn trigger_id(call: &Call) -> Result<AgentNodeId, ApiError> {
 }
 
 fn map_trigger_error(error: TriggerError, action: &'static str) -> ApiError {
-    let message = error.to_string();
-    match error {
-        TriggerError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
-        TriggerError::Disabled => ApiError::detail(StatusCode::CONFLICT, message),
-        TriggerError::Failed(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
-        TriggerError::Run(error) => map_error(error, action),
-        TriggerError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action}")),
-    }
+    ApiError::refused(error, || format!("Failed to {action}"))
 }
 
 /// `POST /trigger/{trigger_id}/fire`

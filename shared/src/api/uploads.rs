@@ -47,17 +47,7 @@ async fn upload_scope(app: &App, call: &Call) -> Result<(OrganizationId, UploadK
 }
 
 fn fail(action: &'static str) -> impl Fn(UploadError) -> ApiError {
-    move |error| {
-        let message = error.to_string();
-        match error {
-            UploadError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
-            UploadError::Invalid(_)
-            | UploadError::NotUploaded
-            | UploadError::TooLarge { .. }
-            | UploadError::NotMedia(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
-            UploadError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action} the upload")),
-        }
-    }
+    move |error| ApiError::refused(error, || format!("Failed to {action} the upload"))
 }
 
 /// `POST /uploads/{kind}/get_upload_url`

@@ -47,13 +47,7 @@ endpoints! {
 const CURSOR_LOG: &str = "webhooks";
 
 fn map_error(error: DeliveryError, action: &'static str) -> ApiError {
-    let message = error.to_string();
-    match error {
-        DeliveryError::RunNotFound | DeliveryError::NotFound => ApiError::detail(StatusCode::NOT_FOUND, message),
-        DeliveryError::Invalid(_) => ApiError::detail(StatusCode::BAD_REQUEST, message),
-        DeliveryError::Conflict(_) => ApiError::detail(StatusCode::CONFLICT, message),
-        DeliveryError::Backend(cause) => ApiError::backend(&cause, format!("Failed to {action}")),
-    }
+    ApiError::refused(error, || format!("Failed to {action}"))
 }
 
 /// The run must be the organization's (404 otherwise, as for every run endpoint).

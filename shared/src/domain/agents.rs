@@ -17,6 +17,7 @@ use crate::domain::ids::AgentNodeId;
 use crate::domain::ids::NodeTypeId;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::WorkspaceId;
+use crate::domain::rejection::{DomainError, Rejection};
 use crate::domain::time::Clock;
 
 /// Longest agent name, in characters.
@@ -95,6 +96,20 @@ pub enum AgentError {
     Contended,
     #[error("storage failed: {0:#}")]
     Backend(#[from] anyhow::Error),
+}
+
+/// A foreign workspace is invalid in a body; a list filter of one answers 403 itself.
+impl DomainError for AgentError {
+    fn rejection(self) -> Result<Rejection, anyhow::Error> {
+        match self {
+            AgentError::Invalid(_) | AgentError::Operation(_) | AgentError::Workspace(WorkspaceError::Foreign) => {
+                Ok(Rejection::Invalid)
+            }
+            AgentError::NotFound => Ok(Rejection::NotFound),
+            AgentError::Contended => Ok(Rejection::Conflict),
+            AgentError::Workspace(WorkspaceError::Backend(cause)) | AgentError::Backend(cause) => Err(cause),
+        }
+    }
 }
 
 /// Metadata fields of a create or update, each optional.

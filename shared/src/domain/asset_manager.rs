@@ -15,6 +15,7 @@ use crate::domain::ids::OrganizationId;
 use crate::domain::ids::UploadId;
 use crate::domain::ids::WorkspaceId;
 pub use crate::domain::ids::{AssetConnectionId, AssetItemId};
+use crate::domain::rejection::{DomainError, Rejection};
 use crate::domain::uploads::UploadRepo;
 
 /// The providers a connection may use.
@@ -97,6 +98,17 @@ pub enum AssetError {
     ConnectionNotFound,
     #[error("storage failed: {0:#}")]
     Backend(#[from] anyhow::Error),
+}
+
+impl DomainError for AssetError {
+    fn rejection(self) -> Result<Rejection, anyhow::Error> {
+        match self {
+            AssetError::Invalid(_) | AssetError::ForeignWorkspace => Ok(Rejection::Invalid),
+            AssetError::AlreadyConnected => Ok(Rejection::Conflict),
+            AssetError::ConnectionNotFound => Ok(Rejection::NotFound),
+            AssetError::Backend(cause) => Err(cause),
+        }
+    }
 }
 
 /// A parsed `POST /asset_connections`.

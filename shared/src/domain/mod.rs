@@ -13,6 +13,7 @@ pub mod ids;
 pub mod labels;
 pub mod media;
 pub mod nodes;
+pub mod rejection;
 pub mod runs;
 pub mod shared_stores;
 pub mod sites;

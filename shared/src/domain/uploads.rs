@@ -13,6 +13,7 @@ use super::media::ports::{BlobStore, MediaProbe, ProbeError};
 use super::media::{ProbeReport, SealedBlob};
 use super::time::Clock;
 pub use crate::domain::ids::UploadId;
+use crate::domain::rejection::{DomainError, Rejection};
 
 /// How long an upload URL stays valid.
 pub const UPLOAD_URL_TTL: Duration = Duration::from_secs(3600);
@@ -182,6 +183,19 @@ pub enum UploadError {
     NotMedia(String),
     #[error("media storage failed: {0:#}")]
     Backend(#[from] anyhow::Error),
+}
+
+impl DomainError for UploadError {
+    fn rejection(self) -> Result<Rejection, anyhow::Error> {
+        match self {
+            UploadError::NotFound => Ok(Rejection::NotFound),
+            UploadError::Invalid(_)
+            | UploadError::NotUploaded
+            | UploadError::TooLarge { .. }
+            | UploadError::NotMedia(_) => Ok(Rejection::Invalid),
+            UploadError::Backend(cause) => Err(cause),
+        }
+    }
 }
 
 /// Hands out a presigned PUT URL for a new upload of `kind`.

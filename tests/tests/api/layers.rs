@@ -111,7 +111,7 @@ fn no_function_needs_clippy_to_allow_its_arguments() {
 /// (the kernel's modules may import each other, without a cycle).
 const CONTEXT_TIERS: &[&[&str]] = &[
     // The kernel: what every context names.
-    &["ids", "time", "labels", "work"],
+    &["ids", "time", "labels", "work", "rejection"],
     &["media", "generation", "credits", "workspaces", "idempotency", "shared_stores", "webhooks"],
     &["identity", "uploads", "sites"],
     &["asset_manager", "nodes"],

@@ -26,6 +26,7 @@ use crate::domain::ids::UploadId;
 use crate::domain::ids::WorkspaceId;
 use crate::domain::media::MediaLinks;
 use crate::domain::media::MediaRecord;
+use crate::domain::rejection::{DomainError, Rejection};
 
 /// Longest avatar name, in characters (the contract's limit).
 pub const MAX_NAME_CHARS: usize = 200;
@@ -169,6 +170,17 @@ pub enum AvatarError {
     NotFound,
     #[error("avatar storage failed: {0:#}")]
     Backend(#[from] anyhow::Error),
+}
+
+impl DomainError for AvatarError {
+    fn rejection(self) -> Result<Rejection, anyhow::Error> {
+        match self {
+            AvatarError::Invalid(_) => Ok(Rejection::Invalid),
+            AvatarError::NameTaken(_) => Ok(Rejection::Conflict),
+            AvatarError::NotFound => Ok(Rejection::NotFound),
+            AvatarError::Backend(cause) => Err(cause),
+        }
+    }
 }
 
 /// What a create asks for, checked.

@@ -18,6 +18,7 @@ use super::{
 use crate::core::retry::ACCOUNT_CONFLICTS;
 use crate::core::versioned::{self, Changed, Edit};
 use crate::domain::ids::OrganizationId;
+use crate::domain::rejection::{DomainError, Rejection};
 use crate::domain::time::{Clock, Timestamp};
 
 /// A top-up asked for and not paid holds off the next one this long.
@@ -62,6 +63,20 @@ pub enum CreditError {
     Pending(String),
     #[error("storage failed: {0:#}")]
     Backend(#[from] anyhow::Error),
+}
+
+impl DomainError for CreditError {
+    fn rejection(self) -> Result<Rejection, anyhow::Error> {
+        match self {
+            CreditError::Invalid(_) => Ok(Rejection::Invalid),
+            CreditError::Forbidden(_) => Ok(Rejection::Forbidden),
+            CreditError::NotFound => Ok(Rejection::NotFound),
+            CreditError::Conflict(_) => Ok(Rejection::Conflict),
+            CreditError::PaymentRequired(_) => Ok(Rejection::PaymentRequired),
+            CreditError::Pending(_) => Ok(Rejection::Pending),
+            CreditError::Backend(cause) => Err(cause),
+        }
+    }
 }
 
 /// Writes a change of the organization's current account, made by `change` (None:

@@ -1,6 +1,7 @@
 //! What can go wrong with a run request.
 
 use super::engine::WrongStatus;
+use crate::domain::rejection::{DomainError, Rejection};
 
 /// Everything that can go wrong with a run request.
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +21,17 @@ pub enum RunError {
     Conflict(String),
     #[error("storage failed: {0:#}")]
     Backend(#[from] anyhow::Error),
+}
+
+impl DomainError for RunError {
+    fn rejection(self) -> Result<Rejection, anyhow::Error> {
+        match self {
+            RunError::Invalid(_) => Ok(Rejection::Invalid),
+            RunError::AgentNotFound | RunError::NotFound => Ok(Rejection::NotFound),
+            RunError::Conflict(_) | RunError::AlreadyStarted => Ok(Rejection::Conflict),
+            RunError::Backend(cause) => Err(cause),
+        }
+    }
 }
 
 impl From<WrongStatus> for RunError {

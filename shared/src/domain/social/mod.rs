@@ -22,6 +22,7 @@ use crate::domain::ids::OrganizationId;
 pub use crate::domain::ids::{PostId, SocialConnectionId};
 use crate::domain::media::MediaLinks;
 use crate::domain::media::MediaRecord;
+use crate::domain::rejection::{DomainError, Rejection};
 
 /// A social platform a post may go to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -392,6 +393,17 @@ pub enum SocialError {
     Conflict(String),
     #[error("social storage failed: {0:#}")]
     Backend(#[from] anyhow::Error),
+}
+
+impl DomainError for SocialError {
+    fn rejection(self) -> Result<Rejection, anyhow::Error> {
+        match self {
+            SocialError::Invalid(_) => Ok(Rejection::Invalid),
+            SocialError::NotFound(_) => Ok(Rejection::NotFound),
+            SocialError::Conflict(_) => Ok(Rejection::Conflict),
+            SocialError::Backend(cause) => Err(cause),
+        }
+    }
 }
 
 /// The message of a post not found (or another organization's).

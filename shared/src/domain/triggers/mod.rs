@@ -40,6 +40,7 @@ use crate::domain::ids::AgentNodeId;
 use crate::domain::ids::NodeTypeId;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::RunId;
+use crate::domain::rejection::{DomainError, Rejection};
 
 /// Largest feed document read.
 const MAX_FEED_BYTES: u64 = 5 * 1024 * 1024;
@@ -183,6 +184,18 @@ pub enum TriggerError {
     Run(#[from] RunError),
     #[error("storage failed: {0:#}")]
     Backend(#[from] anyhow::Error),
+}
+
+impl DomainError for TriggerError {
+    fn rejection(self) -> Result<Rejection, anyhow::Error> {
+        match self {
+            TriggerError::NotFound => Ok(Rejection::NotFound),
+            TriggerError::Disabled => Ok(Rejection::Conflict),
+            TriggerError::Failed(_) => Ok(Rejection::Invalid),
+            TriggerError::Run(error) => error.rejection(),
+            TriggerError::Backend(cause) => Err(cause),
+        }
+    }
 }
 
 /// What a trigger node's parameters say, if `node` is a trigger.

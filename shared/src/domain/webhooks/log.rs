@@ -6,6 +6,7 @@ use super::{DeliveryId, DeliveryState, WebhookDelivery, WebhookMessage};
 use crate::core::queue::Queue;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::RunId;
+use crate::domain::rejection::{DomainError, Rejection};
 use crate::domain::time::Clock;
 
 /// Why a delivery-log request is refused.
@@ -21,6 +22,17 @@ pub enum DeliveryError {
     Conflict(String),
     #[error("storage failed: {0:#}")]
     Backend(#[from] anyhow::Error),
+}
+
+impl DomainError for DeliveryError {
+    fn rejection(self) -> Result<Rejection, anyhow::Error> {
+        match self {
+            DeliveryError::RunNotFound | DeliveryError::NotFound => Ok(Rejection::NotFound),
+            DeliveryError::Invalid(_) => Ok(Rejection::Invalid),
+            DeliveryError::Conflict(_) => Ok(Rejection::Conflict),
+            DeliveryError::Backend(cause) => Err(cause),
+        }
+    }
 }
 
 /// Most deliveries one page of the log holds.
