@@ -9,10 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::domain::media::filter::{seconds, FilterGraph, STEREO_48K};
+use crate::domain::media::filter::{seconds, window_past_end, FilterGraph, STEREO_48K};
 use crate::domain::media::ports::MediaToolkit;
 use crate::domain::media::{Edit, Loudness, MediaError, PreviewJob, RenderJob, SILENCE_DB, SILENCE_MIN_S};
-use crate::domain::nodes::clip::starts_too_late;
 
 /// Encoder settings of every output (the performance script's reference command uses
 /// the same).
@@ -66,7 +65,7 @@ impl Ffmpeg {
 /// The ffmpeg arguments of a job (without the program), and the folder to run in (where
 /// caption files are, so that the filter names them without any path quoting): the
 /// inputs, joined when there are several, then each edit's piece of the filter graph
-/// (its tile's [`Filter`]), then the encoders.
+/// (its tile's [`Filter`](crate::domain::media::filter::Filter)), then the encoders.
 pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), MediaError> {
     let mut args: Vec<String> = ["-nostdin", "-hide_banner", "-loglevel", "error", "-y"].map(String::from).to_vec();
     let mut graph = FilterGraph::new(job.inputs.len());
@@ -115,10 +114,10 @@ fn open_inputs<'a>(
         [] => return Err(MediaError::Invalid("a render needs at least one input".into())),
         [only] => {
             graph.duration_ms = only.duration_ms;
-            if let Some((start_ms, end_ms)) = edits.first().and_then(|edit| edit.window()) {
+            if let Some((edit, (start_ms, end_ms))) = edits.first().and_then(|edit| Some((edit, edit.window()?))) {
                 let end = end_ms.unwrap_or(only.duration_ms).min(only.duration_ms);
                 if start_ms >= end {
-                    let message = starts_too_late(start_ms, only.duration_ms);
+                    let message = window_past_end(edit.name(), start_ms, only.duration_ms);
                     return Err(MediaError::InvalidEdit { edit: 0, message });
                 }
                 args.extend(["-ss".into(), seconds(start_ms), "-t".into(), seconds(end - start_ms)]);

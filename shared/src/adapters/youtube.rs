@@ -289,8 +289,6 @@ impl YoutubePublisher {
     }
 }
 
-/// A title from a description: its first line, at most 100 characters, without the
-/// angle brackets YouTube refuses.
 /// Fills `chunk` from `file` (less at its end): the bytes read.
 async fn fill(file: &mut tokio::fs::File, chunk: &mut [u8]) -> Result<usize, Refusal> {
     let mut filled = 0;
@@ -316,6 +314,8 @@ fn kept_bytes(answer: &reqwest::Response) -> u64 {
         .map_or(0, |last| last + 1)
 }
 
+/// A title from a description: its first line, at most 100 characters, without the
+/// angle brackets YouTube refuses.
 fn title(description: &str) -> String {
     let line = description.lines().find(|line| !line.trim().is_empty()).unwrap_or("Video");
     let cleaned: String = line.chars().filter(|c| *c != '<' && *c != '>').take(MAX_TITLE_CHARS).collect();

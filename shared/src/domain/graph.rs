@@ -124,11 +124,10 @@ fn parse_operation(item: &Value) -> Result<Operation, String> {
         Some(_) => return Err("op must be a string".into()),
         None => return Err(format!("op is required (one of {OPERATION_KINDS})")),
     };
-    let allow =
-        |allowed: &[&str]| match fields.keys().find(|key| key.as_str() != "op" && !allowed.contains(&key.as_str())) {
-            Some(key) => Err(format!("{op} does not take {key}")),
-            None => Ok(()),
-        };
+    let allow = |allowed: &[&str]| {
+        let allowed: Vec<&str> = std::iter::once("op").chain(allowed.iter().copied()).collect();
+        crate::core::json::unknown_property_at(op, fields, &allowed).map_or(Ok(()), Err)
+    };
     match op {
         "create_node" => {
             allow(&["node_type_id", "temp_ref_id", "params_used"])?;

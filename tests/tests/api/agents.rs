@@ -624,7 +624,7 @@ async fn bad_input_is_a_client_error_and_changes_nothing(backend: Backend) {
         (json!({ "operations": ["create_node"] }), "operations[0]: each operation must be an object"),
         (json!({ "operations": [{ "op": "create_node", "node_type_id": 7 }] }), "operations[0]: node_type_id must be a UUID string"),
         (json!({ "operations": [{ "op": "create_node", "node_type_id": SPEED, "params_used": [] }] }), "operations[0]: params_used must be an object"),
-        (json!({ "operations": [{ "op": "delete_node", "agent_node_id": ids["clip"], "extra": 1 }] }), "operations[0]: delete_node does not take extra"),
+        (json!({ "operations": [{ "op": "delete_node", "agent_node_id": ids["clip"], "extra": 1 }] }), "operations[0]: delete_node: unknown property: extra"),
         (json!({ "operations": [{ "op": "update_node", "agent_node_id": ids["clip"] }] }), "operations[0]: params_used is required"),
         (json!({ "operations": [{ "op": "create_connection", "source_agent_node_id": ids["in"], "source_temp_ref_id": "x", "target_agent_node_id": ids["clip"] }] }), "operations[0]: give either source_agent_node_id or source_temp_ref_id, not both"),
         (json!({ "operations": [node(VIDEO_GENERATION, "g", json!({ "prompt": deep }))] }), "operations[0]: params_used.prompt:"),

@@ -1,6 +1,7 @@
 //! The service description, OpenAPI 3.1 at the contract's version: one operation per
-//! route of the routes table (paths, methods and which routes exist come from it),
-//! described here by [`operation`]; bodies are the [`schemas`] types. `serve` and the
+//! route of the routes table (paths, methods and which routes exist come from it), as
+//! each endpoint's declaration in its context's api module describes it (`endpoints!`;
+//! [`operation`] finds it); bodies are the [`schemas`] types. `serve` and the
 //! `get-openapi` function answer it at `GET /openapi.json`; `docs/openapi.json` is the
 //! committed copy (`cargo run --bin openapi > docs/openapi.json` writes it, and a test
 //! fails when the two differ).

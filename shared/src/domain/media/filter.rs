@@ -120,6 +120,11 @@ impl fmt::Write for FilterGraph {
     }
 }
 
+/// The refusal of a window (`name`'s) that starts at or after the end of its input.
+pub fn window_past_end(name: &str, start_ms: u64, duration_ms: u64) -> String {
+    format!("{name}: start_ms ({start_ms}) is not before the end of its input ({duration_ms} ms)")
+}
+
 /// Milliseconds as the seconds a filter option reads (`1.500`).
 pub fn seconds(ms: u64) -> String {
     format!("{}.{:03}", ms / 1000, ms % 1000)

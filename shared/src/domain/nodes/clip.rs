@@ -11,7 +11,7 @@ use super::placement::Placement;
 use super::schema::{no_rules, node, params_schema};
 use super::tile::{CreditCost, EditContext, NodeKind, NodeSettings, NodeType};
 use crate::domain::ids::NodeTypeId;
-use crate::domain::media::filter::{seconds, Filter, FilterGraph};
+use crate::domain::media::filter::{seconds, window_past_end, Filter, FilterGraph};
 use crate::domain::media::Edit;
 
 pub const ID: NodeTypeId = NodeTypeId::from_uuid(uuid!("774577c0-7d6c-42fa-9f2d-fbc179081641"));
@@ -84,11 +84,6 @@ pub struct ClipFilter {
     pub end_ms: Option<u64>,
 }
 
-/// The refusal of a window that starts at or after the end of its input.
-pub fn starts_too_late(start_ms: u64, duration_ms: u64) -> String {
-    format!("Clip: start_ms ({start_ms}) is not before the end of its input ({duration_ms} ms)")
-}
-
 impl Filter for ClipFilter {
     fn name(&self) -> &'static str {
         "Clip"
@@ -98,7 +93,7 @@ impl Filter for ClipFilter {
         let duration = graph.duration_ms;
         let end = self.end_ms.unwrap_or(duration).min(duration);
         if self.start_ms >= end {
-            return Err(starts_too_late(self.start_ms, duration));
+            return Err(window_past_end(self.name(), self.start_ms, duration));
         }
         let range = format!("start={}:end={}", seconds(self.start_ms), seconds(end));
         let (video, out) = (graph.video.clone(), graph.label("v"));

@@ -1,6 +1,7 @@
 //! What publishing needs from the outside world: a [`Publisher`] per kind of connection
-//! (the local sandbox here, YouTube in `adapters::youtube`), and a [`CredentialVault`]
-//! where connections' credentials are kept (Secrets Manager on AWS).
+//! (the local sandbox in `adapters::sandbox_social`, YouTube in `adapters::youtube`), and
+//! a [`CredentialVault`] where connections' credentials are kept (`adapters::inline_vault`
+//! locally, Secrets Manager on AWS).
 
 use std::sync::Arc;
 

@@ -297,7 +297,7 @@ impl Social {
                 PostEdit::Write
             })
             .await
-            .map_err(|error| anyhow::anyhow!("preparing the media of post {id}: {error}"))?;
+            .map_err(|error| anyhow::Error::new(error).context(format!("preparing the media of post {id}")))?;
         let Changed::Written(stored, ()) = changed else { return Ok(None) };
         tracing::info!(post = %id, status = stored.status.as_str(), "a post's media were prepared");
         let publish_now = stored.status == PostStatus::Processing && stored.publishing_until.is_some();
