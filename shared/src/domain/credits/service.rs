@@ -1217,15 +1217,8 @@ async fn subscription_changed(
     event_key: &str,
     now: Timestamp,
 ) -> Result<bool, CreditError> {
-    let mut changes = false;
-    let (_, written) = change_account(repo, organization, now, |account| {
-        changes = false;
-        if account.billing.subscription.as_deref() != Some(change.subscription) {
-            // Not the organization's tracked subscription (a second one is ended when its
-            // checkout's payment is applied).
-            return Ok(None);
-        }
-        let mut write = account.write();
+    change_subscription(repo, organization, change.subscription, event_key, now, |account, write| {
+        let mut changes = false;
         if account.billing.status != Some(change.status) {
             write.account.billing.status = Some(change.status);
             changes = true;
@@ -1234,8 +1227,33 @@ async fn subscription_changed(
         if let Some(plan) =
             change.plan.filter(|plan| newer && *plan != account.plan && account.scheduled_plan != Some(*plan))
         {
-            changes |= follow_provider_plan(account, &mut write, plan, change.status, now);
+            changes |= follow_provider_plan(account, write, plan, change.status, now);
         }
+        changes
+    })
+    .await
+}
+
+/// Changes the organization's account when `subscription` is the one it tracks (another
+/// one, a second subscription, is ended when its checkout's payment is applied): `edit`
+/// makes the change and answers whether it changed anything. The change is recorded once,
+/// under the event's key; answers whether it was made now.
+async fn change_subscription(
+    repo: &dyn CreditRepo,
+    organization: OrganizationId,
+    subscription: &str,
+    event_key: &str,
+    now: Timestamp,
+    edit: impl Fn(&Account, &mut AccountWrite) -> bool + Send + Sync,
+) -> Result<bool, CreditError> {
+    let mut changes = false;
+    let (_, written) = change_account(repo, organization, now, |account| {
+        changes = false;
+        if account.billing.subscription.as_deref() != Some(subscription) {
+            return Ok(None);
+        }
+        let mut write = account.write();
+        changes = edit(account, &mut write);
         if !changes {
             return Ok(None);
         }
@@ -1291,13 +1309,8 @@ async fn renewal_paid(
     event_key: &str,
     now: Timestamp,
 ) -> Result<bool, CreditError> {
-    let mut changes = false;
-    let (_, written) = change_account(repo, organization, now, |account| {
-        changes = false;
-        if account.billing.subscription.as_deref() != Some(subscription) {
-            return Ok(None);
-        }
-        let mut write = account.write();
+    change_subscription(repo, organization, subscription, event_key, now, |account, write| {
+        let mut changes = false;
         // A paid invoice settles the subscription (Stripe's own status follows).
         let settled =
             account.billing.status.is_some_and(|status| !status.is_paid_up() && status != SubscriptionStatus::Canceled);
@@ -1309,14 +1322,9 @@ async fn renewal_paid(
             write.account.billing.paid_until = Some(until);
             changes = true;
         }
-        if !changes {
-            return Ok(None);
-        }
-        write.once = vec![event_key.to_owned()];
-        Ok(Some(write))
+        changes
     })
-    .await?;
-    Ok(changes && written == Written::Done)
+    .await
 }
 
 /// The provider ended the organization's subscription: it is on free from now.
@@ -1327,13 +1335,7 @@ async fn subscription_ended(
     event_key: &str,
     now: Timestamp,
 ) -> Result<bool, CreditError> {
-    let mut changes = false;
-    let (_, written) = change_account(repo, organization, now, |account| {
-        changes = account.billing.subscription.as_deref() == Some(subscription);
-        if !changes {
-            return Ok(None);
-        }
-        let mut write = account.write();
+    change_subscription(repo, organization, subscription, event_key, now, |_, write| {
         let next = &mut write.account;
         next.plan = PlanId::Free;
         next.plan_started_at = now;
@@ -1345,11 +1347,9 @@ async fn subscription_ended(
         next.billing.status = None;
         next.billing.paid_until = None;
         next.auto_topup.enabled = false;
-        write.once = vec![event_key.to_owned()];
-        Ok(Some(write))
+        true
     })
-    .await?;
-    Ok(changes && written == Written::Done)
+    .await
 }
 
 #[cfg(test)]
