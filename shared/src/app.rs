@@ -1,7 +1,9 @@
 //! Wiring: [`App::build`] takes an [`AppConfig`], and the app builds each adapter of the
 //! process the first time a part of the service asks for its port.
 
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use crate::adapters::dynamodb::DynamoDb;
 use crate::adapters::ffmpeg::Ffmpeg;
@@ -31,7 +33,7 @@ use crate::domain::credits::CreditRepo;
 use crate::domain::dispatch::Dispatch;
 use crate::domain::idempotency::IdempotencyRepo;
 use crate::domain::identity::{Authenticator, IdentityRepo};
-use crate::domain::media::ports::{BlobStore, Downloader, MediaProbe};
+use crate::domain::media::ports::{BlobStore, Downloader, MediaProbe, MediaRecords, MediaToolkit};
 use crate::domain::media::MediaLinks;
 use crate::domain::runs::events::Notifier;
 use crate::domain::runs::ports::RunRepo;
@@ -157,7 +159,7 @@ pub struct Engine {
     pub queue: Arc<dyn Queue<Work>>,
     pub worker: Worker,
     /// Publishes social posts (the work queue carries their messages too).
-    pub social: Arc<Social>,
+    pub social: Arc<SocialAdapters>,
     /// Where this process's workers take task messages from (`serve`); None where the
     /// `node-worker` event source delivers them.
     pub inbox: Option<Arc<dyn Inbox<Work>>>,
@@ -253,8 +255,8 @@ pub struct App {
     engine: OnceLock<Engine>,
     /// Where plans and credits are paid for.
     billing: OnceLock<Arc<dyn BillingProvider>>,
-    /// The social operations, built when first used ([`App::social`]).
-    social: OnceLock<Arc<Social>>,
+    /// What the social operations borrow, built when first used ([`App::social`]).
+    social: OnceLock<Arc<SocialAdapters>>,
 }
 
 /// Where the repositories are kept: a DynamoDB table, named concretely so that each
@@ -319,10 +321,49 @@ ports! {
     social_posts: SocialRepo,
 }
 
+/// The adapters the social operations borrow, owned by the wiring: [`SocialAdapters::lend`]
+/// gives the domain's [`Social`] for one request, task or tick.
+pub struct SocialAdapters {
+    pub repo: Arc<dyn SocialRepo>,
+    pub media: Arc<dyn MediaRecords>,
+    pub blobs: Arc<dyn BlobStore>,
+    pub probe: Arc<dyn MediaProbe>,
+    pub toolkit: Arc<dyn MediaToolkit>,
+    pub downloader: Arc<dyn Downloader>,
+    pub publishers: Publishers,
+    pub vault: Arc<dyn CredentialVault>,
+    pub queue: Arc<dyn Queue<Work>>,
+    pub clock: Arc<dyn Clock>,
+    pub scratch: PathBuf,
+    pub lease: Duration,
+}
+
+impl SocialAdapters {
+    /// The social operations on these adapters, with the default time budgets.
+    pub fn lend(&self) -> Social<'_> {
+        Social {
+            repo: self.repo.as_ref(),
+            media: self.media.as_ref(),
+            blobs: self.blobs.as_ref(),
+            probe: self.probe.as_ref(),
+            toolkit: self.toolkit.as_ref(),
+            downloader: self.downloader.as_ref(),
+            publishers: &self.publishers,
+            vault: self.vault.as_ref(),
+            queue: self.queue.as_ref(),
+            clock: self.clock.as_ref(),
+            scratch: &self.scratch,
+            lease: self.lease,
+            inline_media: crate::domain::social::service::INLINE_MEDIA_BUDGET,
+            delete_budget: crate::domain::social::service::DELETE_BUDGET,
+        }
+    }
+}
+
 impl Engine {
     /// Hands a message of the work queue to the context it is for.
     pub fn dispatch(&self) -> Dispatch<'_> {
-        Dispatch { runs: &self.worker, social: &self.social }
+        Dispatch { runs: &self.worker, social: self.social.lend() }
     }
 
     /// Builds the engine: its queues, its worker (ffmpeg, downloads, video sites), webhook
@@ -379,7 +420,7 @@ impl Engine {
             runs: app.runs().clone(),
             queue: queues.tasks,
             worker,
-            social: app.social().clone(),
+            social: app.social_adapters().clone(),
             inbox: queues.inbox,
             webhooks: queues.webhooks,
             webhook_inbox: queues.webhook_inbox,
@@ -467,7 +508,12 @@ impl App {
     /// The social operations: connections, posts, publishing (the sandbox publisher,
     /// whose post pages `serve` answers, and YouTube) and the scheduler's
     /// [`Social::publish_due`]. Credentials are kept in Secrets Manager on AWS.
-    pub fn social(&self) -> &Arc<Social> {
+    pub fn social(&self) -> Social<'_> {
+        self.social_adapters().lend()
+    }
+
+    /// The adapters [`App::social`] lends, built on first use.
+    pub fn social_adapters(&self) -> &Arc<SocialAdapters> {
         self.social.get_or_init(|| {
             let settings = &self.settings;
             let sandbox =
@@ -478,7 +524,7 @@ impl App {
                 Some(secrets) => Arc::new(secrets.vault(&settings.social_secret_prefix)),
                 None => Arc::new(InlineVault),
             };
-            Arc::new(Social {
+            Arc::new(SocialAdapters {
                 repo: self.social_posts().clone(),
                 media: self.runs().clone(),
                 blobs: self.blobs().clone(),
@@ -491,16 +537,8 @@ impl App {
                 clock: self.clock.clone(),
                 scratch: settings.scratch.clone(),
                 lease: settings.task_budget + settings.claim_margin,
-                inline_media: crate::domain::social::service::INLINE_MEDIA_BUDGET,
-                delete_budget: crate::domain::social::service::DELETE_BUDGET,
             })
         })
-    }
-
-    /// Replaces the social operations (tests give an app other publishers or clocks).
-    pub fn replace_social(&mut self, social: Social) {
-        assert!(self.engine.get().is_none(), "replace the social operations before the engine is built");
-        self.social = OnceLock::from(Arc::new(social));
     }
 
     /// Replaces the billing provider (tests give an app one that fails).

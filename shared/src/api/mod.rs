@@ -21,7 +21,7 @@ mod query;
 pub mod routes;
 pub mod runs;
 mod shared_stores;
-mod social;
+pub mod social;
 pub mod triggers;
 mod uploads;
 mod webhooks;

@@ -18,7 +18,7 @@ pub struct Dispatch<'a> {
     /// Works run tasks; its tools (scratch folder, probe, toolkit, budget) also process
     /// avatar profiles.
     pub runs: &'a Worker,
-    pub social: &'a Social,
+    pub social: Social<'a>,
 }
 
 impl Dispatch<'_> {

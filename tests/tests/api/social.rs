@@ -15,8 +15,10 @@ use bytes::Bytes;
 use http::{Method, StatusCode};
 use http_body_util::Full;
 use serde_json::{json, Value};
+use shared::api::social::parse;
 use shared::config::Settings;
-use shared::domain::social::{PostId, PostStatus, SocialPost};
+use shared::domain::social::service::Social;
+use shared::domain::social::{NewPost, PostId, PostStatus, SocialPost};
 use shared::domain::time::Timestamp;
 
 use crate::conformance;
@@ -493,7 +495,7 @@ async fn scheduled_posts_are_published_once_by_publish_due(backend: Backend) {
     let scheduled = post_clip(&harness, &base, &[&ok], json!({"scheduled_at": at.to_string()})).await;
     assert_eq!(scheduled["status"], "scheduled");
     let id = scheduled["post_id"].as_str().unwrap();
-    let social = harness.test.app.social().clone();
+    let social = harness.test.app.social();
     let post_id = PostId::parse(id).unwrap();
     // The due index is every organization's (other tests' posts share DynamoDB's): each
     // tick is judged by what it did with this post.
@@ -937,13 +939,15 @@ async fn youtube_credentials_are_a_secret_of_their_own_in_secrets_manager() {
     let aws = shared::adapters::aws_env::load_defaults().await;
     let prefix = format!("tests-{}/social", uuid::Uuid::new_v4());
     let vault = SecretsManager::from_config(&aws).vault(&prefix);
-    let social =
-        shared::domain::social::service::Social { vault: Arc::new(vault), ..(**harness.test.app.social()).clone() };
+    let social = Social { vault: &vault, ..harness.test.app.social() };
     let organization = harness.test.organization;
     let body = json!({"platform": "youtube", "account_name": "Channel", "account_username": "channel",
         "profile_url": "https://www.youtube.com/@channel", "publisher": "youtube",
         "credentials": {"access_token": TOKEN}});
-    let connection = social.create_connection(organization, body.as_object().unwrap()).await.unwrap();
+    let connection = social
+        .create_connection(organization, parse::new_connection(body.as_object().unwrap()).unwrap())
+        .await
+        .unwrap();
     let arn = connection.credentials.clone().expect("a reference to the secret");
     assert!(arn.starts_with("arn:"), "{arn}");
     let kept = aws_sdk_secretsmanager::Client::new(&aws).get_secret_value().secret_id(&arn).send().await.unwrap();
@@ -956,7 +960,7 @@ async fn youtube_credentials_are_a_secret_of_their_own_in_secrets_manager() {
     let body = json!({"description": "From the vault", "destinations": [{"social_connection_id": connection.id}],
         "media_urls": [format!("{base}/clip.mp4")]});
     let links = harness.test.app.links.clone();
-    let post = social.create_post(organization, body.as_object().unwrap(), &links).await.unwrap();
+    let post = social.create_post(organization, new_post(&harness.test.app, &body), &links).await.unwrap();
     let published = social.publish(organization, post.id).await.unwrap();
     assert_eq!(published, shared::domain::social::publishing::Publishing::Done);
     let read = social.get_post(organization, &post.id.to_string()).await.unwrap();
@@ -985,7 +989,7 @@ async fn a_post_whose_message_was_lost_is_sent_again_by_publish_due(backend: Bac
     post.updated_at = written;
     post.version += 1;
     assert!(repo.update_post(&post).await.unwrap());
-    let social = app.social().clone();
+    let social = app.social();
     // Judged by what each tick did with this post (the due index is every organization's).
     assert!(!social.publish_due_posts(written).await.unwrap().contains(&id), "not lost yet");
     // Five minutes on, one of two ticks sends it again.
@@ -1126,7 +1130,7 @@ async fn a_message_that_cannot_be_sent_is_sent_again_by_a_later_tick(backend: Ba
     let base = media_server().await;
     let x = connect(&harness.test, "x", json!({})).await;
     let app = &harness.test.app;
-    let cut_off = shared::domain::social::service::Social { queue: Arc::new(Unreachable), ..(**app.social()).clone() };
+    let cut_off = Social { queue: &Unreachable, ..app.social() };
     let organization = harness.test.organization;
     let body = |extra: Value| {
         let mut body = json!({"description": "queued?", "destinations": [{"social_connection_id": x}],
@@ -1137,7 +1141,7 @@ async fn a_message_that_cannot_be_sent_is_sent_again_by_a_later_tick(backend: Ba
     // A create is answered (the post is stored, `processing`), and the scheduler's repair
     // sends its message once it has waited REQUEUE_AFTER: nothing is lost.
     let links = app.links.clone();
-    let created = cut_off.create_post(organization, body(json!({})).as_object().unwrap(), &links).await.unwrap();
+    let created = cut_off.create_post(organization, new_post(app, &body(json!({}))), &links).await.unwrap();
     assert_eq!(created.status, PostStatus::Processing, "{created:?}");
     let soon = app.clock.now().after(Duration::from_secs(10));
     assert!(!app.social().publish_due_posts(soon).await.unwrap().contains(&created.id), "not before REQUEUE_AFTER");
@@ -1149,7 +1153,7 @@ async fn a_message_that_cannot_be_sent_is_sent_again_by_a_later_tick(backend: Ba
     // A due post whose message cannot be sent stays due, and the next tick sends it.
     let at = app.clock.now().after(Duration::from_secs(60));
     let later = body(json!({"scheduled_at": at.to_string()}));
-    let scheduled = cut_off.create_post(organization, later.as_object().unwrap(), &links).await.unwrap();
+    let scheduled = cut_off.create_post(organization, new_post(app, &later), &links).await.unwrap();
     let tick = at.after(Duration::from_secs(1));
     assert!(!cut_off.publish_due_posts(tick).await.unwrap().contains(&scheduled.id), "not sent");
     let stored = app.social_posts().get_post(organization, scheduled.id).await.unwrap().unwrap();
@@ -1368,7 +1372,6 @@ async fn a_deleted_connection_fails_its_pending_posts_and_nothing_else(backend: 
 /// has still deleted the connection first: nothing is published with it, and the posts
 /// it did not reach fail that destination when they are published.
 async fn a_deleted_connection_is_gone_at_once_and_publishing_fails_the_posts_it_left(backend: Backend) {
-    use shared::domain::social::service::Social;
     let harness = Harness::new(backend).await;
     let base = media_server().await;
     let reviewed = connect(&harness.test, "facebook", json!({"requires_approval": true})).await;
@@ -1377,7 +1380,7 @@ async fn a_deleted_connection_is_gone_at_once_and_publishing_fails_the_posts_it_
     let pending_id = pending["post_id"].as_str().unwrap().to_owned();
     assert_eq!(pending["status"], "pending_approval", "{pending}");
     let app = &harness.test.app;
-    let social = Social { delete_budget: Duration::ZERO, ..(**app.social()).clone() };
+    let social = Social { delete_budget: Duration::ZERO, ..app.social() };
     social.delete_connection(harness.test.organization, &reviewed).await.unwrap();
     let (_, listed) = harness.test.call(Method::GET, "/social/connections", None).await;
     assert_eq!(listed["social_connections"].as_array().unwrap().len(), 1, "{listed}");
@@ -1411,19 +1414,22 @@ async fn deleting_a_youtube_connection_deletes_its_secret_in_secrets_manager() {
     let aws = shared::adapters::aws_env::load_defaults().await;
     let prefix = format!("tests-{}/social", uuid::Uuid::new_v4());
     let vault = SecretsManager::from_config(&aws).vault(&prefix);
-    let social =
-        shared::domain::social::service::Social { vault: Arc::new(vault), ..(**harness.test.app.social()).clone() };
+    let social = Social { vault: &vault, ..harness.test.app.social() };
     let organization = harness.test.organization;
     let body = json!({"platform": "youtube", "account_name": "Channel", "account_username": "channel",
         "profile_url": "https://www.youtube.com/@channel", "publisher": "youtube", "requires_approval": true,
         "credentials": {"access_token": TOKEN}});
-    let connection = social.create_connection(organization, body.as_object().unwrap()).await.unwrap();
+    let connection = social
+        .create_connection(organization, parse::new_connection(body.as_object().unwrap()).unwrap())
+        .await
+        .unwrap();
     let arn = connection.credentials.clone().expect("a reference to the secret");
     let secrets = aws_sdk_secretsmanager::Client::new(&aws);
     assert!(secrets.get_secret_value().secret_id(&arn).send().await.is_ok());
     let body = json!({"description": "Waits", "destinations": [{"social_connection_id": connection.id}],
         "media_urls": [format!("{base}/clip.mp4")]});
-    let post = social.create_post(organization, body.as_object().unwrap(), &harness.test.app.links).await.unwrap();
+    let post =
+        social.create_post(organization, new_post(&harness.test.app, &body), &harness.test.app.links).await.unwrap();
     assert_eq!(post.status, PostStatus::PendingApproval);
     social.delete_connection(organization, &connection.id.to_string()).await.unwrap();
     let gone = secrets.get_secret_value().secret_id(&arn).send().await.unwrap_err();
@@ -1590,7 +1596,7 @@ async fn a_read_asks_every_destination_at_once_within_one_wait(backend: Backend)
         sandbox: gathering.clone(),
         youtube: app.social().publishers.youtube.clone(),
     };
-    let social = shared::domain::social::service::Social { publishers, ..(**app.social()).clone() };
+    let social = Social { publishers: &publishers, ..app.social() };
     // One read: the four that answer only together are recorded; the one that never
     // answers is left processing once the read's one wait is over, and the read answers.
     let read = social.get_post(harness.test.organization, &id.to_string()).await.unwrap();
@@ -1600,7 +1606,6 @@ async fn a_read_asks_every_destination_at_once_within_one_wait(backend: Backend)
 }
 
 async fn a_post_of_slow_media_answers_processing_and_a_worker_prepares_it(backend: Backend) {
-    use shared::domain::social::service::Social;
     let harness = Harness::new(backend).await;
     // Each file comes 3 s after it is asked for: more than this create's 1 s of its own
     // work on media (8 s in a deployment), so the workers take them over.
@@ -1608,14 +1613,14 @@ async fn a_post_of_slow_media_answers_processing_and_a_worker_prepares_it(backen
     let x = connect(&harness.test, "x", json!({})).await;
     let reviewed = connect(&harness.test, "facebook", json!({"requires_approval": true})).await;
     let app = &harness.test.app;
-    let social = Social { inline_media: Duration::from_secs(1), ..(**app.social()).clone() };
+    let social = Social { inline_media: Duration::from_secs(1), ..app.social() };
     let organization = harness.test.organization;
     let create = |to: &str, file: &str| {
         let body = json!({"description": "Slow", "destinations": [{"social_connection_id": to}],
             "media_urls": [format!("{slow}/{file}")]});
-        let social = social.clone();
+        let new = new_post(app, &body);
         let links = app.links.clone();
-        async move { social.create_post(organization, body.as_object().unwrap(), &links).await }
+        async move { social.create_post(organization, new, &links).await }
     };
     // Answered at once as processing, then published by the workers with its thumbnail.
     let post = create(&x, "clip.mp4").await.unwrap();
@@ -1651,4 +1656,9 @@ async fn a_post_of_slow_media_answers_processing_and_a_worker_prepares_it(backen
     // What is quick to check is still refused at once, naming the field.
     let refused = create(&uuid::Uuid::new_v4().to_string(), "clip.mp4").await.unwrap_err();
     assert!(refused.to_string().contains("destinations[0].social_connection_id"), "{refused}");
+}
+
+/// A post create's body parsed at the edge, as its handler parses it, on the app's clock.
+fn new_post(app: &shared::app::App, body: &Value) -> NewPost {
+    parse::new_post(body.as_object().unwrap(), app.clock.now()).unwrap()
 }

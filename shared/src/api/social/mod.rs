@@ -13,8 +13,12 @@ use super::query::query_params;
 use super::runs::{links, organization, queues};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
-use crate::domain::social::parse::{self, cursor_after};
+
 use crate::domain::social::{self, SocialError};
+
+pub mod parse;
+
+use parse::cursor_after;
 
 endpoints! {
     // Social posts. A connection is one put (its credentials, for YouTube, a secret of
@@ -100,10 +104,11 @@ fn map_error(error: SocialError, action: &'static str) -> ApiError {
 /// `POST /social/connections`
 pub async fn create_connection(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let body = json_body(&call.request)?;
+    let new = parse::new_connection(&json_body(&call.request)?)
+        .map_err(|error| map_error(error, "connect the social account"))?;
     let connection = app
         .social()
-        .create_connection(organization, &body)
+        .create_connection(organization, new)
         .await
         .map_err(|error| map_error(error, "connect the social account"))?;
     Ok(json_response(StatusCode::CREATED, &social::connection_view(&connection)))
@@ -137,9 +142,10 @@ pub async fn create_post(app: Arc<App>, call: Call) -> Result<Response, ApiError
     let body = json_body(&call.request)?;
     queues(&app)?;
     let links = links(&app, &call);
+    let new = parse::new_post(&body, app.clock.now()).map_err(|error| map_error(error, "create the social post"))?;
     let post = app
         .social()
-        .create_post(organization, &body, &links)
+        .create_post(organization, new, &links)
         .await
         .map_err(|error| map_error(error, "create the social post"))?;
     Ok(json_response(StatusCode::CREATED, &social::post_view(&post, &links, app.clock.now())))

@@ -1,9 +1,12 @@
-//! Parsing the bodies and queries of the social endpoints: every refusal names the field.
+//! Parsing the bodies and queries of the social endpoints at the edge, into the
+//! domain's typed requests: every refusal names the field.
 
 use serde_json::{Map, Value};
 
-use super::{Platform, PostFilter, PostStatus, PublisherKind, SandboxBehavior, SocialConnectionId, SocialError};
 use crate::core::json;
+use crate::domain::social::{NewConnection, NewPost, PostQuery, MAX_LIMIT, MAX_SCHEDULE_AHEAD};
+use crate::domain::social::{Platform, PostFilter, PostId, PostStatus, PublisherKind, SandboxBehavior};
+use crate::domain::social::{SocialConnectionId, SocialError};
 use crate::domain::time::Timestamp;
 
 /// Longest account name and username.
@@ -18,29 +21,11 @@ pub const MAX_DESTINATIONS: usize = 10;
 pub const MAX_MEDIA: usize = 10;
 /// Longest credential value.
 pub const MAX_CREDENTIAL_CHARS: usize = 4_096;
-/// Latest a post may be scheduled: a year ahead.
-pub const MAX_SCHEDULE_AHEAD: std::time::Duration = std::time::Duration::from_secs(366 * 24 * 3600);
-/// Default and largest page of the post list.
+/// Default page of the post list.
 pub const DEFAULT_LIMIT: usize = 20;
-pub const MAX_LIMIT: usize = 100;
 
 fn invalid(message: impl Into<String>) -> SocialError {
     SocialError::Invalid(message.into())
-}
-
-/// What a connection create asks for, checked.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewConnection {
-    pub platform: Platform,
-    pub account_name: String,
-    pub account_username: String,
-    pub profile_url: String,
-    pub requires_approval: bool,
-    pub publisher: PublisherKind,
-    pub sandbox_behavior: SandboxBehavior,
-    /// The publisher's credentials as given (YouTube: `{access_token, refresh_token?,
-    /// client_id?, client_secret?}`).
-    pub credentials: Option<Map<String, Value>>,
 }
 
 fn text_field(body: &Map<String, Value>, field: &str, max: usize) -> Result<String, SocialError> {
@@ -201,15 +186,6 @@ fn credentials(body: &Map<String, Value>, publisher: PublisherKind) -> Result<Op
     Ok(Some(fields.clone()))
 }
 
-/// What a post create asks for, checked (its connections and media not yet looked at).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NewPost {
-    pub description: String,
-    pub destinations: Vec<SocialConnectionId>,
-    pub media_urls: Vec<String>,
-    pub scheduled_at: Option<Timestamp>,
-}
-
 /// Parses `POST /social/post`; `now` bounds `scheduled_at`.
 pub fn new_post(body: &Map<String, Value>, now: Timestamp) -> Result<NewPost, SocialError> {
     check_properties(body, &["description", "destinations", "media_urls", "scheduled_at"], None)?;
@@ -282,19 +258,11 @@ pub fn new_post(body: &Map<String, Value>, now: Timestamp) -> Result<NewPost, So
     Ok(NewPost { description, destinations: ids, media_urls, scheduled_at })
 }
 
-/// The query of `GET /social/posts`, checked.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PostQuery {
-    pub limit: usize,
-    pub cursor: Option<super::PostId>,
-    pub filter: PostFilter,
-}
-
 /// The list of posts' cursors.
 const CURSOR_LIST: &str = "social_posts";
 
 /// The cursor of the page after the post `last`.
-pub fn cursor_after(last: super::PostId) -> String {
+pub fn cursor_after(last: PostId) -> String {
     crate::core::cursor::encode(CURSOR_LIST, &last.to_string())
 }
 
@@ -313,7 +281,7 @@ pub fn post_query<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Re
                 query.cursor = Some(
                     position
                         .as_deref()
-                        .and_then(super::PostId::parse)
+                        .and_then(PostId::parse)
                         .ok_or_else(|| invalid("cursor is not a cursor of this list (use next_cursor as given)"))?,
                 );
             }
@@ -440,7 +408,7 @@ mod tests {
 
     #[test]
     fn list_queries_are_checked_and_cursors_round_trip() {
-        let id = super::super::PostId::now_v7();
+        let id = super::PostId::now_v7();
         let cursor = cursor_after(id);
         let query = post_query([("limit", "5"), ("cursor", cursor.as_str()), ("status", "posted"), ("platform", "x")]);
         let query = query.unwrap();

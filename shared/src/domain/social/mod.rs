@@ -7,14 +7,13 @@
 //! accepted but had not finished.
 
 pub mod limits;
-pub mod parse;
 pub mod publisher;
 pub mod publishing;
 pub mod service;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::time::Timestamp;
 use crate::domain::ids::MediaId;
@@ -328,6 +327,43 @@ pub const MAX_CONNECTIONS_PER_ORGANIZATION: u32 = 50;
 
 /// The message of a destination whose connection was deleted before it was published.
 pub const CONNECTION_DELETED: &str = "the social connection was deleted before this post was published to it";
+
+/// Latest a post may be scheduled: a year ahead.
+pub const MAX_SCHEDULE_AHEAD: std::time::Duration = std::time::Duration::from_secs(366 * 24 * 3600);
+/// Largest page of the post list.
+pub const MAX_LIMIT: usize = 100;
+
+/// What a connection create asks for, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewConnection {
+    pub platform: Platform,
+    pub account_name: String,
+    pub account_username: String,
+    pub profile_url: String,
+    pub requires_approval: bool,
+    pub publisher: PublisherKind,
+    pub sandbox_behavior: SandboxBehavior,
+    /// The publisher's credentials as given (YouTube: `{access_token, refresh_token?,
+    /// client_id?, client_secret?}`).
+    pub credentials: Option<Map<String, Value>>,
+}
+
+/// What a post create asks for, checked (its connections and media not yet looked at).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewPost {
+    pub description: String,
+    pub destinations: Vec<SocialConnectionId>,
+    pub media_urls: Vec<String>,
+    pub scheduled_at: Option<Timestamp>,
+}
+
+/// The query of `GET /social/posts`, checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostQuery {
+    pub limit: usize,
+    pub cursor: Option<PostId>,
+    pub filter: PostFilter,
+}
 
 /// The message of a connection not found (or another organization's).
 pub const CONNECTION_NOT_FOUND: &str = "Social connection not found";

@@ -33,7 +33,7 @@ pub enum Publishing {
     Held(Timestamp),
 }
 
-impl Social {
+impl Social<'_> {
     /// The scheduler's work: publishes the scheduled posts due at or before `now`, each
     /// once (a conditional write claims it, `scheduled → processing`, and queues its
     /// publishing; a second or concurrent call finds it claimed), and sends again the
@@ -118,8 +118,8 @@ impl Social {
                 None => return Ok(Publishing::Done),
             },
         };
-        tokio::fs::create_dir_all(&self.scratch).await?;
-        let scratch = tempfile::Builder::new().prefix("publish-").tempdir_in(&self.scratch)?;
+        tokio::fs::create_dir_all(self.scratch).await?;
+        let scratch = tempfile::Builder::new().prefix("publish-").tempdir_in(self.scratch)?;
         let files = self.local_media(&post, scratch.path()).await?;
         for index in 0..post.results.len() {
             let result = &post.results[index];

@@ -4,19 +4,18 @@
 //! conditional on the version it read, so two writers never both move a post.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use super::limits;
-use super::parse::{self, NewPost, PostQuery};
 use super::publisher::{CredentialVault, Published, Publishers};
 use super::{Destination, DestinationResult, PostId, PostMedium, PostPage, PostStatus, ResultStatus};
 use super::{
     MediaSource, PendingMedia, PostFilter, CONNECTION_DELETED, CONNECTION_NOT_FOUND, MAX_CONNECTIONS_PER_ORGANIZATION,
 };
+use super::{NewConnection, NewPost, PostQuery, MAX_LIMIT};
 use super::{SocialConnection, SocialConnectionId, SocialError, SocialPost, SocialRepo, POST_NOT_FOUND};
 use crate::core::queue::Queue;
 use crate::core::retry::POST_CONFLICTS;
@@ -49,24 +48,25 @@ pub const DELETE_BUDGET: Duration = Duration::from_secs(8);
 /// Posts a connection's delete fails at once.
 const DELETE_CONCURRENCY: usize = 8;
 
-/// Everything the social operations need.
-#[derive(Clone)]
-pub struct Social {
-    pub repo: Arc<dyn SocialRepo>,
+/// The ports the social operations borrow, as every context borrows its own: the wiring
+/// owns the adapters and lends them for one request, task or tick.
+#[derive(Clone, Copy)]
+pub struct Social<'a> {
+    pub repo: &'a dyn SocialRepo,
     /// Media records: the service's own links among `media_urls` are read from the store.
-    pub media: Arc<dyn MediaRecords>,
-    pub blobs: Arc<dyn BlobStore>,
-    pub probe: Arc<dyn MediaProbe>,
-    pub toolkit: Arc<dyn MediaToolkit>,
+    pub media: &'a dyn MediaRecords,
+    pub blobs: &'a dyn BlobStore,
+    pub probe: &'a dyn MediaProbe,
+    pub toolkit: &'a dyn MediaToolkit,
     /// Fetches `media_urls` through the SSRF guard.
-    pub downloader: Arc<dyn Downloader>,
-    pub publishers: Publishers,
-    pub vault: Arc<dyn CredentialVault>,
+    pub downloader: &'a dyn Downloader,
+    pub publishers: &'a Publishers,
+    pub vault: &'a dyn CredentialVault,
     /// Where publishing is queued (the node-task queue).
-    pub queue: Arc<dyn Queue<Work>>,
-    pub clock: Arc<dyn Clock>,
+    pub queue: &'a dyn Queue<Work>,
+    pub clock: &'a dyn Clock,
     /// Folder for scratch files (a folder per operation inside it).
-    pub scratch: PathBuf,
+    pub scratch: &'a Path,
     /// How long a publishing attempt's claim holds.
     pub lease: Duration,
     /// How long a create works on its media before a worker takes them over
@@ -102,14 +102,13 @@ struct Fetched {
     stored: Option<(String, Option<String>)>,
 }
 
-impl Social {
-    /// Connects an account from a create body; its credentials go to the vault.
+impl Social<'_> {
+    /// Connects an account; its credentials go to the vault.
     pub async fn create_connection(
         &self,
         organization: OrganizationId,
-        body: &Map<String, Value>,
+        new: NewConnection,
     ) -> Result<SocialConnection, SocialError> {
-        let new = parse::new_connection(body)?;
         let now = self.clock.now();
         // In-process monotonic: connections made in one millisecond list in their order.
         let id = SocialConnectionId::now_v7();
@@ -194,7 +193,7 @@ impl Social {
                 if std::time::Instant::now() >= deadline {
                     return Ok((failed, true));
                 }
-                let (posts, more) = self.repo.list_posts(organization, &filter, after, super::parse::MAX_LIMIT).await?;
+                let (posts, more) = self.repo.list_posts(organization, &filter, after, MAX_LIMIT).await?;
                 let mut changed = Vec::with_capacity(posts.len());
                 for some in posts.chunks(DELETE_CONCURRENCY) {
                     let each: Vec<_> =
@@ -238,7 +237,7 @@ impl Social {
         Ok(self.repo.list_connections(organization).await?)
     }
 
-    /// Makes a post from a create body: its connections must be the organization's, its
+    /// Makes a post: its connections must be the organization's, its
     /// media are fetched (the service's own links read from the store), probed and checked
     /// against each destination's limits, then stored with a thumbnail. A future
     /// `scheduled_at` makes it `scheduled`, a destination that requires approval
@@ -247,11 +246,10 @@ impl Social {
     pub async fn create_post(
         &self,
         organization: OrganizationId,
-        body: &Map<String, Value>,
+        new: NewPost,
         links: &MediaLinks,
     ) -> Result<SocialPost, SocialError> {
         let now = self.clock.now();
-        let new = parse::new_post(body, now)?;
         let destinations = self.destinations(organization, &new).await?;
         let id = PostId::v7_at(now.unix_millis());
         let sources = media_sources(&new.media_urls, links, now)?;
@@ -330,9 +328,8 @@ impl Social {
         destinations: &[Destination],
         now: Timestamp,
     ) -> Result<(Vec<PostMedium>, MediaRecord), SocialError> {
-        tokio::fs::create_dir_all(&self.scratch).await.map_err(anyhow::Error::from)?;
-        let scratch =
-            tempfile::Builder::new().prefix("post-").tempdir_in(&self.scratch).map_err(anyhow::Error::from)?;
+        tokio::fs::create_dir_all(self.scratch).await.map_err(anyhow::Error::from)?;
+        let scratch = tempfile::Builder::new().prefix("post-").tempdir_in(self.scratch).map_err(anyhow::Error::from)?;
         let mut media = Vec::with_capacity(sources.len());
         let mut files = Vec::with_capacity(sources.len());
         let mut total: u64 = 0;
@@ -711,7 +708,7 @@ impl Social {
         media: &[MediaRecord],
         apply: impl FnMut(&mut SocialPost) -> PostEdit + Send,
     ) -> Result<PostChange, SocialError> {
-        let mut change = EditPost { repo: self.repo.as_ref(), organization, id, media, apply };
+        let mut change = EditPost { repo: self.repo, organization, id, media, apply };
         versioned::change(&POST_CONFLICTS, format!("social post {id}"), &mut change).await
     }
 }
