@@ -618,7 +618,8 @@ async fn on_lambda_a_blocked_task_comes_back_as_a_new_message_and_looking_again_
 /// Stores `count` profiles in the organization's primary workspace directly (the list is
 /// what is tested, not their processing), each with a status message of `message_bytes`.
 pub(crate) async fn stored_profiles(test: &crate::helpers::TestApp, count: usize, message_bytes: usize) {
-    use shared::domain::avatars::{new_profile, parse_new};
+    use shared::api::avatars::parse::new_avatar;
+    use shared::domain::avatars::new_profile;
     let app = &test.app;
     let workspace =
         shared::domain::workspaces::ensure_primary(app.identity().as_ref(), test.organization, app.clock.now())
@@ -626,7 +627,7 @@ pub(crate) async fn stored_profiles(test: &crate::helpers::TestApp, count: usize
             .unwrap();
     for index in 0..count {
         let body = json!({"name": format!("p{index}"), "sources": {"video_url": "https://example.com/v.mp4"}});
-        let new = parse_new(body.as_object().unwrap()).unwrap();
+        let new = new_avatar(body.as_object().unwrap()).unwrap();
         let mut profile = new_profile(test.organization, workspace.id, new, app.clock.now());
         profile.status_message = Some("m".repeat(message_bytes));
         assert!(app.avatars().create_avatar(&profile).await.unwrap());

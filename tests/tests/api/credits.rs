@@ -501,6 +501,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use shared::api::credits::parse;
 use shared::domain::credits::billing::{
     BillingEvent, BillingEventKind, BillingProvider, EventError, OpenedCheckout, PlanChanged, TopUpState,
 };
@@ -631,7 +632,7 @@ impl Books {
         assert_eq!(self.credits().write_account(&write).await.unwrap(), Written::Done);
     }
     async fn upgrade(&self, plan: &str) -> Result<Upgraded, CreditError> {
-        service::upgrade(&self.ports(), self.organization, &json!({ "plan_id": plan })).await
+        service::upgrade(&self.ports(), self.organization, parse::upgrade_request(&json!({ "plan_id": plan }))?).await
     }
     async fn event(&self, kind: BillingEventKind) -> bool {
         let event = BillingEvent { id: format!("evt_{}", uuid::Uuid::new_v4().simple()), kind };
@@ -642,7 +643,12 @@ impl Books {
         entries.iter().filter(|entry| serde_json::to_value(entry.reason).unwrap() == reason).count()
     }
     async fn settings(&self, auto: Value) -> Result<Account, CreditError> {
-        service::update_settings(&self.ports(), self.organization, &json!({ "auto_topup": auto })).await
+        service::update_settings(
+            &self.ports(),
+            self.organization,
+            parse::settings_change(&json!({ "auto_topup": auto }))?,
+        )
+        .await
     }
 }
 

@@ -8,14 +8,13 @@ pub mod processing;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::identity::IdentityRepo;
 use super::time::{Clock, Timestamp};
 use super::uploads::{Upload, UploadKind, UploadRepo, UploadStatus};
 use super::work::Work;
 use super::workspaces::{ensure_primary, find_primary};
-use crate::core::json;
 use crate::core::queue::Queue;
 use crate::core::retry::AVATAR_CONFLICTS;
 use crate::core::versioned::{self, Changed, Edit};
@@ -34,8 +33,6 @@ pub const MAX_NAME_CHARS: usize = 200;
 pub const MIN_SOURCE_MS: u64 = 4_000;
 /// Longest video or voice recording an avatar is made from.
 pub const MAX_SOURCE_MS: u64 = 15_000;
-/// Longest URL source.
-const MAX_URL_CHARS: usize = 2_048;
 
 /// Where an avatar profile is in its processing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -190,97 +187,6 @@ pub struct NewAvatar {
     pub sources: AvatarSources,
 }
 
-/// The six properties `sources` takes, and the kind of each.
-const SOURCE_FIELDS: [(&str, UploadKind, bool); 6] = [
-    ("video_url", UploadKind::Video, true),
-    ("video_id", UploadKind::Video, false),
-    ("image_url", UploadKind::Image, true),
-    ("image_id", UploadKind::Image, false),
-    ("audio_url", UploadKind::Audio, true),
-    ("audio_id", UploadKind::Audio, false),
-];
-
-/// Parses a create body `{name, sources}`: every refusal names the field.
-pub fn parse_new(body: &Map<String, Value>) -> Result<NewAvatar, AvatarError> {
-    let invalid = |message: String| AvatarError::Invalid(message);
-    if let Some(message) = json::unknown_property(body, &["name", "sources"]) {
-        return Err(invalid(message));
-    }
-    let name = match body.get("name") {
-        Some(Value::String(name)) => name.trim().to_owned(),
-        Some(_) => return Err(invalid("name must be a string".into())),
-        None => return Err(invalid("name is required".into())),
-    };
-    let chars = name.chars().count();
-    if chars == 0 || chars > MAX_NAME_CHARS {
-        return Err(invalid(format!("name must be 1 to {MAX_NAME_CHARS} characters after trimming, got {chars}")));
-    }
-    let sources = match body.get("sources") {
-        Some(Value::Object(sources)) => sources,
-        Some(_) => return Err(invalid("sources must be an object".into())),
-        None => return Err(invalid("sources is required".into())),
-    };
-    let fields = SOURCE_FIELDS.map(|(field, ..)| field);
-    if let Some(message) = json::unknown_property_at("sources", sources, &fields) {
-        return Err(invalid(format!("{message}; the sources are {}", fields.join(", "))));
-    }
-    let mut parsed = AvatarSources::default();
-    for (field, kind, is_url) in SOURCE_FIELDS {
-        let source = match sources.get(field) {
-            None | Some(Value::Null) => continue,
-            Some(Value::String(text)) if is_url => {
-                check_url(text, &format!("sources.{field}")).map_err(invalid)?;
-                AvatarSource::Url { url: text.clone() }
-            }
-            Some(Value::String(text)) => match UploadId::parse(text) {
-                Some(id) => AvatarSource::Upload { id },
-                None => return Err(invalid(format!("sources.{field} must be a UUID, got {}", json::quoted(text)))),
-            },
-            Some(_) => return Err(invalid(format!("sources.{field} must be a string or null"))),
-        };
-        let slot = match kind {
-            UploadKind::Video => &mut parsed.video,
-            UploadKind::Image => &mut parsed.image,
-            UploadKind::Audio => &mut parsed.audio,
-        };
-        if slot.is_some() {
-            let kind = kind.as_str();
-            return Err(invalid(format!("sources: give one of {kind}_url and {kind}_id, not both")));
-        }
-        *slot = Some(source);
-    }
-    match (&parsed.video, &parsed.image, &parsed.audio) {
-        (Some(_), None, None) | (None, Some(_), Some(_)) => Ok(NewAvatar { name, sources: parsed }),
-        (Some(_), _, _) => Err(invalid(
-            "sources: give either a video source (video_url or video_id) or an image source and an audio source, \
-             not both"
-                .into(),
-        )),
-        (None, Some(_), None) => {
-            Err(invalid("sources: an image source needs an audio source (audio_url or audio_id)".into()))
-        }
-        (None, None, Some(_)) => {
-            Err(invalid("sources: an audio source needs an image source (image_url or image_id)".into()))
-        }
-        (None, None, None) => Err(invalid(
-            "sources: give a video source (video_url or video_id), or an image source and an audio source".into(),
-        )),
-    }
-}
-
-/// An http(s) URL of bounded length, or why not.
-fn check_url(text: &str, field: &str) -> Result<(), String> {
-    if text.chars().count() > MAX_URL_CHARS {
-        return Err(format!("{field} must be at most {MAX_URL_CHARS} characters"));
-    }
-    match url::Url::parse(text) {
-        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(|host| !host.is_empty()) => {
-            Ok(())
-        }
-        _ => Err(format!("{field} must be an http:// or https:// URL, got {}", json::quoted(text))),
-    }
-}
-
 /// Checks that every upload source is a ready upload of its kind of the organization
 /// (400 naming the field otherwise).
 pub async fn check_uploads(
@@ -346,14 +252,13 @@ pub struct AvatarPorts<'a> {
     pub clock: &'a dyn Clock,
 }
 
-/// Creates a profile from a create body in the organization's primary workspace and
-/// queues its processing. Every refusal creates nothing.
+/// Creates a profile in the organization's primary workspace and queues its
+/// processing. Every refusal creates nothing.
 pub async fn create(
     ports: &AvatarPorts<'_>,
     organization: OrganizationId,
-    body: &Map<String, Value>,
+    new: NewAvatar,
 ) -> Result<AvatarProfile, AvatarError> {
-    let new = parse_new(body)?;
     check_uploads(ports.uploads, organization, &new.sources).await?;
     let now = ports.clock.now();
     let workspace = ensure_primary(ports.identity, organization, now).await?;
@@ -378,7 +283,7 @@ pub const MAX_LIST_LIMIT: usize = 100;
 /// Profiles per page when a `cursor` is given without a `limit`.
 pub const DEFAULT_LIST_LIMIT: usize = 20;
 /// The name of the avatar list's cursors.
-const CURSOR_LIST: &str = "avatar_profiles";
+pub const CURSOR_LIST: &str = "avatar_profiles";
 
 /// Which profiles a list shows: every one (no `limit` nor `cursor`, as the contract's
 /// list), or a page of `limit` after `cursor`.
@@ -393,36 +298,6 @@ impl ListPage {
     pub fn paged(&self) -> bool {
         self.limit.is_some()
     }
-}
-
-/// The `limit` and `cursor` query parameters of `GET /avatar-profiles` (others are not
-/// this list's and are ignored, as the contract names none).
-pub fn list_page<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<ListPage, AvatarError> {
-    let mut page = ListPage::default();
-    for (name, value) in pairs {
-        match name {
-            "limit" => {
-                let limit = value.parse().ok().filter(|limit| (1..=MAX_LIST_LIMIT).contains(limit));
-                page.limit = Some(limit.ok_or_else(|| {
-                    AvatarError::Invalid(format!(
-                        "limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {}",
-                        json::quoted(value)
-                    ))
-                })?);
-            }
-            "cursor" => {
-                let position = crate::core::cursor::decode(CURSOR_LIST, value);
-                page.after = Some(position.as_deref().and_then(AvatarProfileId::parse).ok_or_else(|| {
-                    AvatarError::Invalid("cursor is not a cursor of this list (use next_cursor as given)".into())
-                })?);
-            }
-            _ => {}
-        }
-    }
-    if page.after.is_some() && page.limit.is_none() {
-        page.limit = Some(DEFAULT_LIST_LIMIT);
-    }
-    Ok(page)
 }
 
 /// The profiles of the organization's primary workspace, newest first: the page asked
@@ -562,52 +437,7 @@ async fn unqueued(
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-
-    fn parse(body: Value) -> Result<NewAvatar, String> {
-        parse_new(body.as_object().unwrap()).map_err(|error| error.to_string())
-    }
-
-    const ID: &str = "6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e01";
-
-    #[test]
-    fn a_video_or_an_image_and_a_voice() {
-        let video = parse(json!({"name": " Ada ", "sources": {"video_id": ID, "image_url": null}})).unwrap();
-        assert_eq!(video.name, "Ada");
-        assert!(video.sources.video.is_some() && video.sources.image.is_none());
-        let pair = parse(json!({"name": "Ada", "sources": {"image_url": "https://x.test/a.png", "audio_id": ID}}));
-        assert!(pair.is_ok());
-    }
-
-    #[test]
-    fn every_refusal_names_its_field() {
-        let cases = [
-            (json!({"sources": {"video_id": ID}}), "name is required"),
-            (json!({"name": "  ", "sources": {"video_id": ID}}), "name must be 1 to 200"),
-            (json!({"name": "a".repeat(201), "sources": {"video_id": ID}}), "got 201"),
-            (json!({"name": "a", "sources": {"video_id": ID}, "x": 1}), "unknown property: x"),
-            (json!({"name": "a", "sources": {"face_url": "https://x.test"}}), "sources: unknown property: face_url"),
-            (json!({"name": "a", "sources": {}}), "give a video source"),
-            (json!({"name": "a", "sources": {"video_id": ID, "image_id": ID}}), "not both"),
-            (
-                json!({"name": "a", "sources": {"video_id": ID, "video_url": "https://x.test/v.mp4"}}),
-                "one of video_url",
-            ),
-            (json!({"name": "a", "sources": {"image_id": ID}}), "needs an audio source"),
-            (json!({"name": "a", "sources": {"audio_id": ID}}), "needs an image source"),
-            (json!({"name": "a", "sources": {"video_id": "nope"}}), "sources.video_id must be a UUID"),
-            (json!({"name": "a", "sources": {"video_url": "ftp://x.test/v"}}), "sources.video_url must be an http"),
-            (json!({"name": "a", "sources": {"video_url": 3}}), "sources.video_url must be a string or null"),
-            (json!({"name": "a", "sources": []}), "sources must be an object"),
-        ];
-        for (body, expected) in cases {
-            let message = parse(body.clone()).unwrap_err();
-            assert!(message.contains(expected), "{body}: {message}");
-        }
-        assert!(parse(json!({"name": "a".repeat(200), "sources": {"video_id": ID}})).is_ok());
-    }
 
     #[test]
     fn names_compare_trimmed_and_case_folded() {

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::billing::{BillingEvent, BillingEventKind, BillingProvider, PlanChanged, TopUpState};
 use super::plans::{period_at, PlanId};
 use super::{
     Account, AccountWrite, BillingRefs, Checkout, CheckoutId, CheckoutStatus, CreditRepo, LedgerEntry, PlanReservation,
-    Purchase, Reason, SubscriptionStatus, Written, MAX_TOP_UP_SETTING,
+    Purchase, Reason, SubscriptionStatus, Written,
 };
 use crate::core::retry::ACCOUNT_CONFLICTS;
 use crate::core::versioned::{self, Changed, Edit};
@@ -28,7 +28,7 @@ pub const PENDING_TOP_UP_HOLD: Duration = Duration::from_secs(3600);
 /// provider's events correct the plan.
 pub const PLAN_CHANGE_HOLD: Duration = Duration::from_secs(120);
 /// Longest `success_url` or `cancel_url`.
-const MAX_URL_BYTES: usize = 2_048;
+pub const MAX_URL_BYTES: usize = 2_048;
 /// Ledger page size bounds.
 pub const LEDGER_DEFAULT_LIMIT: usize = 25;
 pub const LEDGER_MAX_LIMIT: usize = 100;
@@ -309,41 +309,25 @@ fn bought_this_month(account: &Account, month: Timestamp) -> u64 {
     }
 }
 
-/// A body's object, refusing other types and properties not in `known`.
-fn object<'a>(value: &'a Value, what: &str, known: &[&str]) -> Result<&'a Map<String, Value>, CreditError> {
-    crate::core::json::closed_object(value, what, known).map_err(CreditError::Invalid)
+/// What `POST /credits/settings` changes of the auto top-up: fields left out (None) keep
+/// their value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SettingsChange {
+    pub enabled: Option<bool>,
+    pub threshold: Option<u64>,
+    pub quantity: Option<u64>,
+    pub monthly_limit: Option<u64>,
+    pub cover_shortfall: Option<bool>,
 }
 
-/// `POST /credits/settings {auto_topup: {enabled, threshold, quantity, monthly_limit,
-/// cover_shortfall}}`: each number a whole 0–1,000,000; fields left out keep their value.
-/// 403 unless a paid plan; 400 when the quantity is above the monthly ceiling.
+/// `POST /credits/settings`: 403 unless a paid plan; 400 when the quantity is above the
+/// monthly ceiling.
 pub async fn update_settings(
     ports: &CreditPorts<'_>,
     organization: OrganizationId,
-    body: &Value,
+    change: SettingsChange,
 ) -> Result<Account, CreditError> {
-    let settings = object(body, "the body", &["auto_topup"])?;
-    let given = settings.get("auto_topup").ok_or_else(|| CreditError::Invalid("auto_topup is required".into()))?;
-    let fields =
-        object(given, "auto_topup", &["enabled", "threshold", "quantity", "monthly_limit", "cover_shortfall"])?;
-    let flag = |name: &str| match fields.get(name) {
-        None => Ok(None),
-        Some(Value::Bool(value)) => Ok(Some(*value)),
-        Some(_) => Err(CreditError::Invalid(format!("auto_topup.{name} must be true or false"))),
-    };
-    let (enabled, cover_shortfall) = (flag("enabled")?, flag("cover_shortfall")?);
-    let number = |name: &str| -> Result<Option<u64>, CreditError> {
-        match fields.get(name) {
-            None => Ok(None),
-            Some(value) => match value.as_u64().filter(|number| *number <= MAX_TOP_UP_SETTING) {
-                Some(number) => Ok(Some(number)),
-                None => Err(CreditError::Invalid(format!(
-                    "auto_topup.{name} must be a whole number from 0 to {MAX_TOP_UP_SETTING}, not {value}"
-                ))),
-            },
-        }
-    };
-    let (threshold, quantity, monthly_limit) = (number("threshold")?, number("quantity")?, number("monthly_limit")?);
+    let SettingsChange { enabled, threshold, quantity, monthly_limit, cover_shortfall } = change;
     let now = ports.clock.now();
     let (account, _) = change_account(ports.credits, organization, now, |account| {
         if !account.plan.allows_top_ups() {
@@ -448,23 +432,6 @@ pub enum Upgraded {
     Changed { plan: PlanId },
 }
 
-/// A `success_url` or `cancel_url`: an absolute http(s) URL.
-fn return_url(fields: &Map<String, Value>, name: &str) -> Result<Option<String>, CreditError> {
-    match fields.get(name) {
-        None => Ok(None),
-        Some(Value::String(text)) => {
-            let parsed = url::Url::parse(text).ok().filter(|url| matches!(url.scheme(), "http" | "https"));
-            match parsed {
-                Some(_) if text.len() <= MAX_URL_BYTES => Ok(Some(text.clone())),
-                _ => Err(CreditError::Invalid(format!(
-                    "{name} must be an absolute http or https URL of at most {MAX_URL_BYTES} bytes"
-                ))),
-            }
-        }
-        Some(_) => Err(CreditError::Invalid(format!("{name} must be a string"))),
-    }
-}
-
 /// `POST /plan/upgrade {plan_id, success_url?, cancel_url?}`. From free: a checkout
 /// (the plan starts when it is paid). Between paid plans: up a family, or between a
 /// family's monthly and annual billing, at once (a move up, once its prorated invoice is
@@ -476,9 +443,8 @@ fn return_url(fields: &Map<String, Value>, name: &str) -> Result<Option<String>,
 pub async fn upgrade(
     ports: &CreditPorts<'_>,
     organization: OrganizationId,
-    body: &Value,
+    request: UpgradeRequest,
 ) -> Result<Upgraded, CreditError> {
-    let request = UpgradeRequest::parse(body)?;
     let plan = request.plan;
     let now = ports.clock.now();
     let account = current(ports.credits, organization, now).await?;
@@ -498,26 +464,11 @@ pub async fn upgrade(
 }
 
 /// `POST /plan/upgrade {plan_id, success_url?, cancel_url?}`, checked.
-struct UpgradeRequest {
-    plan: PlanId,
-    success_url: Option<String>,
-    cancel_url: Option<String>,
-}
-
-impl UpgradeRequest {
-    fn parse(body: &Value) -> Result<Self, CreditError> {
-        let fields = object(body, "the body", &["plan_id", "success_url", "cancel_url"])?;
-        let plan_id = match fields.get("plan_id") {
-            Some(Value::String(text)) => text,
-            Some(_) => return Err(CreditError::Invalid("plan_id must be a string".into())),
-            None => return Err(CreditError::Invalid("plan_id is required".into())),
-        };
-        let known = PlanId::ALL.map(PlanId::as_str).join(", ");
-        let plan = PlanId::parse(plan_id)
-            .ok_or_else(|| CreditError::Invalid(format!("plan_id: {plan_id:?} is not a plan; plans are {known}")))?;
-        let (success_url, cancel_url) = (return_url(fields, "success_url")?, return_url(fields, "cancel_url")?);
-        Ok(Self { plan, success_url, cancel_url })
-    }
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpgradeRequest {
+    pub plan: PlanId,
+    pub success_url: Option<String>,
+    pub cancel_url: Option<String>,
 }
 
 /// A checkout of `request`'s paid plan for the account's organization: stored first, so

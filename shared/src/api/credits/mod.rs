@@ -16,6 +16,8 @@ use crate::app::App;
 use crate::domain::credits::billing::EventError;
 use crate::domain::credits::service::{self, CreditError, CreditPorts, Upgraded};
 
+pub mod parse;
+
 endpoints! {
     // Plans and credits: the account item is read (GetItem) and, when a monthly period
     // began since its last grant, written with the grant's ledger entry in one
@@ -95,8 +97,9 @@ pub async fn list_plans(app: Arc<App>, call: Call) -> Result<Response, ApiError>
 /// `POST /plan/upgrade`
 pub async fn upgrade_plan(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let body = json_body(&call.request)?;
-    let upgraded = service::upgrade(&ports(&app), organization, &serde_json::Value::Object(body))
+    let request = parse::upgrade_request(&serde_json::Value::Object(json_body(&call.request)?))
+        .map_err(|error| map_error(error, "change the plan"))?;
+    let upgraded = service::upgrade(&ports(&app), organization, request)
         .await
         .map_err(|error| map_error(error, "change the plan"))?;
     let answer = match upgraded {
@@ -128,8 +131,9 @@ pub async fn get_credits(app: Arc<App>, call: Call) -> Result<Response, ApiError
 /// `POST /credits/settings`
 pub async fn update_credit_settings(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
-    let body = json_body(&call.request)?;
-    let account = service::update_settings(&ports(&app), organization, &serde_json::Value::Object(body))
+    let change = parse::settings_change(&serde_json::Value::Object(json_body(&call.request)?))
+        .map_err(|error| map_error(error, "change the credit settings"))?;
+    let account = service::update_settings(&ports(&app), organization, change)
         .await
         .map_err(|error| map_error(error, "change the credit settings"))?;
     Ok(json_response(StatusCode::OK, &service::credits_view(&account, app.clock.now())))

@@ -14,6 +14,8 @@ use super::{json_response, ApiError, Call, Response};
 use crate::app::{App, Queues};
 use crate::domain::avatars::{self, AvatarError, AvatarPorts};
 
+pub mod parse;
+
 endpoints! {
     // Avatar profiles: the primary workspace is read (Query); a create (which makes the
     // primary workspace of an organization that has none) claims its name and stores the
@@ -66,7 +68,7 @@ fn map_error(error: AvatarError, action: &'static str) -> ApiError {
 pub async fn list_profiles(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
     let params = query_params(&call.request)?;
-    let page = avatars::list_page(params.iter().map(|(name, value)| (name.as_str(), value.as_str())))
+    let page = parse::list_page(params.iter().map(|(name, value)| (name.as_str(), value.as_str())))
         .map_err(|error| map_error(error, "list"))?;
     let (profiles, next_cursor) = avatars::list(app.avatars().as_ref(), app.identity().as_ref(), organization, &page)
         .await
@@ -87,8 +89,9 @@ pub async fn create_profile(app: Arc<App>, call: Call) -> Result<Response, ApiEr
     let organization = organization(&app, &call).await?;
     let body = json_body(&call.request)?;
     let queues = queues(&app)?;
+    let new = parse::new_avatar(&body).map_err(|error| map_error(error, "create"))?;
     let profile =
-        avatars::create(&ports(&app, queues), organization, &body).await.map_err(|error| map_error(error, "create"))?;
+        avatars::create(&ports(&app, queues), organization, new).await.map_err(|error| map_error(error, "create"))?;
     Ok(json_response(StatusCode::CREATED, &avatars::view(&profile, &links(&app, &call), app.clock.now())))
 }
 
