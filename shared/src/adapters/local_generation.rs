@@ -18,8 +18,8 @@ use sha2::{Digest, Sha256};
 
 use super::ffmpeg::{protocols_of, Ffmpeg, AUDIO_ENCODER, MEDIA_FORMATS, VIDEO_ENCODER};
 use crate::domain::generation::{
-    AudioMode, AudioRequest, AvatarReference, AvatarRequest, GenerationError, Generator, ImageRequest, SpeechRequest,
-    Stop, VideoRequest,
+    AudioMode, AudioRequest, AvatarReference, AvatarRequest, GenerationError, Generator, Generators, ImageRequest,
+    SpeechRequest, Stop, VideoRequest,
 };
 use crate::domain::media::MediaError;
 
@@ -47,6 +47,19 @@ pub struct LocalGenerator {
 impl LocalGenerator {
     pub fn new(ffmpeg: impl Into<PathBuf>, espeak: impl Into<PathBuf>, font: impl Into<PathBuf>) -> Self {
         Self { ffmpeg: std::sync::Arc::new(Ffmpeg::new(ffmpeg)), espeak: espeak.into(), font: font.into() }
+    }
+
+    /// These local providers as the provider of every kind (configuration may then
+    /// give a kind to an HTTP adapter instead). A new kind's local provider is one more
+    /// line here.
+    pub fn providers(self) -> Generators {
+        let local = std::sync::Arc::new(self);
+        Generators::default()
+            .with::<ImageRequest>(local.clone())
+            .with::<VideoRequest>(local.clone())
+            .with::<AudioRequest>(local.clone())
+            .with::<SpeechRequest>(local.clone())
+            .with::<AvatarRequest>(local)
     }
 
     /// Runs ffmpeg with `args` in `folder` (where the text files are) within `stop`.

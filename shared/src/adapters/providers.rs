@@ -22,23 +22,51 @@ use crate::domain::generation::{
 /// The providers of `settings`, with ffmpeg at `ffmpeg` for the local ones and the
 /// deployment's Secrets Manager for keys kept there.
 pub fn generators(settings: &GenerationSettings, ffmpeg: &Path, secrets: Option<SecretsManager>) -> Generators {
-    let local = Arc::new(LocalGenerator::new(ffmpeg, &settings.espeak, &settings.font));
+    let local = LocalGenerator::new(ffmpeg, &settings.espeak, &settings.font);
+    let mut generators = local.clone().providers();
     let openai = || Arc::new(BuiltOnFirstUse::new("openai", settings.openai.clone(), secrets.clone(), OpenAi::new));
-    let image: Arc<dyn Generator<ImageRequest>> = match settings.image {
-        ProviderChoice::OpenAi => openai(),
-        _ => local.clone(),
-    };
-    let speech: Arc<dyn Generator<SpeechRequest>> = match settings.speech {
-        ProviderChoice::OpenAi => openai(),
-        _ => local.clone(),
-    };
-    let veo: Option<Arc<dyn Generator<VideoRequest>>> = match settings.video {
-        ProviderChoice::Gemini => {
-            Some(Arc::new(BuiltOnFirstUse::new("gemini-veo", settings.gemini.clone(), secrets, Veo::new)))
+    if settings.image == ProviderChoice::OpenAi {
+        generators = generators.with::<ImageRequest>(openai());
+    }
+    if settings.speech == ProviderChoice::OpenAi {
+        generators = generators.with::<SpeechRequest>(openai());
+    }
+    if settings.video == ProviderChoice::Gemini {
+        let veo = Arc::new(BuiltOnFirstUse::new("gemini-veo", settings.gemini.clone(), secrets, Veo::new));
+        generators = generators.with::<VideoRequest>(Arc::new(VeoModels { veo, others: Arc::new(local) }));
+    }
+    generators
+}
+
+/// Video of the veo models by the Gemini adapter, of the others by the local provider.
+struct VeoModels {
+    veo: Arc<dyn Generator<VideoRequest>>,
+    others: Arc<dyn Generator<VideoRequest>>,
+}
+
+impl VeoModels {
+    fn provider(&self, request: &VideoRequest) -> &dyn Generator<VideoRequest> {
+        if request.model.starts_with("veo-") {
+            self.veo.as_ref()
+        } else {
+            self.others.as_ref()
         }
-        _ => None,
-    };
-    Generators { image, video: local.clone(), veo, audio: local.clone(), speech, avatar: local }
+    }
+}
+
+#[async_trait]
+impl Generator<VideoRequest> for VeoModels {
+    fn name(&self) -> &str {
+        self.veo.name()
+    }
+
+    fn name_for(&self, request: &VideoRequest) -> &str {
+        self.provider(request).name()
+    }
+
+    async fn generate(&self, request: &VideoRequest, output: &Path, stop: &Stop) -> Result<(), GenerationError> {
+        self.provider(request).generate(request, output, stop).await
+    }
 }
 
 /// An HTTP adapter built on first use from its address and key.

@@ -986,13 +986,15 @@ async fn a_key_kept_in_secrets_manager_is_read_when_the_provider_is_first_used()
     let secrets = Some(SecretsManager::from_config(&aws));
 
     let generators = shared::adapters::providers::generators(&settings(keys), Path::new("ffmpeg"), secrets.clone());
-    assert_eq!(generators.image.name(), "openai");
-    generators.image.generate(&square_image("kept key"), &output, &stop).await.unwrap();
+    let image = generators.of::<ImageRequest>().unwrap();
+    assert_eq!(image.name(), "openai");
+    image.generate(&square_image("kept key"), &output, &stop).await.unwrap();
     assert_eq!(std::fs::read(&output).unwrap(), png);
     assert_eq!(fake.received()[0].headers["authorization"], format!("Bearer {KEY}"));
 
     let without = shared::adapters::providers::generators(&settings(empty), Path::new("ffmpeg"), secrets);
-    let refused = without.image.generate(&square_image("no key"), &output, &stop).await.unwrap_err();
+    let refused =
+        without.of::<ImageRequest>().unwrap().generate(&square_image("no key"), &output, &stop).await.unwrap_err();
     let message = refused.to_string();
     assert!(matches!(refused, GenerationError::Unavailable(_)), "{message}");
     assert!(message.contains("has no OPENAI_API_KEY"), "{message}");

@@ -1,9 +1,12 @@
-//! Generation: what a generation tile asks a provider for, and the provider ports, one
-//! per kind of media (image, video, music and effects, speech, avatar). A provider writes
+//! Generation: what a generation tile asks a provider for, and the provider port
+//! ([`Generator`]), one provider per kind of request (image, video, music and effects,
+//! speech, avatar), found by the request's type ([`Generators::of`]). A provider writes
 //! the file it makes to the path it is given; the worker probes and stores it like any
 //! render. Local providers (ffmpeg, espeak-ng) are the default; HTTP adapters (OpenAI,
 //! Gemini) are chosen by configuration.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,29 +122,52 @@ pub enum GenerationError {
 pub trait Generator<R: Sync>: Send + Sync {
     /// The provider's name, cited in `sources`.
     fn name(&self) -> &str;
+    /// The name of the provider that makes `request`: its own, unless it hands requests
+    /// to others by what they ask for.
+    fn name_for(&self, _request: &R) -> &str {
+        self.name()
+    }
     /// Writes the file `request` asks for to `output`.
     async fn generate(&self, request: &R, output: &Path, stop: &Stop) -> Result<(), GenerationError>;
 }
 
-/// The provider of each kind.
-#[derive(Clone)]
+/// The provider of each kind of request, by the request's type: a new kind adds its
+/// provider with [`Generators::with`], and nothing here changes.
+#[derive(Clone, Default)]
 pub struct Generators {
-    pub image: Arc<dyn Generator<ImageRequest>>,
-    /// Video of the models a configured adapter does not serve.
-    pub video: Arc<dyn Generator<VideoRequest>>,
-    /// Video of the veo models, when an adapter for them is configured.
-    pub veo: Option<Arc<dyn Generator<VideoRequest>>>,
-    pub audio: Arc<dyn Generator<AudioRequest>>,
-    pub speech: Arc<dyn Generator<SpeechRequest>>,
-    pub avatar: Arc<dyn Generator<AvatarRequest>>,
+    /// An `Arc<dyn Generator<R>>` under `TypeId::of::<R>()`.
+    providers: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
 }
 
 impl Generators {
-    /// The provider that makes a video of `model`.
-    pub fn video_for(&self, model: &str) -> &Arc<dyn Generator<VideoRequest>> {
-        match &self.veo {
-            Some(veo) if model.starts_with("veo-") => veo,
-            _ => &self.video,
+    /// These providers, with `provider` making the requests of type `R` (in place of the
+    /// one that made them).
+    pub fn with<R: Sync + 'static>(mut self, provider: Arc<dyn Generator<R>>) -> Self {
+        self.providers.insert(TypeId::of::<R>(), Arc::new(provider));
+        self
+    }
+
+    /// The provider of requests of type `R`.
+    pub fn of<R: Sync + 'static>(&self) -> Result<&Arc<dyn Generator<R>>, GenerationError> {
+        let provider = self.providers.get(&TypeId::of::<R>());
+        provider.and_then(|provider| provider.downcast_ref::<Arc<dyn Generator<R>>>()).ok_or_else(|| {
+            GenerationError::Unavailable(anyhow::anyhow!(
+                "no provider is configured for {}",
+                std::any::type_name::<R>().rsplit("::").next().unwrap_or_default()
+            ))
+        })
+    }
+
+    /// Asks the provider of `R` for `request`: the name it is cited by, and what it did.
+    pub async fn generate<R: Sync + 'static>(
+        &self,
+        request: &R,
+        output: &Path,
+        stop: &Stop,
+    ) -> (String, Result<(), GenerationError>) {
+        match self.of::<R>() {
+            Ok(provider) => (provider.name_for(request).to_owned(), provider.generate(request, output, stop).await),
+            Err(error) => (String::new(), Err(error)),
         }
     }
 }
@@ -175,7 +201,29 @@ pub fn video_size(resolution: &str, aspect_ratio: &str) -> (u32, u32) {
 
 #[cfg(test)]
 mod tests {
-    use super::video_size;
+    use super::*;
+
+    struct Named(&'static str);
+
+    #[async_trait]
+    impl Generator<ImageRequest> for Named {
+        fn name(&self) -> &str {
+            self.0
+        }
+        async fn generate(&self, _: &ImageRequest, _: &Path, _: &Stop) -> Result<(), GenerationError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_kind_is_made_by_the_provider_last_given_for_its_request_type() {
+        let generators = Generators::default().with::<ImageRequest>(Arc::new(Named("local")));
+        assert_eq!(generators.of::<ImageRequest>().unwrap().name(), "local");
+        let generators = generators.with::<ImageRequest>(Arc::new(Named("openai")));
+        assert_eq!(generators.of::<ImageRequest>().unwrap().name(), "openai");
+        let missing = generators.of::<SpeechRequest>().err().unwrap().to_string();
+        assert!(missing.contains("no provider is configured for SpeechRequest"), "{missing}");
+    }
 
     #[test]
     fn resolution_names_the_short_side_and_4k_the_long_one() {

@@ -1,14 +1,17 @@
 //! Audio Generation: music or sound effects (its ID is fixed by the contract). Its sound
 //! feeds Background Music through a connection, or a Destination.
 
+use std::path::Path;
 use std::sync::Arc;
+
+use async_trait::async_trait;
 
 use serde_json::{json, Map, Value};
 use uuid::uuid;
 
 use super::schema::{no_rules, node, params_schema};
-use super::tile::{CreditCost, Generation, NodeKind, NodeSettings, NodeType, Unready};
-use crate::domain::generation::{AudioMode, AudioRequest};
+use super::tile::{CreditCost, Generation, MediaRequest, NodeKind, NodeSettings, NodeType, Unready};
+use crate::domain::generation::{AudioMode, AudioRequest, GenerationError, Generators, Stop};
 use crate::domain::ids::NodeTypeId;
 use crate::domain::media::MediaType;
 
@@ -71,10 +74,34 @@ impl NodeSettings for Audio {
     }
 
     fn generation(&self) -> Option<Generation> {
-        Some(Generation::Audio(AudioRequest {
+        Some(Generation::Media(Arc::new(AudioRequest {
             mode: self.mode,
             prompt: self.prompt.clone()?,
             length_ms: self.length_ms,
-        }))
+        })))
+    }
+}
+
+#[async_trait]
+impl MediaRequest for AudioRequest {
+    fn prompt(&self) -> &str {
+        &self.prompt
+    }
+
+    fn expected_seconds(&self) -> f64 {
+        self.length_ms as f64 / 1000.0
+    }
+
+    fn media(&self) -> MediaType {
+        MediaType::Audio
+    }
+
+    async fn generate(
+        &self,
+        generators: &Generators,
+        output: &Path,
+        stop: &Stop,
+    ) -> (String, Result<(), GenerationError>) {
+        generators.generate(self, output, stop).await
     }
 }

@@ -1,14 +1,17 @@
 //! Image Generation: text-to-image (its ID is fixed by the contract). Its PNG feeds an
 //! Overlay through a connection, or a Destination.
 
+use std::path::Path;
 use std::sync::Arc;
+
+use async_trait::async_trait;
 
 use serde_json::{json, Map, Value};
 use uuid::uuid;
 
 use super::schema::{no_rules, node, params_schema};
-use super::tile::{multiplier, CreditCost, Generation, NodeKind, NodeSettings, NodeType, Unready};
-use crate::domain::generation::ImageRequest;
+use super::tile::{multiplier, CreditCost, Generation, MediaRequest, NodeKind, NodeSettings, NodeType, Unready};
+use crate::domain::generation::{GenerationError, Generators, ImageRequest, Stop};
 use crate::domain::ids::NodeTypeId;
 use crate::domain::media::MediaType;
 
@@ -65,11 +68,35 @@ impl NodeSettings for Image {
     }
 
     fn generation(&self) -> Option<Generation> {
-        Some(Generation::Image(ImageRequest {
+        Some(Generation::Media(Arc::new(ImageRequest {
             prompt: self.prompt.clone()?,
             width: self.size.0,
             height: self.size.1,
             quality: self.quality.clone(),
-        }))
+        })))
+    }
+}
+
+#[async_trait]
+impl MediaRequest for ImageRequest {
+    fn prompt(&self) -> &str {
+        &self.prompt
+    }
+
+    fn expected_seconds(&self) -> f64 {
+        0.0
+    }
+
+    fn media(&self) -> MediaType {
+        MediaType::Image
+    }
+
+    async fn generate(
+        &self,
+        generators: &Generators,
+        output: &Path,
+        stop: &Stop,
+    ) -> (String, Result<(), GenerationError>) {
+        generators.generate(self, output, stop).await
     }
 }

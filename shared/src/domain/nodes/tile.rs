@@ -4,16 +4,17 @@
 //! [`NodeType`] from these; `nodes` (the catalog) lists them.
 
 use std::fmt::Debug;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use async_trait::async_trait;
 use jsonschema::Validator;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::messages::{describe_error, MAX_MESSAGES};
 use super::placement::Placement;
-use crate::domain::generation::{AudioRequest, ImageRequest, VideoRequest};
+use crate::domain::generation::{GenerationError, Generators, Stop};
 use crate::domain::ids::{NodeTypeId, UploadId};
 use crate::domain::media::{Edit, MediaType};
 use crate::domain::uploads::UploadKind;
@@ -95,27 +96,44 @@ const WORDS_PER_SECOND: f64 = 2.5;
 /// Characters it says per second, for scripts written without spaces.
 const CHARACTERS_PER_SECOND: f64 = 8.0;
 
-/// What a generation node asks its provider to make.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Media a provider makes from a request of its kind (`generation::ImageRequest`,
+/// `VideoRequest`, `AudioRequest`, or a new kind's own type). A new generation kind
+/// implements this for its request in its tile's module, and gives a provider of it
+/// (the local one in `adapters::local_generation`); nothing else changes.
+#[async_trait]
+pub trait MediaRequest: Debug + Send + Sync {
+    /// The text the media is made from (`query` in `sources`).
+    fn prompt(&self) -> &str;
+    /// How long its media is expected to be, in seconds (an image: 0), before it is
+    /// made: what a charge per output second is reserved on.
+    fn expected_seconds(&self) -> f64;
+    /// What it makes.
+    fn media(&self) -> MediaType;
+    /// Asks the provider of its kind among `generators` to write the media to `output`
+    /// (`generators.generate(self, output, stop)`): the provider's name, and what it did.
+    async fn generate(
+        &self,
+        generators: &Generators,
+        output: &Path,
+        stop: &Stop,
+    ) -> (String, Result<(), GenerationError>);
+}
+
+/// What a generation node asks for.
+#[derive(Clone, Debug)]
 pub enum Generation {
-    Image(ImageRequest),
-    Video(VideoRequest),
-    Audio(AudioRequest),
-    /// A talking avatar of the profile reading the script.
-    Avatar {
-        profile: String,
-        script: String,
-        video_model: String,
-    },
+    /// Media a provider makes from the request.
+    Media(Arc<dyn MediaRequest>),
+    /// A talking avatar of the profile reading the script: its task waits for the
+    /// profile, has the script spoken, then has the avatar made.
+    Avatar { profile: String, script: String, video_model: String },
 }
 
 impl Generation {
     /// The text the media was made from (`query` in `sources`).
     pub fn prompt(&self) -> &str {
         match self {
-            Self::Image(request) => &request.prompt,
-            Self::Video(request) => &request.prompt,
-            Self::Audio(request) => &request.prompt,
+            Self::Media(request) => request.prompt(),
             Self::Avatar { script, .. } => script,
         }
     }
@@ -124,8 +142,7 @@ impl Generation {
     /// made: what a charge per output second is reserved on.
     pub fn expected_seconds(&self) -> f64 {
         match self {
-            Self::Video(request) => f64::from(request.duration_s),
-            Self::Audio(request) => request.length_ms as f64 / 1000.0,
+            Self::Media(request) => request.expected_seconds(),
             Self::Avatar { script, .. } => {
                 // Words, or characters for a script without spaces (Chinese, Japanese):
                 // whichever makes the longer speech.
@@ -133,16 +150,14 @@ impl Generation {
                 let characters = script.chars().filter(|c| !c.is_whitespace()).count() as f64;
                 words.max(characters / CHARACTERS_PER_SECOND).max(1.0)
             }
-            Self::Image(_) => 0.0,
         }
     }
 
     /// What it makes.
     pub fn media(&self) -> MediaType {
         match self {
-            Self::Image(_) => MediaType::Image,
-            Self::Audio(_) => MediaType::Audio,
-            Self::Video(_) | Self::Avatar { .. } => MediaType::Video,
+            Self::Media(request) => request.media(),
+            Self::Avatar { .. } => MediaType::Video,
         }
     }
 }

@@ -1,13 +1,16 @@
 //! Video Generation: text-to-video (its ID is fixed by the contract).
 
+use std::path::Path;
 use std::sync::Arc;
+
+use async_trait::async_trait;
 
 use serde_json::{json, Map, Value};
 use uuid::uuid;
 
 use super::schema::{node, params_schema};
-use super::tile::{multiplier, CreditCost, Generation, NodeKind, NodeSettings, NodeType, Unready};
-use crate::domain::generation::{video_size, VideoRequest};
+use super::tile::{multiplier, CreditCost, Generation, MediaRequest, NodeKind, NodeSettings, NodeType, Unready};
+use crate::domain::generation::{video_size, GenerationError, Generators, Stop, VideoRequest};
 use crate::domain::ids::NodeTypeId;
 use crate::domain::media::MediaType;
 
@@ -77,7 +80,7 @@ impl NodeSettings for Video {
 
     fn generation(&self) -> Option<Generation> {
         let (width, height) = video_size(&self.resolution, &self.aspect_ratio);
-        Some(Generation::Video(VideoRequest {
+        Some(Generation::Media(Arc::new(VideoRequest {
             prompt: self.prompt.clone()?,
             model: self.model.clone(),
             resolution: self.resolution.clone(),
@@ -85,6 +88,30 @@ impl NodeSettings for Video {
             width,
             height,
             duration_s: self.duration_s,
-        }))
+        })))
+    }
+}
+
+#[async_trait]
+impl MediaRequest for VideoRequest {
+    fn prompt(&self) -> &str {
+        &self.prompt
+    }
+
+    fn expected_seconds(&self) -> f64 {
+        f64::from(self.duration_s)
+    }
+
+    fn media(&self) -> MediaType {
+        MediaType::Video
+    }
+
+    async fn generate(
+        &self,
+        generators: &Generators,
+        output: &Path,
+        stop: &Stop,
+    ) -> (String, Result<(), GenerationError>) {
+        generators.generate(self, output, stop).await
     }
 }

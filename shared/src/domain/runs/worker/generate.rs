@@ -33,18 +33,7 @@ impl Worker {
         let media = generation.media();
         let output = scratch.join(format!("generated.{}", media.extension()));
         let made = match &generation {
-            Generation::Image(request) => {
-                let provider = &self.generators.image;
-                (provider.name().to_owned(), provider.generate(request, &output, stop).await)
-            }
-            Generation::Video(request) => {
-                let provider = self.generators.video_for(&request.model);
-                (provider.name().to_owned(), provider.generate(request, &output, stop).await)
-            }
-            Generation::Audio(request) => {
-                let provider = &self.generators.audio;
-                (provider.name().to_owned(), provider.generate(request, &output, stop).await)
-            }
+            Generation::Media(request) => request.generate(&self.generators, &output, stop).await,
             Generation::Avatar { profile, script, video_model } => {
                 let ask = AvatarAsk { profile, script, video_model };
                 return self.avatar_task(run, node, &ask, scratch, stop).await;
@@ -98,18 +87,19 @@ impl Worker {
             }
         };
         let speech = scratch.join("speech.wav");
-        let speaker = &self.generators.speech;
-        match speaker.generate(&SpeechRequest { text: script.to_owned() }, &speech, stop).await {
+        let (speaker, spoken) =
+            self.generators.generate(&SpeechRequest { text: script.to_owned() }, &speech, stop).await;
+        match spoken {
             Ok(()) => {}
             Err(GenerationError::Cancelled) => return Ok(TaskOutput::Cancelled),
             Err(error) => return failed(format!("the script could not be spoken: {error}")),
         }
         let speech_ms = match self.probe.probe(&format!("file:{}", speech.display())).await {
             Ok(report) => report.duration_seconds.map_or(0, |seconds| (seconds * 1000.0).round() as u64),
-            Err(error) => return failed(format!("{} made no readable speech: {error}", speaker.name())),
+            Err(error) => return failed(format!("{speaker} made no readable speech: {error}")),
         };
         if speech_ms == 0 {
-            return failed(format!("{} made speech of no length", speaker.name()));
+            return failed(format!("{speaker} made speech of no length"));
         }
         let blobs = self.blobs.as_ref();
         let location = |file: &AvatarFile| {
@@ -130,13 +120,10 @@ impl Worker {
             height: reference.height,
         };
         let output = scratch.join("generated.mp4");
-        let provider = &self.generators.avatar;
-        Ok(match provider.generate(&request, &output, stop).await {
-            Ok(()) => {
-                TaskOutput::Generated { path: output, media: MediaType::Video, provider: provider.name().to_owned() }
-            }
-            Err(GenerationError::Cancelled) => TaskOutput::Cancelled,
-            Err(error) => TaskOutput::FailedAt(error.to_string(), node),
+        Ok(match self.generators.generate(&request, &output, stop).await {
+            (provider, Ok(())) => TaskOutput::Generated { path: output, media: MediaType::Video, provider },
+            (_, Err(GenerationError::Cancelled)) => TaskOutput::Cancelled,
+            (_, Err(error)) => TaskOutput::FailedAt(error.to_string(), node),
         })
     }
 }
