@@ -18,7 +18,7 @@ type Uuid = uuid::Uuid;
 
 /// An ISO 8601 UTC date-time with milliseconds, e.g. `2026-01-31T12:00:00.000Z`.
 #[derive(Serialize, Deserialize)]
-pub struct Time(String);
+pub struct Time(pub String);
 
 impl utoipa::PartialSchema for Time {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
@@ -32,6 +32,12 @@ impl utoipa::PartialSchema for Time {
 }
 
 impl ToSchema for Time {}
+
+impl From<crate::domain::time::Timestamp> for Time {
+    fn from(at: crate::domain::time::Timestamp) -> Self {
+        Self(at.to_string())
+    }
+}
 
 // ---- Errors ----------------------------------------------------------------------
 
@@ -1255,37 +1261,9 @@ pub struct CreateAvatarProfile {
 }
 
 // ---- Social posts ----------------------------------------------------------------
+// The answers are `api::social::views`; the enums are the domain's (`domain::social`).
 
-/// A social platform.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SocialPlatform {
-    X,
-    Linkedin,
-    Instagram,
-    Facebook,
-    Tiktok,
-    Youtube,
-}
-
-/// Who publishes a connection's posts: the local sandbox, or YouTube's Data API (for the
-/// youtube platform, with `credentials`).
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SocialPublisher {
-    Sandbox,
-    Youtube,
-}
-
-/// What the sandbox does with a connection's posts: post them, refuse them, or accept
-/// them and finish when the post is read again (`GET /social/post/{post_id}`).
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SandboxBehavior {
-    Succeed,
-    Fail,
-    Async,
-}
+use crate::domain::social::{Platform as SocialPlatform, PublisherKind as SocialPublisher, SandboxBehavior};
 
 /// The publisher's credentials (YouTube: an OAuth access token with the
 /// `youtube.upload` scope). Write-only: kept in the deployment's secret store, never shown.
@@ -1334,30 +1312,6 @@ pub struct CreateSocialConnection {
     pub credentials: Option<SocialCredentials>,
 }
 
-/// A connected social account.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SocialConnection {
-    pub social_connection_id: Uuid,
-    pub platform: SocialPlatform,
-    pub account_name: String,
-    pub account_username: String,
-    pub profile_url: String,
-    pub requires_approval: bool,
-    pub publisher: SocialPublisher,
-    /// Null for the youtube publisher.
-    #[schema(required = true)]
-    pub sandbox_behavior: Option<SandboxBehavior>,
-    pub created_at: Time,
-}
-
-/// `GET /social/connections`: the organization's connections, oldest first.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SocialConnectionList {
-    pub social_connections: Vec<SocialConnection>,
-}
-
 /// A destination of a new post.
 #[derive(Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -1385,111 +1339,6 @@ pub struct CreateSocialPost {
     /// A future time (within a year) to publish at; now when left out.
     #[serde(default)]
     pub scheduled_at: Option<Time>,
-}
-
-/// A social post's state.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SocialPostStatus {
-    Scheduled,
-    PendingApproval,
-    Processing,
-    Posted,
-    PartialFailure,
-    Failed,
-    Rejected,
-}
-
-/// A destination's state.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum DestinationStatus {
-    Success,
-    Scheduled,
-    Processing,
-    Failed,
-}
-
-/// A destination of a post: the account as it was when the post was made.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PostDestination {
-    pub social_connection_id: Uuid,
-    pub platform: SocialPlatform,
-    pub account_name: String,
-    pub account_username: String,
-    pub profile_url: String,
-}
-
-/// Where a post went.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PostLink {
-    pub platform: SocialPlatform,
-    pub post_url: String,
-    pub social_connection_id: Uuid,
-}
-
-/// What became of one destination.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DestinationResult {
-    pub social_connection_id: Uuid,
-    pub platform: SocialPlatform,
-    pub status: DestinationStatus,
-    #[schema(required = true)]
-    pub platform_post_id: Option<String>,
-    #[schema(required = true)]
-    pub post_url: Option<String>,
-    /// Why it failed; null otherwise.
-    #[schema(required = true)]
-    pub message: Option<String>,
-}
-
-/// A social post.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SocialPost {
-    pub post_id: Uuid,
-    pub status: SocialPostStatus,
-    pub description: String,
-    /// Signed, valid 7 days: a JPEG of the first medium.
-    pub thumbnail_url: String,
-    /// When it is (or was) published; its creation time when it was not scheduled.
-    pub scheduled_at: Time,
-    pub platforms: Vec<SocialPlatform>,
-    pub destinations: Vec<PostDestination>,
-    /// One per destination posted; empty when nothing is posted.
-    pub links: Vec<PostLink>,
-    pub results: Vec<DestinationResult>,
-    /// The same as `results`.
-    pub destination_results: Vec<DestinationResult>,
-    #[schema(required = true)]
-    pub error: Option<String>,
-    pub created_at: Time,
-    pub updated_at: Time,
-}
-
-/// The pagination of the post list.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PostPagination {
-    pub limit: u32,
-    pub returned: u32,
-    pub has_more: bool,
-    /// Opaque; null when there are no more posts.
-    #[schema(required = true)]
-    pub next_cursor: Option<String>,
-    /// Always `created_at_desc`.
-    pub sort: String,
-}
-
-/// `GET /social/posts`: one page, newest first, as stored (not refreshed).
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SocialPostPage {
-    pub posts: Vec<SocialPost>,
-    pub pagination: PostPagination,
 }
 
 // ---- Plans and credits -----------------------------------------------------------

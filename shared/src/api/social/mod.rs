@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use http::StatusCode;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::body::json_body;
 use super::openapi::prelude::*;
@@ -14,9 +14,10 @@ use super::runs::{links, organization, queues};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 
-use crate::domain::social::{self, SocialError};
+use crate::domain::social::SocialError;
 
 pub mod parse;
+pub mod views;
 
 use parse::cursor_after;
 
@@ -36,13 +37,13 @@ endpoints! {
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"], idempotent: true,
         operation(sc): Doc::new("Connect a social account", SOCIAL, BearerOrApiKey)
             .body(sc.of::<s::CreateSocialConnection>(), true)
-            .answer(201, "The connection (never its credentials)", sc.of::<s::SocialConnection>())
+            .answer(201, "The connection (never its credentials)", sc.of::<views::SocialConnection>())
             .general(sc, &[400, 409])
             .idempotent(sc);
     list_social_connections: GET "/social/connections" => "list-social-connections", handler: list_connections,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
         operation(sc): Doc::new("The organization's social accounts", SOCIAL, BearerOrApiKey)
-            .answer(200, "The connections, oldest first", sc.of::<s::SocialConnectionList>())
+            .answer(200, "The connections, oldest first", sc.of::<views::SocialConnectionList>())
             .general(sc, &[]);
     delete_social_connection: DELETE "/social/connections/{social_connection_id}" => "delete-social-connection",
         handler: delete_connection,
@@ -65,7 +66,7 @@ endpoints! {
             .answer(
                 201,
                 "The post: processing, scheduled, or pending_approval when a destination requires it",
-                sc.of::<s::SocialPost>(),
+                sc.of::<views::SocialPost>(),
             )
             .general(sc, &[400])
             .idempotent(sc);
@@ -77,23 +78,23 @@ endpoints! {
             .query("status", text(32), "Only posts in this status")
             .query("platform", text(32), "Only posts to this platform")
             .query("social_connection_id", uuid(), "Only posts to this connected account")
-            .answer(200, "One page, as stored (not refreshed from the platforms)", sc.of::<s::SocialPostPage>())
+            .answer(200, "One page, as stored (not refreshed from the platforms)", sc.of::<views::SocialPostPage>())
             .general(sc, &[400]);
     get_social_post: GET "/social/post/{post_id}" => "get-social-post", handler: get_post,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"],
         operation(sc): Doc::new("A social post, refreshed from its platforms", SOCIAL, BearerOrApiKey)
-            .answer(200, "The post", sc.of::<s::SocialPost>())
+            .answer(200, "The post", sc.of::<views::SocialPost>())
             .general(sc, &[404]);
     approve_social_post: POST "/social/post/{post_id}/approve" => "approve-social-post", handler: approve_post,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"],
         sqs: ["sqs:SendMessage"] on ["TaskQueue"],
         operation(sc): Doc::new("Approve a post pending approval", SOCIAL, BearerOrApiKey)
-            .answer(200, "The post, publishing (or scheduled until its time)", sc.of::<s::SocialPost>())
+            .answer(200, "The post, publishing (or scheduled until its time)", sc.of::<views::SocialPost>())
             .general(sc, &[404, 409]);
     reject_social_post: POST "/social/post/{post_id}/reject" => "reject-social-post", handler: reject_post,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"],
         operation(sc): Doc::new("Reject a post pending approval", SOCIAL, BearerOrApiKey)
-            .answer(200, "The post, rejected: it is never published", sc.of::<s::SocialPost>())
+            .answer(200, "The post, rejected: it is never published", sc.of::<views::SocialPost>())
             .general(sc, &[404, 409]);
 }
 
@@ -111,7 +112,7 @@ pub async fn create_connection(app: Arc<App>, call: Call) -> Result<Response, Ap
         .create_connection(organization, new)
         .await
         .map_err(|error| map_error(error, "connect the social account"))?;
-    Ok(json_response(StatusCode::CREATED, &social::connection_view(&connection)))
+    Ok(json_response(StatusCode::CREATED, &views::SocialConnection::from(&connection)))
 }
 
 /// `GET /social/connections`
@@ -122,8 +123,8 @@ pub async fn list_connections(app: Arc<App>, call: Call) -> Result<Response, Api
         .list_connections(organization)
         .await
         .map_err(|error| map_error(error, "list the social connections"))?;
-    let views: Vec<Value> = connections.iter().map(social::connection_view).collect();
-    Ok(json_response(StatusCode::OK, &json!({ "social_connections": views })))
+    let social_connections = connections.iter().map(views::SocialConnection::from).collect();
+    Ok(json_response(StatusCode::OK, &views::SocialConnectionList { social_connections }))
 }
 
 /// `DELETE /social/connections/{social_connection_id}`
@@ -148,7 +149,7 @@ pub async fn create_post(app: Arc<App>, call: Call) -> Result<Response, ApiError
         .create_post(organization, new, &links)
         .await
         .map_err(|error| map_error(error, "create the social post"))?;
-    Ok(json_response(StatusCode::CREATED, &social::post_view(&post, &links, app.clock.now())))
+    Ok(json_response(StatusCode::CREATED, &views::SocialPost::new(&post, &links, app.clock.now())))
 }
 
 /// `GET /social/posts`
@@ -164,20 +165,17 @@ pub async fn list_posts(app: Arc<App>, call: Call) -> Result<Response, ApiError>
         .map_err(|error| map_error(error, "list the social posts"))?;
     let (links, now) = (links(&app, &call), app.clock.now());
     let next_cursor = posts.last().filter(|_| more).map(|last| cursor_after(last.id));
-    let views: Vec<Value> = posts.iter().map(|post| social::post_view(post, &links, now)).collect();
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({
-            "posts": views,
-            "pagination": {
-                "limit": query.limit,
-                "returned": posts.len(),
-                "has_more": more,
-                "next_cursor": next_cursor,
-                "sort": "created_at_desc",
-            },
-        }),
-    ))
+    let page = views::SocialPostPage {
+        posts: posts.iter().map(|post| views::SocialPost::new(post, &links, now)).collect(),
+        pagination: views::PostPagination {
+            limit: query.limit as u32,
+            returned: posts.len() as u32,
+            has_more: more,
+            next_cursor,
+            sort: "created_at_desc".to_owned(),
+        },
+    };
+    Ok(json_response(StatusCode::OK, &page))
 }
 
 /// `GET /social/post/{post_id}`
@@ -188,7 +186,7 @@ pub async fn get_post(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
         .get_post(organization, call.params.get("post_id"))
         .await
         .map_err(|error| map_error(error, "read the social post"))?;
-    Ok(json_response(StatusCode::OK, &social::post_view(&post, &links(&app, &call), app.clock.now())))
+    Ok(json_response(StatusCode::OK, &views::SocialPost::new(&post, &links(&app, &call), app.clock.now())))
 }
 
 /// `POST /social/post/{post_id}/approve`
@@ -200,7 +198,7 @@ pub async fn approve_post(app: Arc<App>, call: Call) -> Result<Response, ApiErro
         .approve(organization, call.params.get("post_id"))
         .await
         .map_err(|error| map_error(error, "approve the social post"))?;
-    Ok(json_response(StatusCode::OK, &social::post_view(&post, &links(&app, &call), app.clock.now())))
+    Ok(json_response(StatusCode::OK, &views::SocialPost::new(&post, &links(&app, &call), app.clock.now())))
 }
 
 /// `POST /social/post/{post_id}/reject`
@@ -211,5 +209,5 @@ pub async fn reject_post(app: Arc<App>, call: Call) -> Result<Response, ApiError
         .reject(organization, call.params.get("post_id"))
         .await
         .map_err(|error| map_error(error, "reject the social post"))?;
-    Ok(json_response(StatusCode::OK, &social::post_view(&post, &links(&app, &call), app.clock.now())))
+    Ok(json_response(StatusCode::OK, &views::SocialPost::new(&post, &links(&app, &call), app.clock.now())))
 }

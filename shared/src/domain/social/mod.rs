@@ -13,19 +13,20 @@ pub mod service;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use super::time::Timestamp;
 use crate::domain::ids::MediaId;
 use crate::domain::ids::OrganizationId;
 pub use crate::domain::ids::{PostId, SocialConnectionId};
-use crate::domain::media::MediaLinks;
 use crate::domain::media::MediaRecord;
 use crate::domain::rejection::{DomainError, Rejection};
 
-/// A social platform a post may go to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// A social platform.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = SocialPlatform)]
 pub enum Platform {
     X,
     Linkedin,
@@ -58,13 +59,15 @@ impl Platform {
     }
 }
 
-/// Who publishes a connection's posts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Who publishes a connection's posts: the local sandbox, or YouTube's Data API (for the
+/// youtube platform, with `credentials`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = SocialPublisher)]
 pub enum PublisherKind {
-    /// The local sandbox: posts are pages `serve` answers.
+    // The local sandbox: posts are pages `serve` answers.
     Sandbox,
-    /// YouTube's Data API v3 (youtube connections only).
+    // YouTube's Data API v3 (youtube connections only).
     Youtube,
 }
 
@@ -77,16 +80,17 @@ impl PublisherKind {
     }
 }
 
-/// What the sandbox does with a connection's posts, so that every status can be reached.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// What the sandbox does with a connection's posts: post them, refuse them, or accept
+/// them and finish when the post is read again (`GET /social/post/{post_id}`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SandboxBehavior {
-    /// Posted at once.
+    // Posted at once.
     #[default]
     Succeed,
-    /// Refused, with a message.
+    // Refused, with a message.
     Fail,
-    /// Accepted, and `processing` until the post is read once more.
+    // Accepted, and `processing` until the post is read once more.
     Async,
 }
 
@@ -118,9 +122,10 @@ pub struct SocialConnection {
     pub created_at: Timestamp,
 }
 
-/// Where a post is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// A social post's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = SocialPostStatus)]
 pub enum PostStatus {
     Scheduled,
     PendingApproval,
@@ -161,9 +166,10 @@ impl PostStatus {
     }
 }
 
-/// Where one destination of a post is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A destination's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = DestinationStatus)]
 pub enum ResultStatus {
     Success,
     Scheduled,
@@ -444,85 +450,6 @@ impl DomainError for SocialError {
 
 /// The message of a post not found (or another organization's).
 pub const POST_NOT_FOUND: &str = "Social post not found";
-
-/// A connection as the API shows it (never its credentials).
-pub fn connection_view(connection: &SocialConnection) -> Value {
-    json!({
-        "social_connection_id": connection.id,
-        "platform": connection.platform.as_str(),
-        "account_name": connection.account_name,
-        "account_username": connection.account_username,
-        "profile_url": connection.profile_url,
-        "requires_approval": connection.requires_approval,
-        "publisher": connection.publisher.as_str(),
-        "sandbox_behavior": match connection.publisher {
-            PublisherKind::Sandbox => Value::from(connection.sandbox_behavior.as_str()),
-            PublisherKind::Youtube => Value::Null,
-        },
-        "created_at": connection.created_at.to_string(),
-    })
-}
-
-/// A post as the API shows it, its thumbnail's link valid 7 days from `now`.
-pub fn post_view(post: &SocialPost, links: &MediaLinks, now: Timestamp) -> Value {
-    let results: Vec<Value> = post
-        .results
-        .iter()
-        .map(|result| {
-            json!({
-                "social_connection_id": result.social_connection_id,
-                "platform": result.platform.as_str(),
-                "status": result.status.as_str(),
-                "platform_post_id": result.platform_post_id,
-                "post_url": result.post_url,
-                "message": result.message,
-            })
-        })
-        .collect();
-    let links_view: Vec<Value> = post
-        .results
-        .iter()
-        .filter(|result| result.status == ResultStatus::Success)
-        .filter_map(|result| {
-            let url = result.post_url.as_ref()?;
-            Some(json!({
-                "platform": result.platform.as_str(),
-                "post_url": url,
-                "social_connection_id": result.social_connection_id,
-            }))
-        })
-        .collect();
-    let destinations: Vec<Value> = post
-        .destinations
-        .iter()
-        .map(|destination| {
-            let connection = &destination.connection;
-            json!({
-                "social_connection_id": connection.id,
-                "platform": connection.platform.as_str(),
-                "account_name": connection.account_name,
-                "account_username": connection.account_username,
-                "profile_url": connection.profile_url,
-            })
-        })
-        .collect();
-    let platforms: Vec<&str> = post.platforms().into_iter().map(Platform::as_str).collect();
-    json!({
-        "post_id": post.id,
-        "status": post.status.as_str(),
-        "description": post.description,
-        "thumbnail_url": links.link(post.thumbnail, now),
-        "scheduled_at": post.scheduled_at.to_string(),
-        "platforms": platforms,
-        "destinations": destinations,
-        "links": links_view,
-        "results": results.clone(),
-        "destination_results": results,
-        "error": post.error,
-        "created_at": post.created_at.to_string(),
-        "updated_at": post.updated_at.to_string(),
-    })
-}
 
 /// Where a medium of a post comes from: one of the service's own media (a signed link,
 /// checked when the post was made), or a URL to download.
