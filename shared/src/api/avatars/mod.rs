@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use http::StatusCode;
-use serde_json::{json, Value};
 
 use super::body::json_body;
 use super::openapi::prelude::*;
@@ -15,6 +14,7 @@ use crate::app::{App, Queues};
 use crate::domain::avatars::{self, AvatarError, AvatarPorts};
 
 pub mod parse;
+pub mod views;
 
 endpoints! {
     // Avatar profiles: the primary workspace is read (Query); a create (which makes the
@@ -31,7 +31,7 @@ endpoints! {
                     "Profiles per page, 1 to 100; without it (and without `cursor`) every profile",
                 )
                 .query("cursor", text(4096), "The `next_cursor` of the previous page")
-                .answer(200, "The profiles, newest first (`next_cursor` when paged)", sc.of::<s::AvatarProfileList>())
+                .answer(200, "The profiles, newest first (`next_cursor` when paged)", sc.of::<views::AvatarProfileList>())
                 .large(sc)
                 .general(sc, &[400])
         };
@@ -40,13 +40,13 @@ endpoints! {
         sqs: ["sqs:SendMessage"] on ["TaskQueue"], idempotent: true,
         operation(sc): Doc::new("Create an avatar profile; its processing starts", AVATARS, BearerOrApiKey)
             .body(sc.of::<s::CreateAvatarProfile>(), true)
-            .answer(201, "The profile, pending", sc.of::<s::AvatarProfile>())
+            .answer(201, "The profile, pending", sc.of::<views::AvatarProfile>())
             .general(sc, &[400, 409])
             .idempotent(sc);
     get_avatar_profile: GET "/avatar-profiles/{id}" => "get-avatar-profile", handler: get_profile,
         dynamodb: ["dynamodb:GetItem"],
         operation(sc): Doc::new("Read an avatar profile", AVATARS, BearerOrApiKey)
-            .answer(200, "The profile", sc.of::<s::AvatarProfile>())
+            .answer(200, "The profile", sc.of::<views::AvatarProfile>())
             .general(sc, &[404]);
 }
 
@@ -74,14 +74,10 @@ pub async fn list_profiles(app: Arc<App>, call: Call) -> Result<Response, ApiErr
         .await
         .map_err(|error| map_error(error, "list"))?;
     let (links, now) = (links(&app, &call), app.clock.now());
-    let views: Vec<Value> = profiles.iter().map(|profile| avatars::view(profile, &links, now)).collect();
+    let avatar_profiles = profiles.iter().map(|profile| views::AvatarProfile::new(profile, &links, now)).collect();
     // The contract's list (no limit, no cursor) is `{avatar_profiles}` alone.
-    let body = if page.paged() {
-        json!({ "avatar_profiles": views, "next_cursor": next_cursor })
-    } else {
-        json!({ "avatar_profiles": views })
-    };
-    Ok(json_response(StatusCode::OK, &body))
+    let next_cursor = page.paged().then_some(next_cursor);
+    Ok(json_response(StatusCode::OK, &views::AvatarProfileList { avatar_profiles, next_cursor }))
 }
 
 /// `POST /avatar-profiles/create`
@@ -92,7 +88,7 @@ pub async fn create_profile(app: Arc<App>, call: Call) -> Result<Response, ApiEr
     let new = parse::new_avatar(&body).map_err(|error| map_error(error, "create"))?;
     let profile =
         avatars::create(&ports(&app, queues), organization, new).await.map_err(|error| map_error(error, "create"))?;
-    Ok(json_response(StatusCode::CREATED, &avatars::view(&profile, &links(&app, &call), app.clock.now())))
+    Ok(json_response(StatusCode::CREATED, &views::AvatarProfile::new(&profile, &links(&app, &call), app.clock.now())))
 }
 
 /// `GET /avatar-profiles/{id}`
@@ -101,5 +97,5 @@ pub async fn get_profile(app: Arc<App>, call: Call) -> Result<Response, ApiError
     let profile = avatars::get(app.avatars().as_ref(), organization, call.params.get("id"))
         .await
         .map_err(|error| map_error(error, "read"))?;
-    Ok(json_response(StatusCode::OK, &avatars::view(&profile, &links(&app, &call), app.clock.now())))
+    Ok(json_response(StatusCode::OK, &views::AvatarProfile::new(&profile, &links(&app, &call), app.clock.now())))
 }

@@ -1160,16 +1160,6 @@ pub struct WebhookSecret {
     pub message: String,
 }
 
-/// An avatar profile's state: `ready` means fully prepared; a `failed` one cannot be used.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum AvatarStatus {
-    Pending,
-    Processing,
-    Ready,
-    Failed,
-}
-
 /// `GET /trigger/{trigger_id}`: a trigger node (its ID is its `agent_node_id`) and what
 /// it did last.
 #[derive(Serialize, Deserialize, ToSchema)]
@@ -1198,32 +1188,7 @@ pub struct TriggerFired {
     pub run_ids: Vec<Uuid>,
 }
 
-/// An avatar profile.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AvatarProfile {
-    /// Passed as `avatar_profile_id` in an AI Avatar node.
-    pub id: Uuid,
-    /// Signed, valid 7 days: the first seconds of the avatar, 480 px wide. Null until
-    /// processing made it.
-    #[schema(required = true)]
-    pub video_preview_url: Option<String>,
-    pub name: String,
-    pub status: AvatarStatus,
-    /// Why processing failed; null otherwise.
-    #[schema(required = true)]
-    pub status_message: Option<String>,
-}
-
-/// `GET /avatar-profiles`: the profiles of the organization's primary workspace, newest first.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AvatarProfileList {
-    pub avatar_profiles: Vec<AvatarProfile>,
-    /// Given when `limit` was: the `cursor` of the next page, null after the last.
-    #[serde(default)]
-    pub next_cursor: Option<String>,
-}
+// The answers are `api::avatars::views`; the status is the domain's `AvatarStatus`.
 
 /// The sources of a new avatar: a video source (`video_url` or `video_id`), or an image
 /// source and an audio source. Video and voice recordings are 4 to 15 seconds long. Null

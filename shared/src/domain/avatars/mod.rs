@@ -8,7 +8,6 @@ pub mod processing;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::identity::IdentityRepo;
 use super::time::{Clock, Timestamp};
@@ -23,7 +22,6 @@ use crate::domain::ids::MediaId;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::UploadId;
 use crate::domain::ids::WorkspaceId;
-use crate::domain::media::MediaLinks;
 use crate::domain::media::MediaRecord;
 use crate::domain::rejection::{DomainError, Rejection};
 
@@ -34,8 +32,8 @@ pub const MIN_SOURCE_MS: u64 = 4_000;
 /// Longest video or voice recording an avatar is made from.
 pub const MAX_SOURCE_MS: u64 = 15_000;
 
-/// Where an avatar profile is in its processing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// An avatar profile's state: `ready` means fully prepared; a `failed` one cannot be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AvatarStatus {
     Pending,
@@ -324,18 +322,6 @@ pub async fn get(
 ) -> Result<AvatarProfile, AvatarError> {
     let id = AvatarProfileId::parse(id).ok_or(AvatarError::NotFound)?;
     avatars.get_avatar(organization, id).await?.ok_or(AvatarError::NotFound)
-}
-
-/// A profile as the API shows it, its preview's link valid 7 days from `now`.
-pub fn view(profile: &AvatarProfile, links: &MediaLinks, now: Timestamp) -> Value {
-    let preview = profile.reference.as_ref().and_then(|reference| reference.preview);
-    serde_json::json!({
-        "id": profile.id,
-        "video_preview_url": preview.map(|id| links.link(id, now)),
-        "name": profile.name,
-        "status": profile.status.as_str(),
-        "status_message": profile.status_message,
-    })
 }
 
 /// What a change of a profile wrote: the profile as stored; or, when it wrote nothing,
