@@ -4,9 +4,13 @@
 use std::sync::Arc;
 
 use http::StatusCode;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use utoipa::ToSchema;
+use uuid::Uuid;
 
 use super::openapi::prelude::*;
+use super::openapi::schemas::{NodeTypeRef, Time};
 use super::query::query_params;
 use super::runs::{links, map_error, organization, ports, queues, runs};
 use super::{json_response, ApiError, Call, Response};
@@ -25,13 +29,13 @@ endpoints! {
         sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"], idempotent: true,
         operation(sc): {
             Doc::new("Fire a trigger now (a Schedule starts its run; a feed is polled)", TRIGGERS, BearerOrApiKey)
-                .answer(200, "The runs started", sc.of::<s::TriggerFired>())
+                .answer(200, "The runs started", sc.of::<TriggerFired>())
                 .general(sc, &[400, 404, 409])
         };
     get_trigger: GET "/trigger/{trigger_id}" => "get-trigger", handler: get_trigger,
         dynamodb: ["dynamodb:GetItem"],
         operation(sc): Doc::new("Read a trigger", TRIGGERS, BearerOrApiKey)
-            .answer(200, "The trigger", sc.of::<s::Trigger>())
+            .answer(200, "The trigger", sc.of::<Trigger>())
             .general(sc, &[404]);
     list_trigger_runs: GET "/trigger/{trigger_id}/runs" => "list-trigger-runs", handler: list_trigger_runs,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
@@ -73,7 +77,8 @@ pub async fn fire_trigger(app: Arc<App>, call: Call) -> Result<Response, ApiErro
         .fire(organization, id, app.clock.now())
         .await
         .map_err(|error| map_trigger_error(error, "fire the trigger"))?;
-    Ok(json_response(StatusCode::OK, &json!({ "trigger_id": id, "run_ids": runs })))
+    let run_ids = runs.iter().map(|run| run.as_uuid()).collect();
+    Ok(json_response(StatusCode::OK, &TriggerFired { trigger_id: id.as_uuid(), run_ids }))
 }
 
 /// `GET /trigger/{trigger_id}`
@@ -83,7 +88,7 @@ pub async fn get_trigger(app: Arc<App>, call: Call) -> Result<Response, ApiError
     let view = triggers::view(app.triggers().as_ref(), app.agents().as_ref(), organization, id)
         .await
         .map_err(|error| map_trigger_error(error, "read the trigger"))?;
-    Ok(json_response(StatusCode::OK, &view))
+    Ok(json_response(StatusCode::OK, &Trigger::from(view)))
 }
 
 /// `GET /trigger/{trigger_id}/runs`
@@ -103,4 +108,49 @@ pub async fn list_trigger_runs(app: Arc<App>, call: Call) -> Result<Response, Ap
     let (now, links) = (app.clock.now(), links(&app, &call));
     let found: Vec<_> = found.iter().map(|run| run.summary_view(&links, now)).collect();
     Ok(json_response(StatusCode::OK, &json!({ "runs": found, "next_cursor": next_cursor })))
+}
+
+/// `GET /trigger/{trigger_id}`: a trigger node (its ID is its `agent_node_id`) and what
+/// it did last.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Trigger {
+    pub trigger_id: Uuid,
+    pub agent_id: Uuid,
+    pub node_type: NodeTypeRef,
+    pub enabled: bool,
+    /// The next fire (Schedule) or poll (Channel Feed); null when disabled or none.
+    #[schema(required = true)]
+    pub next_fire_at: Option<Time>,
+    #[schema(required = true)]
+    pub last_fired_at: Option<Time>,
+    /// Why the last fire or poll could not start a run; null after one that could.
+    #[schema(required = true)]
+    pub last_error: Option<String>,
+}
+
+/// `POST /trigger/{trigger_id}/fire`: the runs the fire started (a Schedule: one; a
+/// Channel Feed: one per new entry, maybe none).
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerFired {
+    pub trigger_id: Uuid,
+    pub run_ids: Vec<Uuid>,
+}
+
+impl From<triggers::TriggerView> for Trigger {
+    fn from(view: triggers::TriggerView) -> Self {
+        Self {
+            trigger_id: view.trigger_id.as_uuid(),
+            agent_id: view.agent_id.as_uuid(),
+            node_type: NodeTypeRef {
+                node_type_id: view.node_type.node_type_id.as_uuid(),
+                node_type_name: view.node_type.node_type_name.to_owned(),
+            },
+            enabled: view.enabled,
+            next_fire_at: view.next_fire_at.map(Time::from),
+            last_fired_at: view.last_fired_at.map(Time::from),
+            last_error: view.last_error,
+        }
+    }
 }

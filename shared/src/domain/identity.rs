@@ -131,8 +131,8 @@ impl Authenticator {
     }
 }
 
-/// The record `GET /whoami` returns.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// Who the caller is (`GET /whoami` shows it as `api::identity::Whoami`).
+#[derive(Clone, Debug, PartialEq)]
 pub struct WhoAmI {
     pub organization_id: OrganizationId,
     pub organization_name: String,

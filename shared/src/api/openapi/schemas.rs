@@ -88,21 +88,6 @@ pub struct Success {
     pub success: bool,
 }
 
-// ---- Identity ----------------------------------------------------------------------
-
-/// The organization the API key belongs to.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Whoami {
-    pub organization_id: Uuid,
-    pub organization_name: String,
-    pub organization_slug: String,
-    pub created_at: Time,
-    /// When a key of the organization was last used (this request's time, at the latest).
-    #[schema(required = true)]
-    pub last_used_at: Option<Time>,
-}
-
 // ---- Shared stores -----------------------------------------------------------------
 
 /// `POST /shared-stores`
@@ -1158,34 +1143,6 @@ pub struct WebhookSecret {
     pub secret: String,
     pub created_at: Time,
     pub message: String,
-}
-
-/// `GET /trigger/{trigger_id}`: a trigger node (its ID is its `agent_node_id`) and what
-/// it did last.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Trigger {
-    pub trigger_id: Uuid,
-    pub agent_id: Uuid,
-    pub node_type: NodeTypeRef,
-    pub enabled: bool,
-    /// The next fire (Schedule) or poll (Channel Feed); null when disabled or none.
-    #[schema(required = true)]
-    pub next_fire_at: Option<Time>,
-    #[schema(required = true)]
-    pub last_fired_at: Option<Time>,
-    /// Why the last fire or poll could not start a run; null after one that could.
-    #[schema(required = true)]
-    pub last_error: Option<String>,
-}
-
-/// `POST /trigger/{trigger_id}/fire`: the runs the fire started (a Schedule: one; a
-/// Channel Feed: one per new entry, maybe none).
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TriggerFired {
-    pub trigger_id: Uuid,
-    pub run_ids: Vec<Uuid>,
 }
 
 // The answers are `api::avatars::views`; the status is the domain's `AvatarStatus`.
