@@ -4,9 +4,12 @@
 use std::sync::Arc;
 
 use http::StatusCode;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
 
 use super::openapi::prelude::*;
+use super::openapi::schemas::Time;
 use super::query::query_params;
 use super::runs::{organization, queues, run_id, runs};
 use super::{json_response, ApiError, Call, Response};
@@ -14,7 +17,7 @@ use crate::app::App;
 use crate::core::cursor;
 use crate::domain::ids::DeliveryId;
 use crate::domain::webhooks::log::{self, DeliveryError, MAX_LOG_LIMIT};
-use crate::domain::webhooks::{secret, WebhookDelivery};
+use crate::domain::webhooks::{self, secret, WebhookDelivery};
 
 endpoints! {
     list_run_webhooks: GET "/agent_run/{run_id}/webhooks" => "list-run-webhooks", handler: list_deliveries,
@@ -22,19 +25,19 @@ endpoints! {
         operation(sc): Doc::new("A run's webhook deliveries and their attempts", WEBHOOKS, BearerOrApiKey)
             .query("limit", integer(1, 100), "Deliveries per page, 1 to 100 (default 100)")
             .query("cursor", text(4096), "The `next_cursor` of the previous page")
-            .answer(200, "One page, by sequence", sc.of::<s::DeliveryPage>())
+            .answer(200, "One page, by sequence", sc.of::<DeliveryPage>())
             .general(sc, &[400, 404]);
     redeliver_run_webhook: POST "/agent_run/{run_id}/webhooks/{delivery_id}/redeliver" => "redeliver-run-webhook",
         handler: redeliver,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"],
         sqs: ["sqs:SendMessage"] on ["WebhookQueue"],
         operation(sc): Doc::new("Send a delivery again now", WEBHOOKS, BearerOrApiKey)
-            .answer(200, "The delivery, pending", sc.of::<s::Redelivered>())
+            .answer(200, "The delivery, pending", sc.of::<Redelivered>())
             .general(sc, &[404, 409]);
     rotate_webhook_secret: POST "/webhooks/secret" => "rotate-webhook-secret", handler: rotate_secret,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"], idempotent: true,
         operation(sc): Doc::new("Create or replace the webhook secret", WEBHOOKS, BearerOrApiKey)
-            .answer(200, "The secret, shown only here", sc.of::<s::WebhookSecret>())
+            .answer(200, "The secret, shown only here", sc.of::<WebhookSecret>())
             .general(sc, &[])
             .idempotent(sc);
     delete_webhook_secret: DELETE "/webhooks/secret" => "delete-webhook-secret", handler: delete_secret,
@@ -91,9 +94,9 @@ pub async fn list_deliveries(app: Arc<App>, call: Call) -> Result<Response, ApiE
     let (page, next) = log::delivery_log(app.webhooks().as_ref(), organization, run, after, limit)
         .await
         .map_err(|error| map_error(error, "list webhook deliveries"))?;
-    let deliveries: Vec<_> = page.iter().map(WebhookDelivery::view).collect();
+    let deliveries = page.iter().map(Delivery::from).collect();
     let next_cursor = next.map(|sequence| cursor::encode(CURSOR_LOG, &sequence.to_string()));
-    Ok(json_response(StatusCode::OK, &json!({ "run_id": run, "deliveries": deliveries, "next_cursor": next_cursor })))
+    Ok(json_response(StatusCode::OK, &DeliveryPage { run_id: run.as_uuid(), deliveries, next_cursor }))
 }
 
 /// `POST /agent_run/{run_id}/webhooks/{delivery_id}/redeliver`
@@ -106,7 +109,7 @@ pub async fn redeliver(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
         log::redeliver(app.webhooks().as_ref(), queues.webhooks.as_ref(), app.clock.as_ref(), organization, run, id)
             .await
             .map_err(|error| map_error(error, "redeliver the webhook"))?;
-    Ok(json_response(StatusCode::OK, &json!({ "success": true, "delivery": delivery.view() })))
+    Ok(json_response(StatusCode::OK, &Redelivered { success: true, delivery: Delivery::from(&delivery) }))
 }
 
 /// `POST /webhooks/secret`: creates or rotates the organization's secret and returns it
@@ -116,15 +119,14 @@ pub async fn rotate_secret(app: Arc<App>, call: Call) -> Result<Response, ApiErr
     let secret = secret::rotate_secret(app.webhooks().as_ref(), app.clock.as_ref(), organization)
         .await
         .map_err(|error| ApiError::backend(&error, "Failed to store the webhook secret".into()))?;
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({
-            "secret": secret.secret,
-            "created_at": secret.created_at,
-            "message": "Store this secret now: it is not shown again. Webhooks carry it as X-Service-Signature and \
-                        sign with it under Standard Webhooks (webhook-signature).",
-        }),
-    ))
+    let answer = WebhookSecret {
+        secret: secret.secret,
+        created_at: secret.created_at.into(),
+        message: "Store this secret now: it is not shown again. Webhooks carry it as X-Service-Signature and sign \
+                  with it under Standard Webhooks (webhook-signature)."
+            .to_owned(),
+    };
+    Ok(json_response(StatusCode::OK, &answer))
 }
 
 /// `DELETE /webhooks/secret`
@@ -136,5 +138,133 @@ pub async fn delete_secret(app: Arc<App>, call: Call) -> Result<Response, ApiErr
     if !had {
         return Err(ApiError::detail(StatusCode::NOT_FOUND, "No webhook secret is set"));
     }
-    Ok(json_response(StatusCode::OK, &json!({ "success": true })))
+    Ok(json_response(StatusCode::OK, &s::Success { success: true }))
+}
+
+// ---- Answers ---------------------------------------------------------------------
+
+/// A run event.
+#[derive(Serialize, ToSchema)]
+pub enum EventFlag {
+    #[serde(rename = "RUN_STARTED")]
+    Started,
+    #[serde(rename = "RUN_PROGRESS")]
+    Progress,
+    #[serde(rename = "RUN_FINISHED")]
+    Finished,
+}
+
+/// A delivery's state.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    Pending,
+    Delivered,
+    Failed,
+}
+
+/// One POST of a delivery.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Attempt {
+    pub at: Time,
+    /// The receiver's status, when it answered.
+    #[schema(required = true)]
+    pub status_code: Option<u16>,
+    /// Why the attempt failed (timeout, connection, refused address).
+    #[schema(required = true)]
+    pub error: Option<String>,
+    pub duration_ms: u64,
+    /// The start of the receiver's answer (at most 1,024 bytes); null when there was none.
+    #[schema(required = true)]
+    pub response_excerpt: Option<String>,
+}
+
+/// One event of a run for its `callback_url`.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Delivery {
+    pub delivery_id: Uuid,
+    pub event: EventFlag,
+    pub sequence: u64,
+    pub url: String,
+    pub state: DeliveryState,
+    pub created_at: Time,
+    #[schema(required = true)]
+    pub next_attempt_at: Option<Time>,
+    pub attempts: Vec<Attempt>,
+}
+
+/// `GET /agent_run/{run_id}/webhooks`, by sequence.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryPage {
+    pub run_id: Uuid,
+    pub deliveries: Vec<Delivery>,
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /agent_run/{run_id}/webhooks/{delivery_id}/redeliver`
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Redelivered {
+    pub success: bool,
+    pub delivery: Delivery,
+}
+
+/// `POST /webhooks/secret`: the new secret, shown only here.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookSecret {
+    pub secret: String,
+    pub created_at: Time,
+    pub message: String,
+}
+
+impl From<webhooks::EventFlag> for EventFlag {
+    fn from(flag: webhooks::EventFlag) -> Self {
+        match flag {
+            webhooks::EventFlag::RunStarted => Self::Started,
+            webhooks::EventFlag::RunProgress => Self::Progress,
+            webhooks::EventFlag::RunFinished => Self::Finished,
+        }
+    }
+}
+
+impl From<webhooks::DeliveryState> for DeliveryState {
+    fn from(state: webhooks::DeliveryState) -> Self {
+        match state {
+            webhooks::DeliveryState::Pending => Self::Pending,
+            webhooks::DeliveryState::Delivered => Self::Delivered,
+            webhooks::DeliveryState::Failed => Self::Failed,
+        }
+    }
+}
+
+impl From<&webhooks::Attempt> for Attempt {
+    fn from(attempt: &webhooks::Attempt) -> Self {
+        Self {
+            at: attempt.at.into(),
+            status_code: attempt.status_code,
+            error: attempt.error.clone(),
+            duration_ms: attempt.duration_ms,
+            response_excerpt: attempt.response_excerpt.clone(),
+        }
+    }
+}
+
+impl From<&WebhookDelivery> for Delivery {
+    fn from(delivery: &WebhookDelivery) -> Self {
+        Self {
+            delivery_id: delivery.id.as_uuid(),
+            event: delivery.event.into(),
+            sequence: delivery.sequence,
+            url: delivery.url.clone(),
+            state: delivery.state.into(),
+            created_at: delivery.created_at.into(),
+            next_attempt_at: delivery.next_attempt_at.map(Time::from),
+            attempts: delivery.attempts.iter().map(Attempt::from).collect(),
+        }
+    }
 }

@@ -984,17 +984,6 @@ pub struct Resumed {
 
 // ---- Webhooks ----------------------------------------------------------------------
 
-/// A run event.
-#[derive(Serialize, Deserialize, ToSchema)]
-pub enum EventFlag {
-    #[serde(rename = "RUN_STARTED")]
-    RunStarted,
-    #[serde(rename = "RUN_PROGRESS")]
-    RunProgress,
-    #[serde(rename = "RUN_FINISHED")]
-    RunFinished,
-}
-
 /// `flag` of a `RUN_STARTED` payload.
 #[derive(Serialize, Deserialize, ToSchema)]
 pub enum RunStartedFlag {
@@ -1075,74 +1064,6 @@ pub struct RunFinishedEvent {
     pub outputs: Vec<RunOutput>,
     #[schema(required = true)]
     pub finished_at: Option<Time>,
-}
-
-/// A delivery's state.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum DeliveryState {
-    Pending,
-    Delivered,
-    Failed,
-}
-
-/// One POST of a delivery.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Attempt {
-    pub at: Time,
-    /// The receiver's status, when it answered.
-    #[schema(required = true)]
-    pub status_code: Option<u16>,
-    /// Why the attempt failed (timeout, connection, refused address).
-    #[schema(required = true)]
-    pub error: Option<String>,
-    pub duration_ms: u64,
-    /// The start of the receiver's answer (at most 1,024 bytes); null when there was none.
-    #[schema(required = true)]
-    pub response_excerpt: Option<String>,
-}
-
-/// One event of a run for its `callback_url`.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Delivery {
-    pub delivery_id: Uuid,
-    pub event: EventFlag,
-    pub sequence: u64,
-    pub url: String,
-    pub state: DeliveryState,
-    pub created_at: Time,
-    #[schema(required = true)]
-    pub next_attempt_at: Option<Time>,
-    pub attempts: Vec<Attempt>,
-}
-
-/// `GET /agent_run/{run_id}/webhooks`, by sequence.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DeliveryPage {
-    pub run_id: Uuid,
-    pub deliveries: Vec<Delivery>,
-    #[schema(required = true)]
-    pub next_cursor: Option<String>,
-}
-
-/// `POST /agent_run/{run_id}/webhooks/{delivery_id}/redeliver`
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Redelivered {
-    pub success: bool,
-    pub delivery: Delivery,
-}
-
-/// `POST /webhooks/secret`: the new secret, shown only here.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WebhookSecret {
-    pub secret: String,
-    pub created_at: Time,
-    pub message: String,
 }
 
 // The answers are `api::avatars::views`; the status is the domain's `AvatarStatus`.

@@ -103,20 +103,6 @@ impl WebhookDelivery {
     pub fn message(&self) -> WebhookMessage {
         WebhookMessage { organization_id: self.organization_id, run_id: self.run_id, sequence: self.sequence }
     }
-
-    /// The delivery log's view.
-    pub fn view(&self) -> serde_json::Value {
-        serde_json::json!({
-            "delivery_id": self.id,
-            "event": self.event.as_str(),
-            "sequence": self.sequence,
-            "url": self.url,
-            "state": self.state.as_str(),
-            "created_at": self.created_at,
-            "next_attempt_at": self.next_attempt_at,
-            "attempts": self.attempts,
-        })
-    }
 }
 
 /// The message that asks a sender to attempt one delivery.
