@@ -5,16 +5,21 @@
 use std::sync::Arc;
 
 use http::StatusCode;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
 
 use super::body::json_body;
 use super::openapi::prelude::*;
+use super::openapi::schemas::{PlanId, Time};
 use super::query::query_params;
 use super::runs::organization;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::credits::billing::EventError;
+use crate::domain::credits::plans;
 use crate::domain::credits::service::{self, CreditError, CreditPorts, Upgraded};
+use crate::domain::credits::{self, Reason};
 
 pub mod parse;
 
@@ -30,14 +35,14 @@ endpoints! {
     list_plans: GET "/plan/list" => "list-plans", handler: list_plans,
         dynamodb: ["dynamodb:GetItem"],
         operation(sc): Doc::new("The plans", PLANS, BearerOrApiKey)
-            .answer(200, "Every plan with its price and credits", sc.of::<s::PlanList>())
+            .answer(200, "Every plan with its price and credits", sc.of::<PlanList>())
             .general(sc, &[]);
     // An upgrade from free opens a checkout: it honours Idempotency-Key (one checkout).
     upgrade_plan: POST "/plan/upgrade" => "upgrade-plan", handler: upgrade_plan,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"], idempotent: true,
         operation(sc): Doc::new("Change the plan (from free: a checkout)", PLANS, BearerOrApiKey)
             .body(sc.of::<s::UpgradePlan>(), true)
-            .answer(200, "A checkout to finish, or the change made", sc.of::<s::UpgradeAnswer>())
+            .answer(200, "A checkout to finish, or the change made", sc.of::<UpgradeAnswer>())
             .general(sc, &[400, 402, 409])
             .idempotent(sc);
     get_credits: GET "/credits" => "get-credits", handler: get_credits,
@@ -56,7 +61,7 @@ endpoints! {
         operation(sc): Doc::new("Every movement of credits, newest first", PLANS, BearerOrApiKey)
             .query("limit", integer(1, 100), "Entries per page, 1 to 100 (default 25)")
             .query("cursor", text(4096), "The `next_cursor` of the previous page")
-            .answer(200, "One page", sc.of::<s::LedgerPage>())
+            .answer(200, "One page", sc.of::<LedgerPage>())
             .general(sc, &[400]);
     // Stripe's events: a paid checkout or top-up is an account write (puts of one
     // transaction) and its checkout's update.
@@ -64,7 +69,7 @@ endpoints! {
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
         operation(sc): Doc::new("Stripe's events (verified by their Stripe-Signature)", PLANS, Public)
             .body(sc.of::<s::StripeEvent>(), true)
-            .answer(200, "Received (applied once; an event sent again changes nothing)", sc.of::<s::EventReceived>())
+            .answer(200, "Received (applied once; an event sent again changes nothing)", sc.of::<EventReceived>())
             .answer(400, "Not verified (forged, stale, unsigned): nothing changed", sc.of::<s::Detail>())
             .answer(500, "The request failed on the service's side", sc.of::<s::Detail>())
             .answer(503, "A dependency is unavailable; Stripe sends the event again", sc.of::<s::Detail>());
@@ -91,7 +96,8 @@ pub async fn get_plan(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
 /// `GET /plan/list`
 pub async fn list_plans(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     organization(&app, &call).await?;
-    Ok(json_response(StatusCode::OK, &service::plans_view()))
+    let plans = plans::PlanId::ALL.iter().map(|plan| PlanOffer::from(plan.plan())).collect();
+    Ok(json_response(StatusCode::OK, &PlanList { plans }))
 }
 
 /// `POST /plan/upgrade`
@@ -102,19 +108,12 @@ pub async fn upgrade_plan(app: Arc<App>, call: Call) -> Result<Response, ApiErro
     let upgraded = service::upgrade(&ports(&app), organization, request)
         .await
         .map_err(|error| map_error(error, "change the plan"))?;
-    let answer = match upgraded {
-        Upgraded::Checkout { url, plan } => json!({
-            "success": true,
-            "requires_checkout": true,
-            "checkout_url": url,
-            "plan_id": plan.as_str(),
-        }),
-        Upgraded::Changed { plan } => json!({
-            "success": true,
-            "requires_checkout": false,
-            "plan_id": plan.as_str(),
-        }),
+    let (checkout_url, plan) = match upgraded {
+        Upgraded::Checkout { url, plan } => (Some(url), plan),
+        Upgraded::Changed { plan } => (None, plan),
     };
+    let answer =
+        UpgradeAnswer { success: true, requires_checkout: checkout_url.is_some(), checkout_url, plan_id: plan.into() };
     Ok(json_response(StatusCode::OK, &answer))
 }
 
@@ -157,7 +156,8 @@ pub async fn list_credit_ledger(app: Arc<App>, call: Call) -> Result<Response, A
     )
     .await
     .map_err(|error| map_error(error, "read the ledger"))?;
-    Ok(json_response(StatusCode::OK, &service::ledger_view(&page)))
+    let entries = page.entries.iter().map(LedgerEntry::from).collect();
+    Ok(json_response(StatusCode::OK, &LedgerPage { entries, next_cursor: page.next_cursor }))
 }
 
 /// `POST /billing/stripe/webhook`: Stripe's events, verified by their `Stripe-Signature`
@@ -174,5 +174,179 @@ pub async fn stripe_webhook(app: Arc<App>, call: Call) -> Result<Response, ApiEr
     let applied = service::apply_event(&ports(&app), &event, now)
         .await
         .map_err(|error| map_error(error, "apply the billing event"))?;
-    Ok(json_response(StatusCode::OK, &json!({ "received": true, "applied": applied })))
+    Ok(json_response(StatusCode::OK, &EventReceived { received: true, applied }))
+}
+
+// ---- Answers ---------------------------------------------------------------------
+
+/// How a plan is billed.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanBilling {
+    Free,
+    Monthly,
+    Annual,
+}
+
+/// A plan one can be on.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanOffer {
+    pub id: PlanId,
+    pub billing: PlanBilling,
+    /// Per billing period (a month; a year for the annual plans).
+    pub price_usd: u32,
+    /// Granted at the start of every monthly period (annual plans too).
+    pub credits_per_month: i64,
+    /// What 100 credits of top-up cost; null where the plan buys none.
+    #[schema(required = true)]
+    pub top_up_rate_per_100_credits_usd: Option<f64>,
+    pub notes: String,
+}
+
+/// `GET /plan/list`
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanList {
+    pub plans: Vec<PlanOffer>,
+}
+
+/// `POST /plan/upgrade`'s answer: from free a checkout to finish at `checkout_url`;
+/// between paid plans the change made (or scheduled for the period's end).
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpgradeAnswer {
+    pub success: bool,
+    pub requires_checkout: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub checkout_url: Option<String>,
+    pub plan_id: PlanId,
+}
+
+/// Why credits moved.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LedgerReason {
+    OpeningBalance,
+    TaskCharge,
+    TaskSettlement,
+    Refund,
+    PeriodGrant,
+    TopUp,
+    PlanChange,
+}
+
+/// A movement of credits.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerEntry {
+    pub entry_id: Uuid,
+    pub created_at: Time,
+    /// Negative when spent.
+    pub amount: i64,
+    pub balance_after: i64,
+    pub reason: LedgerReason,
+    #[schema(required = true)]
+    pub run_id: Option<Uuid>,
+    /// For a task's movement, its chain's first node that moved.
+    #[schema(required = true)]
+    pub agent_node_id: Option<Uuid>,
+    /// For a task's movement: the task of the run (its place in the run's tasks).
+    #[schema(required = true)]
+    pub task: Option<u64>,
+    /// For a task's movement: each node's part of `amount` (a chain of edits done in one
+    /// pass is one entry); empty otherwise.
+    pub lines: Vec<LedgerLine>,
+}
+
+/// One node's part of a task's movement of credits.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerLine {
+    pub agent_node_id: Uuid,
+    /// Negative when spent.
+    pub amount: i64,
+}
+
+/// `GET /credits/ledger`: newest first.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerPage {
+    pub entries: Vec<LedgerEntry>,
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /billing/stripe/webhook`'s answer.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EventReceived {
+    pub received: bool,
+    /// False for an event that needed nothing or was applied before.
+    pub applied: bool,
+}
+
+impl From<plans::PlanId> for PlanId {
+    fn from(plan: plans::PlanId) -> Self {
+        match plan {
+            plans::PlanId::Free => Self::Free,
+            plans::PlanId::Creator => Self::Creator,
+            plans::PlanId::CreatorAnnual => Self::CreatorAnnual,
+            plans::PlanId::Professional => Self::Professional,
+            plans::PlanId::ProfessionalAnnual => Self::ProfessionalAnnual,
+        }
+    }
+}
+
+impl From<plans::Plan> for PlanOffer {
+    fn from(plan: plans::Plan) -> Self {
+        let billing = match plan.billing {
+            plans::Billing::Free => PlanBilling::Free,
+            plans::Billing::Monthly => PlanBilling::Monthly,
+            plans::Billing::Annual => PlanBilling::Annual,
+        };
+        Self {
+            id: plan.id.into(),
+            billing,
+            price_usd: plan.price_usd,
+            credits_per_month: plan.credits_per_month,
+            top_up_rate_per_100_credits_usd: plan.top_up_rate_per_100_credits_usd,
+            notes: plan.notes.to_owned(),
+        }
+    }
+}
+
+impl From<Reason> for LedgerReason {
+    fn from(reason: Reason) -> Self {
+        match reason {
+            Reason::OpeningBalance => Self::OpeningBalance,
+            Reason::TaskCharge => Self::TaskCharge,
+            Reason::TaskSettlement => Self::TaskSettlement,
+            Reason::Refund => Self::Refund,
+            Reason::PeriodGrant => Self::PeriodGrant,
+            Reason::TopUp => Self::TopUp,
+            Reason::PlanChange => Self::PlanChange,
+        }
+    }
+}
+
+impl From<&credits::LedgerEntry> for LedgerEntry {
+    fn from(entry: &credits::LedgerEntry) -> Self {
+        Self {
+            entry_id: entry.entry_id.as_uuid(),
+            created_at: entry.created_at.into(),
+            amount: entry.amount,
+            balance_after: entry.balance_after,
+            reason: entry.reason.into(),
+            run_id: entry.run_id.map(|run| run.as_uuid()),
+            agent_node_id: entry.agent_node_id.map(|node| node.as_uuid()),
+            task: entry.task.map(|task| task as u64),
+            lines: entry
+                .lines
+                .iter()
+                .map(|line| LedgerLine { agent_node_id: line.agent_node_id.as_uuid(), amount: line.amount })
+                .collect(),
+        }
+    }
 }

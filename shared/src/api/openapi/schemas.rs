@@ -1239,38 +1239,6 @@ pub struct PlanAnswer {
     pub credits: PlanCredits,
 }
 
-/// How a plan is billed.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanBilling {
-    Free,
-    Monthly,
-    Annual,
-}
-
-/// A plan one can be on.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PlanOffer {
-    pub id: PlanId,
-    pub billing: PlanBilling,
-    /// Per billing period (a month; a year for the annual plans).
-    pub price_usd: u32,
-    /// Granted at the start of every monthly period (annual plans too).
-    pub credits_per_month: i64,
-    /// What 100 credits of top-up cost; null where the plan buys none.
-    #[schema(required = true)]
-    pub top_up_rate_per_100_credits_usd: Option<f64>,
-    pub notes: String,
-}
-
-/// `GET /plan/list`
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PlanList {
-    pub plans: Vec<PlanOffer>,
-}
-
 /// `POST /plan/upgrade`
 #[derive(Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -1286,19 +1254,6 @@ pub struct UpgradePlan {
     #[serde(default)]
     #[schema(format = "uri", max_length = 2048, nullable = false)]
     pub cancel_url: Option<String>,
-}
-
-/// `POST /plan/upgrade`'s answer: from free a checkout to finish at `checkout_url`;
-/// between paid plans the change made (or scheduled for the period's end).
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UpgradeAnswer {
-    pub success: bool,
-    pub requires_checkout: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub checkout_url: Option<String>,
-    pub plan_id: PlanId,
 }
 
 /// Auto top-up settings: when the balance falls below `threshold` (or a task is
@@ -1386,60 +1341,6 @@ pub struct CreditSettings {
     pub auto_topup: AutoTopUpChange,
 }
 
-/// Why credits moved.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum LedgerReason {
-    OpeningBalance,
-    TaskCharge,
-    TaskSettlement,
-    Refund,
-    PeriodGrant,
-    TopUp,
-    PlanChange,
-}
-
-/// A movement of credits.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LedgerEntry {
-    pub entry_id: Uuid,
-    pub created_at: Time,
-    /// Negative when spent.
-    pub amount: i64,
-    pub balance_after: i64,
-    pub reason: LedgerReason,
-    #[schema(required = true)]
-    pub run_id: Option<Uuid>,
-    /// For a task's movement, its chain's first node that moved.
-    #[schema(required = true)]
-    pub agent_node_id: Option<Uuid>,
-    /// For a task's movement: the task of the run (its place in the run's tasks).
-    #[schema(required = true)]
-    pub task: Option<u64>,
-    /// For a task's movement: each node's part of `amount` (a chain of edits done in one
-    /// pass is one entry); empty otherwise.
-    pub lines: Vec<LedgerLine>,
-}
-
-/// One node's part of a task's movement of credits.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LedgerLine {
-    pub agent_node_id: Uuid,
-    /// Negative when spent.
-    pub amount: i64,
-}
-
-/// `GET /credits/ledger`: newest first.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LedgerPage {
-    pub entries: Vec<LedgerEntry>,
-    #[schema(required = true)]
-    pub next_cursor: Option<String>,
-}
-
 /// A Stripe event as Stripe sends it (`checkout.session.completed` and `invoice.paid`
 /// are applied; others are received and ignored).
 #[derive(Serialize, Deserialize)]
@@ -1456,12 +1357,3 @@ impl utoipa::PartialSchema for StripeEvent {
 }
 
 impl ToSchema for StripeEvent {}
-
-/// `POST /billing/stripe/webhook`'s answer.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EventReceived {
-    pub received: bool,
-    /// False for an event that needed nothing or was applied before.
-    pub applied: bool,
-}

@@ -268,12 +268,6 @@ pub fn plan_view(account: &Account, now: Timestamp) -> Value {
     })
 }
 
-/// `GET /plan/list`.
-pub fn plans_view() -> Value {
-    let plans: Vec<Value> = PlanId::ALL.iter().map(|plan| json!(plan.plan())).collect();
-    json!({ "plans": plans })
-}
-
 /// `GET /credits` (and the answer of `POST /credits/settings`).
 pub fn credits_view(account: &Account, now: Timestamp) -> Value {
     let month = period_at(account.plan_started_at, now).0;
@@ -399,28 +393,6 @@ pub async fn ledger(
     let next_cursor = (entries.len() > limit).then(|| encode_cursor(&entries[limit - 1]));
     entries.truncate(limit);
     Ok(LedgerPage { entries, next_cursor })
-}
-
-/// The ledger page's JSON.
-pub fn ledger_view(page: &LedgerPage) -> Value {
-    let entries: Vec<Value> = page
-        .entries
-        .iter()
-        .map(|entry| {
-            json!({
-                "entry_id": entry.entry_id,
-                "created_at": entry.created_at,
-                "amount": entry.amount,
-                "balance_after": entry.balance_after,
-                "reason": entry.reason,
-                "run_id": entry.run_id,
-                "agent_node_id": entry.agent_node_id,
-                "task": entry.task,
-                "lines": entry.lines,
-            })
-        })
-        .collect();
-    json!({ "entries": entries, "next_cursor": page.next_cursor })
 }
 
 /// What an upgrade did.
