@@ -143,26 +143,6 @@ pub async fn delete_secret(app: Arc<App>, call: Call) -> Result<Response, ApiErr
 
 // ---- Answers ---------------------------------------------------------------------
 
-/// A run event.
-#[derive(Serialize, ToSchema)]
-pub enum EventFlag {
-    #[serde(rename = "RUN_STARTED")]
-    Started,
-    #[serde(rename = "RUN_PROGRESS")]
-    Progress,
-    #[serde(rename = "RUN_FINISHED")]
-    Finished,
-}
-
-/// A delivery's state.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum DeliveryState {
-    Pending,
-    Delivered,
-    Failed,
-}
-
 /// One POST of a delivery.
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -185,10 +165,10 @@ pub struct Attempt {
 #[serde(deny_unknown_fields)]
 pub struct Delivery {
     pub delivery_id: Uuid,
-    pub event: EventFlag,
+    pub event: webhooks::EventFlag,
     pub sequence: u64,
     pub url: String,
-    pub state: DeliveryState,
+    pub state: webhooks::DeliveryState,
     pub created_at: Time,
     #[schema(required = true)]
     pub next_attempt_at: Option<Time>,
@@ -222,26 +202,6 @@ pub struct WebhookSecret {
     pub message: String,
 }
 
-impl From<webhooks::EventFlag> for EventFlag {
-    fn from(flag: webhooks::EventFlag) -> Self {
-        match flag {
-            webhooks::EventFlag::RunStarted => Self::Started,
-            webhooks::EventFlag::RunProgress => Self::Progress,
-            webhooks::EventFlag::RunFinished => Self::Finished,
-        }
-    }
-}
-
-impl From<webhooks::DeliveryState> for DeliveryState {
-    fn from(state: webhooks::DeliveryState) -> Self {
-        match state {
-            webhooks::DeliveryState::Pending => Self::Pending,
-            webhooks::DeliveryState::Delivered => Self::Delivered,
-            webhooks::DeliveryState::Failed => Self::Failed,
-        }
-    }
-}
-
 impl From<&webhooks::Attempt> for Attempt {
     fn from(attempt: &webhooks::Attempt) -> Self {
         Self {
@@ -258,10 +218,10 @@ impl From<&WebhookDelivery> for Delivery {
     fn from(delivery: &WebhookDelivery) -> Self {
         Self {
             delivery_id: delivery.id.as_uuid(),
-            event: delivery.event.into(),
+            event: delivery.event,
             sequence: delivery.sequence,
             url: delivery.url.clone(),
-            state: delivery.state.into(),
+            state: delivery.state,
             created_at: delivery.created_at.into(),
             next_attempt_at: delivery.next_attempt_at.map(Time::from),
             attempts: delivery.attempts.iter().map(Attempt::from).collect(),

@@ -224,19 +224,6 @@ pub struct UpgradeAnswer {
     pub plan_id: PlanId,
 }
 
-/// Why credits moved.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum LedgerReason {
-    OpeningBalance,
-    TaskCharge,
-    TaskSettlement,
-    Refund,
-    PeriodGrant,
-    TopUp,
-    PlanChange,
-}
-
 /// A movement of credits.
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -246,7 +233,7 @@ pub struct LedgerEntry {
     /// Negative when spent.
     pub amount: i64,
     pub balance_after: i64,
-    pub reason: LedgerReason,
+    pub reason: Reason,
     #[schema(required = true)]
     pub run_id: Option<Uuid>,
     /// For a task's movement, its chain's first node that moved.
@@ -317,20 +304,6 @@ impl From<plans::Plan> for PlanOffer {
     }
 }
 
-impl From<Reason> for LedgerReason {
-    fn from(reason: Reason) -> Self {
-        match reason {
-            Reason::OpeningBalance => Self::OpeningBalance,
-            Reason::TaskCharge => Self::TaskCharge,
-            Reason::TaskSettlement => Self::TaskSettlement,
-            Reason::Refund => Self::Refund,
-            Reason::PeriodGrant => Self::PeriodGrant,
-            Reason::TopUp => Self::TopUp,
-            Reason::PlanChange => Self::PlanChange,
-        }
-    }
-}
-
 impl From<&credits::LedgerEntry> for LedgerEntry {
     fn from(entry: &credits::LedgerEntry) -> Self {
         Self {
@@ -338,7 +311,7 @@ impl From<&credits::LedgerEntry> for LedgerEntry {
             created_at: entry.created_at.into(),
             amount: entry.amount,
             balance_after: entry.balance_after,
-            reason: entry.reason.into(),
+            reason: entry.reason,
             run_id: entry.run_id.map(|run| run.as_uuid()),
             agent_node_id: entry.agent_node_id.map(|node| node.as_uuid()),
             task: entry.task.map(|task| task as u64),

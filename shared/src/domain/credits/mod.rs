@@ -25,22 +25,23 @@ pub const MAX_TOP_UP_SETTING: u64 = 1_000_000;
 pub const DEFAULT_MONTHLY_TOP_UP_LIMIT: u64 = 5_000;
 
 /// Why credits moved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = LedgerReason)]
 pub enum Reason {
-    /// The credits an organization was created with.
+    // The credits an organization was created with.
     OpeningBalance,
-    /// A task's price, taken when it started (per-output-second prices reserved).
+    // A task's price, taken when it started (per-output-second prices reserved).
     TaskCharge,
-    /// The difference between a reserved price and the price of the real output.
+    // The difference between a reserved price and the price of the real output.
     TaskSettlement,
-    /// A task's price given back: it failed for a reason of ours.
+    // A task's price given back: it failed for a reason of ours.
     Refund,
-    /// A plan's included credits, at the start of a monthly period.
+    // A plan's included credits, at the start of a monthly period.
     PeriodGrant,
-    /// Credits bought.
+    // Credits bought.
     TopUp,
-    /// Credits given when the plan changed up.
+    // Credits given when the plan changed up.
     PlanChange,
 }
 

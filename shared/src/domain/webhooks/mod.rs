@@ -18,8 +18,8 @@ pub mod sender;
 use crate::core::retry::random_below;
 pub use crate::domain::ids::DeliveryId;
 
-/// The event a payload's `flag` names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A run event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum EventFlag {
     RunStarted,
@@ -37,14 +37,14 @@ impl EventFlag {
     }
 }
 
-/// Where a delivery stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A delivery's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryState {
-    /// Not delivered yet: its next attempt is due at `next_attempt_at`.
+    // Not delivered yet: its next attempt is due at `next_attempt_at`.
     Pending,
     Delivered,
-    /// Every attempt of its schedule failed (dead-lettered); it can be redelivered.
+    // Every attempt of its schedule failed (dead-lettered); it can be redelivered.
     Failed,
 }
 
