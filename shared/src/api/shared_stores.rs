@@ -3,6 +3,8 @@
 use std::sync::Arc;
 
 use http::StatusCode;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::auth::{authenticate, Scheme};
 use super::body::json_object;
@@ -12,27 +14,27 @@ use crate::app::App;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::StoreId;
 use crate::domain::shared_stores::{
-    self as stores, EntryId, EntryRename, EntryWrite, SourceType, StoreError, StoreName,
+    self as stores, EntryId, EntryRename, EntryWrite, SharedStore, SourceType, StoreEntry, StoreError, StoreName,
 };
 
 endpoints! {
     list_shared_stores: GET "/shared-stores" => "list-shared-stores", handler: list_stores,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
         operation(sc): Doc::new("List shared stores, by name", STORES, Bearer)
-            .answer(200, "At most 10 stores", sc.of::<s::StoreList>())
+            .answer(200, "At most 10 stores", sc.of::<StoreList>())
             .store(sc, &[]);
     create_shared_store: POST "/shared-stores" => "create-shared-store", handler: create_store,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true,
         operation(sc): Doc::new("Create a shared store", STORES, Bearer)
             .body(sc.of::<s::CreateStore>(), true)
-            .answer(200, "The store", sc.of::<s::StoreAnswer>())
+            .answer(200, "The store", sc.of::<StoreAnswer>())
             .store(sc, &[400, 409])
             .idempotent(sc);
     rename_shared_store: PATCH "/shared-stores/{store_id}" => "rename-shared-store", handler: rename_store,
         dynamodb: ["dynamodb:GetItem", "dynamodb:UpdateItem"],
         operation(sc): Doc::new("Rename a shared store", STORES, Bearer)
             .body(sc.of::<s::RenameStore>(), true)
-            .answer(200, "The store", sc.of::<s::StoreAnswer>())
+            .answer(200, "The store", sc.of::<StoreAnswer>())
             .store(sc, &[400, 404]);
     delete_shared_store: DELETE "/shared-stores/{store_id}" => "delete-shared-store", handler: delete_store,
         dynamodb: [
@@ -47,7 +49,7 @@ endpoints! {
         handler: list_entries,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query"], s3: ["s3:PutObject", "s3:GetObject"], large_responses: true,
         operation(sc): Doc::new("List a store's entries, by display name", STORES, Bearer)
-            .answer(200, "Up to 10,000 entries with their metadata", sc.of::<s::EntryList>())
+            .answer(200, "Up to 10,000 entries with their metadata", sc.of::<EntryList>())
             .large(sc)
             .store(sc, &[404]);
     // Query: a bulk repairing the store a killed bulk left reads that bulk's journal.
@@ -59,14 +61,14 @@ endpoints! {
         ], s3: ["s3:PutObject", "s3:GetObject"], large_responses: true,
         operation(sc): Doc::new("Create or replace up to 5,000 entries", STORES, Bearer)
             .body(sc.of::<s::Bulk>(), true)
-            .answer(200, "The entries written", sc.of::<s::BulkAnswer>())
+            .answer(200, "The entries written", sc.of::<stores::BulkUpsert>())
             .large(sc)
             .store(sc, &[400, 404, 409, 413]);
     get_shared_store_entry: GET "/shared-stores/{store_id}/entries/{entry_id}" => "get-shared-store-entry",
         handler: get_entry,
         dynamodb: ["dynamodb:GetItem"],
         operation(sc): Doc::new("Read an entry", STORES, Bearer)
-            .answer(200, "The entry", sc.of::<s::EntryAnswer>())
+            .answer(200, "The entry", sc.of::<EntryAnswer>())
             .store(sc, &[400, 404]);
     // Writers of one entry repair a store a dead bulk left first (lease, journal, counts):
     // UpdateItem, Query, BatchGetItem and BatchWriteItem.
@@ -78,7 +80,7 @@ endpoints! {
         ],
         operation(sc): Doc::new("Create or replace an entry", STORES, Bearer)
             .body(sc.of::<s::PutEntry>(), true)
-            .answer(200, "The entry", sc.of::<s::EntryAnswer>())
+            .answer(200, "The entry", sc.of::<EntryAnswer>())
             .store(sc, &[400, 404, 409, 413]);
     rename_shared_store_entry: PATCH "/shared-stores/{store_id}/entries/{entry_id}" => "rename-shared-store-entry",
         handler: rename_entry,
@@ -88,7 +90,7 @@ endpoints! {
         ],
         operation(sc): Doc::new("Rename an entry, and maybe replace its metadata", STORES, Bearer)
             .body(sc.of::<s::PatchEntry>(), true)
-            .answer(200, "The entry", sc.of::<s::EntryAnswer>())
+            .answer(200, "The entry", sc.of::<EntryAnswer>())
             .store(sc, &[400, 404, 409, 413]);
     delete_shared_store_entry: DELETE "/shared-stores/{store_id}/entries/{entry_id}" => "delete-shared-store-entry",
         handler: delete_entry,
@@ -130,10 +132,40 @@ fn path_entry_id(call: &Call, failure: &'static str) -> Result<EntryId, ApiError
     stores::parse_path_entry_id(call.params.get("entry_id")).map_err(fail(failure))
 }
 
-/// A 200 whose body is one field, serialized straight from the value (metadata is
-/// written out as the JSON text it is held as, without building a tree first).
-fn field<T: serde::Serialize>(name: &'static str, value: &T) -> Result<Response, ApiError> {
-    Ok(json_response(StatusCode::OK, &std::collections::BTreeMap::from([(name, value)])))
+/// `{ store }`
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoreAnswer<'a> {
+    pub store: &'a SharedStore,
+}
+
+/// `{ stores }`, by name.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoreList<'a> {
+    #[schema(max_items = 10)]
+    pub stores: &'a [SharedStore],
+}
+
+/// `{ entry }`
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EntryAnswer<'a> {
+    pub entry: &'a StoreEntry,
+}
+
+/// `{ entries }`, by display name.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EntryList<'a> {
+    #[schema(max_items = 10000)]
+    pub entries: &'a [StoreEntry],
+}
+
+/// A 200 whose body is `answer`, serialized straight from the domain's values (metadata
+/// is written out as the JSON text it is held as, without building a tree first).
+fn ok<T: Serialize>(answer: &T) -> Result<Response, ApiError> {
+    Ok(json_response(StatusCode::OK, answer))
 }
 
 /// Maps a store error with the endpoint's 500 text.
@@ -145,7 +177,7 @@ fn fail(failure: &'static str) -> impl Fn(StoreError) -> ApiError {
 pub async fn list_stores(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
     let list = stores::list_stores(app.stores().as_ref(), organization).await.map_err(fail(LIST_STORES_FAILED))?;
-    field("stores", &list)
+    ok(&StoreList { stores: &list })
 }
 
 /// `POST /shared-stores`
@@ -158,7 +190,7 @@ pub async fn create_store(app: Arc<App>, call: Call) -> Result<Response, ApiErro
     let store = stores::create_store(app.stores().as_ref(), app.clock.as_ref(), organization, name, source_type)
         .await
         .map_err(fail(CREATE_STORE_FAILED))?;
-    field("store", &store)
+    ok(&StoreAnswer { store: &store })
 }
 
 /// `PATCH /shared-stores/{store_id}`
@@ -170,14 +202,14 @@ pub async fn rename_store(app: Arc<App>, call: Call) -> Result<Response, ApiErro
     let store = stores::rename_store(app.stores().as_ref(), app.clock.as_ref(), organization, store, name)
         .await
         .map_err(fail(RENAME_STORE_FAILED))?;
-    field("store", &store)
+    ok(&StoreAnswer { store: &store })
 }
 
 /// `DELETE /shared-stores/{store_id}`
 pub async fn delete_store(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, store) = store_scope(&app, &call, DELETE_STORE_FAILED).await?;
     stores::delete_store(app.stores().as_ref(), organization, store).await.map_err(fail(DELETE_STORE_FAILED))?;
-    field("success", &true)
+    ok(&s::Success { success: true })
 }
 
 /// `GET /shared-stores/{store_id}/entries`
@@ -185,7 +217,7 @@ pub async fn list_entries(app: Arc<App>, call: Call) -> Result<Response, ApiErro
     let (organization, store) = store_scope(&app, &call, LIST_ENTRIES_FAILED).await?;
     let entries =
         stores::list_entries(app.stores().as_ref(), organization, store).await.map_err(fail(LIST_ENTRIES_FAILED))?;
-    field("entries", &entries)
+    ok(&EntryList { entries: &entries })
 }
 
 /// `GET /shared-stores/{store_id}/entries/{entry_id}`
@@ -195,7 +227,7 @@ pub async fn get_entry(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
     let entry = stores::get_entry(app.stores().as_ref(), organization, store, &entry_id)
         .await
         .map_err(fail(GET_ENTRY_FAILED))?;
-    field("entry", &entry)
+    ok(&EntryAnswer { entry: &entry })
 }
 
 /// `PUT /shared-stores/{store_id}/entries/{entry_id}`
@@ -206,7 +238,7 @@ pub async fn put_entry(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
     let entry = stores::put_entry(app.stores().as_ref(), app.clock.as_ref(), organization, store, write)
         .await
         .map_err(fail(PUT_ENTRY_FAILED))?;
-    field("entry", &entry)
+    ok(&EntryAnswer { entry: &entry })
 }
 
 /// `PATCH /shared-stores/{store_id}/entries/{entry_id}`
@@ -218,7 +250,7 @@ pub async fn rename_entry(app: Arc<App>, call: Call) -> Result<Response, ApiErro
     let entry = stores::rename_entry(app.stores().as_ref(), app.clock.as_ref(), organization, store, &entry_id, rename)
         .await
         .map_err(fail(RENAME_ENTRY_FAILED))?;
-    field("entry", &entry)
+    ok(&EntryAnswer { entry: &entry })
 }
 
 /// `DELETE /shared-stores/{store_id}/entries/{entry_id}`
@@ -228,7 +260,7 @@ pub async fn delete_entry(app: Arc<App>, call: Call) -> Result<Response, ApiErro
     stores::delete_entry(app.stores().as_ref(), organization, store, &entry_id)
         .await
         .map_err(fail(DELETE_ENTRY_FAILED))?;
-    field("success", &true)
+    ok(&s::Success { success: true })
 }
 
 /// `POST /shared-stores/{store_id}/entries/bulk`
@@ -239,5 +271,5 @@ pub async fn bulk_upsert(app: Arc<App>, call: Call) -> Result<Response, ApiError
     let result = stores::bulk_upsert(app.stores().as_ref(), app.clock.as_ref(), organization, store, writes)
         .await
         .map_err(fail(UPSERT_ENTRIES_FAILED))?;
-    Ok(json_response(StatusCode::OK, &result))
+    ok(&result)
 }

@@ -25,21 +25,29 @@ pub const MAX_METADATA_BYTES: usize = 256_000;
 pub const MAX_ENTRY_ID_BYTES: usize = 1_024;
 
 /// A shared store as the API shows it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = Store, description = "A shared store.")]
 pub struct SharedStore {
+    #[schema(value_type = uuid::Uuid)]
     pub id: StoreId,
     pub name: String,
     pub source_type: String,
+    #[schema(minimum = 0, maximum = 10000)]
     pub entry_count: u32,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
 
 /// An entry of a shared store as the API shows it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = Entry, description = "A shared-store entry.")]
 pub struct StoreEntry {
+    #[schema(value_type = String)]
     pub entry_id: EntryId,
     pub display_name: String,
+    #[schema(value_type = serde_json::Map<String, serde_json::Value>)]
     pub metadata: Metadata,
     pub created_at: Timestamp,
 }
@@ -376,9 +384,13 @@ pub fn parse_bulk(body: &Map<String, Value>) -> Result<Vec<EntryWrite>, StoreErr
 }
 
 /// The result of a bulk upsert.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = BulkAnswer, description = "The answer of a bulk upsert.")]
 pub struct BulkUpsert {
     pub success: bool,
+    /// Unique IDs written.
+    #[schema(minimum = 1, maximum = 5000, value_type = u64)]
     pub count: usize,
     pub entries: Vec<StoreEntry>,
 }

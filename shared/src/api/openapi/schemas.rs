@@ -16,28 +16,9 @@ use utoipa::ToSchema;
 /// A UUID string.
 type Uuid = uuid::Uuid;
 
-/// An ISO 8601 UTC date-time with milliseconds, e.g. `2026-01-31T12:00:00.000Z`.
-#[derive(Serialize, Deserialize)]
-pub struct Time(pub String);
-
-impl utoipa::PartialSchema for Time {
-    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
-            .description(Some("An ISO 8601 UTC date-time"))
-            .into()
-    }
-}
-
-impl ToSchema for Time {}
-
-impl From<crate::domain::time::Timestamp> for Time {
-    fn from(at: crate::domain::time::Timestamp) -> Self {
-        Self(at.to_string())
-    }
-}
+/// An ISO 8601 UTC date-time with milliseconds, e.g. `2026-01-31T12:00:00.000Z`: the
+/// domain's timestamp, documented as the component `Time`.
+pub use crate::domain::time::Timestamp as Time;
 
 // ---- Errors ----------------------------------------------------------------------
 
@@ -112,34 +93,6 @@ pub struct RenameStore {
     pub name: String,
 }
 
-/// A shared store.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Store {
-    pub id: Uuid,
-    pub name: String,
-    pub source_type: String,
-    #[schema(minimum = 0, maximum = 10000)]
-    pub entry_count: u64,
-    pub created_at: Time,
-    pub updated_at: Time,
-}
-
-/// `{ store }`
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StoreAnswer {
-    pub store: Store,
-}
-
-/// `{ stores }`, by name.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StoreList {
-    #[schema(max_items = 10)]
-    pub stores: Vec<Store>,
-}
-
 /// `PUT /shared-stores/{store_id}/entries/{entry_id}`
 #[derive(Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -184,42 +137,6 @@ pub struct BulkItem {
 pub struct Bulk {
     #[schema(min_items = 1, max_items = 5000)]
     pub entries: Vec<BulkItem>,
-}
-
-/// A shared-store entry.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Entry {
-    pub entry_id: String,
-    pub display_name: String,
-    pub metadata: Map<String, Value>,
-    pub created_at: Time,
-}
-
-/// `{ entry }`
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EntryAnswer {
-    pub entry: Entry,
-}
-
-/// `{ entries }`, by display name.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EntryList {
-    #[schema(max_items = 10000)]
-    pub entries: Vec<Entry>,
-}
-
-/// The answer of a bulk upsert.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BulkAnswer {
-    pub success: bool,
-    /// Unique IDs written.
-    #[schema(minimum = 1, maximum = 5000)]
-    pub count: u64,
-    pub entries: Vec<Entry>,
 }
 
 // ---- Agents ------------------------------------------------------------------------
