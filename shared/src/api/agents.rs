@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use super::auth::{authenticate, Scheme};
 use super::body::json_body;
@@ -17,9 +18,8 @@ use crate::domain::agents::{self, Agent, AgentCreate, AgentError, AgentQuery, Ag
 use crate::domain::graph::Connection;
 use crate::domain::ids::AgentId;
 use crate::domain::ids::AgentNodeId;
-use crate::domain::ids::NodeTypeId;
 use crate::domain::ids::OrganizationId;
-use crate::domain::nodes;
+use crate::domain::nodes::{self, NodeType, NodeTypeRef};
 use crate::domain::triggers::TriggerSaves;
 use crate::domain::workspaces::WorkspaceError;
 
@@ -36,20 +36,20 @@ endpoints! {
             )
             .query("workspace_id", uuid(), "Only agents of this workspace of the key's organization")
             .query("name", text(200), "Case-insensitive substring of the name; `%` and `_` match literally")
-            .answer(200, "One page", sc.of::<s::AgentPage>())
+            .answer(200, "One page", sc.of::<agents::AgentPage>())
             .general(sc, &[400]);
     // UpdateItem: an organization stored before workspaces existed gets its primary one.
     create_agent: POST "/agent/create" => "create-agent", handler: create_agent,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true,
         operation(sc): Doc::new("Create an agent (an empty graph)", AGENTS, BearerOrApiKey)
             .body(sc.of::<s::CreateAgent>(), false)
-            .answer(201, "The agent", sc.of::<s::AgentCreated>())
+            .answer(201, "The agent", sc.of::<AgentCreated>())
             .general(sc, &[400])
             .idempotent(sc);
     get_agent: GET "/agent/{agent_id}" => "get-agent", handler: get_agent,
         dynamodb: ["dynamodb:GetItem"],
         operation(sc): Doc::new("Read an agent with its graph", AGENTS, BearerOrApiKey)
-            .answer(200, "The agent, its nodes and connections", sc.of::<s::AgentDetail>())
+            .answer(200, "The agent, its nodes and connections", sc.of::<AgentView>())
             .general(sc, &[404]);
     // Its create_node operations create nodes: a repeat must not create them twice.
     // Triggers' states are saved with the graph (puts and deletes of one transaction);
@@ -58,14 +58,14 @@ endpoints! {
         dynamodb: ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], idempotent: true,
         operation(sc): Doc::new("Change an agent's metadata and apply graph operations", AGENTS, BearerOrApiKey)
             .body(sc.of::<s::UpdateAgent>(), true)
-            .answer(200, "Every operation applied", sc.of::<s::UpdateAnswer>())
+            .answer(200, "Every operation applied", sc.of::<agents::UpdateResult>())
             .general(sc, &[400, 404])
             .idempotent(sc);
     duplicate_agent: POST "/agent/{agent_id}/duplicate" => "duplicate-agent", handler: duplicate_agent,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"], idempotent: true,
         operation(sc): Doc::new("Copy an agent and its graph", AGENTS, BearerOrApiKey)
             .body(sc.of::<s::DuplicateAgent>(), false)
-            .answer(201, "The copy", sc.of::<s::AgentCreated>())
+            .answer(201, "The copy", sc.of::<AgentCreated>())
             .general(sc, &[400, 404])
             .idempotent(sc);
     delete_agent: POST "/agent/{agent_id}/delete" => "delete-agent", handler: delete_agent,
@@ -76,7 +76,7 @@ endpoints! {
     list_node_types: GET "/node_types" => "list-node-types", handler: list_node_types,
         dynamodb: ["dynamodb:GetItem"],
         operation(sc): Doc::new("The node-type catalog", AGENTS, BearerOrApiKey)
-            .answer(200, "Every node type with its parameter schema and price", sc.of::<s::NodeTypeList>())
+            .answer(200, "Every node type with its parameter schema and price", sc.of::<NodeTypeList>())
             .general(sc, &[]);
 }
 
@@ -104,25 +104,25 @@ fn fail(action: &'static str) -> impl Fn(AgentError) -> ApiError {
     move |error| map_error(error, action, StatusCode::BAD_REQUEST)
 }
 
-/// The `GET /agent/{id}` body, serialized straight from the record.
-#[derive(Serialize)]
-struct AgentView<'a> {
-    agent: &'a Agent,
-    agent_nodes: Vec<NodeView<'a>>,
-    connections: &'a [Connection],
+/// `GET /agent/{agent_id}`: the body, serialized straight from the record.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = AgentDetail)]
+pub struct AgentView<'a> {
+    pub agent: &'a Agent,
+    pub agent_nodes: Vec<NodeView<'a>>,
+    pub connections: &'a [Connection],
 }
 
-#[derive(Serialize)]
-struct NodeView<'a> {
-    agent_node_id: AgentNodeId,
-    node_type: NodeTypeRef,
-    params_used: &'a Map<String, Value>,
-}
-
-#[derive(Serialize)]
-struct NodeTypeRef {
-    node_type_id: NodeTypeId,
-    node_type_name: &'static str,
+/// A node of an agent's graph.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = AgentNode)]
+pub struct NodeView<'a> {
+    #[schema(value_type = uuid::Uuid)]
+    pub agent_node_id: AgentNodeId,
+    pub node_type: NodeTypeRef,
+    pub params_used: &'a Map<String, Value>,
 }
 
 impl<'a> AgentView<'a> {
@@ -133,15 +133,34 @@ impl<'a> AgentView<'a> {
             .iter()
             .map(|node| NodeView {
                 agent_node_id: node.agent_node_id,
-                node_type: NodeTypeRef {
-                    node_type_id: node.node_type_id,
-                    node_type_name: nodes::find(node.node_type_id).map_or("unknown", |node_type| node_type.name),
-                },
+                node_type: NodeTypeRef::of(node.node_type_id),
                 params_used: &node.params_used,
             })
             .collect();
         Self { agent: &record.agent, agent_nodes, connections: &record.graph.connections }
     }
+}
+
+/// The answer of a create or duplicate: `201 { agent_id, agent }`.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCreated<'a> {
+    #[schema(value_type = uuid::Uuid)]
+    pub agent_id: AgentId,
+    pub agent: &'a Agent,
+}
+
+impl<'a> AgentCreated<'a> {
+    fn of(agent: &'a Agent) -> Self {
+        Self { agent_id: agent.id, agent }
+    }
+}
+
+/// `GET /node_types`
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeTypeList {
+    pub node_types: &'static [NodeType],
 }
 
 /// `GET /agents`
@@ -166,7 +185,7 @@ pub async fn create_agent(app: Arc<App>, call: Call) -> Result<Response, ApiErro
         agents::create_agent(app.agents().as_ref(), app.identity().as_ref(), app.clock.as_ref(), organization, create)
             .await
             .map_err(fail("create"))?;
-    Ok(json_response(StatusCode::CREATED, &json!({ "agent_id": agent.id, "agent": agent })))
+    Ok(json_response(StatusCode::CREATED, &AgentCreated::of(&agent)))
 }
 
 /// `GET /agent/{agent_id}`
@@ -200,7 +219,7 @@ pub async fn duplicate_agent(app: Arc<App>, call: Call) -> Result<Response, ApiE
     let checks = TriggerSaves { repo: app.triggers().as_ref(), bind: &bind };
     let ports = update_ports(&app, &checks);
     let copy = agents::duplicate_agent(&ports, organization, agent, &body).await.map_err(fail("duplicate"))?;
-    Ok(json_response(StatusCode::CREATED, &json!({ "agent_id": copy.id, "agent": copy })))
+    Ok(json_response(StatusCode::CREATED, &AgentCreated::of(&copy)))
 }
 
 /// `POST /agent/{agent_id}/delete`
@@ -209,11 +228,11 @@ pub async fn delete_agent(app: Arc<App>, call: Call) -> Result<Response, ApiErro
     agents::delete_agent(app.agents().as_ref(), app.clock.as_ref(), organization, agent)
         .await
         .map_err(fail("delete"))?;
-    Ok(json_response(StatusCode::OK, &json!({ "success": true })))
+    Ok(json_response(StatusCode::OK, &s::Success { success: true }))
 }
 
 /// `GET /node_types`
 pub async fn list_node_types(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     organization(&app, &call).await?;
-    Ok(json_response(StatusCode::OK, &json!({ "node_types": nodes::catalog() })))
+    Ok(json_response(StatusCode::OK, &NodeTypeList { node_types: nodes::catalog() }))
 }

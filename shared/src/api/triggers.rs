@@ -10,12 +10,13 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::openapi::prelude::*;
-use super::openapi::schemas::{NodeTypeRef, Time};
+use super::openapi::schemas::Time;
 use super::query::query_params;
 use super::runs::{links, map_error, organization, ports, queues, runs};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::ids::AgentNodeId;
+use crate::domain::nodes::NodeTypeRef;
 use crate::domain::runs::events::Notifier;
 use crate::domain::runs::list;
 use crate::domain::runs::service::RunPorts;
@@ -112,7 +113,7 @@ pub async fn list_trigger_runs(app: Arc<App>, call: Call) -> Result<Response, Ap
 
 /// `GET /trigger/{trigger_id}`: a trigger node (its ID is its `agent_node_id`) and what
 /// it did last.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Trigger {
     pub trigger_id: Uuid,
@@ -143,10 +144,7 @@ impl From<triggers::TriggerView> for Trigger {
         Self {
             trigger_id: view.trigger_id.as_uuid(),
             agent_id: view.agent_id.as_uuid(),
-            node_type: NodeTypeRef {
-                node_type_id: view.node_type.node_type_id.as_uuid(),
-                node_type_name: view.node_type.node_type_name.to_owned(),
-            },
+            node_type: view.node_type,
             enabled: view.enabled,
             next_fire_at: view.next_fire_at.map(Time::from),
             last_fired_at: view.last_fired_at.map(Time::from),

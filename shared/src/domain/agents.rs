@@ -33,7 +33,7 @@ pub const MAX_NAME_FILTER_CHARS: usize = 200;
 const DEFAULT_NAME: &str = "Untitled agent";
 
 /// Who may see an agent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Visibility {
     Public,
@@ -60,12 +60,16 @@ impl Visibility {
 }
 
 /// The agent record of list, create and read responses.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(description = "An agent's record.")]
 pub struct Agent {
+    #[schema(value_type = uuid::Uuid)]
     pub id: AgentId,
     pub name: String,
     pub description: String,
     pub visibility: Visibility,
+    #[schema(value_type = uuid::Uuid)]
     pub workspace_id: WorkspaceId,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -229,10 +233,14 @@ impl AgentUpdate {
 }
 
 /// The result of an update.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = UpdateAnswer, description = "The answer of an update.")]
 pub struct UpdateResult {
     pub success: bool,
+    #[schema(value_type = uuid::Uuid)]
     pub agent_id: AgentId,
+    #[schema(value_type = u64)]
     pub operations_applied: usize,
     pub created_nodes: Vec<CreatedNode>,
 }
@@ -293,9 +301,13 @@ impl AgentQuery {
 }
 
 /// One page of agents, newest first.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AgentPage {
     pub agents: Vec<Agent>,
+    /// The `cursor` of the next page; null on the last. A date-time: the page's last
+    /// agent's creation instant, with sub-millisecond digits unique to that agent.
+    #[schema(required = true, value_type = Option<Timestamp>)]
     pub next_cursor: Option<String>,
 }
 

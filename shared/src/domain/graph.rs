@@ -32,9 +32,13 @@ pub struct AgentNode {
 }
 
 /// A directed connection: the source's output feeds the target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)] // always stored as written: the two ends
+#[schema(description = "An edge of an agent's graph.")]
 pub struct Connection {
+    #[schema(value_type = uuid::Uuid)]
     pub source_agent_node_id: AgentNodeId,
+    #[schema(value_type = uuid::Uuid)]
     pub target_agent_node_id: AgentNodeId,
 }
 
@@ -81,9 +85,13 @@ pub enum Operation {
 }
 
 /// A node made by a payload, reported with the reference the caller gave it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(description = "A node a `create_node` operation created.")]
 pub struct CreatedNode {
+    #[schema(required = true)]
     pub temp_ref_id: Option<String>,
+    #[schema(value_type = uuid::Uuid)]
     pub agent_node_id: AgentNodeId,
 }
 

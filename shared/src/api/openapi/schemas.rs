@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+use crate::domain::agents::Visibility;
+use crate::domain::nodes::NodeTypeRef;
+
 /// A UUID string.
 type Uuid = uuid::Uuid;
 
@@ -24,14 +27,14 @@ pub use crate::domain::time::Timestamp as Time;
 
 /// `{ detail }`: authentication failures and the errors of every endpoint outside the
 /// shared stores.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Detail {
     pub detail: String,
 }
 
 /// `{ error }`: the shared stores' errors; the limit errors add `code` and `limit`.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StoreErrorBody {
     pub error: String,
@@ -46,7 +49,7 @@ pub struct StoreErrorBody {
 }
 
 /// A shared-store 400 or 413: `{ error }`, or `{ detail }` for metadata problems.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum StoreRefusal {
     Error(StoreErrorBody),
@@ -54,7 +57,7 @@ pub enum StoreRefusal {
 }
 
 /// A 303 to a response too large for a Lambda function, kept for 10 minutes.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LargeResponse {
     pub detail: String,
@@ -63,7 +66,7 @@ pub struct LargeResponse {
 }
 
 /// `{ success: true }`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Success {
     pub success: bool,
@@ -72,7 +75,7 @@ pub struct Success {
 // ---- Shared stores -----------------------------------------------------------------
 
 /// `POST /shared-stores`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateStore {
     /// Non-empty once trimmed; at most 1,000 characters.
@@ -86,7 +89,7 @@ pub struct CreateStore {
 }
 
 /// `PATCH /shared-stores/{store_id}`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenameStore {
     #[schema(min_length = 1, max_length = 1000)]
@@ -94,7 +97,7 @@ pub struct RenameStore {
 }
 
 /// `PUT /shared-stores/{store_id}/entries/{entry_id}`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutEntry {
     /// Non-empty once trimmed (it is stored trimmed).
@@ -106,7 +109,7 @@ pub struct PutEntry {
 }
 
 /// `PATCH /shared-stores/{store_id}/entries/{entry_id}`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchEntry {
     /// The entry's new ID.
@@ -120,7 +123,7 @@ pub struct PatchEntry {
 }
 
 /// One item of a bulk upsert.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkItem {
     #[schema(min_length = 1, max_length = 1024)]
@@ -132,7 +135,7 @@ pub struct BulkItem {
 }
 
 /// `POST /shared-stores/{store_id}/entries/bulk`; the last item of an ID wins.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Bulk {
     #[schema(min_items = 1, max_items = 5000)]
@@ -140,17 +143,11 @@ pub struct Bulk {
 }
 
 // ---- Agents ------------------------------------------------------------------------
-
-/// Who may see an agent.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Visibility {
-    Public,
-    Private,
-}
+// The answers are the domain's (`domain::agents`, `domain::graph`, the catalog's
+// `domain::nodes::NodeType`) and `api::agents`'s views of them.
 
 /// `POST /agent/create`; every field optional.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateAgent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -169,7 +166,7 @@ pub struct CreateAgent {
 }
 
 /// `POST /agent/{agent_id}/duplicate`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DuplicateAgent {
     /// The copy's name; omitted: the original's with ` (copy)`.
@@ -180,7 +177,7 @@ pub struct DuplicateAgent {
 
 /// One graph operation of an update, applied in order, all or nothing; each variant is
 /// closed (`document()` marks them: the derive closes only the enum).
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Operation {
     CreateNode {
@@ -232,7 +229,7 @@ pub enum Operation {
 }
 
 /// `POST /agent/{agent_id}/update`: metadata, operations, or both.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(min_properties = 1)]
 pub struct UpdateAgent {
@@ -250,156 +247,10 @@ pub struct UpdateAgent {
     pub operations: Option<Vec<Operation>>,
 }
 
-/// An agent's record.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Agent {
-    pub id: Uuid,
-    pub name: String,
-    pub description: String,
-    pub visibility: Visibility,
-    pub workspace_id: Uuid,
-    pub created_at: Time,
-    pub updated_at: Time,
-}
-
-/// The answer of a create or duplicate: `201 { agent_id, agent }`.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AgentCreated {
-    pub agent_id: Uuid,
-    pub agent: Agent,
-}
-
-/// One page of agents, newest first.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AgentPage {
-    pub agents: Vec<Agent>,
-    /// The `cursor` of the next page; null on the last. A date-time: the page's last
-    /// agent's creation instant, with sub-millisecond digits unique to that agent.
-    #[schema(required = true)]
-    pub next_cursor: Option<Time>,
-}
-
-/// A node's type, by ID and name.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NodeTypeRef {
-    pub node_type_id: Uuid,
-    pub node_type_name: String,
-}
-
-/// A node of an agent's graph.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AgentNode {
-    pub agent_node_id: Uuid,
-    pub node_type: NodeTypeRef,
-    pub params_used: Map<String, Value>,
-}
-
-/// An edge of an agent's graph.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Connection {
-    pub source_agent_node_id: Uuid,
-    pub target_agent_node_id: Uuid,
-}
-
-/// `GET /agent/{agent_id}`
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AgentDetail {
-    pub agent: Agent,
-    pub agent_nodes: Vec<AgentNode>,
-    pub connections: Vec<Connection>,
-}
-
-/// A node a `create_node` operation created.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreatedNode {
-    #[schema(required = true)]
-    pub temp_ref_id: Option<String>,
-    pub agent_node_id: Uuid,
-}
-
-/// The answer of an update.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateAnswer {
-    pub success: bool,
-    pub agent_id: Uuid,
-    pub operations_applied: u64,
-    pub created_nodes: Vec<CreatedNode>,
-}
-
-/// A node type's role in a graph.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeKind {
-    Trigger,
-    Input,
-    Edit,
-    Generation,
-    Destination,
-}
-
-/// What a node's credits are counted per.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum CostUnit {
-    Free,
-    PerRun,
-    PerOutputSecond,
-}
-
-/// Multiplies the price when parameter `param` equals `equals`.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CostMultiplier {
-    pub param: String,
-    pub equals: Value,
-    pub factor: u64,
-}
-
-/// A node type's price.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreditCost {
-    pub unit: CostUnit,
-    pub credits: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub multipliers: Option<Vec<CostMultiplier>>,
-}
-
-/// An entry of the node-type catalog.
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NodeType {
-    pub id: Uuid,
-    pub name: String,
-    pub kind: NodeKind,
-    /// True when `update_params` of a run may not change its parameters.
-    pub protected: bool,
-    /// JSON Schema (draft 2020-12) of the node's parameters.
-    pub params_schema: Map<String, Value>,
-    pub credit_cost: CreditCost,
-}
-
-/// `GET /node_types`
-#[derive(Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NodeTypeList {
-    pub node_types: Vec<NodeType>,
-}
-
 // ---- Uploads and asset managers ---------------------------------------------------------
 
 /// `POST /uploads/{kind}/get_upload_url`; the body is optional.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UploadUrlRequest {
     /// The media type the URL pins (default: the kind's usual one, e.g. `video/mp4`).
@@ -409,7 +260,7 @@ pub struct UploadUrlRequest {
 }
 
 /// Where and how to PUT the file.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UploadTicket {
     pub id: Uuid,
@@ -422,14 +273,14 @@ pub struct UploadTicket {
 }
 
 /// `POST /uploads/{kind}/finalize_upload`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FinalizeUpload {
     pub id: Uuid,
 }
 
 /// An upload's kind.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum UploadKind {
     Video,
@@ -438,7 +289,7 @@ pub enum UploadKind {
 }
 
 /// An upload's state.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum UploadStatus {
     PendingUpload,
@@ -446,7 +297,7 @@ pub enum UploadStatus {
 }
 
 /// An upload; the media fields are present once it is `ready`.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Upload {
     pub id: Uuid,
@@ -476,7 +327,7 @@ pub struct Upload {
 }
 
 /// `POST /asset_connections`; null for a field is the same as leaving it out.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateAssetConnection {
     /// Default: the primary workspace.
@@ -492,7 +343,7 @@ pub struct CreateAssetConnection {
 }
 
 /// A workspace's asset-manager connection.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AssetConnection {
     pub id: Uuid,
@@ -503,7 +354,7 @@ pub struct AssetConnection {
 }
 
 /// `201 { connection }`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AssetConnectionAnswer {
     pub connection: AssetConnection,
@@ -511,7 +362,7 @@ pub struct AssetConnectionAnswer {
 
 /// `POST /asset_connections/{connection_id}/items`: a ready video upload as the
 /// high-resolution file, the proxy, or both (null is the same as leaving it out).
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateAssetItem {
     #[schema(min_length = 1, max_length = 200)]
@@ -523,7 +374,7 @@ pub struct CreateAssetItem {
 }
 
 /// An item of an asset manager.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AssetItem {
     pub id: Uuid,
@@ -537,7 +388,7 @@ pub struct AssetItem {
 }
 
 /// `201 { item }`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AssetItemAnswer {
     pub item: AssetItem,
@@ -546,7 +397,7 @@ pub struct AssetItemAnswer {
 // ---- Runs --------------------------------------------------------------------------
 
 /// An input by ID with its own clip window.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IdInput {
     pub id: Uuid,
@@ -559,7 +410,7 @@ pub struct IdInput {
 }
 
 /// An input by URL with its own clip window.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UrlInput {
     pub url: String,
@@ -572,7 +423,7 @@ pub struct UrlInput {
 }
 
 /// Which file of an asset-manager item a run takes.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Artifact {
     Highres,
@@ -581,7 +432,7 @@ pub enum Artifact {
 }
 
 /// An asset-manager item as an input.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AssetInput {
     pub id: Uuid,
@@ -602,7 +453,7 @@ pub struct AssetInput {
 macro_rules! with_input_arrays {
     ($(#[$meta:meta])* pub struct $name:ident { $($field:tt)* }) => {
         $(#[$meta])*
-        #[derive(Serialize, Deserialize, ToSchema)]
+        #[derive(Serialize, ToSchema)]
         #[serde(deny_unknown_fields)]
         pub struct $name {
             $($field)*
@@ -666,14 +517,14 @@ with_input_arrays! {
 }
 
 /// `{ run_id }`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunStarted {
     pub run_id: Uuid,
 }
 
 /// A run's state.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Running,
@@ -684,7 +535,7 @@ pub enum RunStatus {
 }
 
 /// A runtime node's state.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeStatus {
     NotStarted,
@@ -698,7 +549,7 @@ pub enum NodeStatus {
 }
 
 /// Nodes by state.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeStatusCounts {
     pub completed: u64,
@@ -707,7 +558,7 @@ pub struct NodeStatusCounts {
 }
 
 /// A run input's links.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunInput {
     pub video_url: String,
@@ -716,7 +567,7 @@ pub struct RunInput {
 }
 
 /// A citation of external or generated media an output uses.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Source {
     pub provider: String,
@@ -743,7 +594,7 @@ pub struct Source {
 }
 
 /// A run output.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunOutput {
     /// Render ID, usable as `node_render_ids` of another run.
@@ -762,7 +613,7 @@ pub struct RunOutput {
 }
 
 /// Errors of one template node.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunErrors {
     #[schema(required = true)]
@@ -772,7 +623,7 @@ pub struct RunErrors {
 
 /// What started a run that the API did not: a trigger (a schedule's due time, a fire by
 /// hand, a feed's entry) or a video-sharing site's URL among its inputs.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TriggeredBy {
     /// `schedule`, `manual`, or the site of the video (e.g. `youtube`; `generic` for a
@@ -799,7 +650,7 @@ pub struct TriggeredBy {
 }
 
 /// `GET /agent_run/{run_id}`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunRecord {
     pub run_id: Uuid,
@@ -822,7 +673,7 @@ pub struct RunRecord {
 }
 
 /// A run in a list.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunSummary {
     pub run_id: Uuid,
@@ -840,7 +691,7 @@ pub struct RunSummary {
 }
 
 /// One page of runs, newest first.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunPage {
     pub runs: Vec<RunSummary>,
@@ -849,7 +700,7 @@ pub struct RunPage {
 }
 
 /// A runtime node of a run.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunNode {
     pub agent_node_id: Uuid,
@@ -865,7 +716,7 @@ pub struct RunNode {
 }
 
 /// `GET /agent_run/{run_id}/nodes`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunNodes {
     pub run_id: Uuid,
@@ -874,7 +725,7 @@ pub struct RunNodes {
 }
 
 /// `POST /agent_run/{run_id}/cancel`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Cancelled {
     pub success: bool,
@@ -885,7 +736,7 @@ pub struct Cancelled {
 }
 
 /// `POST /agent_run/{run_id}/resume`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Resumed {
     pub success: bool,
@@ -902,28 +753,28 @@ pub struct Resumed {
 // ---- Webhooks ----------------------------------------------------------------------
 
 /// `flag` of a `RUN_STARTED` payload.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 pub enum RunStartedFlag {
     #[serde(rename = "RUN_STARTED")]
     RunStarted,
 }
 
 /// `flag` of a `RUN_PROGRESS` payload.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 pub enum RunProgressFlag {
     #[serde(rename = "RUN_PROGRESS")]
     RunProgress,
 }
 
 /// `flag` of a `RUN_FINISHED` payload.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 pub enum RunFinishedFlag {
     #[serde(rename = "RUN_FINISHED")]
     RunFinished,
 }
 
 /// The body of the `RUN_STARTED` webhook: the run began (again, after a resume).
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunStartedEvent {
     pub flag: RunStartedFlag,
@@ -942,7 +793,7 @@ pub struct RunStartedEvent {
 }
 
 /// The body of the `RUN_PROGRESS` webhook: nodes whose status changed together.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunProgressEvent {
     pub flag: RunProgressFlag,
@@ -960,7 +811,7 @@ pub struct RunProgressEvent {
 
 /// The body of the `RUN_FINISHED` webhook: the run ended (`completed`,
 /// `partial_complete`, `failed` or `cancelled`).
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunFinishedEvent {
     pub flag: RunFinishedFlag,
@@ -988,7 +839,7 @@ pub struct RunFinishedEvent {
 /// The sources of a new avatar: a video source (`video_url` or `video_id`), or an image
 /// source and an audio source. Video and voice recordings are 4 to 15 seconds long. Null
 /// is the same as leaving a property out.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AvatarSources {
     /// An http(s) URL, fetched when the profile is processed and stored as an upload.
@@ -1011,7 +862,7 @@ pub struct AvatarSources {
 }
 
 /// `POST /avatar-profiles/create`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateAvatarProfile {
     /// Unique in the workspace (compared trimmed, ignoring case).
@@ -1027,7 +878,7 @@ use crate::domain::social::{Platform as SocialPlatform, PublisherKind as SocialP
 
 /// The publisher's credentials (YouTube: an OAuth access token with the
 /// `youtube.upload` scope). Write-only: kept in the deployment's secret store, never shown.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SocialCredentials {
     #[schema(min_length = 1, max_length = 4096)]
@@ -1048,7 +899,7 @@ pub struct SocialCredentials {
 }
 
 /// `POST /social/connections`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSocialConnection {
     pub platform: SocialPlatform,
@@ -1073,7 +924,7 @@ pub struct CreateSocialConnection {
 }
 
 /// A destination of a new post.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PostDestinationRef {
     /// A connection of the organization.
@@ -1081,7 +932,7 @@ pub struct PostDestinationRef {
 }
 
 /// `POST /social/post`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSocialPost {
     /// At most what every destination's platform takes (x 280, linkedin 3000, instagram
@@ -1104,7 +955,7 @@ pub struct CreateSocialPost {
 // ---- Plans and credits -----------------------------------------------------------
 
 /// A plan's ID.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanId {
     Free,
@@ -1115,7 +966,7 @@ pub enum PlanId {
 }
 
 /// The organization's plan: its monthly periods count from `started_at`.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanState {
     pub id: PlanId,
@@ -1133,7 +984,7 @@ pub struct PlanState {
 }
 
 /// The organization's credits on its plan.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanCredits {
     pub balance: i64,
@@ -1145,7 +996,7 @@ pub struct PlanCredits {
 }
 
 /// `GET /plan`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanAnswer {
     pub organization_id: Uuid,
@@ -1157,7 +1008,7 @@ pub struct PlanAnswer {
 }
 
 /// `POST /plan/upgrade`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpgradePlan {
     /// `free`, `creator`, `creator_annual`, `professional` or `professional_annual`.
@@ -1177,7 +1028,7 @@ pub struct UpgradePlan {
 /// blocked for credits), `quantity` credits are bought (what the task lacks when more
 /// and `cover_shortfall` is true), at most `monthly_limit` credits in a monthly period
 /// (default 5,000).
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AutoTopUp {
     pub enabled: bool,
@@ -1193,7 +1044,7 @@ pub struct AutoTopUp {
 }
 
 /// Where auto top-up stands in the plan's current monthly period.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AutoTopUpMonth {
     pub period_start: Time,
@@ -1208,7 +1059,7 @@ pub struct AutoTopUpMonth {
 }
 
 /// Where auto top-up stands.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AutoTopUpState {
     Off,
@@ -1218,7 +1069,7 @@ pub enum AutoTopUpState {
 }
 
 /// `GET /credits`
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreditsAnswer {
     pub balance: i64,
@@ -1229,7 +1080,7 @@ pub struct CreditsAnswer {
 }
 
 /// Auto top-up settings to change; those left out keep their value.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AutoTopUpChange {
     #[serde(default)]
@@ -1252,7 +1103,7 @@ pub struct AutoTopUpChange {
 
 /// `POST /credits/settings` (creator, creator_annual, professional and
 /// professional_annual plans only).
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreditSettings {
     pub auto_topup: AutoTopUpChange,

@@ -79,6 +79,23 @@ pub fn find(id: NodeTypeId) -> Option<&'static NodeType> {
     catalog().iter().find(|node_type| node_type.id == id)
 }
 
+/// A node's type as a graph, a run or a trigger shows it: by ID and name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(description = "A node's type, by ID and name.")]
+pub struct NodeTypeRef {
+    #[schema(value_type = uuid::Uuid)]
+    pub node_type_id: NodeTypeId,
+    pub node_type_name: &'static str,
+}
+
+impl NodeTypeRef {
+    /// The type `id` with its catalog name; `unknown` for an ID the catalog lacks.
+    pub fn of(id: NodeTypeId) -> Self {
+        Self { node_type_id: id, node_type_name: find(id).map_or("unknown", |node_type| node_type.name) }
+    }
+}
+
 /// Whether a trigger of type `id` polls a feed (the scheduler reads feeds in a phase of
 /// their own, after schedules).
 pub fn polls_a_feed(id: NodeTypeId) -> bool {

@@ -20,7 +20,7 @@ use crate::domain::media::{Edit, MediaType};
 use crate::domain::uploads::UploadKind;
 
 /// What role a node plays in a graph.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum NodeKind {
     /// Starts runs; nothing connects into it.
@@ -44,10 +44,16 @@ pub enum ItemFlow {
     AllItems,
 }
 
+/// Makes a node's typed parameters from parameters that passed its schema.
+pub(super) type SettingsOf = fn(&Map<String, Value>) -> Arc<dyn NodeSettings>;
+
 /// One entry of the catalog.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(description = "An entry of the node-type catalog.")]
 pub struct NodeType {
     /// Stable identifier; never changes once published.
+    #[schema(value_type = uuid::Uuid)]
     pub id: NodeTypeId,
     /// Human-readable name.
     pub name: &'static str,
@@ -56,24 +62,30 @@ pub struct NodeType {
     /// True when a run-time `update_params` may not change this node's parameters.
     pub protected: bool,
     /// JSON Schema (draft 2020-12) of the node's parameters; no property is required.
+    #[schema(value_type = Map<String, Value>)]
     pub params_schema: Value,
     /// Price of one execution.
     pub credit_cost: CreditCost,
     /// How the node takes the items reaching it.
     #[serde(skip)]
+    #[schema(ignore)]
     pub flow: ItemFlow,
     /// What a generation node makes (None for the other kinds).
     #[serde(skip)]
+    #[schema(ignore)]
     pub produces: Option<MediaType>,
     /// A generated medium an edit takes through a connection, besides the video it edits.
     #[serde(skip)]
+    #[schema(ignore)]
     pub connectable: Option<Connectable>,
     /// Its typed parameters, from parameters that passed the schema.
     #[serde(skip)]
-    pub(super) settings: fn(&Map<String, Value>) -> Arc<dyn NodeSettings>,
+    #[schema(ignore)]
+    pub(super) settings: SettingsOf,
     /// Compiled on the first validation, so that code which only reads the catalog
     /// (names, kinds, a run's views) links no JSON Schema compiler.
     #[serde(skip)]
+    #[schema(ignore)]
     pub(super) validator: OnceLock<Validator>,
 }
 
@@ -269,7 +281,8 @@ pub(super) fn no_settings(_params: &Map<String, Value>) -> Arc<dyn NodeSettings>
 }
 
 /// How an execution of a node is priced.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CreditCost {
     /// What the credits are counted per.
     pub unit: CostUnit,
@@ -277,11 +290,12 @@ pub struct CreditCost {
     pub credits: u32,
     /// Factors applied when a parameter has a given value.
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(required = false)]
     pub multipliers: Vec<CostMultiplier>,
 }
 
 /// What a node's credits are counted per.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CostUnit {
     /// Never charged.
@@ -293,7 +307,8 @@ pub enum CostUnit {
 }
 
 /// Multiplies the price when parameter `param` equals `equals`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CostMultiplier {
     /// Parameter name.
     pub param: &'static str,

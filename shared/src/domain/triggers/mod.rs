@@ -29,7 +29,7 @@ use super::agents::{AgentError, AgentRecord, AgentRepo, SaveChecks};
 pub use super::agents::{TriggerState, TriggerWrite};
 use super::graph::{AgentNode, Graph, OperationError};
 use super::media::ports::{DownloadError, Downloader};
-use super::nodes::{self, NodeKind, TriggerSpec};
+use super::nodes::{self, NodeKind, NodeTypeRef, TriggerSpec};
 use super::runs::service::{self, BindPorts, RunError, RunPorts, StartRun, TriggerSource, Triggered};
 use super::runs::start::{InputItem, InputRef, Inputs, StartRequest};
 use super::time::Timestamp;
@@ -398,17 +398,11 @@ pub struct TickReport {
 pub struct TriggerView {
     pub trigger_id: AgentNodeId,
     pub agent_id: AgentId,
-    pub node_type: NodeTypeView,
+    pub node_type: NodeTypeRef,
     pub enabled: bool,
     pub next_fire_at: Option<Timestamp>,
     pub last_fired_at: Option<Timestamp>,
     pub last_error: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct NodeTypeView {
-    pub node_type_id: NodeTypeId,
-    pub node_type_name: &'static str,
 }
 
 /// What firing and reading triggers use.
@@ -912,7 +906,7 @@ pub async fn view(
     Ok(TriggerView {
         trigger_id: id,
         agent_id: state.agent_id,
-        node_type: NodeTypeView { node_type_id: node_type.id, node_type_name: node_type.name },
+        node_type: NodeTypeRef { node_type_id: node_type.id, node_type_name: node_type.name },
         enabled: state.enabled,
         next_fire_at: state.next_at.filter(|_| state.enabled),
         last_fired_at: state.last_fired_at,
