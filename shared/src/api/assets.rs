@@ -3,14 +3,15 @@
 use std::sync::Arc;
 
 use http::StatusCode;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::body::json_body;
 use super::openapi::prelude::*;
 use super::runs::organization;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
-use crate::domain::asset_manager::{self, AssetError, NewConnection, NewItem};
+use crate::domain::asset_manager::{self, AssetConnection, AssetError, AssetItem, NewConnection, NewItem};
 use crate::domain::ids::AssetConnectionId;
 
 endpoints! {
@@ -20,16 +21,30 @@ endpoints! {
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true,
         operation(sc): Doc::new("Connect an asset manager to a workspace", UPLOADS, BearerOrApiKey)
             .body(sc.of::<s::CreateAssetConnection>(), false)
-            .answer(201, "The connection", sc.of::<s::AssetConnectionAnswer>())
+            .answer(201, "The connection", sc.of::<AssetConnectionAnswer>())
             .general(sc, &[400, 409])
             .idempotent(sc);
     create_asset_item: POST "/asset_connections/{connection_id}/items" => "create-asset-item", handler: create_item,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"], idempotent: true,
         operation(sc): Doc::new("Add an item to a `local` asset manager", UPLOADS, BearerOrApiKey)
             .body(sc.of::<s::CreateAssetItem>(), true)
-            .answer(201, "The item", sc.of::<s::AssetItemAnswer>())
+            .answer(201, "The item", sc.of::<AssetItemAnswer>())
             .general(sc, &[400, 404])
             .idempotent(sc);
+}
+
+/// `201 { connection }`
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AssetConnectionAnswer<'a> {
+    pub connection: &'a AssetConnection,
+}
+
+/// `201 { item }`
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AssetItemAnswer<'a> {
+    pub item: &'a AssetItem,
 }
 
 fn map_error(error: AssetError) -> ApiError {
@@ -49,7 +64,7 @@ pub async fn create_connection(app: Arc<App>, call: Call) -> Result<Response, Ap
     )
     .await
     .map_err(map_error)?;
-    Ok(json_response(StatusCode::CREATED, &json!({ "connection": connection })))
+    Ok(json_response(StatusCode::CREATED, &AssetConnectionAnswer { connection: &connection }))
 }
 
 /// `POST /asset_connections/{connection_id}/items`.
@@ -68,5 +83,5 @@ pub async fn create_item(app: Arc<App>, call: Call) -> Result<Response, ApiError
     )
     .await
     .map_err(map_error)?;
-    Ok(json_response(StatusCode::CREATED, &json!({ "item": item })))
+    Ok(json_response(StatusCode::CREATED, &AssetItemAnswer { item: &item }))
 }

@@ -24,9 +24,13 @@ pub const PROVIDERS: &[&str] = &["local"];
 pub const MAX_NAME_CHARS: usize = 200;
 
 /// A workspace's connection to an asset manager.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(description = "A workspace's asset-manager connection.")]
 pub struct AssetConnection {
+    #[schema(value_type = uuid::Uuid)]
     pub id: AssetConnectionId,
+    #[schema(value_type = uuid::Uuid)]
     pub workspace_id: WorkspaceId,
     pub provider: String,
     pub name: String,
@@ -34,12 +38,17 @@ pub struct AssetConnection {
 }
 
 /// An item of an asset manager: a video with a high-resolution file, a proxy, or both.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AssetItem {
+    #[schema(value_type = uuid::Uuid)]
     pub id: AssetItemId,
+    #[schema(value_type = uuid::Uuid)]
     pub connection_id: AssetConnectionId,
     pub name: String,
+    #[schema(required = true, value_type = Option<uuid::Uuid>)]
     pub highres: Option<UploadId>,
+    #[schema(required = true, value_type = Option<uuid::Uuid>)]
     pub proxy: Option<UploadId>,
     pub created_at: Timestamp,
 }

@@ -21,7 +21,7 @@ pub const UPLOAD_URL_TTL: Duration = Duration::from_secs(3600);
 pub const MAX_VIDEO_DURATION_MS: u64 = 5 * 3600 * 1000;
 
 /// What an upload holds; the path segment of the uploads endpoints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum UploadKind {
     Video,
@@ -90,7 +90,7 @@ impl UploadKind {
 }
 
 /// Where an upload is in its flow.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum UploadStatus {
     /// The URL was handed out; the file is not checked yet.
@@ -155,10 +155,14 @@ impl Upload {
 }
 
 /// The answer of `get_upload_url`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(description = "Where and how to PUT the file.")]
 pub struct UploadTicket {
+    #[schema(value_type = uuid::Uuid)]
     pub id: UploadId,
     pub upload_url: String,
+    /// Always `PUT`.
     pub upload_method: &'static str,
     /// Headers the PUT must carry as given (the URL's signature covers them): its
     /// `Content-Type`, and on S3 the tag that lets a never-finalized upload expire.

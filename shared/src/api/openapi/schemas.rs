@@ -248,6 +248,8 @@ pub struct UpdateAgent {
 }
 
 // ---- Uploads and asset managers ---------------------------------------------------------
+// The answers are the domain's (`domain::uploads`, `domain::asset_manager`) and
+// `api::uploads::UploadView`.
 
 /// `POST /uploads/{kind}/get_upload_url`; the body is optional.
 #[derive(Serialize, ToSchema)]
@@ -259,71 +261,11 @@ pub struct UploadUrlRequest {
     pub content_type: Option<String>,
 }
 
-/// Where and how to PUT the file.
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UploadTicket {
-    pub id: Uuid,
-    pub upload_url: String,
-    /// Always `PUT`.
-    pub upload_method: String,
-    /// Headers the PUT must carry (its `Content-Type`).
-    pub upload_headers: std::collections::BTreeMap<String, String>,
-    pub expires_at: Time,
-}
-
 /// `POST /uploads/{kind}/finalize_upload`
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FinalizeUpload {
     pub id: Uuid,
-}
-
-/// An upload's kind.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum UploadKind {
-    Video,
-    Audio,
-    Image,
-}
-
-/// An upload's state.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum UploadStatus {
-    PendingUpload,
-    Ready,
-}
-
-/// An upload; the media fields are present once it is `ready`.
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Upload {
-    pub id: Uuid,
-    pub kind: UploadKind,
-    pub status: UploadStatus,
-    pub created_at: Time,
-    pub upload_expires_at: Time,
-    #[schema(required = true)]
-    pub finalized_at: Option<Time>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub size_bytes: Option<u64>,
-    /// Null for an image.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub duration_ms: Option<u64>,
-    /// Null for audio.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub width: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub height: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub codec: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub format: Option<String>,
 }
 
 /// `POST /asset_connections`; null for a field is the same as leaving it out.
@@ -342,24 +284,6 @@ pub struct CreateAssetConnection {
     pub name: Option<String>,
 }
 
-/// A workspace's asset-manager connection.
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AssetConnection {
-    pub id: Uuid,
-    pub workspace_id: Uuid,
-    pub provider: String,
-    pub name: String,
-    pub created_at: Time,
-}
-
-/// `201 { connection }`
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AssetConnectionAnswer {
-    pub connection: AssetConnection,
-}
-
 /// `POST /asset_connections/{connection_id}/items`: a ready video upload as the
 /// high-resolution file, the proxy, or both (null is the same as leaving it out).
 #[derive(Serialize, ToSchema)]
@@ -371,27 +295,6 @@ pub struct CreateAssetItem {
     pub highres_video_id: Option<Uuid>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy_video_id: Option<Uuid>,
-}
-
-/// An item of an asset manager.
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AssetItem {
-    pub id: Uuid,
-    pub connection_id: Uuid,
-    pub name: String,
-    #[schema(required = true)]
-    pub highres: Option<Uuid>,
-    #[schema(required = true)]
-    pub proxy: Option<Uuid>,
-    pub created_at: Time,
-}
-
-/// `201 { item }`
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AssetItemAnswer {
-    pub item: AssetItem,
 }
 
 // ---- Runs --------------------------------------------------------------------------
