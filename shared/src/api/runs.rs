@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use http::StatusCode;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::auth::{authenticate, Scheme};
 use super::body::json_body;
@@ -13,6 +14,7 @@ use super::query::query_params;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::{App, Queues};
 use crate::domain::agents::{self, AgentError};
+use crate::domain::ids::AgentStateId;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::RunId;
 use crate::domain::runs::events::Notifier;
@@ -20,6 +22,8 @@ use crate::domain::runs::list;
 use crate::domain::runs::ports::RunRepo;
 use crate::domain::runs::service::{self, BindPorts, RunError, RunPorts, StartRun};
 use crate::domain::runs::start::StartRequest;
+use crate::domain::runs::views::{NodesView, RecordView, SummaryView};
+use crate::domain::runs::Run;
 
 endpoints! {
     // The run engine. A run with many inputs records their media in transactions of
@@ -34,42 +38,106 @@ endpoints! {
         sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"], idempotent: true,
         operation(sc): Doc::new("Start a run of an agent", RUNS, BearerOrApiKey)
             .body(sc.of::<s::StartRun>(), false)
-            .answer(200, "The run started", sc.of::<s::RunStarted>())
+            .answer(200, "The run started", sc.of::<RunStarted>())
             .general(sc, &[400, 404])
             .idempotent(sc);
     get_run: GET "/agent_run/{run_id}" => "get-run", handler: get_run,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
         operation(sc): Doc::new("A run's record (for polling)", RUNS, BearerOrApiKey)
-            .answer(200, "The run", sc.of::<s::RunRecord>())
+            .answer(200, "The run", sc.of::<RecordView>())
             .general(sc, &[404]);
     get_run_nodes: GET "/agent_run/{run_id}/nodes" => "get-run-nodes", handler: get_run_nodes,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
         operation(sc): Doc::new("A run's runtime nodes", RUNS, BearerOrApiKey)
-            .answer(200, "The nodes", sc.of::<s::RunNodes>())
+            .answer(200, "The nodes", sc.of::<NodesView>())
             .general(sc, &[404]);
     cancel_run: POST "/agent_run/{run_id}/cancel" => "cancel-run", handler: cancel_run,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
         sqs: ["sqs:SendMessage"] on ["WebhookQueue"],
         operation(sc): Doc::new("Cancel a run", RUNS, BearerOrApiKey)
-            .answer(200, "Cancelled", sc.of::<s::Cancelled>())
+            .answer(200, "Cancelled", sc.of::<CancelAnswer>())
             .general(sc, &[404, 409]);
     resume_run: POST "/agent_run/{run_id}/resume" => "resume-run", handler: resume_run,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
         sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"],
         operation(sc): Doc::new("Resume a failed or cancelled run", RUNS, BearerOrApiKey)
-            .answer(200, "Re-queued", sc.of::<s::Resumed>())
+            .answer(200, "Re-queued", sc.of::<ResumeAnswer>())
             .general(sc, &[404, 409]);
     list_agent_runs: GET "/agent/{agent_id}/runs" => "list-agent-runs", handler: list_agent_runs,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
         operation(sc): run_filters(Doc::new("An agent's runs, newest first", RUNS, BearerOrApiKey))
-            .answer(200, "One page", sc.of::<s::RunPage>())
+            .answer(200, "One page", sc.of::<RunPage>())
             .general(sc, &[400, 404]);
     list_runs: GET "/agent_runs" => "list-runs", handler: list_runs,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
         operation(sc): run_filters(Doc::new("The organization's runs, newest first", RUNS, BearerOrApiKey))
             .query("agent_id", uuid(), "Only this agent's runs")
-            .answer(200, "One page", sc.of::<s::RunPage>())
+            .answer(200, "One page", sc.of::<RunPage>())
             .general(sc, &[400, 404]);
+}
+
+/// `{ run_id }`
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunStarted {
+    #[schema(value_type = uuid::Uuid)]
+    pub run_id: RunId,
+}
+
+/// One page of runs, newest first.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunPage<'a> {
+    pub runs: Vec<SummaryView<'a>>,
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+impl<'a> RunPage<'a> {
+    /// The page of `runs`, their links signed by `links` at `now`.
+    pub(super) fn of(runs: &'a [Run], next_cursor: Option<String>, app: &App, call: &Call) -> Self {
+        let (now, links) = (app.clock.now(), links(app, call));
+        Self { runs: runs.iter().map(|run| run.summary_view(&links, now)).collect(), next_cursor }
+    }
+}
+
+/// `POST /agent_run/{run_id}/cancel`
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = Cancelled)]
+pub struct CancelAnswer {
+    pub success: bool,
+    #[schema(value_type = uuid::Uuid)]
+    pub run_id: RunId,
+    #[schema(value_type = u64)]
+    pub tasks_cancelled: usize,
+    #[schema(value_type = u64)]
+    pub nodes_reset: usize,
+    pub message: &'static str,
+}
+
+/// `POST /agent_run/{run_id}/resume`
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = Resumed)]
+pub struct ResumeAnswer {
+    pub success: bool,
+    #[schema(value_type = uuid::Uuid)]
+    pub run_id: RunId,
+    #[schema(value_type = uuid::Uuid)]
+    pub agent_state_id: AgentStateId,
+    #[schema(value_type = u64)]
+    pub nodes_queued: usize,
+    #[schema(value_type = u64)]
+    pub nodes_considered: usize,
+    #[schema(value_type = u64)]
+    pub requeued_nodes: usize,
+    #[schema(value_type = u64)]
+    pub requeued_node_tasks_detached: usize,
+    #[schema(value_type = u64)]
+    pub requeued_node_active_tasks_cancelled: usize,
+    #[schema(value_type = u64)]
+    pub requeued_node_active_tasks_total: usize,
 }
 
 /// The caller's organization.
@@ -144,7 +212,7 @@ pub async fn start_run(app: Arc<App>, call: Call) -> Result<Response, ApiError> 
     let run = service::start_run(&ports, StartRun { organization, agent_id: agent, request, trigger: None })
         .await
         .map_err(|error| map_error(error, "start the run"))?;
-    Ok(json_response(StatusCode::OK, &json!({ "run_id": run })))
+    Ok(json_response(StatusCode::OK, &RunStarted { run_id: run }))
 }
 
 /// The signer of the media links of a response to `call`.
@@ -185,9 +253,7 @@ async fn list(app: &App, call: &Call, agent_in_path: bool) -> Result<Response, A
     let (runs, next_cursor) = list::list_runs(runs, app.agents().as_ref(), organization, query)
         .await
         .map_err(|error| map_error(error, "list runs"))?;
-    let (now, links) = (app.clock.now(), links(app, call));
-    let runs: Vec<_> = runs.iter().map(|run| run.summary_view(&links, now)).collect();
-    Ok(json_response(StatusCode::OK, &json!({ "runs": runs, "next_cursor": next_cursor })))
+    Ok(json_response(StatusCode::OK, &RunPage::of(&runs, next_cursor, app, call)))
 }
 
 /// `GET /agent/{agent_id}/runs`
@@ -213,16 +279,14 @@ pub async fn cancel_run(app: Arc<App>, call: Call) -> Result<Response, ApiError>
     } else {
         "The run was cancelled: running tasks are stopped and nothing downstream starts."
     };
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({
-            "success": true,
-            "run_id": run,
-            "tasks_cancelled": cancelled.tasks_cancelled,
-            "nodes_reset": cancelled.nodes_reset,
-            "message": message,
-        }),
-    ))
+    let answer = CancelAnswer {
+        success: true,
+        run_id: run,
+        tasks_cancelled: cancelled.tasks_cancelled,
+        nodes_reset: cancelled.nodes_reset,
+        message,
+    };
+    Ok(json_response(StatusCode::OK, &answer))
 }
 
 /// `POST /agent_run/{run_id}/resume`
@@ -233,20 +297,18 @@ pub async fn resume_run(app: Arc<App>, call: Call) -> Result<Response, ApiError>
     let resumed = service::resume_run(&ports(&app, queues, &queues.notifier(links(&app, &call))), organization, run)
         .await
         .map_err(|error| map_error(error, "resume the run"))?;
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({
-            "success": true,
-            "run_id": run,
-            "agent_state_id": resumed.agent_state_id,
-            "nodes_queued": resumed.nodes_queued,
-            "nodes_considered": resumed.nodes_considered,
-            "requeued_nodes": resumed.requeued_nodes,
-            "requeued_node_tasks_detached": resumed.requeued_node_tasks_detached,
-            "requeued_node_active_tasks_cancelled": resumed.requeued_node_active_tasks_cancelled,
-            "requeued_node_active_tasks_total": resumed.requeued_node_active_tasks_total,
-        }),
-    ))
+    let answer = ResumeAnswer {
+        success: true,
+        run_id: run,
+        agent_state_id: resumed.agent_state_id,
+        nodes_queued: resumed.nodes_queued,
+        nodes_considered: resumed.nodes_considered,
+        requeued_nodes: resumed.requeued_nodes,
+        requeued_node_tasks_detached: resumed.requeued_node_tasks_detached,
+        requeued_node_active_tasks_cancelled: resumed.requeued_node_active_tasks_cancelled,
+        requeued_node_active_tasks_total: resumed.requeued_node_active_tasks_total,
+    };
+    Ok(json_response(StatusCode::OK, &answer))
 }
 
 /// Checks a media link and finds its record: 403 for a bad or expired signature, 404 for

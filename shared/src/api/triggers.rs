@@ -5,14 +5,13 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::openapi::prelude::*;
 use super::openapi::schemas::Time;
 use super::query::query_params;
-use super::runs::{links, map_error, organization, ports, queues, runs};
+use super::runs::{links, map_error, organization, ports, queues, runs, RunPage};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::ids::AgentNodeId;
@@ -42,7 +41,7 @@ endpoints! {
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
         operation(sc): {
             run_filters(Doc::new("The runs a trigger started, newest first", TRIGGERS, BearerOrApiKey))
-                .answer(200, "One page", sc.of::<s::RunPage>())
+                .answer(200, "One page", sc.of::<RunPage>())
                 .general(sc, &[400, 404])
         };
 }
@@ -106,9 +105,7 @@ pub async fn list_trigger_runs(app: Arc<App>, call: Call) -> Result<Response, Ap
     let (found, next_cursor) = list::list_runs(runs(&app)?, app.agents().as_ref(), organization, query)
         .await
         .map_err(|error| map_error(error, "list runs"))?;
-    let (now, links) = (app.clock.now(), links(&app, &call));
-    let found: Vec<_> = found.iter().map(|run| run.summary_view(&links, now)).collect();
-    Ok(json_response(StatusCode::OK, &json!({ "runs": found, "next_cursor": next_cursor })))
+    Ok(json_response(StatusCode::OK, &RunPage::of(&found, next_cursor, &app, &call)))
 }
 
 /// `GET /trigger/{trigger_id}`: a trigger node (its ID is its `agent_node_id`) and what

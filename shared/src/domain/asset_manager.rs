@@ -54,7 +54,8 @@ pub struct AssetItem {
 }
 
 /// Which file of an item a run takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(description = "Which file of an asset-manager item a run takes.")]
 #[serde(rename_all = "snake_case")]
 pub enum Artifact {
     Highres,

@@ -27,6 +27,7 @@ use utoipa::ToSchema;
 
 use self::schemas as s;
 use super::routes::{Route, ROUTES};
+use crate::domain::runs::views;
 
 /// The contract's version of the service description.
 pub const VERSION: &str = "2.0.0";
@@ -426,9 +427,9 @@ fn webhooks(sc: &mut Schemas) -> utoipa::openapi::Paths {
             .build()
     };
     let events = [
-        ("RUN_STARTED", "The run began (again, after a resume)", sc.of::<s::RunStartedEvent>()),
-        ("RUN_PROGRESS", "Nodes changed status", sc.of::<s::RunProgressEvent>()),
-        ("RUN_FINISHED", "The run ended", sc.of::<s::RunFinishedEvent>()),
+        ("RUN_STARTED", "The run began (again, after a resume)", sc.of::<views::RunStartedEvent>()),
+        ("RUN_PROGRESS", "Nodes changed status", sc.of::<views::RunProgressEvent>()),
+        ("RUN_FINISHED", "The run ended", sc.of::<views::RunFinishedEvent>()),
     ];
     let mut paths = PathsBuilder::new();
     for (flag, summary, schema) in events {

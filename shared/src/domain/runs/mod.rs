@@ -102,7 +102,8 @@ pub const MAX_TASKS: usize = 5_000;
 pub const MAX_CLAIMS: u32 = 3;
 
 /// Status of a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(description = "A run's state.")]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Running,
@@ -163,7 +164,8 @@ impl TaskStatus {
 }
 
 /// Status of a runtime node, aggregated from its tasks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(description = "A runtime node's state.")]
 #[serde(rename_all = "snake_case")]
 pub enum NodeStatus {
     NotStarted,
@@ -466,6 +468,35 @@ pub struct Resume {
     pub nodes_queued: usize,
 }
 
+/// What started a run that the API did not: a trigger (a schedule's due time, a fire by
+/// hand, a feed's entry) or a video-sharing site's URL among its inputs. Stored with the
+/// run as it is shown.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TriggeredBy {
+    /// `schedule`, `manual`, or the site of the video (e.g. `youtube`; `generic` for a
+    /// feed entry on no known site).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The site's channel of the video; null for a schedule or a manual fire.
+    #[schema(required = true)]
+    pub channel_id: Option<String>,
+    /// The site's ID of the video; null for a schedule or a manual fire.
+    #[schema(required = true)]
+    pub video_id: Option<String>,
+    #[schema(required = true)]
+    pub video_title: Option<String>,
+    /// The video's page; null for a schedule or a manual fire.
+    #[schema(required = true)]
+    pub video_url: Option<String>,
+    /// When it fired: a schedule's due time, a fire's or a start's time.
+    pub triggered_at: Timestamp,
+    /// The trigger node (its `agent_node_id`); null for a run started from a site URL
+    /// through the API.
+    #[schema(required = true, value_type = Option<uuid::Uuid>)]
+    pub trigger_id: Option<AgentNodeId>,
+}
+
 /// The whole state of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Run {
@@ -478,7 +509,7 @@ pub struct Run {
     pub started_at: Timestamp,
     pub updated_at: Timestamp,
     pub finished_at: Option<Timestamp>,
-    pub triggered_by: Option<Value>,
+    pub triggered_by: Option<TriggeredBy>,
     pub callback_url: Option<String>,
     pub agent_state_id: AgentStateId,
     pub resumes: Vec<Resume>,
@@ -638,17 +669,22 @@ impl TaskStatuses {
 }
 
 /// `node_status_counts`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(description = "Nodes by state.")]
 pub struct NodeStatusCounts {
+    #[schema(value_type = u64)]
     pub completed: usize,
+    #[schema(value_type = u64)]
     pub in_progress: usize,
+    #[schema(value_type = u64)]
     pub failed: usize,
 }
 
 impl Run {
     /// The trigger node that started it (`triggered_by.trigger_id`), if one did.
     pub fn trigger_id(&self) -> Option<crate::domain::graph::AgentNodeId> {
-        self.triggered_by.as_ref()?.get("trigger_id")?.as_str().and_then(AgentNodeId::parse)
+        self.triggered_by.as_ref()?.trigger_id
     }
 
     /// Index of a runtime node.

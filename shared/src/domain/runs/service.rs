@@ -3,7 +3,6 @@
 //! run; task messages are sent after the write that queued them.
 
 use async_trait::async_trait;
-use serde_json::Value;
 
 pub use super::bind::BindPorts;
 use super::bind::{check_target, Binder};
@@ -14,7 +13,7 @@ use super::events::{Before, Notifier};
 use super::plan::{plan_tasks, runtime_graph};
 use super::ports::{RunRepo, RunTooLarge};
 use super::start::StartRequest;
-use super::{AgentStateId, BoundInput, InputSource, Run, RunId, RunStatus, TaskIndex};
+use super::{AgentStateId, BoundInput, InputSource, Run, RunId, RunStatus, TaskIndex, TriggeredBy};
 use crate::core::blocking::off_runtime;
 use crate::core::queue::Queue;
 use crate::core::retry::{RetryPolicy, RUN_UPDATE_CONFLICTS};
@@ -102,8 +101,8 @@ pub enum TriggerSource {
 
 impl Triggered {
     /// `triggered_by` of the run, whose inputs are `inputs`.
-    fn describe(&self, inputs: &[BoundInput]) -> Value {
-        let (kind, channel, video, title, url) = match &self.source {
+    fn describe(&self, inputs: &[BoundInput]) -> TriggeredBy {
+        let (kind, channel_id, video_id, video_title, video_url) = match &self.source {
             TriggerSource::Schedule => ("schedule".to_owned(), None, None, None, None),
             TriggerSource::Manual => ("manual".to_owned(), None, None, None, None),
             TriggerSource::Feed { channel_id, video_id, video_title, video_url } => {
@@ -113,22 +112,22 @@ impl Triggered {
                 });
                 (
                     site.unwrap_or_else(|| "generic".to_owned()),
-                    Some(channel_id),
-                    Some(video_id),
-                    Some(video_title),
-                    Some(video_url),
+                    Some(channel_id.clone()),
+                    Some(video_id.clone()),
+                    Some(video_title.clone()),
+                    Some(video_url.clone()),
                 )
             }
         };
-        serde_json::json!({
-            "type": kind,
-            "channel_id": channel,
-            "video_id": video,
-            "video_title": title,
-            "video_url": url,
-            "triggered_at": self.at,
-            "trigger_id": self.trigger_id,
-        })
+        TriggeredBy {
+            kind,
+            channel_id,
+            video_id,
+            video_title,
+            video_url,
+            triggered_at: self.at,
+            trigger_id: Some(self.trigger_id),
+        }
     }
 }
 
@@ -316,17 +315,17 @@ fn check_size(run: &Run, request: &RequestSizes) -> Result<(), RunError> {
 
 /// `triggered_by` of a run started from a video-sharing site's URL: its first such
 /// input's video.
-fn site_trigger(inputs: &[BoundInput], now: Timestamp) -> Option<Value> {
+fn site_trigger(inputs: &[BoundInput], now: Timestamp) -> Option<TriggeredBy> {
     inputs.iter().find_map(|input| match &input.source {
-        InputSource::Site { video, .. } => Some(serde_json::json!({
-            "type": video.site,
-            "channel_id": video.channel_id,
-            "video_id": video.video_id,
-            "video_title": video.title,
-            "video_url": video.page_url,
-            "triggered_at": now,
-            "trigger_id": null,
-        })),
+        InputSource::Site { video, .. } => Some(TriggeredBy {
+            kind: video.site.clone(),
+            channel_id: video.channel_id.clone(),
+            video_id: Some(video.video_id.clone()),
+            video_title: Some(video.title.clone()),
+            video_url: Some(video.page_url.clone()),
+            triggered_at: now,
+            trigger_id: None,
+        }),
         _ => None,
     })
 }

@@ -13,7 +13,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::ports::{RunTooLarge, MAX_RUN_BYTES};
 use super::{
@@ -53,7 +52,7 @@ struct Plan {
     organization_id: OrganizationId,
     agent_id: AgentId,
     started_at: Timestamp,
-    triggered_by: Option<Value>,
+    triggered_by: Option<super::TriggeredBy>,
     callback_url: Option<String>,
     nodes: SharedList<RuntimeNode>,
     /// The bound inputs, without their clipped links (those are the head's).
