@@ -9,10 +9,10 @@ use uuid::Uuid;
 
 use super::auth::{authenticate, Scheme};
 use super::openapi::prelude::*;
-use super::openapi::schemas::Time;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::identity::{self, WhoAmI};
+use crate::domain::time::Timestamp;
 
 endpoints! {
     whoami: GET "/whoami" => "whoami", handler: whoami,
@@ -38,10 +38,10 @@ pub struct Whoami {
     pub organization_id: Uuid,
     pub organization_name: String,
     pub organization_slug: String,
-    pub created_at: Time,
+    pub created_at: Timestamp,
     /// When a key of the organization was last used (this request's time, at the latest).
     #[schema(required = true)]
-    pub last_used_at: Option<Time>,
+    pub last_used_at: Option<Timestamp>,
 }
 
 impl From<WhoAmI> for Whoami {
@@ -50,8 +50,8 @@ impl From<WhoAmI> for Whoami {
             organization_id: record.organization_id.as_uuid(),
             organization_name: record.organization_name,
             organization_slug: record.organization_slug,
-            created_at: record.created_at.into(),
-            last_used_at: Some(record.last_used_at.into()),
+            created_at: record.created_at,
+            last_used_at: Some(record.last_used_at),
         }
     }
 }

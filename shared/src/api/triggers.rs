@@ -9,7 +9,6 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::openapi::prelude::*;
-use super::openapi::schemas::Time;
 use super::query::query_params;
 use super::runs::{links, map_error, organization, ports, queues, runs, RunPage};
 use super::{json_response, ApiError, Call, Response};
@@ -19,6 +18,7 @@ use crate::domain::nodes::NodeTypeRef;
 use crate::domain::runs::events::Notifier;
 use crate::domain::runs::list;
 use crate::domain::runs::service::RunPorts;
+use crate::domain::time::Timestamp;
 use crate::domain::triggers::{self, TriggerError, Triggers};
 
 endpoints! {
@@ -119,9 +119,9 @@ pub struct Trigger {
     pub enabled: bool,
     /// The next fire (Schedule) or poll (Channel Feed); null when disabled or none.
     #[schema(required = true)]
-    pub next_fire_at: Option<Time>,
+    pub next_fire_at: Option<Timestamp>,
     #[schema(required = true)]
-    pub last_fired_at: Option<Time>,
+    pub last_fired_at: Option<Timestamp>,
     /// Why the last fire or poll could not start a run; null after one that could.
     #[schema(required = true)]
     pub last_error: Option<String>,
@@ -143,8 +143,8 @@ impl From<triggers::TriggerView> for Trigger {
             agent_id: view.agent_id.as_uuid(),
             node_type: view.node_type,
             enabled: view.enabled,
-            next_fire_at: view.next_fire_at.map(Time::from),
-            last_fired_at: view.last_fired_at.map(Time::from),
+            next_fire_at: view.next_fire_at,
+            last_fired_at: view.last_fired_at,
             last_error: view.last_error,
         }
     }

@@ -9,13 +9,13 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::openapi::prelude::*;
-use super::openapi::schemas::Time;
 use super::query::query_params;
 use super::runs::{organization, queues, run_id, runs};
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::core::cursor;
 use crate::domain::ids::DeliveryId;
+use crate::domain::time::Timestamp;
 use crate::domain::webhooks::log::{self, DeliveryError, MAX_LOG_LIMIT};
 use crate::domain::webhooks::{self, secret, WebhookDelivery};
 
@@ -121,7 +121,7 @@ pub async fn rotate_secret(app: Arc<App>, call: Call) -> Result<Response, ApiErr
         .map_err(|error| ApiError::backend(&error, "Failed to store the webhook secret".into()))?;
     let answer = WebhookSecret {
         secret: secret.secret,
-        created_at: secret.created_at.into(),
+        created_at: secret.created_at,
         message: "Store this secret now: it is not shown again. Webhooks carry it as X-Service-Signature and sign \
                   with it under Standard Webhooks (webhook-signature)."
             .to_owned(),
@@ -147,7 +147,7 @@ pub async fn delete_secret(app: Arc<App>, call: Call) -> Result<Response, ApiErr
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Attempt {
-    pub at: Time,
+    pub at: Timestamp,
     /// The receiver's status, when it answered.
     #[schema(required = true)]
     pub status_code: Option<u16>,
@@ -169,9 +169,9 @@ pub struct Delivery {
     pub sequence: u64,
     pub url: String,
     pub state: webhooks::DeliveryState,
-    pub created_at: Time,
+    pub created_at: Timestamp,
     #[schema(required = true)]
-    pub next_attempt_at: Option<Time>,
+    pub next_attempt_at: Option<Timestamp>,
     pub attempts: Vec<Attempt>,
 }
 
@@ -198,14 +198,14 @@ pub struct Redelivered {
 #[serde(deny_unknown_fields)]
 pub struct WebhookSecret {
     pub secret: String,
-    pub created_at: Time,
+    pub created_at: Timestamp,
     pub message: String,
 }
 
 impl From<&webhooks::Attempt> for Attempt {
     fn from(attempt: &webhooks::Attempt) -> Self {
         Self {
-            at: attempt.at.into(),
+            at: attempt.at,
             status_code: attempt.status_code,
             error: attempt.error.clone(),
             duration_ms: attempt.duration_ms,
@@ -222,8 +222,8 @@ impl From<&WebhookDelivery> for Delivery {
             sequence: delivery.sequence,
             url: delivery.url.clone(),
             state: delivery.state,
-            created_at: delivery.created_at.into(),
-            next_attempt_at: delivery.next_attempt_at.map(Time::from),
+            created_at: delivery.created_at,
+            next_attempt_at: delivery.next_attempt_at,
             attempts: delivery.attempts.iter().map(Attempt::from).collect(),
         }
     }

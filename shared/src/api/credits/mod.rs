@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::body::json_body;
 use super::openapi::prelude::*;
-use super::openapi::schemas::{PlanId, Time};
+use super::openapi::schemas::PlanId;
 use super::query::query_params;
 use super::runs::organization;
 use super::{json_response, ApiError, Call, Response};
@@ -20,6 +20,7 @@ use crate::domain::credits::billing::EventError;
 use crate::domain::credits::plans;
 use crate::domain::credits::service::{self, CreditError, CreditPorts, Upgraded};
 use crate::domain::credits::{self, Reason};
+use crate::domain::time::Timestamp;
 
 pub mod parse;
 
@@ -229,7 +230,7 @@ pub struct UpgradeAnswer {
 #[serde(deny_unknown_fields)]
 pub struct LedgerEntry {
     pub entry_id: Uuid,
-    pub created_at: Time,
+    pub created_at: Timestamp,
     /// Negative when spent.
     pub amount: i64,
     pub balance_after: i64,
@@ -308,7 +309,7 @@ impl From<&credits::LedgerEntry> for LedgerEntry {
     fn from(entry: &credits::LedgerEntry) -> Self {
         Self {
             entry_id: entry.entry_id.as_uuid(),
-            created_at: entry.created_at.into(),
+            created_at: entry.created_at,
             amount: entry.amount,
             balance_after: entry.balance_after,
             reason: entry.reason,

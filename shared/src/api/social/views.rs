@@ -5,7 +5,6 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::api::openapi::schemas::Time;
 use crate::domain::media::MediaLinks;
 use crate::domain::social::{self, Platform as SocialPlatform, PostStatus as SocialPostStatus, PublisherKind};
 use crate::domain::social::{PublisherKind as SocialPublisher, ResultStatus as DestinationStatus, SandboxBehavior};
@@ -25,7 +24,7 @@ pub struct SocialConnection {
     /// Null for the youtube publisher.
     #[schema(required = true)]
     pub sandbox_behavior: Option<SandboxBehavior>,
-    pub created_at: Time,
+    pub created_at: Timestamp,
 }
 
 /// `GET /social/connections`: the organization's connections, oldest first.
@@ -81,7 +80,7 @@ pub struct SocialPost {
     /// Signed, valid 7 days: a JPEG of the first medium.
     pub thumbnail_url: String,
     /// When it is (or was) published; its creation time when it was not scheduled.
-    pub scheduled_at: Time,
+    pub scheduled_at: Timestamp,
     pub platforms: Vec<SocialPlatform>,
     pub destinations: Vec<PostDestination>,
     /// One per destination posted; empty when nothing is posted.
@@ -91,8 +90,8 @@ pub struct SocialPost {
     pub destination_results: Vec<DestinationResult>,
     #[schema(required = true)]
     pub error: Option<String>,
-    pub created_at: Time,
-    pub updated_at: Time,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 /// The pagination of the post list.
@@ -132,7 +131,7 @@ impl From<&social::SocialConnection> for SocialConnection {
                 PublisherKind::Sandbox => Some(connection.sandbox_behavior),
                 PublisherKind::Youtube => None,
             },
-            created_at: connection.created_at.into(),
+            created_at: connection.created_at,
         }
     }
 }
@@ -184,15 +183,15 @@ impl SocialPost {
             status: post.status,
             description: post.description.clone(),
             thumbnail_url: links.link(post.thumbnail, now),
-            scheduled_at: post.scheduled_at.into(),
+            scheduled_at: post.scheduled_at,
             platforms: post.platforms(),
             destinations,
             links: links_view,
             destination_results: results.clone(),
             results,
             error: post.error.clone(),
-            created_at: post.created_at.into(),
-            updated_at: post.updated_at.into(),
+            created_at: post.created_at,
+            updated_at: post.updated_at,
         }
     }
 }
