@@ -11,14 +11,14 @@ use uuid::Uuid;
 
 use super::body::json_body;
 use super::openapi::prelude::*;
-use super::openapi::schemas::PlanId;
 use super::query::query_params;
 use super::runs::organization;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::credits::billing::EventError;
-use crate::domain::credits::plans;
+use crate::domain::credits::plans::{self, PlanId};
 use crate::domain::credits::service::{self, CreditError, CreditPorts, Upgraded};
+use crate::domain::credits::views;
 use crate::domain::credits::{self, Reason};
 use crate::domain::time::Timestamp;
 
@@ -31,7 +31,7 @@ endpoints! {
     get_plan: GET "/plan" => "get-plan", handler: get_plan,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
         operation(sc): Doc::new("The organization's plan and credits", PLANS, BearerOrApiKey)
-            .answer(200, "The plan", sc.of::<s::PlanAnswer>())
+            .answer(200, "The plan", sc.of::<views::PlanView>())
             .general(sc, &[]);
     list_plans: GET "/plan/list" => "list-plans", handler: list_plans,
         dynamodb: ["dynamodb:GetItem"],
@@ -49,13 +49,13 @@ endpoints! {
     get_credits: GET "/credits" => "get-credits", handler: get_credits,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
         operation(sc): Doc::new("The credit balance and auto top-up settings", PLANS, BearerOrApiKey)
-            .answer(200, "The credits", sc.of::<s::CreditsAnswer>())
+            .answer(200, "The credits", sc.of::<views::CreditsView>())
             .general(sc, &[]);
     update_credit_settings: POST "/credits/settings" => "update-credit-settings", handler: update_credit_settings,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
         operation(sc): Doc::new("Change the auto top-up settings", PLANS, BearerOrApiKey)
             .body(sc.of::<s::CreditSettings>(), true)
-            .answer(200, "The credits with the new settings", sc.of::<s::CreditsAnswer>())
+            .answer(200, "The credits with the new settings", sc.of::<views::CreditsView>())
             .general(sc, &[400, 403]);
     list_credit_ledger: GET "/credits/ledger" => "list-credit-ledger", handler: list_credit_ledger,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query"],
@@ -97,7 +97,7 @@ pub async fn get_plan(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
 /// `GET /plan/list`
 pub async fn list_plans(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     organization(&app, &call).await?;
-    let plans = plans::PlanId::ALL.iter().map(|plan| PlanOffer::from(plan.plan())).collect();
+    let plans = plans::PlanId::ALL.iter().map(|plan| plan.plan()).collect();
     Ok(json_response(StatusCode::OK, &PlanList { plans }))
 }
 
@@ -114,7 +114,7 @@ pub async fn upgrade_plan(app: Arc<App>, call: Call) -> Result<Response, ApiErro
         Upgraded::Changed { plan } => (None, plan),
     };
     let answer =
-        UpgradeAnswer { success: true, requires_checkout: checkout_url.is_some(), checkout_url, plan_id: plan.into() };
+        UpgradeAnswer { success: true, requires_checkout: checkout_url.is_some(), checkout_url, plan_id: plan };
     Ok(json_response(StatusCode::OK, &answer))
 }
 
@@ -180,36 +180,11 @@ pub async fn stripe_webhook(app: Arc<App>, call: Call) -> Result<Response, ApiEr
 
 // ---- Answers ---------------------------------------------------------------------
 
-/// How a plan is billed.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanBilling {
-    Free,
-    Monthly,
-    Annual,
-}
-
-/// A plan one can be on.
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PlanOffer {
-    pub id: PlanId,
-    pub billing: PlanBilling,
-    /// Per billing period (a month; a year for the annual plans).
-    pub price_usd: u32,
-    /// Granted at the start of every monthly period (annual plans too).
-    pub credits_per_month: i64,
-    /// What 100 credits of top-up cost; null where the plan buys none.
-    #[schema(required = true)]
-    pub top_up_rate_per_100_credits_usd: Option<f64>,
-    pub notes: String,
-}
-
 /// `GET /plan/list`
 #[derive(Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanList {
-    pub plans: Vec<PlanOffer>,
+    pub plans: Vec<plans::Plan>,
 }
 
 /// `POST /plan/upgrade`'s answer: from free a checkout to finish at `checkout_url`;
@@ -273,36 +248,6 @@ pub struct EventReceived {
     pub received: bool,
     /// False for an event that needed nothing or was applied before.
     pub applied: bool,
-}
-
-impl From<plans::PlanId> for PlanId {
-    fn from(plan: plans::PlanId) -> Self {
-        match plan {
-            plans::PlanId::Free => Self::Free,
-            plans::PlanId::Creator => Self::Creator,
-            plans::PlanId::CreatorAnnual => Self::CreatorAnnual,
-            plans::PlanId::Professional => Self::Professional,
-            plans::PlanId::ProfessionalAnnual => Self::ProfessionalAnnual,
-        }
-    }
-}
-
-impl From<plans::Plan> for PlanOffer {
-    fn from(plan: plans::Plan) -> Self {
-        let billing = match plan.billing {
-            plans::Billing::Free => PlanBilling::Free,
-            plans::Billing::Monthly => PlanBilling::Monthly,
-            plans::Billing::Annual => PlanBilling::Annual,
-        };
-        Self {
-            id: plan.id.into(),
-            billing,
-            price_usd: plan.price_usd,
-            credits_per_month: plan.credits_per_month,
-            top_up_rate_per_100_credits_usd: plan.top_up_rate_per_100_credits_usd,
-            notes: plan.notes.to_owned(),
-        }
-    }
 }
 
 impl From<&credits::LedgerEntry> for LedgerEntry {

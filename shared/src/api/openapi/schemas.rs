@@ -531,59 +531,7 @@ pub struct CreateSocialPost {
 }
 
 // ---- Plans and credits -----------------------------------------------------------
-
-/// A plan's ID.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanId {
-    Free,
-    Creator,
-    CreatorAnnual,
-    Professional,
-    ProfessionalAnnual,
-}
-
-/// The organization's plan: its monthly periods count from `started_at`.
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PlanState {
-    pub id: PlanId,
-    /// The plan ID without `_annual`.
-    pub family: String,
-    /// The subscription's state: `active`, `past_due` or `unpaid` (a renewal not
-    /// paid: no monthly grant until it is), `incomplete`.
-    pub status: String,
-    pub started_at: Time,
-    pub current_period_start: Time,
-    pub current_period_end: Time,
-    /// When a change to free was asked for (it takes effect at the period's end).
-    #[schema(required = true)]
-    pub canceled_at: Option<Time>,
-}
-
-/// The organization's credits on its plan.
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PlanCredits {
-    pub balance: i64,
-    /// Credits spent in the current period.
-    pub usage: i64,
-    /// Credits the plan grants each month.
-    pub included_usage: i64,
-    pub unlimited: bool,
-}
-
-/// `GET /plan`
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PlanAnswer {
-    pub organization_id: Uuid,
-    pub plan: PlanState,
-    /// The plan that takes over at the period's end (a downgrade), if one.
-    #[schema(required = true)]
-    pub scheduled_plan: Option<PlanId>,
-    pub credits: PlanCredits,
-}
+// The answers are `domain::credits::views` and `api::credits`'s.
 
 /// `POST /plan/upgrade`
 #[derive(Serialize, ToSchema)]
@@ -600,61 +548,6 @@ pub struct UpgradePlan {
     #[serde(default)]
     #[schema(format = "uri", max_length = 2048, nullable = false)]
     pub cancel_url: Option<String>,
-}
-
-/// Auto top-up settings: when the balance falls below `threshold` (or a task is
-/// blocked for credits), `quantity` credits are bought (what the task lacks when more
-/// and `cover_shortfall` is true), at most `monthly_limit` credits in a monthly period
-/// (default 5,000).
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AutoTopUp {
-    pub enabled: bool,
-    #[schema(minimum = 0, maximum = 1000000)]
-    pub threshold: u64,
-    #[schema(minimum = 0, maximum = 1000000)]
-    pub quantity: u64,
-    /// Most credits bought in one monthly period of the plan.
-    #[schema(minimum = 0, maximum = 1000000)]
-    pub monthly_limit: u64,
-    /// Whether one top-up may buy more than `quantity` (what a blocked task lacks).
-    pub cover_shortfall: bool,
-}
-
-/// Where auto top-up stands in the plan's current monthly period.
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AutoTopUpMonth {
-    pub period_start: Time,
-    /// Credits bought (or awaiting payment) this period.
-    pub bought: u64,
-    /// `off`, `ready`, `awaiting_payment`, or `limit_reached` (the next top-up would pass
-    /// `monthly_limit`: nothing is bought until the next period or a higher limit).
-    pub state: AutoTopUpState,
-    /// When the card was last declined: no top-up is tried for one task wait after it.
-    #[schema(required = true)]
-    pub declined_at: Option<Time>,
-}
-
-/// Where auto top-up stands.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum AutoTopUpState {
-    Off,
-    Ready,
-    AwaitingPayment,
-    LimitReached,
-}
-
-/// `GET /credits`
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreditsAnswer {
-    pub balance: i64,
-    /// Credits spent in the current period.
-    pub usage: i64,
-    pub auto_topup: AutoTopUp,
-    pub auto_topup_month: AutoTopUpMonth,
 }
 
 /// Auto top-up settings to change; those left out keep their value.

@@ -7,6 +7,7 @@
 pub mod billing;
 pub mod plans;
 pub mod service;
+pub mod views;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -78,18 +79,27 @@ pub struct LedgerLine {
 }
 
 /// Auto top-up settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(description = "Auto top-up settings: when the balance falls below `threshold` (or a task is
+blocked for credits), `quantity` credits are bought (what the task lacks when more
+and `cover_shortfall` is true), at most `monthly_limit` credits in a monthly period
+(default 5,000).")]
 pub struct AutoTopUp {
     pub enabled: bool,
     /// Buy when the balance falls below this.
+    #[schema(minimum = 0, maximum = 1000000)]
     pub threshold: u64,
     /// Credits bought each time.
+    #[schema(minimum = 0, maximum = 1000000)]
     pub quantity: u64,
     /// Most credits bought in one monthly period of the plan (the ceiling).
     #[serde(default = "default_monthly_limit")]
+    #[schema(minimum = 0, maximum = 1000000, required = true)]
     pub monthly_limit: u64,
     /// Whether one top-up may buy more than `quantity`: what a blocked task lacks.
     #[serde(default)]
+    #[schema(required = true)]
     pub cover_shortfall: bool,
 }
 

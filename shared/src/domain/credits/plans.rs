@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use crate::domain::time::Timestamp;
 
 /// A plan, by its ID.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(description = "A plan's ID.")]
 #[serde(rename_all = "snake_case")]
 pub enum PlanId {
     Free,
@@ -18,7 +19,8 @@ pub enum PlanId {
 }
 
 /// How a plan is billed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = PlanBilling)]
 #[serde(rename_all = "snake_case")]
 pub enum Billing {
     Free,
@@ -27,7 +29,9 @@ pub enum Billing {
 }
 
 /// What a plan costs and gives.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = PlanOffer, description = "A plan one can be on.")]
 pub struct Plan {
     pub id: PlanId,
     pub billing: Billing,
@@ -35,7 +39,8 @@ pub struct Plan {
     pub price_usd: u32,
     /// Granted at the start of every monthly period (annual plans too).
     pub credits_per_month: i64,
-    /// What a top-up of 100 credits costs; None where the plan buys none.
+    /// What a top-up of 100 credits costs; null where the plan buys none.
+    #[schema(required = true)]
     pub top_up_rate_per_100_credits_usd: Option<f64>,
     pub notes: &'static str,
 }

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use serde_json::{json, Value};
 
 use super::billing::{BillingEvent, BillingEventKind, BillingProvider, PlanChanged, TopUpState};
 use super::plans::{period_at, PlanId};
@@ -243,60 +242,10 @@ pub async fn open(
     }
 }
 
-/// `GET /plan`.
-pub fn plan_view(account: &Account, now: Timestamp) -> Value {
-    let (start, end) = period_at(account.plan_started_at, now);
-    let plan = account.plan.plan();
-    json!({
-        "organization_id": account.organization_id,
-        "plan": {
-            "id": account.plan.as_str(),
-            "family": account.plan.family(),
-            "status": account.billing.status.map_or("active", SubscriptionStatus::as_str),
-            "started_at": account.plan_started_at,
-            "current_period_start": start,
-            "current_period_end": end,
-            "canceled_at": account.canceled_at,
-        },
-        "scheduled_plan": account.scheduled_plan.map(PlanId::as_str),
-        "credits": {
-            "balance": account.balance,
-            "usage": account.usage,
-            "included_usage": plan.credits_per_month,
-            "unlimited": false,
-        },
-    })
-}
-
-/// `GET /credits` (and the answer of `POST /credits/settings`).
-pub fn credits_view(account: &Account, now: Timestamp) -> Value {
-    let month = period_at(account.plan_started_at, now).0;
-    let bought = bought_this_month(account, month);
-    let auto = account.auto_topup;
-    let state = if !auto.enabled || !account.plan.allows_top_ups() {
-        "off"
-    } else if awaiting_payment(account, now) {
-        "awaiting_payment"
-    } else if bought.saturating_add(auto.quantity.max(1)) > auto.monthly_limit {
-        "limit_reached"
-    } else {
-        "ready"
-    };
-    json!({
-        "balance": account.balance,
-        "usage": account.usage,
-        "auto_topup": auto,
-        "auto_topup_month": {
-            "period_start": month,
-            "bought": bought,
-            "state": state,
-            "declined_at": account.top_ups.declined_at,
-        },
-    })
-}
+pub use super::views::{credits_view, plan_view};
 
 /// Credits auto top-up bought in the monthly period starting at `month`.
-fn bought_this_month(account: &Account, month: Timestamp) -> u64 {
+pub(super) fn bought_this_month(account: &Account, month: Timestamp) -> u64 {
     match account.top_ups.start {
         Some(start) if start == month => account.top_ups.bought,
         _ => 0,
@@ -828,7 +777,7 @@ pub async fn sandbox_outcome(
 
 /// Whether a top-up bought within [`PENDING_TOP_UP_HOLD`] awaits its payment (an older
 /// one is taken as failed: it holds nothing off).
-fn awaiting_payment(account: &Account, now: Timestamp) -> bool {
+pub(super) fn awaiting_payment(account: &Account, now: Timestamp) -> bool {
     account.pending_top_up.as_ref().is_some_and(|pending| now < pending.since.after(PENDING_TOP_UP_HOLD))
 }
 
