@@ -1,7 +1,9 @@
 //! One error type that renders itself as the contract's JSON bodies.
 
 use http::{header, HeaderValue, Method, StatusCode};
+use serde::Serialize;
 use serde_json::{json, Value};
+use utoipa::ToSchema;
 
 use super::{json_response, Response};
 use crate::core::retry::is_unavailable;
@@ -21,6 +23,46 @@ pub fn status_of(rejection: Rejection) -> StatusCode {
     }
 }
 
+/// `{ detail }`: authentication failures and the errors of every endpoint outside the
+/// shared stores.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Detail {
+    pub detail: String,
+}
+
+/// `{ error }`: the shared stores' errors; the limit errors add `code` and `limit`.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoreErrorBody {
+    pub error: String,
+    /// `shared_store_limit_reached` or `shared_store_entry_limit_reached`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub code: Option<&'static str>,
+    /// The limit reached (10 stores, 10,000 entries).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false, value_type = Option<u64>)]
+    pub limit: Option<u32>,
+}
+
+/// A shared-store 400 or 413: `{ error }`, or `{ detail }` for metadata problems.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum StoreRefusal {
+    Error(StoreErrorBody),
+    Detail(Detail),
+}
+
+/// A 303 to a response too large for a Lambda function, kept for 10 minutes.
+#[derive(Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LargeResponse {
+    pub detail: String,
+    /// Where to GET the whole answer (also the `Location` header).
+    pub location: String,
+}
+
 /// The challenge of every 401.
 pub const BEARER_CHALLENGE: &str = r#"Bearer realm="video-workflow""#;
 
@@ -34,12 +76,17 @@ pub struct ApiError {
 impl ApiError {
     /// `{ "error": message }`, the shape of shared-store errors.
     pub fn error(status: StatusCode, message: impl Into<String>) -> Self {
-        Self { status, body: json!({ "error": message.into() }) }
+        Self::store(status, StoreErrorBody { error: message.into(), code: None, limit: None })
     }
 
     /// `{ "detail": message }`, the shape of authentication and general errors.
     pub fn detail(status: StatusCode, message: impl Into<String>) -> Self {
-        Self { status, body: json!({ "detail": message.into() }) }
+        Self { status, body: json!(Detail { detail: message.into() }) }
+    }
+
+    /// A shared-store error body.
+    fn store(status: StatusCode, body: StoreErrorBody) -> Self {
+        Self { status, body: json!(StoreRefusal::Error(body)) }
     }
 
     /// A 500 that logs its cause and shows only `message`.
@@ -112,14 +159,22 @@ impl ApiError {
             StoreError::BulkTooLarge => Self::error(StatusCode::PAYLOAD_TOO_LARGE, message),
             StoreError::StoreNotFound | StoreError::EntryNotFound => Self::error(StatusCode::NOT_FOUND, message),
             StoreError::EntryIdTaken => Self::error(StatusCode::CONFLICT, message),
-            StoreError::StoreLimitReached => Self {
-                status: StatusCode::CONFLICT,
-                body: json!({ "error": message, "code": "shared_store_limit_reached", "limit": MAX_STORES_PER_ORGANIZATION }),
-            },
-            StoreError::EntryLimitReached => Self {
-                status: StatusCode::CONFLICT,
-                body: json!({ "error": message, "code": "shared_store_entry_limit_reached", "limit": MAX_ENTRIES_PER_STORE }),
-            },
+            StoreError::StoreLimitReached => Self::store(
+                StatusCode::CONFLICT,
+                StoreErrorBody {
+                    error: message,
+                    code: Some("shared_store_limit_reached"),
+                    limit: Some(MAX_STORES_PER_ORGANIZATION),
+                },
+            ),
+            StoreError::EntryLimitReached => Self::store(
+                StatusCode::CONFLICT,
+                StoreErrorBody {
+                    error: message,
+                    code: Some("shared_store_entry_limit_reached"),
+                    limit: Some(MAX_ENTRIES_PER_STORE),
+                },
+            ),
             // The contract's 500 body, also when a dependency is unavailable (retries spent).
             StoreError::Backend(cause) => Self::internal(&format!("{cause:#}"), failure),
         }

@@ -11,7 +11,7 @@ mod auth;
 pub mod avatars;
 mod body;
 pub mod credits;
-mod error;
+pub mod error;
 pub mod handlers;
 mod idempotency;
 mod identity;
@@ -83,6 +83,13 @@ impl PathParams {
     pub fn get(&self, name: &str) -> &str {
         self.0.iter().find(|(key, _)| *key == name).map_or("", |(_, value)| value.as_str())
     }
+}
+
+/// `{ success: true }`: the answer of a delete.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Success {
+    pub success: bool,
 }
 
 /// A JSON response.

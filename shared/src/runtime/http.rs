@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{header, StatusCode};
-use serde_json::json;
 
 use crate::api::{self, routes, Endpoint, Handler, Response, Route};
 use crate::app::App;
@@ -123,14 +122,14 @@ async fn deliver(route: &Route, app: &App, response: Response, deadline: Instant
     match parked {
         Ok(url) => {
             tracing::info!(function = route.function, size, key, "answered a large response through the blob store");
-            let body = json!({
-                "detail": format!(
+            let body = api::error::LargeResponse {
+                detail: format!(
                     "The response ({size} bytes) is larger than a function may return: GET it from the Location URL \
                      within {} minutes",
                     LARGE_RESPONSE_LINK_TTL.as_secs() / 60
                 ),
-                "location": url,
-            });
+                location: url.clone(),
+            };
             let mut redirect = api::json_response(StatusCode::SEE_OTHER, &body);
             if let Ok(location) = http::HeaderValue::from_str(&url) {
                 redirect.headers_mut().insert(header::LOCATION, location);

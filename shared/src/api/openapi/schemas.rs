@@ -23,54 +23,10 @@ type Uuid = uuid::Uuid;
 /// domain's timestamp, documented as the component `Time`.
 pub use crate::domain::time::Timestamp as Time;
 
-// ---- Errors ----------------------------------------------------------------------
-
-/// `{ detail }`: authentication failures and the errors of every endpoint outside the
-/// shared stores.
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Detail {
-    pub detail: String,
-}
-
-/// `{ error }`: the shared stores' errors; the limit errors add `code` and `limit`.
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StoreErrorBody {
-    pub error: String,
-    /// `shared_store_limit_reached` or `shared_store_entry_limit_reached`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub code: Option<String>,
-    /// The limit reached (10 stores, 10,000 entries).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub limit: Option<u64>,
-}
-
-/// A shared-store 400 or 413: `{ error }`, or `{ detail }` for metadata problems.
-#[derive(Serialize, ToSchema)]
-#[serde(untagged)]
-pub enum StoreRefusal {
-    Error(StoreErrorBody),
-    Detail(Detail),
-}
-
-/// A 303 to a response too large for a Lambda function, kept for 10 minutes.
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LargeResponse {
-    pub detail: String,
-    /// Where to GET the whole answer (also the `Location` header).
-    pub location: String,
-}
-
-/// `{ success: true }`
-#[derive(Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Success {
-    pub success: bool,
-}
+// ---- Errors and common answers -------------------------------------------------------
+// The bodies `api::error::ApiError` and the large-response redirect serialize.
+pub use crate::api::error::{Detail, LargeResponse, StoreErrorBody, StoreRefusal};
+pub use crate::api::Success;
 
 // ---- Shared stores -----------------------------------------------------------------
 
