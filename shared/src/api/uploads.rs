@@ -21,7 +21,7 @@ endpoints! {
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
         s3: ["s3:PutObject", "s3:PutObjectTagging"], idempotent: true,
         operation(sc): Doc::new("A URL to PUT a video, audio or image file to", UPLOADS, BearerOrApiKey)
-            .body(sc.of::<s::UploadUrlRequest>(), false)
+            .body(sc.of::<requests::UploadUrlRequest>(), false)
             .answer(200, "Where and how to PUT the file", sc.of::<uploads::UploadTicket>())
             .general(sc, &[400, 404])
             .idempotent(sc);
@@ -29,7 +29,7 @@ endpoints! {
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
         s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:PutObjectVersionTagging"],
         operation(sc): Doc::new("Check an uploaded file and make it usable", UPLOADS, BearerOrApiKey)
-            .body(sc.of::<s::FinalizeUpload>(), true)
+            .body(sc.of::<requests::FinalizeUpload>(), true)
             .answer(200, "The upload, ready", sc.of::<UploadView>())
             .general(sc, &[400, 404, 409]);
     get_upload: GET "/uploads/{kind}/{upload_id}" => "get-upload", handler: get_upload,
@@ -162,4 +162,31 @@ pub async fn get_upload(app: Arc<App>, call: Call) -> Result<Response, ApiError>
     let id = uploads::parse_upload_id(call.params.get("upload_id")).map_err(fail("read"))?;
     let upload = uploads::get_upload(app.uploads().as_ref(), organization, kind, id).await.map_err(fail("read"))?;
     Ok(json_response(StatusCode::OK, &UploadView::from(&upload)))
+}
+
+// ---- Request bodies ------------------------------------------------------------------
+// The documented form of the bodies read above: the OpenAPI schemas of this context's
+// requests (the parser is the authority; the fuzzer checks that the two agree).
+
+pub mod requests {
+    use serde::Serialize;
+    use utoipa::ToSchema;
+    type Uuid = uuid::Uuid;
+
+    /// `POST /uploads/{kind}/get_upload_url`; the body is optional.
+    #[derive(Serialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct UploadUrlRequest {
+        /// The media type the URL pins (default: the kind's usual one, e.g. `video/mp4`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(nullable = false)]
+        pub content_type: Option<String>,
+    }
+
+    /// `POST /uploads/{kind}/finalize_upload`
+    #[derive(Serialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct FinalizeUpload {
+        pub id: Uuid,
+    }
 }

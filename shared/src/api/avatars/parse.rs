@@ -133,6 +133,51 @@ pub fn list_page<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Res
     Ok(page)
 }
 
+// ---- Request bodies ------------------------------------------------------------------
+// The documented form of the bodies read above: the OpenAPI schemas of this context's
+// requests (the parser is the authority; the fuzzer checks that the two agree).
+
+pub mod requests {
+    use serde::Serialize;
+    use utoipa::ToSchema;
+    type Uuid = uuid::Uuid;
+
+    /// The sources of a new avatar: a video source (`video_url` or `video_id`), or an image
+    /// source and an audio source. Video and voice recordings are 4 to 15 seconds long. Null
+    /// is the same as leaving a property out.
+    #[derive(Serialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct AvatarSources {
+        /// An http(s) URL, fetched when the profile is processed and stored as an upload.
+        #[serde(default)]
+        #[schema(format = "uri", max_length = 2048)]
+        pub video_url: Option<String>,
+        #[serde(default)]
+        #[schema(format = "uri", max_length = 2048)]
+        pub audio_url: Option<String>,
+        #[serde(default)]
+        #[schema(format = "uri", max_length = 2048)]
+        pub image_url: Option<String>,
+        /// A ready video upload of the organization.
+        #[serde(default)]
+        pub video_id: Option<Uuid>,
+        #[serde(default)]
+        pub audio_id: Option<Uuid>,
+        #[serde(default)]
+        pub image_id: Option<Uuid>,
+    }
+
+    /// `POST /avatar-profiles/create`
+    #[derive(Serialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct CreateAvatarProfile {
+        /// Unique in the workspace (compared trimmed, ignoring case).
+        #[schema(min_length = 1, max_length = 200)]
+        pub name: String,
+        pub sources: AvatarSources,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

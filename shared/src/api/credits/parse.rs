@@ -71,3 +71,77 @@ fn return_url(fields: &Map<String, Value>, name: &str) -> Result<Option<String>,
         Some(_) => Err(CreditError::Invalid(format!("{name} must be a string"))),
     }
 }
+
+// ---- Request bodies ------------------------------------------------------------------
+// The documented form of the bodies read above: the OpenAPI schemas of this context's
+// requests (the parser is the authority; the fuzzer checks that the two agree).
+
+pub mod requests {
+    use serde::Serialize;
+    use serde_json::Value;
+    use utoipa::ToSchema;
+
+    /// `POST /plan/upgrade`
+    #[derive(Serialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct UpgradePlan {
+        /// `free`, `creator`, `creator_annual`, `professional` or `professional_annual`.
+        #[schema(max_length = 100)]
+        pub plan_id: String,
+        /// Where the checkout sends the caller once paid (http or https).
+        #[serde(default)]
+        #[schema(format = "uri", max_length = 2048, nullable = false)]
+        pub success_url: Option<String>,
+        /// Where the checkout sends the caller when it is canceled.
+        #[serde(default)]
+        #[schema(format = "uri", max_length = 2048, nullable = false)]
+        pub cancel_url: Option<String>,
+    }
+
+    /// Auto top-up settings to change; those left out keep their value.
+    #[derive(Serialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct AutoTopUpChange {
+        #[serde(default)]
+        #[schema(nullable = false)]
+        pub enabled: Option<bool>,
+        #[serde(default)]
+        #[schema(minimum = 0, maximum = 1000000, nullable = false)]
+        pub threshold: Option<u64>,
+        #[serde(default)]
+        #[schema(minimum = 0, maximum = 1000000, nullable = false)]
+        pub quantity: Option<u64>,
+        /// At least `quantity` (default 5,000).
+        #[serde(default)]
+        #[schema(minimum = 0, maximum = 1000000, nullable = false)]
+        pub monthly_limit: Option<u64>,
+        #[serde(default)]
+        #[schema(nullable = false)]
+        pub cover_shortfall: Option<bool>,
+    }
+
+    /// `POST /credits/settings` (creator, creator_annual, professional and
+    /// professional_annual plans only).
+    #[derive(Serialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct CreditSettings {
+        pub auto_topup: AutoTopUpChange,
+    }
+
+    /// A Stripe event as Stripe sends it (`checkout.session.completed` and `invoice.paid`
+    /// are applied; others are received and ignored).
+    #[derive(Serialize)]
+    pub struct StripeEvent(Value);
+
+    impl utoipa::PartialSchema for StripeEvent {
+        fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+            use utoipa::openapi::schema::{ObjectBuilder, Type};
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .description(Some("A Stripe event, verified by its `Stripe-Signature` header"))
+                .into()
+        }
+    }
+
+    impl ToSchema for StripeEvent {}
+}

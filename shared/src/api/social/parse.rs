@@ -313,6 +313,94 @@ pub fn post_query<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Re
     Ok(query)
 }
 
+// ---- Request bodies ------------------------------------------------------------------
+// The documented form of the bodies read above: the OpenAPI schemas of this context's
+// requests (the parser is the authority; the fuzzer checks that the two agree).
+
+pub mod requests {
+    use crate::domain::time::Timestamp as Time;
+    use serde::Serialize;
+    use utoipa::ToSchema;
+    type Uuid = uuid::Uuid;
+    use crate::domain::social::{Platform as SocialPlatform, PublisherKind as SocialPublisher, SandboxBehavior};
+
+    /// The publisher's credentials (YouTube: an OAuth access token with the
+    /// `youtube.upload` scope). Write-only: kept in the deployment's secret store, never shown.
+    #[derive(Serialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct SocialCredentials {
+        #[schema(min_length = 1, max_length = 4096)]
+        pub access_token: String,
+        /// Kept to refresh the access token before an upload once it has run out (with
+        /// `client_id` and `client_secret`, which it requires).
+        #[serde(default)]
+        #[schema(min_length = 1, max_length = 4096, nullable = false)]
+        pub refresh_token: Option<String>,
+        /// The OAuth client that issued the tokens (required with `refresh_token`).
+        #[serde(default)]
+        #[schema(min_length = 1, max_length = 4096, nullable = false)]
+        pub client_id: Option<String>,
+        /// The OAuth client's secret (required with `refresh_token`).
+        #[serde(default)]
+        #[schema(min_length = 1, max_length = 4096, nullable = false)]
+        pub client_secret: Option<String>,
+    }
+
+    /// `POST /social/connections`
+    #[derive(Serialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct CreateSocialConnection {
+        pub platform: SocialPlatform,
+        #[schema(min_length = 1, max_length = 200)]
+        pub account_name: String,
+        #[schema(min_length = 1, max_length = 200)]
+        pub account_username: String,
+        #[schema(format = "uri", min_length = 1, max_length = 2048)]
+        pub profile_url: String,
+        /// Posts to this account wait for `POST /social/post/{post_id}/approve` (default false).
+        #[serde(default)]
+        pub requires_approval: Option<bool>,
+        /// Default `sandbox`.
+        #[serde(default)]
+        pub publisher: Option<SocialPublisher>,
+        /// The sandbox publisher only; default `succeed`.
+        #[serde(default)]
+        pub sandbox_behavior: Option<SandboxBehavior>,
+        /// Required by the youtube publisher, refused by the sandbox.
+        #[serde(default)]
+        pub credentials: Option<SocialCredentials>,
+    }
+
+    /// A destination of a new post.
+    #[derive(Serialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct PostDestinationRef {
+        /// A connection of the organization.
+        pub social_connection_id: Uuid,
+    }
+
+    /// `POST /social/post`
+    #[derive(Serialize, ToSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct CreateSocialPost {
+        /// At most what every destination's platform takes (x 280, linkedin 3000, instagram
+        /// and tiktok 2200, facebook and youtube 5000 characters).
+        #[schema(min_length = 1, max_length = 5000)]
+        pub description: String,
+        /// 1 to 10 connections, each once.
+        #[schema(min_items = 1, max_items = 10)]
+        pub destinations: Vec<PostDestinationRef>,
+        /// 1 to 10 http(s) URLs of videos (MP4, MOV, WebM) or pictures (PNG, JPEG, WebP), at
+        /// most 512 MB each, within each destination's limits; the service's own signed
+        /// links are read from its store.
+        #[schema(min_items = 1, max_items = 10)]
+        pub media_urls: Vec<String>,
+        /// A future time (within a year) to publish at; now when left out.
+        #[serde(default)]
+        pub scheduled_at: Option<Time>,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
