@@ -3,7 +3,9 @@
 #   1. docs/openapi.json must be valid OpenAPI 3.1 (openapi-spec-validator);
 #   2. Schemathesis sends every operation generated requests, valid and invalid, to a
 #      `serve` on SQLite authenticated as a seeded organization, and fails on any 5xx, a
-#      status or body the document does not describe, a wrong content type or header, a
+#      request the document forbids that the service accepts (so each context's
+#      request schemas stay as strict as its parsers), a status or body the document
+#      does not describe, a wrong content type or header, a
 #      405 without `Allow`, or an answer slower than FUZZ_MAX_RESPONSE_SECONDS.
 # Repeatable: the same seed each run (FUZZ_SEED to change it). Bounded: FUZZ_EXAMPLES cases per operation and phase, FUZZ_SECONDS in all (default 180).
 # Installs both tools from PyPI into .local/fuzz (their own venv: Schemathesis pins
@@ -78,7 +80,7 @@ status=0
 "$VENV/bin/st" --config-file scripts/schemathesis.toml run docs/openapi.json \
   --url "http://127.0.0.1:$PORT" \
   --header "Authorization: Bearer $key" \
-  --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,unsupported_method \
+  --checks negative_data_rejection,not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,unsupported_method \
   --max-response-time "$MAX_RESPONSE" \
   --max-examples "$EXAMPLES" \
   --max-time "$SECONDS_BUDGET" \
