@@ -746,7 +746,7 @@ async fn past_due_or_unpaid_gets_no_monthly_grant_and_an_ended_subscription_is_f
     assert!(books.event(changed(SubscriptionStatus::PastDue)).await);
     let account = service::current(books.credits().as_ref(), books.organization, now).await.unwrap();
     assert_eq!(account.balance, 10, "past due: no grant");
-    assert_eq!(json!(service::plan_view(&account, now))["plan"]["status"], "past_due");
+    assert_eq!(json!(shared::domain::credits::views::plan_view(&account, now))["plan"]["status"], "past_due");
     assert!(books.event(changed(SubscriptionStatus::Unpaid)).await);
     let account = service::current(books.credits().as_ref(), books.organization, now).await.unwrap();
     assert_eq!(account.balance, 10, "unpaid: no grant");
@@ -898,7 +898,7 @@ async fn auto_top_up_stops_at_its_monthly_ceiling(backend: Backend) {
         ToppedUp::LimitReached
     );
     assert_eq!(books.billing.calls(), ["top_up 20", "top_up 20"], "nothing bought past the ceiling");
-    let view = json!(service::credits_view(&books.account().await, books.clock.now()));
+    let view = json!(shared::domain::credits::views::credits_view(&books.account().await, books.clock.now()));
     assert_eq!(
         (view["auto_topup_month"]["bought"].clone(), view["auto_topup_month"]["state"].clone()),
         (json!(40), json!("limit_reached"))

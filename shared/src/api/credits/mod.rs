@@ -91,7 +91,7 @@ pub async fn get_plan(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let account = service::current(app.credits().as_ref(), organization, now)
         .await
         .map_err(|error| map_error(error.into(), "read the plan"))?;
-    Ok(json_response(StatusCode::OK, &service::plan_view(&account, now)))
+    Ok(json_response(StatusCode::OK, &views::plan_view(&account, now)))
 }
 
 /// `GET /plan/list`
@@ -125,7 +125,7 @@ pub async fn get_credits(app: Arc<App>, call: Call) -> Result<Response, ApiError
     let account = service::current(app.credits().as_ref(), organization, now)
         .await
         .map_err(|error| map_error(error.into(), "read the credits"))?;
-    Ok(json_response(StatusCode::OK, &service::credits_view(&account, now)))
+    Ok(json_response(StatusCode::OK, &views::credits_view(&account, now)))
 }
 
 /// `POST /credits/settings`
@@ -136,7 +136,7 @@ pub async fn update_credit_settings(app: Arc<App>, call: Call) -> Result<Respons
     let account = service::update_settings(&ports(&app), organization, change)
         .await
         .map_err(|error| map_error(error, "change the credit settings"))?;
-    Ok(json_response(StatusCode::OK, &service::credits_view(&account, app.clock.now())))
+    Ok(json_response(StatusCode::OK, &views::credits_view(&account, app.clock.now())))
 }
 
 /// `GET /credits/ledger`

@@ -242,8 +242,6 @@ pub async fn open(
     }
 }
 
-pub use super::views::{credits_view, plan_view};
-
 /// Credits auto top-up bought in the monthly period starting at `month`.
 pub(super) fn bought_this_month(account: &Account, month: Timestamp) -> u64 {
     match account.top_ups.start {
