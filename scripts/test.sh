@@ -38,7 +38,11 @@ export YT_DLP_PATH="$PWD/.local/venv/bin/yt-dlp"
 export TEST_TABLE_NAME="tests-$(date +%s)-$$" TEST_BUCKET_NAME="tests-$(date +%s)-$$"
 # The crash tests run `serve` as a process, and the Lambda tests (lambda_binaries.rs) run
 # every function binary under a Runtime API emulator: built first, not inside a test.
-step "build serve and the function binaries" cargo build -p functions --bins
+# They are built with the tests, in one build: the tests' dev-dependencies turn on
+# features of shared dependencies (getrandom, syn, zerocopy, either), and binaries built
+# alone would compile the AWS SDK and `shared` a second time, with the other features
+# (minutes on a fresh clone; docs/performance.md, "CI on a fresh clone").
+step "build serve, the function binaries and the tests" cargo build --workspace --bins --tests
 step "build the tests" cargo test --workspace --no-run "$@"
 # Four tests at once on CI's 2 cores: the suite's time is mostly waiting (leases, polls,
 # fake servers that answer late), and it passes with the cores half taken

@@ -16,14 +16,16 @@ use serde_json::{json, Value};
 pub(crate) const KEY: &str = "crash-key";
 
 /// The `serve` binary of this checkout, built (once per test run) if it is missing or
-/// older than the code.
+/// older than the code: with the tests' features (`--workspace --tests`, as
+/// `scripts/test.sh` builds it), so that it is the binary already built, not a second
+/// build of the AWS SDK with other features.
 pub(crate) fn serve_binary() -> &'static PathBuf {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "functions", "--bin", "serve"])
+            .args(["build", "--quiet", "--workspace", "--bin", "serve", "--tests"])
             .current_dir(&workspace)
             .status()
             .expect("cargo runs");

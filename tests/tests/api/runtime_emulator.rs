@@ -43,7 +43,7 @@ pub fn debug_binary(name: &str) -> PathBuf {
     let path = binary_path(name, "debug");
     assert!(
         path.is_file(),
-        "{} is missing: build the function binaries first with `cargo build -p functions --bins` \
+        "{} is missing: build the function binaries first with `cargo build --workspace --bins --tests` \
          (./scripts/test.sh does)",
         path.display()
     );

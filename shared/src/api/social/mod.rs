@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use http::StatusCode;
-use serde_json::json;
 
 use super::body::json_body;
 use super::openapi::prelude::*;
@@ -134,7 +133,7 @@ pub async fn delete_connection(app: Arc<App>, call: Call) -> Result<Response, Ap
         .delete_connection(organization, call.params.get("social_connection_id"))
         .await
         .map_err(|error| map_error(error, "delete the social connection"))?;
-    Ok(json_response(StatusCode::OK, &json!({ "success": true })))
+    Ok(json_response(StatusCode::OK, &s::Success { success: true }))
 }
 
 /// `POST /social/post`
