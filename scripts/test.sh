@@ -18,12 +18,30 @@ report() { [ ${#timings[@]} = 0 ] || printf '[test] %s\n' "${timings[@]}" >&2; }
 cleanup() {
   report
   if [ -n "${fuzz_pid:-}" ]; then kill "$fuzz_pid" 2>/dev/null || true; fi
+  if [ -n "${install_pid:-}" ]; then kill "$install_pid" 2>/dev/null || true; fi
   [ "${KEEP_EMULATORS:-0}" = 1 ] || infra/emulators.sh stop || true
 }
 trap cleanup EXIT
 
-step "ffmpeg" infra/ffmpeg.sh
-step "install emulators and tools" infra/emulators.sh install
+# The tools install while the crates compile (below): the one waits on the network, the
+# other on the cores. Their output is shown once both are done.
+mkdir -p .local
+{ started=$SECONDS; infra/ffmpeg.sh && infra/emulators.sh install; status=$?; echo $((SECONDS - started)) >.local/install.seconds; exit $status; } \
+  >.local/install.log 2>&1 &
+install_pid=$!
+# The crash tests run `serve` as a process, and the Lambda tests (lambda_binaries.rs) run
+# every function binary under a Runtime API emulator: built first, not inside a test.
+# They are built with the tests, in one build: the tests' dev-dependencies turn on
+# features of shared dependencies (getrandom, syn, zerocopy, either), and binaries built
+# alone would compile the AWS SDK and `shared` a second time, with the other features
+# (minutes on a fresh clone; docs/performance.md, "CI on a fresh clone").
+step "build serve, the function binaries and the tests" cargo build --workspace --bins --tests
+install_status=0
+wait "$install_pid" || install_status=$?
+install_pid=""
+cat .local/install.log >&2
+timings+=("$(printf '%5s s  %s' "$(cat .local/install.seconds 2>/dev/null || echo '?')" "install ffmpeg, the emulators and tools (beside the build)")")
+[ "$install_status" = 0 ] || { echo "[test] installing the tools failed (exit $install_status): its log is above" >&2; exit "$install_status"; }
 step "start emulators" infra/emulators.sh start
 # A cold emulator is many times slower than DynamoDB; the service's time bounds are
 # sized for DynamoDB, so the tests start on a warmed-up one.
@@ -36,13 +54,6 @@ export YT_DLP_PATH="$PWD/.local/venv/bin/yt-dlp"
 
 # Each test run uses its own table, so runs never see each other's data.
 export TEST_TABLE_NAME="tests-$(date +%s)-$$" TEST_BUCKET_NAME="tests-$(date +%s)-$$"
-# The crash tests run `serve` as a process, and the Lambda tests (lambda_binaries.rs) run
-# every function binary under a Runtime API emulator: built first, not inside a test.
-# They are built with the tests, in one build: the tests' dev-dependencies turn on
-# features of shared dependencies (getrandom, syn, zerocopy, either), and binaries built
-# alone would compile the AWS SDK and `shared` a second time, with the other features
-# (minutes on a fresh clone; docs/performance.md, "CI on a fresh clone").
-step "build serve, the function binaries and the tests" cargo build --workspace --bins --tests
 step "build the tests" cargo test --workspace --no-run "$@"
 # Four tests at once on CI's 2 cores: the suite's time is mostly waiting (leases, polls,
 # fake servers that answer late), and it passes with the cores half taken
