@@ -74,8 +74,10 @@ step "run the tests" cargo test --workspace "$@"
 # The chaos tests (tests/tests/api/chaos.rs, ignored in the run above): three `serve
 # --backend aws` processes killed at random, then the same behind a failing DynamoDB;
 # about a minute each. A filtered run (arguments given) skips them unless CHAOS=1.
+# `--workspace`, not `-p integration-tests`: the same features as the build above, so
+# nothing is compiled again (shared's dev-dependencies turn some on).
 if [ $# = 0 ] || [ "${CHAOS:-0}" = 1 ]; then
-  step "chaos: serves killed at random, DynamoDB failing" cargo test -p integration-tests --test api -- --ignored chaos
+  step "chaos: serves killed at random, DynamoDB failing" cargo test --workspace --test api -- --ignored chaos
 fi
 # The fuzzing started beside the tests: its report, and its verdict.
 if [ -n "$fuzz_pid" ]; then
