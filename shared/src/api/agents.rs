@@ -14,7 +14,9 @@ use super::openapi::prelude::*;
 use super::query::query_params;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
-use crate::domain::agents::{self, Agent, AgentCreate, AgentError, AgentQuery, AgentRecord, AgentUpdate, UpdatePorts};
+use crate::domain::agents::{
+    self, Agent, AgentCopy, AgentCreate, AgentError, AgentQuery, AgentRecord, AgentUpdate, UpdatePorts,
+};
 use crate::domain::graph::Connection;
 use crate::domain::ids::AgentId;
 use crate::domain::ids::AgentNodeId;
@@ -42,7 +44,7 @@ endpoints! {
     create_agent: POST "/agent/create" => "create-agent", handler: create_agent,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true,
         operation(sc): Doc::new("Create an agent (an empty graph)", AGENTS, BearerOrApiKey)
-            .body(sc.of::<requests::CreateAgent>(), false)
+            .body(sc.of::<AgentCreate>(), false)
             .answer(201, "The agent", sc.of::<AgentCreated>())
             .general(sc, &[400])
             .idempotent(sc);
@@ -57,14 +59,14 @@ endpoints! {
     update_agent: POST "/agent/{agent_id}/update" => "update-agent", handler: update_agent,
         dynamodb: ["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"], idempotent: true,
         operation(sc): Doc::new("Change an agent's metadata and apply graph operations", AGENTS, BearerOrApiKey)
-            .body(sc.of::<requests::UpdateAgent>(), true)
+            .body(sc.of::<AgentUpdate>(), true)
             .answer(200, "Every operation applied", sc.of::<agents::UpdateResult>())
             .general(sc, &[400, 404])
             .idempotent(sc);
     duplicate_agent: POST "/agent/{agent_id}/duplicate" => "duplicate-agent", handler: duplicate_agent,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"], idempotent: true,
         operation(sc): Doc::new("Copy an agent and its graph", AGENTS, BearerOrApiKey)
-            .body(sc.of::<requests::DuplicateAgent>(), false)
+            .body(sc.of::<AgentCopy>(), false)
             .answer(201, "The copy", sc.of::<AgentCreated>())
             .general(sc, &[400, 404])
             .idempotent(sc);
@@ -214,11 +216,11 @@ pub async fn update_agent(app: Arc<App>, call: Call) -> Result<Response, ApiErro
 /// `POST /agent/{agent_id}/duplicate`
 pub async fn duplicate_agent(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, agent) = agent_scope(&app, &call).await?;
-    let body = json_body(&call.request)?;
+    let copy = AgentCopy::parse(&json_body(&call.request)?).map_err(fail("duplicate"))?;
     let bind = super::runs::bind_ports(&app);
     let checks = TriggerSaves { repo: app.triggers().as_ref(), bind: &bind };
     let ports = update_ports(&app, &checks);
-    let copy = agents::duplicate_agent(&ports, organization, agent, &body).await.map_err(fail("duplicate"))?;
+    let copy = agents::duplicate_agent(&ports, organization, agent, copy).await.map_err(fail("duplicate"))?;
     Ok(json_response(StatusCode::CREATED, &AgentCreated::of(&copy)))
 }
 
@@ -235,118 +237,4 @@ pub async fn delete_agent(app: Arc<App>, call: Call) -> Result<Response, ApiErro
 pub async fn list_node_types(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     organization(&app, &call).await?;
     Ok(json_response(StatusCode::OK, &NodeTypeList { node_types: nodes::catalog() }))
-}
-
-// ---- Request bodies ------------------------------------------------------------------
-// The documented form of the bodies read above: the OpenAPI schemas of this context's
-// requests (the parser is the authority; the fuzzer checks that the two agree).
-
-pub mod requests {
-    use serde::Serialize;
-    use serde_json::{Map, Value};
-    use utoipa::ToSchema;
-    type Uuid = uuid::Uuid;
-    use crate::domain::agents::Visibility;
-
-    /// `POST /agent/create`; every field optional.
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct CreateAgent {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false, min_length = 1, max_length = 120)]
-        pub name: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false, max_length = 5000)]
-        pub description: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false)]
-        pub visibility: Option<Visibility>,
-        /// A workspace of the key's organization; omitted: its primary workspace.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false)]
-        pub workspace_id: Option<Uuid>,
-    }
-
-    /// `POST /agent/{agent_id}/duplicate`
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct DuplicateAgent {
-        /// The copy's name; omitted: the original's with ` (copy)`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false, min_length = 1, max_length = 120)]
-        pub name: Option<String>,
-    }
-
-    /// One graph operation of an update, applied in order, all or nothing; each variant is
-    /// closed (`document()` marks them: the derive closes only the enum).
-    #[allow(dead_code)] // Documented, never built: `domain::graph` parses the operations.
-    #[derive(Serialize, ToSchema)]
-    #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
-    pub enum Operation {
-        CreateNode {
-            node_type_id: Uuid,
-            /// A name later operations of the same request use for this node.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            #[schema(min_length = 1, max_length = 100)]
-            temp_ref_id: Option<String>,
-            /// Null or omitted: `{}`.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            params_used: Option<Map<String, Value>>,
-        },
-        UpdateNode {
-            agent_node_id: Uuid,
-            params_used: Map<String, Value>,
-        },
-        DeleteNode {
-            agent_node_id: Uuid,
-        },
-        /// Each end by `*_agent_node_id` or by `*_temp_ref_id`, exactly one of them.
-        CreateConnection {
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            #[schema(nullable = false)]
-            source_agent_node_id: Option<Uuid>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            #[schema(nullable = false)]
-            source_temp_ref_id: Option<String>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            #[schema(nullable = false)]
-            target_agent_node_id: Option<Uuid>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            #[schema(nullable = false)]
-            target_temp_ref_id: Option<String>,
-        },
-        DeleteConnection {
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            #[schema(nullable = false)]
-            source_agent_node_id: Option<Uuid>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            #[schema(nullable = false)]
-            source_temp_ref_id: Option<String>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            #[schema(nullable = false)]
-            target_agent_node_id: Option<Uuid>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            #[schema(nullable = false)]
-            target_temp_ref_id: Option<String>,
-        },
-    }
-
-    /// `POST /agent/{agent_id}/update`: metadata, operations, or both.
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    #[schema(min_properties = 1)]
-    pub struct UpdateAgent {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false, min_length = 1, max_length = 120)]
-        pub name: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false, max_length = 5000)]
-        pub description: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false)]
-        pub visibility: Option<Visibility>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false, min_items = 1, max_items = 1000)]
-        pub operations: Option<Vec<Operation>>,
-    }
 }

@@ -20,14 +20,14 @@ endpoints! {
     create_asset_connection: POST "/asset_connections" => "create-asset-connection", handler: create_connection,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true,
         operation(sc): Doc::new("Connect an asset manager to a workspace", UPLOADS, BearerOrApiKey)
-            .body(sc.of::<requests::CreateAssetConnection>(), false)
+            .body(sc.of::<NewConnection>(), false)
             .answer(201, "The connection", sc.of::<AssetConnectionAnswer>())
             .general(sc, &[400, 409])
             .idempotent(sc);
     create_asset_item: POST "/asset_connections/{connection_id}/items" => "create-asset-item", handler: create_item,
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"], idempotent: true,
         operation(sc): Doc::new("Add an item to a `local` asset manager", UPLOADS, BearerOrApiKey)
-            .body(sc.of::<requests::CreateAssetItem>(), true)
+            .body(sc.of::<NewItem>(), true)
             .answer(201, "The item", sc.of::<AssetItemAnswer>())
             .general(sc, &[400, 404])
             .idempotent(sc);
@@ -84,43 +84,4 @@ pub async fn create_item(app: Arc<App>, call: Call) -> Result<Response, ApiError
     .await
     .map_err(map_error)?;
     Ok(json_response(StatusCode::CREATED, &AssetItemAnswer { item: &item }))
-}
-
-// ---- Request bodies ------------------------------------------------------------------
-// The documented form of the bodies read above: the OpenAPI schemas of this context's
-// requests (the parser is the authority; the fuzzer checks that the two agree).
-
-pub mod requests {
-    use serde::Serialize;
-    use utoipa::ToSchema;
-    type Uuid = uuid::Uuid;
-
-    /// `POST /asset_connections`; null for a field is the same as leaving it out.
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct CreateAssetConnection {
-        /// Default: the primary workspace.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub workspace_id: Option<Uuid>,
-        /// Default and only provider: `local` (items made of this organization's uploads).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub provider: Option<String>,
-        /// Default: `Asset manager`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(min_length = 1, max_length = 200)]
-        pub name: Option<String>,
-    }
-
-    /// `POST /asset_connections/{connection_id}/items`: a ready video upload as the
-    /// high-resolution file, the proxy, or both (null is the same as leaving it out).
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct CreateAssetItem {
-        #[schema(min_length = 1, max_length = 200)]
-        pub name: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub highres_video_id: Option<Uuid>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub proxy_video_id: Option<Uuid>,
-    }
 }

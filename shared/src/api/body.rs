@@ -27,12 +27,3 @@ fn parse_object(request: &Request) -> Result<Map<String, Value>, String> {
         Err(error) => Err(format!("request body is not valid JSON: {error}")),
     }
 }
-
-/// Refuses a property outside `allowed` by name: 400 `{ detail }`, for the endpoints
-/// whose bodies have no domain parser of their own.
-pub fn deny_unknown(body: &Map<String, Value>, allowed: &[&str]) -> Result<(), ApiError> {
-    match crate::core::json::unknown_property(body, allowed) {
-        Some(message) => Err(ApiError::detail(StatusCode::BAD_REQUEST, message)),
-        None => Ok(()),
-    }
-}

@@ -21,7 +21,7 @@ use crate::domain::runs::events::Notifier;
 use crate::domain::runs::list;
 use crate::domain::runs::ports::RunRepo;
 use crate::domain::runs::service::{self, BindPorts, RunError, RunPorts, StartRun};
-use crate::domain::runs::start::StartRequest;
+use crate::domain::runs::start::{StartBody, StartRequest};
 use crate::domain::runs::views::{NodesView, RecordView, SummaryView};
 use crate::domain::runs::Run;
 
@@ -37,7 +37,7 @@ endpoints! {
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
         sqs: ["sqs:SendMessage"] on ["TaskQueue", "WebhookQueue"], idempotent: true,
         operation(sc): Doc::new("Start a run of an agent", RUNS, BearerOrApiKey)
-            .body(sc.of::<requests::StartRun>(), false)
+            .body(sc.of::<StartBody>(), false)
             .answer(200, "The run started", sc.of::<RunStarted>())
             .general(sc, &[400, 404])
             .idempotent(sc);
@@ -328,127 +328,4 @@ pub async fn verified_media(
         .await
         .map_err(|error| ApiError::backend(&error, "Failed to read the media".into()))?
         .ok_or_else(|| ApiError::detail(StatusCode::NOT_FOUND, "Media not found"))
-}
-
-// ---- Request bodies ------------------------------------------------------------------
-// The documented form of the bodies read above: the OpenAPI schemas of this context's
-// requests (the parser is the authority; the fuzzer checks that the two agree).
-
-pub mod requests {
-    use serde::Serialize;
-    use serde_json::{Map, Value};
-    use utoipa::ToSchema;
-    type Uuid = uuid::Uuid;
-    use crate::domain::asset_manager::Artifact;
-
-    /// An input by ID with its own clip window.
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct IdInput {
-        pub id: Uuid,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(minimum = 0, maximum = 18000000)]
-        pub input_clip_start_ms: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(minimum = 1, maximum = 18000000)]
-        pub input_clip_end_ms: Option<u64>,
-    }
-
-    /// An input by URL with its own clip window.
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct UrlInput {
-        pub url: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(minimum = 0, maximum = 18000000)]
-        pub input_clip_start_ms: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(minimum = 1, maximum = 18000000)]
-        pub input_clip_end_ms: Option<u64>,
-    }
-
-    /// An asset-manager item as an input.
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct AssetInput {
-        pub id: Uuid,
-        /// Default `highres`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub artifact: Option<Artifact>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(minimum = 0, maximum = 18000000)]
-        pub input_clip_start_ms: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(minimum = 1, maximum = 18000000)]
-        pub input_clip_end_ms: Option<u64>,
-    }
-
-    /// Declares a closed body with the input arrays a run takes at the top level or in a
-    /// `video_inputs` entry (`video_ids` … `asset_manager_assets`, and the clip window),
-    /// after its own fields.
-    macro_rules! with_input_arrays {
-        ($(#[$meta:meta])* pub struct $name:ident { $($field:tt)* }) => {
-            $(#[$meta])*
-            #[derive(Serialize, ToSchema)]
-            #[serde(deny_unknown_fields)]
-            pub struct $name {
-                $($field)*
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false)]
-        pub video_ids: Option<Vec<Uuid>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false)]
-        pub node_render_ids: Option<Vec<Uuid>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false)]
-        pub video_urls: Option<Vec<String>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(minimum = 0, maximum = 18000000)]
-        pub input_clip_start_ms: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(minimum = 1, maximum = 18000000)]
-        pub input_clip_end_ms: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false)]
-        pub video_id_inputs: Option<Vec<IdInput>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false)]
-        pub node_render_inputs: Option<Vec<IdInput>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false)]
-        pub video_url_inputs: Option<Vec<UrlInput>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false)]
-        pub youtube_url_inputs: Option<Vec<UrlInput>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false)]
-        pub asset_manager_assets: Option<Vec<AssetInput>>,
-            }
-        };
-    }
-
-    with_input_arrays! {
-        /// The inputs of one Video Input tile (`video_inputs`).
-        pub struct TileInputs {
-            pub agent_node_id: Uuid,
-        }
-    }
-
-    with_input_arrays! {
-        /// `POST /agent/{agent_id}/run`: either `video_inputs` or the top-level input arrays.
-        pub struct StartRun {
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            #[schema(nullable = false, min_items = 1)]
-            pub video_inputs: Option<Vec<TileInputs>>,
-            /// Where run events are POSTed.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub callback_url: Option<String>,
-            /// `agent_node_id` → parameters to override for this run (null: none).
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub update_params: Option<std::collections::BTreeMap<String, Map<String, Value>>>,
-            /// `agent_node_id`s bypassed in this run (null: none).
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub ignore_nodes: Option<Vec<Uuid>>,
-        }
-    }
 }

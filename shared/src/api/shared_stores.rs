@@ -14,7 +14,7 @@ use crate::app::App;
 use crate::domain::ids::OrganizationId;
 use crate::domain::ids::StoreId;
 use crate::domain::shared_stores::{
-    self as stores, EntryId, EntryRename, EntryWrite, SharedStore, SourceType, StoreEntry, StoreError, StoreName,
+    self as stores, EntryId, EntryRename, EntryWrite, NewStore, SharedStore, StoreEntry, StoreError, StoreRename,
 };
 
 endpoints! {
@@ -26,14 +26,14 @@ endpoints! {
     create_shared_store: POST "/shared-stores" => "create-shared-store", handler: create_store,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], idempotent: true,
         operation(sc): Doc::new("Create a shared store", STORES, Bearer)
-            .body(sc.of::<requests::CreateStore>(), true)
+            .body(sc.of::<stores::NewStore>(), true)
             .answer(200, "The store", sc.of::<StoreAnswer>())
             .store(sc, &[400, 409])
             .idempotent(sc);
     rename_shared_store: PATCH "/shared-stores/{store_id}" => "rename-shared-store", handler: rename_store,
         dynamodb: ["dynamodb:GetItem", "dynamodb:UpdateItem"],
         operation(sc): Doc::new("Rename a shared store", STORES, Bearer)
-            .body(sc.of::<requests::RenameStore>(), true)
+            .body(sc.of::<stores::StoreRename>(), true)
             .answer(200, "The store", sc.of::<StoreAnswer>())
             .store(sc, &[400, 404]);
     delete_shared_store: DELETE "/shared-stores/{store_id}" => "delete-shared-store", handler: delete_store,
@@ -60,7 +60,7 @@ endpoints! {
             "dynamodb:BatchWriteItem",
         ], s3: ["s3:PutObject", "s3:GetObject"], large_responses: true,
         operation(sc): Doc::new("Create or replace up to 5,000 entries", STORES, Bearer)
-            .body(sc.of::<requests::Bulk>(), true)
+            .body(sc.of::<stores::BulkBody>(), true)
             .answer(200, "The entries written", sc.of::<stores::BulkUpsert>())
             .large(sc)
             .store(sc, &[400, 404, 409, 413]);
@@ -79,7 +79,7 @@ endpoints! {
             "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem",
         ],
         operation(sc): Doc::new("Create or replace an entry", STORES, Bearer)
-            .body(sc.of::<requests::PutEntry>(), true)
+            .body(sc.of::<stores::EntryBody>(), true)
             .answer(200, "The entry", sc.of::<EntryAnswer>())
             .store(sc, &[400, 404, 409, 413]);
     rename_shared_store_entry: PATCH "/shared-stores/{store_id}/entries/{entry_id}" => "rename-shared-store-entry",
@@ -89,7 +89,7 @@ endpoints! {
             "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem",
         ],
         operation(sc): Doc::new("Rename an entry, and maybe replace its metadata", STORES, Bearer)
-            .body(sc.of::<requests::PatchEntry>(), true)
+            .body(sc.of::<stores::EntryRename>(), true)
             .answer(200, "The entry", sc.of::<EntryAnswer>())
             .store(sc, &[400, 404, 409, 413]);
     delete_shared_store_entry: DELETE "/shared-stores/{store_id}/entries/{entry_id}" => "delete-shared-store-entry",
@@ -184,9 +184,7 @@ pub async fn list_stores(app: Arc<App>, call: Call) -> Result<Response, ApiError
 pub async fn create_store(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let organization = organization(&app, &call).await?;
     let body = json_object(&call.request)?;
-    stores::deny_unknown(&body, &["name", "source_type"]).map_err(fail(CREATE_STORE_FAILED))?;
-    let name = StoreName::parse(body.get("name")).map_err(fail(CREATE_STORE_FAILED))?;
-    let source_type = SourceType::parse(body.get("source_type")).map_err(fail(CREATE_STORE_FAILED))?;
+    let NewStore { name, source_type } = NewStore::parse(&body).map_err(fail(CREATE_STORE_FAILED))?;
     let store = stores::create_store(app.stores().as_ref(), app.clock.as_ref(), organization, name, source_type)
         .await
         .map_err(fail(CREATE_STORE_FAILED))?;
@@ -197,8 +195,7 @@ pub async fn create_store(app: Arc<App>, call: Call) -> Result<Response, ApiErro
 pub async fn rename_store(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, store) = store_scope(&app, &call, RENAME_STORE_FAILED).await?;
     let body = json_object(&call.request)?;
-    stores::deny_unknown(&body, &["name"]).map_err(fail(RENAME_STORE_FAILED))?;
-    let name = StoreName::parse(body.get("name")).map_err(fail(RENAME_STORE_FAILED))?;
+    let StoreRename { name } = StoreRename::parse(&body).map_err(fail(RENAME_STORE_FAILED))?;
     let store = stores::rename_store(app.stores().as_ref(), app.clock.as_ref(), organization, store, name)
         .await
         .map_err(fail(RENAME_STORE_FAILED))?;
@@ -272,82 +269,4 @@ pub async fn bulk_upsert(app: Arc<App>, call: Call) -> Result<Response, ApiError
         .await
         .map_err(fail(UPSERT_ENTRIES_FAILED))?;
     ok(&result)
-}
-
-// ---- Request bodies ------------------------------------------------------------------
-// The documented form of the bodies read above: the OpenAPI schemas of this context's
-// requests (the parser is the authority; the fuzzer checks that the two agree).
-
-pub mod requests {
-    use serde::Serialize;
-    use serde_json::{Map, Value};
-    use utoipa::ToSchema;
-
-    /// `POST /shared-stores`
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct CreateStore {
-        /// Non-empty once trimmed; at most 1,000 characters.
-        #[schema(min_length = 1, max_length = 1000)]
-        pub name: String,
-        /// A caller-defined label, possibly empty, kept trimmed; omitted means `manual`
-        /// (null is refused).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false, max_length = 1000)]
-        pub source_type: Option<String>,
-    }
-
-    /// `PATCH /shared-stores/{store_id}`
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct RenameStore {
-        #[schema(min_length = 1, max_length = 1000)]
-        pub name: String,
-    }
-
-    /// `PUT /shared-stores/{store_id}/entries/{entry_id}`
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct PutEntry {
-        /// Non-empty once trimmed (it is stored trimmed).
-        #[schema(min_length = 1, max_length = 1000)]
-        pub display_name: String,
-        /// Any JSON object of at most 256,000 bytes; omitted or null is stored as `{}`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub metadata: Option<Map<String, Value>>,
-    }
-
-    /// `PATCH /shared-stores/{store_id}/entries/{entry_id}`
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct PatchEntry {
-        /// The entry's new ID.
-        #[schema(min_length = 1, max_length = 1024)]
-        pub entry_id: String,
-        #[schema(min_length = 1, max_length = 1000)]
-        pub display_name: String,
-        /// Omitted keeps the current metadata; null replaces it with `{}`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub metadata: Option<Map<String, Value>>,
-    }
-
-    /// One item of a bulk upsert.
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct BulkItem {
-        #[schema(min_length = 1, max_length = 1024)]
-        pub entry_id: String,
-        #[schema(min_length = 1, max_length = 1000)]
-        pub display_name: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub metadata: Option<Map<String, Value>>,
-    }
-
-    /// `POST /shared-stores/{store_id}/entries/bulk`; the last item of an ID wins.
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct Bulk {
-        #[schema(min_items = 1, max_items = 5000)]
-        pub entries: Vec<BulkItem>,
-    }
 }

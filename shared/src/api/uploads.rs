@@ -4,24 +4,23 @@ use std::sync::Arc;
 
 use http::StatusCode;
 use serde::Serialize;
-use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::auth::{authenticate, Scheme};
-use super::body::{deny_unknown, json_body};
+use super::body::json_body;
 use super::openapi::prelude::*;
 use super::{json_response, ApiError, Call, Response};
 use crate::app::App;
 use crate::domain::ids::OrganizationId;
 use crate::domain::time::Timestamp;
-use crate::domain::uploads::{self, Upload, UploadError, UploadKind, UploadStatus};
+use crate::domain::uploads::{self, FinalizeBody, Upload, UploadError, UploadKind, UploadStatus, UploadUrlBody};
 
 endpoints! {
     get_upload_url: POST "/uploads/{kind}/get_upload_url" => "get-upload-url", handler: get_upload_url,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
         s3: ["s3:PutObject", "s3:PutObjectTagging"], idempotent: true,
         operation(sc): Doc::new("A URL to PUT a video, audio or image file to", UPLOADS, BearerOrApiKey)
-            .body(sc.of::<requests::UploadUrlRequest>(), false)
+            .body(sc.of::<uploads::UploadUrlBody>(), false)
             .answer(200, "Where and how to PUT the file", sc.of::<uploads::UploadTicket>())
             .general(sc, &[400, 404])
             .idempotent(sc);
@@ -29,7 +28,7 @@ endpoints! {
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
         s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:ListBucket", "s3:PutObjectVersionTagging"],
         operation(sc): Doc::new("Check an uploaded file and make it usable", UPLOADS, BearerOrApiKey)
-            .body(sc.of::<requests::FinalizeUpload>(), true)
+            .body(sc.of::<uploads::FinalizeBody>(), true)
             .answer(200, "The upload, ready", sc.of::<UploadView>())
             .general(sc, &[400, 404, 409]);
     get_upload: GET "/uploads/{kind}/{upload_id}" => "get-upload", handler: get_upload,
@@ -112,20 +111,14 @@ fn fail(action: &'static str) -> impl Fn(UploadError) -> ApiError {
 pub async fn get_upload_url(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, kind) = upload_scope(&app, &call).await?;
     // An optional body: `{"content_type": "video/quicktime"}` picks the type the URL pins.
-    let body = json_body(&call.request)?;
-    deny_unknown(&body, &["content_type"])?;
-    let content_type = match body.get("content_type") {
-        None => None,
-        Some(Value::String(text)) => Some(text.as_str()),
-        Some(_) => return Err(ApiError::detail(StatusCode::BAD_REQUEST, "content_type must be a string")),
-    };
+    let body = UploadUrlBody::parse(&json_body(&call.request)?).map_err(fail("create"))?;
     let ticket = uploads::create_upload(
         app.uploads().as_ref(),
         app.blobs().as_ref(),
         app.clock.as_ref(),
         organization,
         kind,
-        content_type,
+        body.content_type.as_deref(),
     )
     .await
     .map_err(fail("create"))?;
@@ -135,13 +128,7 @@ pub async fn get_upload_url(app: Arc<App>, call: Call) -> Result<Response, ApiEr
 /// `POST /uploads/{kind}/finalize_upload`
 pub async fn finalize_upload(app: Arc<App>, call: Call) -> Result<Response, ApiError> {
     let (organization, kind) = upload_scope(&app, &call).await?;
-    let body = json_body(&call.request)?;
-    deny_unknown(&body, &["id"])?;
-    let id = match body.get("id") {
-        Some(Value::String(id)) => uploads::parse_upload_id(id).map_err(fail("finalize"))?,
-        Some(_) => return Err(ApiError::detail(StatusCode::BAD_REQUEST, "id must be a UUID string")),
-        None => return Err(ApiError::detail(StatusCode::BAD_REQUEST, "id is required")),
-    };
+    let FinalizeBody { id } = FinalizeBody::parse(&json_body(&call.request)?).map_err(fail("finalize"))?;
     let upload = uploads::finalize_upload(
         app.uploads().as_ref(),
         app.blobs().as_ref(),
@@ -162,31 +149,4 @@ pub async fn get_upload(app: Arc<App>, call: Call) -> Result<Response, ApiError>
     let id = uploads::parse_upload_id(call.params.get("upload_id")).map_err(fail("read"))?;
     let upload = uploads::get_upload(app.uploads().as_ref(), organization, kind, id).await.map_err(fail("read"))?;
     Ok(json_response(StatusCode::OK, &UploadView::from(&upload)))
-}
-
-// ---- Request bodies ------------------------------------------------------------------
-// The documented form of the bodies read above: the OpenAPI schemas of this context's
-// requests (the parser is the authority; the fuzzer checks that the two agree).
-
-pub mod requests {
-    use serde::Serialize;
-    use utoipa::ToSchema;
-    type Uuid = uuid::Uuid;
-
-    /// `POST /uploads/{kind}/get_upload_url`; the body is optional.
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct UploadUrlRequest {
-        /// The media type the URL pins (default: the kind's usual one, e.g. `video/mp4`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schema(nullable = false)]
-        pub content_type: Option<String>,
-    }
-
-    /// `POST /uploads/{kind}/finalize_upload`
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct FinalizeUpload {
-        pub id: Uuid,
-    }
 }

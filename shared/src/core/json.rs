@@ -26,6 +26,105 @@ pub fn closed_object<'a>(value: &'a Value, what: &str, allowed: &[&str]) -> Resu
     }
 }
 
+/// The error a context refuses a body with, made from the message of a property outside
+/// the body's declaration ([`closed_body!`](crate::closed_body)).
+pub trait Refusal {
+    fn unknown_property(message: String) -> Self;
+}
+
+impl Refusal for String {
+    fn unknown_property(message: String) -> Self {
+        message
+    }
+}
+
+/// The message of a property outside `allowed` of the object at `at` (the body itself
+/// when `at` is empty), as [`unknown_property`] or [`unknown_property_at`] word it.
+pub fn refused_property(at: &str, body: &Map<String, Value>, allowed: &[&str]) -> Option<String> {
+    match at {
+        "" => unknown_property(body, allowed),
+        at => unknown_property_at(at, body, allowed),
+    }
+}
+
+/// Declares a closed request body once: the struct the handler gets, documented by
+/// `utoipa::ToSchema` (so the OpenAPI schema is the type that is parsed), and its parser.
+/// Each field names the function that reads it from the body, `fn(Option<&Value>) ->
+/// Result<T, E>`, which words the contract's messages; the properties the body may have
+/// are the fields, so a field added is parsed, documented and allowed at once.
+///
+/// ```ignore
+/// closed_body! {
+///     /// `PATCH /shared-stores/{store_id}`
+///     pub struct StoreRename -> StoreError {
+///         #[schema(value_type = String, min_length = 1, max_length = 1000)]
+///         name: StoreName = StoreName::parse,
+///     }
+/// }
+/// ```
+///
+/// `parse(body)` refuses a property outside the fields (`unknown property: <name>`), then
+/// reads the fields in order. A body nested in another is read by `parse_at(at, body)`,
+/// which names `at` in that refusal (`<at>: unknown property: <name>`); with `, at <name>`
+/// after the error type, the field readers see `at` under that name.
+#[macro_export]
+macro_rules! closed_body {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident -> $error:ty, at $at:ident {
+            $( $(#[$field_meta:meta])* $field:ident: $type:ty = $parse:expr ),* $(,)?
+        }
+    ) => {
+        $crate::closed_body!(@declare [$(#[$meta])*] $vis $name $error, $at {
+            $( [$(#[$field_meta])*] $field: $type = $parse ),*
+        });
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident -> $error:ty {
+            $( $(#[$field_meta:meta])* $field:ident: $type:ty = $parse:expr ),* $(,)?
+        }
+    ) => {
+        $crate::closed_body!(@declare [$(#[$meta])*] $vis $name $error, at {
+            $( [$(#[$field_meta])*] $field: $type = $parse ),*
+        });
+    };
+    (@declare [$($meta:tt)*] $vis:vis $name:ident $error:ty, $at:ident {
+        $( [$($field_meta:tt)*] $field:ident: $type:ty = $parse:expr ),*
+    }) => {
+        #[derive(utoipa::ToSchema)]
+        #[serde(deny_unknown_fields)]
+        $($meta)*
+        $vis struct $name {
+            $( $($field_meta)* pub $field: $type, )*
+        }
+
+        impl $name {
+            /// The properties the body may have: its fields.
+            pub const PROPERTIES: &'static [&'static str] = &[$(stringify!($field)),*];
+
+            /// Parses the body: a property outside its fields is refused by name, then
+            /// each field is read in order.
+            #[allow(dead_code)]
+            pub fn parse(body: &serde_json::Map<String, serde_json::Value>) -> Result<Self, $error> {
+                Self::parse_at("", body)
+            }
+
+            /// As `parse`, for a body nested at `at`, which the refusal names.
+            #[allow(unused_variables)]
+            pub fn parse_at(
+                $at: &str,
+                body: &serde_json::Map<String, serde_json::Value>,
+            ) -> Result<Self, $error> {
+                if let Some(message) = $crate::core::json::refused_property($at, body, Self::PROPERTIES) {
+                    return Err(<$error as $crate::core::json::Refusal>::unknown_property(message));
+                }
+                Ok(Self { $( $field: ($parse)(body.get(stringify!($field)))?, )* })
+            }
+        }
+    };
+}
+
 fn first_unknown<'a>(body: &'a Map<String, Value>, allowed: &[&str]) -> Option<&'a str> {
     body.keys().map(String::as_str).find(|key| !allowed.contains(key))
 }

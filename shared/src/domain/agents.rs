@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::graph::{self, CreatedNode, Graph, Operation};
 use super::time::Timestamp;
@@ -116,61 +116,127 @@ impl DomainError for AgentError {
     }
 }
 
-/// Metadata fields of a create or update, each optional.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AgentFields {
-    pub name: Option<String>,
-    pub description: Option<String>,
-    pub visibility: Option<Visibility>,
+/// A property outside a body's declaration is a 400 `{ detail }`.
+impl crate::core::json::Refusal for AgentError {
+    fn unknown_property(message: String) -> Self {
+        invalid(message)
+    }
 }
 
-impl AgentFields {
-    /// Parses `name`, `description` and `visibility` where present.
-    pub fn parse(body: &Map<String, Value>) -> Result<Self, AgentError> {
-        let name = match body.get("name") {
-            None => None,
-            Some(Value::String(text)) => {
-                let name = text.trim();
-                let length = name.chars().count();
-                if length == 0 || length > MAX_NAME_CHARS {
-                    return Err(invalid(format!("name must be 1 to {MAX_NAME_CHARS} characters")));
-                }
-                Some(name.to_owned())
-            }
-            Some(_) => return Err(invalid("name must be a string")),
-        };
-        let description = match body.get("description") {
-            None => None,
-            Some(Value::String(text)) if text.chars().count() <= MAX_DESCRIPTION_CHARS => Some(text.clone()),
-            Some(Value::String(_)) => {
-                return Err(invalid(format!("description must be at most {MAX_DESCRIPTION_CHARS} characters")))
-            }
-            Some(_) => return Err(invalid("description must be a string")),
-        };
-        let visibility = match body.get("visibility") {
-            None => None,
-            Some(Value::String(text)) => {
-                Some(Visibility::parse(text).ok_or_else(|| invalid("visibility must be \"public\" or \"private\""))?)
-            }
-            Some(_) => return Err(invalid("visibility must be \"public\" or \"private\"")),
-        };
-        Ok(Self { name, description, visibility })
+crate::closed_body! {
+    /// `POST /agent/create`; every field optional.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    #[schema(as = CreateAgent)]
+    pub struct AgentCreate -> AgentError {
+        #[schema(nullable = false, min_length = 1, max_length = 120)]
+        name: Option<String> = agent_name,
+        #[schema(nullable = false, max_length = 5000)]
+        description: Option<String> = agent_description,
+        #[schema(nullable = false)]
+        visibility: Option<Visibility> = agent_visibility,
+        /// A workspace of the key's organization; omitted: its primary workspace.
+        #[schema(value_type = Option<uuid::Uuid>, nullable = false)]
+        workspace_id: Option<WorkspaceId> = optional_workspace,
+    }
+}
+
+crate::closed_body! {
+    /// `POST /agent/{agent_id}/update`: metadata, operations, or both.
+    #[derive(Clone, Debug, PartialEq)]
+    #[schema(as = UpdateAgent, min_properties = 1)]
+    pub struct AgentUpdate -> AgentError {
+        #[schema(nullable = false, min_length = 1, max_length = 120)]
+        name: Option<String> = agent_name,
+        #[schema(nullable = false, max_length = 5000)]
+        description: Option<String> = agent_description,
+        #[schema(nullable = false)]
+        visibility: Option<Visibility> = agent_visibility,
+        #[schema(nullable = false, min_items = 1, max_items = 1000)]
+        operations: Option<Vec<Operation>> = |value: Option<&Value>| {
+            value.map(|value| graph::parse_operations(value).map_err(AgentError::Invalid)).transpose()
+        },
+    }
+}
+
+crate::closed_body! {
+    /// `POST /agent/{agent_id}/duplicate`
+    #[schema(as = DuplicateAgent)]
+    pub struct AgentCopy -> AgentError {
+        /// The copy's name; omitted: the original's with ` (copy)`.
+        #[schema(nullable = false, min_length = 1, max_length = 120)]
+        name: Option<String> = agent_name,
+    }
+}
+
+impl AgentUpdate {
+    /// The operations, in order (none when only metadata changes).
+    pub fn operations(&self) -> &[Operation] {
+        self.operations.as_deref().unwrap_or_default()
     }
 
-    fn is_empty(&self) -> bool {
-        self.name.is_none() && self.description.is_none() && self.visibility.is_none()
+    /// Refuses an update that changes nothing.
+    fn check(&self) -> Result<(), AgentError> {
+        if self.name.is_none() && self.description.is_none() && self.visibility.is_none() && self.operations.is_none() {
+            return Err(invalid("nothing to update: give name, description, visibility or operations"));
+        }
+        Ok(())
     }
+}
 
-    fn apply_to(&self, agent: &mut Agent) {
-        if let Some(name) = &self.name {
-            agent.name.clone_from(name);
+/// Sets the metadata a create or update gives.
+fn apply_fields(
+    agent: &mut Agent,
+    name: &Option<String>,
+    description: &Option<String>,
+    visibility: Option<Visibility>,
+) {
+    if let Some(name) = name {
+        agent.name.clone_from(name);
+    }
+    if let Some(description) = description {
+        agent.description.clone_from(description);
+    }
+    if let Some(visibility) = visibility {
+        agent.visibility = visibility;
+    }
+}
+
+/// `name`: 1 to [`MAX_NAME_CHARS`] characters once trimmed.
+fn agent_name(value: Option<&Value>) -> Result<Option<String>, AgentError> {
+    match value {
+        None => Ok(None),
+        Some(Value::String(text)) => {
+            let name = text.trim();
+            let length = name.chars().count();
+            if length == 0 || length > MAX_NAME_CHARS {
+                return Err(invalid(format!("name must be 1 to {MAX_NAME_CHARS} characters")));
+            }
+            Ok(Some(name.to_owned()))
         }
-        if let Some(description) = &self.description {
-            agent.description.clone_from(description);
+        Some(_) => Err(invalid("name must be a string")),
+    }
+}
+
+/// `description`: at most [`MAX_DESCRIPTION_CHARS`] characters.
+fn agent_description(value: Option<&Value>) -> Result<Option<String>, AgentError> {
+    match value {
+        None => Ok(None),
+        Some(Value::String(text)) if text.chars().count() <= MAX_DESCRIPTION_CHARS => Ok(Some(text.clone())),
+        Some(Value::String(_)) => {
+            Err(invalid(format!("description must be at most {MAX_DESCRIPTION_CHARS} characters")))
         }
-        if let Some(visibility) = self.visibility {
-            agent.visibility = visibility;
+        Some(_) => Err(invalid("description must be a string")),
+    }
+}
+
+/// `visibility`: `public` or `private`.
+fn agent_visibility(value: Option<&Value>) -> Result<Option<Visibility>, AgentError> {
+    match value {
+        None => Ok(None),
+        Some(Value::String(text)) => {
+            Ok(Some(Visibility::parse(text).ok_or_else(|| invalid("visibility must be \"public\" or \"private\""))?))
         }
+        Some(_) => Err(invalid("visibility must be \"public\" or \"private\"")),
     }
 }
 
@@ -178,57 +244,14 @@ fn invalid(message: impl Into<String>) -> AgentError {
     AgentError::Invalid(message.into())
 }
 
-/// Refuses properties outside `allowed`.
-fn deny_unknown(body: &Map<String, Value>, allowed: &[&str]) -> Result<(), AgentError> {
-    crate::core::json::unknown_property(body, allowed).map_or(Ok(()), |message| Err(invalid(message)))
-}
-
 /// Parses the optional `workspace_id` field.
-fn optional_workspace(body: &Map<String, Value>) -> Result<Option<WorkspaceId>, AgentError> {
-    match body.get("workspace_id") {
+fn optional_workspace(value: Option<&Value>) -> Result<Option<WorkspaceId>, AgentError> {
+    match value {
         None => Ok(None),
         Some(Value::String(text)) => {
             WorkspaceId::parse(text).map(Some).ok_or_else(|| invalid("workspace_id must be a UUID"))
         }
         Some(_) => Err(invalid("workspace_id must be a UUID string")),
-    }
-}
-
-/// A parsed `POST /agent/create` body.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AgentCreate {
-    pub fields: AgentFields,
-    pub workspace_id: Option<WorkspaceId>,
-}
-
-impl AgentCreate {
-    /// Parses the (optional) create body.
-    pub fn parse(body: &Map<String, Value>) -> Result<Self, AgentError> {
-        deny_unknown(body, &["name", "description", "visibility", "workspace_id"])?;
-        Ok(Self { fields: AgentFields::parse(body)?, workspace_id: optional_workspace(body)? })
-    }
-}
-
-/// A parsed `POST /agent/{id}/update` body.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AgentUpdate {
-    pub fields: AgentFields,
-    pub operations: Vec<Operation>,
-}
-
-impl AgentUpdate {
-    /// Parses metadata and ordered operations; at least one of them must be present.
-    pub fn parse(body: &Map<String, Value>) -> Result<Self, AgentError> {
-        deny_unknown(body, &["name", "description", "visibility", "operations"])?;
-        let fields = AgentFields::parse(body)?;
-        let operations = match body.get("operations") {
-            None => Vec::new(),
-            Some(value) => graph::parse_operations(value).map_err(AgentError::Invalid)?,
-        };
-        if fields.is_empty() && operations.is_empty() {
-            return Err(invalid("nothing to update: give name, description, visibility or operations"));
-        }
-        Ok(Self { fields, operations })
     }
 }
 
@@ -381,7 +404,7 @@ pub async fn create_agent(
         created_at: now,
         updated_at: now,
     };
-    create.fields.apply_to(&mut agent);
+    apply_fields(&mut agent, &create.name, &create.description, create.visibility);
     let record = AgentRecord { agent: agent.clone(), graph: Graph::default(), version: 1 };
     if !repo.create_agent(organization, &record, &[]).await? {
         return Err(AgentError::Backend(anyhow::anyhow!("agent {} already exists", agent.id)));
@@ -492,22 +515,23 @@ pub async fn update_agent(
     id: AgentId,
     update: AgentUpdate,
 ) -> Result<UpdateResult, AgentError> {
+    update.check()?;
     let mut retry = AGENT_UPDATE_CONFLICTS.start();
     loop {
         let current = get_agent(ports.agents, organization, id).await?;
-        let (graph, created_nodes) = current.graph.apply(&update.operations)?;
+        let (graph, created_nodes) = current.graph.apply(update.operations())?;
         let mut agent = current.agent.clone();
-        update.fields.apply_to(&mut agent);
+        apply_fields(&mut agent, &update.name, &update.description, update.visibility);
         let now = ports.clock.now();
         agent.updated_at = now;
         let next = AgentRecord { agent, graph, version: current.version + 1 };
-        let touched = touched_nodes(&update.operations, &created_nodes);
+        let touched = touched_nodes(update.operations(), &created_nodes);
         let writes = ports.checks.on_save(organization, Some(&current.graph), &next, &touched, now).await?;
         if ports.agents.replace_agent(organization, &next, current.version, &writes).await? {
             return Ok(UpdateResult {
                 success: true,
                 agent_id: id,
-                operations_applied: update.operations.len(),
+                operations_applied: update.operations().len(),
                 created_nodes,
             });
         }
@@ -544,13 +568,11 @@ pub async fn duplicate_agent(
     ports: &UpdatePorts<'_>,
     organization: OrganizationId,
     id: AgentId,
-    body: &Map<String, Value>,
+    copy: AgentCopy,
 ) -> Result<Agent, AgentError> {
-    deny_unknown(body, &["name"])?;
-    let fields = AgentFields::parse(body)?;
     let source = get_agent(ports.agents, organization, id).await?;
     let now = ports.clock.now();
-    let name = fields.name.unwrap_or_else(|| {
+    let name = copy.name.unwrap_or_else(|| {
         let suffix = " (copy)";
         let kept: String = source.agent.name.chars().take(MAX_NAME_CHARS - suffix.len()).collect();
         format!("{kept}{suffix}")

@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::time::Timestamp;
 use super::uploads::{Upload, UploadKind, UploadStatus};
@@ -121,59 +121,65 @@ impl DomainError for AssetError {
     }
 }
 
-/// A parsed `POST /asset_connections`.
-pub struct NewConnection {
-    pub workspace_id: Option<WorkspaceId>,
-    pub provider: String,
-    pub name: String,
-}
-
-impl NewConnection {
-    pub fn parse(body: &Map<String, Value>) -> Result<Self, AssetError> {
-        deny_unknown(body, &["workspace_id", "provider", "name"])?;
-        let workspace_id = match body.get("workspace_id") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(text)) => Some(
-                WorkspaceId::parse(text).ok_or_else(|| AssetError::Invalid("workspace_id must be a UUID".into()))?,
-            ),
-            Some(_) => return Err(AssetError::Invalid("workspace_id must be a UUID string".into())),
-        };
-        let provider = optional_text(body, "provider")?.unwrap_or_else(|| "local".into());
-        if !PROVIDERS.contains(&provider.as_str()) {
-            return Err(AssetError::Invalid(format!("provider must be one of {}", PROVIDERS.join(", "))));
-        }
-        let name = optional_text(body, "name")?.unwrap_or_else(|| "Asset manager".into());
-        check_name(&name)?;
-        Ok(Self { workspace_id, provider, name })
+/// A property outside a body's declaration is a 400 `{ detail }`.
+impl crate::core::json::Refusal for AssetError {
+    fn unknown_property(message: String) -> Self {
+        AssetError::Invalid(message)
     }
 }
 
-/// A parsed `POST /asset_connections/{id}/items`.
-pub struct NewItem {
-    pub name: String,
-    pub highres: Option<UploadId>,
-    pub proxy: Option<UploadId>,
+crate::closed_body! {
+    /// `POST /asset_connections`; null for a field is the same as leaving it out.
+    #[schema(as = CreateAssetConnection)]
+    pub struct NewConnection -> AssetError {
+        /// Default: the primary workspace.
+        #[schema(value_type = Option<uuid::Uuid>)]
+        workspace_id: Option<WorkspaceId> = |value: Option<&Value>| match value {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => WorkspaceId::parse(text)
+                .map(Some)
+                .ok_or_else(|| AssetError::Invalid("workspace_id must be a UUID".into())),
+            Some(_) => Err(AssetError::Invalid("workspace_id must be a UUID string".into())),
+        },
+        /// Default and only provider: `local` (items made of this organization's uploads).
+        #[schema(value_type = Option<String>)]
+        provider: String = |value| {
+            let provider = optional_text(value, "provider")?.unwrap_or_else(|| "local".into());
+            if !PROVIDERS.contains(&provider.as_str()) {
+                return Err(AssetError::Invalid(format!("provider must be one of {}", PROVIDERS.join(", "))));
+            }
+            Ok(provider)
+        },
+        /// Default: `Asset manager`.
+        #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
+        name: String = |value| checked_name(optional_text(value, "name")?.unwrap_or_else(|| "Asset manager".into())),
+    }
 }
 
-impl NewItem {
-    pub fn parse(body: &Map<String, Value>) -> Result<Self, AssetError> {
-        deny_unknown(body, &["name", "highres_video_id", "proxy_video_id"])?;
-        let name = optional_text(body, "name")?.ok_or_else(|| AssetError::Invalid("name is required".into()))?;
-        check_name(&name)?;
-        let upload = |field: &str| -> Result<Option<UploadId>, AssetError> {
-            optional_text(body, field)?
-                .map(|text| {
-                    UploadId::parse(&text)
-                        .ok_or_else(|| AssetError::Invalid(format!("{field} must be a video UUID, got {text:?}")))
-                })
-                .transpose()
-        };
-        let (highres, proxy) = (upload("highres_video_id")?, upload("proxy_video_id")?);
-        if highres.is_none() && proxy.is_none() {
-            return Err(AssetError::Invalid("an item needs highres_video_id, proxy_video_id or both".into()));
-        }
-        Ok(Self { name, highres, proxy })
+crate::closed_body! {
+    /// `POST /asset_connections/{connection_id}/items`: a ready video upload as the
+    /// high-resolution file, the proxy, or both (null is the same as leaving it out).
+    #[schema(as = CreateAssetItem)]
+    pub struct NewItem -> AssetError {
+        #[schema(min_length = 1, max_length = 200)]
+        name: String = |value| {
+            checked_name(optional_text(value, "name")?.ok_or_else(|| AssetError::Invalid("name is required".into()))?)
+        },
+        #[schema(value_type = Option<uuid::Uuid>)]
+        highres_video_id: Option<UploadId> = |value| video_id(value, "highres_video_id"),
+        #[schema(value_type = Option<uuid::Uuid>)]
+        proxy_video_id: Option<UploadId> = |value| video_id(value, "proxy_video_id"),
     }
+}
+
+/// An optional upload ID of an item's file.
+fn video_id(value: Option<&Value>, field: &str) -> Result<Option<UploadId>, AssetError> {
+    optional_text(value, field)?
+        .map(|text| {
+            UploadId::parse(&text)
+                .ok_or_else(|| AssetError::Invalid(format!("{field} must be a video UUID, got {text:?}")))
+        })
+        .transpose()
 }
 
 /// Connects a workspace (the requested one, or the primary) to an asset manager.
@@ -221,11 +227,14 @@ pub async fn create_item(
     new: NewItem,
     now: Timestamp,
 ) -> Result<AssetItem, AssetError> {
+    if new.highres_video_id.is_none() && new.proxy_video_id.is_none() {
+        return Err(AssetError::Invalid("an item needs highres_video_id, proxy_video_id or both".into()));
+    }
     let connections = assets.connections(organization).await?;
     if !connections.iter().any(|known| known.id == connection) {
         return Err(AssetError::ConnectionNotFound);
     }
-    for (field, id) in [("highres_video_id", new.highres), ("proxy_video_id", new.proxy)] {
+    for (field, id) in [("highres_video_id", new.highres_video_id), ("proxy_video_id", new.proxy_video_id)] {
         let Some(id) = id else { continue };
         match uploads.get_upload(organization, id).await? {
             Some(Upload { kind: UploadKind::Video, status: UploadStatus::Ready, .. }) => {}
@@ -242,32 +251,28 @@ pub async fn create_item(
         id: AssetItemId::new_v4(),
         connection_id: connection,
         name: new.name,
-        highres: new.highres,
-        proxy: new.proxy,
+        highres: new.highres_video_id,
+        proxy: new.proxy_video_id,
         created_at: now,
     };
     assets.put_asset_item(organization, &item).await?;
     Ok(item)
 }
 
-fn deny_unknown(body: &Map<String, Value>, known: &[&str]) -> Result<(), AssetError> {
-    crate::core::json::unknown_property(body, known).map_or(Ok(()), |message| Err(AssetError::Invalid(message)))
-}
-
-fn optional_text(body: &Map<String, Value>, field: &str) -> Result<Option<String>, AssetError> {
-    match body.get(field) {
+fn optional_text(value: Option<&Value>, field: &str) -> Result<Option<String>, AssetError> {
+    match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(text.clone())),
         Some(_) => Err(AssetError::Invalid(format!("{field} must be a string"))),
     }
 }
 
-fn check_name(name: &str) -> Result<(), AssetError> {
+fn checked_name(name: String) -> Result<String, AssetError> {
     let length = name.chars().count();
     if length == 0 || length > MAX_NAME_CHARS {
         return Err(AssetError::Invalid(format!("name must be 1 to {MAX_NAME_CHARS} characters")));
     }
-    Ok(())
+    Ok(name)
 }
 
 /// Workspaces' asset-manager connections, and the items of the `local` provider.

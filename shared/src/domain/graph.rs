@@ -58,31 +58,71 @@ pub enum NodeRef {
     Temp(String),
 }
 
-/// One graph operation of an update payload.
-#[derive(Clone, Debug, PartialEq)]
+impl NodeRef {
+    /// The end an operation names by `id` or `temp` (its parser lets exactly one through).
+    fn of(id: Option<AgentNodeId>, temp: &Option<String>) -> NodeRef {
+        match (id, temp) {
+            (Some(id), _) => NodeRef::Id(id),
+            (None, temp) => NodeRef::Temp(temp.clone().unwrap_or_default()),
+        }
+    }
+}
+
+/// One graph operation of an update, applied in order, all or nothing. Each variant is
+/// closed: its parser refuses other properties (the OpenAPI document marks them so; the
+/// derive closes only the enum).
+#[derive(Clone, Debug, PartialEq, utoipa::ToSchema)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Operation {
     CreateNode {
+        #[schema(value_type = uuid::Uuid)]
         node_type_id: NodeTypeId,
+        /// A name later operations of the same request use for this node.
+        #[schema(min_length = 1, max_length = 200)]
         temp_ref_id: Option<String>,
+        /// Null or omitted: `{}`.
+        #[schema(value_type = Option<Map<String, Value>>)]
         params_used: Map<String, Value>,
     },
     /// Sets the given parameters; a `null` value removes that parameter.
     UpdateNode {
+        #[schema(value_type = uuid::Uuid)]
         agent_node_id: AgentNodeId,
         params_used: Map<String, Value>,
     },
     DeleteNode {
+        #[schema(value_type = uuid::Uuid)]
         agent_node_id: AgentNodeId,
     },
+    /// Each end by `*_agent_node_id` or by `*_temp_ref_id`, exactly one of them.
     CreateConnection {
-        source: NodeRef,
-        target: NodeRef,
+        #[schema(value_type = Option<uuid::Uuid>, nullable = false)]
+        source_agent_node_id: Option<AgentNodeId>,
+        #[schema(nullable = false, min_length = 1, max_length = 200)]
+        source_temp_ref_id: Option<String>,
+        #[schema(value_type = Option<uuid::Uuid>, nullable = false)]
+        target_agent_node_id: Option<AgentNodeId>,
+        #[schema(nullable = false, min_length = 1, max_length = 200)]
+        target_temp_ref_id: Option<String>,
     },
     DeleteConnection {
-        source: NodeRef,
-        target: NodeRef,
+        #[schema(value_type = Option<uuid::Uuid>, nullable = false)]
+        source_agent_node_id: Option<AgentNodeId>,
+        #[schema(nullable = false, min_length = 1, max_length = 200)]
+        source_temp_ref_id: Option<String>,
+        #[schema(value_type = Option<uuid::Uuid>, nullable = false)]
+        target_agent_node_id: Option<AgentNodeId>,
+        #[schema(nullable = false, min_length = 1, max_length = 200)]
+        target_temp_ref_id: Option<String>,
     },
 }
+
+/// The properties each operation may have besides `op`, as its variant declares them.
+const CREATE_NODE: &[&str] = &["node_type_id", "temp_ref_id", "params_used"];
+const UPDATE_NODE: &[&str] = &["agent_node_id", "params_used"];
+const DELETE_NODE: &[&str] = &["agent_node_id"];
+const CONNECTION: &[&str] =
+    &["source_agent_node_id", "source_temp_ref_id", "target_agent_node_id", "target_temp_ref_id"];
 
 /// A node made by a payload, reported with the reference the caller gave it.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
@@ -138,7 +178,7 @@ fn parse_operation(item: &Value) -> Result<Operation, String> {
     };
     match op {
         "create_node" => {
-            allow(&["node_type_id", "temp_ref_id", "params_used"])?;
+            allow(CREATE_NODE)?;
             Ok(Operation::CreateNode {
                 node_type_id: uuid_field(fields, "node_type_id")?,
                 temp_ref_id: optional_temp_ref(fields.get("temp_ref_id"))?,
@@ -146,24 +186,34 @@ fn parse_operation(item: &Value) -> Result<Operation, String> {
             })
         }
         "update_node" => {
-            allow(&["agent_node_id", "params_used"])?;
+            allow(UPDATE_NODE)?;
             Ok(Operation::UpdateNode {
                 agent_node_id: uuid_field(fields, "agent_node_id")?,
                 params_used: params(fields.get("params_used"), true)?,
             })
         }
         "delete_node" => {
-            allow(&["agent_node_id"])?;
+            allow(DELETE_NODE)?;
             Ok(Operation::DeleteNode { agent_node_id: uuid_field(fields, "agent_node_id")? })
         }
         "create_connection" | "delete_connection" => {
-            allow(&["source_agent_node_id", "source_temp_ref_id", "target_agent_node_id", "target_temp_ref_id"])?;
-            let source = node_ref(fields, "source")?;
-            let target = node_ref(fields, "target")?;
+            allow(CONNECTION)?;
+            let (source_agent_node_id, source_temp_ref_id) = node_ref(fields, "source")?;
+            let (target_agent_node_id, target_temp_ref_id) = node_ref(fields, "target")?;
             Ok(if op == "create_connection" {
-                Operation::CreateConnection { source, target }
+                Operation::CreateConnection {
+                    source_agent_node_id,
+                    source_temp_ref_id,
+                    target_agent_node_id,
+                    target_temp_ref_id,
+                }
             } else {
-                Operation::DeleteConnection { source, target }
+                Operation::DeleteConnection {
+                    source_agent_node_id,
+                    source_temp_ref_id,
+                    target_agent_node_id,
+                    target_temp_ref_id,
+                }
             })
         }
         other => Err(format!("unknown op {other:?} (expected one of {OPERATION_KINDS})")),
@@ -203,13 +253,13 @@ fn params(value: Option<&Value>, required: bool) -> Result<Map<String, Value>, S
 }
 
 /// Reads `{end}_agent_node_id` or `{end}_temp_ref_id`: exactly one of them.
-fn node_ref(fields: &Map<String, Value>, end: &str) -> Result<NodeRef, String> {
+fn node_ref(fields: &Map<String, Value>, end: &str) -> Result<(Option<AgentNodeId>, Option<String>), String> {
     let id_field = format!("{end}_agent_node_id");
     let temp_field = format!("{end}_temp_ref_id");
     match (fields.get(&id_field), fields.get(&temp_field)) {
         (Some(_), Some(_)) => Err(format!("give either {id_field} or {temp_field}, not both")),
-        (Some(_), None) => Ok(NodeRef::Id(uuid_field(fields, &id_field)?)),
-        (None, Some(Value::String(text))) => Ok(NodeRef::Temp(temp_ref(text)?)),
+        (Some(_), None) => Ok((Some(uuid_field(fields, &id_field)?), None)),
+        (None, Some(Value::String(text))) => Ok((None, Some(temp_ref(text)?))),
         (None, Some(_)) => Err(format!("{temp_field} must be a string")),
         (None, None) => Err(format!("{id_field} or {temp_field} is required")),
     }
@@ -304,13 +354,27 @@ impl Graph {
                         && connection.target_agent_node_id != *agent_node_id
                 });
             }
-            Operation::CreateConnection { source, target } => {
-                let connection = self.resolve(source, target, temp_refs)?;
+            Operation::CreateConnection {
+                source_agent_node_id,
+                source_temp_ref_id,
+                target_agent_node_id,
+                target_temp_ref_id,
+            } => {
+                let source = NodeRef::of(*source_agent_node_id, source_temp_ref_id);
+                let target = NodeRef::of(*target_agent_node_id, target_temp_ref_id);
+                let connection = self.resolve(&source, &target, temp_refs)?;
                 self.check_new_connection(connection)?;
                 self.connections.push(connection);
             }
-            Operation::DeleteConnection { source, target } => {
-                let connection = self.resolve(source, target, temp_refs)?;
+            Operation::DeleteConnection {
+                source_agent_node_id,
+                source_temp_ref_id,
+                target_agent_node_id,
+                target_temp_ref_id,
+            } => {
+                let source = NodeRef::of(*source_agent_node_id, source_temp_ref_id);
+                let target = NodeRef::of(*target_agent_node_id, target_temp_ref_id);
+                let connection = self.resolve(&source, &target, temp_refs)?;
                 let before = self.connections.len();
                 self.connections.retain(|existing| *existing != connection);
                 if self.connections.len() == before {

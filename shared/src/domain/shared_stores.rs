@@ -88,6 +88,13 @@ pub enum StoreError {
     Backend(#[from] anyhow::Error),
 }
 
+/// A property outside a body's declaration is a 400 `{ error }`.
+impl crate::core::json::Refusal for StoreError {
+    fn unknown_property(message: String) -> Self {
+        StoreError::Invalid(message)
+    }
+}
+
 /// Refuses a label longer than [`MAX_LABEL_CHARS`], naming its field.
 fn bounded(field: &str, text: &str) -> Result<(), StoreError> {
     if text.chars().count() > MAX_LABEL_CHARS {
@@ -144,6 +151,29 @@ impl SourceType {
     }
 }
 
+crate::closed_body! {
+    /// `POST /shared-stores`
+    #[schema(as = CreateStore)]
+    pub struct NewStore -> StoreError {
+        /// Non-empty once trimmed; at most 1,000 characters.
+        #[schema(value_type = String, min_length = 1, max_length = 1000)]
+        name: StoreName = StoreName::parse,
+        /// A caller-defined label, possibly empty, kept trimmed; omitted means `manual`
+        /// (null is refused).
+        #[schema(value_type = String, required = false, max_length = 1000)]
+        source_type: SourceType = SourceType::parse,
+    }
+}
+
+crate::closed_body! {
+    /// `PATCH /shared-stores/{store_id}`
+    #[schema(as = RenameStore)]
+    pub struct StoreRename -> StoreError {
+        #[schema(value_type = String, min_length = 1, max_length = 1000)]
+        name: StoreName = StoreName::parse,
+    }
+}
+
 /// A caller-defined entry ID: non-empty, at most [`MAX_ENTRY_ID_BYTES`], kept exactly
 /// as sent (no trimming).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -197,15 +227,23 @@ pub fn parse_path_entry_id(text: &str) -> Result<EntryId, StoreError> {
     entry_id_field(text, "entry_id", StoreError::EntryNotFound)
 }
 
-/// Returns the trimmed text of a required string field, or None when it is missing,
-/// not a string, or blank; a trimmed text over [`MAX_LABEL_CHARS`] is refused by name.
-fn required_label<'a>(value: Option<&'a Value>, field: &str) -> Result<Option<&'a str>, StoreError> {
+/// The trimmed `display_name` of an entry write; `missing` when it is absent, not a
+/// string, or blank; a trimmed text over [`MAX_LABEL_CHARS`] is refused by name.
+fn display_name(value: Option<&Value>, missing: StoreError) -> Result<String, StoreError> {
     match value {
         Some(Value::String(text)) if !text.trim().is_empty() => {
-            bounded(field, text.trim())?;
-            Ok(Some(text.trim()))
+            bounded("display_name", text.trim())?;
+            Ok(text.trim().to_owned())
         }
-        _ => Ok(None),
+        _ => Err(missing),
+    }
+}
+
+/// The `entry_id` of a body; `missing` when it is absent, not a string, or empty.
+fn body_entry_id(value: Option<&Value>, missing: StoreError) -> Result<EntryId, StoreError> {
+    match value {
+        Some(Value::String(id)) => entry_id_field(id, "entry_id", missing),
+        _ => Err(missing),
     }
 }
 
@@ -271,29 +309,64 @@ pub struct EntryWrite {
     pub metadata: Metadata,
 }
 
+crate::closed_body! {
+    /// `PUT /shared-stores/{store_id}/entries/{entry_id}`
+    #[schema(as = PutEntry)]
+    pub struct EntryBody -> StoreError {
+        /// Non-empty once trimmed (it is stored trimmed).
+        #[schema(min_length = 1, max_length = 1000)]
+        display_name: String = |value| display_name(value, StoreError::PutFieldsRequired),
+        /// Any JSON object of at most 256,000 bytes; omitted or null is stored as `{}`.
+        #[schema(value_type = Option<Map<String, Value>>)]
+        metadata: Metadata = Metadata::parse,
+    }
+}
+
+crate::closed_body! {
+    /// One item of a bulk upsert.
+    pub struct BulkItem -> StoreError {
+        #[schema(value_type = String, min_length = 1, max_length = 1024)]
+        entry_id: EntryId = |value| body_entry_id(value, StoreError::EntriesIncomplete),
+        #[schema(min_length = 1, max_length = 1000)]
+        display_name: String = |value| display_name(value, StoreError::EntriesIncomplete),
+        #[schema(value_type = Option<Map<String, Value>>)]
+        metadata: Metadata = Metadata::parse,
+    }
+}
+
+crate::closed_body! {
+    /// `POST /shared-stores/{store_id}/entries/bulk`; the last item of an ID wins.
+    #[schema(as = Bulk)]
+    pub struct BulkBody -> StoreError {
+        #[schema(min_items = 1, max_items = 5000)]
+        entries: Vec<BulkItem> = bulk_items,
+    }
+}
+
+/// The items of a bulk: 1 to [`MAX_ENTRIES_PER_BULK`] of them, counted before any is read.
+fn bulk_items(value: Option<&Value>) -> Result<Vec<BulkItem>, StoreError> {
+    let items = match value {
+        Some(Value::Array(items)) if !items.is_empty() => items,
+        _ => return Err(StoreError::EntriesRequired),
+    };
+    if items.len() > MAX_ENTRIES_PER_BULK {
+        return Err(StoreError::BulkTooLarge);
+    }
+    items
+        .iter()
+        .map(|item| match item {
+            Value::Object(item) => BulkItem::parse(item),
+            _ => Err(StoreError::EntriesIncomplete),
+        })
+        .collect()
+}
+
 impl EntryWrite {
     /// Parses a PUT: the entry ID comes from the path, the rest from the body.
     pub fn parse_put(entry_id: &str, body: &Map<String, Value>) -> Result<Self, StoreError> {
-        deny_unknown(body, &["display_name", "metadata"])?;
+        let EntryBody { display_name, metadata } = EntryBody::parse(body)?;
         let entry_id = entry_id_field(entry_id, "entry_id", StoreError::PutFieldsRequired)?;
-        let display_name = required_label(body.get("display_name"), "display_name")?;
-        let display_name = display_name.ok_or(StoreError::PutFieldsRequired)?;
-        Ok(Self { entry_id, display_name: display_name.to_owned(), metadata: Metadata::parse(body.get("metadata"))? })
-    }
-
-    /// Parses one item of a bulk upsert.
-    pub fn parse_bulk_item(item: &Value) -> Result<Self, StoreError> {
-        let Value::Object(item) = item else {
-            return Err(StoreError::EntriesIncomplete);
-        };
-        deny_unknown(item, &["entry_id", "display_name", "metadata"])?;
-        let entry_id = match item.get("entry_id") {
-            Some(Value::String(id)) => entry_id_field(id, "entry_id", StoreError::EntriesIncomplete)?,
-            _ => return Err(StoreError::EntriesIncomplete),
-        };
-        let display_name = required_label(item.get("display_name"), "display_name")?;
-        let display_name = display_name.ok_or(StoreError::EntriesIncomplete)?;
-        Ok(Self { entry_id, display_name: display_name.to_owned(), metadata: Metadata::parse(item.get("metadata"))? })
+        Ok(Self { entry_id, display_name, metadata })
     }
 
     /// The entry this write leaves behind. Replacing an entry keeps the time it was
@@ -308,49 +381,33 @@ impl EntryWrite {
     }
 }
 
-/// A PATCH of an entry: a new ID, a new display name, and maybe new metadata.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EntryRename {
-    pub new_entry_id: EntryId,
-    pub display_name: String,
-    /// None keeps the current metadata.
-    pub metadata: Option<Metadata>,
+crate::closed_body! {
+    /// `PATCH /shared-stores/{store_id}/entries/{entry_id}`
+    #[derive(Clone, Debug, PartialEq)]
+    #[schema(as = PatchEntry)]
+    pub struct EntryRename -> StoreError {
+        /// The entry's new ID.
+        #[schema(value_type = String, min_length = 1, max_length = 1024)]
+        entry_id: EntryId = |value| body_entry_id(value, StoreError::PatchFieldsRequired),
+        #[schema(min_length = 1, max_length = 1000)]
+        display_name: String = |value| display_name(value, StoreError::PatchFieldsRequired),
+        /// Omitted keeps the current metadata; null replaces it with `{}`.
+        #[schema(value_type = Option<Map<String, Value>>)]
+        metadata: Option<Metadata> = |value: Option<&Value>| value.map(|value| Metadata::parse(Some(value))).transpose(),
+    }
 }
 
 impl EntryRename {
-    /// Parses a PATCH body.
-    pub fn parse(body: &Map<String, Value>) -> Result<Self, StoreError> {
-        deny_unknown(body, &["entry_id", "display_name", "metadata"])?;
-        let new_entry_id = match body.get("entry_id") {
-            Some(Value::String(id)) => Some(entry_id_field(id, "entry_id", StoreError::PatchFieldsRequired)?),
-            _ => None,
-        };
-        let display_name = required_label(body.get("display_name"), "display_name")?;
-        let (Some(new_entry_id), Some(display_name)) = (new_entry_id, display_name) else {
-            return Err(StoreError::PatchFieldsRequired);
-        };
-        let metadata = match body.get("metadata") {
-            None => None,
-            present => Some(Metadata::parse(present)?),
-        };
-        Ok(Self { new_entry_id, display_name: display_name.to_owned(), metadata })
-    }
-
     /// The entry a rename of `current` leaves: the new ID and display name, the metadata
     /// replaced only when the PATCH gave some, and the first creation time kept.
     pub fn apply(&self, current: StoreEntry) -> StoreEntry {
         StoreEntry {
-            entry_id: self.new_entry_id.clone(),
+            entry_id: self.entry_id.clone(),
             display_name: self.display_name.clone(),
             metadata: self.metadata.clone().unwrap_or(current.metadata),
             created_at: current.created_at,
         }
     }
-}
-
-/// Refuses a property outside `allowed` by name (400 `{ error }`).
-pub fn deny_unknown(body: &Map<String, Value>, allowed: &[&str]) -> Result<(), StoreError> {
-    crate::core::json::unknown_property(body, allowed).map_or(Ok(()), |message| Err(StoreError::Invalid(message)))
 }
 
 /// Parses a store ID from a path; text that is not a UUID names no store.
@@ -360,18 +417,11 @@ pub fn parse_store_id(text: &str) -> Result<StoreId, StoreError> {
 
 /// Parses the `entries` list of a bulk upsert, keeping the last occurrence of each ID.
 pub fn parse_bulk(body: &Map<String, Value>) -> Result<Vec<EntryWrite>, StoreError> {
-    deny_unknown(body, &["entries"])?;
-    let items = match body.get("entries") {
-        Some(Value::Array(items)) if !items.is_empty() => items,
-        _ => return Err(StoreError::EntriesRequired),
-    };
-    if items.len() > MAX_ENTRIES_PER_BULK {
-        return Err(StoreError::BulkTooLarge);
-    }
-    let mut writes: Vec<EntryWrite> = Vec::with_capacity(items.len());
-    let mut position: HashMap<EntryId, usize> = HashMap::with_capacity(items.len());
-    for item in items {
-        let write = EntryWrite::parse_bulk_item(item)?;
+    let BulkBody { entries } = BulkBody::parse(body)?;
+    let mut writes: Vec<EntryWrite> = Vec::with_capacity(entries.len());
+    let mut position: HashMap<EntryId, usize> = HashMap::with_capacity(entries.len());
+    for BulkItem { entry_id, display_name, metadata } in entries {
+        let write = EntryWrite { entry_id, display_name, metadata };
         match position.get(&write.entry_id) {
             Some(&at) => writes[at] = write,
             None => {

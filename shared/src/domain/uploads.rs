@@ -189,6 +189,40 @@ pub enum UploadError {
     Backend(#[from] anyhow::Error),
 }
 
+/// A property outside a body's declaration is a 400 `{ detail }`.
+impl crate::core::json::Refusal for UploadError {
+    fn unknown_property(message: String) -> Self {
+        UploadError::Invalid(message)
+    }
+}
+
+crate::closed_body! {
+    /// `POST /uploads/{kind}/get_upload_url`; the body is optional.
+    #[schema(as = UploadUrlRequest)]
+    pub struct UploadUrlBody -> UploadError {
+        /// The media type the URL pins (default: the kind's usual one, e.g. `video/mp4`).
+        #[schema(nullable = false)]
+        content_type: Option<String> = |value: Option<&serde_json::Value>| match value {
+            None => Ok(None),
+            Some(serde_json::Value::String(text)) => Ok(Some(text.clone())),
+            Some(_) => Err(UploadError::Invalid("content_type must be a string".into())),
+        },
+    }
+}
+
+crate::closed_body! {
+    /// `POST /uploads/{kind}/finalize_upload`
+    #[schema(as = FinalizeUpload)]
+    pub struct FinalizeBody -> UploadError {
+        #[schema(value_type = uuid::Uuid)]
+        id: UploadId = |value: Option<&serde_json::Value>| match value {
+            Some(serde_json::Value::String(id)) => parse_upload_id(id),
+            Some(_) => Err(UploadError::Invalid("id must be a UUID string".into())),
+            None => Err(UploadError::Invalid("id is required".into())),
+        },
+    }
+}
+
 impl DomainError for UploadError {
     fn rejection(self) -> Result<Rejection, anyhow::Error> {
         match self {

@@ -260,7 +260,7 @@ impl DynamoDb {
             return Err(self.entry_missing(organization, store).await);
         };
         let renamed = rename.apply(entry_from(&current)?);
-        if rename.new_entry_id == *entry_id {
+        if rename.entry_id == *entry_id {
             return self.replace_entry(organization, store, &renamed, now).await;
         }
         let delete = Delete::builder()

@@ -342,8 +342,8 @@ impl SharedStoreRepo for Sqlite {
                 entry_count(transaction, organization, store)?;
                 return Err(StoreError::EntryNotFound);
             };
-            let moving = rename.new_entry_id != entry_id;
-            if moving && existing_created_at(transaction, organization, store, &rename.new_entry_id)?.is_some() {
+            let moving = rename.entry_id != entry_id;
+            if moving && existing_created_at(transaction, organization, store, &rename.entry_id)?.is_some() {
                 return Err(StoreError::EntryIdTaken);
             }
             let renamed = rename.apply(current);

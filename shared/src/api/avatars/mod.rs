@@ -39,7 +39,7 @@ endpoints! {
         dynamodb: ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"],
         sqs: ["sqs:SendMessage"] on ["TaskQueue"], idempotent: true,
         operation(sc): Doc::new("Create an avatar profile; its processing starts", AVATARS, BearerOrApiKey)
-            .body(sc.of::<parse::requests::CreateAvatarProfile>(), true)
+            .body(sc.of::<parse::CreateBody>(), true)
             .answer(201, "The profile, pending", sc.of::<views::AvatarProfile>())
             .general(sc, &[400, 409])
             .idempotent(sc);

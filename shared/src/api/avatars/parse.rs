@@ -12,64 +12,120 @@ use crate::domain::uploads::UploadKind;
 /// Longest URL source.
 const MAX_URL_CHARS: usize = 2_048;
 
-/// The six properties `sources` takes, and the kind of each.
-const SOURCE_FIELDS: [(&str, UploadKind, bool); 6] = [
-    ("video_url", UploadKind::Video, true),
-    ("video_id", UploadKind::Video, false),
-    ("image_url", UploadKind::Image, true),
-    ("image_id", UploadKind::Image, false),
-    ("audio_url", UploadKind::Audio, true),
-    ("audio_id", UploadKind::Audio, false),
-];
-
-/// Parses a create body `{name, sources}`: every refusal names the field.
-pub fn new_avatar(body: &Map<String, Value>) -> Result<NewAvatar, AvatarError> {
-    let invalid = |message: String| AvatarError::Invalid(message);
-    if let Some(message) = json::unknown_property(body, &["name", "sources"]) {
-        return Err(invalid(message));
+/// A property outside a body's declaration is a 400 `{ detail }`.
+impl json::Refusal for AvatarError {
+    fn unknown_property(message: String) -> Self {
+        AvatarError::Invalid(message)
     }
-    let name = match body.get("name") {
+}
+
+crate::closed_body! {
+    /// The sources of a new avatar: a video source (`video_url` or `video_id`), or an image
+    /// source and an audio source. Video and voice recordings are 4 to 15 seconds long. Null
+    /// is the same as leaving a property out.
+    #[schema(as = AvatarSources)]
+    pub struct SourcesBody -> AvatarError {
+        /// An http(s) URL, fetched when the profile is processed and stored as an upload.
+        #[schema(value_type = Option<String>, format = "uri", max_length = 2048)]
+        video_url: Option<AvatarSource> = |value| url_source(value, "video_url"),
+        /// A ready video upload of the organization.
+        #[schema(value_type = Option<uuid::Uuid>)]
+        video_id: Option<AvatarSource> = |value| upload_source(value, "video_id"),
+        #[schema(value_type = Option<String>, format = "uri", max_length = 2048)]
+        image_url: Option<AvatarSource> = |value| url_source(value, "image_url"),
+        #[schema(value_type = Option<uuid::Uuid>)]
+        image_id: Option<AvatarSource> = |value| upload_source(value, "image_id"),
+        #[schema(value_type = Option<String>, format = "uri", max_length = 2048)]
+        audio_url: Option<AvatarSource> = |value| url_source(value, "audio_url"),
+        #[schema(value_type = Option<uuid::Uuid>)]
+        audio_id: Option<AvatarSource> = |value| upload_source(value, "audio_id"),
+    }
+}
+
+crate::closed_body! {
+    /// `POST /avatar-profiles/create`
+    #[schema(as = CreateAvatarProfile)]
+    pub struct CreateBody -> AvatarError {
+        /// Unique in the workspace (compared trimmed, ignoring case).
+        #[schema(min_length = 1, max_length = 200)]
+        name: String = avatar_name,
+        sources: SourcesBody = |value: Option<&Value>| match value {
+            Some(Value::Object(sources)) => {
+                if let Some(message) = json::unknown_property_at("sources", sources, SourcesBody::PROPERTIES) {
+                    let known = SourcesBody::PROPERTIES.join(", ");
+                    return Err(AvatarError::Invalid(format!("{message}; the sources are {known}")));
+                }
+                SourcesBody::parse_at("sources", sources)
+            }
+            Some(_) => Err(AvatarError::Invalid("sources must be an object".into())),
+            None => Err(AvatarError::Invalid("sources is required".into())),
+        },
+    }
+}
+
+/// The trimmed name: 1 to [`MAX_NAME_CHARS`] characters.
+fn avatar_name(value: Option<&Value>) -> Result<String, AvatarError> {
+    let name = match value {
         Some(Value::String(name)) => name.trim().to_owned(),
-        Some(_) => return Err(invalid("name must be a string".into())),
-        None => return Err(invalid("name is required".into())),
+        Some(_) => return Err(AvatarError::Invalid("name must be a string".into())),
+        None => return Err(AvatarError::Invalid("name is required".into())),
     };
     let chars = name.chars().count();
     if chars == 0 || chars > MAX_NAME_CHARS {
-        return Err(invalid(format!("name must be 1 to {MAX_NAME_CHARS} characters after trimming, got {chars}")));
+        return Err(AvatarError::Invalid(format!(
+            "name must be 1 to {MAX_NAME_CHARS} characters after trimming, got {chars}"
+        )));
     }
-    let sources = match body.get("sources") {
-        Some(Value::Object(sources)) => sources,
-        Some(_) => return Err(invalid("sources must be an object".into())),
-        None => return Err(invalid("sources is required".into())),
-    };
-    let fields = SOURCE_FIELDS.map(|(field, ..)| field);
-    if let Some(message) = json::unknown_property_at("sources", sources, &fields) {
-        return Err(invalid(format!("{message}; the sources are {}", fields.join(", "))));
+    Ok(name)
+}
+
+/// A URL source of `sources`: null is none.
+fn url_source(value: Option<&Value>, field: &str) -> Result<Option<AvatarSource>, AvatarError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => {
+            check_url(text, &format!("sources.{field}")).map_err(AvatarError::Invalid)?;
+            Ok(Some(AvatarSource::Url { url: text.clone() }))
+        }
+        Some(_) => Err(AvatarError::Invalid(format!("sources.{field} must be a string or null"))),
     }
+}
+
+/// An upload source of `sources`: null is none.
+fn upload_source(value: Option<&Value>, field: &str) -> Result<Option<AvatarSource>, AvatarError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => match UploadId::parse(text) {
+            Some(id) => Ok(Some(AvatarSource::Upload { id })),
+            None => Err(AvatarError::Invalid(format!("sources.{field} must be a UUID, got {}", json::quoted(text)))),
+        },
+        Some(_) => Err(AvatarError::Invalid(format!("sources.{field} must be a string or null"))),
+    }
+}
+
+/// Parses a create body `{name, sources}`: every refusal names the field.
+pub fn new_avatar(body: &Map<String, Value>) -> Result<NewAvatar, AvatarError> {
+    let CreateBody { name, sources } = CreateBody::parse(body)?;
+    let invalid = |message: String| AvatarError::Invalid(message);
     let mut parsed = AvatarSources::default();
-    for (field, kind, is_url) in SOURCE_FIELDS {
-        let source = match sources.get(field) {
-            None | Some(Value::Null) => continue,
-            Some(Value::String(text)) if is_url => {
-                check_url(text, &format!("sources.{field}")).map_err(invalid)?;
-                AvatarSource::Url { url: text.clone() }
-            }
-            Some(Value::String(text)) => match UploadId::parse(text) {
-                Some(id) => AvatarSource::Upload { id },
-                None => return Err(invalid(format!("sources.{field} must be a UUID, got {}", json::quoted(text)))),
-            },
-            Some(_) => return Err(invalid(format!("sources.{field} must be a string or null"))),
-        };
+    let given = [
+        (UploadKind::Video, sources.video_url, sources.video_id),
+        (UploadKind::Image, sources.image_url, sources.image_id),
+        (UploadKind::Audio, sources.audio_url, sources.audio_id),
+    ];
+    for (kind, url, id) in given {
         let slot = match kind {
             UploadKind::Video => &mut parsed.video,
             UploadKind::Image => &mut parsed.image,
             UploadKind::Audio => &mut parsed.audio,
         };
-        if slot.is_some() {
-            let kind = kind.as_str();
-            return Err(invalid(format!("sources: give one of {kind}_url and {kind}_id, not both")));
-        }
-        *slot = Some(source);
+        *slot = match (url, id) {
+            (Some(_), Some(_)) => {
+                let kind = kind.as_str();
+                return Err(invalid(format!("sources: give one of {kind}_url and {kind}_id, not both")));
+            }
+            (url, id) => url.or(id),
+        };
     }
     match (&parsed.video, &parsed.image, &parsed.audio) {
         (Some(_), None, None) | (None, Some(_), Some(_)) => Ok(NewAvatar { name, sources: parsed }),
@@ -131,51 +187,6 @@ pub fn list_page<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Res
         page.limit = Some(DEFAULT_LIST_LIMIT);
     }
     Ok(page)
-}
-
-// ---- Request bodies ------------------------------------------------------------------
-// The documented form of the bodies read above: the OpenAPI schemas of this context's
-// requests (the parser is the authority; the fuzzer checks that the two agree).
-
-pub mod requests {
-    use serde::Serialize;
-    use utoipa::ToSchema;
-    type Uuid = uuid::Uuid;
-
-    /// The sources of a new avatar: a video source (`video_url` or `video_id`), or an image
-    /// source and an audio source. Video and voice recordings are 4 to 15 seconds long. Null
-    /// is the same as leaving a property out.
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct AvatarSources {
-        /// An http(s) URL, fetched when the profile is processed and stored as an upload.
-        #[serde(default)]
-        #[schema(format = "uri", max_length = 2048)]
-        pub video_url: Option<String>,
-        #[serde(default)]
-        #[schema(format = "uri", max_length = 2048)]
-        pub audio_url: Option<String>,
-        #[serde(default)]
-        #[schema(format = "uri", max_length = 2048)]
-        pub image_url: Option<String>,
-        /// A ready video upload of the organization.
-        #[serde(default)]
-        pub video_id: Option<Uuid>,
-        #[serde(default)]
-        pub audio_id: Option<Uuid>,
-        #[serde(default)]
-        pub image_id: Option<Uuid>,
-    }
-
-    /// `POST /avatar-profiles/create`
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct CreateAvatarProfile {
-        /// Unique in the workspace (compared trimmed, ignoring case).
-        #[schema(min_length = 1, max_length = 200)]
-        pub name: String,
-        pub sources: AvatarSources,
-    }
 }
 
 #[cfg(test)]

@@ -498,7 +498,7 @@ pub fn document() -> OpenApi {
     let mut seen = std::collections::BTreeSet::new();
     for (name, mut schema) in schemas.0 {
         if seen.insert(name.clone()) {
-            if name == crate::api::agents::requests::Operation::name() {
+            if name == crate::domain::graph::Operation::name() {
                 close_variants(&mut schema);
             }
             components = components.schema(name, schema);

@@ -4,41 +4,12 @@
 use serde_json::{Map, Value};
 
 use super::{MediaId, MAX_INPUTS};
-use crate::core::json;
 use crate::core::ssrf::MAX_URL_CHARS;
 use crate::domain::asset_manager::Artifact;
 use crate::domain::ids::AgentNodeId;
 use crate::domain::ids::AssetItemId;
 use crate::domain::ids::UploadId;
 
-/// Properties the body may have.
-const FIELDS: &[&str] = &[
-    "video_inputs",
-    "video_ids",
-    "node_render_ids",
-    "video_urls",
-    "input_clip_start_ms",
-    "input_clip_end_ms",
-    "video_id_inputs",
-    "node_render_inputs",
-    "video_url_inputs",
-    "youtube_url_inputs",
-    "asset_manager_assets",
-    "callback_url",
-    "update_params",
-    "ignore_nodes",
-];
-/// The input arrays, at the top level or in a `video_inputs` entry.
-const INPUT_FIELDS: &[&str] = &[
-    "video_ids",
-    "node_render_ids",
-    "video_urls",
-    "video_id_inputs",
-    "node_render_inputs",
-    "video_url_inputs",
-    "youtube_url_inputs",
-    "asset_manager_assets",
-];
 /// Latest clip offset accepted: the longest input (5 hours).
 pub const MAX_CLIP_MS: u64 = 5 * 60 * 60 * 1000;
 
@@ -91,29 +62,272 @@ type Parsed<T> = Result<T, String>;
 /// Reads one input reference given as text in the named field.
 type RefParser = fn(&str, &str) -> Parsed<InputRef>;
 
-impl StartRequest {
-    pub fn parse(body: &Map<String, Value>) -> Parsed<Self> {
-        if let Some(unknown) = json::unknown_property(body, FIELDS) {
-            return Err(unknown);
+/// The prefix of the fields of an object nested at `at`: `video_inputs[0].`, or nothing
+/// at the top level.
+fn prefix(at: &str) -> String {
+    if at.is_empty() {
+        String::new()
+    } else {
+        format!("{at}.")
+    }
+}
+
+crate::closed_body! {
+    /// An input by ID with its own clip window.
+    #[schema(as = IdInput)]
+    pub struct IdItem -> String, at at {
+        #[schema(value_type = uuid::Uuid)]
+        id: String = |value| item_text(value, at, "id"),
+        #[schema(minimum = 0, maximum = 18000000)]
+        input_clip_start_ms: Option<u64> = |value| offset(value, &prefix(at), "input_clip_start_ms"),
+        #[schema(minimum = 1, maximum = 18000000)]
+        input_clip_end_ms: Option<u64> = |value| offset(value, &prefix(at), "input_clip_end_ms"),
+    }
+}
+
+crate::closed_body! {
+    /// An input by URL with its own clip window.
+    #[schema(as = UrlInput)]
+    pub struct UrlItem -> String, at at {
+        url: String = |value| item_text(value, at, "url"),
+        #[schema(minimum = 0, maximum = 18000000)]
+        input_clip_start_ms: Option<u64> = |value| offset(value, &prefix(at), "input_clip_start_ms"),
+        #[schema(minimum = 1, maximum = 18000000)]
+        input_clip_end_ms: Option<u64> = |value| offset(value, &prefix(at), "input_clip_end_ms"),
+    }
+}
+
+crate::closed_body! {
+    /// An asset-manager item as an input.
+    #[schema(as = AssetInput)]
+    pub struct AssetItem -> String, at at {
+        #[schema(value_type = uuid::Uuid)]
+        id: AssetItemId = |value: Option<&Value>| match value {
+            Some(Value::String(text)) => AssetItemId::parse(text)
+                .ok_or_else(|| format!("{at}.id must be the UUID of the external item, got {text:?}")),
+            Some(_) => Err(format!("{at}.id must be a string")),
+            None => Err(format!("{at}.id is required")),
+        },
+        /// Default `highres`.
+        artifact: Option<Artifact> = |value: Option<&Value>| match value {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => Artifact::parse(text)
+                .map(Some)
+                .ok_or_else(|| format!("{at}.artifact must be highres, proxy or auto, got {text:?}")),
+            Some(_) => Err(format!("{at}.artifact must be a string")),
+        },
+        #[schema(minimum = 0, maximum = 18000000)]
+        input_clip_start_ms: Option<u64> = |value| offset(value, &prefix(at), "input_clip_start_ms"),
+        #[schema(minimum = 1, maximum = 18000000)]
+        input_clip_end_ms: Option<u64> = |value| offset(value, &prefix(at), "input_clip_end_ms"),
+    }
+}
+
+/// Declares a body with the input arrays a run takes at the top level or in a
+/// `video_inputs` entry (`video_ids` … `asset_manager_assets`, and the clip window), after
+/// its own fields, and [`InputArrays`] to read them by.
+macro_rules! with_input_arrays {
+    ($(#[$meta:meta])* pub struct $name:ident, at $at:ident { $($field:tt)* }) => {
+        crate::closed_body! {
+            $(#[$meta])*
+            pub struct $name -> String, at $at {
+                $($field)*
+                #[schema(value_type = Option<Vec<uuid::Uuid>>, nullable = false)]
+                video_ids: Option<Vec<String>> = |value| texts(value, &prefix($at), "video_ids"),
+                #[schema(value_type = Option<Vec<uuid::Uuid>>, nullable = false)]
+                node_render_ids: Option<Vec<String>> = |value| texts(value, &prefix($at), "node_render_ids"),
+                #[schema(nullable = false)]
+                video_urls: Option<Vec<String>> = |value| texts(value, &prefix($at), "video_urls"),
+                #[schema(minimum = 0, maximum = 18000000)]
+                input_clip_start_ms: Option<u64> = |value| offset(value, &prefix($at), "input_clip_start_ms"),
+                #[schema(minimum = 1, maximum = 18000000)]
+                input_clip_end_ms: Option<u64> = |value| offset(value, &prefix($at), "input_clip_end_ms"),
+                #[schema(nullable = false)]
+                video_id_inputs: Option<Vec<IdItem>> =
+                    |value| objects(value, &prefix($at), "video_id_inputs", IdItem::parse_at),
+                #[schema(nullable = false)]
+                node_render_inputs: Option<Vec<IdItem>> =
+                    |value| objects(value, &prefix($at), "node_render_inputs", IdItem::parse_at),
+                #[schema(nullable = false)]
+                video_url_inputs: Option<Vec<UrlItem>> =
+                    |value| objects(value, &prefix($at), "video_url_inputs", UrlItem::parse_at),
+                #[schema(nullable = false)]
+                youtube_url_inputs: Option<Vec<UrlItem>> =
+                    |value| objects(value, &prefix($at), "youtube_url_inputs", UrlItem::parse_at),
+                #[schema(nullable = false)]
+                asset_manager_assets: Option<Vec<AssetItem>> =
+                    |value| objects(value, &prefix($at), "asset_manager_assets", AssetItem::parse_at),
+            }
         }
-        let top_level = INPUT_FIELDS.iter().any(|field| body.contains_key(*field));
-        let inputs = match (body.get("video_inputs"), top_level) {
+
+        impl $name {
+            fn arrays(&self) -> InputArrays<'_> {
+                InputArrays {
+                    video_ids: &self.video_ids,
+                    node_render_ids: &self.node_render_ids,
+                    video_urls: &self.video_urls,
+                    window: (self.input_clip_start_ms, self.input_clip_end_ms),
+                    video_id_inputs: &self.video_id_inputs,
+                    node_render_inputs: &self.node_render_inputs,
+                    video_url_inputs: &self.video_url_inputs,
+                    youtube_url_inputs: &self.youtube_url_inputs,
+                    asset_manager_assets: &self.asset_manager_assets,
+                }
+            }
+        }
+    };
+}
+
+with_input_arrays! {
+    /// The inputs of one Video Input tile (`video_inputs`).
+    #[schema(as = TileInputs)]
+    pub struct TileBody, at at {
+        #[schema(value_type = uuid::Uuid)]
+        agent_node_id: AgentNodeId = |value: Option<&Value>| match value {
+            Some(Value::String(text)) => AgentNodeId::parse(text)
+                .ok_or_else(|| format!("{at}.agent_node_id must be a UUID, got {text:?}")),
+            Some(_) => Err(format!("{at}.agent_node_id must be a string")),
+            None => Err(format!("{at}.agent_node_id is required")),
+        },
+    }
+}
+
+with_input_arrays! {
+    /// `POST /agent/{agent_id}/run`: either `video_inputs` or the top-level input arrays.
+    #[schema(as = StartRun)]
+    pub struct StartBody, at at {
+        #[schema(nullable = false, min_items = 1)]
+        video_inputs: Option<Vec<TileBody>> = |value: Option<&Value>| match value {
+            None => Ok(None),
+            Some(Value::Array(entries)) => entries
+                .iter()
+                .enumerate()
+                .map(|(index, entry)| {
+                    let at = format!("video_inputs[{index}]");
+                    let Value::Object(entry) = entry else { return Err(format!("{at} must be an object")) };
+                    TileBody::parse_at(&at, entry)
+                })
+                .collect::<Parsed<Vec<_>>>()
+                .map(Some),
+            Some(_) => Err("video_inputs must be an array of objects".into()),
+        },
+        /// Where run events are POSTed.
+        callback_url: Option<String> = callback_url,
+        /// `agent_node_id` → parameters to override for this run (null: none).
+        #[schema(value_type = Option<std::collections::BTreeMap<String, Map<String, Value>>>)]
+        update_params: Vec<(AgentNodeId, Map<String, Value>)> = update_params,
+        /// `agent_node_id`s bypassed in this run (null: none).
+        #[schema(value_type = Option<Vec<uuid::Uuid>>)]
+        ignore_nodes: Vec<AgentNodeId> = ignore_nodes,
+    }
+}
+
+/// The input arrays of the body or of a `video_inputs` entry, as parsed.
+struct InputArrays<'a> {
+    video_ids: &'a Option<Vec<String>>,
+    node_render_ids: &'a Option<Vec<String>>,
+    video_urls: &'a Option<Vec<String>>,
+    window: (Option<u64>, Option<u64>),
+    video_id_inputs: &'a Option<Vec<IdItem>>,
+    node_render_inputs: &'a Option<Vec<IdItem>>,
+    video_url_inputs: &'a Option<Vec<UrlItem>>,
+    youtube_url_inputs: &'a Option<Vec<UrlItem>>,
+    asset_manager_assets: &'a Option<Vec<AssetItem>>,
+}
+
+impl InputArrays<'_> {
+    /// True when any input array was given.
+    fn any(&self) -> bool {
+        self.video_ids.is_some()
+            || self.node_render_ids.is_some()
+            || self.video_urls.is_some()
+            || self.video_id_inputs.is_some()
+            || self.node_render_inputs.is_some()
+            || self.video_url_inputs.is_some()
+            || self.youtube_url_inputs.is_some()
+            || self.asset_manager_assets.is_some()
+    }
+}
+
+/// The text of a required string property of an item at `at`.
+fn item_text(value: Option<&Value>, at: &str, key: &str) -> Parsed<String> {
+    match value {
+        Some(Value::String(text)) => Ok(text.clone()),
+        Some(_) => Err(format!("{at}.{key} must be a string")),
+        None => Err(format!("{at}.{key} is required")),
+    }
+}
+
+/// A plain input array: at most [`MAX_INPUTS`] strings.
+fn texts(value: Option<&Value>, prefix: &str, name: &str) -> Parsed<Option<Vec<String>>> {
+    let Some(value) = value else { return Ok(None) };
+    let Value::Array(values) = value else { return Err(format!("{prefix}{name} must be an array of strings")) };
+    if values.len() > MAX_INPUTS {
+        return Err(format!("{prefix}{name} may have at most {MAX_INPUTS} items; it has {}", values.len()));
+    }
+    values
+        .iter()
+        .enumerate()
+        .map(|(index, value)| match value {
+            Value::String(text) => Ok(text.clone()),
+            _ => Err(format!("{prefix}{name}[{index}] must be a string")),
+        })
+        .collect::<Parsed<Vec<_>>>()
+        .map(Some)
+}
+
+/// A per-item input array: at most [`MAX_INPUTS`] objects, each read by `parse_at`.
+fn objects<T>(
+    value: Option<&Value>,
+    prefix: &str,
+    name: &str,
+    parse_at: fn(&str, &Map<String, Value>) -> Parsed<T>,
+) -> Parsed<Option<Vec<T>>> {
+    let Some(value) = value else { return Ok(None) };
+    let Value::Array(values) = value else { return Err(format!("{prefix}{name} must be an array of objects")) };
+    if values.len() > MAX_INPUTS {
+        return Err(format!("{prefix}{name} may have at most {MAX_INPUTS} items; it has {}", values.len()));
+    }
+    values
+        .iter()
+        .enumerate()
+        .map(|(index, value)| {
+            let field = format!("{prefix}{name}[{index}]");
+            let Value::Object(item) = value else { return Err(format!("{field} must be an object")) };
+            parse_at(&field, item)
+        })
+        .collect::<Parsed<Vec<_>>>()
+        .map(Some)
+}
+
+impl StartRequest {
+    /// Parses a start body ([`StartBody`]) and applies the rules across its fields.
+    pub fn parse(body: &Map<String, Value>) -> Parsed<Self> {
+        Self::from_body(StartBody::parse(body)?)
+    }
+
+    /// The request a parsed body makes: one way of giving inputs, windows that end after
+    /// they start, references that parse, and at most [`MAX_INPUTS`] inputs in all.
+    pub fn from_body(body: StartBody) -> Parsed<Self> {
+        let top = body.arrays();
+        let window_given = top.window != (None, None);
+        let inputs = match (&body.video_inputs, top.any()) {
             (Some(_), true) => {
                 return Err("use either video_inputs or the top-level input arrays (video_ids, node_render_ids, \
                             video_urls, ...), not both"
                     .into())
             }
             (Some(entries), false) => {
-                if body.contains_key("input_clip_start_ms") || body.contains_key("input_clip_end_ms") {
+                if window_given {
                     return Err("input_clip_start_ms and input_clip_end_ms apply to the top-level input arrays; \
                                 with video_inputs, give them in each entry"
                         .into());
                 }
                 Inputs::PerTile(per_tile(entries)?)
             }
-            (None, true) => Inputs::TopLevel(items_of(body, "", window(body, "")?)?),
+            (None, true) => Inputs::TopLevel(items_of(&top, "", window(top.window, "")?)?),
             (None, false) => {
-                if body.contains_key("input_clip_start_ms") || body.contains_key("input_clip_end_ms") {
+                if window_given {
                     return Err("input_clip_start_ms and input_clip_end_ms were given without any input".into());
                 }
                 Inputs::None
@@ -129,15 +343,14 @@ impl StartRequest {
         }
         Ok(Self {
             inputs,
-            update_params: update_params(body.get("update_params"))?,
-            ignore_nodes: ignore_nodes(body.get("ignore_nodes"))?,
-            callback_url: callback_url(body.get("callback_url"))?,
+            update_params: body.update_params,
+            ignore_nodes: body.ignore_nodes,
+            callback_url: body.callback_url,
         })
     }
 }
 
-fn per_tile(entries: &Value) -> Parsed<Vec<(AgentNodeId, Vec<InputItem>)>> {
-    let Value::Array(entries) = entries else { return Err("video_inputs must be an array of objects".into()) };
+fn per_tile(entries: &[TileBody]) -> Parsed<Vec<(AgentNodeId, Vec<InputItem>)>> {
     if entries.is_empty() {
         return Err("video_inputs must have at least one entry".into());
     }
@@ -147,24 +360,12 @@ fn per_tile(entries: &Value) -> Parsed<Vec<(AgentNodeId, Vec<InputItem>)>> {
     let mut tiles: Vec<(AgentNodeId, Vec<InputItem>)> = Vec::new();
     for (index, entry) in entries.iter().enumerate() {
         let prefix = format!("video_inputs[{index}]");
-        let Value::Object(entry) = entry else { return Err(format!("{prefix} must be an object")) };
-        let allowed: Vec<&str> = ["agent_node_id", "input_clip_start_ms", "input_clip_end_ms"]
-            .into_iter()
-            .chain(INPUT_FIELDS.iter().copied())
-            .collect();
-        if let Some(unknown) = json::unknown_property_at(&prefix, entry, &allowed) {
-            return Err(unknown);
-        }
-        let node = match entry.get("agent_node_id") {
-            Some(Value::String(text)) => AgentNodeId::parse(text)
-                .ok_or_else(|| format!("{prefix}.agent_node_id must be a UUID, got {text:?}"))?,
-            Some(_) => return Err(format!("{prefix}.agent_node_id must be a string")),
-            None => return Err(format!("{prefix}.agent_node_id is required")),
-        };
+        let node = entry.agent_node_id;
         if tiles.iter().any(|(tile, _)| *tile == node) {
             return Err(format!("{prefix}: video_inputs has more than one entry for agent_node_id {node}"));
         }
-        let items = items_of(entry, &format!("{prefix}."), window(entry, &format!("{prefix}."))?)?;
+        let arrays = entry.arrays();
+        let items = items_of(&arrays, &format!("{prefix}."), window(arrays.window, &format!("{prefix}."))?)?;
         if items.is_empty() {
             return Err(format!(
                 "{prefix} needs at least one of video_ids, node_render_ids, video_urls, youtube_url_inputs, \
@@ -176,10 +377,8 @@ fn per_tile(entries: &Value) -> Parsed<Vec<(AgentNodeId, Vec<InputItem>)>> {
     Ok(tiles)
 }
 
-/// A clip window of an object (top level, entry or item); end must follow start.
-fn window(object: &Map<String, Value>, prefix: &str) -> Parsed<(Option<u64>, Option<u64>)> {
-    let start = offset(object, "input_clip_start_ms", prefix)?;
-    let end = offset(object, "input_clip_end_ms", prefix)?;
+/// A clip window (of the body, an entry or an item): end must follow start.
+fn window((start, end): (Option<u64>, Option<u64>), prefix: &str) -> Parsed<(Option<u64>, Option<u64>)> {
     if let (Some(start), Some(end)) = (start, end) {
         if end <= start {
             return Err(format!(
@@ -193,8 +392,9 @@ fn window(object: &Map<String, Value>, prefix: &str) -> Parsed<(Option<u64>, Opt
     Ok((start, end))
 }
 
-fn offset(object: &Map<String, Value>, name: &str, prefix: &str) -> Parsed<Option<u64>> {
-    match object.get(name) {
+/// A clip offset: null is none; at most [`MAX_CLIP_MS`].
+fn offset(value: Option<&Value>, prefix: &str, name: &str) -> Parsed<Option<u64>> {
+    match value {
         None | Some(Value::Null) => Ok(None),
         Some(value) => match value.as_u64() {
             Some(ms) if ms <= MAX_CLIP_MS => Ok(Some(ms)),
@@ -207,19 +407,16 @@ fn offset(object: &Map<String, Value>, name: &str, prefix: &str) -> Parsed<Optio
 /// The inputs of an object (the body or a `video_inputs` entry), plain arrays first,
 /// then the per-item forms; plain arrays take the object's window, items their own
 /// (falling back to the object's).
-fn items_of(object: &Map<String, Value>, prefix: &str, window: (Option<u64>, Option<u64>)) -> Parsed<Vec<InputItem>> {
+fn items_of(arrays: &InputArrays<'_>, prefix: &str, window: (Option<u64>, Option<u64>)) -> Parsed<Vec<InputItem>> {
     let mut items = Vec::new();
-    let plain: [(&str, RefParser); 3] =
-        [("video_ids", upload_ref), ("node_render_ids", render_ref), ("video_urls", url_ref)];
-    for (name, reference) in plain {
-        let Some(value) = object.get(name) else { continue };
-        let Value::Array(values) = value else { return Err(format!("{prefix}{name} must be an array of strings")) };
-        if values.len() > MAX_INPUTS {
-            return Err(format!("{prefix}{name} may have at most {MAX_INPUTS} items; it has {}", values.len()));
-        }
-        for (index, value) in values.iter().enumerate() {
+    let plain: [(&str, &Option<Vec<String>>, RefParser); 3] = [
+        ("video_ids", arrays.video_ids, upload_ref),
+        ("node_render_ids", arrays.node_render_ids, render_ref),
+        ("video_urls", arrays.video_urls, url_ref),
+    ];
+    for (name, values, reference) in plain {
+        for (index, text) in values.iter().flatten().enumerate() {
             let field = format!("{prefix}{name}[{index}]");
-            let Value::String(text) = value else { return Err(format!("{field} must be a string")) };
             items.push(InputItem {
                 reference: reference(text, &field)?,
                 clip_start_ms: window.0,
@@ -228,81 +425,35 @@ fn items_of(object: &Map<String, Value>, prefix: &str, window: (Option<u64>, Opt
             });
         }
     }
-    let per_item: [(&str, &str, RefParser); 4] = [
-        ("video_id_inputs", "id", upload_ref),
-        ("node_render_inputs", "id", render_ref),
-        ("video_url_inputs", "url", url_ref),
-        ("youtube_url_inputs", "url", site_ref),
+    let by_id: [(&str, &Option<Vec<IdItem>>, RefParser); 2] = [
+        ("video_id_inputs", arrays.video_id_inputs, upload_ref),
+        ("node_render_inputs", arrays.node_render_inputs, render_ref),
     ];
-    for (name, key, reference) in per_item {
-        let Some(value) = object.get(name) else { continue };
-        let Value::Array(values) = value else { return Err(format!("{prefix}{name} must be an array of objects")) };
-        if values.len() > MAX_INPUTS {
-            return Err(format!("{prefix}{name} may have at most {MAX_INPUTS} items; it has {}", values.len()));
-        }
-        for (index, value) in values.iter().enumerate() {
+    for (name, values, reference) in by_id {
+        for (index, item) in values.iter().flatten().enumerate() {
             let field = format!("{prefix}{name}[{index}]");
-            let Value::Object(item) = value else { return Err(format!("{field} must be an object")) };
-            if let Some(unknown) =
-                json::unknown_property_at(&field, item, &[key, "input_clip_start_ms", "input_clip_end_ms"])
-            {
-                return Err(unknown);
-            }
-            let text = match item.get(key) {
-                Some(Value::String(text)) => text,
-                Some(_) => return Err(format!("{field}.{key} must be a string")),
-                None => return Err(format!("{field}.{key} is required")),
-            };
-            let (start, end) = item_window(item, &field, window)?;
-            items.push(InputItem {
-                reference: reference(text, &format!("{field}.{key}"))?,
-                clip_start_ms: start,
-                clip_end_ms: end,
-                field,
-            });
+            let (start, end) = item_window((item.input_clip_start_ms, item.input_clip_end_ms), &field, window)?;
+            let reference = reference(&item.id, &format!("{field}.id"))?;
+            items.push(InputItem { reference, clip_start_ms: start, clip_end_ms: end, field });
         }
     }
-    if let Some(value) = object.get("asset_manager_assets") {
-        items.extend(asset_items(value, prefix, window)?);
-    }
-    Ok(items)
-}
-
-/// `asset_manager_assets`: items `{ id, artifact (highres, proxy, auto; default
-/// highres), input_clip_start_ms, input_clip_end_ms }`.
-fn asset_items(value: &Value, prefix: &str, window: (Option<u64>, Option<u64>)) -> Parsed<Vec<InputItem>> {
-    let name = "asset_manager_assets";
-    let Value::Array(values) = value else { return Err(format!("{prefix}{name} must be an array of objects")) };
-    if values.len() > MAX_INPUTS {
-        return Err(format!("{prefix}{name} may have at most {MAX_INPUTS} items; it has {}", values.len()));
-    }
-    let mut items = Vec::new();
-    for (index, value) in values.iter().enumerate() {
-        let field = format!("{prefix}{name}[{index}]");
-        let Value::Object(item) = value else { return Err(format!("{field} must be an object")) };
-        let known = ["id", "artifact", "input_clip_start_ms", "input_clip_end_ms"];
-        if let Some(unknown) = json::unknown_property_at(&field, item, &known) {
-            return Err(unknown);
+    let by_url: [(&str, &Option<Vec<UrlItem>>, RefParser); 2] = [
+        ("video_url_inputs", arrays.video_url_inputs, url_ref),
+        ("youtube_url_inputs", arrays.youtube_url_inputs, site_ref),
+    ];
+    for (name, values, reference) in by_url {
+        for (index, item) in values.iter().flatten().enumerate() {
+            let field = format!("{prefix}{name}[{index}]");
+            let (start, end) = item_window((item.input_clip_start_ms, item.input_clip_end_ms), &field, window)?;
+            let reference = reference(&item.url, &format!("{field}.url"))?;
+            items.push(InputItem { reference, clip_start_ms: start, clip_end_ms: end, field });
         }
-        let id = match item.get("id") {
-            Some(Value::String(text)) => AssetItemId::parse(text)
-                .ok_or_else(|| format!("{field}.id must be the UUID of the external item, got {text:?}"))?,
-            Some(_) => return Err(format!("{field}.id must be a string")),
-            None => return Err(format!("{field}.id is required")),
-        };
-        let artifact = match item.get("artifact") {
-            None | Some(Value::Null) => Artifact::Highres,
-            Some(Value::String(text)) => Artifact::parse(text)
-                .ok_or_else(|| format!("{field}.artifact must be highres, proxy or auto, got {text:?}"))?,
-            Some(_) => return Err(format!("{field}.artifact must be a string")),
-        };
-        let (start, end) = item_window(item, &field, window)?;
-        items.push(InputItem {
-            reference: InputRef::Asset { id, artifact },
-            clip_start_ms: start,
-            clip_end_ms: end,
-            field,
-        });
+    }
+    for (index, item) in arrays.asset_manager_assets.iter().flatten().enumerate() {
+        let field = format!("{prefix}asset_manager_assets[{index}]");
+        let (start, end) = item_window((item.input_clip_start_ms, item.input_clip_end_ms), &field, window)?;
+        let reference = InputRef::Asset { id: item.id, artifact: item.artifact.unwrap_or(Artifact::Highres) };
+        items.push(InputItem { reference, clip_start_ms: start, clip_end_ms: end, field });
     }
     Ok(items)
 }
@@ -310,11 +461,11 @@ fn asset_items(value: &Value, prefix: &str, window: (Option<u64>, Option<u64>)) 
 /// A per-item form's window: its own offsets, else those of the object it is in; end
 /// must follow start.
 fn item_window(
-    item: &Map<String, Value>,
+    own: (Option<u64>, Option<u64>),
     field: &str,
     outer: (Option<u64>, Option<u64>),
 ) -> Parsed<(Option<u64>, Option<u64>)> {
-    let own = window(item, &format!("{field}."))?;
+    let own = window(own, &format!("{field}."))?;
     let (start, end) = (own.0.or(outer.0), own.1.or(outer.1));
     if let (Some(start), Some(end)) = (start, end) {
         if end <= start {
