@@ -16,16 +16,6 @@ pub fn unknown_property_at(at: &str, body: &Map<String, Value>, allowed: &[&str]
     first_unknown(body, allowed).map(|key| format!("{at}: unknown property: {}", excerpt(key)))
 }
 
-/// `value` as a closed object: refused when it is not an object (`<what> must be a JSON
-/// object`) or names a property outside `allowed` (as [`unknown_property_at`]).
-pub fn closed_object<'a>(value: &'a Value, what: &str, allowed: &[&str]) -> Result<&'a Map<String, Value>, String> {
-    let object = value.as_object().ok_or_else(|| format!("{what} must be a JSON object"))?;
-    match unknown_property_at(what, object, allowed) {
-        Some(message) => Err(message),
-        None => Ok(object),
-    }
-}
-
 /// The error a context refuses a body with, made from the message of a property outside
 /// the body's declaration ([`closed_body!`](crate::closed_body)).
 pub trait Refusal {
@@ -119,7 +109,12 @@ macro_rules! closed_body {
                 if let Some(message) = $crate::core::json::refused_property($at, body, Self::PROPERTIES) {
                     return Err(<$error as $crate::core::json::Refusal>::unknown_property(message));
                 }
-                Ok(Self { $( $field: ($parse)(body.get(stringify!($field)))?, )* })
+                Ok(Self {
+                    $( $field: {
+                        let read: Result<$type, $error> = ($parse)(body.get(stringify!($field)));
+                        read?
+                    }, )*
+                })
             }
         }
     };
@@ -169,11 +164,46 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_object_refuses_other_types_and_long_names_are_cut() {
-        assert_eq!(closed_object(&json!([1]), "auto_topup", &[]), Err("auto_topup must be a JSON object".to_owned()));
+    fn long_names_are_cut() {
         let long = "x".repeat(100);
-        let refused = closed_object(&json!({ long.clone(): 1 }), "the body", &["a"]).unwrap_err();
+        let Value::Object(body) = json!({ long.clone(): 1 }) else { unreachable!() };
+        let refused = unknown_property_at("the body", &body, &["a"]).unwrap();
         assert_eq!(refused, format!("the body: unknown property: {}…", &long[..60]));
         assert_eq!(excerpt("émoji ✓"), "émoji ✓");
+    }
+
+    crate::closed_body! {
+        /// A body of two fields, the second optional.
+        pub struct Probe -> String, at at {
+            /// Required.
+            #[schema(min_length = 1)]
+            name: String = |value: Option<&Value>| match value {
+                Some(Value::String(text)) => Ok(text.clone()),
+                _ => Err(format!("{at}{}name is required", if at.is_empty() { "" } else { "." })),
+            },
+            count: Option<u64> = |value: Option<&Value>| match value {
+                None => Ok(None),
+                Some(value) => value.as_u64().map(Some).ok_or_else(|| "count must be a whole number".to_owned()),
+            },
+        }
+    }
+
+    #[test]
+    fn a_closed_body_is_parsed_documented_and_closed_by_its_one_declaration() {
+        let Value::Object(body) = json!({"name": "a", "count": 2}) else { unreachable!() };
+        let probe = Probe::parse(&body).unwrap();
+        assert_eq!((probe.name.as_str(), probe.count), ("a", Some(2)));
+        let Value::Object(body) = json!({"name": "a", "cuont": 2}) else { unreachable!() };
+        assert_eq!(Probe::parse(&body).err().as_deref(), Some("unknown property: cuont"));
+        assert_eq!(Probe::parse_at("items[3]", &body).err().as_deref(), Some("items[3]: unknown property: cuont"));
+        // Fields are read in order: the first refusal is the first field's.
+        let Value::Object(body) = json!({"count": "x"}) else { unreachable!() };
+        assert_eq!(Probe::parse_at("items[3]", &body).err().as_deref(), Some("items[3].name is required"));
+        // The schema is the struct's: its properties, the required one, and closed.
+        let schema = serde_json::to_value(<Probe as utoipa::PartialSchema>::schema()).unwrap();
+        let properties: Vec<&str> = schema["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(properties, Probe::PROPERTIES);
+        assert_eq!(schema["required"], json!(["name"]));
+        assert_eq!(schema["additionalProperties"], json!(false));
     }
 }

@@ -488,3 +488,35 @@ fn node_type_of(node: &AgentNode) -> Result<&'static NodeType, String> {
         format!("node {} has node type {}, which is not in the catalog", node.agent_node_id, node.node_type_id)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lists the parser allows are the properties each variant declares (and documents).
+    #[test]
+    fn each_operation_allows_the_properties_its_variant_declares() {
+        let schema = serde_json::to_value(<Operation as utoipa::PartialSchema>::schema()).unwrap();
+        let variants = schema["oneOf"].as_array().unwrap();
+        let declared: Vec<(String, Vec<String>)> = variants
+            .iter()
+            .map(|variant| {
+                let properties = variant["properties"].as_object().unwrap();
+                let op = properties["op"]["enum"][0].as_str().unwrap().to_owned();
+                (op, properties.keys().filter(|key| *key != "op").cloned().collect())
+            })
+            .collect();
+        let allowed = [
+            ("create_node", CREATE_NODE),
+            ("update_node", UPDATE_NODE),
+            ("delete_node", DELETE_NODE),
+            ("create_connection", CONNECTION),
+            ("delete_connection", CONNECTION),
+        ];
+        let allowed: Vec<(String, Vec<String>)> = allowed
+            .iter()
+            .map(|(op, fields)| (op.to_string(), fields.iter().map(|field| field.to_string()).collect()))
+            .collect();
+        assert_eq!(declared, allowed);
+    }
+}

@@ -42,7 +42,7 @@ endpoints! {
     upgrade_plan: POST "/plan/upgrade" => "upgrade-plan", handler: upgrade_plan,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"], idempotent: true,
         operation(sc): Doc::new("Change the plan (from free: a checkout)", PLANS, BearerOrApiKey)
-            .body(sc.of::<parse::requests::UpgradePlan>(), true)
+            .body(sc.of::<parse::UpgradeBody>(), true)
             .answer(200, "A checkout to finish, or the change made", sc.of::<UpgradeAnswer>())
             .general(sc, &[400, 402, 409])
             .idempotent(sc);
@@ -54,7 +54,7 @@ endpoints! {
     update_credit_settings: POST "/credits/settings" => "update-credit-settings", handler: update_credit_settings,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
         operation(sc): Doc::new("Change the auto top-up settings", PLANS, BearerOrApiKey)
-            .body(sc.of::<parse::requests::CreditSettings>(), true)
+            .body(sc.of::<parse::SettingsBody>(), true)
             .answer(200, "The credits with the new settings", sc.of::<views::CreditsView>())
             .general(sc, &[400, 403]);
     list_credit_ledger: GET "/credits/ledger" => "list-credit-ledger", handler: list_credit_ledger,
@@ -69,7 +69,7 @@ endpoints! {
     stripe_webhook: POST "/billing/stripe/webhook" => "stripe-webhook", handler: stripe_webhook,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem"],
         operation(sc): Doc::new("Stripe's events (verified by their Stripe-Signature)", PLANS, Public)
-            .body(sc.of::<parse::requests::StripeEvent>(), true)
+            .body(sc.of::<parse::StripeEvent>(), true)
             .answer(200, "Received (applied once; an event sent again changes nothing)", sc.of::<EventReceived>())
             .answer(400, "Not verified (forged, stale, unsigned): nothing changed", sc.of::<s::Detail>())
             .answer(500, "The request failed on the service's side", sc.of::<s::Detail>())

@@ -7,57 +7,117 @@ use crate::domain::credits::plans::PlanId;
 use crate::domain::credits::service::{CreditError, SettingsChange, UpgradeRequest, MAX_URL_BYTES};
 use crate::domain::credits::MAX_TOP_UP_SETTING;
 
-/// A body's object, refusing other types and properties not in `known`.
-fn object<'a>(value: &'a Value, what: &str, known: &[&str]) -> Result<&'a Map<String, Value>, CreditError> {
-    crate::core::json::closed_object(value, what, known).map_err(CreditError::Invalid)
+/// A property outside a body's declaration is a 400 `{ detail }`.
+impl crate::core::json::Refusal for CreditError {
+    fn unknown_property(message: String) -> Self {
+        CreditError::Invalid(message)
+    }
+}
+
+/// The body as an object: a refusal names it `the body`, as the one of `auto_topup` names
+/// that part.
+const THE_BODY: &str = "the body";
+
+/// The body as an object (`the body must be a JSON object` otherwise).
+fn the_body(body: &Value) -> Result<&Map<String, Value>, CreditError> {
+    body.as_object().ok_or_else(|| CreditError::Invalid(format!("{THE_BODY} must be a JSON object")))
+}
+
+crate::closed_body! {
+    /// Auto top-up settings to change; those left out keep their value.
+    #[schema(as = AutoTopUpChange)]
+    pub struct AutoTopUpBody -> CreditError {
+        #[schema(nullable = false)]
+        enabled: Option<bool> = |value| flag(value, "enabled"),
+        #[schema(minimum = 0, maximum = 1000000, nullable = false)]
+        threshold: Option<u64> = |value| number(value, "threshold"),
+        #[schema(minimum = 0, maximum = 1000000, nullable = false)]
+        quantity: Option<u64> = |value| number(value, "quantity"),
+        /// At least `quantity` (default 5,000).
+        #[schema(minimum = 0, maximum = 1000000, nullable = false)]
+        monthly_limit: Option<u64> = |value| number(value, "monthly_limit"),
+        #[schema(nullable = false)]
+        cover_shortfall: Option<bool> = |value| flag(value, "cover_shortfall"),
+    }
+}
+
+crate::closed_body! {
+    /// `POST /credits/settings` (creator, creator_annual, professional and
+    /// professional_annual plans only).
+    #[schema(as = CreditSettings)]
+    pub struct SettingsBody -> CreditError {
+        auto_topup: AutoTopUpBody = |value: Option<&Value>| {
+            let given = value.ok_or_else(|| CreditError::Invalid("auto_topup is required".into()))?;
+            let Value::Object(fields) = given else {
+                return Err(CreditError::Invalid("auto_topup must be a JSON object".into()));
+            };
+            AutoTopUpBody::parse_at("auto_topup", fields)
+        },
+    }
+}
+
+fn flag(value: Option<&Value>, name: &str) -> Result<Option<bool>, CreditError> {
+    match value {
+        None => Ok(None),
+        Some(Value::Bool(value)) => Ok(Some(*value)),
+        Some(_) => Err(CreditError::Invalid(format!("auto_topup.{name} must be true or false"))),
+    }
+}
+
+fn number(value: Option<&Value>, name: &str) -> Result<Option<u64>, CreditError> {
+    match value {
+        None => Ok(None),
+        Some(value) => match value.as_u64().filter(|number| *number <= MAX_TOP_UP_SETTING) {
+            Some(number) => Ok(Some(number)),
+            None => Err(CreditError::Invalid(format!(
+                "auto_topup.{name} must be a whole number from 0 to {MAX_TOP_UP_SETTING}, not {value}"
+            ))),
+        },
+    }
 }
 
 /// `POST /credits/settings {auto_topup: {enabled, threshold, quantity, monthly_limit,
 /// cover_shortfall}}`: each number a whole 0–1,000,000; fields left out keep their value.
 pub fn settings_change(body: &Value) -> Result<SettingsChange, CreditError> {
-    let settings = object(body, "the body", &["auto_topup"])?;
-    let given = settings.get("auto_topup").ok_or_else(|| CreditError::Invalid("auto_topup is required".into()))?;
-    let fields =
-        object(given, "auto_topup", &["enabled", "threshold", "quantity", "monthly_limit", "cover_shortfall"])?;
-    let flag = |name: &str| match fields.get(name) {
-        None => Ok(None),
-        Some(Value::Bool(value)) => Ok(Some(*value)),
-        Some(_) => Err(CreditError::Invalid(format!("auto_topup.{name} must be true or false"))),
-    };
-    let (enabled, cover_shortfall) = (flag("enabled")?, flag("cover_shortfall")?);
-    let number = |name: &str| -> Result<Option<u64>, CreditError> {
-        match fields.get(name) {
-            None => Ok(None),
-            Some(value) => match value.as_u64().filter(|number| *number <= MAX_TOP_UP_SETTING) {
-                Some(number) => Ok(Some(number)),
-                None => Err(CreditError::Invalid(format!(
-                    "auto_topup.{name} must be a whole number from 0 to {MAX_TOP_UP_SETTING}, not {value}"
-                ))),
-            },
-        }
-    };
-    let (threshold, quantity, monthly_limit) = (number("threshold")?, number("quantity")?, number("monthly_limit")?);
+    let SettingsBody { auto_topup } = SettingsBody::parse_at(THE_BODY, the_body(body)?)?;
+    let AutoTopUpBody { enabled, threshold, quantity, monthly_limit, cover_shortfall } = auto_topup;
     Ok(SettingsChange { enabled, threshold, quantity, monthly_limit, cover_shortfall })
+}
+
+crate::closed_body! {
+    /// `POST /plan/upgrade`
+    #[schema(as = UpgradePlan)]
+    pub struct UpgradeBody -> CreditError {
+        /// `free`, `creator`, `creator_annual`, `professional` or `professional_annual`.
+        #[schema(value_type = String, max_length = 100)]
+        plan_id: PlanId = |value: Option<&Value>| {
+            let plan_id = match value {
+                Some(Value::String(text)) => text,
+                Some(_) => return Err(CreditError::Invalid("plan_id must be a string".into())),
+                None => return Err(CreditError::Invalid("plan_id is required".into())),
+            };
+            let known = PlanId::ALL.map(PlanId::as_str).join(", ");
+            PlanId::parse(plan_id)
+                .ok_or_else(|| CreditError::Invalid(format!("plan_id: {plan_id:?} is not a plan; plans are {known}")))
+        },
+        /// Where the checkout sends the caller once paid (http or https).
+        #[schema(format = "uri", max_length = 2048, nullable = false)]
+        success_url: Option<String> = |value| return_url(value, "success_url"),
+        /// Where the checkout sends the caller when it is canceled.
+        #[schema(format = "uri", max_length = 2048, nullable = false)]
+        cancel_url: Option<String> = |value| return_url(value, "cancel_url"),
+    }
 }
 
 /// `POST /plan/upgrade {plan_id, success_url?, cancel_url?}`.
 pub fn upgrade_request(body: &Value) -> Result<UpgradeRequest, CreditError> {
-    let fields = object(body, "the body", &["plan_id", "success_url", "cancel_url"])?;
-    let plan_id = match fields.get("plan_id") {
-        Some(Value::String(text)) => text,
-        Some(_) => return Err(CreditError::Invalid("plan_id must be a string".into())),
-        None => return Err(CreditError::Invalid("plan_id is required".into())),
-    };
-    let known = PlanId::ALL.map(PlanId::as_str).join(", ");
-    let plan = PlanId::parse(plan_id)
-        .ok_or_else(|| CreditError::Invalid(format!("plan_id: {plan_id:?} is not a plan; plans are {known}")))?;
-    let (success_url, cancel_url) = (return_url(fields, "success_url")?, return_url(fields, "cancel_url")?);
-    Ok(UpgradeRequest { plan, success_url, cancel_url })
+    let UpgradeBody { plan_id, success_url, cancel_url } = UpgradeBody::parse_at(THE_BODY, the_body(body)?)?;
+    Ok(UpgradeRequest { plan: plan_id, success_url, cancel_url })
 }
 
 /// A `success_url` or `cancel_url`: an absolute http(s) URL.
-fn return_url(fields: &Map<String, Value>, name: &str) -> Result<Option<String>, CreditError> {
-    match fields.get(name) {
+fn return_url(value: Option<&Value>, name: &str) -> Result<Option<String>, CreditError> {
+    match value {
         None => Ok(None),
         Some(Value::String(text)) => {
             let parsed = url::Url::parse(text).ok().filter(|url| matches!(url.scheme(), "http" | "https"));
@@ -72,76 +132,21 @@ fn return_url(fields: &Map<String, Value>, name: &str) -> Result<Option<String>,
     }
 }
 
-// ---- Request bodies ------------------------------------------------------------------
-// The documented form of the bodies read above: the OpenAPI schemas of this context's
-// requests (the parser is the authority; the fuzzer checks that the two agree).
+// ---- The Stripe webhook ---------------------------------------------------------
+// Its body is Stripe's, read as bytes so that its signature can be checked.
 
-pub mod requests {
-    use serde::Serialize;
-    use serde_json::Value;
-    use utoipa::ToSchema;
+/// A Stripe event as Stripe sends it (`checkout.session.completed` and `invoice.paid`
+/// are applied; others are received and ignored).
+pub struct StripeEvent;
 
-    /// `POST /plan/upgrade`
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct UpgradePlan {
-        /// `free`, `creator`, `creator_annual`, `professional` or `professional_annual`.
-        #[schema(max_length = 100)]
-        pub plan_id: String,
-        /// Where the checkout sends the caller once paid (http or https).
-        #[serde(default)]
-        #[schema(format = "uri", max_length = 2048, nullable = false)]
-        pub success_url: Option<String>,
-        /// Where the checkout sends the caller when it is canceled.
-        #[serde(default)]
-        #[schema(format = "uri", max_length = 2048, nullable = false)]
-        pub cancel_url: Option<String>,
+impl utoipa::PartialSchema for StripeEvent {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .description(Some("A Stripe event, verified by its `Stripe-Signature` header"))
+            .into()
     }
-
-    /// Auto top-up settings to change; those left out keep their value.
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct AutoTopUpChange {
-        #[serde(default)]
-        #[schema(nullable = false)]
-        pub enabled: Option<bool>,
-        #[serde(default)]
-        #[schema(minimum = 0, maximum = 1000000, nullable = false)]
-        pub threshold: Option<u64>,
-        #[serde(default)]
-        #[schema(minimum = 0, maximum = 1000000, nullable = false)]
-        pub quantity: Option<u64>,
-        /// At least `quantity` (default 5,000).
-        #[serde(default)]
-        #[schema(minimum = 0, maximum = 1000000, nullable = false)]
-        pub monthly_limit: Option<u64>,
-        #[serde(default)]
-        #[schema(nullable = false)]
-        pub cover_shortfall: Option<bool>,
-    }
-
-    /// `POST /credits/settings` (creator, creator_annual, professional and
-    /// professional_annual plans only).
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct CreditSettings {
-        pub auto_topup: AutoTopUpChange,
-    }
-
-    /// A Stripe event as Stripe sends it (`checkout.session.completed` and `invoice.paid`
-    /// are applied; others are received and ignored).
-    #[derive(Serialize)]
-    pub struct StripeEvent(Value);
-
-    impl utoipa::PartialSchema for StripeEvent {
-        fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-            use utoipa::openapi::schema::{ObjectBuilder, Type};
-            ObjectBuilder::new()
-                .schema_type(Type::Object)
-                .description(Some("A Stripe event, verified by its `Stripe-Signature` header"))
-                .into()
-        }
-    }
-
-    impl ToSchema for StripeEvent {}
 }
+
+impl utoipa::ToSchema for StripeEvent {}

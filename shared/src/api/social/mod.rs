@@ -35,7 +35,7 @@ endpoints! {
     create_social_connection: POST "/social/connections" => "create-social-connection", handler: create_connection,
         dynamodb: ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"], idempotent: true,
         operation(sc): Doc::new("Connect a social account", SOCIAL, BearerOrApiKey)
-            .body(sc.of::<parse::requests::CreateSocialConnection>(), true)
+            .body(sc.of::<parse::ConnectionBody>(), true)
             .answer(201, "The connection (never its credentials)", sc.of::<views::SocialConnection>())
             .general(sc, &[400, 409])
             .idempotent(sc);
@@ -61,7 +61,7 @@ endpoints! {
         s3: ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"], sqs: ["sqs:SendMessage"] on ["TaskQueue"],
         idempotent: true,
         operation(sc): Doc::new("Post media to social accounts, now or later", SOCIAL, BearerOrApiKey)
-            .body(sc.of::<parse::requests::CreateSocialPost>(), true)
+            .body(sc.of::<parse::PostBody>(), true)
             .answer(
                 201,
                 "The post: processing, scheduled, or pending_approval when a destination requires it",

@@ -28,8 +28,8 @@ fn invalid(message: impl Into<String>) -> SocialError {
     SocialError::Invalid(message.into())
 }
 
-fn text_field(body: &Map<String, Value>, field: &str, max: usize) -> Result<String, SocialError> {
-    let text = match body.get(field) {
+fn text_field(value: Option<&Value>, field: &str, max: usize) -> Result<String, SocialError> {
+    let text = match value {
         Some(Value::String(text)) => text.trim().to_owned(),
         Some(Value::Null) | None => return Err(invalid(format!("{field} is required"))),
         Some(_) => return Err(invalid(format!("{field} must be a string"))),
@@ -54,143 +54,219 @@ pub fn check_url(text: &str, field: &str) -> Result<(), SocialError> {
     }
 }
 
-/// Refuses a property of the body outside `allowed` (`at`: the part of the body it is).
-fn check_properties(body: &Map<String, Value>, allowed: &[&str], at: Option<&str>) -> Result<(), SocialError> {
-    let unknown = match at {
-        None => json::unknown_property(body, allowed),
-        Some(at) => json::unknown_property_at(at, body, allowed),
-    };
-    unknown.map_or(Ok(()), |message| Err(invalid(message)))
-}
-
-/// Parses `POST /social/connections`.
-pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, SocialError> {
-    const FIELDS: [&str; 8] = [
-        "platform",
-        "account_name",
-        "account_username",
-        "profile_url",
-        "requires_approval",
-        "publisher",
-        "credentials",
-        "sandbox_behavior",
-    ];
-    check_properties(body, &FIELDS, None)?;
-    let platform = match body.get("platform") {
-        Some(Value::String(text)) => Platform::parse(text).ok_or_else(|| {
-            invalid(format!(
-                "platform must be one of x, linkedin, instagram, facebook, tiktok, youtube; got {}",
-                json::quoted(text)
-            ))
-        })?,
-        Some(Value::Null) | None => return Err(invalid("platform is required")),
-        Some(_) => return Err(invalid("platform must be a string")),
-    };
-    let account_name = text_field(body, "account_name", MAX_ACCOUNT_CHARS)?;
-    let account_username = text_field(body, "account_username", MAX_ACCOUNT_CHARS)?;
-    let profile_url = text_field(body, "profile_url", MAX_URL_CHARS)?;
-    check_url(&profile_url, "profile_url")?;
-    let requires_approval = match body.get("requires_approval") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(value)) => *value,
-        Some(_) => return Err(invalid("requires_approval must be a boolean")),
-    };
-    let publisher = publisher(body, platform)?;
-    let sandbox_behavior = sandbox_behavior(body, publisher)?;
-    let credentials = credentials(body, publisher)?;
-    Ok(NewConnection {
-        platform,
-        account_name,
-        account_username,
-        profile_url,
-        requires_approval,
-        publisher,
-        sandbox_behavior,
-        credentials,
-    })
-}
-
-/// A connection's `publisher` (sandbox by default; youtube for the youtube platform).
-fn publisher(body: &Map<String, Value>, platform: Platform) -> Result<PublisherKind, SocialError> {
-    let publisher = match body.get("publisher") {
-        None | Some(Value::Null) => PublisherKind::Sandbox,
-        Some(Value::String(text)) if text == "sandbox" => PublisherKind::Sandbox,
-        Some(Value::String(text)) if text == "youtube" => PublisherKind::Youtube,
-        Some(Value::String(text)) => {
-            return Err(invalid(format!("publisher must be sandbox or youtube, got {}", json::quoted(text))))
-        }
-        Some(_) => return Err(invalid("publisher must be a string")),
-    };
-    if publisher == PublisherKind::Youtube && platform != Platform::Youtube {
-        return Err(invalid("publisher: youtube publishes to the youtube platform only"));
+/// A property outside a body's declaration is a 400 `{ detail }`.
+impl json::Refusal for SocialError {
+    fn unknown_property(message: String) -> Self {
+        invalid(message)
     }
-    Ok(publisher)
 }
 
-/// What the sandbox does with a connection's posts (succeed by default); the sandbox
-/// publisher's only.
-fn sandbox_behavior(body: &Map<String, Value>, publisher: PublisherKind) -> Result<SandboxBehavior, SocialError> {
-    Ok(match body.get("sandbox_behavior") {
-        None | Some(Value::Null) => SandboxBehavior::Succeed,
-        Some(_) if publisher != PublisherKind::Sandbox => {
-            return Err(invalid("sandbox_behavior applies to the sandbox publisher only"))
+crate::closed_body! {
+    /// The publisher's credentials (YouTube: an OAuth access token with the
+    /// `youtube.upload` scope). Write-only: kept in the deployment's secret store, never shown.
+    #[schema(as = SocialCredentials)]
+    pub struct CredentialsBody -> SocialError {
+        #[schema(min_length = 1, max_length = 4096)]
+        access_token: String = |value| {
+            credential(value, "access_token")?.ok_or_else(|| invalid("credentials.access_token is required"))
+        },
+        /// Kept to refresh the access token before an upload once it has run out (with
+        /// `client_id` and `client_secret`, which it requires).
+        #[schema(min_length = 1, max_length = 4096, nullable = false)]
+        refresh_token: Option<String> = |value| credential(value, "refresh_token"),
+        /// The OAuth client that issued the tokens (required with `refresh_token`).
+        #[schema(min_length = 1, max_length = 4096, nullable = false)]
+        client_id: Option<String> = |value| credential(value, "client_id"),
+        /// The OAuth client's secret (required with `refresh_token`).
+        #[schema(min_length = 1, max_length = 4096, nullable = false)]
+        client_secret: Option<String> = |value| credential(value, "client_secret"),
+    }
+}
+
+/// A credential: a non-empty string of at most [`MAX_CREDENTIAL_CHARS`]; None when absent.
+fn credential(value: Option<&Value>, field: &str) -> Result<Option<String>, SocialError> {
+    match value {
+        None => Ok(None),
+        Some(Value::String(text)) if !text.trim().is_empty() && text.chars().count() <= MAX_CREDENTIAL_CHARS => {
+            Ok(Some(text.clone()))
         }
-        Some(Value::String(text)) => match text.as_str() {
-            "succeed" => SandboxBehavior::Succeed,
-            "fail" => SandboxBehavior::Fail,
-            "async" => SandboxBehavior::Async,
-            _ => {
-                return Err(invalid(format!(
+        Some(_) => Err(invalid(format!(
+            "credentials.{field} must be a non-empty string of at most {MAX_CREDENTIAL_CHARS} characters"
+        ))),
+    }
+}
+
+crate::closed_body! {
+    /// `POST /social/connections`
+    #[schema(as = CreateSocialConnection)]
+    pub struct ConnectionBody -> SocialError {
+        platform: Platform = |value: Option<&Value>| match value {
+            Some(Value::String(text)) => Platform::parse(text).ok_or_else(|| {
+                invalid(format!(
+                    "platform must be one of x, linkedin, instagram, facebook, tiktok, youtube; got {}",
+                    json::quoted(text)
+                ))
+            }),
+            Some(Value::Null) | None => Err(invalid("platform is required")),
+            Some(_) => Err(invalid("platform must be a string")),
+        },
+        #[schema(min_length = 1, max_length = 200)]
+        account_name: String = |value| text_field(value, "account_name", MAX_ACCOUNT_CHARS),
+        #[schema(min_length = 1, max_length = 200)]
+        account_username: String = |value| text_field(value, "account_username", MAX_ACCOUNT_CHARS),
+        #[schema(format = "uri", min_length = 1, max_length = 2048)]
+        profile_url: String = |value| {
+            let url = text_field(value, "profile_url", MAX_URL_CHARS)?;
+            check_url(&url, "profile_url")?;
+            Ok(url)
+        },
+        /// Posts to this account wait for `POST /social/post/{post_id}/approve` (default false).
+        requires_approval: Option<bool> = |value: Option<&Value>| match value {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(value)) => Ok(Some(*value)),
+            Some(_) => Err(invalid("requires_approval must be a boolean")),
+        },
+        /// Default `sandbox`.
+        publisher: Option<PublisherKind> = |value: Option<&Value>| match value {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) if text == "sandbox" => Ok(Some(PublisherKind::Sandbox)),
+            Some(Value::String(text)) if text == "youtube" => Ok(Some(PublisherKind::Youtube)),
+            Some(Value::String(text)) => {
+                Err(invalid(format!("publisher must be sandbox or youtube, got {}", json::quoted(text))))
+            }
+            Some(_) => Err(invalid("publisher must be a string")),
+        },
+        /// The sandbox publisher only; default `succeed`.
+        sandbox_behavior: Option<SandboxBehavior> = |value: Option<&Value>| match value {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => match text.as_str() {
+                "succeed" => Ok(Some(SandboxBehavior::Succeed)),
+                "fail" => Ok(Some(SandboxBehavior::Fail)),
+                "async" => Ok(Some(SandboxBehavior::Async)),
+                _ => Err(invalid(format!(
                     "sandbox_behavior must be succeed, fail or async, got {}",
                     json::quoted(text)
-                )))
-            }
+                ))),
+            },
+            Some(_) => Err(invalid("sandbox_behavior must be a string")),
         },
-        Some(_) => return Err(invalid("sandbox_behavior must be a string")),
+        /// Required by the youtube publisher, refused by the sandbox.
+        credentials: Option<CredentialsBody> = |value: Option<&Value>| match value {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Object(fields)) => CredentialsBody::parse_at("credentials", fields).map(Some),
+            Some(_) => Err(invalid("credentials must be an object")),
+        },
+    }
+}
+
+/// Parses `POST /social/connections`: the body, then the rules between its fields.
+pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, SocialError> {
+    let body = ConnectionBody::parse(body)?;
+    let publisher = body.publisher.unwrap_or(PublisherKind::Sandbox);
+    if publisher == PublisherKind::Youtube && body.platform != Platform::Youtube {
+        return Err(invalid("publisher: youtube publishes to the youtube platform only"));
+    }
+    if body.sandbox_behavior.is_some() && publisher != PublisherKind::Sandbox {
+        return Err(invalid("sandbox_behavior applies to the sandbox publisher only"));
+    }
+    Ok(NewConnection {
+        platform: body.platform,
+        account_name: body.account_name,
+        account_username: body.account_username,
+        profile_url: body.profile_url,
+        requires_approval: body.requires_approval.unwrap_or(false),
+        publisher,
+        sandbox_behavior: body.sandbox_behavior.unwrap_or(SandboxBehavior::Succeed),
+        credentials: credentials(body.credentials, publisher)?,
     })
 }
 
-/// A youtube connection's OAuth `credentials`: an access token, and a refresh token only
-/// with the client that issued it.
-fn credentials(body: &Map<String, Value>, publisher: PublisherKind) -> Result<Option<Map<String, Value>>, SocialError> {
-    let fields = match (body.get("credentials"), publisher) {
-        (None | Some(Value::Null), PublisherKind::Sandbox) => return Ok(None),
-        (None | Some(Value::Null), PublisherKind::Youtube) => {
+/// A youtube connection's OAuth `credentials`, as stored: an access token, and a refresh
+/// token only with the client that issued it.
+fn credentials(
+    credentials: Option<CredentialsBody>,
+    publisher: PublisherKind,
+) -> Result<Option<Map<String, Value>>, SocialError> {
+    let credentials = match (credentials, publisher) {
+        (None, PublisherKind::Sandbox) => return Ok(None),
+        (None, PublisherKind::Youtube) => {
             return Err(invalid("credentials is required for the youtube publisher: {access_token}"))
         }
         (Some(_), PublisherKind::Sandbox) => return Err(invalid("credentials apply to the youtube publisher only")),
-        (Some(Value::Object(fields)), PublisherKind::Youtube) => fields,
-        (Some(_), PublisherKind::Youtube) => return Err(invalid("credentials must be an object")),
+        (Some(credentials), PublisherKind::Youtube) => credentials,
     };
-    check_properties(fields, &["access_token", "refresh_token", "client_id", "client_secret"], Some("credentials"))?;
-    for (field, value) in fields {
-        match value {
-            Value::String(text) if !text.trim().is_empty() && text.chars().count() <= MAX_CREDENTIAL_CHARS => {}
-            _ => {
-                return Err(invalid(format!(
-                    "credentials.{field} must be a non-empty string of at most {MAX_CREDENTIAL_CHARS} characters"
-                )))
-            }
-        }
-    }
-    if !fields.contains_key("access_token") {
-        return Err(invalid("credentials.access_token is required"));
-    }
-    let client = ["client_id", "client_secret"].iter().filter(|field| fields.contains_key(**field)).count();
-    if fields.contains_key("refresh_token") && client != 2 {
+    let CredentialsBody { access_token, refresh_token, client_id, client_secret } = credentials;
+    if refresh_token.is_some() && (client_id.is_none() || client_secret.is_none()) {
         return Err(invalid(
             "credentials.refresh_token needs credentials.client_id and credentials.client_secret (the OAuth client \
              that issued it), to refresh the access token with",
         ));
     }
-    Ok(Some(fields.clone()))
+    let mut stored = Map::new();
+    stored.insert("access_token".into(), Value::String(access_token));
+    let optional = [("refresh_token", refresh_token), ("client_id", client_id), ("client_secret", client_secret)];
+    for (field, value) in optional {
+        if let Some(value) = value {
+            stored.insert(field.into(), Value::String(value));
+        }
+    }
+    Ok(Some(stored))
 }
 
-/// Parses `POST /social/post`; `now` bounds `scheduled_at`.
-pub fn new_post(body: &Map<String, Value>, now: Timestamp) -> Result<NewPost, SocialError> {
-    check_properties(body, &["description", "destinations", "media_urls", "scheduled_at"], None)?;
-    let description = text_field(body, "description", MAX_DESCRIPTION_CHARS)?;
-    let destinations = match body.get("destinations") {
+crate::closed_body! {
+    /// A destination of a new post.
+    #[schema(as = PostDestinationRef)]
+    pub struct DestinationBody -> SocialError, at at {
+        /// A connection of the organization.
+        #[schema(value_type = uuid::Uuid)]
+        social_connection_id: SocialConnectionId = |value: Option<&Value>| {
+            let field = format!("{at}.social_connection_id");
+            match value {
+                Some(Value::String(text)) => SocialConnectionId::parse(text)
+                    .ok_or_else(|| invalid(format!("{field} must be a UUID, got {}", json::quoted(text)))),
+                Some(Value::Null) | None => Err(invalid(format!("{field} is required"))),
+                Some(_) => Err(invalid(format!("{field} must be a string"))),
+            }
+        },
+    }
+}
+
+crate::closed_body! {
+    /// `POST /social/post`
+    #[schema(as = CreateSocialPost)]
+    pub struct PostBody -> SocialError {
+        /// At most what every destination's platform takes (x 280, linkedin 3000, instagram
+        /// and tiktok 2200, facebook and youtube 5000 characters).
+        #[schema(min_length = 1, max_length = 5000)]
+        description: String = |value| text_field(value, "description", MAX_DESCRIPTION_CHARS),
+        /// 1 to 10 connections, each once.
+        #[schema(min_items = 1, max_items = 10)]
+        destinations: Vec<DestinationBody> = destinations,
+        /// 1 to 10 http(s) URLs of videos (MP4, MOV, WebM) or pictures (PNG, JPEG, WebP), at
+        /// most 512 MB each, within each destination's limits; the service's own signed
+        /// links are read from its store.
+        #[schema(min_items = 1, max_items = 10)]
+        media_urls: Vec<String> = media_urls,
+        /// A future time (within a year) to publish at; now when left out.
+        scheduled_at: Option<Timestamp> = |value: Option<&Value>| match value {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => {
+                let at = chrono::DateTime::parse_from_rfc3339(text).map_err(|_| {
+                    invalid(format!(
+                        "scheduled_at must be an ISO 8601 time such as 2030-01-01T09:00:00Z, got {}",
+                        json::quoted(text)
+                    ))
+                })?;
+                Ok(Some(Timestamp::from_datetime(at.with_timezone(&chrono::Utc))))
+            }
+            Some(_) => Err(invalid("scheduled_at must be a string")),
+        },
+    }
+}
+
+/// A post's destinations: 1 to [`MAX_DESTINATIONS`] connections, each once.
+fn destinations(value: Option<&Value>) -> Result<Vec<DestinationBody>, SocialError> {
+    let items = match value {
         Some(Value::Array(items)) if items.is_empty() => {
             return Err(invalid("destinations must name at least one social connection"))
         }
@@ -201,25 +277,25 @@ pub fn new_post(body: &Map<String, Value>, now: Timestamp) -> Result<NewPost, So
         Some(Value::Null) | None => return Err(invalid("destinations is required")),
         Some(_) => return Err(invalid("destinations must be an array")),
     };
-    let mut ids = Vec::with_capacity(destinations.len());
-    for (index, item) in destinations.iter().enumerate() {
-        let field = format!("destinations[{index}].social_connection_id");
+    let mut destinations: Vec<DestinationBody> = Vec::with_capacity(items.len());
+    for (index, item) in items.iter().enumerate() {
+        let at = format!("destinations[{index}]");
         let Value::Object(item) = item else {
-            return Err(invalid(format!("destinations[{index}] must be an object {{social_connection_id}}")));
+            return Err(invalid(format!("{at} must be an object {{social_connection_id}}")));
         };
-        check_properties(item, &["social_connection_id"], Some(&format!("destinations[{index}]")))?;
-        let id = match item.get("social_connection_id") {
-            Some(Value::String(text)) => SocialConnectionId::parse(text)
-                .ok_or_else(|| invalid(format!("{field} must be a UUID, got {}", json::quoted(text))))?,
-            Some(Value::Null) | None => return Err(invalid(format!("{field} is required"))),
-            Some(_) => return Err(invalid(format!("{field} must be a string"))),
-        };
-        if ids.contains(&id) {
-            return Err(invalid(format!("{field}: connection {id} is named twice")));
+        let destination = DestinationBody::parse_at(&at, item)?;
+        let id = destination.social_connection_id;
+        if destinations.iter().any(|known| known.social_connection_id == id) {
+            return Err(invalid(format!("{at}.social_connection_id: connection {id} is named twice")));
         }
-        ids.push(id);
+        destinations.push(destination);
     }
-    let media = match body.get("media_urls") {
+    Ok(destinations)
+}
+
+/// A post's media: 1 to [`MAX_MEDIA`] http(s) URLs.
+fn media_urls(value: Option<&Value>) -> Result<Vec<String>, SocialError> {
+    let media = match value {
         Some(Value::Array(items)) if items.is_empty() => return Err(invalid("media_urls must hold at least one URL")),
         Some(Value::Array(items)) if items.len() > MAX_MEDIA => {
             return Err(invalid(format!("media_urls may hold at most {MAX_MEDIA} URLs")))
@@ -228,34 +304,31 @@ pub fn new_post(body: &Map<String, Value>, now: Timestamp) -> Result<NewPost, So
         Some(Value::Null) | None => return Err(invalid("media_urls is required")),
         Some(_) => return Err(invalid("media_urls must be an array")),
     };
-    let mut media_urls = Vec::with_capacity(media.len());
-    for (index, item) in media.iter().enumerate() {
-        let field = format!("media_urls[{index}]");
-        let Value::String(url) = item else { return Err(invalid(format!("{field} must be a string"))) };
-        check_url(url, &field)?;
-        media_urls.push(url.clone());
-    }
-    let scheduled_at = match body.get("scheduled_at") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(text)) => {
-            let at = chrono::DateTime::parse_from_rfc3339(text).map_err(|_| {
-                invalid(format!(
-                    "scheduled_at must be an ISO 8601 time such as 2030-01-01T09:00:00Z, got {}",
-                    json::quoted(text)
-                ))
-            })?;
-            let at = Timestamp::from_datetime(at.with_timezone(&chrono::Utc));
-            if at < now {
-                return Err(invalid(format!("scheduled_at {at} is in the past (now is {now})")));
-            }
-            if at > now.after(MAX_SCHEDULE_AHEAD) {
-                return Err(invalid(format!("scheduled_at {at} is more than a year ahead")));
-            }
-            Some(at)
+    media
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let field = format!("media_urls[{index}]");
+            let Value::String(url) = item else { return Err(invalid(format!("{field} must be a string"))) };
+            check_url(url, &field)?;
+            Ok(url.clone())
+        })
+        .collect()
+}
+
+/// Parses `POST /social/post`; `now` bounds `scheduled_at`.
+pub fn new_post(body: &Map<String, Value>, now: Timestamp) -> Result<NewPost, SocialError> {
+    let PostBody { description, destinations, media_urls, scheduled_at } = PostBody::parse(body)?;
+    if let Some(at) = scheduled_at {
+        if at < now {
+            return Err(invalid(format!("scheduled_at {at} is in the past (now is {now})")));
         }
-        Some(_) => return Err(invalid("scheduled_at must be a string")),
-    };
-    Ok(NewPost { description, destinations: ids, media_urls, scheduled_at })
+        if at > now.after(MAX_SCHEDULE_AHEAD) {
+            return Err(invalid(format!("scheduled_at {at} is more than a year ahead")));
+        }
+    }
+    let destinations = destinations.into_iter().map(|destination| destination.social_connection_id).collect();
+    Ok(NewPost { description, destinations, media_urls, scheduled_at })
 }
 
 /// The list of posts' cursors.
@@ -311,94 +384,6 @@ pub fn post_query<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Re
         }
     }
     Ok(query)
-}
-
-// ---- Request bodies ------------------------------------------------------------------
-// The documented form of the bodies read above: the OpenAPI schemas of this context's
-// requests (the parser is the authority; the fuzzer checks that the two agree).
-
-pub mod requests {
-    use crate::domain::time::Timestamp as Time;
-    use serde::Serialize;
-    use utoipa::ToSchema;
-    type Uuid = uuid::Uuid;
-    use crate::domain::social::{Platform as SocialPlatform, PublisherKind as SocialPublisher, SandboxBehavior};
-
-    /// The publisher's credentials (YouTube: an OAuth access token with the
-    /// `youtube.upload` scope). Write-only: kept in the deployment's secret store, never shown.
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct SocialCredentials {
-        #[schema(min_length = 1, max_length = 4096)]
-        pub access_token: String,
-        /// Kept to refresh the access token before an upload once it has run out (with
-        /// `client_id` and `client_secret`, which it requires).
-        #[serde(default)]
-        #[schema(min_length = 1, max_length = 4096, nullable = false)]
-        pub refresh_token: Option<String>,
-        /// The OAuth client that issued the tokens (required with `refresh_token`).
-        #[serde(default)]
-        #[schema(min_length = 1, max_length = 4096, nullable = false)]
-        pub client_id: Option<String>,
-        /// The OAuth client's secret (required with `refresh_token`).
-        #[serde(default)]
-        #[schema(min_length = 1, max_length = 4096, nullable = false)]
-        pub client_secret: Option<String>,
-    }
-
-    /// `POST /social/connections`
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct CreateSocialConnection {
-        pub platform: SocialPlatform,
-        #[schema(min_length = 1, max_length = 200)]
-        pub account_name: String,
-        #[schema(min_length = 1, max_length = 200)]
-        pub account_username: String,
-        #[schema(format = "uri", min_length = 1, max_length = 2048)]
-        pub profile_url: String,
-        /// Posts to this account wait for `POST /social/post/{post_id}/approve` (default false).
-        #[serde(default)]
-        pub requires_approval: Option<bool>,
-        /// Default `sandbox`.
-        #[serde(default)]
-        pub publisher: Option<SocialPublisher>,
-        /// The sandbox publisher only; default `succeed`.
-        #[serde(default)]
-        pub sandbox_behavior: Option<SandboxBehavior>,
-        /// Required by the youtube publisher, refused by the sandbox.
-        #[serde(default)]
-        pub credentials: Option<SocialCredentials>,
-    }
-
-    /// A destination of a new post.
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct PostDestinationRef {
-        /// A connection of the organization.
-        pub social_connection_id: Uuid,
-    }
-
-    /// `POST /social/post`
-    #[derive(Serialize, ToSchema)]
-    #[serde(deny_unknown_fields)]
-    pub struct CreateSocialPost {
-        /// At most what every destination's platform takes (x 280, linkedin 3000, instagram
-        /// and tiktok 2200, facebook and youtube 5000 characters).
-        #[schema(min_length = 1, max_length = 5000)]
-        pub description: String,
-        /// 1 to 10 connections, each once.
-        #[schema(min_items = 1, max_items = 10)]
-        pub destinations: Vec<PostDestinationRef>,
-        /// 1 to 10 http(s) URLs of videos (MP4, MOV, WebM) or pictures (PNG, JPEG, WebP), at
-        /// most 512 MB each, within each destination's limits; the service's own signed
-        /// links are read from its store.
-        #[schema(min_items = 1, max_items = 10)]
-        pub media_urls: Vec<String>,
-        /// A future time (within a year) to publish at; now when left out.
-        #[serde(default)]
-        pub scheduled_at: Option<Time>,
-    }
 }
 
 #[cfg(test)]
