@@ -354,27 +354,13 @@ impl Graph {
                         && connection.target_agent_node_id != *agent_node_id
                 });
             }
-            Operation::CreateConnection {
-                source_agent_node_id,
-                source_temp_ref_id,
-                target_agent_node_id,
-                target_temp_ref_id,
-            } => {
-                let source = NodeRef::of(*source_agent_node_id, source_temp_ref_id);
-                let target = NodeRef::of(*target_agent_node_id, target_temp_ref_id);
-                let connection = self.resolve(&source, &target, temp_refs)?;
+            Operation::CreateConnection { .. } => {
+                let connection = self.resolve(operation, temp_refs)?;
                 self.check_new_connection(connection)?;
                 self.connections.push(connection);
             }
-            Operation::DeleteConnection {
-                source_agent_node_id,
-                source_temp_ref_id,
-                target_agent_node_id,
-                target_temp_ref_id,
-            } => {
-                let source = NodeRef::of(*source_agent_node_id, source_temp_ref_id);
-                let target = NodeRef::of(*target_agent_node_id, target_temp_ref_id);
-                let connection = self.resolve(&source, &target, temp_refs)?;
+            Operation::DeleteConnection { .. } => {
+                let connection = self.resolve(operation, temp_refs)?;
                 let before = self.connections.len();
                 self.connections.retain(|existing| *existing != connection);
                 if self.connections.len() == before {
@@ -395,12 +381,26 @@ impl Graph {
             .ok_or_else(|| format!("agent_node_id {id} is not a node of this agent"))
     }
 
-    fn resolve(
-        &self,
-        source: &NodeRef,
-        target: &NodeRef,
-        temp_refs: &HashMap<String, AgentNodeId>,
-    ) -> Result<Connection, String> {
+    /// The connection a connection operation names, its ends looked up.
+    fn resolve(&self, operation: &Operation, temp_refs: &HashMap<String, AgentNodeId>) -> Result<Connection, String> {
+        let (source, target) = match operation {
+            Operation::CreateConnection {
+                source_agent_node_id,
+                source_temp_ref_id,
+                target_agent_node_id,
+                target_temp_ref_id,
+            }
+            | Operation::DeleteConnection {
+                source_agent_node_id,
+                source_temp_ref_id,
+                target_agent_node_id,
+                target_temp_ref_id,
+            } => (
+                NodeRef::of(*source_agent_node_id, source_temp_ref_id),
+                NodeRef::of(*target_agent_node_id, target_temp_ref_id),
+            ),
+            _ => return Err("not a connection operation".into()),
+        };
         let lookup = |reference: &NodeRef| -> Result<AgentNodeId, String> {
             let id = match reference {
                 NodeRef::Id(id) => *id,
@@ -412,7 +412,7 @@ impl Graph {
                 .map(|node| node.agent_node_id)
                 .ok_or_else(|| format!("agent_node_id {id} is not a node of this agent"))
         };
-        Ok(Connection { source_agent_node_id: lookup(source)?, target_agent_node_id: lookup(target)? })
+        Ok(Connection { source_agent_node_id: lookup(&source)?, target_agent_node_id: lookup(&target)? })
     }
 
     fn check_new_connection(&self, connection: Connection) -> Result<(), String> {

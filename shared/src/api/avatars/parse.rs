@@ -50,13 +50,7 @@ crate::closed_body! {
         #[schema(min_length = 1, max_length = 200)]
         name: String = avatar_name,
         sources: SourcesBody = |value: Option<&Value>| match value {
-            Some(Value::Object(sources)) => {
-                if let Some(message) = json::unknown_property_at("sources", sources, SourcesBody::PROPERTIES) {
-                    let known = SourcesBody::PROPERTIES.join(", ");
-                    return Err(AvatarError::Invalid(format!("{message}; the sources are {known}")));
-                }
-                SourcesBody::parse_at("sources", sources)
-            }
+            Some(Value::Object(sources)) => SourcesBody::parse_at("sources", sources),
             Some(_) => Err(AvatarError::Invalid("sources must be an object".into())),
             None => Err(AvatarError::Invalid("sources is required".into())),
         },
