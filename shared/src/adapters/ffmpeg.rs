@@ -11,7 +11,8 @@ use async_trait::async_trait;
 
 use crate::domain::media::filter::{seconds, window_past_end, FilterGraph, STEREO_48K};
 use crate::domain::media::ports::MediaToolkit;
-use crate::domain::media::{Edit, Loudness, MediaError, PreviewJob, RenderJob, SILENCE_DB, SILENCE_MIN_S};
+use crate::domain::media::{Edit, JoinJob, Loudness, MediaError, PreviewJob, RenderJob, RenderPart};
+use crate::domain::media::{SILENCE_DB, SILENCE_MIN_S};
 
 /// Encoder settings of every output (the performance script's reference command uses
 /// the same).
@@ -23,6 +24,13 @@ const CONCAT_FPS: u32 = 30;
 const CAPTIONS_BUDGET: Duration = Duration::from_secs(30);
 /// Longest a thumbnail may take.
 const THUMBNAIL_BUDGET: Duration = Duration::from_secs(60);
+/// How much earlier than its window a segment starts reading its input: the frame
+/// before the window's first one is then decoded too, so that the frame-rate filter
+/// picks the same frames as the whole render.
+const SEGMENT_LEAD_MS: u64 = 1_000;
+/// Frames a second of the stand-in picture of a sound-only render (the edits' picture
+/// filters run on it, at almost no cost, so that the sound's graph is the whole one's).
+const SOUND_PICTURE_RATE: &str = "1/10";
 
 /// Demuxers ffmpeg and ffprobe may open an input with. Playlist and concat formats are
 /// left out on purpose: they would open other files or URLs named inside an uploaded file.
@@ -69,7 +77,10 @@ impl Ffmpeg {
 pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), MediaError> {
     let mut args: Vec<String> = ["-nostdin", "-hide_banner", "-loglevel", "error", "-y"].map(String::from).to_vec();
     let mut graph = FilterGraph::new(job.inputs.len());
-    let edits = open_inputs(job, &mut args, &mut graph)?;
+    let edits = match job.part {
+        RenderPart::Picture { start_ms, end_ms } => open_window(job, start_ms, end_ms, &mut args, &mut graph)?,
+        RenderPart::Whole | RenderPart::Sound => open_inputs(job, &mut args, &mut graph)?,
+    };
     // Positions in the job's edits (a leading clip, done as a seek, is not in `edits`).
     let first = job.edits.len() - edits.len();
     let mut folder = None;
@@ -87,18 +98,124 @@ pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), Medi
         args.extend(input(&added.location));
     }
     let video = graph.video.clone();
-    let _ = write!(graph, "[{video}]format=yuv420p[vout]");
-    args.extend(["-filter_complex".into(), graph.text().to_owned(), "-map".into(), "[vout]".into()]);
+    match job.part {
+        RenderPart::Whole => {
+            // Frames on the grid of the input's rate, counted from the output's start:
+            // the grid every segment of the same render keeps too.
+            let _ = write!(graph, "[{video}]fps=source_fps,format=yuv420p[vout]");
+            args.extend(["-filter_complex".into(), graph.text().to_owned(), "-map".into(), "[vout]".into()]);
+            map_sound(&mut args, &mut graph);
+            args.extend(VIDEO_ENCODER.map(String::from));
+            args.extend(["-t".into(), seconds(graph.duration_ms), "-movflags".into(), "+faststart".into()]);
+        }
+        RenderPart::Picture { start_ms, end_ms } => {
+            if let Some(audio) = graph.audio.take().filter(|audio| !audio.contains(':')) {
+                // A sound an edit made (music) is not this part's: it ends here.
+                let _ = write!(graph, "[{audio}]anullsink;");
+            }
+            let (start, end) = (seconds(start_ms), seconds(end_ms));
+            let _ = write!(
+                graph,
+                "[{video}]fps=source_fps,trim=start={start}:end={end},setpts=PTS-{start}/TB,format=yuv420p[vout]"
+            );
+            args.extend(["-filter_complex".into(), graph.text().to_owned(), "-map".into(), "[vout]".into()]);
+            // No B-frames: a part's packets are then decoded in the order they are shown,
+            // and the parts' timestamps follow one another across a seam (with them, the
+            // join would find a part's first packets decoded before the last ones of the
+            // part before, and move them).
+            args.extend(VIDEO_ENCODER.map(String::from));
+            args.extend(["-bf", "0", "-an"].map(String::from));
+        }
+        RenderPart::Sound => {
+            let _ = write!(graph, "[{video}]nullsink");
+            args.extend(["-filter_complex".into(), graph.text().to_owned()]);
+            if graph.audio.is_none() {
+                return Err(MediaError::Invalid("the render has no sound to make".into()));
+            }
+            map_sound(&mut args, &mut graph);
+            args.extend(["-t".into(), seconds(graph.duration_ms)]);
+        }
+    }
+    args.push(job.output.display().to_string());
+    Ok((args, folder))
+}
+
+/// Maps the graph's sound, if it has one, with the audio encoder.
+fn map_sound(args: &mut Vec<String>, graph: &mut FilterGraph) {
     if let Some(audio) = graph.audio.take() {
         // A stream label from the graph is bracketed; an input's stream is not.
         let map = if audio.contains(':') { audio } else { format!("[{audio}]") };
         args.extend(["-map".into(), map]);
         args.extend(AUDIO_ENCODER.map(String::from));
     }
-    args.extend(VIDEO_ENCODER.map(String::from));
-    args.extend(["-t".into(), seconds(graph.duration_ms), "-movflags".into(), "+faststart".into()]);
+}
+
+/// Opens the one input of a segment's picture (`start_ms..end_ms` of the output) and
+/// writes the graph's first piece: only the part of the input the window shows is read
+/// (from a little before it), and its frames keep the times they have in the whole
+/// input, so that every edit does to them what it does in the whole render. Every edit
+/// is left to write (a leading clip is not a seek here: the window is).
+fn open_window<'a>(
+    job: &'a RenderJob,
+    start_ms: u64,
+    end_ms: u64,
+    args: &mut Vec<String>,
+    graph: &mut FilterGraph,
+) -> Result<&'a [Edit], MediaError> {
+    let [only] = job.inputs.as_slice() else {
+        return Err(MediaError::Invalid("a segment of a render reads exactly one input".into()));
+    };
+    if start_ms >= end_ms {
+        return Err(MediaError::Invalid(format!("a segment's window {start_ms}..{end_ms} ms is empty")));
+    }
+    // The input's times the window shows: each edit, last first, maps its output's time
+    // back to its input's.
+    let (from, to) =
+        job.edits.iter().rev().fold((start_ms, end_ms), |(from, to), edit| (edit.source_ms(from), edit.source_ms(to)));
+    let seek = from.saturating_sub(SEGMENT_LEAD_MS).min(only.duration_ms);
+    let until = (to + SEGMENT_LEAD_MS).min(only.duration_ms).max(seek + 1);
+    args.extend(["-ss".into(), seconds(seek), "-t".into(), seconds(until - seek)]);
+    args.extend(input(&only.location));
+    let (w, h) = (only.width / 2 * 2, only.height / 2 * 2);
+    let out = graph.label("v");
+    let _ = write!(graph, "[0:v]setpts=PTS+{}/TB,scale={w}:{h},setsar=1[{out}];", seconds(seek));
+    (graph.video, graph.width, graph.height) = (out, w, h);
+    graph.audio = None;
+    graph.duration_ms = only.duration_ms;
+    Ok(&job.edits)
+}
+
+/// The concat demuxer's list of a join: each picture, with its window's length as its
+/// duration, so that each part starts exactly where the one before ends.
+pub fn join_list(job: &JoinJob) -> String {
+    let mut list = String::from("ffconcat version 1.0\n");
+    for (location, duration_ms) in &job.pictures {
+        let location = location.strip_prefix("file:").unwrap_or(location).replace('\'', "'\\''");
+        let _ = write!(list, "file '{location}'\nduration {}\n", seconds(*duration_ms));
+    }
+    list
+}
+
+/// The arguments of a join (`list` is [`join_list`]'s file): the pictures end to end and
+/// the sound, streams copied.
+pub fn join_arguments(job: &JoinJob, list: &Path) -> Vec<String> {
+    let reads = match job.pictures.iter().any(|(location, _)| protocols_of(location) != "file") {
+        true => "file,http,https,tcp,tls,crypto",
+        false => "file",
+    };
+    let mut args: Vec<String> = ["-nostdin", "-hide_banner", "-loglevel", "error", "-y"].map(String::from).to_vec();
+    args.extend(["-protocol_whitelist", reads, "-f", "concat", "-safe", "0", "-i"].map(String::from));
+    args.push(list.display().to_string());
+    if let Some(sound) = &job.sound {
+        args.extend(input(sound));
+    }
+    args.extend(["-map".into(), "0:v".into()]);
+    if job.sound.is_some() {
+        args.extend(["-map".into(), "1:a".into()]);
+    }
+    args.extend(["-c", "copy", "-movflags", "+faststart"].map(String::from));
     args.push(job.output.display().to_string());
-    Ok((args, folder))
+    args
 }
 
 /// Opens the job's inputs and writes the graph's first piece (one input scaled to even
@@ -128,9 +245,25 @@ fn open_inputs<'a>(
             // Even dimensions, as yuv420p needs.
             let (w, h) = (only.width / 2 * 2, only.height / 2 * 2);
             let out = graph.label("v");
-            let _ = write!(graph, "[0:v]scale={w}:{h},setsar=1[{out}];");
+            match job.part {
+                // The sound alone: the input's picture is not decoded; a still stand-in
+                // of its size carries the edits' picture filters.
+                RenderPart::Sound => {
+                    let (rate, length) = (SOUND_PICTURE_RATE, seconds(graph.duration_ms));
+                    let _ = write!(graph, "color=c=black:s={w}x{h}:r={rate}:d={length},setsar=1[{out}];");
+                }
+                RenderPart::Whole | RenderPart::Picture { .. } => {
+                    let _ = write!(graph, "[0:v]scale={w}:{h},setsar=1[{out}];");
+                }
+            }
             (graph.video, graph.width, graph.height) = (out, w, h);
             graph.audio = only.has_audio.then(|| "0:a".to_owned());
+        }
+        several if job.part != RenderPart::Whole => {
+            return Err(MediaError::Invalid(format!(
+                "a render of {} inputs joined is made whole, not in parts",
+                several.len()
+            )));
         }
         several => {
             let (w, h) = (several[0].width / 2 * 2, several[0].height / 2 * 2);
@@ -315,6 +448,17 @@ impl MediaToolkit for Ffmpeg {
         self.run(&args, folder.as_deref(), job.budget, cancelled).await
     }
 
+    async fn join(&self, job: &JoinJob, cancelled: tokio::sync::watch::Receiver<bool>) -> Result<(), MediaError> {
+        if job.pictures.is_empty() {
+            return Err(MediaError::Invalid("a join needs at least one part".into()));
+        }
+        let list = job.output.with_extension("ffconcat");
+        tokio::fs::write(&list, join_list(job)).await.map_err(|error| MediaError::Unavailable(error.into()))?;
+        let joined = self.run(&join_arguments(job, &list), None, job.budget, cancelled).await;
+        let _ = tokio::fs::remove_file(&list).await;
+        joined
+    }
+
     async fn thumbnail(&self, location: &str, duration_ms: u64, output: &Path) -> Result<(), MediaError> {
         // A picture (no length) is not sought: a seek in a still JPEG leaves no frame, and
         // ffmpeg then ends successfully having written nothing.
@@ -415,6 +559,7 @@ mod tests {
             ],
             output: "/out.mp4".into(),
             budget: Duration::from_secs(1),
+            part: RenderPart::Whole,
         };
         let (args, _) = arguments(&job).unwrap();
         let text = args.join(" ");
@@ -428,7 +573,13 @@ mod tests {
     #[test]
     fn a_clip_past_the_end_names_its_position_in_the_job() {
         let job =
-            |edits| RenderJob { inputs: vec![input(4000)], edits, output: "/o.mp4".into(), budget: Duration::ZERO };
+            |edits| RenderJob {
+            inputs: vec![input(4000)],
+            edits,
+            output: "/o.mp4".into(),
+            budget: Duration::ZERO,
+            part: RenderPart::Whole,
+        };
         let late = clip(800, None);
         let leading = arguments(&job(vec![clip(4000, None)])).unwrap_err();
         assert!(matches!(leading, MediaError::InvalidEdit { edit: 0, .. }), "{leading}");
@@ -437,6 +588,43 @@ mod tests {
         let error = arguments(&job(edits)).unwrap_err();
         assert!(matches!(error, MediaError::InvalidEdit { edit: 2, .. }), "{error}");
         assert_eq!(error.to_string(), "Clip: start_ms (800) is not before the end of its input (500 ms)");
+    }
+
+    #[test]
+    fn a_segment_reads_only_its_window_and_keeps_the_whole_renders_times() {
+        // Output 0..4000 ms is input 1000..9000 ms at twice the speed; 2000..3000 ms of
+        // the output shows input 5000..7000 ms.
+        let job = RenderJob {
+            inputs: vec![input(10_000)],
+            edits: vec![clip(1000, Some(9000)), speed(2.0)],
+            output: "/seg.mp4".into(),
+            budget: Duration::ZERO,
+            part: RenderPart::Picture { start_ms: 2000, end_ms: 3000 },
+        };
+        let (args, _) = arguments(&job).unwrap();
+        let text = args.join(" ");
+        assert!(text.contains("-ss 4.000 -t 4.000 -protocol_whitelist file"), "{text}");
+        assert!(text.contains("[0:v]setpts=PTS+4.000/TB,scale=320:240"), "{text}");
+        assert!(text.contains("trim=start=1.000:end=9.000,setpts=PTS-1.000/TB"), "{text}");
+        assert!(text.contains("fps=source_fps,trim=start=2.000:end=3.000,setpts=PTS-2.000/TB"), "{text}");
+        assert!(text.ends_with("-bf 0 -an /seg.mp4") && !text.contains("atempo"), "{text}");
+        let sound = RenderJob { part: RenderPart::Sound, output: "/s.m4a".into(), ..job };
+        let text = arguments(&sound).unwrap().0.join(" ");
+        assert!(text.contains("color=c=black:s=320x240:r=1/10:d=8.000") && text.contains("nullsink"), "{text}");
+        assert!(text.contains("atempo=2") && !text.contains("libx264"), "{text}");
+        let join = JoinJob {
+            pictures: vec![("file:/a b/0.mp4".into(), 2000), ("/it's/1.mp4".into(), 500)],
+            sound: Some("file:/s.m4a".into()),
+            output: "/out.mp4".into(),
+            budget: Duration::ZERO,
+        };
+        assert_eq!(
+            join_list(&join),
+            "ffconcat version 1.0\nfile '/a b/0.mp4'\nduration 2.000\nfile '/it'\\''s/1.mp4'\nduration 0.500\n"
+        );
+        let text = join_arguments(&join, Path::new("/list")).join(" ");
+        assert!(text.contains("-f concat -safe 0 -i /list -protocol_whitelist file"), "{text}");
+        assert!(text.ends_with("-i file:/s.m4a -map 0:v -map 1:a -c copy -movflags +faststart /out.mp4"), "{text}");
     }
 
     #[test]
@@ -454,6 +642,7 @@ mod tests {
             ],
             output: "/o.mp4".into(),
             budget: Duration::ZERO,
+            part: RenderPart::Whole,
         };
         let (args, _) = arguments(&job).unwrap();
         let opened: Vec<usize> = args.iter().enumerate().filter(|(_, arg)| *arg == "-i").map(|(at, _)| at).collect();

@@ -514,6 +514,14 @@ impl shared::domain::media::ports::MediaToolkit for RendersBy {
         (self.render)(job.clone(), cancelled, self.inner.clone()).await
     }
 
+    async fn join(
+        &self,
+        job: &shared::domain::media::JoinJob,
+        cancelled: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), shared::domain::media::MediaError> {
+        self.inner.join(job, cancelled).await
+    }
+
     async fn thumbnail(
         &self,
         location: &str,

@@ -32,6 +32,7 @@ mod providers;
 mod readme;
 mod runs;
 mod runtime_emulator;
+mod segments;
 mod serve;
 mod shared_stores;
 mod sites;

@@ -23,6 +23,13 @@ pub trait Filter: fmt::Debug + Send + Sync {
         duration_ms
     }
 
+    /// The time of the edit's input that its output shows at `output_ms` (the same for
+    /// an edit that does not move time): a segment of the output reads its input from
+    /// there.
+    fn source_ms(&self, output_ms: u64) -> u64 {
+        output_ms
+    }
+
     /// The window the edit keeps (start, and end or None for the end), when it only
     /// keeps one: leading a chain of one input, it is then a seek on that input.
     fn window(&self) -> Option<(u64, Option<u64>)> {

@@ -122,10 +122,50 @@ pub struct RenderInput {
 pub struct RenderJob {
     pub inputs: Vec<RenderInput>,
     pub edits: Vec<Edit>,
-    /// Where the MP4 goes.
+    /// Where the MP4 goes (an M4A for [`RenderPart::Sound`]).
     pub output: PathBuf,
     /// Longest the render may take.
     pub budget: Duration,
+    /// What of the output the job makes.
+    pub part: RenderPart,
+}
+
+/// Which part of its output a render makes. A long output is made as the pictures of
+/// its segments ([`segments`]), each reading only its window of the input, and its sound
+/// made once; a join ([`JoinJob`]) then puts them together without encoding again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RenderPart {
+    /// The whole output, picture and sound, in one pass.
+    #[default]
+    Whole,
+    /// The picture of `start_ms..end_ms` of the output, without sound. Its frames are
+    /// those the whole render has in that window, with the same timestamps less
+    /// `start_ms`.
+    Picture { start_ms: u64, end_ms: u64 },
+    /// The sound of the whole output, without picture.
+    Sound,
+}
+
+/// A join of rendered parts: the pictures end to end (each `duration_ms` long, as its
+/// window), with the sound; streams are copied, nothing is encoded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JoinJob {
+    /// Each picture's location (a `file:` path or URL) and its window's length.
+    pub pictures: Vec<(String, u64)>,
+    /// The sound's location; None for a silent output.
+    pub sound: Option<String>,
+    /// Where the MP4 goes.
+    pub output: PathBuf,
+    pub budget: Duration,
+}
+
+/// The output windows of a render of `duration_ms` cut into segments of `segment_ms`:
+/// `[0, s)`, `[s, 2s)`, … to the end; one window when the output is not longer.
+pub fn segments(duration_ms: u64, segment_ms: u64) -> Vec<(u64, u64)> {
+    let segment_ms = segment_ms.max(1);
+    (0..duration_ms.div_ceil(segment_ms).max(1))
+        .map(|index| (index * segment_ms, ((index + 1) * segment_ms).min(duration_ms)))
+        .collect()
 }
 
 /// Why a render failed.

@@ -81,6 +81,10 @@ pub trait MediaToolkit: Send + Sync {
     /// Renders `job` to its output file; stops (killing the work) as soon as `cancelled`
     /// becomes true.
     async fn render(&self, job: &RenderJob, cancelled: tokio::sync::watch::Receiver<bool>) -> Result<(), MediaError>;
+    /// Joins the parts of a render split in segments (`job`) into its output, copying
+    /// their streams; stops as [`render`](Self::render) does.
+    async fn join(&self, job: &super::JoinJob, cancelled: tokio::sync::watch::Receiver<bool>)
+        -> Result<(), MediaError>;
     /// Writes a JPEG thumbnail of the video at `location` to `output`.
     async fn thumbnail(&self, location: &str, duration_ms: u64, output: &std::path::Path) -> Result<(), MediaError>;
     /// Writes a JPEG picture of the waveform of the sound at `location` to `output`.

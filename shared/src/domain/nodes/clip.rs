@@ -97,7 +97,11 @@ impl Filter for ClipFilter {
         }
         let range = format!("start={}:end={}", seconds(self.start_ms), seconds(end));
         let (video, out) = (graph.video.clone(), graph.label("v"));
-        let _ = write!(graph, "[{video}]trim={range},setpts=PTS-STARTPTS[{out}];");
+        // Timestamps move by the window's start, not by the first frame's: a segment of
+        // the output, which sees only a part of the input, then times its frames as the
+        // whole render does.
+        let shift = seconds(self.start_ms);
+        let _ = write!(graph, "[{video}]trim={range},setpts=PTS-{shift}/TB[{out}];");
         graph.video = out;
         if let Some(audio) = graph.audio.clone() {
             let out = graph.label("a");
@@ -109,6 +113,10 @@ impl Filter for ClipFilter {
 
     fn duration_after(&self, duration_ms: u64) -> u64 {
         self.end_ms.unwrap_or(duration_ms).min(duration_ms).saturating_sub(self.start_ms)
+    }
+
+    fn source_ms(&self, output_ms: u64) -> u64 {
+        output_ms + self.start_ms
     }
 
     fn window(&self) -> Option<(u64, Option<u64>)> {

@@ -90,6 +90,10 @@ impl Filter for SpeedFilter {
         Ok(())
     }
 
+    fn source_ms(&self, output_ms: u64) -> u64 {
+        (output_ms as f64 * self.factor).round() as u64
+    }
+
     fn duration_after(&self, duration_ms: u64) -> u64 {
         (duration_ms as f64 / self.factor).round() as u64
     }

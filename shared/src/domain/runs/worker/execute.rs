@@ -10,7 +10,7 @@ use super::super::Fault;
 use super::{Outcome, Stop, TaskOutput, Worker};
 use crate::core::blocking::off_runtime;
 use crate::domain::ids::MediaId;
-use crate::domain::media::{Edit, MediaError, MediaType, RenderInput, RenderJob};
+use crate::domain::media::{Edit, MediaError, MediaType, RenderInput, RenderJob, RenderPart};
 use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::nodes::EditContext;
 use crate::domain::runs::edits::{placements, timeline};
@@ -289,7 +289,7 @@ impl Worker {
         stop: &Stop,
     ) -> anyhow::Result<TaskOutput> {
         let budget = stop.deadline.saturating_duration_since(tokio::time::Instant::now());
-        let job = RenderJob { inputs, edits, output: output.to_owned(), budget };
+        let job = RenderJob { inputs, edits, output: output.to_owned(), budget, part: RenderPart::Whole };
         match self.toolkit.render(&job, stop.cancelled.clone()).await {
             Ok(()) => Ok(TaskOutput::Rendered),
             Err(MediaError::Cancelled) => Ok(TaskOutput::Cancelled),
