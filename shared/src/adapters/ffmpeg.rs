@@ -119,12 +119,11 @@ pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), Medi
                 "[{video}]fps=source_fps,trim=start={start}:end={end},setpts=PTS-{start}/TB,format=yuv420p[vout]"
             );
             args.extend(["-filter_complex".into(), graph.text().to_owned(), "-map".into(), "[vout]".into()]);
-            // No B-frames: a part's packets are then decoded in the order they are shown,
-            // and the parts' timestamps follow one another across a seam (with them, the
-            // join would find a part's first packets decoded before the last ones of the
-            // part before, and move them).
+            // The whole render's encoder, B-frames included: the join offsets each part
+            // by the windows before it, decoding times too (the segments test checks
+            // that no packet is moved at a seam).
             args.extend(VIDEO_ENCODER.map(String::from));
-            args.extend(["-bf", "0", "-an"].map(String::from));
+            args.push("-an".into());
         }
         RenderPart::Sound => {
             let _ = write!(graph, "[{video}]nullsink");
@@ -572,8 +571,7 @@ mod tests {
 
     #[test]
     fn a_clip_past_the_end_names_its_position_in_the_job() {
-        let job =
-            |edits| RenderJob {
+        let job = |edits| RenderJob {
             inputs: vec![input(4000)],
             edits,
             output: "/o.mp4".into(),
@@ -607,7 +605,7 @@ mod tests {
         assert!(text.contains("[0:v]setpts=PTS+4.000/TB,scale=320:240"), "{text}");
         assert!(text.contains("trim=start=1.000:end=9.000,setpts=PTS-1.000/TB"), "{text}");
         assert!(text.contains("fps=source_fps,trim=start=2.000:end=3.000,setpts=PTS-2.000/TB"), "{text}");
-        assert!(text.ends_with("-bf 0 -an /seg.mp4") && !text.contains("atempo"), "{text}");
+        assert!(text.ends_with("-pix_fmt yuv420p -an /seg.mp4") && !text.contains("atempo"), "{text}");
         let sound = RenderJob { part: RenderPart::Sound, output: "/s.m4a".into(), ..job };
         let text = arguments(&sound).unwrap().0.join(" ");
         assert!(text.contains("color=c=black:s=320x240:r=1/10:d=8.000") && text.contains("nullsink"), "{text}");
