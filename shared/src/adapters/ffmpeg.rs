@@ -28,6 +28,12 @@ const THUMBNAIL_BUDGET: Duration = Duration::from_secs(60);
 /// before the window's first one is then decoded too, so that the frame-rate filter
 /// picks the same frames as the whole render.
 const SEGMENT_LEAD_MS: u64 = 1_000;
+/// The frames of an output: on the grid of the input's rate, counted from the output's
+/// start, the grid every part of the same render keeps too. The last frame is held a
+/// moment first (`tpad`): the frame-rate filter ends at its input's end, which a filter
+/// such as overlay puts at its last frame's start, not its end; the output's length
+/// (`-t`, or a part's window) then cuts what is held.
+const FRAME_GRID: &str = "tpad=stop_mode=clone:stop_duration=1,fps=source_fps";
 /// Frames a second of the stand-in picture of a sound-only render (the edits' picture
 /// filters run on it, at almost no cost, so that the sound's graph is the whole one's).
 const SOUND_PICTURE_RATE: &str = "1/10";
@@ -100,9 +106,7 @@ pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), Medi
     let video = graph.video.clone();
     match job.part {
         RenderPart::Whole => {
-            // Frames on the grid of the input's rate, counted from the output's start:
-            // the grid every segment of the same render keeps too.
-            let _ = write!(graph, "[{video}]fps=source_fps,format=yuv420p[vout]");
+            let _ = write!(graph, "[{video}]{FRAME_GRID},format=yuv420p[vout]");
             args.extend(["-filter_complex".into(), graph.text().to_owned(), "-map".into(), "[vout]".into()]);
             map_sound(&mut args, &mut graph);
             args.extend(VIDEO_ENCODER.map(String::from));
@@ -116,7 +120,7 @@ pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), Medi
             let (start, end) = (seconds(start_ms), seconds(end_ms));
             let _ = write!(
                 graph,
-                "[{video}]fps=source_fps,trim=start={start}:end={end},setpts=PTS-{start}/TB,format=yuv420p[vout]"
+                "[{video}]{FRAME_GRID},trim=start={start}:end={end},setpts=PTS-{start}/TB,format=yuv420p[vout]"
             );
             args.extend(["-filter_complex".into(), graph.text().to_owned(), "-map".into(), "[vout]".into()]);
             // The whole render's encoder, B-frames included: the join offsets each part
@@ -604,7 +608,7 @@ mod tests {
         assert!(text.contains("-ss 4.000 -t 4.000 -protocol_whitelist file"), "{text}");
         assert!(text.contains("[0:v]setpts=PTS+4.000/TB,scale=320:240"), "{text}");
         assert!(text.contains("trim=start=1.000:end=9.000,setpts=PTS-1.000/TB"), "{text}");
-        assert!(text.contains("fps=source_fps,trim=start=2.000:end=3.000,setpts=PTS-2.000/TB"), "{text}");
+        assert!(text.contains(&format!("{FRAME_GRID},trim=start=2.000:end=3.000,setpts=PTS-2.000/TB")), "{text}");
         assert!(text.ends_with("-pix_fmt yuv420p -an /seg.mp4") && !text.contains("atempo"), "{text}");
         let sound = RenderJob { part: RenderPart::Sound, output: "/s.m4a".into(), ..job };
         let text = arguments(&sound).unwrap().0.join(" ");
