@@ -2,9 +2,9 @@
 //! the service's own media toolkit: `scripts/perf-segments.sh` runs it and writes the
 //! figures in `docs/performance.md`.
 //!
-//! `segments <folder> <segment_s> whole|parallel <workers>|part <k>|sound|join`: the
-//! folder holds `input.mp4` (1280×720) and `captions.srt`; the chain is Clip (from 1 s
-//! to 1 s before the end) → Reframe 9:16 → Captions. Each command prints one line,
+//! `segments <folder> <segment_s> whole|parallel <workers>|part <k>|sound|join|count`:
+//! the folder holds `input.mp4` and `captions.srt`; the chain is Clip (from 1 s to 1 s
+//! before the end) → Reframe 9:16 → Captions. Each command prints one line,
 //! `<what> <seconds>`.
 
 use std::path::{Path, PathBuf};
@@ -30,20 +30,25 @@ struct Bench {
 
 impl Bench {
     fn new(folder: &Path, segment_s: u64) -> Self {
-        let probe = std::process::Command::new("ffprobe")
-            .args(["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0"])
-            .arg(folder.join("input.mp4"))
-            .output()
-            .expect("ffprobe");
-        let seconds: f64 = String::from_utf8_lossy(&probe.stdout).trim().parse().expect("the input's length");
-        let duration_ms = (seconds * 1000.0) as u64;
+        let probe = |entries: &str| {
+            let output = std::process::Command::new("ffprobe")
+                .args(["-v", "error", "-select_streams", "v", "-show_entries", entries, "-of", "csv=p=0"])
+                .arg(folder.join("input.mp4"))
+                .output()
+                .expect("ffprobe");
+            String::from_utf8_lossy(&output.stdout).trim().to_owned()
+        };
+        let seconds: f64 = probe("format=duration").parse().expect("the input's length");
+        let size = probe("stream=width,height");
+        let (width, height) = size.split_once(',').expect("width,height");
         let input = RenderInput {
             location: format!("file:{}", folder.join("input.mp4").display()),
-            duration_ms,
-            width: 1280,
-            height: 720,
+            duration_ms: (seconds * 1000.0) as u64,
+            width: width.parse().expect("width"),
+            height: height.parse().expect("height"),
             has_audio: true,
         };
+        let duration_ms = input.duration_ms;
         let edits: Vec<Edit> = vec![
             Arc::new(ClipFilter { start_ms: 1_000, end_ms: Some(duration_ms - 1_000) }),
             Arc::new(ReframeFilter { aspect: (9, 16), pad_color: None }),
@@ -128,7 +133,9 @@ async fn main() {
         [_, folder, segment_s, command, ..] => (folder, segment_s.parse().expect(usage), command.as_str()),
         _ => panic!("{usage}"),
     };
-    let bench = Arc::new(Bench::new(Path::new(folder), segment_s));
+    // Absolute: the render runs in the captions' folder.
+    let folder = std::fs::canonicalize(folder).expect("the bench's folder");
+    let bench = Arc::new(Bench::new(&folder, segment_s));
     let started = Instant::now();
     match command {
         "whole" => bench.render(bench.job(bench.folder.join("whole.mp4"), RenderPart::Whole)).await,
