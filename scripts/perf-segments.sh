@@ -32,15 +32,16 @@ with open(path, "w") as f:
     for i, s in enumerate(range(0, minutes * 60, 5)):
         f.write("%d\n%s --> %s\nCaption number %d\n\n" % (i + 1, t(s), t(s + 3), i + 1))
 PY
+command -v taskset >/dev/null && [ -x /usr/bin/time ] || { log "needs taskset and /usr/bin/time (util-linux, time)"; exit 1; }
 cargo build -q -p shared --example segments
-bench="target/debug/examples/segments"
+bench="${CARGO_TARGET_DIR:-target}/debug/examples/segments"
 run() { /usr/bin/time -f "%M" -o "$dir/rss" "$@"; }
 parts=$("$bench" "$dir" "$SEGMENT_S" count | awk '{print $2}')
 log "$parts parts of ${SEGMENT_S}s"
 
-log "two workers on both cores"
-whole=$(run "$bench" "$dir" "$SEGMENT_S" whole | awk '{print $2}'); whole_rss=$(cat "$dir/rss")
-parallel=$(run "$bench" "$dir" "$SEGMENT_S" parallel 2 | awk '{print $2}')
+log "two workers on two cores"
+whole=$(run taskset -c 0,1 "$bench" "$dir" "$SEGMENT_S" whole | awk '{print $2}'); whole_rss=$(cat "$dir/rss")
+parallel=$(run taskset -c 0,1 "$bench" "$dir" "$SEGMENT_S" parallel 2 | awk '{print $2}')
 
 log "one core: the whole render, then each task alone"
 whole1=$(run taskset -c 0 "$bench" "$dir" "$SEGMENT_S" whole | awk '{print $2}')
@@ -60,7 +61,7 @@ whole, parallel, whole1 = $whole, $parallel, $whole1
 longest, sound1, join1 = $longest, $sound1, $join1
 print("| measure | seconds | ratio |")
 print("|---|---:|---:|")
-print(f"| whole, both cores | {whole:.1f} | 1.00 |")
+print(f"| whole, two cores | {whole:.1f} | 1.00 |")
 print(f"| $parts parts + sound by 2 workers, then the join | {parallel:.1f} | {parallel / whole:.2f} |")
 print(f"| whole, one core | {whole1:.1f} | 1.00 |")
 print(f"| longest part + the sound + the join, one core each | {longest + sound1 + join1:.1f} | {(longest + sound1 + join1) / whole1:.2f} |")

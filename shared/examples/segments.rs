@@ -60,7 +60,7 @@ impl Bench {
             }),
         ];
         let length = edits.iter().fold(duration_ms, |length, edit| edit.duration_after(length));
-        let windows = segments(length, segment_s * 1_000);
+        let windows = segments(length, segment_s * 1_000, (30, 1));
         Self { folder: folder.to_owned(), input, edits, windows, toolkit: Ffmpeg::new("ffmpeg") }
     }
 

@@ -117,11 +117,11 @@ pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), Medi
                 // A sound an edit made (music) is not this part's: it ends here.
                 let _ = write!(graph, "[{audio}]anullsink;");
             }
+            // The window starts on a frame of the grid (`media::segments`): the part's
+            // first frame, moved to 0 (exactly, in the grid's time base).
             let (start, end) = (seconds(start_ms), seconds(end_ms));
-            let _ = write!(
-                graph,
-                "[{video}]{FRAME_GRID},trim=start={start}:end={end},setpts=PTS-{start}/TB,format=yuv420p[vout]"
-            );
+            let shift = if start_ms > 0 { ",setpts=PTS-STARTPTS" } else { "" };
+            let _ = write!(graph, "[{video}]{FRAME_GRID},trim=start={start}:end={end}{shift},format=yuv420p[vout]");
             args.extend(["-filter_complex".into(), graph.text().to_owned(), "-map".into(), "[vout]".into()]);
             // The whole render's encoder, B-frames included: the join offsets each part
             // by the windows before it, decoding times too (the segments test checks
@@ -608,7 +608,7 @@ mod tests {
         assert!(text.contains("-ss 4.000 -t 4.000 -protocol_whitelist file"), "{text}");
         assert!(text.contains("[0:v]setpts=PTS+4.000/TB,scale=320:240"), "{text}");
         assert!(text.contains("trim=start=1.000:end=9.000,setpts=PTS-1.000/TB"), "{text}");
-        assert!(text.contains(&format!("{FRAME_GRID},trim=start=2.000:end=3.000,setpts=PTS-2.000/TB")), "{text}");
+        assert!(text.contains(&format!("{FRAME_GRID},trim=start=2.000:end=3.000,setpts=PTS-STARTPTS")), "{text}");
         assert!(text.ends_with("-pix_fmt yuv420p -an /seg.mp4") && !text.contains("atempo"), "{text}");
         let sound = RenderJob { part: RenderPart::Sound, output: "/s.m4a".into(), ..job };
         let text = arguments(&sound).unwrap().0.join(" ");

@@ -24,11 +24,22 @@ pub(crate) fn serve_binary() -> &'static PathBuf {
     BINARY.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "--workspace", "--bin", "serve", "--tests"])
-            .current_dir(&workspace)
-            .status()
-            .expect("cargo runs");
+        let mut command = Command::new(cargo);
+        command.args(["build", "--quiet", "--workspace", "--bin", "serve", "--tests"]).current_dir(&workspace);
+        // Not the variables cargo sets for this test binary: build scripts (ring's,
+        // rustls's) watch CARGO_MANIFEST_DIR, and a build that saw it would be done
+        // again by the next `cargo test` of scripts/test.sh (the chaos step).
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            let set_for_tests = ["CARGO_MANIFEST_", "CARGO_PKG_", "CARGO_CRATE_", "CARGO_BIN_", "CARGO_PRIMARY_"]
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+                || name == "CARGO_TARGET_TMPDIR";
+            if set_for_tests {
+                command.env_remove(name.as_ref());
+            }
+        }
+        let status = command.status().expect("cargo runs");
         assert!(status.success(), "building serve");
         let deps = std::env::current_exe().expect("the test binary").parent().expect("deps").to_path_buf();
         deps.parent().expect("the profile folder").join("serve")

@@ -24,16 +24,18 @@ use super::helpers::ffmpeg_in;
 const SEGMENT_MS: u64 = 3_000;
 const BUDGET: Duration = Duration::from_secs(120);
 
-/// 12 s of 320×240 at 30 frames a second (keyframes every 2 s, so that segments seek
-/// into the middle of a group of pictures) over a sine sweep.
-fn source(folder: &Path) -> RenderInput {
+/// 12 s of 320×240 at `rate` frames a second (30, or 30000/1001; keyframes every 60
+/// frames, so that segments seek into the middle of a group of pictures) over a sine
+/// sweep.
+fn source(folder: &Path, rate: (u32, u32)) -> RenderInput {
+    let picture = format!("testsrc2=size=320x240:rate={}/{}", rate.0, rate.1);
     ffmpeg_in(
         folder,
         &[
             "-f",
             "lavfi",
             "-i",
-            "testsrc2=size=320x240:rate=30",
+            &picture,
             "-f",
             "lavfi",
             "-i",
@@ -149,7 +151,13 @@ fn ssim(a: &Path, b: &Path, folder: &Path) -> Vec<f64> {
 }
 
 /// Renders `edits` over `input` whole, then in segments joined; answers both files.
-async fn whole_and_joined(folder: &Path, input: &RenderInput, edits: &[Edit], sound: bool) -> (PathBuf, PathBuf) {
+async fn whole_and_joined(
+    folder: &Path,
+    input: &RenderInput,
+    rate: (u32, u32),
+    edits: &[Edit],
+    sound: bool,
+) -> (PathBuf, PathBuf) {
     let toolkit = Ffmpeg::new("ffmpeg");
     let (_, never) = tokio::sync::watch::channel(false);
     let job = |output: PathBuf, part| RenderJob {
@@ -162,7 +170,7 @@ async fn whole_and_joined(folder: &Path, input: &RenderInput, edits: &[Edit], so
     let whole = folder.join("whole.mp4");
     toolkit.render(&job(whole.clone(), RenderPart::Whole), never.clone()).await.expect("the whole render");
     let length = edits.iter().fold(input.duration_ms, |length, edit| edit.duration_after(length));
-    let windows = segments(length, SEGMENT_MS);
+    let windows = segments(length, SEGMENT_MS, rate);
     assert!(windows.len() >= 3, "{length} ms in {} segments", windows.len());
     let mut pictures = Vec::new();
     for (index, (start_ms, end_ms)) in windows.into_iter().enumerate() {
@@ -214,10 +222,10 @@ fn assert_seamless(folder: &Path, whole: &Path, joined: &Path, frame_s: f64) {
     assert_same_sound(whole, joined);
 }
 
-#[tokio::test]
-async fn clip_reframe_and_captions_across_seams_join_into_the_one_pass_render() {
+/// Clip → Reframe → Captions with cues across the seams, at `rate`.
+async fn clip_reframe_and_captions(rate: (u32, u32)) {
     let folder = tempfile::tempdir().unwrap();
-    let input = source(folder.path());
+    let input = source(folder.path(), rate);
     // Cues that cross the seams at 3 s and 6 s of the output.
     let srt = "1\n00:00:02,500 --> 00:00:03,500\nACROSS THE FIRST SEAM\n\n\
                2\n00:00:05,000 --> 00:00:07,000\nACROSS THE SECOND\n";
@@ -233,14 +241,26 @@ async fn clip_reframe_and_captions_across_seams_join_into_the_one_pass_render() 
             position: CaptionPosition::Bottom,
         }),
     ];
-    let (whole, joined) = whole_and_joined(folder.path(), &input, &edits, true).await;
-    assert_seamless(folder.path(), &whole, &joined, 1.0 / 30.0);
+    let (whole, joined) = whole_and_joined(folder.path(), &input, rate, &edits, true).await;
+    assert_seamless(folder.path(), &whole, &joined, f64::from(rate.1) / f64::from(rate.0));
+}
+
+#[tokio::test]
+async fn clip_reframe_and_captions_across_seams_join_into_the_one_pass_render() {
+    clip_reframe_and_captions((30, 1)).await;
+}
+
+/// At 29.97 frames a second no frame falls on a whole second: the seams fall on frames
+/// at whole milliseconds (every 1,001 ms), and each part's first frame keeps its time.
+#[tokio::test]
+async fn at_ntsc_rates_parts_start_on_frames_and_keep_their_times() {
+    clip_reframe_and_captions((30_000, 1_001)).await;
 }
 
 #[tokio::test]
 async fn speed_and_overlay_segments_are_windows_of_the_output() {
     let folder = tempfile::tempdir().unwrap();
-    let input = source(folder.path());
+    let input = source(folder.path(), (30, 1));
     ffmpeg_in(folder.path(), &["-f", "lavfi", "-i", "color=c=red:s=64x64", "-frames:v", "1", "logo.png"]);
     let edits: Vec<Edit> = vec![
         Arc::new(ClipFilter { start_ms: 500, end_ms: None }),
@@ -252,20 +272,20 @@ async fn speed_and_overlay_segments_are_windows_of_the_output() {
             scale: 0.2,
         }),
     ];
-    let (whole, joined) = whole_and_joined(folder.path(), &input, &edits, true).await;
+    let (whole, joined) = whole_and_joined(folder.path(), &input, (30, 1), &edits, true).await;
     assert_seamless(folder.path(), &whole, &joined, 1.0 / 30.0);
 }
 
 #[tokio::test]
 async fn music_under_a_segmented_picture_is_mixed_once() {
     let folder = tempfile::tempdir().unwrap();
-    let input = source(folder.path());
+    let input = source(folder.path(), (30, 1));
     ffmpeg_in(folder.path(), &["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "4", "music.m4a"]);
     let edits: Vec<Edit> = vec![Arc::new(MusicFilter {
         location: format!("file:{}", folder.path().join("music.m4a").display()),
         volume: 0.3,
         ducking: true,
     })];
-    let (whole, joined) = whole_and_joined(folder.path(), &input, &edits, true).await;
+    let (whole, joined) = whole_and_joined(folder.path(), &input, (30, 1), &edits, true).await;
     assert_seamless(folder.path(), &whole, &joined, 1.0 / 30.0);
 }

@@ -136,26 +136,37 @@ crate::closed_body! {
             }
             Some(_) => Err(invalid("publisher must be a string")),
         },
+        // These two are read once the publisher is known: given to another publisher,
+        // they are refused whatever they hold.
         /// The sandbox publisher only; default `succeed`.
-        sandbox_behavior: Option<SandboxBehavior> = |value: Option<&Value>| match value {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(text)) => match text.as_str() {
-                "succeed" => Ok(Some(SandboxBehavior::Succeed)),
-                "fail" => Ok(Some(SandboxBehavior::Fail)),
-                "async" => Ok(Some(SandboxBehavior::Async)),
-                _ => Err(invalid(format!(
-                    "sandbox_behavior must be succeed, fail or async, got {}",
-                    json::quoted(text)
-                ))),
-            },
-            Some(_) => Err(invalid("sandbox_behavior must be a string")),
-        },
+        #[schema(value_type = Option<SandboxBehavior>)]
+        sandbox_behavior: Option<Value> = given,
         /// Required by the youtube publisher, refused by the sandbox.
-        credentials: Option<CredentialsBody> = |value: Option<&Value>| match value {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Object(fields)) => CredentialsBody::parse_at("credentials", fields).map(Some),
-            Some(_) => Err(invalid("credentials must be an object")),
+        #[schema(value_type = Option<CredentialsBody>)]
+        credentials: Option<Value> = given,
+    }
+}
+
+/// A property read after the publisher is known: its value when given (null is not).
+fn given(value: Option<&Value>) -> Result<Option<Value>, SocialError> {
+    Ok(value.filter(|value| !value.is_null()).cloned())
+}
+
+/// What the sandbox does with a connection's posts (succeed by default); the sandbox
+/// publisher's only.
+fn sandbox_behavior(value: Option<Value>, publisher: PublisherKind) -> Result<SandboxBehavior, SocialError> {
+    match value {
+        None => Ok(SandboxBehavior::Succeed),
+        Some(_) if publisher != PublisherKind::Sandbox => {
+            Err(invalid("sandbox_behavior applies to the sandbox publisher only"))
+        }
+        Some(Value::String(text)) => match text.as_str() {
+            "succeed" => Ok(SandboxBehavior::Succeed),
+            "fail" => Ok(SandboxBehavior::Fail),
+            "async" => Ok(SandboxBehavior::Async),
+            _ => Err(invalid(format!("sandbox_behavior must be succeed, fail or async, got {}", json::quoted(&text)))),
         },
+        Some(_) => Err(invalid("sandbox_behavior must be a string")),
     }
 }
 
@@ -166,9 +177,7 @@ pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, Social
     if publisher == PublisherKind::Youtube && body.platform != Platform::Youtube {
         return Err(invalid("publisher: youtube publishes to the youtube platform only"));
     }
-    if body.sandbox_behavior.is_some() && publisher != PublisherKind::Sandbox {
-        return Err(invalid("sandbox_behavior applies to the sandbox publisher only"));
-    }
+    let sandbox_behavior = sandbox_behavior(body.sandbox_behavior, publisher)?;
     Ok(NewConnection {
         platform: body.platform,
         account_name: body.account_name,
@@ -176,7 +185,7 @@ pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, Social
         profile_url: body.profile_url,
         requires_approval: body.requires_approval.unwrap_or(false),
         publisher,
-        sandbox_behavior: body.sandbox_behavior.unwrap_or(SandboxBehavior::Succeed),
+        sandbox_behavior,
         credentials: credentials(body.credentials, publisher)?,
     })
 }
@@ -184,18 +193,20 @@ pub fn new_connection(body: &Map<String, Value>) -> Result<NewConnection, Social
 /// A youtube connection's OAuth `credentials`, as stored: an access token, and a refresh
 /// token only with the client that issued it.
 fn credentials(
-    credentials: Option<CredentialsBody>,
+    credentials: Option<Value>,
     publisher: PublisherKind,
 ) -> Result<Option<Map<String, Value>>, SocialError> {
-    let credentials = match (credentials, publisher) {
+    let fields = match (credentials, publisher) {
         (None, PublisherKind::Sandbox) => return Ok(None),
         (None, PublisherKind::Youtube) => {
             return Err(invalid("credentials is required for the youtube publisher: {access_token}"))
         }
         (Some(_), PublisherKind::Sandbox) => return Err(invalid("credentials apply to the youtube publisher only")),
-        (Some(credentials), PublisherKind::Youtube) => credentials,
+        (Some(Value::Object(fields)), PublisherKind::Youtube) => fields,
+        (Some(_), PublisherKind::Youtube) => return Err(invalid("credentials must be an object")),
     };
-    let CredentialsBody { access_token, refresh_token, client_id, client_secret } = credentials;
+    let CredentialsBody { access_token, refresh_token, client_id, client_secret } =
+        CredentialsBody::parse_at("credentials", &fields)?;
     if refresh_token.is_some() && (client_id.is_none() || client_secret.is_none()) {
         return Err(invalid(
             "credentials.refresh_token needs credentials.client_id and credentials.client_secret (the OAuth client \
@@ -440,6 +451,12 @@ mod tests {
                 "sandbox_behavior must be",
             ),
             (json!({"platform": "x", "extra": 1}), "unknown property: extra"),
+            // Credentials given to the sandbox are refused for that, whatever they hold.
+            (
+                json!({"platform": "x", "account_name": "a", "account_username": "b", "profile_url": "https://x.test",
+                    "credentials": {}}),
+                "credentials apply to the youtube publisher only",
+            ),
         ];
         for (body, expected) in cases {
             let message = refusal(new_connection(body.as_object().unwrap()));

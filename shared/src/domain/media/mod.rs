@@ -140,7 +140,7 @@ pub enum RenderPart {
     Whole,
     /// The picture of `start_ms..end_ms` of the output, without sound. Its frames are
     /// those the whole render has in that window, with the same timestamps less
-    /// `start_ms`.
+    /// `start_ms`, which must fall on a frame ([`segments`]).
     Picture { start_ms: u64, end_ms: u64 },
     /// The sound of the whole output, without picture.
     Sound,
@@ -159,13 +159,28 @@ pub struct JoinJob {
     pub budget: Duration,
 }
 
-/// The output windows of a render of `duration_ms` cut into segments of `segment_ms`:
-/// `[0, s)`, `[s, 2s)`, … to the end; one window when the output is not longer.
-pub fn segments(duration_ms: u64, segment_ms: u64) -> Vec<(u64, u64)> {
-    let segment_ms = segment_ms.max(1);
+/// The output windows of a render of `duration_ms` at `frame_rate` (frames per
+/// `frame_rate.1` seconds) cut into segments of about `segment_ms`: `[0, s)`, `[s, 2s)`, …
+/// to the end; one window when the output is not longer. Each seam falls on a frame, at
+/// a whole millisecond (30 frames of 29.97 are 1,001 ms), so that a part starts with a
+/// frame of the grid and the join puts it at its exact time.
+pub fn segments(duration_ms: u64, segment_ms: u64, frame_rate: (u32, u32)) -> Vec<(u64, u64)> {
+    let (num, den) = (u64::from(frame_rate.0.max(1)), u64::from(frame_rate.1.max(1)));
+    // The fewest frames that last a whole number of milliseconds.
+    let step = num / gcd(num, den * 1000);
+    let frames = (segment_ms * num / (den * 1000) / step).max(1) * step;
+    let segment_ms = frames * den * 1000 / num;
     (0..duration_ms.div_ceil(segment_ms).max(1))
         .map(|index| (index * segment_ms, ((index + 1) * segment_ms).min(duration_ms)))
         .collect()
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 /// Why a render failed.
@@ -197,5 +212,22 @@ pub async fn until_cancelled(mut cancelled: tokio::sync::watch::Receiver<bool>) 
         if cancelled.changed().await.is_err() {
             std::future::pending::<()>().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seams_fall_on_frames_at_whole_milliseconds() {
+        assert_eq!(segments(7_000, 3_000, (30, 1)), vec![(0, 3_000), (3_000, 6_000), (6_000, 7_000)]);
+        // 29.97: 90 frames are 3,003 ms, not a whole number of 30 frames under 3 s.
+        assert_eq!(
+            segments(7_000, 3_000, (30_000, 1_001)),
+            vec![(0, 2_002), (2_002, 4_004), (4_004, 6_006), (6_006, 7_000)]
+        );
+        assert_eq!(segments(500, 3_000, (25, 1)), vec![(0, 500)]);
+        assert_eq!(segments(3_000, 10, (30, 1)), segments(3_000, 100, (30, 1)));
     }
 }

@@ -222,6 +222,19 @@ with_input_arrays! {
     }
 }
 
+/// The clip window's properties.
+const WINDOW: [&str; 2] = ["input_clip_start_ms", "input_clip_end_ms"];
+const NOT_BOTH: &str =
+    "use either video_inputs or the top-level input arrays (video_ids, node_render_ids, video_urls, ...), not both";
+const WINDOW_PER_ENTRY: &str = "input_clip_start_ms and input_clip_end_ms apply to the top-level input arrays; \
+                                with video_inputs, give them in each entry";
+const WINDOW_WITHOUT_INPUT: &str = "input_clip_start_ms and input_clip_end_ms were given without any input";
+
+/// True for the input arrays of a body or entry (`video_ids` … `asset_manager_assets`).
+fn is_input_array(name: &str) -> bool {
+    name != "agent_node_id" && !WINDOW.contains(&name)
+}
+
 /// The input arrays of the body or of a `video_inputs` entry, as parsed.
 struct InputArrays<'a> {
     video_ids: &'a Option<Vec<String>>,
@@ -301,9 +314,21 @@ fn objects<T>(
 }
 
 impl StartRequest {
-    /// Parses a start body ([`StartBody`]) and applies the rules across its fields.
+    /// Parses a start body ([`StartBody`]) and applies the rules across its fields. How
+    /// the inputs are given is read from the properties present, null or not, before any
+    /// value: `{"input_clip_start_ms": null}` alone is a window without input.
     pub fn parse(body: &Map<String, Value>) -> Parsed<Self> {
-        Self::from_body(StartBody::parse(body)?)
+        if let Some(unknown) = crate::core::json::unknown_property(body, StartBody::PROPERTIES) {
+            return Err(unknown);
+        }
+        let window = WINDOW.iter().any(|name| body.contains_key(*name));
+        let arrays = TileBody::PROPERTIES.iter().any(|name| is_input_array(name) && body.contains_key(*name));
+        match (body.contains_key("video_inputs"), arrays, window) {
+            (true, true, _) => Err(NOT_BOTH.into()),
+            (true, false, true) => Err(WINDOW_PER_ENTRY.into()),
+            (false, false, true) => Err(WINDOW_WITHOUT_INPUT.into()),
+            _ => Self::from_body(StartBody::parse(body)?),
+        }
     }
 
     /// The request a parsed body makes: one way of giving inputs, windows that end after
@@ -312,26 +337,12 @@ impl StartRequest {
         let top = body.arrays();
         let window_given = top.window != (None, None);
         let inputs = match (&body.video_inputs, top.any()) {
-            (Some(_), true) => {
-                return Err("use either video_inputs or the top-level input arrays (video_ids, node_render_ids, \
-                            video_urls, ...), not both"
-                    .into())
-            }
-            (Some(entries), false) => {
-                if window_given {
-                    return Err("input_clip_start_ms and input_clip_end_ms apply to the top-level input arrays; \
-                                with video_inputs, give them in each entry"
-                        .into());
-                }
-                Inputs::PerTile(per_tile(entries)?)
-            }
+            (Some(_), true) => return Err(NOT_BOTH.into()),
+            (Some(_), false) if window_given => return Err(WINDOW_PER_ENTRY.into()),
+            (Some(entries), false) => Inputs::PerTile(per_tile(entries)?),
             (None, true) => Inputs::TopLevel(items_of(&top, "", window(top.window, "")?)?),
-            (None, false) => {
-                if window_given {
-                    return Err("input_clip_start_ms and input_clip_end_ms were given without any input".into());
-                }
-                Inputs::None
-            }
+            (None, false) if window_given => return Err(WINDOW_WITHOUT_INPUT.into()),
+            (None, false) => Inputs::None,
         };
         let count = match &inputs {
             Inputs::None => 0,
@@ -600,6 +611,10 @@ mod tests {
             (json!({"callback_url": "mailto:a@b"}), "callback_url must be an http"),
             (json!({"video_ids": "abc"}), "video_ids must be an array"),
             (json!({"input_clip_start_ms": -1, "video_ids": []}), "non-negative integer"),
+            // How inputs are given is read from the properties present, null or not.
+            (json!({"input_clip_start_ms": null}), "given without any input"),
+            (json!({"video_inputs": [], "video_ids": null}), "not both"),
+            (json!({"video_inputs": [], "input_clip_end_ms": null}), "give them in each entry"),
         ];
         for (body, expected) in cases {
             let error = parse(body.clone()).unwrap_err();
