@@ -40,6 +40,9 @@ impl Bench {
         };
         let seconds: f64 = probe("format=duration").parse().expect("the input's length");
         let size = probe("stream=width,height");
+        let rate = probe("stream=r_frame_rate");
+        let (num, den) = rate.split_once('/').expect("a frame rate");
+        let frame_rate: (u32, u32) = (num.parse().expect("frames"), den.parse().expect("seconds"));
         let (width, height) = size.split_once(',').expect("width,height");
         let input = RenderInput {
             location: format!("file:{}", folder.join("input.mp4").display()),
@@ -60,7 +63,7 @@ impl Bench {
             }),
         ];
         let length = edits.iter().fold(duration_ms, |length, edit| edit.duration_after(length));
-        let windows = segments(length, segment_s * 1_000, (30, 1));
+        let windows = segments(length, segment_s * 1_000, frame_rate);
         Self { folder: folder.to_owned(), input, edits, windows, toolkit: Ffmpeg::new("ffmpeg") }
     }
 
