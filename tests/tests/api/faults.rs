@@ -302,6 +302,27 @@ pub fn lost_run_write_answers() -> Refuse {
     }
 }
 
+/// The first answer to every conditional PutItem (a create, a replace under a version)
+/// and to every UpdateItem that marks an item deleted is lost after DynamoDB applied the
+/// write: the SDK's retry then fails its condition on the item its first attempt wrote.
+pub fn lost_conditional_write_answers() -> Refuse {
+    Refuse {
+        first_attempts: true,
+        ..Refuse::new(
+            |input| {
+                input.downcast_ref::<PutItemInput>().is_some_and(|put| put.condition_expression().is_some())
+                    || input
+                        .downcast_ref::<UpdateItemInput>()
+                        .and_then(UpdateItemInput::update_expression)
+                        .is_some_and(|expression| expression.contains("deleted_at"))
+            },
+            true,
+            500,
+            "InternalServerError",
+        )
+    }
+}
+
 /// Lets calls through until a bulk upsert has reserved its slots, then fails every
 /// call, as if the process had been killed at that moment: nothing after it (writes,
 /// giving slots back, releasing the lease) reaches the table.

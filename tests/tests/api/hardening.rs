@@ -294,6 +294,33 @@ async fn run_writes_whose_answers_are_lost_are_recognised_as_done() {
     assert!(lost >= 2, "both tasks' claims lost their answers: {lost}");
 }
 
+/// Every create, replace and deletion whose first answer is lost after DynamoDB applied
+/// it (the SDK retries into its own item) is answered as done: an agent created, its
+/// graph updated, a video uploaded, an asset connection made, a run completed and the
+/// agent deleted, each once, with no 409, 404 or 500 from a write that landed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_whose_answers_are_lost_are_answered_as_done() {
+    let fault = crate::faults::lost_conditional_write_answers();
+    let refused = fault.refused();
+    let harness = Harness::through_table(|table| table.with_interceptor(fault)).await;
+    let test = &harness.test;
+    let video = harness.upload("video", "video.mp4").await;
+    let (agent, _) = harness.agent(&crate::runs::chain(), &crate::runs::CHAIN_EDGES).await;
+    let (status, body) = test.call(Method::POST, "/asset_connections", Some(json!({ "name": "Archive" }))).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["outputs"].as_array().unwrap().len(), 1, "{record}");
+    let (status, body) = test.call(Method::POST, &format!("/agent/{agent}/delete"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(test.call(Method::GET, &format!("/agent/{agent}"), None).await.0, StatusCode::NOT_FOUND);
+    // The upload's record, the agent's creation and update, the connection, the run's
+    // head writes and the deletion: each lost its first answer.
+    let lost = refused.load(Ordering::SeqCst);
+    assert!(lost >= 6, "the writes lost their first answers: {lost}");
+}
+
 /// A task queue that takes every message and loses it, as a start killed between its
 /// write and its sends.
 struct LosesSends;

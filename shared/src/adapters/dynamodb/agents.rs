@@ -4,10 +4,10 @@
 
 use anyhow::Context;
 use async_trait::async_trait;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
-
-use super::table::{build, id, n, number, query_beyond, s, text, timestamp, unless_condition_failed, Item};
+use super::table::{build, failure, id, n, number, query_beyond, s, text, timestamp, Item};
 use super::{keys, DynamoDb};
 use crate::domain::agents::AgentRepo;
 use crate::domain::agents::{Agent, AgentQuery, AgentRecord, Visibility};
@@ -90,15 +90,7 @@ impl AgentRepo for DynamoDb {
         if !triggers.is_empty() {
             return self.write_with_triggers(organization, record, "attribute_not_exists(pk)", None, triggers).await;
         }
-        let created = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(agent_item(organization, record)?))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
-        Ok(unless_condition_failed(created, "creating an agent")?.is_some())
+        self.put_if(agent_item(organization, record)?, "attribute_not_exists(pk)", &[], "creating an agent").await
     }
 
     async fn get_agent(&self, organization: OrganizationId, id: AgentId) -> anyhow::Result<Option<AgentRecord>> {
@@ -157,16 +149,8 @@ impl AgentRepo for DynamoDb {
         if !triggers.is_empty() {
             return self.write_with_triggers(organization, record, condition, Some(expected_version), triggers).await;
         }
-        let written = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(agent_item(organization, record)?))
-            .condition_expression("version = :expected AND attribute_not_exists(deleted_at)")
-            .expression_attribute_values(":expected", n(expected_version))
-            .send()
-            .await;
-        Ok(unless_condition_failed(written, "updating an agent")?.is_some())
+        let item = agent_item(organization, record)?;
+        self.put_if(item, condition, &[(":expected", n(expected_version))], "updating an agent").await
     }
 
     async fn delete_agent(&self, organization: OrganizationId, id: AgentId, at: Timestamp) -> anyhow::Result<bool> {
@@ -179,8 +163,18 @@ impl AgentRepo for DynamoDb {
             .condition_expression("attribute_exists(pk) AND attribute_not_exists(deleted_at)")
             .expression_attribute_values(":at", s(at.to_string()))
             .expression_attribute_values(":one", n(1))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        Ok(unless_condition_failed(deleted, "deleting an agent")?.is_some())
+        match deleted {
+            Ok(_) => Ok(true),
+            // A retry of this deletion, applied but its answer lost, finds its own mark.
+            Err(error) => match error.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(failed)) => {
+                    Ok(failed.item().and_then(|item| item.get("deleted_at")) == Some(&s(at.to_string())))
+                }
+                _ => Err(failure(error, "deleting an agent")),
+            },
+        }
     }
 }

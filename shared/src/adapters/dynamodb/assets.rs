@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use super::table::{s, text, unless_condition_failed, Item};
+use super::table::{s, text, Item};
 use super::{keys, DynamoDb};
 use crate::domain::asset_manager::AssetRepo;
 use crate::domain::asset_manager::{AssetConnection, AssetItem};
@@ -24,15 +24,7 @@ impl AssetRepo for DynamoDb {
     ) -> anyhow::Result<bool> {
         let mut item = keys::asset_connection(organization, connection.workspace_id);
         item.insert("document".to_owned(), s(serde_json::to_string(connection)?));
-        let put = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
-        Ok(unless_condition_failed(put, "storing an asset connection")?.is_some())
+        self.put_if(item, "attribute_not_exists(pk)", &[], "storing an asset connection").await
     }
 
     async fn connections(&self, organization: OrganizationId) -> anyhow::Result<Vec<AssetConnection>> {

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::Put;
 
 use super::runs::media_item;
-use super::table::{condition_failed, n, s, text, unless_condition_failed, Item, TransactPart};
+use super::table::{condition_failed, n, s, text, Item, TransactPart};
 use super::{keys, AttributeValue, DynamoDb};
 use crate::domain::avatars::{AvatarProfile, AvatarRepo};
 use crate::domain::ids::AvatarProfileId;
@@ -94,16 +94,10 @@ impl AvatarRepo for DynamoDb {
             .condition_expression("version = :expected")
             .expression_attribute_values(":expected", expected.clone());
         let Some(preview) = preview else {
-            let written = self
-                .client
-                .put_item()
-                .table_name(&self.table)
-                .set_item(Some(avatar_item(profile)?))
-                .condition_expression("version = :expected")
-                .expression_attribute_values(":expected", expected)
-                .send()
+            let values = [(":expected", expected)];
+            return self
+                .put_if(avatar_item(profile)?, "version = :expected", &values, "updating an avatar profile")
                 .await;
-            return Ok(unless_condition_failed(written, "updating an avatar profile")?.is_some());
         };
         let media = Put::builder().table_name(&self.table).set_item(Some(media_item(preview)));
         let items = vec![put.build().into_part()?, media.build().into_part()?];

@@ -12,10 +12,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 
-use super::table::{
-    build, id, n, number, optional_number, optional_text, query_beyond, s, text, timestamp, unless_condition_failed,
-    Item,
-};
+use super::table::{build, id, n, number, optional_number, optional_text, query_beyond, s, text, timestamp, Item};
 use super::{keys, AttributeValue, DynamoDb};
 use crate::domain::credits::AccountWrite;
 use crate::domain::ids::OrganizationId;
@@ -273,12 +270,8 @@ impl DynamoDb {
         );
         let rest: Vec<Item> = records.into_iter().chain(outputs).chain(media).chain(deliveries).collect();
         if rest.is_empty() && account.is_empty() {
-            let mut request =
-                self.client.put_item().table_name(&self.table).set_item(Some(head)).condition_expression(condition);
-            if let Some(expected) = expected {
-                request = request.expression_attribute_values(":expected", n(expected));
-            }
-            return Ok(unless_condition_failed(request.send().await, "storing a run")?.is_some());
+            let values: Vec<_> = expected.map(|expected| (":expected", n(expected))).into_iter().collect();
+            return self.put_if(head, condition, &values, "storing a run").await;
         }
         let mut head_put = Put::builder().table_name(&self.table).set_item(Some(head)).condition_expression(condition);
         if let Some(expected) = expected {

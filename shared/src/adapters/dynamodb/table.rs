@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    CancellationReason, ConditionCheck, Delete, DeleteRequest, KeysAndAttributes, Put, PutRequest, TransactWriteItem,
-    Update, WriteRequest,
+    CancellationReason, ConditionCheck, Delete, DeleteRequest, KeysAndAttributes, Put, PutRequest,
+    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update, WriteRequest,
 };
 use futures::stream::{self, StreamExt, TryStreamExt};
 
@@ -170,6 +171,38 @@ pub fn id<T: std::str::FromStr>(item: &Item, name: &str) -> anyhow::Result<T> {
 }
 
 impl DynamoDb {
+    /// Writes `item` when `condition` holds (`values` bind its `:names`); true when the
+    /// item is stored. A put DynamoDB applied whose answer was lost (a 500 or a timeout
+    /// after the write) is retried by the SDK, and the retry fails its condition on the
+    /// very item it wrote: an item in the way equal to `item` is that write, and counts as
+    /// done. (Every item written this way carries a fresh ID, a version or a time, so an
+    /// equal item is this write, or one whose outcome is exactly this one's.)
+    pub(super) async fn put_if(
+        &self,
+        item: Item,
+        condition: &str,
+        values: &[(&str, AttributeValue)],
+        what: &'static str,
+    ) -> anyhow::Result<bool> {
+        let mut request = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item.clone()))
+            .condition_expression(condition)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        for (name, value) in values {
+            request = request.expression_attribute_values(*name, value.clone());
+        }
+        match request.send().await {
+            Ok(_) => Ok(true),
+            Err(error) => match error.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(failed)) => Ok(failed.item() == Some(&item)),
+                _ => Err(failure(error, what)),
+            },
+        }
+    }
+
     /// One item, read strongly consistent.
     pub(super) async fn get(&self, key: Item, what: &'static str) -> anyhow::Result<Option<Item>> {
         let output = self

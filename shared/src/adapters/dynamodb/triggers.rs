@@ -73,16 +73,8 @@ impl TriggerRepo for DynamoDb {
 
     async fn put_trigger(&self, state: &TriggerState) -> anyhow::Result<bool> {
         let (expression, expected) = condition(state.version);
-        let mut request = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(state_item(state)?))
-            .condition_expression(expression);
-        if let Some(expected) = expected {
-            request = request.expression_attribute_values(":expected", n(expected));
-        }
-        Ok(unless_condition_failed(request.send().await, "recording a trigger")?.is_some())
+        let values: Vec<_> = expected.map(|expected| (":expected", n(expected))).into_iter().collect();
+        self.put_if(state_item(state)?, expression, &values, "recording a trigger").await
     }
 
     async fn delete_trigger(

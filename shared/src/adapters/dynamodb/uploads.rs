@@ -94,18 +94,10 @@ fn upload_item(organization: OrganizationId, upload: &Upload) -> Item {
 #[async_trait]
 impl UploadRepo for DynamoDb {
     async fn put_upload(&self, organization: OrganizationId, upload: &Upload) -> anyhow::Result<()> {
-        let put = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(upload_item(organization, upload)))
-            .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
-        match unless_condition_failed(put, "recording an upload")? {
-            Some(_) => Ok(()),
-            None => anyhow::bail!("upload {} already exists", upload.id),
-        }
+        let item = upload_item(organization, upload);
+        let written = self.put_if(item, "attribute_not_exists(pk)", &[], "recording an upload").await?;
+        anyhow::ensure!(written, "upload {} already exists", upload.id);
+        Ok(())
     }
 
     async fn get_upload(&self, organization: OrganizationId, id: UploadId) -> anyhow::Result<Option<Upload>> {
