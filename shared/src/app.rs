@@ -395,6 +395,7 @@ impl Engine {
             notifier,
             deliveries: app.webhooks().clone(),
             task_budget: settings.task_budget,
+            segment: settings.segment,
             prices: settings.prices,
             billing: app.billing().clone(),
             top_up_wait: settings.top_up_wait,

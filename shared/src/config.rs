@@ -29,6 +29,9 @@ pub struct Settings {
     pub scratch: PathBuf,
     /// Longest one node task's media work may take.
     pub task_budget: Duration,
+    /// An edit whose output is longer is rendered in segments of this length, in
+    /// parallel, and joined (`SEGMENT_SECONDS`, `serve --segment-seconds`; 0: never).
+    pub segment: Option<Duration>,
     /// How long a task's claim holds beyond its budget (storing its files, recording
     /// its result); a message that meets a live claim comes back after it.
     pub claim_margin: Duration,
@@ -287,6 +290,7 @@ impl Default for Settings {
             yt_dlp: default_yt_dlp(),
             scratch: std::env::temp_dir().join("video-workflow-tasks"),
             task_budget: DEFAULT_TASK_BUDGET,
+            segment: segment_of(DEFAULT_SEGMENT_SECONDS),
             claim_margin: Duration::from_secs(120),
             webhook_schedule: WebhookSchedule::default(),
             video_site_hosts: Vec::new(),
@@ -349,11 +353,23 @@ pub struct Config {
     pub settings: Settings,
 }
 
+/// The default segment: a minute of 1080p renders in 25–28 s on one core of this
+/// machine (docs/performance.md, "Long outputs in parts"), so two minutes take about a
+/// minute on a 3,008 MB function's two vCPUs, far inside its 900 s, and a one-hour output
+/// is 30 parts.
+pub const DEFAULT_SEGMENT_SECONDS: u64 = 120;
+
+/// The segment length of a setting in seconds: None (one pass) for 0.
+pub fn segment_of(seconds: u64) -> Option<Duration> {
+    (seconds > 0).then(|| Duration::from_secs(seconds))
+}
+
 impl Config {
     /// Reads `TABLE_NAME`, `AUTH_CACHE_SECONDS` (default 30), `MEDIA_BUCKET`,
     /// `FFPROBE_PATH` / `FFMPEG_PATH` (default: on the PATH), `TASK_QUEUE_URL`,
     /// `PUBLIC_URL` (default: the request's host), `MEDIA_LINK_SECRET`,
-    /// `TASK_TIMEOUT_SECONDS` (default 900), `YOUTUBE_API_URL` (default YouTube's),
+    /// `TASK_TIMEOUT_SECONDS` (default 900), `SEGMENT_SECONDS` (default
+    /// [`DEFAULT_SEGMENT_SECONDS`]; 0 renders in one pass), `YOUTUBE_API_URL` (default YouTube's),
     /// `SOCIAL_SECRET_PREFIX` (default `video-workflow/social`), `WEBHOOK_QUEUE_URL` and the webhook
     /// schedule ([`webhook_schedule_from_env`]), `YT_DLP_PATH`, `VIDEO_SITE_HOSTS`
     /// (comma-separated) and `ALLOW_PRIVATE_URLS` (default false).
@@ -384,6 +400,7 @@ impl Config {
             ffmpeg: PathBuf::from(variable("FFMPEG_PATH", "ffmpeg")),
             ffprobe: PathBuf::from(variable("FFPROBE_PATH", "ffprobe")),
             task_budget: Duration::from_secs(task_seconds),
+            segment: segment_of(whole("SEGMENT_SECONDS", DEFAULT_SEGMENT_SECONDS)?),
             // A shorter margin brings a killed worker's task back sooner (the chaos test
             // kills `serve` processes and waits for their tasks, tests/tests/api/chaos.rs).
             claim_margin: Duration::from_secs(whole(

@@ -43,6 +43,10 @@ struct Args {
     /// Longest one node task's media work may take, in seconds.
     #[arg(long, default_value_t = 900)]
     task_timeout: u64,
+    /// Length of the segments a long edit's output is rendered in, in parallel, in
+    /// seconds; 0 renders every output in one pass.
+    #[arg(long, default_value_t = shared::config::DEFAULT_SEGMENT_SECONDS)]
+    segment_seconds: u64,
     /// Whether URL inputs and webhook callbacks may reach private and loopback
     /// addresses (a receiver on this machine); `--allow-private-urls false` applies the
     /// SSRF guard of a deployment.
@@ -87,6 +91,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         public_url,
         in_memory: args.in_memory,
         task_budget: std::time::Duration::from_secs(args.task_timeout.max(1)),
+        segment: shared::config::segment_of(args.segment_seconds),
         allow_private_urls: args.allow_private_urls,
         webhook_schedule: shared::config::webhook_schedule_from_env()?,
     };

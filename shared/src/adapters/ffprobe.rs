@@ -47,8 +47,17 @@ struct Stream {
     codec_name: String,
     width: Option<u32>,
     height: Option<u32>,
+    /// `30000/1001`; `0/0` when the stream has none.
+    r_frame_rate: Option<String>,
     #[serde(default)]
     disposition: Disposition,
+}
+
+/// A frame rate as ffprobe prints it (`30000/1001`), when it is one.
+fn frame_rate(text: &str) -> Option<(u32, u32)> {
+    let (num, den) = text.split_once('/')?;
+    let rate = (num.parse().ok()?, den.parse().ok()?);
+    (rate.0 > 0 && rate.1 > 0).then_some(rate)
 }
 
 #[derive(Default, Deserialize)]
@@ -108,6 +117,7 @@ impl MediaProbe for Ffprobe {
                     codec_name: stream.codec_name,
                     width: stream.width,
                     height: stream.height,
+                    frame_rate: stream.r_frame_rate.as_deref().and_then(frame_rate),
                     attached_pic: stream.disposition.attached_pic == 1,
                 })
                 .collect(),

@@ -462,6 +462,7 @@ mod tests {
 
     fn stream(codec_type: &str, codec_name: &str) -> ProbedStream {
         ProbedStream {
+            frame_rate: None,
             codec_type: codec_type.into(),
             codec_name: codec_name.into(),
             width: Some(640),

@@ -28,6 +28,9 @@ pub struct NodeTask {
     pub run_id: RunId,
     pub task: TaskIndex,
     pub attempt: u32,
+    /// A part of the task (a segment of its output, or its sound): the part's number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<u32>,
 }
 
 /// What became of a message.
@@ -95,7 +98,7 @@ impl From<Wire> for Work {
                 Work::PublishPost { organization_id, post_id }
             }
             Wire::Untagged { organization_id, run_id, task, attempt, .. } => {
-                Work::NodeTask(NodeTask { organization_id, run_id, task, attempt })
+                Work::NodeTask(NodeTask { organization_id, run_id, task, attempt, part: None })
             }
         }
     }
@@ -138,11 +141,17 @@ mod tests {
             run_id: RunId::parse(OTHER).unwrap(),
             task: TaskIndex(3),
             attempt: 1,
+            part: None,
         };
+        let part = NodeTask { part: Some(2), ..task };
         let kinds = [
             (
                 Work::NodeTask(task),
                 json!({ "work": "node_task", "organization_id": ORGANIZATION, "run_id": OTHER, "task": 3, "attempt": 1 }),
+            ),
+            (
+                Work::NodeTask(part),
+                json!({ "work": "node_task", "organization_id": ORGANIZATION, "run_id": OTHER, "task": 3, "attempt": 1, "part": 2 }),
             ),
             (
                 Work::ProcessAvatar {
@@ -172,6 +181,7 @@ mod tests {
                 run_id: RunId::parse(OTHER).unwrap(),
                 task: TaskIndex(2),
                 attempt: 0,
+                part: None,
             })
         );
         let avatar =

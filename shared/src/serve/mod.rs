@@ -211,6 +211,8 @@ pub struct ServeOptions {
     pub in_memory: bool,
     /// Longest one node task's media work may take.
     pub task_budget: Duration,
+    /// Length of a segment of a long edit's output (None: every output in one pass).
+    pub segment: Option<Duration>,
     /// Whether URL inputs and callbacks may reach private addresses.
     pub allow_private_urls: bool,
     /// Webhook retries and answer time.
@@ -257,6 +259,7 @@ async fn embedded_config(options: &ServeOptions) -> anyhow::Result<crate::app::A
     config.settings = Settings {
         scratch: options.data_dir.join("scratch"),
         task_budget: options.task_budget,
+        segment: options.segment,
         webhook_schedule: options.webhook_schedule.clone(),
         video_site_hosts: crate::config::video_site_hosts_from_env(),
         allow_private_urls: options.allow_private_urls,
@@ -293,6 +296,7 @@ async fn aws_config(options: &ServeOptions) -> anyhow::Result<crate::app::AppCon
         config.public_url = options.public_url.clone();
     }
     config.settings.task_budget = options.task_budget;
+    config.settings.segment = options.segment;
     config.settings.webhook_schedule = options.webhook_schedule.clone();
     config.settings.allow_private_urls = options.allow_private_urls;
     if config.webhook_queue_url.is_none() {

@@ -28,6 +28,7 @@ mod module_graph;
 mod node_types;
 mod openapi;
 mod outputs;
+mod parts;
 mod providers;
 mod readme;
 mod runs;

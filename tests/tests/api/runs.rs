@@ -180,7 +180,7 @@ impl Harness {
         self.upload_bytes(kind, sample(file)).await
     }
 
-    async fn upload_bytes(&self, kind: &str, bytes: Vec<u8>) -> String {
+    pub(crate) async fn upload_bytes(&self, kind: &str, bytes: Vec<u8>) -> String {
         self.upload_then_put(kind, bytes, None).await
     }
 
@@ -829,7 +829,8 @@ async fn chain_run_without_workers(backend: Backend) -> (Harness, String, shared
     let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
     let engine = harness.test.app.engine().clone();
     let run_id = RunId::parse(&run).unwrap();
-    let message = NodeTask { organization_id: harness.test.organization, run_id, task: TaskIndex(0), attempt: 0 };
+    let message =
+        NodeTask { organization_id: harness.test.organization, run_id, task: TaskIndex(0), attempt: 0, part: None };
     (harness, run, engine, message)
 }
 
@@ -906,7 +907,13 @@ async fn a_worker_that_stops_between_recording_and_queueing_loses_no_task(backen
     let sent = recording.0.lock().unwrap().clone();
     assert_eq!(
         sent,
-        [Work::NodeTask(NodeTask { organization_id: organization, run_id, task: TaskIndex(1), attempt: 0 })]
+        [Work::NodeTask(NodeTask {
+            organization_id: organization,
+            run_id,
+            task: TaskIndex(1),
+            attempt: 0,
+            part: None
+        })]
     );
     engine.queue.send(&sent).await.unwrap();
     let workers = serve::workers::start(&harness.test.app, 1).await.unwrap();
@@ -1090,6 +1097,7 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
         run_id: RunId::parse(&run).unwrap(),
         task: TaskIndex(0),
         attempt: 0,
+        part: None,
     });
     shared::core::queue::Queue::<Work>::send(&queue, &[copy]).await.unwrap();
     work_off_queue(&worker, &queue).await;

@@ -27,7 +27,7 @@ const BUDGET: Duration = Duration::from_secs(120);
 /// 12 s of 320×240 at `rate` frames a second (30, or 30000/1001; keyframes every 60
 /// frames, so that segments seek into the middle of a group of pictures) over a sine
 /// sweep.
-fn source(folder: &Path, rate: (u32, u32)) -> RenderInput {
+pub(crate) fn source(folder: &Path, rate: (u32, u32)) -> RenderInput {
     let picture = format!("testsrc2=size=320x240:rate={}/{}", rate.0, rate.1);
     ffmpeg_in(
         folder,
@@ -196,7 +196,7 @@ async fn whole_and_joined(
 /// The joined output is the whole one: as many frames, at the same times, one frame
 /// after another with no gap, overlap or repeat at a seam; SSIM ≥ 0.98 on average and
 /// ≥ 0.95 on every frame; the same sound, sample for sample.
-fn assert_seamless(folder: &Path, whole: &Path, joined: &Path, frame_s: f64) {
+pub(crate) fn assert_seamless(folder: &Path, whole: &Path, joined: &Path, frame_s: f64) {
     let ((frames, length), (joined_frames, joined_length)) = (frames_and_length(whole), frames_and_length(joined));
     assert_eq!(joined_frames, frames, "frames");
     assert!((joined_length - length).abs() < 0.002, "length {joined_length} s against {length} s");

@@ -15,6 +15,7 @@ fn media_options() -> ServeOptions {
         public_url: "http://127.0.0.1:9".into(),
         in_memory: false,
         task_budget: shared::config::DEFAULT_TASK_BUDGET,
+        segment: None,
         allow_private_urls: true,
         webhook_schedule: Default::default(),
     }

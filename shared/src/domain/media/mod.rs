@@ -37,6 +37,8 @@ pub struct ProbedStream {
     pub codec_name: String,
     pub width: Option<u32>,
     pub height: Option<u32>,
+    /// Frames per `.1` seconds (a video's grid).
+    pub frame_rate: Option<(u32, u32)>,
     /// Cover art inside an audio file: a picture, not a video.
     pub attached_pic: bool,
 }
@@ -133,7 +135,8 @@ pub struct RenderJob {
 /// Which part of its output a render makes. A long output is made as the pictures of
 /// its segments ([`segments`]), each reading only its window of the input, and its sound
 /// made once; a join ([`JoinJob`]) then puts them together without encoding again.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RenderPart {
     /// The whole output, picture and sound, in one pass.
     #[default]
@@ -173,6 +176,20 @@ pub fn segments(duration_ms: u64, segment_ms: u64, frame_rate: (u32, u32)) -> Ve
     (0..duration_ms.div_ceil(segment_ms).max(1))
         .map(|index| (index * segment_ms, ((index + 1) * segment_ms).min(duration_ms)))
         .collect()
+}
+
+/// The length of a render of `input` through `edits`, and whether it has sound: each
+/// edit's piece written as the render writes it (a refusal is the edit's message).
+pub fn outcome_of(input: &RenderInput, edits: &[Edit]) -> Result<(u64, bool), String> {
+    let mut graph = filter::FilterGraph::new(1);
+    graph.video = "0:v".to_owned();
+    graph.audio = input.has_audio.then(|| "0:a".to_owned());
+    (graph.width, graph.height, graph.duration_ms) = (input.width / 2 * 2, input.height / 2 * 2, input.duration_ms);
+    for edit in edits {
+        edit.write(&mut graph)?;
+        graph.duration_ms = edit.duration_after(graph.duration_ms);
+    }
+    Ok((graph.duration_ms, graph.audio.is_some()))
 }
 
 fn gcd(a: u64, b: u64) -> u64 {

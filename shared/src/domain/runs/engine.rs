@@ -63,6 +63,8 @@ pub struct Resumed {
 pub struct Swept {
     /// Tasks whose messages to send (again).
     pub resend: Vec<TaskIndex>,
+    /// Parts (of tasks making them) whose messages to send again.
+    pub resend_parts: Vec<(TaskIndex, u32)>,
     /// Tasks failed because their claim ran out long ago.
     pub failed: usize,
 }
@@ -90,7 +92,7 @@ fn capped(mut message: String) -> String {
 }
 
 impl Run {
-    fn touch(&mut self, now: Timestamp) {
+    pub(super) fn touch(&mut self, now: Timestamp) {
         self.updated_at = now;
     }
 
@@ -218,6 +220,9 @@ impl Run {
             if until >= now {
                 return Claim::Held(until);
             }
+        }
+        if self.in_parts(index) {
+            return Claim::Refused("its parts are being made".into());
         }
         let abandoned = task.status == TaskStatus::Running;
         // A blocked task's message comes back to look again at what it waits for.
@@ -459,10 +464,15 @@ impl Run {
                     self.owe_refund(index);
                     swept.failed += 1;
                 }
+                TaskStatus::Running if self.in_parts(index) => {
+                    let (resend, failed) = self.sweep_parts(index, now, queued_before, claim_before);
+                    swept.resend_parts.extend(resend.into_iter().map(|number| (index, number)));
+                    swept.failed += usize::from(failed);
+                }
                 _ => {}
             }
         }
-        if swept.failed > 0 || !swept.resend.is_empty() {
+        if swept.failed > 0 || !swept.resend.is_empty() || !swept.resend_parts.is_empty() {
             self.touch(now);
             swept.resend.extend(self.settle(now));
         }
@@ -812,12 +822,12 @@ pub(crate) mod tests {
         let later = start.after(Duration::from_secs(600));
         assert_eq!(run.sweep(start, start, start), Swept::default(), "nothing is old yet");
         let swept = run.sweep(later, later, later);
-        assert_eq!(swept, Swept { resend: vec![TaskIndex(0), TaskIndex(1)], failed: 0 });
+        assert_eq!(swept, Swept { resend: vec![TaskIndex(0), TaskIndex(1)], failed: 0, resend_parts: Vec::new() });
         assert_eq!(run.sweep(later, later, later), Swept::default(), "stamped: sent again once per period");
         assert_eq!(run.claim(TaskIndex(0), 0, later, Duration::from_secs(60)), Claim::Claimed);
         let much_later = later.after(Duration::from_secs(3600));
         let swept = run.sweep(much_later, later, much_later);
-        assert_eq!(swept, Swept { resend: Vec::new(), failed: 1 });
+        assert_eq!(swept, Swept { resend: Vec::new(), failed: 1, resend_parts: Vec::new() });
         assert_eq!(run.tasks[0].status, TaskStatus::Failed);
         assert!(run.tasks[0].error.as_deref().unwrap().contains("worker stopped"));
     }

@@ -9,6 +9,7 @@ pub mod engine;
 pub mod error;
 pub mod events;
 pub mod list;
+pub mod parts;
 pub mod plan;
 pub mod ports;
 pub mod service;
@@ -421,6 +422,29 @@ pub struct Task {
     /// batch of refunds pays them ([`Run::pay_refunds`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refund_owed: Option<Vec<u64>>,
+    /// An edit whose output is longer than a segment is rendered in parts ([`parts`]):
+    /// the pictures of its segments and its sound, each a message and a claim of its
+    /// own, then joined by the task. Empty for a task rendered in one pass.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<Part>,
+}
+
+/// One part of a task rendered in parts: what it makes, where it stands, and the file
+/// it made.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    pub part: crate::domain::media::RenderPart,
+    /// Queued, running, completed or failed.
+    pub status: TaskStatus,
+    /// Workers that claimed it (more than one: earlier ones stopped).
+    pub claims: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_at: Option<Timestamp>,
+    /// The stored file, once made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// A task blocked for credits: its price, the balance it met, and until when it waits

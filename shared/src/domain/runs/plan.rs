@@ -286,6 +286,7 @@ impl Task {
             charged: None,
             credits: None,
             refund_owed: None,
+            parts: Vec::new(),
         }
     }
 }

@@ -144,6 +144,7 @@ pub async fn send_tasks(queue: &dyn Queue<Work>, run: &Run, tasks: &[TaskIndex])
                 run_id: run.id,
                 task: *task,
                 attempt: run.tasks[*task].attempt,
+                part: None,
             })
         })
         .collect();

@@ -125,6 +125,8 @@ struct TaskState {
     credits: Option<super::CreditBlock>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     refund_owed: Option<Vec<u64>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    parts: Vec<super::Part>,
 }
 
 fn is_zero(count: &usize) -> bool {
@@ -147,6 +149,7 @@ impl TaskState {
             charged: task.charged.clone(),
             credits: task.credits.clone(),
             refund_owed: task.refund_owed.clone(),
+            parts: task.parts.clone(),
         }
     }
 
@@ -165,6 +168,7 @@ impl TaskState {
         task.charged = self.charged;
         task.credits = self.credits;
         task.refund_owed = self.refund_owed;
+        task.parts = self.parts;
     }
 
     fn into_task(self, planned: PlannedTask) -> Task {
@@ -184,6 +188,7 @@ impl TaskState {
             charged: self.charged,
             credits: self.credits,
             refund_owed: self.refund_owed,
+            parts: self.parts,
         }
     }
 }

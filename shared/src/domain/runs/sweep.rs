@@ -95,7 +95,8 @@ impl Sweeper {
                     &RUN_UPDATE_CONFLICTS,
                     |run, _| {
                         let swept = run.sweep(now, queued_before, claim_before);
-                        Ok(match swept.resend.is_empty() && swept.failed == 0 {
+                        let unchanged = swept.resend.is_empty() && swept.resend_parts.is_empty() && swept.failed == 0;
+                        Ok(match unchanged {
                             true => Change::Keep((swept, run.refunds_owed)),
                             false => Change::Store((swept, run.refunds_owed), Vec::new()),
                         })
@@ -121,8 +122,14 @@ impl Sweeper {
                             tracing::warn!(%run_id, tasks = swept.resend.len(), "sweep: sending again the messages of tasks queued long ago");
                             send_tasks(self.tasks.as_ref(), &run, &swept.resend).await?;
                         }
+                        if !swept.resend_parts.is_empty() {
+                            tracing::warn!(%run_id, parts = swept.resend_parts.len(), "sweep: sending again the messages of parts queued long ago");
+                            let parts: Vec<_> =
+                                swept.resend_parts.iter().map(|(task, part)| run.part_message(*task, *part)).collect();
+                            self.tasks.send(&parts).await?;
+                        }
                         report.tasks_failed += swept.failed;
-                        report.tasks_resent += swept.resend.len();
+                        report.tasks_resent += swept.resend.len() + swept.resend_parts.len();
                     }
                     Ok((None, _)) | Err(RunError::NotFound) => {}
                     Err(error) => tracing::warn!(%run_id, error = %error, "sweep: a run could not be checked"),

@@ -154,6 +154,21 @@ pub struct NodeView<'a> {
     pub errors: Vec<&'a str>,
     pub outputs: Vec<OutputView>,
     pub needs_credits: bool,
+    /// Parts made of the node's outputs made in parts (long edits); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub progress: Option<Progress>,
+}
+
+/// How far a node's long edits are: parts made, of how many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = RunNodeProgress)]
+pub struct Progress {
+    #[schema(value_type = u64)]
+    pub done: usize,
+    #[schema(value_type = u64)]
+    pub total: usize,
 }
 
 /// `GET /agent_run/{run_id}/nodes`
@@ -522,6 +537,7 @@ impl Run {
             needs_credits: self
                 .tasks_of(index)
                 .any(|(_, task)| task.status == super::TaskStatus::Blocked && task.credits.is_some()),
+            progress: self.progress(index).map(|(done, total)| Progress { done, total }),
         }
     }
 

@@ -10,18 +10,26 @@ use super::super::Fault;
 use super::{Outcome, Stop, TaskOutput, Worker};
 use crate::core::blocking::off_runtime;
 use crate::domain::ids::MediaId;
-use crate::domain::media::{Edit, MediaError, MediaType, RenderInput, RenderJob, RenderPart};
+use crate::domain::media::{Edit, JoinJob, MediaError, MediaType, RenderInput, RenderJob, RenderPart};
 use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::nodes::EditContext;
 use crate::domain::runs::edits::{placements, timeline};
 use crate::domain::runs::engine::Delivered;
-use crate::domain::runs::{GeneratedBy, MediaFile, NodeIndex, Run, TaskIndex, TaskSource};
+use crate::domain::runs::{GeneratedBy, MediaFile, NodeIndex, Run, TaskIndex, TaskSource, TaskStatus};
+
+/// What an edit task renders: its videos, its chain's edits, and the run's node of each
+/// edit (none for a Video Input's window).
+pub(super) struct EditPlan {
+    pub(super) inputs: Vec<RenderInput>,
+    pub(super) edits: Vec<Edit>,
+    pub(super) edit_nodes: Vec<NodeIndex>,
+}
 
 /// Where one task's files go: a scratch folder of its own, and keys under one base.
-struct TaskFiles {
-    scratch: tempfile::TempDir,
+pub(super) struct TaskFiles {
+    pub(super) scratch: tempfile::TempDir,
     /// Every stored file's key is this with an extension.
-    base: String,
+    pub(super) base: String,
 }
 
 impl TaskFiles {
@@ -55,7 +63,7 @@ impl Worker {
         let task = &run.tasks[index];
         let made = match &task.source {
             TaskSource::Input { input } => self.input_task(run, *input, scratch, &output, &stop).await?,
-            TaskSource::Tasks { tasks } => self.edit_task(run, index, tasks, scratch, &output, &stop).await?,
+            TaskSource::Tasks { tasks } => self.edit_task(run, index, tasks, (scratch, &output), &stop).await?,
             TaskSource::Generate => self.generate_task(run, index, scratch, &stop).await?,
         };
         let file = match made {
@@ -64,6 +72,7 @@ impl Worker {
             TaskOutput::Refused(message, node) => return Ok(Outcome::Failed(message, node, Fault::Caller)),
             TaskOutput::Cancelled => return Ok(Outcome::Cancelled),
             TaskOutput::Blocked => return Ok(Outcome::Blocked),
+            TaskOutput::Split(parts) => return Ok(Outcome::Split(parts)),
             TaskOutput::Existing(file) => file,
             TaskOutput::Rendered => match self.store_made(&workspace, &output, MediaType::Video).await? {
                 Ok(file) => file,
@@ -216,22 +225,107 @@ impl Worker {
     }
 
     /// An edit task: the chain's edits on its one input, or (Concatenate) its inputs
-    /// joined. A chain that changes nothing passes its input on.
+    /// joined. A chain that changes nothing passes its input on. An output longer than
+    /// a segment is made in parts: the task plans them, and joins them once made.
     async fn edit_task(
         &self,
         run: &Run,
         index: TaskIndex,
         sources: &[TaskIndex],
-        scratch: &Path,
+        (scratch, output): (&Path, &Path),
+        stop: &Stop,
+    ) -> anyhow::Result<TaskOutput> {
+        let plan = match self.edit_plan(run, index, sources, scratch).await? {
+            Ok(plan) => plan,
+            Err(output) => return Ok(output),
+        };
+        let task = &run.tasks[index];
+        if !task.parts.is_empty() && task.parts.iter().all(|part| part.status == TaskStatus::Completed) {
+            return self.join_parts(task, output, stop).await;
+        }
+        if let Some(parts) = self.parts_of(task, &plan).await {
+            return Ok(TaskOutput::Split(parts));
+        }
+        self.render(plan, output, stop, RenderPart::Whole).await
+    }
+
+    /// The parts an edit task is made in: those it planned already (a resume makes the
+    /// missing ones), or — when its output is longer than a segment — its segments'
+    /// pictures and its sound. None: it is made in one pass.
+    async fn parts_of(&self, task: &crate::domain::runs::Task, plan: &EditPlan) -> Option<Vec<RenderPart>> {
+        if !task.parts.is_empty() {
+            return Some(task.parts.iter().map(|part| part.part).collect());
+        }
+        let segment_ms = self.segment?.as_millis() as u64;
+        let [input] = plan.inputs.as_slice() else { return None };
+        // An edit the planning refuses is left to the render, which says why.
+        let (duration_ms, sound) = crate::domain::media::outcome_of(input, &plan.edits).ok()?;
+        if plan.edits.is_empty() || duration_ms <= segment_ms {
+            return None;
+        }
+        let report = match self.probe.probe(&input.location).await {
+            Ok(report) => report,
+            Err(error) => {
+                tracing::warn!(error = %error, "the input's frame rate could not be read: one pass");
+                return None;
+            }
+        };
+        let rate = report.streams.iter().find(|stream| stream.codec_type == "video")?.frame_rate?;
+        let windows = crate::domain::media::segments(duration_ms, segment_ms, rate);
+        if windows.len() < 2 {
+            return None;
+        }
+        let mut parts: Vec<RenderPart> =
+            windows.into_iter().map(|(start_ms, end_ms)| RenderPart::Picture { start_ms, end_ms }).collect();
+        if sound {
+            parts.push(RenderPart::Sound);
+        }
+        Some(parts)
+    }
+
+    /// Joins the parts of `task`, all made, into its output: streams copied.
+    async fn join_parts(
+        &self,
+        task: &crate::domain::runs::Task,
         output: &Path,
         stop: &Stop,
     ) -> anyhow::Result<TaskOutput> {
+        let (mut pictures, mut sound) = (Vec::new(), None);
+        for part in &task.parts {
+            let Some(key) = &part.key else { return Ok(TaskOutput::Failed("a part's file is missing".into())) };
+            let location = self.blobs.read_location(key, None).await?;
+            match part.part {
+                RenderPart::Picture { start_ms, end_ms } => pictures.push((location, end_ms - start_ms)),
+                RenderPart::Sound => sound = Some(location),
+                RenderPart::Whole => return Ok(TaskOutput::Failed("a part is the whole output".into())),
+            }
+        }
+        let budget = stop.deadline.saturating_duration_since(tokio::time::Instant::now());
+        let job = JoinJob { pictures, sound, output: output.to_owned(), budget };
+        match self.toolkit.join(&job, stop.cancelled.clone()).await {
+            Ok(()) => Ok(TaskOutput::Rendered),
+            Err(MediaError::Cancelled) => Ok(TaskOutput::Cancelled),
+            Err(MediaError::Unavailable(error)) => Err(error),
+            Err(error) => Ok(TaskOutput::Failed(format!("joining the parts: {error}"))),
+        }
+    }
+
+    /// What an edit task renders: its videos, and its chain's edits with their nodes;
+    /// or how the task ends without a render (a chain that changes nothing passes its
+    /// input on; an edit that refuses its parameters fails it).
+    pub(super) async fn edit_plan(
+        &self,
+        run: &Run,
+        index: TaskIndex,
+        sources: &[TaskIndex],
+        scratch: &Path,
+    ) -> anyhow::Result<Result<EditPlan, TaskOutput>> {
         let mut inputs = Vec::new();
         // A generated image or sound the chain's first node takes through a connection.
         let mut connected = None;
         for source in sources {
             let Some(file) = &run.tasks[*source].result else {
-                return Ok(TaskOutput::Failed(format!("the result of task {source} is missing")));
+                return Ok(Err(TaskOutput::Failed(format!("the result of task {source} is missing"))));
             };
             if file.media != MediaType::Video {
                 connected = Some(self.blobs.read_location(&file.key, file.version.as_deref()).await?);
@@ -268,28 +362,28 @@ impl Worker {
                     edit_nodes.push(node_index);
                 }
                 Ok(None) => {}
-                Err(problem) => return Ok(TaskOutput::Refused(problem, Some(node_index))),
+                Err(problem) => return Ok(Err(TaskOutput::Refused(problem, Some(node_index)))),
             }
         }
         if let ([_], true) = (sources, edits.is_empty()) {
             // Nothing to change (a Destination): the file passes on, whatever it holds.
             let file = run.tasks[sources[0]].result.clone().unwrap_or_else(|| unreachable!("checked above"));
-            return Ok(TaskOutput::Existing(file));
+            return Ok(Err(TaskOutput::Existing(file)));
         }
-        self.render(inputs, edits, &edit_nodes, output, stop).await
+        Ok(Ok(EditPlan { inputs, edits, edit_nodes }))
     }
 
+    /// Renders `part` of `plan`'s output to `output`.
     pub(super) async fn render(
         &self,
-        inputs: Vec<RenderInput>,
-        edits: Vec<Edit>,
-        // The run's node of each edit, when the edits are nodes' (not a Video Input's window).
-        edit_nodes: &[NodeIndex],
+        plan: EditPlan,
         output: &Path,
         stop: &Stop,
+        part: RenderPart,
     ) -> anyhow::Result<TaskOutput> {
+        let EditPlan { inputs, edits, edit_nodes } = plan;
         let budget = stop.deadline.saturating_duration_since(tokio::time::Instant::now());
-        let job = RenderJob { inputs, edits, output: output.to_owned(), budget, part: RenderPart::Whole };
+        let job = RenderJob { inputs, edits, output: output.to_owned(), budget, part };
         match self.toolkit.render(&job, stop.cancelled.clone()).await {
             Ok(()) => Ok(TaskOutput::Rendered),
             Err(MediaError::Cancelled) => Ok(TaskOutput::Cancelled),

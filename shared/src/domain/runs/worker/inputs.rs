@@ -79,7 +79,8 @@ impl Worker {
             height: facts.height,
             has_audio: facts.has_audio,
         };
-        self.render(vec![input], edits, &[], output, stop).await
+        let plan = super::execute::EditPlan { inputs: vec![input], edits, edit_nodes: Vec::new() };
+        self.render(plan, output, stop, crate::domain::media::RenderPart::Whole).await
     }
 
     /// Downloads a URL input (`site`: a video-sharing site's page, through yt-dlp) into

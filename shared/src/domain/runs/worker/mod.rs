@@ -6,6 +6,7 @@
 mod execute;
 mod generate;
 mod inputs;
+mod parts;
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -69,6 +70,8 @@ enum TaskOutput {
     Cancelled,
     /// Waits for something not ready yet.
     Blocked,
+    /// Made in these parts (an output longer than a segment).
+    Split(Vec<crate::domain::media::RenderPart>),
 }
 
 /// How often a running task checks whether its run was cancelled.
@@ -100,6 +103,8 @@ pub struct Worker {
     pub deliveries: Arc<dyn WebhookRepo>,
     /// Longest one task's media work may take.
     pub task_budget: Duration,
+    /// An edit whose output is longer is made in parts of this length (None: one pass).
+    pub segment: Option<Duration>,
     /// Which prices tasks pay.
     pub prices: Prices,
     /// Where auto top-ups are bought.
@@ -125,6 +130,8 @@ pub(super) enum Outcome {
     Cancelled,
     /// Waits for something not ready yet (an avatar profile being processed).
     Blocked,
+    /// To be made in these parts, each a message of its own.
+    Split(Vec<crate::domain::media::RenderPart>),
 }
 
 /// What the claim's change of the run decided, and what a refused claim leaves to do.
@@ -162,6 +169,9 @@ impl Worker {
     /// (after another worker's claim, or to look again at what the task waits for); an
     /// error means it should be delivered again later.
     pub async fn process(&self, message: NodeTask) -> anyhow::Result<Processed> {
+        if let Some(number) = message.part {
+            return self.process_part(message, number).await;
+        }
         let mut claimed = self.claim(message, false).await?;
         if let ClaimOutcome::Waiting { wait, blocked } = &claimed {
             // Blocked on an avatar profile or for credits: looked at without a write,
@@ -224,6 +234,7 @@ impl Worker {
             Outcome::Failed(..) => "failed",
             Outcome::Cancelled => "cancelled",
             Outcome::Blocked => "blocked",
+            Outcome::Split(_) => "in parts",
         };
         let blocked = matches!(outcome, Outcome::Blocked);
         tracing::info!(
@@ -412,11 +423,14 @@ impl Worker {
                 Err(error) => Err(error),
             };
         }
+        if let Outcome::Split(parts) = outcome {
+            return self.record_split(message, parts).await;
+        }
         let now = self.clock.now();
         let changed =
             change_run(self.runs.as_ref(), &self.notifier, organization, run_id, &RUN_UPDATE_CONFLICTS, |run, _| {
                 let recorded = match &outcome {
-                    Outcome::Cancelled | Outcome::Blocked => None,
+                    Outcome::Cancelled | Outcome::Blocked | Outcome::Split(_) => None,
                     Outcome::Done { file, delivered, media } => {
                         let real = run.task_prices(task, Some(file.duration_ms as f64 / 1000.0), self.prices);
                         let completed = run.complete(task, attempt, file.clone(), delivered.clone(), now);
@@ -570,6 +584,7 @@ impl Run {
             run_id: self.id,
             task: index,
             attempt: self.tasks[index].attempt,
+            part: None,
         })
     }
 }

@@ -1,0 +1,186 @@
+//! Long edits made in parts through the run engine (issue 35), on both backends: the
+//! edit's task plans its parts (the pictures of its segments and its sound), each part
+//! is a message claimed, made and recorded once, the last part queues the join, and the
+//! output is the one-pass run's. A part delivered twice is made once; a cancel stops the
+//! parts and a resume makes only the missing ones.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
+use shared::config::Settings;
+use shared::domain::media::RenderPart;
+use shared::domain::nodes::{CLIP, DESTINATION, REFRAME, VIDEO_INPUT};
+use shared::domain::runs::{RunId, TaskIndex, TaskStatus};
+use shared::domain::work::NodeTask;
+
+use crate::helpers::{http_get, Backend};
+use crate::runs::Harness;
+
+/// Segments of 3 s: the 10 s output below is 4 pictures (3, 3, 3 and 1 s) and its sound.
+const SEGMENT: Duration = Duration::from_secs(3);
+const PARTS: usize = 5;
+
+/// Clip (1 s to 11 s of the 12 s source) → Reframe 9:16 → Destination: one task.
+fn long_edit() -> Vec<(&'static str, shared::domain::nodes::NodeTypeId, Value)> {
+    vec![
+        ("in", VIDEO_INPUT, json!({})),
+        ("clip", CLIP, json!({ "start_ms": 1000, "end_ms": 11000 })),
+        ("reframe", REFRAME, json!({ "aspect_ratio": "9:16", "mode": "crop" })),
+        ("out", DESTINATION, json!({})),
+    ]
+}
+
+const EDGES: [(&str, &str); 3] = [("in", "clip"), ("clip", "reframe"), ("reframe", "out")];
+
+/// A harness with `workers` workers whose long edits are made in parts of `segment`.
+async fn harness(backend: Backend, workers: usize, segment: Option<Duration>) -> Harness {
+    Harness::tuned_with(backend, workers, move |settings| Settings { segment, ..settings }).await
+}
+
+/// The 12 s source (30 frames a second over a sine sweep) in `folder`, uploaded.
+async fn upload_source(harness: &Harness, folder: &Path) -> String {
+    crate::segments::source(folder, (30, 1));
+    harness.upload_bytes("video", std::fs::read(folder.join("source.mp4")).unwrap()).await
+}
+
+/// The run's one output, downloaded to `folder/name`.
+async fn output_file(record: &Value, folder: &Path, name: &str) -> PathBuf {
+    let outputs = record["outputs"].as_array().unwrap();
+    assert_eq!(outputs.len(), 1, "{record}");
+    let (status, bytes) = http_get(outputs[0]["video_url"].as_str().unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    let path = folder.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+async fn a_long_edit_is_made_in_parts_and_joined_into_the_one_pass_output(backend: Backend) {
+    let folder = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (segment, name) in [(None, "whole.mp4"), (Some(SEGMENT), "joined.mp4")] {
+        let harness = harness(backend, 2, segment).await;
+        let video = upload_source(&harness, folder.path()).await;
+        let (agent, nodes) = harness.agent(&long_edit(), &EDGES).await;
+        let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+        let record = harness.finished(&run).await;
+        assert_eq!(record["status"], "completed", "{record}");
+        files.push(output_file(&record, folder.path(), name).await);
+        let (status, view) = harness.test.call(Method::GET, &format!("/agent_run/{run}/nodes"), None).await;
+        assert_eq!(status, StatusCode::OK, "{view}");
+        let node = |name: &str| {
+            view["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|node| node["original_node_id"] == nodes[name])
+                .unwrap()
+                .clone()
+        };
+        match segment {
+            None => assert!(node("reframe").get("progress").is_none(), "a one-pass edit shows no progress: {view}"),
+            Some(_) => {
+                for name in ["clip", "reframe", "out"] {
+                    assert_eq!(node(name)["progress"], json!({ "done": PARTS, "total": PARTS }), "{view}");
+                }
+                assert!(node("in").get("progress").is_none(), "{view}");
+                let stored = stored_run(&harness, &run).await;
+                let parts: Vec<RenderPart> = stored.tasks[1].parts.iter().map(|part| part.part).collect();
+                assert_eq!(
+                    parts,
+                    [(0, 3000), (3000, 6000), (6000, 9000), (9000, 10000)]
+                        .map(|(start_ms, end_ms)| RenderPart::Picture { start_ms, end_ms })
+                        .into_iter()
+                        .chain([RenderPart::Sound])
+                        .collect::<Vec<_>>()
+                );
+                assert!(stored.tasks[1].parts.iter().all(|part| part.claims == 1 && part.key.is_some()));
+            }
+        }
+    }
+    crate::segments::assert_seamless(folder.path(), &files[0], &files[1], 1.0 / 30.0);
+}
+
+async fn stored_run(harness: &Harness, run: &str) -> shared::domain::runs::Run {
+    let engine = harness.test.app.engine();
+    engine.runs.get_run(harness.test.organization, RunId::parse(run).unwrap()).await.unwrap().unwrap()
+}
+
+/// A run whose workers are this test's hands: the input and the edit's planning done,
+/// its parts queued.
+async fn planned(backend: Backend) -> (Harness, String, shared::app::Engine, NodeTask, tempfile::TempDir) {
+    let folder = tempfile::tempdir().unwrap();
+    let harness = harness(backend, 0, Some(SEGMENT)).await;
+    let video = upload_source(&harness, folder.path()).await;
+    let (agent, _) = harness.agent(&long_edit(), &EDGES).await;
+    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let engine = harness.test.app.engine().clone();
+    let (organization_id, run_id) = (harness.test.organization, RunId::parse(&run).unwrap());
+    let task = move |index| NodeTask { organization_id, run_id, task: TaskIndex(index), attempt: 0, part: None };
+    engine.worker.process(task(0)).await.unwrap();
+    engine.worker.process(task(1)).await.unwrap();
+    let stored = stored_run(&harness, &run).await;
+    assert_eq!(stored.tasks[1].status, TaskStatus::Running, "making its parts");
+    assert_eq!(stored.tasks[1].parts.len(), PARTS);
+    assert!(stored.tasks[1].parts.iter().all(|part| part.status == TaskStatus::Queued));
+    (harness, run, engine, task(1), folder)
+}
+
+async fn a_part_delivered_twice_is_made_once(backend: Backend) {
+    let (harness, run, engine, edit, _folder) = planned(backend).await;
+    for number in 0..PARTS as u32 {
+        let message = NodeTask { part: Some(number), ..edit };
+        // Both deliveries at once: one claims, the other waits for its claim or finds it made.
+        let (first, second) = tokio::join!(engine.worker.process(message), engine.worker.process(message));
+        first.unwrap();
+        second.unwrap();
+        engine.worker.process(message).await.unwrap();
+    }
+    let stored = stored_run(&harness, &run).await;
+    assert!(stored.tasks[1].parts.iter().all(|part| part.status == TaskStatus::Completed && part.claims == 1));
+    assert_eq!(stored.tasks[1].status, TaskStatus::Queued, "the last part queued the join");
+    // The join, delivered twice.
+    let (first, second) = tokio::join!(engine.worker.process(edit), engine.worker.process(edit));
+    first.unwrap();
+    second.unwrap();
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["outputs"].as_array().unwrap().len(), 1, "{record}");
+    let probed = crate::runs::fetch_and_probe(record["outputs"][0]["video_url"].as_str().unwrap()).await;
+    assert!((probed.duration - 10.0).abs() < 0.05, "{}", probed.duration);
+}
+
+async fn a_resume_makes_only_the_parts_a_cancel_left(backend: Backend) {
+    let (harness, run, engine, edit, _folder) = planned(backend).await;
+    engine.worker.process(NodeTask { part: Some(0), ..edit }).await.unwrap();
+    let made = stored_run(&harness, &run).await.tasks[1].parts[0].clone();
+    assert_eq!(made.status, TaskStatus::Completed);
+    let (status, body) = harness.test.call(Method::POST, &format!("/agent_run/{run}/cancel"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // A part delivered after the cancel is not made.
+    engine.worker.process(NodeTask { part: Some(1), ..edit }).await.unwrap();
+    let stored = stored_run(&harness, &run).await;
+    assert_eq!(stored.tasks[1].status, TaskStatus::Cancelled);
+    assert_eq!(stored.tasks[1].parts[1].status, TaskStatus::Queued, "not claimed after the cancel");
+    let (status, body) = harness.test.call(Method::POST, &format!("/agent_run/{run}/resume"), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let resumed = NodeTask { attempt: 1, ..edit };
+    engine.worker.process(resumed).await.unwrap();
+    let stored = stored_run(&harness, &run).await;
+    let parts = &stored.tasks[1].parts;
+    assert_eq!(parts[0], made, "the part made before the cancel is kept");
+    assert!(parts[1..].iter().all(|part| part.status == TaskStatus::Queued), "{parts:?}");
+    let workers = shared::serve::workers::start(&harness.test.app, 2).await.unwrap();
+    let record = harness.finished(&run).await;
+    drop(workers);
+    assert_eq!(record["status"], "completed", "{record}");
+    let stored = stored_run(&harness, &run).await;
+    assert_eq!(stored.tasks[1].parts[0], made, "made once");
+}
+
+crate::conformance!(
+    a_long_edit_is_made_in_parts_and_joined_into_the_one_pass_output,
+    a_part_delivered_twice_is_made_once,
+    a_resume_makes_only_the_parts_a_cancel_left,
+);
