@@ -197,6 +197,10 @@ async fn recover(engine: &Engine, queue: &SqliteTaskQueue) -> anyhow::Result<()>
         if let (Some(run), queued) = changed {
             tracing::info!(%run_id, tasks = queued.len(), "run picked up again");
             send_tasks(engine.queue.as_ref(), &run, &queued).await?;
+            let parts = run.queued_parts();
+            if !parts.is_empty() {
+                engine.queue.send(&parts).await?;
+            }
         }
     }
     Ok(())

@@ -110,11 +110,21 @@ async fn stored_run(harness: &Harness, run: &str) -> shared::domain::runs::Run {
 /// A run whose workers are this test's hands: the input and the edit's planning done,
 /// its parts queued.
 async fn planned(backend: Backend) -> (Harness, String, shared::app::Engine, NodeTask, tempfile::TempDir) {
+    planned_with(backend, json!({})).await
+}
+
+/// [`planned`], the run started with `more` in its body besides its video.
+async fn planned_with(
+    backend: Backend,
+    more: Value,
+) -> (Harness, String, shared::app::Engine, NodeTask, tempfile::TempDir) {
     let folder = tempfile::tempdir().unwrap();
     let harness = harness(backend, 0, Some(SEGMENT)).await;
     let video = upload_source(&harness, folder.path()).await;
     let (agent, _) = harness.agent(&long_edit(), &EDGES).await;
-    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let mut body = json!({ "video_ids": [video] });
+    body.as_object_mut().unwrap().extend(more.as_object().unwrap().clone());
+    let run = harness.start(&agent, body).await;
     let engine = harness.test.app.engine().clone();
     let (organization_id, run_id) = (harness.test.organization, RunId::parse(&run).unwrap());
     let task = move |index| NodeTask { organization_id, run_id, task: TaskIndex(index), attempt: 0, part: None };
@@ -179,7 +189,52 @@ async fn a_resume_makes_only_the_parts_a_cancel_left(backend: Backend) {
     assert_eq!(stored.tasks[1].parts[0], made, "made once");
 }
 
+/// Parts made are told by `RUN_PROGRESS` events, with the nodes' progress, at most
+/// one a second per node for its parts alone (a change of status is always told).
+async fn parts_made_are_told_by_progress_events_at_most_one_a_second(backend: Backend) {
+    let receiver = crate::webhooks::Receiver::start(crate::webhooks::Mode::Accept).await;
+    let (harness, run, engine, edit, _folder) = planned_with(backend, json!({ "callback_url": receiver.url })).await;
+    // The split told of 0 parts made: a part made a second later is told too.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    engine.worker.process(NodeTask { part: Some(0), ..edit }).await.unwrap();
+    let workers = shared::serve::workers::start(&harness.test.app, 2).await.unwrap();
+    let record = harness.finished(&run).await;
+    assert_eq!(record["status"], "completed", "{record}");
+    let events = receiver.finished_cycles(1).await;
+    drop(workers);
+    crate::webhooks::assert_sequences(&events);
+    // Each event's view of the edit's node: (when, status, progress).
+    let mut seen: Vec<(String, Value, Value)> = Vec::new();
+    for event in events.iter().filter(|event| event.body["flag"] == "RUN_PROGRESS") {
+        for node in event.body["updated_nodes"].as_array().unwrap() {
+            if node["node_type"]["node_type_id"] == REFRAME.to_string() {
+                let at = event.body["occurred_at"].as_str().unwrap().to_owned();
+                seen.push((at, node["status"].clone(), node.get("progress").cloned().unwrap_or(Value::Null)));
+            }
+        }
+    }
+    assert!(
+        seen.iter()
+            .any(|(_, _, progress)| progress["done"].as_u64().is_some_and(|done| done > 0 && done < PARTS as u64)),
+        "an event told of parts made before the last: {seen:?}"
+    );
+    assert_eq!(
+        seen.last().map(|(_, status, progress)| (status.clone(), progress.clone())),
+        Some((json!("completed"), json!({ "done": PARTS, "total": PARTS })))
+    );
+    // Events for parts alone (the node's status unchanged since the event before) are
+    // a second apart or more.
+    let time = |at: &str| chrono::DateTime::parse_from_rfc3339(at).unwrap();
+    let parts_alone: Vec<_> =
+        seen.windows(2).filter(|pair| pair[0].1 == pair[1].1).map(|pair| time(&pair[1].0)).collect();
+    for pair in parts_alone.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(gap >= chrono::Duration::milliseconds(1000), "two progress events {gap} apart: {seen:?}");
+    }
+}
+
 crate::conformance!(
+    parts_made_are_told_by_progress_events_at_most_one_a_second,
     a_long_edit_is_made_in_parts_and_joined_into_the_one_pass_output,
     a_part_delivered_twice_is_made_once,
     a_resume_makes_only_the_parts_a_cancel_left,

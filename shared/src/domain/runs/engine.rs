@@ -422,7 +422,14 @@ impl Run {
             return Vec::new();
         }
         for index in self.task_indexes() {
-            if self.tasks[index].status == TaskStatus::Running {
+            if self.in_parts(index) {
+                // Its parts are queued again instead ([`Run::queued_parts`]).
+                for part in self.tasks[index].parts.iter_mut().filter(|part| part.status == TaskStatus::Running) {
+                    part.status = TaskStatus::Queued;
+                    part.lease_until = None;
+                    part.queued_at = Some(now);
+                }
+            } else if self.tasks[index].status == TaskStatus::Running {
                 self.set_status(index, TaskStatus::Queued);
                 let task = &mut self.tasks[index];
                 task.lease_until = None;

@@ -16,12 +16,51 @@ use crate::domain::webhooks::{DeliveryState, EventFlag, WebhookDelivery, Webhook
 pub struct Before {
     status: RunStatus,
     nodes: Vec<NodeStatus>,
+    /// Each node's parts made, of how many (empty when no task is made in parts).
+    progress: Vec<Option<(usize, usize)>>,
 }
 
 impl Before {
     pub fn of(run: &Run) -> Self {
-        Self { status: run.status, nodes: run.node_statuses() }
+        Self { status: run.status, nodes: run.node_statuses(), progress: progress_of(run) }
     }
+}
+
+/// Each node's progress ([`Run::progress`]); empty when no task of the run is made in parts.
+fn progress_of(run: &Run) -> Vec<Option<(usize, usize)>> {
+    match run.tasks.iter().any(|task| !task.parts.is_empty()) {
+        true => run.node_indexes().map(|index| run.progress(index)).collect(),
+        false => Vec::new(),
+    }
+}
+
+/// Least time between two `RUN_PROGRESS` events of a node for its parts alone.
+pub const PROGRESS_EVENT_GAP: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The nodes whose parts made changed from `before` and whose last event for their
+/// parts was [`PROGRESS_EVENT_GAP`] ago or more (each task made in parts remembers
+/// when: it is marked now for the nodes returned).
+fn progressed(before: &Before, run: &mut Run, now: Timestamp) -> Vec<NodeIndex> {
+    let after = progress_of(run);
+    if after.is_empty() || after == before.progress {
+        return Vec::new();
+    }
+    let due = |task: &super::Task| {
+        !task.parts.is_empty() && task.progress_event_at.is_none_or(|at| at.after(PROGRESS_EVENT_GAP) <= now)
+    };
+    let nodes: Vec<NodeIndex> = run
+        .work_nodes()
+        .filter(|index| after.get(index.0) != before.progress.get(index.0))
+        .filter(|index| run.tasks_of(*index).any(|(_, task)| due(task)))
+        .collect();
+    let marked: Vec<super::TaskIndex> = run
+        .task_indexes()
+        .filter(|index| due(&run.tasks[*index]) && nodes.iter().any(|node| run.tasks[*index].nodes.contains(node)))
+        .collect();
+    for index in marked {
+        run.tasks[index].progress_event_at = Some(now);
+    }
+    nodes
 }
 
 /// Records the events of run changes and asks for their delivery.
@@ -51,10 +90,19 @@ impl Notifier {
             flags.push((EventFlag::RunStarted, Vec::new()));
         }
         if let Some(before) = before {
-            let changed: Vec<NodeIndex> = {
+            let mut changed: Vec<NodeIndex> = {
                 let now = run.node_statuses();
                 run.work_nodes().filter(|index| before.nodes.get(index.0) != now.get(index.0)).collect()
             };
+            if run.status == RunStatus::Running {
+                // Parts made: at most one event per node per PROGRESS_EVENT_GAP.
+                for index in progressed(before, run, now) {
+                    if !changed.contains(&index) {
+                        changed.push(index);
+                    }
+                }
+                changed.sort_unstable();
+            }
             if !changed.is_empty() {
                 flags.push((EventFlag::RunProgress, changed));
             }

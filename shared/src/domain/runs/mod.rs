@@ -427,6 +427,9 @@ pub struct Task {
     /// own, then joined by the task. Empty for a task rendered in one pass.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<Part>,
+    /// When a `RUN_PROGRESS` event last told of its parts made (at most one a second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress_event_at: Option<Timestamp>,
 }
 
 /// One part of a task rendered in parts: what it makes, where it stands, and the file

@@ -235,6 +235,22 @@ impl Run {
         progress
     }
 
+    /// The messages of every queued part of the tasks making their parts: what a
+    /// restarted process sends again after [`Run::recover`].
+    pub fn queued_parts(&self) -> Vec<Work> {
+        self.task_indexes()
+            .filter(|index| self.in_parts(*index))
+            .flat_map(|index| {
+                self.tasks[index]
+                    .parts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, part)| part.status == TaskStatus::Queued)
+                    .map(move |(number, _)| self.part_message(index, number as u32))
+            })
+            .collect()
+    }
+
     /// Queues task `index` again, to join its parts.
     fn queue_join(&mut self, index: TaskIndex, now: Timestamp) {
         self.set_status(index, TaskStatus::Queued);
@@ -354,5 +370,16 @@ mod tests {
         assert_eq!(sent, vec![run.part_message(edit, 1), run.part_message(edit, 2)]);
         assert_eq!(run.tasks[edit].parts[0].key.as_deref(), Some("a"));
         assert!(matches!(run.claim_part(edit, 0, 1, now, LEASE), Claim::Refused(_)), "an old attempt's part");
+    }
+
+    #[test]
+    fn a_restart_queues_again_the_parts_it_was_making_and_keeps_the_task_making_them() {
+        let (mut run, edit, now) = split_run();
+        assert_eq!(run.claim_part(edit, 0, 0, now, LEASE), Claim::Claimed);
+        assert_eq!(run.claim_part(edit, 0, 1, now, LEASE), Claim::Claimed);
+        run.complete_part(edit, 0, 1, "b".into(), now).unwrap();
+        assert_eq!(run.recover(now), Vec::<TaskIndex>::new());
+        assert!(run.in_parts(edit));
+        assert_eq!(run.queued_parts(), vec![run.part_message(edit, 0), run.part_message(edit, 2)]);
     }
 }

@@ -287,6 +287,7 @@ impl Task {
             credits: None,
             refund_owed: None,
             parts: Vec::new(),
+            progress_event_at: None,
         }
     }
 }

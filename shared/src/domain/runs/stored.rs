@@ -127,6 +127,8 @@ struct TaskState {
     refund_owed: Option<Vec<u64>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     parts: Vec<super::Part>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    progress_event_at: Option<Timestamp>,
 }
 
 fn is_zero(count: &usize) -> bool {
@@ -150,6 +152,7 @@ impl TaskState {
             credits: task.credits.clone(),
             refund_owed: task.refund_owed.clone(),
             parts: task.parts.clone(),
+            progress_event_at: task.progress_event_at,
         }
     }
 
@@ -169,6 +172,7 @@ impl TaskState {
         task.credits = self.credits;
         task.refund_owed = self.refund_owed;
         task.parts = self.parts;
+        task.progress_event_at = self.progress_event_at;
     }
 
     fn into_task(self, planned: PlannedTask) -> Task {
@@ -189,6 +193,7 @@ impl TaskState {
             credits: self.credits,
             refund_owed: self.refund_owed,
             parts: self.parts,
+            progress_event_at: self.progress_event_at,
         }
     }
 }
