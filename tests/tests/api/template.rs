@@ -188,6 +188,15 @@ fn node_worker_takes_the_task_queue_with_partial_failures_a_dlq_and_room_for_ffm
     assert_eq!(events[0]["Type"], "SQS");
     assert!(format!("{:?}", events[0]["Properties"]["Queue"]).contains("TaskQueue"));
     assert_eq!(strings(&events[0]["Properties"]["FunctionResponseTypes"]), ["ReportBatchItemFailures"]);
+    // Parts of long edits: their length and how many are made at once are parameters.
+    assert!(format!("{:?}", events[0]["Properties"]["ScalingConfig"]["MaximumConcurrency"])
+        .contains("NodeWorkerConcurrency"));
+    let parameters = &template["Parameters"];
+    assert_eq!(parameters["NodeWorkerConcurrency"]["Default"].as_u64(), Some(30));
+    assert!(parameters["NodeWorkerConcurrency"]["MinValue"].as_u64() >= Some(2), "SQS's least MaximumConcurrency");
+    assert!(format!("{:?}", properties_of(worker)["Environment"]["Variables"]["SEGMENT_SECONDS"])
+        .contains("SegmentSeconds"));
+    assert_eq!(parameters["SegmentSeconds"]["Default"].as_u64(), Some(shared::config::DEFAULT_SEGMENT_SECONDS));
     let timeout = properties["Timeout"].as_u64().expect("Timeout");
     assert!(properties["MemorySize"].as_u64().unwrap() >= 2048, "ffmpeg needs memory and the CPU that comes with it");
     assert!(properties["EphemeralStorage"]["Size"].as_u64().unwrap() >= 4096, "scratch room for media");
