@@ -7,23 +7,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::super::Fault;
-use super::{Outcome, Stop, TaskOutput, Worker};
+use super::{EditPlan, Outcome, Stop, TaskOutput, Worker};
 use crate::core::blocking::off_runtime;
 use crate::domain::ids::MediaId;
-use crate::domain::media::{Edit, JoinJob, MediaError, MediaType, RenderInput, RenderJob, RenderPart};
+use crate::domain::media::{JoinJob, MediaError, MediaType, RenderInput, RenderJob, RenderPart};
 use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::nodes::EditContext;
 use crate::domain::runs::edits::{placements, timeline};
 use crate::domain::runs::engine::Delivered;
 use crate::domain::runs::{GeneratedBy, MediaFile, NodeIndex, Run, TaskIndex, TaskSource, TaskStatus};
-
-/// What an edit task renders: its videos, its chain's edits, and the run's node of each
-/// edit (none for a Video Input's window).
-pub(super) struct EditPlan {
-    pub(super) inputs: Vec<RenderInput>,
-    pub(super) edits: Vec<Edit>,
-    pub(super) edit_nodes: Vec<NodeIndex>,
-}
 
 /// Where one task's files go: a scratch folder of its own, and keys under one base.
 pub(super) struct TaskFiles {
@@ -33,6 +25,16 @@ pub(super) struct TaskFiles {
 }
 
 impl TaskFiles {
+    /// A scratch folder of its own in `root`, and keys under `run`'s prefix named by
+    /// `name` (the task and attempt, and the part) and a random suffix.
+    pub(super) async fn new(root: &Path, run: &Run, name: String) -> anyhow::Result<Self> {
+        tokio::fs::create_dir_all(root).await?;
+        Ok(Self {
+            scratch: tempfile::Builder::new().prefix("task-").tempdir_in(root)?,
+            base: format!("runs/{}/{}/{name}-{}", run.organization_id, run.id, uuid::Uuid::new_v4().simple()),
+        })
+    }
+
     fn output(&self) -> std::path::PathBuf {
         self.scratch.path().join("output.mp4")
     }
@@ -47,16 +49,7 @@ impl Worker {
         attempt: u32,
         cancelled: tokio::sync::watch::Receiver<bool>,
     ) -> anyhow::Result<Outcome> {
-        tokio::fs::create_dir_all(&self.scratch).await?;
-        let workspace = TaskFiles {
-            scratch: tempfile::Builder::new().prefix("task-").tempdir_in(&self.scratch)?,
-            base: format!(
-                "runs/{}/{}/{index}-{attempt}-{}",
-                run.organization_id,
-                run.id,
-                uuid::Uuid::new_v4().simple()
-            ),
-        };
+        let workspace = TaskFiles::new(&self.scratch, run, format!("{index}-{attempt}")).await?;
         // One time limit for all of the task's media work (download and render).
         let stop = Stop { cancelled, deadline: tokio::time::Instant::now() + self.task_budget };
         let (scratch, output) = (workspace.scratch.path(), workspace.output());

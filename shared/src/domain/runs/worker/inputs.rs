@@ -79,7 +79,7 @@ impl Worker {
             height: facts.height,
             has_audio: facts.has_audio,
         };
-        let plan = super::execute::EditPlan { inputs: vec![input], edits, edit_nodes: Vec::new() };
+        let plan = super::EditPlan { inputs: vec![input], edits, edit_nodes: Vec::new() };
         self.render(plan, output, stop, crate::domain::media::RenderPart::Whole).await
     }
 

@@ -29,7 +29,7 @@ use crate::domain::credits::service::{self as credit_service, CreditPorts, Toppe
 use crate::domain::generation::Generators;
 use crate::domain::ids::OrganizationId;
 use crate::domain::media::ports::{BlobStore, Downloader, MediaProbe, MediaToolkit};
-use crate::domain::media::{MediaRecord, MediaType};
+use crate::domain::media::{Edit, MediaRecord, MediaType, RenderInput};
 use crate::domain::sites::Sites;
 use crate::domain::time::{Clock, Timestamp};
 use crate::domain::uploads::UploadRepo;
@@ -72,6 +72,14 @@ enum TaskOutput {
     Blocked,
     /// Made in these parts (an output longer than a segment).
     Split(Vec<crate::domain::media::RenderPart>),
+}
+
+/// What an edit task renders: its videos, its chain's edits, and the run's node of each
+/// edit (none for a Video Input's window).
+struct EditPlan {
+    inputs: Vec<RenderInput>,
+    edits: Vec<Edit>,
+    edit_nodes: Vec<NodeIndex>,
 }
 
 /// How often a running task checks whether its run was cancelled.

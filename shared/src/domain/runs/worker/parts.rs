@@ -111,16 +111,7 @@ impl Worker {
         let (TaskSource::Tasks { tasks: sources }, Some(part)) = (&task.source, task.parts.get(number as usize)) else {
             return Ok(PartOutcome::Failed("the part is not an edit's".into(), None, Fault::Ours));
         };
-        tokio::fs::create_dir_all(&self.scratch).await?;
-        let workspace = TaskFiles {
-            scratch: tempfile::Builder::new().prefix("part-").tempdir_in(&self.scratch)?,
-            base: format!(
-                "runs/{}/{}/{index}-{attempt}-part-{number}-{}",
-                run.organization_id,
-                run.id,
-                uuid::Uuid::new_v4().simple()
-            ),
-        };
+        let workspace = TaskFiles::new(&self.scratch, run, format!("{index}-{attempt}-part-{number}")).await?;
         let stop = Stop { cancelled, deadline: tokio::time::Instant::now() + self.task_budget };
         let scratch = workspace.scratch.path();
         let (extension, content_type) = match part.part {
