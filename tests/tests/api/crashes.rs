@@ -477,3 +477,88 @@ async fn serves_scheduler_loop_polls_a_due_feed_by_itself() {
     }
     panic!("serve's scheduler did not poll the feed within 10 s");
 }
+
+/// `serve` killed while a long edit's parts are made (some made, others not): after a
+/// restart on the same folder the parts left are made, the parts made are kept, and the
+/// run ends once with its one output, of the one-pass length and frame count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_killed_in_the_middle_of_a_long_edits_parts_finishes_it_once() {
+    use shared::domain::nodes::{CLIP, DESTINATION, REFRAME, VIDEO_INPUT};
+    let data = tempfile::tempdir().unwrap();
+    crate::segments::source(data.path(), (30, 1));
+    let flags = ["--workers", "1", "--segment-seconds", "1"];
+    let mut first = ServeProcess::start(data.path(), &flags).await;
+    let (_, ticket) = first.call(Method::POST, "/uploads/video/get_upload_url", None).await;
+    let id = ticket["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        crate::uploads::put(&ticket, std::fs::read(data.path().join("source.mp4")).unwrap()).await,
+        StatusCode::OK
+    );
+    let (status, body) = first.call(Method::POST, "/uploads/video/finalize_upload", Some(json!({ "id": id }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, created) = first.call(Method::POST, "/agent/create", Some(json!({ "name": "long" }))).await;
+    let agent = created["agent_id"].as_str().unwrap().to_owned();
+    let operations = json!([
+        { "op": "create_node", "node_type_id": VIDEO_INPUT.to_string(), "temp_ref_id": "in" },
+        { "op": "create_node", "node_type_id": CLIP.to_string(), "temp_ref_id": "clip", "params_used": { "start_ms": 1000, "end_ms": 11000 } },
+        { "op": "create_node", "node_type_id": REFRAME.to_string(), "temp_ref_id": "reframe", "params_used": { "aspect_ratio": "9:16", "mode": "crop" } },
+        { "op": "create_node", "node_type_id": DESTINATION.to_string(), "temp_ref_id": "out" },
+        { "op": "create_connection", "source_temp_ref_id": "in", "target_temp_ref_id": "clip" },
+        { "op": "create_connection", "source_temp_ref_id": "clip", "target_temp_ref_id": "reframe" },
+        { "op": "create_connection", "source_temp_ref_id": "reframe", "target_temp_ref_id": "out" },
+    ]);
+    let (status, body) =
+        first.call(Method::POST, &format!("/agent/{agent}/update"), Some(json!({ "operations": operations }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) =
+        first.call(Method::POST, &format!("/agent/{agent}/run"), Some(json!({ "video_ids": [id] }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let run = body["run_id"].as_str().unwrap().to_owned();
+    // 10 s in parts of 1 s: 10 pictures and the sound. Kill once some are made.
+    let progress = |record: &Value| (record["progress"]["done"].as_u64(), record["progress"]["total"].as_u64());
+    let mut made = None;
+    for _ in 0..600 {
+        let (_, record) = first.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+        if let (Some(done), Some(total)) = progress(&record) {
+            assert_eq!(total, 11, "{record}");
+            if done >= 1 && done < total {
+                made = Some(done);
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let made = made.expect("the parts were seen being made");
+    first.kill();
+    let second = ServeProcess::start(data.path(), &flags).await;
+    let (_, record) = second.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+    assert!(progress(&record).0 >= Some(made), "the parts made before the kill are kept: {record}");
+    let mut record = Value::Null;
+    for _ in 0..1200 {
+        let (status, body) = second.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        if body["status"] != "running" {
+            record = body;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(progress(&record), (Some(11), Some(11)), "{record}");
+    let outputs = record["outputs"].as_array().unwrap();
+    assert_eq!(outputs.len(), 1, "exactly one output: {record}");
+    let (status, bytes) = crate::helpers::http_get(outputs[0]["video_url"].as_str().unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    let file = data.path().join("fetched.mp4");
+    std::fs::write(&file, &bytes).unwrap();
+    let probe = Command::new("ffprobe")
+        .args(["-v", "error", "-count_frames", "-select_streams", "v"])
+        .args(["-show_entries", "stream=nb_read_frames,duration", "-of", "csv=p=0"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&probe.stdout);
+    let (duration, frames) = text.trim().split_once(',').unwrap();
+    assert_eq!(frames, "300", "10 s at 30 frames a second");
+    assert!((duration.parse::<f64>().unwrap() - 10.0).abs() < 0.01, "{duration}");
+}

@@ -79,8 +79,12 @@ async fn a_long_edit_is_made_in_parts_and_joined_into_the_one_pass_output(backen
                 .clone()
         };
         match segment {
-            None => assert!(node("reframe").get("progress").is_none(), "a one-pass edit shows no progress: {view}"),
+            None => {
+                assert!(node("reframe").get("progress").is_none(), "a one-pass edit shows no progress: {view}");
+                assert!(record.get("progress").is_none(), "{record}");
+            }
             Some(_) => {
+                assert_eq!(record["progress"], json!({ "done": PARTS, "total": PARTS }), "{record}");
                 for name in ["clip", "reframe", "out"] {
                     assert_eq!(node(name)["progress"], json!({ "done": PARTS, "total": PARTS }), "{view}");
                 }
@@ -166,6 +170,9 @@ async fn a_resume_makes_only_the_parts_a_cancel_left(backend: Backend) {
     engine.worker.process(NodeTask { part: Some(0), ..edit }).await.unwrap();
     let made = stored_run(&harness, &run).await.tasks[1].parts[0].clone();
     assert_eq!(made.status, TaskStatus::Completed);
+    let (status, record) = harness.test.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+    assert_eq!(status, StatusCode::OK, "{record}");
+    assert_eq!(record["progress"], json!({ "done": 1, "total": PARTS }), "{record}");
     let (status, body) = harness.test.call(Method::POST, &format!("/agent_run/{run}/cancel"), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     // A part delivered after the cancel is not made.

@@ -226,13 +226,7 @@ impl Run {
     /// Progress of node `index`'s tasks made in parts: parts made, of how many; None
     /// when none of its tasks is.
     pub fn progress(&self, index: NodeIndex) -> Option<(usize, usize)> {
-        let mut progress = None;
-        for (_, task) in self.tasks_of(index).filter(|(_, task)| !task.parts.is_empty()) {
-            let (done, total) = progress.get_or_insert((0, 0));
-            *done += task.parts.iter().filter(|part| part.status == TaskStatus::Completed).count();
-            *total += task.parts.len();
-        }
-        progress
+        parts_made(self.tasks_of(index).map(|(_, task)| task))
     }
 
     /// The messages of every queued part of the tasks making their parts: what a
@@ -251,6 +245,11 @@ impl Run {
             .collect()
     }
 
+    /// Progress of every task made in parts: parts made, of how many; None when none is.
+    pub fn parts_progress(&self) -> Option<(usize, usize)> {
+        parts_made(self.tasks.iter())
+    }
+
     /// Queues task `index` again, to join its parts.
     fn queue_join(&mut self, index: TaskIndex, now: Timestamp) {
         self.set_status(index, TaskStatus::Queued);
@@ -259,6 +258,17 @@ impl Run {
         task.queued_at = Some(now);
         task.sent = true;
     }
+}
+
+/// Parts made, of how many, over the tasks made in parts among `tasks`; None when none is.
+fn parts_made<'a>(tasks: impl Iterator<Item = &'a super::Task>) -> Option<(usize, usize)> {
+    let mut progress = None;
+    for task in tasks.filter(|task| !task.parts.is_empty()) {
+        let (done, total) = progress.get_or_insert((0, 0));
+        *done += task.parts.iter().filter(|part| part.status == TaskStatus::Completed).count();
+        *total += task.parts.len();
+    }
+    progress
 }
 
 /// A part as messages name it: `segment 3 of 12`, or `the sound`.

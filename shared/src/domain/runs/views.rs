@@ -113,6 +113,11 @@ pub struct RecordView<'a> {
     /// Null for runs started through the API.
     #[schema(required = true)]
     pub triggered_by: Option<&'a TriggeredBy>,
+    /// Parts made of the run's outputs made in parts (long edits), over all its nodes;
+    /// absent when none is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub progress: Option<Progress>,
 }
 
 /// A run in a list.
@@ -496,6 +501,7 @@ impl Run {
             needs_credits: self.needs_credits,
             errors: self.error_views(),
             triggered_by: self.triggered_by.as_ref(),
+            progress: self.parts_progress().map(|(done, total)| Progress { done, total }),
         }
     }
 
