@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::core::signing::{generate_secret, SignatureError, UrlSigner};
-use crate::domain::media::ports::{BlobStore, UploadTarget};
+use crate::domain::media::ports::{BlobStore, Chunks, UploadTarget};
 use crate::domain::media::SealedBlob;
 use crate::domain::time::Timestamp;
 
@@ -284,6 +284,33 @@ impl BlobStore for LocalBlobStore {
         let incoming = self.incoming_path();
         tokio::fs::copy(source, &incoming).await.with_context(|| format!("copying {}", source.display()))?;
         Self::place(&incoming, &path).await
+    }
+
+    async fn put_stream(&self, key: &str, mut chunks: Chunks, _content_type: &str) -> anyhow::Result<u64> {
+        use futures::StreamExt;
+        use tokio::io::AsyncWriteExt;
+        let path = self.valid_path(key)?;
+        // Written next to the objects as it arrives, then renamed into place.
+        let incoming = self.incoming_path();
+        let mut file =
+            tokio::fs::File::create(&incoming).await.with_context(|| format!("creating {}", incoming.display()))?;
+        let mut written = 0u64;
+        while let Some(chunk) = chunks.next().await {
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                Err(error) => {
+                    drop(file);
+                    let _ = tokio::fs::remove_file(&incoming).await;
+                    return Err(error);
+                }
+            };
+            written += chunk.len() as u64;
+            file.write_all(&chunk).await.with_context(|| format!("writing {}", incoming.display()))?;
+        }
+        file.flush().await?;
+        drop(file);
+        Self::place(&incoming, &path).await?;
+        Ok(written)
     }
 
     async fn read_location(&self, key: &str, _version: Option<&str>) -> anyhow::Result<String> {

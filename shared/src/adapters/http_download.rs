@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
 use crate::core::ssrf::resolve_allowed;
-use crate::domain::media::ports::DownloadError;
 use crate::domain::media::ports::Downloader;
+use crate::domain::media::ports::{Chunks, DownloadError};
 
 /// Redirects followed at most.
 const MAX_REDIRECTS: usize = 5;
@@ -50,6 +50,30 @@ impl HttpDownloader {
         max_bytes: u64,
         connect: Duration,
     ) -> Result<u64, DownloadError> {
+        let mut response = self.response(url, headers, max_bytes, connect).await?;
+        let mut file = tokio::fs::File::create(output).await.map_err(|error| DownloadError::Failed(error.into()))?;
+        let mut written: u64 = 0;
+        while let Some(chunk) = response.chunk().await.map_err(|error| DownloadError::Failed(error.into()))? {
+            written += chunk.len() as u64;
+            if written > max_bytes {
+                return Err(too_large(max_bytes));
+            }
+            file.write_all(&chunk).await.map_err(|error| DownloadError::Failed(error.into()))?;
+        }
+        file.flush().await.map_err(|error| DownloadError::Failed(error.into()))?;
+        Ok(written)
+    }
+
+    /// The answer to `url` whose body is to be read: redirects followed (each hop through
+    /// the SSRF guard), refused when it is not a success, a web page, or announced larger
+    /// than `max_bytes`.
+    async fn response(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        max_bytes: u64,
+        connect: Duration,
+    ) -> Result<reqwest::Response, DownloadError> {
         let headers = header_map(headers).map_err(DownloadError::Failed)?;
         let refused = |message: String| DownloadError::Refused(message);
         let mut current = url::Url::parse(url).map_err(|error| refused(format!("not a valid URL: {error}")))?;
@@ -68,7 +92,7 @@ impl HttpDownloader {
                 .read_timeout(Duration::from_secs(60))
                 .build()
                 .map_err(|error| DownloadError::Failed(error.into()))?;
-            let mut response = client
+            let response = client
                 .get(current.clone())
                 .headers(headers.clone())
                 .send()
@@ -91,22 +115,10 @@ impl HttpDownloader {
             if content_type.and_then(|value| value.to_str().ok()).is_some_and(|value| value.starts_with("text/html")) {
                 return Err(refused(crate::domain::media::ports::WEB_PAGE_REFUSAL.into()));
             }
-            let too_large = || refused(format!("the file is larger than the limit of {}", size_text(max_bytes)));
             if response.content_length().is_some_and(|length| length > max_bytes) {
-                return Err(too_large());
+                return Err(too_large(max_bytes));
             }
-            let mut file =
-                tokio::fs::File::create(output).await.map_err(|error| DownloadError::Failed(error.into()))?;
-            let mut written: u64 = 0;
-            while let Some(chunk) = response.chunk().await.map_err(|error| DownloadError::Failed(error.into()))? {
-                written += chunk.len() as u64;
-                if written > max_bytes {
-                    return Err(too_large());
-                }
-                file.write_all(&chunk).await.map_err(|error| DownloadError::Failed(error.into()))?;
-            }
-            file.flush().await.map_err(|error| DownloadError::Failed(error.into()))?;
-            return Ok(written);
+            return Ok(response);
         }
         Err(refused(format!("more than {MAX_REDIRECTS} redirects")))
     }
@@ -127,6 +139,24 @@ impl Downloader for HttpDownloader {
     ) -> Result<u64, DownloadError> {
         self.fetch(url, &[], output, max_bytes, connect).await
     }
+
+    async fn open(&self, url: &str, max_bytes: u64) -> Result<Chunks, DownloadError> {
+        let response = self.response(url, &[], max_bytes, CONNECT_TIMEOUT).await?;
+        let chunks = futures::stream::try_unfold((response, 0u64), move |(mut response, read)| async move {
+            let Some(chunk) = response.chunk().await? else { return Ok(None) };
+            let read = read + chunk.len() as u64;
+            if read > max_bytes {
+                return Err(anyhow::Error::new(too_large(max_bytes)));
+            }
+            Ok(Some((chunk, (response, read))))
+        });
+        Ok(Box::pin(chunks))
+    }
+}
+
+/// The refusal of a body larger than `max_bytes`.
+fn too_large(max_bytes: u64) -> DownloadError {
+    DownloadError::Refused(format!("the file is larger than the limit of {}", size_text(max_bytes)))
 }
 
 fn header_map(headers: &[(String, String)]) -> anyhow::Result<reqwest::header::HeaderMap> {

@@ -15,7 +15,7 @@ use bytes::Bytes;
 
 use super::{ActionLog, LazyClient};
 use crate::core::retry::AWS_SDK_CALLS;
-use crate::domain::media::ports::{BlobStore, UploadTarget};
+use crate::domain::media::ports::{BlobStore, Chunks, UploadTarget};
 use crate::domain::media::SealedBlob;
 
 /// How long ffprobe's read URL stays valid.
@@ -286,6 +286,114 @@ impl BlobStore for S3BlobStore {
 
     async fn read_location(&self, key: &str, version: Option<&str>) -> anyhow::Result<String> {
         self.download_url(key, version, READ_URL_TTL).await
+    }
+
+    async fn put_stream(&self, key: &str, mut chunks: Chunks, content_type: &str) -> anyhow::Result<u64> {
+        use futures::StreamExt;
+        // The first part decides: a body that ends within it is one PutObject.
+        let mut part = Vec::with_capacity(MULTIPART_PART_BYTES);
+        let mut ended = false;
+        while part.len() < MULTIPART_PART_BYTES {
+            match chunks.next().await.transpose()? {
+                Some(chunk) => part.extend_from_slice(&chunk),
+                None => {
+                    ended = true;
+                    break;
+                }
+            }
+        }
+        if ended {
+            let size = part.len() as u64;
+            self.put(key, Bytes::from(part), content_type).await?;
+            return Ok(size);
+        }
+        let created = self
+            .client()
+            .create_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(content_type)
+            .send()
+            .await
+            .map_err(|error| unavailable(error, "starting a multipart upload"))?;
+        let upload_id = created.upload_id().context("S3 gave the multipart upload no ID")?.to_owned();
+        match self.upload_parts(key, &upload_id, part, chunks).await {
+            Ok(size) => Ok(size),
+            Err(error) => {
+                // Nothing is left half stored (the bucket's lifecycle rule is the backstop).
+                let _ = self
+                    .client()
+                    .abort_multipart_upload()
+                    .bucket(&self.bucket)
+                    .key(key)
+                    .upload_id(&upload_id)
+                    .send()
+                    .await;
+                Err(error)
+            }
+        }
+    }
+}
+
+/// The size of each part of a multipart upload but the last (S3's least is 5 MiB): what
+/// a streamed object holds in memory at once.
+const MULTIPART_PART_BYTES: usize = 16 * 1024 * 1024;
+
+impl S3BlobStore {
+    /// Uploads `first` and the rest of `chunks` as the parts of multipart upload
+    /// `upload_id`, then completes it; returns the bytes stored.
+    async fn upload_parts(
+        &self,
+        key: &str,
+        upload_id: &str,
+        first: Vec<u8>,
+        mut chunks: Chunks,
+    ) -> anyhow::Result<u64> {
+        use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+        use futures::StreamExt;
+        let (mut completed, mut size, mut part, mut more) = (Vec::new(), 0u64, first, true);
+        loop {
+            while more && part.len() < MULTIPART_PART_BYTES {
+                match chunks.next().await.transpose()? {
+                    Some(chunk) => part.extend_from_slice(&chunk),
+                    None => more = false,
+                }
+            }
+            if part.is_empty() {
+                // The body ended on a part's boundary.
+                break;
+            }
+            let number = completed.len() as i32 + 1;
+            let body = std::mem::replace(&mut part, Vec::with_capacity(MULTIPART_PART_BYTES));
+            size += body.len() as u64;
+            let uploaded = self
+                .client()
+                .upload_part()
+                .bucket(&self.bucket)
+                .key(key)
+                .upload_id(upload_id)
+                .part_number(number)
+                .body(ByteStream::from(body))
+                .send()
+                .await
+                .map_err(|error| unavailable(error, "uploading a part"))?;
+            completed.push(
+                CompletedPart::builder().part_number(number).set_e_tag(uploaded.e_tag().map(str::to_owned)).build(),
+            );
+            if !more {
+                break;
+            }
+        }
+        self.client()
+            .complete_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .upload_id(upload_id)
+            .multipart_upload(CompletedMultipartUpload::builder().set_parts(Some(completed)).build())
+            .send()
+            .await
+            .map_err(|error| unavailable(error, "completing a multipart upload"))?;
+        Ok(size)
     }
 }
 

@@ -241,8 +241,93 @@ async fn parts_made_are_told_by_progress_events_at_most_one_a_second(backend: Ba
 }
 
 crate::conformance!(
+    a_url_input_is_streamed_into_the_media_store_not_onto_the_tasks_disk,
     parts_made_are_told_by_progress_events_at_most_one_a_second,
     a_long_edit_is_made_in_parts_and_joined_into_the_one_pass_output,
     a_part_delivered_twice_is_made_once,
     a_resume_makes_only_the_parts_a_cancel_left,
 );
+
+/// Bytes of padding after the video in the large URL input: a `free` box, which
+/// players and ffprobe skip without reading.
+const PADDING: u64 = 96 * 1024 * 1024;
+
+/// Serves `video` followed by a `free` box of [`PADDING`] zeros, a megabyte at a time
+/// with a pause between them (the download lasts a few seconds): its URL.
+async fn padded_server(video: Vec<u8>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let video = std::sync::Arc::new(video);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let video = video.clone();
+            tokio::spawn(async move {
+                let mut request = vec![0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                let length = video.len() as u64 + PADDING;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: video/mp4\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
+                );
+                let box_size = u32::try_from(PADDING).unwrap().to_be_bytes();
+                let mut written = [head.as_bytes(), &video[..], &box_size, b"free"].concat();
+                let zeros = vec![0u8; 1024 * 1024];
+                let mut left = PADDING - 8;
+                while left > 0 {
+                    let take = left.min(zeros.len() as u64) as usize;
+                    written.extend_from_slice(&zeros[..take]);
+                    left -= take as u64;
+                    if socket.write_all(&written).await.is_err() {
+                        return;
+                    }
+                    written.clear();
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    format!("http://{address}/long.mp4")
+}
+
+/// The bytes under `folder`, counted file by file.
+fn bytes_under(folder: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(folder) else { return 0 };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(kind) if kind.is_dir() => bytes_under(&entry.path()),
+            _ => entry.metadata().map(|metadata| metadata.len()).unwrap_or(0),
+        })
+        .sum()
+}
+
+/// A URL input is streamed into the media store (multipart on S3) as it arrives, never
+/// held on the task's disk: the scratch folder, polled while the input is fetched, stays
+/// under a megabyte for an input of about 100 MB, and the stored object (the run's output:
+/// an MP4 in the output format, used as it is) has every byte served.
+async fn a_url_input_is_streamed_into_the_media_store_not_onto_the_tasks_disk(backend: Backend) {
+    let folder = tempfile::tempdir().unwrap();
+    let harness = harness(backend, 1, None).await;
+    let url = padded_server(crate::uploads::sample("video.mp4")).await;
+    let (agent, _) =
+        harness.agent(&[("in", VIDEO_INPUT, json!({})), ("out", DESTINATION, json!({}))], &[("in", "out")]).await;
+    let run = harness.start(&agent, json!({ "video_urls": [url] })).await;
+    let mut largest = 0;
+    let record = loop {
+        largest = largest.max(bytes_under(&harness.scratch));
+        let (status, record) = harness.test.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+        assert_eq!(status, StatusCode::OK, "{record}");
+        if record["status"] != "running" {
+            break record;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(record["status"], "completed", "{record}");
+    assert!(largest < 1024 * 1024, "the task's scratch held {largest} bytes of a {PADDING}-byte download");
+    let output = output_file(&record, folder.path(), "stored.mp4").await;
+    let size = std::fs::metadata(&output).unwrap().len();
+    assert_eq!(size, crate::uploads::sample("video.mp4").len() as u64 + PADDING, "every byte stored");
+    let probed = crate::runs::fetch_and_probe(record["outputs"][0]["video_url"].as_str().unwrap()).await;
+    assert!((probed.duration - 2.0).abs() < 0.1, "{}", probed.duration);
+}

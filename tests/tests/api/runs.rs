@@ -62,7 +62,7 @@ pub(crate) async fn aws_engine_queues() -> (DynamoDb, S3BlobStore, SqsTaskQueue,
 pub(crate) struct Harness {
     pub(crate) test: TestApp,
     /// Where tasks render (their ffmpeg children name paths under it).
-    scratch: std::path::PathBuf,
+    pub(crate) scratch: std::path::PathBuf,
     /// The SQLite database's file, on the embedded backend.
     pub(crate) database: Option<std::path::PathBuf>,
     _stop: tokio::sync::oneshot::Sender<()>,

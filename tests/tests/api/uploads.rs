@@ -368,6 +368,9 @@ impl BlobStore for Sized {
     async fn put_file(&self, _: &str, _: &std::path::Path, _: &str) -> anyhow::Result<()> {
         anyhow::bail!("not used by these tests")
     }
+    async fn put_stream(&self, _: &str, _: shared::domain::media::ports::Chunks, _: &str) -> anyhow::Result<u64> {
+        anyhow::bail!("not used by these tests")
+    }
     async fn read_location(&self, key: &str, _: Option<&str>) -> anyhow::Result<String> {
         Ok(format!("http://blobs.invalid/{key}"))
     }

@@ -62,6 +62,11 @@ pub trait BlobStore: Send + Sync {
     }
     /// Stores the file at `path` as the object at `key` (streamed, not read into memory).
     async fn put_file(&self, key: &str, path: &std::path::Path, content_type: &str) -> anyhow::Result<()>;
+    /// Stores what `chunks` hold as the object at `key`, piece by piece as they arrive:
+    /// never the whole in memory nor on this machine's disk (S3: a multipart upload).
+    /// Returns the bytes stored; an error of the stream (a [`DownloadError`] in it, say)
+    /// stores nothing.
+    async fn put_stream(&self, key: &str, chunks: Chunks, content_type: &str) -> anyhow::Result<u64>;
     /// A path or short-lived URL from which the media toolkit can read the object at
     /// `key` (of `version`, when given).
     async fn read_location(&self, key: &str, version: Option<&str>) -> anyhow::Result<String>;
@@ -105,6 +110,9 @@ pub enum DownloadError {
     Failed(anyhow::Error),
 }
 
+/// A body read piece by piece, on its way into the media store.
+pub type Chunks = futures::stream::BoxStream<'static, anyhow::Result<Bytes>>;
+
 /// The refusal of a URL that answers with a web page rather than a media file.
 pub const WEB_PAGE_REFUSAL: &str = "the server answered with a web page (text/html), not a video file";
 
@@ -123,6 +131,10 @@ pub trait Downloader: Send + Sync {
         max_bytes: u64,
         connect: std::time::Duration,
     ) -> Result<u64, DownloadError>;
+    /// Opens `url` for [`BlobStore::put_stream`]: the checks of [`Downloader::download`]
+    /// are made before the first chunk, and a body that grows past `max_bytes` ends the
+    /// stream with a [`DownloadError::Refused`] (as its error's cause).
+    async fn open(&self, url: &str, max_bytes: u64) -> Result<Chunks, DownloadError>;
 }
 
 /// Why a file could not be probed.

@@ -30,13 +30,17 @@ impl Worker {
             InputSource::Render { key, version, .. } | InputSource::Asset { key, version, .. } => {
                 (self.blobs.read_location(key, version.as_deref()).await?, Some((key.clone(), version.clone())))
             }
-            InputSource::Url { url } | InputSource::Site { url, .. } => {
-                let site = matches!(bound.source, InputSource::Site { .. });
-                match self.download(url, site, scratch, stop).await {
-                    Ok(location) => (location, None),
-                    Err(answer) => return Ok(answer),
-                }
-            }
+            // Streamed into the media store, never whole on this machine: it is probed,
+            // and cut, by ranged reads of the stored object.
+            InputSource::Url { url } => match self.store_download(run, input, url, stop).await {
+                Ok(key) => (self.blobs.read_location(&key, None).await?, Some((key, None))),
+                Err(answer) => return Ok(answer),
+            },
+            // yt-dlp writes files: a site's video is downloaded to the task's scratch folder.
+            InputSource::Site { url, .. } => match self.download(url, scratch, stop).await {
+                Ok(location) => (location, None),
+                Err(answer) => return Ok(answer),
+            },
         };
         let report = match self.probe.probe(&location).await {
             Ok(report) => report,
@@ -83,42 +87,73 @@ impl Worker {
         self.render(plan, output, stop, crate::domain::media::RenderPart::Whole).await
     }
 
-    /// Downloads a URL input (`site`: a video-sharing site's page, through yt-dlp) into
-    /// the task's scratch folder: its location, or the task's answer when it cannot.
-    async fn download(&self, url: &str, site: bool, scratch: &Path, stop: &Stop) -> Result<String, TaskOutput> {
+    /// Downloads a video-sharing site's video (yt-dlp) into the task's scratch folder:
+    /// its location, or the task's answer when it cannot.
+    async fn download(&self, url: &str, scratch: &Path, stop: &Stop) -> Result<String, TaskOutput> {
         let path = scratch.join("download");
-        let download = async {
-            match site {
-                true => self.sites.videos.download(url, &path, MAX_DOWNLOAD_BYTES).await,
-                false => self.downloader.download(url, &path, MAX_DOWNLOAD_BYTES).await,
-            }
-        };
-        let download = tokio::time::timeout_at(stop.deadline, download);
-        let downloaded = tokio::select! {
-            downloaded = download => downloaded,
-            () = until_cancelled(stop.cancelled.clone()) => return Err(TaskOutput::Cancelled),
-        };
-        match downloaded {
-            Ok(Ok(_)) => Ok(format!("file:{}", path.display())),
-            Ok(Err(DownloadError::Refused(problem))) => {
-                let message = match site {
-                    // yt-dlp's reasons name the page already.
-                    true if problem != WEB_PAGE_REFUSAL => problem,
-                    false if problem == WEB_PAGE_REFUSAL => {
-                        format!("{url}: {problem}; give a video-sharing site's page in youtube_url_inputs")
-                    }
-                    _ => format!("{url}: {problem}"),
-                };
-                Err(TaskOutput::Refused(message, None))
-            }
-            Ok(Err(DownloadError::Failed(error))) => {
-                Err(TaskOutput::Failed(format!("{url} could not be downloaded: {error:#}")))
-            }
-            Err(_) => Err(TaskOutput::Failed(format!(
-                "{url} could not be downloaded within the task's time limit of {} s",
-                self.task_budget.as_secs()
-            ))),
+        let download = self.sites.videos.download(url, &path, MAX_DOWNLOAD_BYTES);
+        match self.within_task(download, stop).await? {
+            Some(Ok(_)) => Ok(format!("file:{}", path.display())),
+            Some(Err(error)) => Err(download_answer(url, true, &error)),
+            None => Err(self.download_too_slow(url)),
         }
+    }
+
+    /// Streams a URL input into the media store as the object it will be read from
+    /// (multipart on S3): its key, or the task's answer when it cannot.
+    async fn store_download(&self, run: &Run, input: usize, url: &str, stop: &Stop) -> Result<String, TaskOutput> {
+        let key =
+            format!("runs/{}/{}/input-{input}-{}.mp4", run.organization_id, run.id, uuid::Uuid::new_v4().simple());
+        let stored = async {
+            let chunks = self.downloader.open(url, MAX_DOWNLOAD_BYTES).await.map_err(anyhow::Error::new)?;
+            self.blobs.put_stream(&key, chunks, "video/mp4").await
+        };
+        match self.within_task(stored, stop).await? {
+            Some(Ok(_)) => Ok(key),
+            Some(Err(error)) => Err(match error.downcast_ref::<DownloadError>() {
+                Some(error) => download_answer(url, false, error),
+                None => TaskOutput::Failed(format!("{url} could not be downloaded: {error:#}")),
+            }),
+            None => Err(self.download_too_slow(url)),
+        }
+    }
+
+    /// `work` within the task's time (None when it ran out), or the task's answer when
+    /// its run was cancelled first.
+    async fn within_task<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+        stop: &Stop,
+    ) -> Result<Option<T>, TaskOutput> {
+        tokio::select! {
+            done = tokio::time::timeout_at(stop.deadline, work) => Ok(done.ok()),
+            () = until_cancelled(stop.cancelled.clone()) => Err(TaskOutput::Cancelled),
+        }
+    }
+
+    fn download_too_slow(&self, url: &str) -> TaskOutput {
+        TaskOutput::Failed(format!(
+            "{url} could not be downloaded within the task's time limit of {} s",
+            self.task_budget.as_secs()
+        ))
+    }
+}
+
+/// The task's answer to a download that failed (`site`: a video-sharing site's, by yt-dlp).
+fn download_answer(url: &str, site: bool, error: &DownloadError) -> TaskOutput {
+    match error {
+        DownloadError::Refused(problem) => {
+            let message = match site {
+                // yt-dlp's reasons name the page already.
+                true if problem != WEB_PAGE_REFUSAL => problem.clone(),
+                false if problem == WEB_PAGE_REFUSAL => {
+                    format!("{url}: {problem}; give a video-sharing site's page in youtube_url_inputs")
+                }
+                _ => format!("{url}: {problem}"),
+            };
+            TaskOutput::Refused(message, None)
+        }
+        DownloadError::Failed(error) => TaskOutput::Failed(format!("{url} could not be downloaded: {error:#}")),
     }
 }
 
