@@ -16,13 +16,8 @@ dir=".local/perf/segments"
 mkdir -p "$dir"
 log() { echo "[perf-segments] $*" >&2; }
 
-if [ ! -s "$dir/input.mp4" ] || [ "$(cat "$dir/input.minutes" 2>/dev/null)" != "$MINUTES" ]; then
-  log "making a ${MINUTES}-minute 1280x720 input"
-  ffmpeg -v error -y -f lavfi -i "testsrc2=size=1280x720:rate=30" \
-    -f lavfi -i "sine=frequency=300:sample_rate=48000" -t "$((MINUTES * 60))" \
-    -c:v libx264 -preset veryfast -g 60 -pix_fmt yuv420p -c:a aac -shortest "$dir/input.mp4"
-  echo "$MINUTES" >"$dir/input.minutes"
-fi
+. scripts/perf-input.sh
+make_long_input "$dir" "$MINUTES"
 # A cue every 5 s, each 3 s long.
 python3 - "$dir/captions.srt" "$MINUTES" <<'PY'
 import sys
