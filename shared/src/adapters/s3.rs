@@ -320,7 +320,8 @@ impl BlobStore for S3BlobStore {
         match self.upload_parts(key, &upload_id, part, chunks).await {
             Ok(size) => Ok(size),
             Err(error) => {
-                // Nothing is left half stored (the bucket's lifecycle rule is the backstop).
+                // Best effort: node-worker is not granted the abort, and the bucket's
+                // abort-incomplete-multipart-uploads rule removes what is left after a day.
                 let _ = self
                     .client()
                     .abort_multipart_upload()

@@ -28,9 +28,9 @@ pub const NODE_WORKER_DYNAMODB_ACTIONS: &[&str] =
     &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:DeleteItem"];
 /// The S3 actions on the media bucket `node-worker` performs, and its policy grants:
 /// uploads are read at the version finalize sealed, outputs by key.
-/// (`s3:AbortMultipartUpload`: a URL input streamed into the store that fails part way.)
-pub const NODE_WORKER_S3_ACTIONS: &[&str] =
-    &["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:AbortMultipartUpload"];
+/// (A URL input streamed in a multipart upload that fails part way is left to the bucket's
+/// `abort-incomplete-multipart-uploads` rule: its abort is not granted.)
+pub const NODE_WORKER_S3_ACTIONS: &[&str] = &["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"];
 /// The SQS actions `node-worker` performs (downstream tasks, run events), and its
 /// policy grants; receiving and deleting are the event source's, granted apart.
 pub const NODE_WORKER_SQS_ACTIONS: &[&str] = &["sqs:SendMessage"];
