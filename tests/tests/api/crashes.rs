@@ -106,11 +106,35 @@ impl ServeProcess {
         send(self.addr, method, path, KEY, body.map(|body| body.to_string().into_bytes()).unwrap_or_default()).await
     }
 
+    /// The record of `run` once it is no longer running (bounded: two minutes).
+    async fn ended(&self, run: &str) -> Value {
+        for _ in 0..1200 {
+            let (status, body) = self.call(Method::GET, &format!("/agent_run/{run}"), None).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            if body["status"] != "running" {
+                return body;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("run {run} still running after two minutes");
+    }
+
     /// SIGKILL: nothing of the process runs after this.
     fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The run's one output (exactly one), fetched into `folder`.
+async fn only_output(record: &Value, folder: &Path) -> PathBuf {
+    let outputs = record["outputs"].as_array().unwrap();
+    assert_eq!(outputs.len(), 1, "exactly one output: {record}");
+    let (status, bytes) = crate::helpers::http_get(outputs[0]["video_url"].as_str().unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    let file = folder.join("fetched.mp4");
+    std::fs::write(&file, &bytes).unwrap();
+    file
 }
 
 impl Drop for ServeProcess {
@@ -351,23 +375,9 @@ async fn serve_killed_in_the_middle_of_an_ffmpeg_task_still_finishes_the_run_onc
     for name in &left {
         assert!(!scratch.join(name).exists(), "the killed process's scratch folder {name:?} was removed at start");
     }
-    let mut record = Value::Null;
-    for _ in 0..1200 {
-        let (status, body) = second.call(Method::GET, &format!("/agent_run/{run}"), None).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        if body["status"] != "running" {
-            record = body;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let record = second.ended(&run).await;
     assert_eq!(record["status"], "completed", "{record}");
-    let outputs = record["outputs"].as_array().unwrap();
-    assert_eq!(outputs.len(), 1, "exactly one output: {record}");
-    let (status, bytes) = crate::helpers::http_get(outputs[0]["video_url"].as_str().unwrap()).await;
-    assert_eq!(status, StatusCode::OK);
-    let file = data.path().join("fetched.mp4");
-    std::fs::write(&file, &bytes).unwrap();
+    let file = only_output(&record, data.path()).await;
     let probe = Command::new("ffprobe")
         .args(["-v", "error", "-show_entries", "format=duration", "-of", "default=nw=1:nk=1"])
         .arg(&file)
@@ -533,24 +543,10 @@ async fn serve_killed_in_the_middle_of_a_long_edits_parts_finishes_it_once() {
     let second = ServeProcess::start(data.path(), &flags).await;
     let (_, record) = second.call(Method::GET, &format!("/agent_run/{run}"), None).await;
     assert!(progress(&record).0 >= Some(made), "the parts made before the kill are kept: {record}");
-    let mut record = Value::Null;
-    for _ in 0..1200 {
-        let (status, body) = second.call(Method::GET, &format!("/agent_run/{run}"), None).await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        if body["status"] != "running" {
-            record = body;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let record = second.ended(&run).await;
     assert_eq!(record["status"], "completed", "{record}");
     assert_eq!(progress(&record), (Some(11), Some(11)), "{record}");
-    let outputs = record["outputs"].as_array().unwrap();
-    assert_eq!(outputs.len(), 1, "exactly one output: {record}");
-    let (status, bytes) = crate::helpers::http_get(outputs[0]["video_url"].as_str().unwrap()).await;
-    assert_eq!(status, StatusCode::OK);
-    let file = data.path().join("fetched.mp4");
-    std::fs::write(&file, &bytes).unwrap();
+    let file = only_output(&record, data.path()).await;
     let probe = Command::new("ffprobe")
         .args(["-v", "error", "-count_frames", "-select_streams", "v"])
         .args(["-show_entries", "stream=nb_read_frames,duration", "-of", "csv=p=0"])
