@@ -44,7 +44,6 @@ measure() {
     start_perf_serve 3906 "$@" >"$dir/$name.log" 2>&1
   python3 scripts/perf_parts.py "http://$ADDR" "$KEY" "$dir/input.mp4" "$MINUTES" >"$dir/$name.seconds"
   cp "$dir/ffmpeg-rss.log" "$dir/$name.rss"
-  find "$WORK/data/blobs" -name '*-part-*' -printf '%s\n' >"$dir/$name.parts" 2>/dev/null || true
   stop_perf_serve
   cat "$dir/$name.seconds"
 }
@@ -83,7 +82,9 @@ longest = max(picture_times)
 def rss(name, pick):
     peaks = [int(line.split()[0]) for line in open(f"{d}/{name}.rss") if pick(line)]
     return max(peaks) / 1024 if peaks else 0
-part_sizes = [int(x) for x in open(f"{d}/parts1.parts") if x.strip()]
+# Each part's file, as its worker stored it (the join deletes them).
+part_sizes = [int(m.group(1)) for line in open(f"{d}/parts1.log", errors="replace")
+              if "part stored" in line and (m := re.search(r"bytes=(\d+)", re.sub(r"\x1b\[[0-9;]*m", "", line)))]
 print(f"| measure ({minutes}-minute 1280×720, Clip → Reframe 9:16 → Captions) | seconds | ratio |")
 print("|---|---:|---:|")
 print(f"| one pass, 2 workers on two cores (`--segment-seconds 0`) | {whole2:.1f} | 1.00 |")

@@ -316,6 +316,16 @@ impl BlobStore for LocalBlobStore {
     async fn read_location(&self, key: &str, _version: Option<&str>) -> anyhow::Result<String> {
         Ok(format!("file:{}", self.valid_path(key)?.display()))
     }
+
+    async fn delete(&self, key: &str) -> anyhow::Result<()> {
+        let path = self.valid_path(key)?;
+        match tokio::fs::remove_file(&path).await {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                Err(error).with_context(|| format!("deleting {}", path.display()))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]

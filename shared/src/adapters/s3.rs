@@ -120,6 +120,8 @@ impl aws_sdk_s3::config::Intercept for RecordActions {
             } else {
                 &["s3:PutObjectTagging"]
             }
+        } else if input.downcast_ref::<op::delete_object::DeleteObjectInput>().is_some() {
+            &["s3:DeleteObject"]
         } else if input.downcast_ref::<op::head_object::HeadObjectInput>().is_some() {
             // Without ListBucket, S3 answers 403 instead of 404 for a missing key.
             &["s3:GetObject", "s3:ListBucket"]
@@ -286,6 +288,18 @@ impl BlobStore for S3BlobStore {
 
     async fn read_location(&self, key: &str, version: Option<&str>) -> anyhow::Result<String> {
         self.download_url(key, version, READ_URL_TTL).await
+    }
+
+    async fn delete(&self, key: &str) -> anyhow::Result<()> {
+        // S3 answers a key that is not there as deleted too.
+        self.client()
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|error| unavailable(error, "deleting a file"))?;
+        Ok(())
     }
 
     async fn put_stream(&self, key: &str, mut chunks: Chunks, content_type: &str) -> anyhow::Result<u64> {

@@ -31,6 +31,10 @@ pub const NODE_WORKER_DYNAMODB_ACTIONS: &[&str] =
 /// (A URL input streamed in a multipart upload that fails part way is left to the bucket's
 /// `abort-incomplete-multipart-uploads` rule: its abort is not granted.)
 pub const NODE_WORKER_S3_ACTIONS: &[&str] = &["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject"];
+/// The S3 actions `node-worker` performs on the files of parts only (under
+/// [`PARTS_PREFIX`](crate::domain::runs::parts::PARTS_PREFIX)), granted by a policy of
+/// their own on that prefix: a joined task's parts are deleted.
+pub const NODE_WORKER_PART_ACTIONS: &[&str] = &["s3:DeleteObject"];
 /// The SQS actions `node-worker` performs (downstream tasks, run events), and its
 /// policy grants; receiving and deleting are the event source's, granted apart.
 pub const NODE_WORKER_SQS_ACTIONS: &[&str] = &["sqs:SendMessage"];

@@ -99,11 +99,21 @@ async fn a_long_edit_is_made_in_parts_and_joined_into_the_one_pass_output(backen
                         .chain([RenderPart::Sound])
                         .collect::<Vec<_>>()
                 );
-                assert!(stored.tasks[1].parts.iter().all(|part| part.claims == 1 && part.key.is_some()));
+                let parts = &stored.tasks[1].parts;
+                assert!(parts.iter().all(|part| part.claims == 1 && part.key.is_none()), "joined: {parts:?}");
             }
         }
     }
     crate::segments::assert_seamless(folder.path(), &files[0], &files[1], 1.0 / 30.0);
+}
+
+/// Whether the media store still holds a file at `key` (read where the toolkit reads it).
+async fn stored_file(harness: &Harness, key: &str) -> bool {
+    let location = harness.test.app.blobs().read_location(key, None).await.unwrap();
+    match location.strip_prefix("file:") {
+        Some(path) => Path::new(path).exists(),
+        None => http_get(&location).await.0 == StatusCode::OK,
+    }
 }
 
 async fn stored_run(harness: &Harness, run: &str) -> shared::domain::runs::Run {
@@ -141,19 +151,37 @@ async fn planned_with(
     (harness, run, engine, task(1), folder)
 }
 
-async fn a_part_delivered_twice_is_made_once(backend: Backend) {
+/// Deliveries of each part at once: 6 × 5 = 30 workers write the one run record together.
+const COPIES: usize = 6;
+
+async fn each_part_delivered_six_times_at_once_is_made_once(backend: Backend) {
     let (harness, run, engine, edit, _folder) = planned(backend).await;
+    let messages: Vec<NodeTask> = (0..PARTS as u32)
+        .flat_map(|number| std::iter::repeat_n(NodeTask { part: Some(number), ..edit }, COPIES))
+        .collect();
+    // One delivery of each part claims it; the others wait for its claim or find it made.
+    let answers = futures::future::join_all(messages.iter().map(|message| engine.worker.process(*message))).await;
+    for answer in answers {
+        answer.unwrap();
+    }
     for number in 0..PARTS as u32 {
-        let message = NodeTask { part: Some(number), ..edit };
-        // Both deliveries at once: one claims, the other waits for its claim or finds it made.
-        let (first, second) = tokio::join!(engine.worker.process(message), engine.worker.process(message));
-        first.unwrap();
-        second.unwrap();
-        engine.worker.process(message).await.unwrap();
+        engine.worker.process(NodeTask { part: Some(number), ..edit }).await.unwrap();
     }
     let stored = stored_run(&harness, &run).await;
     assert!(stored.tasks[1].parts.iter().all(|part| part.status == TaskStatus::Completed && part.claims == 1));
     assert_eq!(stored.tasks[1].status, TaskStatus::Queued, "the last part queued the join");
+    let keys: Vec<String> = stored.tasks[1].parts.iter().map(|part| part.key.clone().unwrap()).collect();
+    for key in &keys {
+        assert!(
+            key.starts_with(&format!(
+                "{}{}/{run}/",
+                shared::domain::runs::parts::PARTS_PREFIX,
+                harness.test.organization
+            )),
+            "{key}"
+        );
+        assert!(stored_file(&harness, key).await, "{key} is stored");
+    }
     // The join, delivered twice.
     let (first, second) = tokio::join!(engine.worker.process(edit), engine.worker.process(edit));
     first.unwrap();
@@ -163,6 +191,11 @@ async fn a_part_delivered_twice_is_made_once(backend: Backend) {
     assert_eq!(record["outputs"].as_array().unwrap().len(), 1, "{record}");
     let probed = crate::runs::fetch_and_probe(record["outputs"][0]["video_url"].as_str().unwrap()).await;
     assert!((probed.duration - 10.0).abs() < 0.05, "{}", probed.duration);
+    // Joined: the parts' files are deleted, and the record forgets them.
+    for key in &keys {
+        assert!(!stored_file(&harness, key).await, "{key} is deleted after the join");
+    }
+    assert!(stored_run(&harness, &run).await.tasks[1].parts.iter().all(|part| part.key.is_none()));
 }
 
 async fn a_resume_makes_only_the_parts_a_cancel_left(backend: Backend) {
@@ -180,6 +213,7 @@ async fn a_resume_makes_only_the_parts_a_cancel_left(backend: Backend) {
     let stored = stored_run(&harness, &run).await;
     assert_eq!(stored.tasks[1].status, TaskStatus::Cancelled);
     assert_eq!(stored.tasks[1].parts[1].status, TaskStatus::Queued, "not claimed after the cancel");
+    assert!(stored_file(&harness, made.key.as_deref().unwrap()).await, "a cancelled task's parts stay for a resume");
     let (status, body) = harness.test.call(Method::POST, &format!("/agent_run/{run}/resume"), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let resumed = NodeTask { attempt: 1, ..edit };
@@ -193,7 +227,9 @@ async fn a_resume_makes_only_the_parts_a_cancel_left(backend: Backend) {
     drop(workers);
     assert_eq!(record["status"], "completed", "{record}");
     let stored = stored_run(&harness, &run).await;
-    assert_eq!(stored.tasks[1].parts[0], made, "made once");
+    let joined = &stored.tasks[1].parts[0];
+    assert_eq!((joined.claims, joined.status), (made.claims, made.status), "made once");
+    assert!(!stored_file(&harness, made.key.as_deref().unwrap()).await, "used by the join, then deleted");
 }
 
 /// Parts made are told by `RUN_PROGRESS` events, with the nodes' progress, at most
@@ -244,7 +280,7 @@ crate::conformance!(
     a_url_input_is_streamed_into_the_media_store_not_onto_the_tasks_disk,
     parts_made_are_told_by_progress_events_at_most_one_a_second,
     a_long_edit_is_made_in_parts_and_joined_into_the_one_pass_output,
-    a_part_delivered_twice_is_made_once,
+    each_part_delivered_six_times_at_once_is_made_once,
     a_resume_makes_only_the_parts_a_cancel_left,
 );
 

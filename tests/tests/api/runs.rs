@@ -1022,8 +1022,8 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
     use shared::api::ROUTES;
     use shared::runtime::schedule::{SCHEDULER, SCHEDULER_DYNAMODB_ACTIONS, SCHEDULER_SQS_ACTIONS};
     use shared::runtime::sqs::{
-        NODE_WORKER, NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS, WEBHOOK_SENDER,
-        WEBHOOK_SENDER_DYNAMODB_ACTIONS, WEBHOOK_SENDER_SQS_ACTIONS,
+        NODE_WORKER, NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_PART_ACTIONS, NODE_WORKER_S3_ACTIONS,
+        NODE_WORKER_SQS_ACTIONS, WEBHOOK_SENDER, WEBHOOK_SENDER_DYNAMODB_ACTIONS, WEBHOOK_SENDER_SQS_ACTIONS,
     };
     use std::collections::{BTreeMap, BTreeSet};
 
@@ -1049,6 +1049,8 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
             },
             video_site_hosts: Vec::new(),
             allow_private_urls: true,
+            // The chain's half second is made in parts, joined, and their files deleted.
+            segment: Some(Duration::from_millis(200)),
             ..Settings::default()
         };
         let queues = SqsQueues { tasks: queue, webhooks: Some(webhook_queue.clone()), take: false };
@@ -1297,7 +1299,12 @@ async fn run_functions_node_worker_and_webhook_sender_are_granted_exactly_the_ac
         checked += 1;
     }
     assert_eq!(checked, crate::iam::RUN_ROUTES.len());
-    let granted = wanted(&[NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS]);
+    let granted = wanted(&[
+        NODE_WORKER_DYNAMODB_ACTIONS,
+        NODE_WORKER_S3_ACTIONS,
+        NODE_WORKER_SQS_ACTIONS,
+        NODE_WORKER_PART_ACTIONS,
+    ]);
     assert_eq!(performed[NODE_WORKER], granted, "node-worker performs exactly what its policy grants");
     let granted = wanted(&[WEBHOOK_SENDER_DYNAMODB_ACTIONS, WEBHOOK_SENDER_SQS_ACTIONS]);
     assert_eq!(performed[WEBHOOK_SENDER], granted, "webhook-sender performs exactly what its policy grants");

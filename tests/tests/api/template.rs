@@ -161,7 +161,8 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
 #[test]
 fn node_worker_takes_the_task_queue_with_partial_failures_a_dlq_and_room_for_ffmpeg() {
     use shared::runtime::sqs::{
-        NODE_WORKER, NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_QUEUES, NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS,
+        NODE_WORKER, NODE_WORKER_DYNAMODB_ACTIONS, NODE_WORKER_PART_ACTIONS, NODE_WORKER_QUEUES,
+        NODE_WORKER_S3_ACTIONS, NODE_WORKER_SQS_ACTIONS,
     };
     let template = template();
     let functions = functions(&template);
@@ -219,7 +220,22 @@ fn node_worker_takes_the_task_queue_with_partial_failures_a_dlq_and_room_for_ffm
     assert!(format!("{:?}", variables["PROVIDER_KEYS_SECRET"]).contains("ProviderKeysSecret"));
     assert_eq!(template["Resources"]["ProviderKeysSecret"]["Type"], "AWS::SecretsManager::Secret");
     let policies = properties["Policies"].as_sequence().unwrap();
-    assert_eq!(policies.len(), 4, "the table, bucket and queues' policy, then each secret's");
+    assert_eq!(policies.len(), 5, "the table, bucket and queues' policy, each secret's and the parts'");
+    // The files of parts: deleted after their join, by a policy granting that on their
+    // prefix alone; the bucket's lifecycle removes the versions a deletion hides.
+    let parts = policies[3]["Statement"].as_sequence().unwrap();
+    assert_eq!(parts.len(), 1);
+    assert_eq!(strings(&parts[0]["Action"]), NODE_WORKER_PART_ACTIONS);
+    let prefix = shared::domain::runs::parts::PARTS_PREFIX;
+    let resource = format!("{:?}", parts[0]["Resource"]);
+    assert!(resource.contains(&format!("\"${{MediaBucket.Arn}}/{prefix}*\"")), "on the parts' prefix only: {resource}");
+    let rules = template["Resources"]["MediaBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+        .as_sequence()
+        .expect("lifecycle rules");
+    let rule = rules.iter().find(|rule| rule["Id"].as_str() == Some("expire-deleted-parts")).expect("the parts' rule");
+    assert_eq!(rule["Prefix"].as_str(), Some(prefix));
+    assert_eq!(rule["NoncurrentVersionExpiration"]["NoncurrentDays"].as_u64(), Some(1));
+    assert!(rule["ExpirationInDays"].is_null(), "the parts of a run left for a resume stay");
     let secret = policies[1]["Statement"].as_sequence().unwrap();
     assert_eq!(secret.len(), 1);
     assert_eq!(strings(&secret[0]["Action"]), ["secretsmanager:GetSecretValue"]);

@@ -374,6 +374,9 @@ impl BlobStore for Sized {
     async fn read_location(&self, key: &str, _: Option<&str>) -> anyhow::Result<String> {
         Ok(format!("http://blobs.invalid/{key}"))
     }
+    async fn delete(&self, _: &str) -> anyhow::Result<()> {
+        anyhow::bail!("not used by these tests")
+    }
 }
 
 #[async_trait::async_trait]

@@ -70,6 +70,10 @@ pub trait BlobStore: Send + Sync {
     /// A path or short-lived URL from which the media toolkit can read the object at
     /// `key` (of `version`, when given).
     async fn read_location(&self, key: &str, version: Option<&str>) -> anyhow::Result<String>;
+    /// Removes the object at `key`; one already gone is no error. (On a versioned
+    /// bucket this leaves a delete marker; the bucket's lifecycle rules remove what it
+    /// hides.)
+    async fn delete(&self, key: &str) -> anyhow::Result<()>;
 }
 
 /// Where and how an upload is PUT.

@@ -292,6 +292,11 @@ impl Run {
         let task = &mut self.tasks[index];
         task.result = Some(result);
         task.lease_until = None;
+        // A task made in parts is joined: nothing reads its parts' files again (the
+        // worker that joined them deletes them), and the record forgets them.
+        for part in &mut task.parts {
+            part.key = None;
+        }
         let (source, last) = (task.source.clone(), *task.nodes.last().unwrap_or(&NodeIndex(0)));
         if let (Some(delivered), TaskSource::Input { input }) = (&delivered, &source) {
             if let Some(bound) = self.inputs.get_mut(*input) {

@@ -16,6 +16,10 @@ use crate::domain::media::RenderPart;
 use crate::domain::time::Timestamp;
 use crate::domain::work::{NodeTask, Work};
 
+/// Where the files of parts are stored until their task's join deletes them (the
+/// bucket's lifecycle rule `expire-deleted-parts` removes the versions a deletion hides).
+pub const PARTS_PREFIX: &str = "parts/";
+
 impl Run {
     /// Whether task `index` is making its parts: running, with parts, and no claim of
     /// its own (its parts hold theirs).

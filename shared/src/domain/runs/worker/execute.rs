@@ -15,6 +15,7 @@ use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::nodes::EditContext;
 use crate::domain::runs::edits::{placements, timeline};
 use crate::domain::runs::engine::Delivered;
+use crate::domain::runs::parts::PARTS_PREFIX;
 use crate::domain::runs::{GeneratedBy, MediaFile, NodeIndex, Run, TaskIndex, TaskSource, TaskStatus};
 
 /// Where one task's files go: a scratch folder of its own, and keys under one base.
@@ -26,12 +27,21 @@ pub(super) struct TaskFiles {
 
 impl TaskFiles {
     /// A scratch folder of its own in `root`, and keys under `run`'s prefix named by
-    /// `name` (the task and attempt, and the part) and a random suffix.
+    /// `name` (the task and attempt) and a random suffix.
     pub(super) async fn new(root: &Path, run: &Run, name: String) -> anyhow::Result<Self> {
+        Self::under(root, "runs/", run, name).await
+    }
+
+    /// As [`Self::new`] for a part's file, kept under [`PARTS_PREFIX`] until the join.
+    pub(super) async fn part(root: &Path, run: &Run, name: String) -> anyhow::Result<Self> {
+        Self::under(root, PARTS_PREFIX, run, name).await
+    }
+
+    async fn under(root: &Path, prefix: &str, run: &Run, name: String) -> anyhow::Result<Self> {
         tokio::fs::create_dir_all(root).await?;
         Ok(Self {
             scratch: tempfile::Builder::new().prefix("task-").tempdir_in(root)?,
-            base: format!("runs/{}/{}/{name}-{}", run.organization_id, run.id, uuid::Uuid::new_v4().simple()),
+            base: format!("{prefix}{}/{}/{name}-{}", run.organization_id, run.id, uuid::Uuid::new_v4().simple()),
         })
     }
 

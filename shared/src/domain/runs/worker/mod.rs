@@ -167,6 +167,34 @@ enum ClaimDecision {
     },
 }
 
+/// Whether a task's outcome was stored as its completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Recorded {
+    Completed,
+    Other,
+}
+
+/// One line per task worked: its nodes, how it ended and how long it took.
+fn log_task(run: &Run, message: NodeTask, outcome: &Outcome, started: Instant) {
+    let nodes: Vec<&str> = run.tasks[message.task].nodes.iter().map(|node| run.nodes[*node].type_name()).collect();
+    let status = match outcome {
+        Outcome::Done { .. } => "completed",
+        Outcome::Failed(..) => "failed",
+        Outcome::Cancelled => "cancelled",
+        Outcome::Blocked => "blocked",
+        Outcome::Split(_) => "in parts",
+    };
+    tracing::info!(
+        run_id = %message.run_id,
+        task = message.task.0,
+        attempt = message.attempt,
+        nodes = nodes.join(" → "),
+        status,
+        ms = started.elapsed().as_secs_f64() * 1000.0,
+        "node task"
+    );
+}
+
 impl Worker {
     /// A claim is held this long: the work's budget and time to store its files.
     pub fn lease(&self) -> Duration {
@@ -236,25 +264,11 @@ impl Worker {
             // Ours, not the media's: say so plainly in the task's error.
             Outcome::Failed(format!("internal error while running the task: {error:#}"), None, Fault::Ours)
         });
-        let nodes: Vec<&str> = run.tasks[message.task].nodes.iter().map(|node| run.nodes[*node].type_name()).collect();
-        let status = match &outcome {
-            Outcome::Done { .. } => "completed",
-            Outcome::Failed(..) => "failed",
-            Outcome::Cancelled => "cancelled",
-            Outcome::Blocked => "blocked",
-            Outcome::Split(_) => "in parts",
-        };
+        log_task(&run, message, &outcome, started);
         let blocked = matches!(outcome, Outcome::Blocked);
-        tracing::info!(
-            run_id = %message.run_id,
-            task = message.task.0,
-            attempt = message.attempt,
-            nodes = nodes.join(" → "),
-            status,
-            ms = started.elapsed().as_secs_f64() * 1000.0,
-            "node task"
-        );
-        self.record(message, outcome).await?;
+        if self.record(message, outcome).await? == Recorded::Completed {
+            self.delete_parts(&run, message).await;
+        }
         // A blocked task's message comes back to look again.
         Ok(if blocked { Processed::Later(self.blocked_retry) } else { Processed::Done })
     }
@@ -384,7 +398,7 @@ impl Worker {
 
     /// Stores the outcome of the attempt (once: a duplicate finds it no longer running)
     /// and sends the tasks it queued.
-    async fn record(&self, message: NodeTask, outcome: Outcome) -> anyhow::Result<()> {
+    async fn record(&self, message: NodeTask, outcome: Outcome) -> anyhow::Result<Recorded> {
         match self.record_once(message, &outcome).await {
             Err(RunError::Backend(error)) if matches!(outcome, Outcome::Done { .. }) => {
                 match error.downcast_ref::<RunTooLarge>() {
@@ -394,7 +408,8 @@ impl Worker {
                         let problem = format!(
                             "the task's output could not be recorded: {too_large}; use fewer inputs or a smaller graph"
                         );
-                        self.record_once(message, &Outcome::Failed(problem, None, Fault::Ours)).await.map_err(anyhow_of)
+                        let failed = Outcome::Failed(problem, None, Fault::Ours);
+                        self.record_once(message, &failed).await.map(|_| Recorded::Other).map_err(anyhow_of)
                     }
                     None => Err(anyhow::anyhow!("{}", RunError::Backend(error))),
                 }
@@ -404,11 +419,11 @@ impl Worker {
     }
 
     /// [`Self::record`]'s one attempt at storing the outcome.
-    async fn record_once(&self, message: NodeTask, outcome: &Outcome) -> Result<(), RunError> {
+    async fn record_once(&self, message: NodeTask, outcome: &Outcome) -> Result<Recorded, RunError> {
         let NodeTask { organization_id: organization, run_id, task, attempt, .. } = message;
         if matches!(outcome, Outcome::Cancelled) {
             // The cancel recorded the task's end already.
-            return Ok(());
+            return Ok(Recorded::Other);
         }
         if matches!(outcome, Outcome::Blocked) {
             let now = self.clock.now();
@@ -427,12 +442,12 @@ impl Worker {
             )
             .await;
             return match changed {
-                Ok(_) | Err(RunError::NotFound) => Ok(()),
+                Ok(_) | Err(RunError::NotFound) => Ok(Recorded::Other),
                 Err(error) => Err(error),
             };
         }
         if let Outcome::Split(parts) = outcome {
-            return self.record_split(message, parts).await;
+            return self.record_split(message, parts).await.map(|()| Recorded::Other);
         }
         let now = self.clock.now();
         let changed =
@@ -462,10 +477,25 @@ impl Worker {
                 if run.status != RunStatus::Running {
                     tracing::info!(%run_id, status = run.status.as_str(), "run finished");
                 }
-                Ok(send_tasks(self.queue.as_ref(), &run, &queued).await?)
+                send_tasks(self.queue.as_ref(), &run, &queued).await?;
+                Ok(match outcome {
+                    Outcome::Done { .. } => Recorded::Completed,
+                    _ => Recorded::Other,
+                })
             }
-            Ok((None, _)) | Err(RunError::NotFound) => Ok(()),
+            Ok((None, _)) | Err(RunError::NotFound) => Ok(Recorded::Other),
             Err(error) => Err(error),
+        }
+    }
+
+    /// Deletes the files of the parts task `message.task` was joined from (as `run`, its
+    /// claim, knew them), once its completion is stored: nothing reads them again. One
+    /// that cannot be deleted is logged and left (the join is done).
+    async fn delete_parts(&self, run: &Run, message: NodeTask) {
+        for key in run.tasks[message.task].parts.iter().filter_map(|part| part.key.as_deref()) {
+            if let Err(error) = self.blobs.delete(key).await {
+                tracing::warn!(run_id = %message.run_id, task = message.task.0, key, error = %error, "a part's file was left");
+            }
         }
     }
 

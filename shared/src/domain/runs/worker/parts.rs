@@ -111,7 +111,7 @@ impl Worker {
         let (TaskSource::Tasks { tasks: sources }, Some(part)) = (&task.source, task.parts.get(number as usize)) else {
             return Ok(PartOutcome::Failed("the part is not an edit's".into(), None, Fault::Ours));
         };
-        let workspace = TaskFiles::new(&self.scratch, run, format!("{index}-{attempt}-part-{number}")).await?;
+        let workspace = TaskFiles::part(&self.scratch, run, format!("{index}-{attempt}-part-{number}")).await?;
         let stop = Stop { cancelled, deadline: tokio::time::Instant::now() + self.task_budget };
         let scratch = workspace.scratch.path();
         let (extension, content_type) = match part.part {
@@ -133,7 +133,9 @@ impl Worker {
             _ => return Ok(PartOutcome::Failed("the part's render made nothing".into(), None, Fault::Ours)),
         }
         let key = format!("{}.{extension}", workspace.base);
+        let bytes = tokio::fs::metadata(&output).await?.len();
         self.blobs.put_file(&key, &output, content_type).await?;
+        tracing::info!(run_id = %run.id, task = index.0, part = number, bytes, "part stored");
         Ok(PartOutcome::Made(key))
     }
 
