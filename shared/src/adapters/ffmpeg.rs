@@ -1,6 +1,7 @@
 //! The media toolkit on ffmpeg: a render job becomes one ffmpeg command (an argument
 //! vector, never a shell) whose filter graph does every edit of the chain in one pass,
-//! encoding once to MP4 (H.264 yuv420p, AAC, `+faststart`).
+//! encoding once to MP4 (H.264 yuv420p, AAC, `+faststart`). A join of parts copies
+//! streams, its index last.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -216,7 +217,10 @@ pub fn join_arguments(job: &JoinJob, list: &Path) -> Vec<String> {
     if job.sound.is_some() {
         args.extend(["-map".into(), "1:a".into()]);
     }
-    args.extend(["-c", "copy", "-movflags", "+faststart"].map(String::from));
+    // The index (moov) goes last, as ffmpeg writes it: the joined file is stored while
+    // it is written (`BlobStore::put_growing`), which a second pass moving the index first
+    // would undo. Players and ffprobe read an index at the end by a range request.
+    args.extend(["-c", "copy"].map(String::from));
     args.push(job.output.display().to_string());
     args
 }
@@ -626,7 +630,7 @@ mod tests {
         );
         let text = join_arguments(&join, Path::new("/list")).join(" ");
         assert!(text.contains("-f concat -safe 0 -i /list -protocol_whitelist file"), "{text}");
-        assert!(text.ends_with("-i file:/s.m4a -map 0:v -map 1:a -c copy -movflags +faststart /out.mp4"), "{text}");
+        assert!(text.ends_with("-i file:/s.m4a -map 0:v -map 1:a -c copy /out.mp4"), "{text}");
     }
 
     #[test]

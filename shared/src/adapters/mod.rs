@@ -7,6 +7,7 @@ pub mod ffmpeg;
 pub mod ffprobe;
 pub mod fs;
 pub mod gemini;
+pub mod growing;
 pub mod http_download;
 pub mod inline_vault;
 pub mod local_assets;

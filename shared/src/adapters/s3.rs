@@ -13,7 +13,7 @@ use aws_sdk_s3::types::{BucketVersioningStatus, Tag, Tagging, VersioningConfigur
 use aws_sdk_s3::Client;
 use bytes::Bytes;
 
-use super::{ActionLog, LazyClient};
+use super::{growing, ActionLog, LazyClient};
 use crate::core::retry::AWS_SDK_CALLS;
 use crate::domain::media::ports::{BlobStore, Chunks, UploadTarget};
 use crate::domain::media::SealedBlob;
@@ -120,6 +120,14 @@ impl aws_sdk_s3::config::Intercept for RecordActions {
             } else {
                 &["s3:PutObjectTagging"]
             }
+        } else if input.downcast_ref::<op::create_multipart_upload::CreateMultipartUploadInput>().is_some()
+            || input.downcast_ref::<op::upload_part::UploadPartInput>().is_some()
+            || input.downcast_ref::<op::complete_multipart_upload::CompleteMultipartUploadInput>().is_some()
+        {
+            // S3 authorizes a multipart upload's calls as PutObject.
+            &["s3:PutObject"]
+        } else if input.downcast_ref::<op::abort_multipart_upload::AbortMultipartUploadInput>().is_some() {
+            &["s3:AbortMultipartUpload"]
         } else if input.downcast_ref::<op::delete_object::DeleteObjectInput>().is_some() {
             &["s3:DeleteObject"]
         } else if input.downcast_ref::<op::head_object::HeadObjectInput>().is_some() {
@@ -321,38 +329,115 @@ impl BlobStore for S3BlobStore {
             self.put(key, Bytes::from(part), content_type).await?;
             return Ok(size);
         }
-        let created = self
-            .client()
-            .create_multipart_upload()
-            .bucket(&self.bucket)
-            .key(key)
-            .content_type(content_type)
-            .send()
-            .await
-            .map_err(|error| unavailable(error, "starting a multipart upload"))?;
-        let upload_id = created.upload_id().context("S3 gave the multipart upload no ID")?.to_owned();
+        let upload_id = self.start_multipart(key, content_type).await?;
         match self.upload_parts(key, &upload_id, part, chunks).await {
             Ok(size) => Ok(size),
             Err(error) => {
-                // Best effort: node-worker is not granted the abort, and the bucket's
-                // abort-incomplete-multipart-uploads rule removes what is left after a day.
-                let _ = self
-                    .client()
-                    .abort_multipart_upload()
-                    .bucket(&self.bucket)
-                    .key(key)
-                    .upload_id(&upload_id)
-                    .send()
-                    .await;
+                self.abort_multipart(key, &upload_id).await;
                 Err(error)
             }
         }
+    }
+
+    async fn put_growing(
+        &self,
+        key: &str,
+        path: &std::path::Path,
+        content_type: &str,
+        finished: futures::future::BoxFuture<'_, bool>,
+    ) -> anyhow::Result<bool> {
+        let mut upload = GrowingUpload { store: self, key, path, upload_id: None, completed: Vec::new() };
+        let sent = upload.send(content_type, finished).await;
+        if !matches!(sent, Ok(true)) {
+            if let Some(upload_id) = &upload.upload_id {
+                self.abort_multipart(key, upload_id).await;
+            }
+        }
+        sent
+    }
+}
+
+/// A file stored while its writer still appends to it ([`BlobStore::put_growing`]):
+/// every part but the first is sent as soon as the file holds the part after it too
+/// (the writer appends only) and its blocks are given back; the first part, whose header
+/// the writer rewrites at its end, is sent last. A file that ends within two parts is
+/// one PutObject.
+struct GrowingUpload<'a> {
+    store: &'a S3BlobStore,
+    key: &'a str,
+    path: &'a std::path::Path,
+    upload_id: Option<String>,
+    completed: Vec<aws_sdk_s3::types::CompletedPart>,
+}
+
+/// How often a growing file's length is looked at while its writer works.
+const GROWING_POLL: Duration = Duration::from_millis(200);
+
+impl GrowingUpload<'_> {
+    async fn send(
+        &mut self,
+        content_type: &str,
+        finished: futures::future::BoxFuture<'_, bool>,
+    ) -> anyhow::Result<bool> {
+        use futures::FutureExt;
+        let part = MULTIPART_PART_BYTES as u64;
+        let mut finished = finished.fuse();
+        // Bytes before `sent` are stored (but the first part) and their disk given back.
+        let (mut sent, mut ended) = (part, None);
+        loop {
+            let length = growing::length(self.path).await?;
+            // A part the file holds whole is final: the writer only appends past its
+            // first kilobyte. The first part waits for the end; the last may be short.
+            if length >= sent + part || (ended == Some(true) && self.upload_id.is_some() && length > sent) {
+                let size = (length - sent).min(part);
+                self.send_part(content_type, sent, size).await?;
+                sent += size;
+                continue;
+            }
+            if let Some(well) = ended {
+                if !well {
+                    return Ok(false);
+                }
+                break;
+            }
+            tokio::select! {
+                well = &mut finished => ended = Some(well),
+                () = tokio::time::sleep(GROWING_POLL) => {}
+            }
+        }
+        let Some(upload_id) = self.upload_id.clone() else {
+            self.store.put_file(self.key, self.path, content_type).await?;
+            return Ok(true);
+        };
+        self.send_part(content_type, 0, part).await?;
+        self.completed.sort_by_key(|part| part.part_number());
+        self.store.complete_multipart(self.key, &upload_id, std::mem::take(&mut self.completed)).await?;
+        Ok(true)
+    }
+
+    /// Sends the `size` bytes from `offset` as their part, and gives their disk back.
+    async fn send_part(&mut self, content_type: &str, offset: u64, size: u64) -> anyhow::Result<()> {
+        let upload_id = match &self.upload_id {
+            Some(upload_id) => upload_id.clone(),
+            None => {
+                let upload_id = self.store.start_multipart(self.key, content_type).await?;
+                self.upload_id = Some(upload_id.clone());
+                upload_id
+            }
+        };
+        let number = i32::try_from(offset / MULTIPART_PART_BYTES as u64 + 1)?;
+        let body = growing::read_range(self.path, offset, usize::try_from(size)?).await?;
+        self.completed.push(self.store.upload_part(self.key, &upload_id, number, body).await?);
+        if offset > 0 {
+            growing::release(self.path, offset, size).await?;
+        }
+        Ok(())
     }
 }
 
 /// The size of each part of a multipart upload but the last (S3's least is 5 MiB): what
 /// a streamed object holds in memory at once.
-const MULTIPART_PART_BYTES: usize = 16 * 1024 * 1024;
+pub const MULTIPART_PART_BYTES: usize = 16 * 1024 * 1024;
 
 impl S3BlobStore {
     /// Uploads `first` and the rest of `chunks` as the parts of multipart upload
@@ -364,7 +449,6 @@ impl S3BlobStore {
         first: Vec<u8>,
         mut chunks: Chunks,
     ) -> anyhow::Result<u64> {
-        use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
         use futures::StreamExt;
         let (mut completed, mut size, mut part, mut more) = (Vec::new(), 0u64, first, true);
         loop {
@@ -381,34 +465,78 @@ impl S3BlobStore {
             let number = completed.len() as i32 + 1;
             let body = std::mem::replace(&mut part, Vec::with_capacity(MULTIPART_PART_BYTES));
             size += body.len() as u64;
-            let uploaded = self
-                .client()
-                .upload_part()
-                .bucket(&self.bucket)
-                .key(key)
-                .upload_id(upload_id)
-                .part_number(number)
-                .body(ByteStream::from(body))
-                .send()
-                .await
-                .map_err(|error| unavailable(error, "uploading a part"))?;
-            completed.push(
-                CompletedPart::builder().part_number(number).set_e_tag(uploaded.e_tag().map(str::to_owned)).build(),
-            );
+            completed.push(self.upload_part(key, upload_id, number, body).await?);
             if !more {
                 break;
             }
         }
+        self.complete_multipart(key, upload_id, completed).await?;
+        Ok(size)
+    }
+
+    /// Starts a multipart upload to `key`; returns its ID.
+    async fn start_multipart(&self, key: &str, content_type: &str) -> anyhow::Result<String> {
+        let created = self
+            .client()
+            .create_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type(content_type)
+            .send()
+            .await
+            .map_err(|error| unavailable(error, "starting a multipart upload"))?;
+        Ok(created.upload_id().context("S3 gave the multipart upload no ID")?.to_owned())
+    }
+
+    /// Sends part `number` of upload `upload_id`.
+    async fn upload_part(
+        &self,
+        key: &str,
+        upload_id: &str,
+        number: i32,
+        body: Vec<u8>,
+    ) -> anyhow::Result<aws_sdk_s3::types::CompletedPart> {
+        let uploaded = self
+            .client()
+            .upload_part()
+            .bucket(&self.bucket)
+            .key(key)
+            .upload_id(upload_id)
+            .part_number(number)
+            .body(ByteStream::from(body))
+            .send()
+            .await
+            .map_err(|error| unavailable(error, "uploading a part"))?;
+        Ok(aws_sdk_s3::types::CompletedPart::builder()
+            .part_number(number)
+            .set_e_tag(uploaded.e_tag().map(str::to_owned))
+            .build())
+    }
+
+    /// Completes upload `upload_id` of `parts`, in order.
+    async fn complete_multipart(
+        &self,
+        key: &str,
+        upload_id: &str,
+        parts: Vec<aws_sdk_s3::types::CompletedPart>,
+    ) -> anyhow::Result<()> {
+        use aws_sdk_s3::types::CompletedMultipartUpload;
         self.client()
             .complete_multipart_upload()
             .bucket(&self.bucket)
             .key(key)
             .upload_id(upload_id)
-            .multipart_upload(CompletedMultipartUpload::builder().set_parts(Some(completed)).build())
+            .multipart_upload(CompletedMultipartUpload::builder().set_parts(Some(parts)).build())
             .send()
             .await
             .map_err(|error| unavailable(error, "completing a multipart upload"))?;
-        Ok(size)
+        Ok(())
+    }
+
+    /// Best effort: node-worker is not granted the abort, and the bucket's
+    /// abort-incomplete-multipart-uploads rule removes what is left after a day.
+    async fn abort_multipart(&self, key: &str, upload_id: &str) {
+        let _ = self.client().abort_multipart_upload().bucket(&self.bucket).key(key).upload_id(upload_id).send().await;
     }
 }
 

@@ -367,3 +367,70 @@ async fn a_url_input_is_streamed_into_the_media_store_not_onto_the_tasks_disk(ba
     let probed = crate::runs::fetch_and_probe(record["outputs"][0]["video_url"].as_str().unwrap()).await;
     assert!((probed.duration - 2.0).abs() < 0.1, "{}", probed.duration);
 }
+
+/// A file stored on S3 while its writer appends to it, as a join's ffmpeg writes its MP4
+/// (appended a MiB at a time, its first bytes rewritten at its end): each part is sent
+/// and its disk given back while the writer goes on, so the file never takes more than
+/// the held first part and two others; the object is the file as it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_growing_file_is_stored_while_written_and_its_disk_given_back() {
+    use shared::adapters::growing::allocated;
+    use shared::adapters::s3::MULTIPART_PART_BYTES as PART;
+    use shared::domain::media::ports::BlobStore;
+    use tokio::io::{AsyncSeekExt, AsyncWriteExt};
+    const MIB: usize = 1 << 20;
+    let total = 7 * PART + 3 * MIB;
+    let s3 = crate::helpers::s3_store().await;
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("output.mp4");
+    let key = format!("parts/growing-{}.mp4", uuid::Uuid::new_v4());
+    let content = |at: usize| (at / MIB * 7 + at % 251) as u8;
+    let (ended, finished) = tokio::sync::oneshot::channel();
+    let writer = {
+        let path = path.clone();
+        tokio::spawn(async move {
+            let mut file = tokio::fs::File::create(&path).await.unwrap();
+            file.write_all(b"HEADER??").await.unwrap();
+            let mut written = 8;
+            while written < total {
+                let piece: Vec<u8> = (written..(written + MIB).min(total)).map(content).collect();
+                file.write_all(&piece).await.unwrap();
+                file.flush().await.unwrap();
+                written += piece.len();
+                // Past the held first part and one more, the parts sent give their disk
+                // back while the writing goes on (waited for, within a bound).
+                if written >= 3 * PART {
+                    let mut waits = 0;
+                    while allocated(&path).unwrap() > 3 * PART as u64 {
+                        waits += 1;
+                        assert!(waits < 600, "{} bytes on disk after {written} written", allocated(&path).unwrap());
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+            // The end: the header rewritten, as an MP4 muxer writes its mdat's size.
+            file.seek(std::io::SeekFrom::Start(0)).await.unwrap();
+            file.write_all(b"HEADER!!").await.unwrap();
+            file.flush().await.unwrap();
+            let _ = ended.send(true);
+        })
+    };
+    let finished = Box::pin(async { finished.await.unwrap_or(false) });
+    let stored = s3.put_growing(&key, &path, "video/mp4", finished).await.unwrap();
+    writer.await.unwrap();
+    assert!(stored);
+    let url = s3.download_url(&key, None, Duration::from_secs(600)).await.unwrap();
+    let (status, bytes) = http_get(&url).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(bytes.len(), total, "the whole file");
+    assert_eq!(&bytes[..8], b"HEADER!!", "the first part as it ended");
+    let first_wrong = (8..total).find(|&at| bytes[at] != content(at));
+    assert_eq!(first_wrong, None, "every byte as written");
+
+    // A writer that fails stores nothing.
+    let failed = format!("parts/failed-{}.mp4", uuid::Uuid::new_v4());
+    std::fs::write(&path, vec![1u8; 3 * PART]).unwrap();
+    assert!(!s3.put_growing(&failed, &path, "video/mp4", Box::pin(async { false })).await.unwrap());
+    let url = s3.download_url(&failed, None, Duration::from_secs(600)).await.unwrap();
+    assert_eq!(http_get(&url).await.0, StatusCode::NOT_FOUND);
+}

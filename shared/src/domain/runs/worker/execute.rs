@@ -45,7 +45,7 @@ impl TaskFiles {
         })
     }
 
-    fn output(&self) -> std::path::PathBuf {
+    pub(super) fn output(&self) -> std::path::PathBuf {
         self.scratch.path().join("output.mp4")
     }
 }
@@ -66,7 +66,7 @@ impl Worker {
         let task = &run.tasks[index];
         let made = match &task.source {
             TaskSource::Input { input } => self.input_task(run, *input, scratch, &output, &stop).await?,
-            TaskSource::Tasks { tasks } => self.edit_task(run, index, tasks, (scratch, &output), &stop).await?,
+            TaskSource::Tasks { tasks } => self.edit_task(run, index, tasks, &workspace, &stop).await?,
             TaskSource::Generate => self.generate_task(run, index, scratch, &stop).await?,
         };
         let file = match made {
@@ -81,6 +81,13 @@ impl Worker {
                 Ok(file) => file,
                 Err(problem) => {
                     let message = format!("the rendered video is not readable: {problem}");
+                    return Ok(Outcome::Failed(message, None, Fault::Ours));
+                }
+            },
+            TaskOutput::Stored(key) => match self.stored_facts(key, MediaType::Video).await? {
+                Ok(file) => file,
+                Err(problem) => {
+                    let message = format!("the joined video is not readable: {problem}");
                     return Ok(Outcome::Failed(message, None, Fault::Ours));
                 }
             },
@@ -107,6 +114,17 @@ impl Worker {
             None => file,
         };
         Ok(Outcome::Done { file, delivered: Some(delivered), media })
+    }
+
+    /// The file stored at `key` as the task's, which should hold `media`; Err (why the
+    /// task fails) when it does not.
+    async fn stored_facts(&self, key: String, media: MediaType) -> anyhow::Result<Result<MediaFile, String>> {
+        let location = self.blobs.read_location(&key, None).await?;
+        let report = match self.probe.probe(&location).await {
+            Ok(report) => report,
+            Err(error) => return Ok(Err(error.to_string())),
+        };
+        Ok(super::inputs::facts_of_media(&report, media).map(|facts| MediaFile { key, version: None, ..facts }))
     }
 
     /// Stores a file the task made at `path`, which should hold `media`; Err (why the
@@ -235,21 +253,21 @@ impl Worker {
         run: &Run,
         index: TaskIndex,
         sources: &[TaskIndex],
-        (scratch, output): (&Path, &Path),
+        workspace: &TaskFiles,
         stop: &Stop,
     ) -> anyhow::Result<TaskOutput> {
-        let plan = match self.edit_plan(run, index, sources, scratch).await? {
+        let plan = match self.edit_plan(run, index, sources, workspace.scratch.path()).await? {
             Ok(plan) => plan,
             Err(output) => return Ok(output),
         };
         let task = &run.tasks[index];
         if !task.parts.is_empty() && task.parts.iter().all(|part| part.status == TaskStatus::Completed) {
-            return self.join_parts(task, output, stop).await;
+            return self.join_parts(task, workspace, stop).await;
         }
         if let Some(parts) = self.parts_of(task, &plan).await {
             return Ok(TaskOutput::Split(parts));
         }
-        self.render(plan, output, stop, RenderPart::Whole).await
+        self.render(plan, &workspace.output(), stop, RenderPart::Whole).await
     }
 
     /// The parts an edit task is made in: those it planned already (a resume makes the
@@ -286,11 +304,12 @@ impl Worker {
         Some(parts)
     }
 
-    /// Joins the parts of `task`, all made, into its output: streams copied.
+    /// Joins the parts of `task`, all made, into its output (streams copied), stored
+    /// while it is written: the task's disk never holds the whole of a long output.
     async fn join_parts(
         &self,
         task: &crate::domain::runs::Task,
-        output: &Path,
+        workspace: &TaskFiles,
         stop: &Stop,
     ) -> anyhow::Result<TaskOutput> {
         let (mut pictures, mut sound) = (Vec::new(), None);
@@ -304,9 +323,20 @@ impl Worker {
             }
         }
         let budget = stop.deadline.saturating_duration_since(tokio::time::Instant::now());
-        let job = JoinJob { pictures, sound, output: output.to_owned(), budget };
-        match self.toolkit.join(&job, stop.cancelled.clone()).await {
-            Ok(()) => Ok(TaskOutput::Rendered),
+        let job = JoinJob { pictures, sound, output: workspace.output(), budget };
+        let key = format!("{}.{}", workspace.base, MediaType::Video.extension());
+        let (ended, finished) = tokio::sync::oneshot::channel();
+        let join = async {
+            let joined = self.toolkit.join(&job, stop.cancelled.clone()).await;
+            let _ = ended.send(joined.is_ok());
+            joined
+        };
+        let finished = Box::pin(async { finished.await.unwrap_or(false) });
+        let (joined, stored) =
+            tokio::join!(join, self.blobs.put_growing(&key, &job.output, MediaType::Video.content_type(), finished));
+        match joined {
+            Ok(()) if stored? => Ok(TaskOutput::Stored(key)),
+            Ok(()) => Err(anyhow::anyhow!("the joined video was not stored")),
             Err(MediaError::Cancelled) => Ok(TaskOutput::Cancelled),
             Err(MediaError::Unavailable(error)) => Err(error),
             Err(error) => Ok(TaskOutput::Failed(format!("joining the parts: {error}"))),

@@ -50,6 +50,8 @@ use crate::domain::generation::Stop;
 enum TaskOutput {
     /// A new file at the task's output path.
     Rendered,
+    /// A new file stored at this key as it was written (a join of parts).
+    Stored(String),
     /// An existing file, passed on.
     Existing(MediaFile),
     /// A file a generation provider made at `path`.
