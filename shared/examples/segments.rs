@@ -97,7 +97,7 @@ impl Bench {
             })
             .collect();
         let sound = Some(format!("file:{}", self.folder.join("sound.m4a").display()));
-        let job = JoinJob { pictures, sound, output: self.folder.join("joined.mp4"), budget: BUDGET };
+        let job = JoinJob { pictures, sound, output: self.folder.join("joined.mp4"), budget: BUDGET, index_bytes: 0 };
         let (_, never) = tokio::sync::watch::channel(false);
         self.toolkit.join(&job, never).await.expect("the join");
     }

@@ -1,7 +1,7 @@
 //! The media toolkit on ffmpeg: a render job becomes one ffmpeg command (an argument
 //! vector, never a shell) whose filter graph does every edit of the chain in one pass,
 //! encoding once to MP4 (H.264 yuv420p, AAC, `+faststart`). A join of parts copies
-//! streams, its index last.
+//! streams, its index written in room kept for it at the start.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -217,10 +217,13 @@ pub fn join_arguments(job: &JoinJob, list: &Path) -> Vec<String> {
     if job.sound.is_some() {
         args.extend(["-map".into(), "1:a".into()]);
     }
-    // The index (moov) goes last, as ffmpeg writes it: the joined file is stored while
-    // it is written (`BlobStore::put_growing`), which a second pass moving the index first
-    // would undo. Players and ffprobe read an index at the end by a range request.
     args.extend(["-c", "copy"].map(String::from));
+    // The index is written in room kept for it at the start, when the join ends, rather
+    // than moved there by a second pass: every byte after the room is written once, in
+    // order, so the file can be stored while it is written (`BlobStore::put_growing`).
+    if job.index_bytes > 0 {
+        args.extend(["-moov_size".into(), job.index_bytes.to_string()]);
+    }
     args.push(job.output.display().to_string());
     args
 }
@@ -623,6 +626,7 @@ mod tests {
             sound: Some("file:/s.m4a".into()),
             output: "/out.mp4".into(),
             budget: Duration::ZERO,
+            index_bytes: 300_000,
         };
         assert_eq!(
             join_list(&join),
@@ -630,7 +634,7 @@ mod tests {
         );
         let text = join_arguments(&join, Path::new("/list")).join(" ");
         assert!(text.contains("-f concat -safe 0 -i /list -protocol_whitelist file"), "{text}");
-        assert!(text.ends_with("-i file:/s.m4a -map 0:v -map 1:a -c copy /out.mp4"), "{text}");
+        assert!(text.ends_with("-i file:/s.m4a -map 0:v -map 1:a -c copy -moov_size 300000 /out.mp4"), "{text}");
     }
 
     #[test]

@@ -344,9 +344,12 @@ impl BlobStore for S3BlobStore {
         key: &str,
         path: &std::path::Path,
         content_type: &str,
+        held: u64,
         finished: futures::future::BoxFuture<'_, bool>,
     ) -> anyhow::Result<bool> {
-        let mut upload = GrowingUpload { store: self, key, path, upload_id: None, completed: Vec::new() };
+        // The first part holds what the writer may write again; S3's least part is 5 MiB.
+        let first = (held.next_multiple_of(1 << 20)).max(MULTIPART_PART_BYTES as u64);
+        let mut upload = GrowingUpload { store: self, key, path, first, upload_id: None, completed: Vec::new() };
         let sent = upload.send(content_type, finished).await;
         if !matches!(sent, Ok(true)) {
             if let Some(upload_id) = &upload.upload_id {
@@ -358,14 +361,16 @@ impl BlobStore for S3BlobStore {
 }
 
 /// A file stored while its writer still appends to it ([`BlobStore::put_growing`]):
-/// every part but the first is sent as soon as the file holds the part after it too
-/// (the writer appends only) and its blocks are given back; the first part, whose header
-/// the writer rewrites at its end, is sent last. A file that ends within two parts is
-/// one PutObject.
+/// every part but the first is sent as soon as the file holds it whole (the writer
+/// appends only past the first part) and its blocks are given back; the first part,
+/// which the writer writes again when it ends, is sent last. A file that ends within
+/// two parts is one PutObject.
 struct GrowingUpload<'a> {
     store: &'a S3BlobStore,
     key: &'a str,
     path: &'a std::path::Path,
+    /// The first part's length: what the writer may write again, at least a part.
+    first: u64,
     upload_id: Option<String>,
     completed: Vec<aws_sdk_s3::types::CompletedPart>,
 }
@@ -383,11 +388,11 @@ impl GrowingUpload<'_> {
         let part = MULTIPART_PART_BYTES as u64;
         let mut finished = finished.fuse();
         // Bytes before `sent` are stored (but the first part) and their disk given back.
-        let (mut sent, mut ended) = (part, None);
+        let (mut sent, mut ended) = (self.first, None);
         loop {
             let length = growing::length(self.path).await?;
-            // A part the file holds whole is final: the writer only appends past its
-            // first kilobyte. The first part waits for the end; the last may be short.
+            // A part the file holds whole is final: the writer only appends past the
+            // first part. The first part waits for the end; the last may be short.
             if length >= sent + part || (ended == Some(true) && self.upload_id.is_some() && length > sent) {
                 let size = (length - sent).min(part);
                 self.send_part(content_type, sent, size).await?;
@@ -409,7 +414,7 @@ impl GrowingUpload<'_> {
             self.store.put_file(self.key, self.path, content_type).await?;
             return Ok(true);
         };
-        self.send_part(content_type, 0, part).await?;
+        self.send_part(content_type, 0, self.first).await?;
         self.completed.sort_by_key(|part| part.part_number());
         self.store.complete_multipart(self.key, &upload_id, std::mem::take(&mut self.completed)).await?;
         Ok(true)
@@ -425,7 +430,10 @@ impl GrowingUpload<'_> {
                 upload_id
             }
         };
-        let number = i32::try_from(offset / MULTIPART_PART_BYTES as u64 + 1)?;
+        let number = match offset.checked_sub(self.first) {
+            Some(after) => i32::try_from(after / MULTIPART_PART_BYTES as u64 + 2)?,
+            None => 1,
+        };
         let body = growing::read_range(self.path, offset, usize::try_from(size)?).await?;
         self.completed.push(self.store.upload_part(self.key, &upload_id, number, body).await?);
         if offset > 0 {

@@ -105,6 +105,29 @@ async fn a_long_edit_is_made_in_parts_and_joined_into_the_one_pass_output(backen
         }
     }
     crate::segments::assert_seamless(folder.path(), &files[0], &files[1], 1.0 / 30.0);
+    // The join writes its index in room kept at the start: first, as in a one-pass output.
+    for file in &files {
+        let boxes = top_level_boxes(file);
+        let (moov, mdat) = (boxes.iter().position(|name| name == "moov"), boxes.iter().position(|name| name == "mdat"));
+        assert!(moov.is_some() && moov < mdat, "{}: {boxes:?}", file.display());
+    }
+}
+
+/// The names of an MP4's top-level boxes, in order.
+fn top_level_boxes(path: &Path) -> Vec<String> {
+    let bytes = std::fs::read(path).unwrap();
+    let (mut names, mut at) = (Vec::new(), 0usize);
+    while at + 8 <= bytes.len() {
+        let size = u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap()) as u64;
+        names.push(String::from_utf8_lossy(&bytes[at + 4..at + 8]).into_owned());
+        let size = match size {
+            1 => u64::from_be_bytes(bytes[at + 8..at + 16].try_into().unwrap()),
+            0 => (bytes.len() - at) as u64,
+            size => size,
+        };
+        at += size.max(8) as usize;
+    }
+    names
 }
 
 /// Whether the media store still holds a file at `key` (read where the toolkit reads it).
@@ -369,9 +392,10 @@ async fn a_url_input_is_streamed_into_the_media_store_not_onto_the_tasks_disk(ba
 }
 
 /// A file stored on S3 while its writer appends to it, as a join's ffmpeg writes its MP4
-/// (appended a MiB at a time, its first bytes rewritten at its end): each part is sent
-/// and its disk given back while the writer goes on, so the file never takes more than
-/// the held first part and two others; the object is the file as it ended.
+/// (appended a MiB at a time past room kept for its index, the room written when it
+/// ends): each part is sent and its disk given back while the writer goes on, so the
+/// file never takes more than the held first part and two others; the object is the
+/// file as it ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_growing_file_is_stored_while_written_and_its_disk_given_back() {
     use shared::adapters::growing::allocated;
@@ -380,6 +404,9 @@ async fn a_growing_file_is_stored_while_written_and_its_disk_given_back() {
     use tokio::io::{AsyncSeekExt, AsyncWriteExt};
     const MIB: usize = 1 << 20;
     let total = 7 * PART + 3 * MIB;
+    // Held: the index room, past a part, so that the first part is longer than the others.
+    let (room, held) = (PART + 2 * MIB, PART + 2 * MIB + 4096);
+    let first = PART + 3 * MIB;
     let s3 = crate::helpers::s3_store().await;
     let folder = tempfile::tempdir().unwrap();
     let path = folder.path().join("output.mp4");
@@ -391,24 +418,29 @@ async fn a_growing_file_is_stored_while_written_and_its_disk_given_back() {
         tokio::spawn(async move {
             let mut file = tokio::fs::File::create(&path).await.unwrap();
             file.write_all(b"HEADER??").await.unwrap();
-            let mut written = 8;
+            // The room, skipped as ffmpeg's `-moov_size` skips it, and the data after it.
+            file.seek(std::io::SeekFrom::Start(room as u64)).await.unwrap();
+            let mut written = room;
             while written < total {
                 let piece: Vec<u8> = (written..(written + MIB).min(total)).map(content).collect();
                 file.write_all(&piece).await.unwrap();
                 file.flush().await.unwrap();
                 written += piece.len();
-                // Past the held first part and one more, the parts sent give their disk
+                // Past the held first part and two more, the parts sent give their disk
                 // back while the writing goes on (waited for, within a bound).
-                if written >= 3 * PART {
+                if written >= first + 2 * PART {
                     let mut waits = 0;
-                    while allocated(&path).unwrap() > 3 * PART as u64 {
+                    while allocated(&path).unwrap() > (first + 2 * PART) as u64 {
                         waits += 1;
                         assert!(waits < 600, "{} bytes on disk after {written} written", allocated(&path).unwrap());
                         tokio::time::sleep(Duration::from_millis(50)).await;
                     }
                 }
             }
-            // The end: the header rewritten, as an MP4 muxer writes its mdat's size.
+            // The end: the index written in its room and the header rewritten, as ffmpeg
+            // writes them.
+            file.seek(std::io::SeekFrom::Start(8)).await.unwrap();
+            file.write_all(&vec![9u8; room - 8]).await.unwrap();
             file.seek(std::io::SeekFrom::Start(0)).await.unwrap();
             file.write_all(b"HEADER!!").await.unwrap();
             file.flush().await.unwrap();
@@ -416,7 +448,7 @@ async fn a_growing_file_is_stored_while_written_and_its_disk_given_back() {
         })
     };
     let finished = Box::pin(async { finished.await.unwrap_or(false) });
-    let stored = s3.put_growing(&key, &path, "video/mp4", finished).await.unwrap();
+    let stored = s3.put_growing(&key, &path, "video/mp4", held as u64, finished).await.unwrap();
     writer.await.unwrap();
     assert!(stored);
     let url = s3.download_url(&key, None, Duration::from_secs(600)).await.unwrap();
@@ -424,13 +456,14 @@ async fn a_growing_file_is_stored_while_written_and_its_disk_given_back() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(bytes.len(), total, "the whole file");
     assert_eq!(&bytes[..8], b"HEADER!!", "the first part as it ended");
-    let first_wrong = (8..total).find(|&at| bytes[at] != content(at));
+    assert!(bytes[8..room].iter().all(|&byte| byte == 9), "the room as it ended");
+    let first_wrong = (room..total).find(|&at| bytes[at] != content(at));
     assert_eq!(first_wrong, None, "every byte as written");
 
     // A writer that fails stores nothing.
     let failed = format!("parts/failed-{}.mp4", uuid::Uuid::new_v4());
     std::fs::write(&path, vec![1u8; 3 * PART]).unwrap();
-    assert!(!s3.put_growing(&failed, &path, "video/mp4", Box::pin(async { false })).await.unwrap());
+    assert!(!s3.put_growing(&failed, &path, "video/mp4", 0, Box::pin(async { false })).await.unwrap());
     let url = s3.download_url(&failed, None, Duration::from_secs(600)).await.unwrap();
     assert_eq!(http_get(&url).await.0, StatusCode::NOT_FOUND);
 }

@@ -188,7 +188,9 @@ async fn whole_and_joined(
         false => None,
     };
     let joined = folder.join("joined.mp4");
-    let join = JoinJob { pictures, sound, output: joined.clone(), budget: BUDGET };
+    // The index in room kept for it at the start, as the engine's join writes it.
+    let index_bytes = shared::domain::media::index_room(length, rate, sound.is_some());
+    let join = JoinJob { pictures, sound, output: joined.clone(), budget: BUDGET, index_bytes };
     toolkit.join(&join, never).await.expect("the join");
     (whole, joined)
 }

@@ -72,19 +72,22 @@ pub trait BlobStore: Send + Sync {
     async fn read_location(&self, key: &str, version: Option<&str>) -> anyhow::Result<String>;
     /// Stores the file at `path` as the object at `key` while a writer is still
     /// appending to it (a join's MP4 as ffmpeg writes it): the writer appends, and may
-    /// rewrite only the file's first kilobyte (an MP4's `mdat` header) before it ends.
-    /// `finished` resolves when it ended, true if well; nothing is stored otherwise, and
-    /// the answer says whether the object was stored. A store may send what is final as
-    /// it comes and give its disk back (S3: parts of a multipart upload, the first sent
-    /// last, their blocks punched out of the file), so that a long output never needs
-    /// its whole size on the task's disk; by default the file is stored once written.
+    /// write again only within the file's first `held` bytes (an MP4's index room and
+    /// `mdat` header) before it ends. `finished` resolves when it ended, true if well;
+    /// nothing is stored otherwise, and the answer says whether the object was stored.
+    /// A store may send what is final as it comes and give its disk back (S3: parts of a
+    /// multipart upload, the first sent last, their blocks punched out of the file), so
+    /// that a long output never needs its whole size on the task's disk; by default the
+    /// file is stored once written.
     async fn put_growing(
         &self,
         key: &str,
         path: &std::path::Path,
         content_type: &str,
+        held: u64,
         finished: futures::future::BoxFuture<'_, bool>,
     ) -> anyhow::Result<bool> {
+        let _ = held;
         if !finished.await {
             return Ok(false);
         }

@@ -10,13 +10,17 @@ use super::super::Fault;
 use super::{EditPlan, Outcome, Stop, TaskOutput, Worker};
 use crate::core::blocking::off_runtime;
 use crate::domain::ids::MediaId;
-use crate::domain::media::{JoinJob, MediaError, MediaType, RenderInput, RenderJob, RenderPart};
+use crate::domain::media::{index_room, JoinJob, MediaError, MediaType, RenderInput, RenderJob, RenderPart};
 use crate::domain::media::{MediaKind, MediaRecord};
 use crate::domain::nodes::EditContext;
 use crate::domain::runs::edits::{placements, timeline};
 use crate::domain::runs::engine::Delivered;
 use crate::domain::runs::parts::PARTS_PREFIX;
 use crate::domain::runs::{GeneratedBy, MediaFile, NodeIndex, Run, TaskIndex, TaskSource, TaskStatus};
+
+/// What an MP4 of a join holds before its index room (`ftyp`, 32 bytes) and after it
+/// (a `free` and the `mdat` header, 16 bytes), with room to spare.
+const JOIN_HEADER_BYTES: u64 = 4096;
 
 /// Where one task's files go: a scratch folder of its own, and keys under one base.
 pub(super) struct TaskFiles {
@@ -322,9 +326,12 @@ impl Worker {
                 RenderPart::Whole => return Ok(TaskOutput::Failed("a part is the whole output".into())),
             }
         }
+        let index_bytes = self.index_room(&pictures, sound.is_some()).await;
         let budget = stop.deadline.saturating_duration_since(tokio::time::Instant::now());
-        let job = JoinJob { pictures, sound, output: workspace.output(), budget };
+        let job = JoinJob { pictures, sound, output: workspace.output(), budget, index_bytes };
         let key = format!("{}.{}", workspace.base, MediaType::Video.extension());
+        // Past the index room, ffmpeg writes again only the `mdat` header just after it.
+        let held = index_bytes + JOIN_HEADER_BYTES;
         let (ended, finished) = tokio::sync::oneshot::channel();
         let join = async {
             let joined = self.toolkit.join(&job, stop.cancelled.clone()).await;
@@ -332,8 +339,10 @@ impl Worker {
             joined
         };
         let finished = Box::pin(async { finished.await.unwrap_or(false) });
-        let (joined, stored) =
-            tokio::join!(join, self.blobs.put_growing(&key, &job.output, MediaType::Video.content_type(), finished));
+        let (joined, stored) = tokio::join!(
+            join,
+            self.blobs.put_growing(&key, &job.output, MediaType::Video.content_type(), held, finished)
+        );
         match joined {
             Ok(()) if stored? => Ok(TaskOutput::Stored(key)),
             Ok(()) => Err(anyhow::anyhow!("the joined video was not stored")),
@@ -341,6 +350,26 @@ impl Worker {
             Err(MediaError::Unavailable(error)) => Err(error),
             Err(error) => Ok(TaskOutput::Failed(format!("joining the parts: {error}"))),
         }
+    }
+
+    /// The room a join of `pictures` keeps for its index ([`index_room`]), at the frame
+    /// rate of the first picture (one probe of a part's file); at 120 frames a second when
+    /// it cannot be read, ample for any rate a render keeps.
+    async fn index_room(&self, pictures: &[(String, u64)], sound: bool) -> u64 {
+        let duration_ms = pictures.iter().map(|(_, duration_ms)| duration_ms).sum();
+        let rate = match pictures.first() {
+            Some((location, _)) => match self.probe.probe(location).await {
+                Ok(report) => {
+                    report.streams.iter().find(|stream| stream.codec_type == "video").and_then(|s| s.frame_rate)
+                }
+                Err(error) => {
+                    tracing::warn!(error = %error, "a part's frame rate could not be read");
+                    None
+                }
+            },
+            None => None,
+        };
+        index_room(duration_ms, rate.unwrap_or((120, 1)), sound)
     }
 
     /// What an edit task renders: its videos, and its chain's edits with their nodes;
