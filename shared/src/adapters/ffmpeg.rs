@@ -19,6 +19,15 @@ use crate::domain::media::{SILENCE_DB, SILENCE_MIN_S};
 /// the same).
 pub const VIDEO_ENCODER: [&str; 8] = ["-c:v", "libx264", "-preset", "veryfast", "-crf", "23", "-pix_fmt", "yuv420p"];
 pub const AUDIO_ENCODER: [&str; 6] = ["-c:a", "aac", "-b:a", "128k", "-ar", "48000"];
+/// Outputs longer than this have their sound encoded with the AAC encoder's `fast`
+/// coder rather than its default (`twoloop`), made in parts or not (so that both give
+/// the same sound). The sound of an output is one pass over all of it, even when its
+/// pictures are made in parts: with `twoloop`, the hardest sound measured (a pure tone,
+/// 128 kb/s) takes 125 s of one core an hour, so 5 hours would pass a node-worker's
+/// 840 s; `fast` takes it in 55 s an hour (docs/performance.md, "The sound of long
+/// outputs"). An output over an hour is made in parts anyway: one pass of it cannot run
+/// in one function.
+pub const LONG_SOUND_MS: u64 = 60 * 60 * 1000;
 /// Frame rate of joined videos.
 const CONCAT_FPS: u32 = 30;
 /// Longest reading a caption file may take.
@@ -144,13 +153,17 @@ pub fn arguments(job: &RenderJob) -> Result<(Vec<String>, Option<PathBuf>), Medi
     Ok((args, folder))
 }
 
-/// Maps the graph's sound, if it has one, with the audio encoder.
+/// Maps the graph's sound, if it has one, with the audio encoder (its `fast` coder when
+/// the output is longer than [`LONG_SOUND_MS`]).
 fn map_sound(args: &mut Vec<String>, graph: &mut FilterGraph) {
     if let Some(audio) = graph.audio.take() {
         // A stream label from the graph is bracketed; an input's stream is not.
         let map = if audio.contains(':') { audio } else { format!("[{audio}]") };
         args.extend(["-map".into(), map]);
         args.extend(AUDIO_ENCODER.map(String::from));
+        if graph.duration_ms > LONG_SOUND_MS {
+            args.extend(["-aac_coder", "fast"].map(String::from));
+        }
     }
 }
 
@@ -578,6 +591,27 @@ mod tests {
         assert!(text.contains("crop=136:240"), "{text}");
         assert!(text.contains("atempo=2,atempo=2"), "{text}");
         assert!(text.ends_with("-t 0.500 -movflags +faststart /out.mp4"), "{text}");
+    }
+
+    #[test]
+    fn the_sound_of_an_output_over_an_hour_is_encoded_by_the_fast_coder_made_in_parts_or_not() {
+        let job = |duration_ms, part| RenderJob {
+            inputs: vec![input(duration_ms)],
+            edits: vec![clip(0, None)],
+            output: "/o.mp4".into(),
+            budget: Duration::ZERO,
+            part,
+        };
+        let coder = |duration_ms, part| {
+            let text = arguments(&job(duration_ms, part)).unwrap().0.join(" ");
+            assert!(text.contains("-c:a aac -b:a 128k -ar 48000"), "{text}");
+            text.contains("-aac_coder fast")
+        };
+        for part in [RenderPart::Whole, RenderPart::Sound] {
+            assert!(!coder(LONG_SOUND_MS, part), "an hour: the default coder");
+            assert!(coder(LONG_SOUND_MS + 1, part), "longer: fast");
+            assert!(coder(5 * LONG_SOUND_MS, part), "5 hours: fast");
+        }
     }
 
     #[test]
