@@ -390,6 +390,9 @@ impl GrowingUpload<'_> {
         // Bytes before `sent` are stored (but the first part) and their disk given back.
         let (mut sent, mut ended) = (self.first, None);
         loop {
+            if ended == Some(false) {
+                return Ok(false);
+            }
             let length = growing::length(self.path).await?;
             // A part the file holds whole is final: the writer only appends past the
             // first part. The first part waits for the end; the last may be short.
@@ -399,10 +402,7 @@ impl GrowingUpload<'_> {
                 sent += size;
                 continue;
             }
-            if let Some(well) = ended {
-                if !well {
-                    return Ok(false);
-                }
+            if ended.is_some() {
                 break;
             }
             tokio::select! {

@@ -124,11 +124,13 @@ impl Worker {
     /// task fails) when it does not.
     async fn stored_facts(&self, key: String, media: MediaType) -> anyhow::Result<Result<MediaFile, String>> {
         let location = self.blobs.read_location(&key, None).await?;
-        let report = match self.probe.probe(&location).await {
-            Ok(report) => report,
-            Err(error) => return Ok(Err(error.to_string())),
-        };
-        Ok(super::inputs::facts_of_media(&report, media).map(|facts| MediaFile { key, version: None, ..facts }))
+        Ok(self.facts_at(&location, media).await.map(|facts| MediaFile { key, version: None, ..facts }))
+    }
+
+    /// What the file at `location` is; Err (why the task fails) when it holds no `media`.
+    async fn facts_at(&self, location: &str, media: MediaType) -> Result<MediaFile, String> {
+        let report = self.probe.probe(location).await.map_err(|error| error.to_string())?;
+        super::inputs::facts_of_media(&report, media)
     }
 
     /// Stores a file the task made at `path`, which should hold `media`; Err (why the
@@ -139,11 +141,7 @@ impl Worker {
         path: &Path,
         media: MediaType,
     ) -> anyhow::Result<Result<MediaFile, String>> {
-        let report = match self.probe.probe(&format!("file:{}", path.display())).await {
-            Ok(report) => report,
-            Err(error) => return Ok(Err(error.to_string())),
-        };
-        let facts = match super::inputs::facts_of_media(&report, media) {
+        let facts = match self.facts_at(&format!("file:{}", path.display()), media).await {
             Ok(facts) => facts,
             Err(problem) => return Ok(Err(problem)),
         };
@@ -332,21 +330,47 @@ impl Worker {
         let key = format!("{}.{}", workspace.base, MediaType::Video.extension());
         // Past the index room, ffmpeg writes again only the `mdat` header just after it.
         let held = index_bytes + JOIN_HEADER_BYTES;
+        // The join stops on the task's cancel, and when its storing failed: the file
+        // would otherwise grow whole on the disk, for nothing.
+        let (stop_join, join_stopped) = tokio::sync::watch::channel(false);
+        let stop_join = std::sync::Arc::new(stop_join);
+        let forward = {
+            let (mut cancelled, stop_join) = (stop.cancelled.clone(), stop_join.clone());
+            tokio::spawn(async move {
+                loop {
+                    if *cancelled.borrow_and_update() {
+                        let _ = stop_join.send(true);
+                        return;
+                    }
+                    if cancelled.changed().await.is_err() {
+                        return;
+                    }
+                }
+            })
+        };
         let (ended, finished) = tokio::sync::oneshot::channel();
         let join = async {
-            let joined = self.toolkit.join(&job, stop.cancelled.clone()).await;
+            let joined = self.toolkit.join(&job, join_stopped).await;
             let _ = ended.send(joined.is_ok());
             joined
         };
-        let finished = Box::pin(async { finished.await.unwrap_or(false) });
-        let (joined, stored) = tokio::join!(
-            join,
-            self.blobs.put_growing(&key, &job.output, MediaType::Video.content_type(), held, finished)
-        );
+        let store = async {
+            let finished = Box::pin(async { finished.await.unwrap_or(false) });
+            let stored =
+                self.blobs.put_growing(&key, &job.output, MediaType::Video.content_type(), held, finished).await;
+            if stored.is_err() {
+                let _ = stop_join.send(true);
+            }
+            stored
+        };
+        let (joined, stored) = tokio::join!(join, store);
+        forward.abort();
+        let stored = stored.map_err(|error| error.context("storing the joined video"))?;
+        let cancelled = *stop.cancelled.borrow();
         match joined {
-            Ok(()) if stored? => Ok(TaskOutput::Stored(key)),
+            Ok(()) if stored => Ok(TaskOutput::Stored(key)),
             Ok(()) => Err(anyhow::anyhow!("the joined video was not stored")),
-            Err(MediaError::Cancelled) => Ok(TaskOutput::Cancelled),
+            Err(MediaError::Cancelled) if cancelled => Ok(TaskOutput::Cancelled),
             Err(MediaError::Unavailable(error)) => Err(error),
             Err(error) => Ok(TaskOutput::Failed(format!("joining the parts: {error}"))),
         }
