@@ -4,7 +4,11 @@
 # `bootstrap` per function under target/lambda/<function>/. Then prints each function's
 # size, stripped and zipped (what Lambda downloads at a cold start).
 #
-#   usage: scripts/build-lambda.sh [function ...]     (default: every function of template.yaml)
+#   usage: scripts/build-lambda.sh [--profile NAME] [function ...]
+#
+# Every function of template.yaml by default. `--profile lambda-test` builds the same code
+# without whole-program optimization, as the test script does for the arm64 functions it
+# runs under qemu (Cargo.toml); the release profile is the one to deploy.
 #
 # Installs cargo-lambda and zig from PyPI into .local/lambda (their own venv; BUILD.md:
 # 9 s, where `cargo install cargo-lambda` takes 21 minutes) and needs the rustup target
@@ -37,6 +41,11 @@ if ! rustup target list --installed | grep -qx "$TARGET"; then
   rustup target add "$TARGET"
 fi
 
+profile=(--release)
+if [ "${1:-}" = --profile ]; then
+  profile=(--profile "${2:?--profile needs a name of Cargo.toml}")
+  shift 2
+fi
 if [ $# -gt 0 ]; then
   functions=("$@")
 else
@@ -47,7 +56,7 @@ for function in "${functions[@]}"; do args+=(--bin "$function"); done
 
 # zig is found through the venv's python3, which must come first on the PATH.
 started=$(date +%s)
-PATH="$PWD/$VENV/bin:$PATH" cargo lambda build --release --arm64 "${args[@]}"
+PATH="$PWD/$VENV/bin:$PATH" cargo lambda build "${profile[@]}" --arm64 "${args[@]}"
 log "built ${#functions[@]} functions in $(($(date +%s) - started)) s"
 
 printf '| function | bootstrap (MB) | zipped (MB) |\n|---|---:|---:|\n'
