@@ -10,9 +10,10 @@
 # libraries are the DT_NEEDED closure of the tools (scripts/layer_needed.py), Python's
 # standard library and yt-dlp are zips of compiled files, and espeak-ng keeps its English
 # dictionary: the measured trade-offs are in docs/research/arm64-layer.md. The layer is
-# checked before it is zipped (every tool runs from it alone, under qemu for arm64 on
-# another machine) and zipped reproducibly (sorted, fixed times); the zip is written
-# under its final name only when whole. Work files go to .local/layer (git-ignored).
+# checked before it is zipped (every tool runs from it alone through its wrapper, under
+# qemu for arm64 on another machine: infra/qemu.sh registers it with binfmt_misc) and
+# zipped reproducibly (sorted, fixed times); the zip is written under its final name
+# only when whole. Work files go to .local/layer (git-ignored).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,13 +53,16 @@ missing=()
 for tool in apt-get dpkg-deb readelf zip; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 host_python=$(command -v python3.11 || true)
 [ -n "$host_python" ] || missing+=(python3.11)
-run=()
 if [ "$(uname -m)" != "$machine" ]; then
   command -v "qemu-$machine-static" >/dev/null || missing+=("qemu-user-static")
-  run=("qemu-$machine-static" -L /nonexistent)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   fail "missing on this machine: ${missing[*]} (Debian: apt-get install binutils zip python3.11 qemu-user-static)"
+fi
+# The check (6.) starts the tools through their wrappers, which start the layer's loader:
+# on another machine, the kernel must hand $arch programs to qemu.
+if [ "$(uname -m)" != "$machine" ] && ! grep -qx enabled "/proc/sys/fs/binfmt_misc/qemu-$machine" 2>/dev/null; then
+  fail "qemu-$machine is not registered with binfmt_misc, which the check of a $arch layer needs here: run infra/qemu.sh"
 fi
 
 # A build that fails leaves no zip under the final name, not even an earlier one.
@@ -165,7 +169,7 @@ XML
 #    image's own programs), from wherever the layer is (/opt on Lambda).
 wrapper() {
   local name="$1" real="$2" env="$3"
-  printf '#!/bin/sh\nd=${0%%/bin/*}\n%sexec "$d/lib/%s" --library-path "$d/lib" "$d/lib/real/%s" "$@"\n' \
+  printf '#!/bin/sh\nd=${0%%/bin/*}\n%bexec "$d/lib/%s" --library-path "$d/lib" "$d/lib/real/%s" "$@"\n' \
     "$env" "$loader" "$real" >"$opt/bin/$name"
 }
 wrapper ffmpeg ffmpeg 'export FONTCONFIG_FILE="$d/etc/fonts/fonts.conf"\n'
@@ -177,12 +181,15 @@ printf '#!/bin/sh\nexec "${0%%/*}/python3" -m yt_dlp --no-cache-dir "$@"\n' >"$o
 chmod 755 "$opt"/bin/*
 
 # 6. Each tool runs from the layer alone: its loader, its libraries, nothing of this
-#    machine's (qemu's -L names no folder; the loader's --library-path is the layer's).
+#    machine's: each is started through its wrapper, as a function starts it, with an
+#    environment of its own and, under qemu, a root with nothing in it.
 log "checking that each tool runs from the layer alone"
+empty_root="$work/empty-root"
+mkdir -p "$empty_root"
 in_layer() {
-  local real="$1"
+  local tool="$1"
   shift
-  "${run[@]}" "$opt/lib/$loader" --library-path "$opt/lib" "$opt/lib/real/$real" "$@"
+  env -i QEMU_LD_PREFIX="$empty_root" "$opt/bin/$tool" "$@"
 }
 check="$work/check"
 rm -rf "$check"
@@ -196,17 +203,16 @@ versions+=("$(echo "$ffmpeg_version" | awk 'NR == 1 {print "ffmpeg " $3}')")
 probed=$(in_layer ffprobe -v error -show_entries stream=codec_name,width,height -of csv=p=0 "$check/in.mp4") ||
   fail "the layer's ffprobe does not run"
 [ "$(echo "$probed" | paste -sd' ')" = "h264,320,240 aac" ] || fail "the layer's ffprobe read the test video as: $probed"
-FONTCONFIG_FILE="$opt/etc/fonts/fonts.conf" in_layer ffmpeg -v error -y -i "$check/in.mp4" \
+in_layer ffmpeg -v error -y -i "$check/in.mp4" \
   -vf "crop=ih*9/16:ih,drawtext=fontfile=$opt/fonts/DejaVuSans.ttf:text=layer" \
   -c:v libx264 -c:a aac "$check/reframed.mp4" || fail "the layer's ffmpeg could not render a Reframe"
-ESPEAK_DATA_PATH="$opt/share" in_layer espeak-ng -v en -w "$check/speech.wav" "The layer speaks." 2>"$check/espeak.err" ||
+in_layer espeak-ng -v en -w "$check/speech.wav" "The layer speaks." 2>"$check/espeak.err" ||
   fail "the layer's espeak-ng does not run"
 [ ! -s "$check/espeak.err" ] || fail "the layer's espeak-ng complained: $(cat "$check/espeak.err")"
 [ "$(stat -c %s "$check/speech.wav")" -gt 20000 ] || fail "the layer's espeak-ng wrote no speech"
-espeak_version=$(ESPEAK_DATA_PATH="$opt/share" in_layer espeak-ng --version) || fail "the layer's espeak-ng does not run"
+espeak_version=$(in_layer espeak-ng --version) || fail "the layer's espeak-ng does not run"
 versions+=("$(echo "$espeak_version" | sed -n 's/^eSpeak NG text-to-speech: \([^ ]*\).*/espeak-ng \1/p')")
-yt_dlp=$(env -i PYTHONHOME="$opt" PYTHONPATH="$opt/lib/yt-dlp.zip" PYTHONDONTWRITEBYTECODE=1 LC_ALL=C.UTF-8 \
-  "${run[@]}" "$opt/lib/$loader" --library-path "$opt/lib" "$opt/lib/real/python3.11" -m yt_dlp --version) ||
+yt_dlp=$(in_layer yt-dlp --version) ||
   fail "the layer's yt-dlp does not run"
 [ "$yt_dlp" = "$YT_DLP_VERSION" ] || fail "the layer's yt-dlp says it is $yt_dlp, not $YT_DLP_VERSION"
 versions+=("yt-dlp $yt_dlp" "$(grep -E '^python3.11-minimal ' "$work/packages.txt" | awk '{print "python " $2}')")

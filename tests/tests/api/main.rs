@@ -3,6 +3,7 @@
 mod helpers;
 
 mod agents;
+mod arm64;
 mod assets;
 mod auth;
 mod avatars;
@@ -12,6 +13,7 @@ mod charges;
 mod concurrency;
 mod crashes;
 mod credits;
+mod deploy;
 mod failures;
 mod faults;
 mod fuzz_findings;

@@ -320,9 +320,14 @@ pub(crate) async fn fetch_and_probe(url: &str) -> Probed {
     assert_eq!(status, StatusCode::OK, "{url}");
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), &bytes).unwrap();
+    probe_file(file.path())
+}
+
+/// What ffprobe finds in a video file (an MP4 with a yuv420p picture).
+pub(crate) fn probe_file(path: &std::path::Path) -> Probed {
     let output = std::process::Command::new("ffprobe")
         .args(["-v", "error", "-print_format", "json", "-show_format", "-show_streams"])
-        .arg(file.path())
+        .arg(path)
         .output()
         .unwrap();
     assert!(output.status.success(), "ffprobe reads the output: {}", String::from_utf8_lossy(&output.stderr));

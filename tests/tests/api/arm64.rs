@@ -1,0 +1,250 @@
+//! A deployment's arm64 artifacts, run on this x86_64 machine under qemu as Lambda runs
+//! them: the media layer (`scripts/build-layer.sh`) unzipped into a folder standing for
+//! `/opt`, its tools started through their wrappers with Lambda's environment and no
+//! library of this machine's (here); the function binaries as `sam build` makes them
+//! (`scripts/build-lambda.sh`) making a run with the layer's ffmpeg
+//! (`lambda_binaries::arm64_*`). qemu-aarch64 is registered with binfmt_misc
+//! (`infra/qemu.sh`), so an arm64 program starts as any other, as when node-worker starts
+//! the layer's `/opt/bin/ffmpeg`, a shell wrapper that starts the layer's loader.
+//!
+//! Ignored in the main run: `scripts/test.sh` builds the artifacts, then runs
+//! `cargo test --test api -- --ignored arm64`. `ARM64_LAYER_ZIP` and `ARM64_FUNCTIONS`
+//! name other builds than `.local/layer/ffmpeg-layer-arm64.zip` and `target/lambda`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde_json::Value;
+use shared::domain::media::{RenderInput, RenderJob, RenderPart};
+use shared::domain::nodes::reframe::ReframeFilter;
+
+use crate::helpers::ffmpeg_in;
+use crate::runs::{probe_file, Probed};
+
+/// The glibc libraries of the function image (and its C runtime), which the layer's
+/// copies stand for here: Debian 12's glibc 2.36, where provided.al2023 has 2.34 (the
+/// functions are linked for older ones).
+const IMAGE_LIBRARIES: [&str; 5] = ["libc.so.6", "libm.so.6", "libgcc_s.so.1", "libpthread.so.0", "libdl.so.2"];
+/// The dynamic loader the function binaries name (`PT_INTERP`).
+const LOADER: &str = "ld-linux-aarch64.so.1";
+
+/// The arm64 layer, unzipped, and the roots arm64 programs see as `/`.
+pub struct Layer {
+    /// Where the layer is, standing for `/opt`.
+    pub opt: PathBuf,
+    /// An empty root: the layer's tools find nothing outside it.
+    empty: PathBuf,
+    /// A root with only what the function image gives a function binary: the loader at
+    /// `/lib` and glibc in `/lib64`.
+    image: PathBuf,
+}
+
+/// The workspace's folder.
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The layer zip `scripts/build-layer.sh` made, unzipped once per test process into a
+/// temporary folder (with its files' modes, as Lambda unzips a layer).
+pub fn layer() -> &'static Layer {
+    static LAYER: OnceLock<Layer> = OnceLock::new();
+    LAYER.get_or_init(|| {
+        let zip = std::env::var_os("ARM64_LAYER_ZIP")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace().join(".local/layer/ffmpeg-layer-arm64.zip"));
+        assert!(
+            zip.is_file(),
+            "{} is missing: build the layer first with scripts/build-layer.sh (./scripts/test.sh does)",
+            zip.display()
+        );
+        assert!(
+            std::fs::read_to_string("/proc/sys/fs/binfmt_misc/qemu-aarch64")
+                .is_ok_and(|state| state.starts_with("enabled")),
+            "qemu-aarch64 is not registered with binfmt_misc: run infra/qemu.sh (./scripts/test.sh does)"
+        );
+        let folder = tempfile::tempdir().expect("temporary folder").keep();
+        let opt = folder.join("opt");
+        let unzipped = Command::new("unzip").arg("-q").arg(&zip).arg("-d").arg(&opt).status().expect("unzip");
+        assert!(unzipped.success(), "unzipping {}", zip.display());
+        let (empty, image) = (folder.join("empty-root"), folder.join("image-root"));
+        std::fs::create_dir_all(&empty).unwrap();
+        std::fs::create_dir_all(image.join("lib")).unwrap();
+        std::fs::create_dir_all(image.join("lib64")).unwrap();
+        std::fs::copy(opt.join("lib").join(LOADER), image.join("lib").join(LOADER)).expect("the layer's loader");
+        for library in IMAGE_LIBRARIES {
+            std::fs::copy(opt.join("lib").join(library), image.join("lib64").join(library))
+                .unwrap_or_else(|error| panic!("the layer has no {library}: {error}"));
+        }
+        Layer { opt, empty, image }
+    })
+}
+
+impl Layer {
+    /// The environment Lambda gives a function on provided.al2023, with `/opt` here:
+    /// its `PATH` but for the image's folders (which here would be this machine's), its
+    /// `LD_LIBRARY_PATH`, and the root arm64 programs see (`image` for the function
+    /// binaries, which need the image's glibc; empty for the tools).
+    pub fn lambda_environment(&self, image: bool) -> Vec<(String, String)> {
+        let opt = self.opt.display();
+        let root = if image { &self.image } else { &self.empty };
+        [
+            ("PATH", format!("{opt}/bin")),
+            (
+                "LD_LIBRARY_PATH",
+                format!("/lib64:/usr/lib64:/var/runtime:/var/runtime/lib:/var/task:/var/task/lib:{opt}/lib"),
+            ),
+            ("QEMU_LD_PREFIX", root.display().to_string()),
+            ("LANG", "en_US.UTF-8".to_owned()),
+            ("TZ", ":UTC".to_owned()),
+        ]
+        .map(|(name, value)| (name.to_owned(), value))
+        .to_vec()
+    }
+
+    /// What the template gives node-worker to reach the layer's tools, with `/opt` here.
+    pub fn tool_environment(&self) -> Vec<(String, String)> {
+        let opt = self.opt.display();
+        [
+            ("FFMPEG_PATH", format!("{opt}/bin/ffmpeg")),
+            ("FFPROBE_PATH", format!("{opt}/bin/ffprobe")),
+            ("YT_DLP_PATH", format!("{opt}/bin/yt-dlp")),
+            ("ESPEAK_PATH", format!("{opt}/bin/espeak-ng")),
+            ("GENERATION_FONT", format!("{opt}/fonts/DejaVuSans.ttf")),
+        ]
+        .map(|(name, value)| (name.to_owned(), value))
+        .to_vec()
+    }
+
+    /// Runs the layer's `tool` through its wrapper, in `folder`, with Lambda's
+    /// environment and nothing else; fails the test when it does not end well.
+    fn run(&self, tool: &str, args: &[&str], folder: &Path) -> Output {
+        let output = Command::new(self.opt.join("bin").join(tool))
+            .args(args)
+            .current_dir(folder)
+            .env_clear()
+            .envs(self.lambda_environment(false))
+            .output()
+            .unwrap_or_else(|error| panic!("starting the layer's {tool}: {error}"));
+        assert!(
+            output.status.success(),
+            "the layer's {tool} {args:?} failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    }
+}
+
+/// The arm64 build of a function, as `scripts/build-lambda.sh` (`sam build`) makes it.
+pub fn function_binary(name: &str) -> PathBuf {
+    let folder =
+        std::env::var_os("ARM64_FUNCTIONS").map(PathBuf::from).unwrap_or_else(|| workspace().join("target/lambda"));
+    let path = folder.join(name).join("bootstrap");
+    assert!(
+        path.is_file(),
+        "{} is missing: build it first with scripts/build-lambda.sh {name} (./scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).trim().to_owned()
+}
+
+/// Each tool of the layer runs from the layer alone, with Lambda's environment: ffprobe
+/// reads a test video; ffmpeg renders a Reframe with the arguments node-worker gives it
+/// (and draws text with the layer's font, as the local generation provider does);
+/// espeak-ng speaks a sentence into a WAV as long as this machine's espeak-ng makes it
+/// (the same Debian release), without a word of complaint (a missing dictionary is
+/// only a message); yt-dlp answers its version on the layer's Python.
+#[test]
+#[ignore = "needs the arm64 layer and qemu: ./scripts/test.sh builds and runs it (arm64)"]
+fn arm64_layer_tools_run_from_the_layer_alone() {
+    let layer = layer();
+    let folder = tempfile::tempdir().unwrap();
+    let work = folder.path();
+    ffmpeg_in(
+        work,
+        &["-f", "lavfi", "-i", "testsrc=duration=2:size=320x240:rate=25", "-f", "lavfi", "-i", "sine=duration=2"]
+            .iter()
+            .chain(&["-shortest", "-pix_fmt", "yuv420p", "in.mp4"])
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+
+    let version = layer.run("ffmpeg", &["-version"], work);
+    println!("layer: {}", text(&version.stdout).lines().next().unwrap_or_default());
+    let probed = layer.run(
+        "ffprobe",
+        &["-v", "error", "-show_entries", "format=duration:stream=codec_name,width,height", "-of", "json", "in.mp4"],
+        work,
+    );
+    let report: Value = serde_json::from_slice(&probed.stdout).expect("ffprobe's JSON");
+    assert_eq!(report["streams"][0]["codec_name"], "h264", "{report}");
+    assert_eq!(
+        (report["streams"][0]["width"].as_u64(), report["streams"][0]["height"].as_u64()),
+        (Some(320), Some(240))
+    );
+    assert_eq!(report["streams"][1]["codec_name"], "aac", "{report}");
+    let duration: f64 = report["format"]["duration"].as_str().unwrap().parse().unwrap();
+    assert!((duration - 2.0).abs() < 0.1, "{report}");
+
+    let job = RenderJob {
+        inputs: vec![RenderInput {
+            location: format!("file:{}", work.join("in.mp4").display()),
+            duration_ms: 2000,
+            width: 320,
+            height: 240,
+            has_audio: true,
+        }],
+        edits: vec![Arc::new(ReframeFilter { aspect: (9, 16), pad_color: None })],
+        output: work.join("reframed.mp4"),
+        budget: Duration::from_secs(120),
+        part: RenderPart::Whole,
+    };
+    let (args, _) = shared::adapters::ffmpeg::arguments(&job).expect("a Reframe's arguments");
+    layer.run("ffmpeg", &args.iter().map(String::as_str).collect::<Vec<_>>(), work);
+    let Probed { duration, width, height, .. } = probe_file(&work.join("reframed.mp4"));
+    assert_eq!((width, height), (136, 240), "9:16 of 320x240");
+    assert!((duration - 2.0).abs() < 0.1, "{duration} s");
+    let font = format!("drawtext=fontfile={}/fonts/DejaVuSans.ttf:text=layer:fontsize=40", layer.opt.display());
+    layer.run("ffmpeg", &["-v", "error", "-i", "in.mp4", "-vf", &font, "-frames:v", "1", "text.png"], work);
+    assert!(work.join("text.png").metadata().unwrap().len() > 0);
+
+    let sentence = "The layer speaks this sentence from its own libraries and data.";
+    let spoken = layer.run("espeak-ng", &["-v", "en", "-w", "arm64.wav", sentence], work);
+    assert_eq!(text(&spoken.stderr), "", "espeak-ng complained");
+    espeak_here(work, sentence);
+    let (arm64, here) = (wav_seconds(&work.join("arm64.wav")), wav_seconds(&work.join("here.wav")));
+    println!("layer: espeak-ng spoke {arm64:.3} s (this machine's: {here:.3} s)");
+    assert!(arm64 > 2.0 && (arm64 - here).abs() < 0.05, "the layer's WAV is {arm64} s, this machine's {here} s");
+
+    let yt_dlp = text(&layer.run("yt-dlp", &["--version"], work).stdout);
+    println!("layer: yt-dlp {yt_dlp}");
+    let parts: Vec<&str> = yt_dlp.split('.').collect();
+    assert!(parts.len() >= 3 && parts.iter().all(|part| part.parse::<u32>().is_ok()), "a version: {yt_dlp}");
+}
+
+/// This machine's espeak-ng speaks `sentence` into `here.wav` in `folder`.
+fn espeak_here(folder: &Path, sentence: &str) {
+    let status = Command::new("espeak-ng")
+        .args(["-v", "en", "-w", "here.wav", sentence])
+        .current_dir(folder)
+        .status()
+        .expect("espeak-ng is installed (infra/ffmpeg.sh)");
+    assert!(status.success());
+}
+
+/// A WAV file's length in seconds, as ffprobe reads it.
+fn wav_seconds(path: &Path) -> f64 {
+    let output = Command::new("ffprobe")
+        .args(["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0"])
+        .arg(path)
+        .output()
+        .expect("ffprobe");
+    assert!(output.status.success(), "{}: {}", path.display(), text(&output.stderr));
+    text(&output.stdout).parse().unwrap_or_else(|_| panic!("a duration: {}", text(&output.stdout)))
+}
