@@ -14,6 +14,7 @@ use shared::adapters::sqs::{SqsTaskQueue, SqsWebhookQueue};
 use shared::app::{App, Media};
 use shared::runtime::CONFIG_INVALID;
 
+use crate::arm64;
 use crate::helpers::{dynamodb, s3_store, test_bucket_name, TestApp};
 use crate::lambda_events::{api_gateway_event, batch_answer, http_answer, sqs_event, sqs_record};
 use crate::runs::{chain, create_agent, fetch_and_probe, upload, CHAIN_EDGES};
@@ -93,6 +94,25 @@ impl Deployment {
     /// Starts the debug binary of `function` with this deployment's environment.
     async fn start(&self, function: &str, timeout: Duration) -> RunningFunction {
         Function::new(function).envs(&self.env).timeout(timeout).start().await
+    }
+
+    /// Starts the arm64 build of `function` under qemu with this deployment's
+    /// environment, Lambda's and the media layer's (`arm64`); answers it once it asked
+    /// for its first event, with the time that took.
+    async fn start_arm64(&self, function: &str, timeout: Duration) -> (RunningFunction, Duration) {
+        let layer = arm64::layer();
+        let running = Function::new_built(function, arm64::function_binary(function))
+            .envs(&self.env)
+            .envs(&layer.lambda_environment(true))
+            .envs(&layer.tool_environment())
+            .timeout(timeout)
+            .start()
+            .await;
+        let init = running
+            .ready(FUNCTION_TIMEOUT)
+            .await
+            .unwrap_or_else(|error| panic!("the arm64 {function} did not start: {error:?}\n{}", running.log_tail()));
+        (running, init)
     }
 
     /// Receives up to ten messages of `queue` as an event source mapping does (leased
@@ -263,14 +283,64 @@ async fn send_webhooks(deployment: &Deployment, sender: &RunningFunction, receiv
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_run_goes_through_the_compiled_functions_as_lambda_runs_them() {
     let deployment = Deployment::new().await;
-    let test = &deployment.test;
-    let (start_run, node_worker, webhook_sender, get_run_function, get_media) = tokio::join!(
+    let (start_run, node_worker, webhook_sender) = tokio::join!(
         deployment.start("start-run", FUNCTION_TIMEOUT),
         deployment.start("node-worker", NODE_WORKER_TIMEOUT),
         deployment.start("webhook-sender", FUNCTION_TIMEOUT),
-        deployment.start("get-run", FUNCTION_TIMEOUT),
-        deployment.start("get-media", FUNCTION_TIMEOUT),
     );
+    a_run_through(&deployment, &start_run, &node_worker, &webhook_sender).await;
+}
+
+/// The same run through the arm64 builds of `start-run`, `node-worker` and
+/// `webhook-sender`, as `sam build` makes them (`scripts/build-lambda.sh`), under qemu
+/// with Lambda's environment (`arm64`): node-worker probes and renders with the media
+/// layer's ffprobe and ffmpeg. The arm64 `whoami` answers the organization's key.
+/// Prints each arm64 function's init time (process start to its first
+/// `invocation/next`) under qemu, for comparison only: qemu is not a Lambda.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs the arm64 functions, the layer and qemu: ./scripts/test.sh builds and runs it (arm64)"]
+async fn arm64_functions_make_a_run_with_the_layers_ffmpeg() {
+    let deployment = Deployment::new().await;
+    let (start_run, node_worker, webhook_sender, whoami) = tokio::join!(
+        deployment.start_arm64("start-run", FUNCTION_TIMEOUT),
+        deployment.start_arm64("node-worker", NODE_WORKER_TIMEOUT),
+        deployment.start_arm64("webhook-sender", FUNCTION_TIMEOUT),
+        deployment.start_arm64("whoami", FUNCTION_TIMEOUT),
+    );
+    for (function, (running, init)) in [
+        ("start-run", &start_run),
+        ("node-worker", &node_worker),
+        ("webhook-sender", &webhook_sender),
+        ("whoami", &whoami),
+    ] {
+        let bytes = std::fs::metadata(arm64::function_binary(function)).map(|metadata| metadata.len()).unwrap_or(0);
+        println!(
+            "arm64 {function} ({:.1} MB): init {:.0} ms under qemu ({})",
+            bytes as f64 / 1e6,
+            init.as_secs_f64() * 1000.0,
+            running.pid()
+        );
+    }
+    let (status, _, body) = request(&whoami.0, Method::GET, "/whoami", Some(&deployment.test.key), None).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(json_body(&body)["organization_id"], deployment.test.organization.to_string());
+    let (status, _, _) = request(&whoami.0, Method::GET, "/whoami", Some("not-a-key"), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    a_run_through(&deployment, &start_run.0, &node_worker.0, &webhook_sender.0).await;
+}
+
+/// A run of the chain (clip, reframe, speed) started through `start_run`, its tasks
+/// worked by `node_worker` and its webhooks sent by `webhook_sender`; `get-run` and
+/// `get-media` (this machine's builds) answer the run and its output's link.
+async fn a_run_through(
+    deployment: &Deployment,
+    start_run: &RunningFunction,
+    node_worker: &RunningFunction,
+    webhook_sender: &RunningFunction,
+) {
+    let test = &deployment.test;
+    let (get_run_function, get_media) =
+        tokio::join!(deployment.start("get-run", FUNCTION_TIMEOUT), deployment.start("get-media", FUNCTION_TIMEOUT),);
     let (status, body) = test.call(Method::POST, "/webhooks/secret", None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let secret = body["secret"].as_str().unwrap().to_owned();
@@ -280,20 +350,20 @@ async fn a_run_goes_through_the_compiled_functions_as_lambda_runs_them() {
 
     let start = json!({ "video_ids": [video], "callback_url": receiver.url });
     let (status, _, body) =
-        request(&start_run, Method::POST, &format!("/agent/{agent}/run"), Some(&test.key), Some(&start)).await;
+        request(start_run, Method::POST, &format!("/agent/{agent}/run"), Some(&test.key), Some(&start)).await;
     assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
     let run = json_body(&body)["run_id"].as_str().expect("a run ID").to_owned();
 
-    let handled = work_tasks(&deployment, &node_worker, &get_run_function, &run).await;
+    let handled = work_tasks(deployment, node_worker, &get_run_function, &run).await;
     assert!(handled > 0, "task messages went through node-worker");
-    let record = get_run(&deployment, &get_run_function, &run).await;
+    let record = get_run(deployment, &get_run_function, &run).await;
     assert_eq!(record["status"], "completed", "{record}");
     assert_eq!(record["node_status_counts"], json!({ "completed": 5, "in_progress": 0, "failed": 0 }));
     let outputs = record["outputs"].as_array().unwrap();
     assert_eq!(outputs.len(), 1, "{record}");
     assert_eq!(outputs[0]["original_node_id"], nodes["out"].as_str());
 
-    send_webhooks(&deployment, &webhook_sender, &receiver).await;
+    send_webhooks(deployment, webhook_sender, &receiver).await;
     let events = receiver.finished_cycles(1).await;
     assert_sequences(&events);
     let flags = flags(&events);
@@ -467,7 +537,7 @@ async fn init_time_from_process_start_to_first_next() {
         };
         let mut times = Vec::new();
         for _ in 0..20 {
-            let running = Function::new(function).binary(binary.clone()).envs(&env).start().await;
+            let running = Function::new_built(function, binary.clone()).envs(&env).start().await;
             times.push(running.ready(Duration::from_secs(20)).await.expect("the function starts"));
         }
         times.sort();

@@ -78,19 +78,12 @@ pub struct Function {
 impl Function {
     /// The debug build of the binary `name`, 30 s an invocation, 256 MB.
     pub fn new(name: &str) -> Self {
-        Self {
-            name: name.to_owned(),
-            binary: debug_binary(name),
-            env: Vec::new(),
-            timeout: Duration::from_secs(30),
-            memory_mb: 256,
-        }
+        Self::new_built(name, debug_binary(name))
     }
 
-    /// Runs another build of the binary.
-    pub fn binary(mut self, path: PathBuf) -> Self {
-        self.binary = path;
-        self
+    /// The function `name` built as `binary` (another profile or architecture).
+    pub fn new_built(name: &str, binary: PathBuf) -> Self {
+        Self { name: name.to_owned(), binary, env: Vec::new(), timeout: Duration::from_secs(30), memory_mb: 256 }
     }
 
     /// Sets a variable of the function's environment.
