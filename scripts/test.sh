@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs ffmpeg (Debian package) when
 # missing, installs and starts DynamoDB Local and moto (SQS/S3), runs every Rust test on
-# the dev profile against them, then lints the SAM template. Emulators started here are
+# the dev profile against them, then runs the deployment's arm64 artifacts under qemu (the
+# media layer, built from Debian's packages, and four function binaries) and lints the
+# SAM template. Emulators started here are
 # stopped at the end (KEEP_EMULATORS=1 keeps them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +21,7 @@ cleanup() {
   report
   if [ -n "${fuzz_pid:-}" ]; then kill "$fuzz_pid" 2>/dev/null || true; fi
   if [ -n "${install_pid:-}" ]; then kill "$install_pid" 2>/dev/null || true; fi
+  if [ -n "${arm64_pid:-}" ]; then kill "$arm64_pid" 2>/dev/null || true; fi
   [ "${KEEP_EMULATORS:-0}" = 1 ] || infra/emulators.sh stop || true
 }
 trap cleanup EXIT
@@ -26,7 +29,7 @@ trap cleanup EXIT
 # The tools install while the crates compile (below): the one waits on the network, the
 # other on the cores. Their output is shown once both are done.
 mkdir -p .local
-{ started=$SECONDS; infra/ffmpeg.sh && infra/emulators.sh install; status=$?; echo $((SECONDS - started)) >.local/install.seconds; exit $status; } \
+{ started=$SECONDS; infra/ffmpeg.sh && infra/emulators.sh install && infra/qemu.sh && scripts/build-layer.sh; status=$?; echo $((SECONDS - started)) >.local/install.seconds; exit $status; } \
   >.local/install.log 2>&1 &
 install_pid=$!
 # The crash tests run `serve` as a process, and the Lambda tests (lambda_binaries.rs) run
@@ -40,7 +43,7 @@ install_status=0
 wait "$install_pid" || install_status=$?
 install_pid=""
 cat .local/install.log >&2
-timings+=("$(printf '%5s s  %s' "$(cat .local/install.seconds 2>/dev/null || echo '?')" "install ffmpeg, the emulators and tools (beside the build)")")
+timings+=("$(printf '%5s s  %s' "$(cat .local/install.seconds 2>/dev/null || echo '?')" "install ffmpeg, the emulators, tools and qemu, build the arm64 layer (beside the build)")")
 [ "$install_status" = 0 ] || { echo "[test] installing the tools failed (exit $install_status): its log is above" >&2; exit "$install_status"; }
 step "start emulators" infra/emulators.sh start
 # A cold emulator is many times slower than DynamoDB; the service's time bounds are
@@ -70,6 +73,20 @@ if [ $# = 0 ] || [ "${FUZZ:-0}" = 1 ]; then
     >.local/fuzz.log 2>&1 &
   fuzz_pid=$!
 fi
+arm64_pid=""
+if [ $# = 0 ] || [ "${ARM64:-0}" = 1 ]; then
+  { started=$SECONDS; nice -n 19 scripts/build-lambda.sh --profile lambda-test; status=$?; echo $((SECONDS - started)) >.local/arm64-build.seconds; exit $status; } \
+    >.local/arm64-build.log 2>&1 &
+  arm64_pid=$!
+fi
+wait_arm64_build() {
+  local status=0
+  wait "$arm64_pid" || status=$?
+  arm64_pid=""
+  tail -n 20 .local/arm64-build.log >&2
+  echo "[test] the arm64 build took $(cat .local/arm64-build.seconds 2>/dev/null || echo '?') s beside the tests" >&2
+  [ "$status" = 0 ] || { echo "[test] building the arm64 functions failed (exit $status): .local/arm64-build.log" >&2; return "$status"; }
+}
 step "run the tests" cargo test --workspace "$@"
 # The chaos tests (tests/tests/api/chaos.rs, ignored in the run above): three `serve
 # --backend aws` processes killed at random, then the same behind a failing DynamoDB;
@@ -78,6 +95,17 @@ step "run the tests" cargo test --workspace "$@"
 # nothing is compiled again (shared's dev-dependencies turn some on).
 if [ $# = 0 ] || [ "${CHAOS:-0}" = 1 ]; then
   step "chaos: serves killed at random, DynamoDB failing" cargo test --workspace --test api -- --ignored chaos
+fi
+# The arm64 artifacts under qemu and the deploy's dry run (tests/tests/api/arm64.rs,
+# deploy.rs): the layer built above, and every function, built as `sam build` builds them
+# but without whole-program optimization (the `lambda-test` profile: 6 minutes of both
+# cores cold, where the release profile takes 25; docs/performance.md). They build while
+# the tests run, at the lowest priority: the tests mostly wait, and the build takes the
+# cores they leave. A filtered run skips them unless ARM64=1.
+if [ $# = 0 ] || [ "${ARM64:-0}" = 1 ]; then
+  step "wait for the arm64 functions (built beside the tests)" wait_arm64_build
+  step "arm64: the layer's tools, the functions under qemu, the deploy's dry run" \
+    cargo test --workspace --test api -- --ignored arm64 --nocapture
 fi
 # The fuzzing started beside the tests: its report, and its verdict.
 if [ -n "$fuzz_pid" ]; then
