@@ -73,6 +73,10 @@ python=("$VENV/bin/python" scripts/deploy.py)
 functions="${CARGO_TARGET_DIR:-target}/lambda"
 layer_zip=.local/layer/ffmpeg-layer-arm64.zip
 if [ "$build" = 1 ]; then
+  # The layer's check runs its tools: ffmpeg makes the test video, and on another
+  # machine qemu runs them.
+  infra/ffmpeg.sh
+  [ "$(uname -m)" = aarch64 ] || infra/qemu.sh
   scripts/build-layer.sh --arch arm64 --out "$layer_zip"
   scripts/build-lambda.sh
 fi

@@ -88,6 +88,19 @@ wait_arm64_build() {
   [ "$status" = 0 ] || { echo "[test] building the arm64 functions failed (exit $status): .local/arm64-build.log" >&2; return "$status"; }
 }
 step "run the tests" cargo test --workspace "$@"
+# The arm64 artifacts under qemu and the deploy's dry run (tests/tests/api/arm64.rs,
+# deploy.rs): the layer built above, and every function, built as `sam build` builds them
+# but without whole-program optimization (the `lambda-test` profile: 6.5 minutes of both
+# cores cold, where the release profile takes 34; docs/performance.md). They build while
+# the tests run, at the lowest priority: the tests mostly wait, and the build takes the
+# cores they leave. The chaos tests run only once it is done (a serve of theirs, timed
+# against a failing DynamoDB, failed once beside a niced clippy). A filtered run skips
+# them unless ARM64=1.
+if [ $# = 0 ] || [ "${ARM64:-0}" = 1 ]; then
+  step "wait for the arm64 functions (built beside the tests)" wait_arm64_build
+  step "arm64: the layer's tools, the functions under qemu, the deploy's dry run" \
+    cargo test --workspace --test api -- --ignored arm64 --nocapture
+fi
 # The chaos tests (tests/tests/api/chaos.rs, ignored in the run above): three `serve
 # --backend aws` processes killed at random, then the same behind a failing DynamoDB;
 # about a minute each. A filtered run (arguments given) skips them unless CHAOS=1.
@@ -95,17 +108,6 @@ step "run the tests" cargo test --workspace "$@"
 # nothing is compiled again (shared's dev-dependencies turn some on).
 if [ $# = 0 ] || [ "${CHAOS:-0}" = 1 ]; then
   step "chaos: serves killed at random, DynamoDB failing" cargo test --workspace --test api -- --ignored chaos
-fi
-# The arm64 artifacts under qemu and the deploy's dry run (tests/tests/api/arm64.rs,
-# deploy.rs): the layer built above, and every function, built as `sam build` builds them
-# but without whole-program optimization (the `lambda-test` profile: 6 minutes of both
-# cores cold, where the release profile takes 25; docs/performance.md). They build while
-# the tests run, at the lowest priority: the tests mostly wait, and the build takes the
-# cores they leave. A filtered run skips them unless ARM64=1.
-if [ $# = 0 ] || [ "${ARM64:-0}" = 1 ]; then
-  step "wait for the arm64 functions (built beside the tests)" wait_arm64_build
-  step "arm64: the layer's tools, the functions under qemu, the deploy's dry run" \
-    cargo test --workspace --test api -- --ignored arm64 --nocapture
 fi
 # The fuzzing started beside the tests: its report, and its verdict.
 if [ -n "$fuzz_pid" ]; then

@@ -47,6 +47,21 @@ async fn the_readme_tour_uploads_a_video_runs_an_agent_and_gets_its_output() {
     drop(serve);
 }
 
+/// The README's Deploying section says what every parameter of the template sets.
+#[test]
+fn the_readme_names_every_parameter_of_the_template() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let deploying = readme.split("## Deploying").nth(1).expect("a Deploying section").split("\n## ").next().unwrap();
+    let template: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(root.join("template.yaml")).unwrap()).unwrap();
+    let parameters = template["Parameters"].as_mapping().expect("the template's parameters");
+    assert!(parameters.len() >= 10, "{parameters:?}");
+    for name in parameters.keys().map(|name| name.as_str().unwrap()) {
+        assert!(deploying.contains(&format!("`{name}`")), "the README's Deploying section names {name}");
+    }
+}
+
 #[test]
 fn the_readme_stays_short_and_links_every_guide_page() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
