@@ -7,14 +7,15 @@
 #   usage: scripts/build-lambda.sh [--profile NAME] [function ...]
 #
 # Every function of template.yaml by default. `--profile lambda-test` builds the same code
-# without whole-program optimization, as the test script does for the arm64 functions it
-# runs under qemu (Cargo.toml); the release profile is the one to deploy.
+# without whole-program optimization into target/functions-lambda-test/<function>/, as the
+# test script does for the arm64 functions it runs under qemu (Cargo.toml): never where
+# scripts/deploy.sh takes the release ones from.
 #
 # Installs cargo-lambda and zig from PyPI into .local/lambda (their own venv; BUILD.md:
 # 9 s, where `cargo install cargo-lambda` takes 21 minutes) and needs the rustup target
-# aarch64-unknown-linux-gnu, which it adds when missing. Not part of the test suite: a
-# fresh machine may not reach the toolchain server, and a cold arm64 release build takes
-# 5 to 10 minutes on 2 cores.
+# aarch64-unknown-linux-gnu, which it adds when missing (from the toolchain server). A
+# cold release build of every function takes 34 minutes on 2 cores, lambda-test 6.5
+# (docs/performance.md, "The arm64 artifacts").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,12 +39,16 @@ if ! [ -x "$VENV/bin/cargo-lambda" ] || ! installed; then
 fi
 if ! rustup target list --installed | grep -qx "$TARGET"; then
   log "adding the rustup target $TARGET"
-  rustup target add "$TARGET"
+  rustup target add "$TARGET" || { log "the rustup target $TARGET could not be added (the toolchain server?)"; exit 1; }
 fi
 
+target_dir="${CARGO_TARGET_DIR:-target}"
 profile=(--release)
+lambda_dir="$target_dir/lambda"
 if [ "${1:-}" = --profile ]; then
   profile=(--profile "${2:?--profile needs a name of Cargo.toml}")
+  # Not target/<profile>: cargo keeps a custom profile's host artifacts there.
+  [ "$2" = release ] || lambda_dir="$target_dir/functions-$2"
   shift 2
 fi
 if [ $# -gt 0 ]; then
@@ -56,12 +61,12 @@ for function in "${functions[@]}"; do args+=(--bin "$function"); done
 
 # zig is found through the venv's python3, which must come first on the PATH.
 started=$(date +%s)
-PATH="$PWD/$VENV/bin:$PATH" cargo lambda build "${profile[@]}" --arm64 "${args[@]}"
+PATH="$PWD/$VENV/bin:$PATH" cargo lambda build "${profile[@]}" --arm64 --lambda-dir "$lambda_dir" "${args[@]}"
 log "built ${#functions[@]} functions in $(($(date +%s) - started)) s"
 
 printf '| function | bootstrap (MB) | zipped (MB) |\n|---|---:|---:|\n'
 for function in "${functions[@]}"; do
-  file="${CARGO_TARGET_DIR:-target}/lambda/$function/bootstrap"
+  file="$lambda_dir/$function/bootstrap"
   [ -f "$file" ] || { log "missing $file"; exit 1; }
   bytes=$(stat -c %s "$file")
   zipped=$(python3 - "$file" <<'PY'

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
+from samcli.commands.exceptions import UserException
 from samcli.lib.bootstrap.bootstrap import manage_stack
 from samcli.yamlhelper import yaml_dump, yaml_parse
 
@@ -80,9 +82,19 @@ def functions_template(functions, out):
     Path(out).write_text(yaml_dump(document))
 
 
-def parameters(overrides):
-    """The template's parameter values: its defaults, then `Name=Value` overrides."""
+def parameters(stack, overrides):
+    """The parameter values the deploy will have: the template's defaults, the stack's
+    values (`sam deploy` keeps a parameter not given), then `Name=Value` overrides."""
     values = {name: str(spec.get("Default", "")) for name, spec in template()["Parameters"].items()}
+    try:
+        found = boto3.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]
+    except ClientError as error:
+        if "does not exist" not in str(error):
+            raise
+        found = {}
+    # A stack still in review (a dry run's) was never deployed: `sam deploy` makes it anew.
+    held = found.get("Parameters", []) if found.get("StackStatus") != "REVIEW_IN_PROGRESS" else []
+    values.update({p["ParameterKey"]: p["ParameterValue"] for p in held if p["ParameterKey"] in values})
     for override in overrides:
         name, _, value = override.partition("=")
         if name not in values:
@@ -107,9 +119,12 @@ def stored(stack, secret):
 def check(stack, overrides):
     """Fails, naming them, when keys the parameters need are neither in the environment
     nor already in the stack's secrets; says which account and region the deploy goes to."""
-    values = parameters(overrides)
+    region = boto3.session.Session().region_name
+    if not region:
+        fail("no region: give --region, or set AWS_REGION or a profile's region")
     account = boto3.client("sts").get_caller_identity()["Account"]
-    log(f"stack {stack} in account {account}, region {boto3.session.Session().region_name}")
+    log(f"stack {stack} in account {account}, region {region}")
+    values = parameters(stack, overrides)
     missing = []
     for secret, keys in SECRETS.items():
         needed = {key: f"{name}={value}" for key, name, value in keys if values[name] == value}
@@ -132,8 +147,8 @@ def layer(zip_path, name, bucket=None):
     digest = hashlib.sha256(data)
     code_sha = base64.b64encode(digest.digest()).decode()
     client = boto3.client("lambda")
-    versions = client.list_layer_versions(LayerName=name, CompatibleArchitecture="arm64").get("LayerVersions", [])
-    for version in versions:
+    pages = client.get_paginator("list_layer_versions").paginate(LayerName=name, CompatibleArchitecture="arm64")
+    for version in (version for page in pages for version in page.get("LayerVersions", [])):
         held = client.get_layer_version(LayerName=name, VersionNumber=version["Version"])
         if held["Content"].get("CodeSha256") == code_sha:
             log(f"layer {name} version {version['Version']} has this content")
@@ -184,7 +199,7 @@ def main(args):
         fail(__doc__)
     try:
         commands[args[0]][1](args[1:])
-    except (BotoCoreError, ClientError) as error:
+    except (BotoCoreError, ClientError, ResponseParserError, UserException) as error:
         fail(f"{args[0]}: {error}")
 
 

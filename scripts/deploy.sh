@@ -11,7 +11,7 @@
 #   5. puts the keys given into the stack's secrets.
 #
 #   scripts/deploy.sh [--stack NAME] [--region REGION] [--bucket NAME] [--dry-run] [--no-build]
-#                     [Name=Value ...]
+#                     [--functions DIR] [Name=Value ...]
 #
 #   --stack      the CloudFormation stack (samconfig.toml's stack_name, video-workflow)
 #   --region     the AWS region (default: AWS_REGION, or the profile's)
@@ -22,7 +22,10 @@
 #                layer version costs nothing until a function uses it)
 #   --no-build   deploy the functions and the layer built last (target/lambda,
 #                .local/layer/ffmpeg-layer-arm64.zip)
-#   Name=Value   template parameters, e.g. BillingProvider=sandbox SegmentSeconds=120
+#   --functions  with --no-build: the folder of the built functions (<function>/bootstrap)
+#   Name=Value   template parameters, e.g. BillingProvider=sandbox SegmentSeconds=120; a
+#                parameter not given keeps the stack's value (the template's default on a
+#                first deploy), as `sam deploy` does
 #
 # Credentials: as the AWS CLI reads them (AWS_PROFILE, AWS_ACCESS_KEY_ID, ...). Keys,
 # read from the environment only (never arguments, which shells keep):
@@ -39,6 +42,7 @@ SAM_CLI="aws-sam-cli==1.170.0"
 VENV=.local/venv
 stack=video-workflow
 bucket=""
+functions="${CARGO_TARGET_DIR:-target}/lambda"
 dry_run=0
 build=1
 overrides=()
@@ -51,6 +55,7 @@ while [ $# -gt 0 ]; do
     --region) export AWS_REGION="${2:?--region needs a region}" AWS_DEFAULT_REGION="$2"; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     --no-build) build=0; shift ;;
+    --functions) functions="${2:?--functions needs a folder}"; shift 2 ;;
     *=*) overrides+=("$1"); shift ;;
     *) usage ;;
   esac
@@ -70,7 +75,6 @@ python=("$VENV/bin/python" scripts/deploy.py)
 # Before anything long: the keys, and that credentials and a region are there.
 "${python[@]}" check "$stack" "${overrides[@]}"
 
-functions="${CARGO_TARGET_DIR:-target}/lambda"
 layer_zip=.local/layer/ffmpeg-layer-arm64.zip
 if [ "$build" = 1 ]; then
   # The layer's check runs its tools: ffmpeg makes the test video, and on another

@@ -21,7 +21,7 @@ cleanup() {
   report
   if [ -n "${fuzz_pid:-}" ]; then kill "$fuzz_pid" 2>/dev/null || true; fi
   if [ -n "${install_pid:-}" ]; then kill "$install_pid" 2>/dev/null || true; fi
-  if [ -n "${arm64_pid:-}" ]; then kill "$arm64_pid" 2>/dev/null || true; fi
+  if [ -n "${arm64_pid:-}" ]; then kill -- "-$arm64_pid" 2>/dev/null || true; fi
   [ "${KEEP_EMULATORS:-0}" = 1 ] || infra/emulators.sh stop || true
 }
 trap cleanup EXIT
@@ -29,7 +29,10 @@ trap cleanup EXIT
 # The tools install while the crates compile (below): the one waits on the network, the
 # other on the cores. Their output is shown once both are done.
 mkdir -p .local
-{ started=$SECONDS; infra/ffmpeg.sh && infra/emulators.sh install && infra/qemu.sh && scripts/build-layer.sh; status=$?; echo $((SECONDS - started)) >.local/install.seconds; exit $status; } \
+# A run of everything (or ARM64=1) also registers qemu and builds the arm64 layer.
+arm64=0
+if [ $# = 0 ] || [ "${ARM64:-0}" = 1 ]; then arm64=1; fi
+{ started=$SECONDS; infra/ffmpeg.sh && infra/emulators.sh install && { [ "$arm64" = 0 ] || { infra/qemu.sh && scripts/build-layer.sh; }; }; status=$?; echo $((SECONDS - started)) >.local/install.seconds; exit $status; } \
   >.local/install.log 2>&1 &
 install_pid=$!
 # The crash tests run `serve` as a process, and the Lambda tests (lambda_binaries.rs) run
@@ -73,10 +76,11 @@ if [ $# = 0 ] || [ "${FUZZ:-0}" = 1 ]; then
     >.local/fuzz.log 2>&1 &
   fuzz_pid=$!
 fi
+# In a session of its own, so that the cleanup stops cargo and rustc with it.
 arm64_pid=""
-if [ $# = 0 ] || [ "${ARM64:-0}" = 1 ]; then
-  { started=$SECONDS; nice -n 19 scripts/build-lambda.sh --profile lambda-test; status=$?; echo $((SECONDS - started)) >.local/arm64-build.seconds; exit $status; } \
-    >.local/arm64-build.log 2>&1 &
+if [ "$arm64" = 1 ]; then
+  setsid bash -c 'started=$SECONDS; status=0; nice -n 19 scripts/build-lambda.sh --profile lambda-test || status=$?
+    echo $((SECONDS - started)) >.local/arm64-build.seconds; exit $status' >.local/arm64-build.log 2>&1 &
   arm64_pid=$!
 fi
 wait_arm64_build() {
@@ -96,7 +100,7 @@ step "run the tests" cargo test --workspace "$@"
 # cores they leave. The chaos tests run only once it is done (a serve of theirs, timed
 # against a failing DynamoDB, failed once beside a niced clippy). A filtered run skips
 # them unless ARM64=1.
-if [ $# = 0 ] || [ "${ARM64:-0}" = 1 ]; then
+if [ "$arm64" = 1 ]; then
   step "wait for the arm64 functions (built beside the tests)" wait_arm64_build
   step "arm64: the layer's tools, the functions under qemu, the deploy's dry run" \
     cargo test --workspace --test api -- --ignored arm64 --nocapture

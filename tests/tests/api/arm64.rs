@@ -9,10 +9,15 @@
 //!
 //! Ignored in the main run: `scripts/test.sh` builds the artifacts, then runs
 //! `cargo test --test api -- --ignored arm64`. `ARM64_LAYER_ZIP` and `ARM64_FUNCTIONS`
-//! name other builds than `.local/layer/ffmpeg-layer-arm64.zip` and `target/lambda`.
+//! name other builds than `.local/layer/ffmpeg-layer-arm64.zip` and `target/functions-lambda-test`
+//! (`scripts/build-lambda.sh --profile lambda-test`; the release build is `target/lambda`).
+//!
+//! The roots qemu is given (`QEMU_LD_PREFIX`) are no chroot: qemu looks there first, then
+//! in this machine's folders. What keeps the layer's tools from this machine's libraries
+//! is that it has none for arm64: an x86_64 library the loader finds is not loaded.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -29,6 +34,10 @@ use crate::runs::{probe_file, Probed};
 const IMAGE_LIBRARIES: [&str; 5] = ["libc.so.6", "libm.so.6", "libgcc_s.so.1", "libpthread.so.0", "libdl.so.2"];
 /// The dynamic loader the function binaries name (`PT_INTERP`).
 const LOADER: &str = "ld-linux-aarch64.so.1";
+/// provided.al2023's glibc: no function may need a newer one.
+const IMAGE_GLIBC: (u32, u32) = (2, 34);
+/// Longest a tool of the layer may take here (under qemu, on a slow machine).
+const TOOL_LIMIT: Duration = Duration::from_secs(300);
 
 /// The arm64 layer, unzipped, and the roots arm64 programs see as `/`.
 pub struct Layer {
@@ -42,12 +51,12 @@ pub struct Layer {
 }
 
 /// The workspace's folder.
-fn workspace() -> PathBuf {
+pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The layer zip `scripts/build-layer.sh` made, unzipped once per test process into a
-/// temporary folder (with its files' modes, as Lambda unzips a layer).
+/// The layer zip `scripts/build-layer.sh` made, unzipped once per test process into
+/// `.local/layer/unzipped` (made anew; with its files' modes, as Lambda unzips a layer).
 pub fn layer() -> &'static Layer {
     static LAYER: OnceLock<Layer> = OnceLock::new();
     LAYER.get_or_init(|| {
@@ -64,8 +73,12 @@ pub fn layer() -> &'static Layer {
                 .is_ok_and(|state| state.starts_with("enabled")),
             "qemu-aarch64 is not registered with binfmt_misc: run infra/qemu.sh (./scripts/test.sh does)"
         );
-        let folder = tempfile::tempdir().expect("temporary folder").keep();
+        let folder = workspace().join(".local/layer/unzipped");
+        if folder.exists() {
+            std::fs::remove_dir_all(&folder).expect("removing the last unzipped layer");
+        }
         let opt = folder.join("opt");
+        std::fs::create_dir_all(&opt).expect("the layer's folder");
         let unzipped = Command::new("unzip").arg("-q").arg(&zip).arg("-d").arg(&opt).status().expect("unzip");
         assert!(unzipped.success(), "unzipping {}", zip.display());
         let (empty, image) = (folder.join("empty-root"), folder.join("image-root"));
@@ -120,13 +133,9 @@ impl Layer {
     /// Runs the layer's `tool` through its wrapper, in `folder`, with Lambda's
     /// environment and nothing else; fails the test when it does not end well.
     fn run(&self, tool: &str, args: &[&str], folder: &Path) -> Output {
-        let output = Command::new(self.opt.join("bin").join(tool))
-            .args(args)
-            .current_dir(folder)
-            .env_clear()
-            .envs(self.lambda_environment(false))
-            .output()
-            .unwrap_or_else(|error| panic!("starting the layer's {tool}: {error}"));
+        let mut command = Command::new(self.opt.join("bin").join(tool));
+        command.args(args).current_dir(folder).env_clear().envs(self.lambda_environment(false));
+        let output = output_within(command, TOOL_LIMIT);
         assert!(
             output.status.success(),
             "the layer's {tool} {args:?} failed ({}): {}",
@@ -137,17 +146,66 @@ impl Layer {
     }
 }
 
-/// The arm64 build of a function, as `scripts/build-lambda.sh` (`sam build`) makes it.
+/// The folder of the arm64 functions, each `<name>/bootstrap`.
+pub fn functions_folder() -> PathBuf {
+    std::env::var_os("ARM64_FUNCTIONS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/functions-lambda-test"))
+}
+
+/// The arm64 build of a function, as `scripts/build-lambda.sh` (`sam build`) makes it;
+/// fails the test when it needs a glibc newer than the function image's.
 pub fn function_binary(name: &str) -> PathBuf {
-    let folder =
-        std::env::var_os("ARM64_FUNCTIONS").map(PathBuf::from).unwrap_or_else(|| workspace().join("target/lambda"));
-    let path = folder.join(name).join("bootstrap");
+    let path = functions_folder().join(name).join("bootstrap");
     assert!(
         path.is_file(),
-        "{} is missing: build it first with scripts/build-lambda.sh {name} (./scripts/test.sh does)",
+        "{} is missing: build it first with scripts/build-lambda.sh --profile lambda-test {name} (./scripts/test.sh does)",
+        path.display()
+    );
+    let glibc = newest_glibc(&path);
+    assert!(
+        glibc <= IMAGE_GLIBC,
+        "{} needs glibc {glibc:?}, newer than provided.al2023's {IMAGE_GLIBC:?}",
         path.display()
     );
     path
+}
+
+/// The newest glibc version an ELF file names among the versions it needs.
+fn newest_glibc(path: &Path) -> (u32, u32) {
+    let mut command = Command::new("readelf");
+    command.args(["--version-info", "--wide"]).arg(path);
+    let listing = text(&output_within(command, Duration::from_secs(60)).stdout);
+    listing
+        .split_whitespace()
+        .filter_map(|word| word.strip_prefix("GLIBC_2."))
+        .filter_map(|minor| minor.split('.').next()?.parse::<u32>().ok())
+        .map(|minor| (2, minor))
+        .max()
+        .unwrap_or_else(|| panic!("{} names no glibc version: {listing}", path.display()))
+}
+
+/// Runs `command` to its end, bounded: a process still running after `limit` is killed
+/// and fails the test (qemu stuck on a tool must not hang the suite).
+pub fn output_within(mut command: Command, limit: Duration) -> Output {
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("starting {command:?}: {error}"));
+    let pid = child.id();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || sender.send(child.wait_with_output()));
+    match receiver.recv_timeout(limit) {
+        Ok(output) => output.expect("waiting for the process"),
+        Err(_) => {
+            // SAFETY: kill(2) on the child's pid, which is not reaped before the waiting
+            // thread returns.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("{command:?} did not end within {limit:?}");
+        }
+    }
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -212,7 +270,6 @@ fn arm64_layer_tools_run_from_the_layer_alone() {
     assert!((duration - 2.0).abs() < 0.1, "{duration} s");
     let font = format!("drawtext=fontfile={}/fonts/DejaVuSans.ttf:text=layer:fontsize=40", layer.opt.display());
     layer.run("ffmpeg", &["-v", "error", "-i", "in.mp4", "-vf", &font, "-frames:v", "1", "text.png"], work);
-    assert!(work.join("text.png").metadata().unwrap().len() > 0);
 
     let sentence = "The layer speaks this sentence from its own libraries and data.";
     let spoken = layer.run("espeak-ng", &["-v", "en", "-w", "arm64.wav", sentence], work);

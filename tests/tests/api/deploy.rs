@@ -5,15 +5,16 @@
 //! Ignored in the main run, with the arm64 tests (`arm64` in its name): it needs their
 //! artifacts.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::Value;
 
-/// The workspace's folder.
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use crate::arm64::{functions_folder, output_within, workspace};
+
+/// Longest a dry run may take (it zips and sends 61 functions and the layer to moto).
+const DEPLOY_LIMIT: Duration = Duration::from_secs(600);
 
 /// The emulator's address as AWS_ENDPOINT_URL for every service. `localhost`, not
 /// 127.0.0.1: moto reads the bucket of a change set's template URL from a path-style URL
@@ -25,9 +26,8 @@ fn moto_endpoint() -> String {
 }
 
 /// A command with this test run's credentials and region, moto as every service's
-/// endpoint, and the functions `functions` names (`target/lambda` as the test script
-/// builds it by default).
-fn with_moto(mut command: Command, functions: Option<&Path>) -> Command {
+/// endpoint, and no key of the environment.
+fn with_moto(mut command: Command) -> Command {
     for (name, _) in std::env::vars().filter(|(name, _)| name.starts_with("AWS_ENDPOINT_URL")) {
         command.env_remove(name);
     }
@@ -35,27 +35,23 @@ fn with_moto(mut command: Command, functions: Option<&Path>) -> Command {
     for key in ["STRIPE_API_KEY", "STRIPE_WEBHOOK_SECRET", "OPENAI_API_KEY", "GEMINI_API_KEY"] {
         command.env_remove(key);
     }
-    if let Some(functions) = functions {
-        command.env("CARGO_TARGET_DIR", functions.parent().unwrap());
-    }
     command.current_dir(workspace());
     command
 }
 
-fn deploy(args: &[&str], functions: Option<&Path>) -> Output {
-    let mut command = with_moto(Command::new(workspace().join("scripts/deploy.sh")), functions);
-    command.args(args).output().expect("running scripts/deploy.sh")
+/// `scripts/deploy.sh --dry-run --no-build --functions <functions>` with `args`.
+fn deploy(args: &[&str], functions: &Path) -> Output {
+    let mut command = with_moto(Command::new(workspace().join("scripts/deploy.sh")));
+    command.args(["--dry-run", "--no-build", "--functions"]).arg(functions).args(args);
+    output_within(command, DEPLOY_LIMIT)
 }
 
 /// Runs Python (the venv with boto3) on moto: `script` gets `sys.argv[1:]` = `args` and
 /// prints JSON.
 fn python(script: &str, args: &[&str]) -> Value {
-    let output = with_moto(Command::new(workspace().join(".local/venv/bin/python")), None)
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("the venv's Python (infra/emulators.sh install)");
+    let mut command = with_moto(Command::new(workspace().join(".local/venv/bin/python")));
+    command.arg("-c").arg(script).args(args);
+    let output = output_within(command, Duration::from_secs(120));
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|_| panic!("JSON: {}", String::from_utf8_lossy(&output.stdout)))
@@ -94,21 +90,19 @@ print(json.dumps({
 /// The dry run builds the deploy template from the built functions, publishes the layer
 /// from the named bucket, packages every function and creates the stack's change set
 /// with the layer's ARN and the parameters given, and executes nothing: the stack stays
-/// in review, no secret is written. A second publish of the same layer is the same
-/// version. Refused, each before anything is published: a payment provider without its
+/// in review. A second publish of the same layer is the same version. Refused, each before anything is published: a payment provider without its
 /// keys, a parameter the template does not have, a function not built.
 #[test]
 #[ignore = "needs the arm64 functions and layer: ./scripts/test.sh builds and runs it (arm64)"]
 fn arm64_deploy_dry_run_publishes_the_layer_once_and_executes_nothing() {
-    let functions =
-        std::env::var_os("ARM64_FUNCTIONS").map(PathBuf::from).unwrap_or_else(|| workspace().join("target/lambda"));
+    let functions = functions_folder();
     let layer_zip = workspace().join(".local/layer/ffmpeg-layer-arm64.zip");
     assert!(layer_zip.is_file(), "{} is missing: scripts/build-layer.sh", layer_zip.display());
     let stack = format!("dry-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let bucket = format!("{stack}-artifacts");
     python("import boto3, sys; boto3.client('s3').create_bucket(Bucket=sys.argv[1]); print('{}')", &[&bucket]);
 
-    let refused = deploy(&["--dry-run", "--no-build", "--stack", &stack, "--bucket", &bucket], Some(&functions));
+    let refused = deploy(&["--stack", &stack, "--bucket", &bucket], &functions);
     assert!(!refused.status.success());
     assert!(
         stderr(&refused).contains(
@@ -117,16 +111,13 @@ fn arm64_deploy_dry_run_publishes_the_layer_once_and_executes_nothing() {
         "{}",
         stderr(&refused)
     );
-    let refused = deploy(&["--dry-run", "--no-build", "--stack", &stack, "Segments=3"], Some(&functions));
+    let refused = deploy(&["--stack", &stack, "Segments=3"], &functions);
     assert!(!refused.status.success());
     assert!(stderr(&refused).contains("Segments is no parameter of template.yaml"), "{}", stderr(&refused));
     let empty = tempfile::tempdir().unwrap();
     let none_built = empty.path().join("lambda");
     std::fs::create_dir_all(none_built.join("whoami")).unwrap();
-    let refused = deploy(
-        &["--dry-run", "--no-build", "--stack", &stack, "--bucket", &bucket, "BillingProvider=sandbox"],
-        Some(&none_built),
-    );
+    let refused = deploy(&["--stack", &stack, "--bucket", &bucket, "BillingProvider=sandbox"], &none_built);
     assert!(!refused.status.success());
     assert!(stderr(&refused).contains("not built: ") && stderr(&refused).contains("whoami"), "{}", stderr(&refused));
     let layer = format!("{stack}-media-tools");
@@ -136,19 +127,8 @@ fn arm64_deploy_dry_run_publishes_the_layer_once_and_executes_nothing() {
     );
     assert_eq!(nothing, serde_json::json!([]), "a refused deploy published nothing");
 
-    let dry = deploy(
-        &[
-            "--dry-run",
-            "--no-build",
-            "--stack",
-            &stack,
-            "--bucket",
-            &bucket,
-            "BillingProvider=sandbox",
-            "SegmentSeconds=90",
-        ],
-        Some(&functions),
-    );
+    let dry =
+        deploy(&["--stack", &stack, "--bucket", &bucket, "BillingProvider=sandbox", "SegmentSeconds=90"], &functions);
     let log = format!("{}{}", String::from_utf8_lossy(&dry.stdout), stderr(&dry));
     assert!(dry.status.success(), "{log}");
     assert!(log.contains("Changeset created successfully"), "{log}");
@@ -176,8 +156,9 @@ fn arm64_deploy_dry_run_publishes_the_layer_once_and_executes_nothing() {
     assert_eq!(layers[0]["sha"], expected, "the published layer is the zip");
 
     // The same layer again: the version published above, nothing new.
-    let mut again = with_moto(Command::new(workspace().join(".local/venv/bin/python")), None);
-    let again = again.arg("scripts/deploy.py").arg("layer").arg(&layer_zip).arg(&layer).arg(&bucket).output().unwrap();
+    let mut again = with_moto(Command::new(workspace().join(".local/venv/bin/python")));
+    again.arg("scripts/deploy.py").arg("layer").arg(&layer_zip).arg(&layer).arg(&bucket);
+    let again = output_within(again, Duration::from_secs(120));
     assert!(again.status.success(), "{}", stderr(&again));
     assert_eq!(String::from_utf8_lossy(&again.stdout).trim(), layers[0]["arn"].as_str().unwrap());
     assert_eq!(python(DESCRIBE, &[&stack, &bucket, &layer])["layers"].as_array().unwrap().len(), 1);
