@@ -35,6 +35,23 @@ if [ $# = 0 ] || [ "${ARM64:-0}" = 1 ]; then arm64=1; fi
 { started=$SECONDS; infra/ffmpeg.sh && infra/emulators.sh install && { [ "$arm64" = 0 ] || { infra/qemu.sh && scripts/build-layer.sh; }; }; status=$?; echo $((SECONDS - started)) >.local/install.seconds; exit $status; } \
   >.local/install.log 2>&1 &
 install_pid=$!
+# The arm64 functions (below) build from here on, at the lowest priority: in the gaps of
+# the build and while the tests wait. In a session of its own, so that the cleanup stops
+# cargo and rustc with it.
+arm64_pid=""
+if [ "$arm64" = 1 ]; then
+  setsid bash -c 'started=$SECONDS; status=0; nice -n 19 scripts/build-lambda.sh --profile lambda-test || status=$?
+    echo $((SECONDS - started)) >.local/arm64-build.seconds; exit $status' >.local/arm64-build.log 2>&1 &
+  arm64_pid=$!
+fi
+wait_arm64_build() {
+  local status=0
+  wait "$arm64_pid" || status=$?
+  arm64_pid=""
+  tail -n 20 .local/arm64-build.log >&2
+  echo "[test] the arm64 build took $(cat .local/arm64-build.seconds 2>/dev/null || echo '?') s beside the build and the tests" >&2
+  [ "$status" = 0 ] || { echo "[test] building the arm64 functions failed (exit $status): .local/arm64-build.log" >&2; return "$status"; }
+}
 # The crash tests run `serve` as a process, and the Lambda tests (lambda_binaries.rs) run
 # every function binary under a Runtime API emulator: built first, not inside a test.
 # They are built with the tests, in one build: the tests' dev-dependencies turn on
@@ -76,32 +93,17 @@ if [ $# = 0 ] || [ "${FUZZ:-0}" = 1 ]; then
     >.local/fuzz.log 2>&1 &
   fuzz_pid=$!
 fi
-# In a session of its own, so that the cleanup stops cargo and rustc with it.
-arm64_pid=""
-if [ "$arm64" = 1 ]; then
-  setsid bash -c 'started=$SECONDS; status=0; nice -n 19 scripts/build-lambda.sh --profile lambda-test || status=$?
-    echo $((SECONDS - started)) >.local/arm64-build.seconds; exit $status' >.local/arm64-build.log 2>&1 &
-  arm64_pid=$!
-fi
-wait_arm64_build() {
-  local status=0
-  wait "$arm64_pid" || status=$?
-  arm64_pid=""
-  tail -n 20 .local/arm64-build.log >&2
-  echo "[test] the arm64 build took $(cat .local/arm64-build.seconds 2>/dev/null || echo '?') s beside the tests" >&2
-  [ "$status" = 0 ] || { echo "[test] building the arm64 functions failed (exit $status): .local/arm64-build.log" >&2; return "$status"; }
-}
 step "run the tests" cargo test --workspace "$@"
 # The arm64 artifacts under qemu and the deploy's dry run (tests/tests/api/arm64.rs,
 # deploy.rs): the layer built above, and every function, built as `sam build` builds them
-# but without whole-program optimization (the `lambda-test` profile: 6.5 minutes of both
-# cores cold, where the release profile takes 34; docs/performance.md). They build while
-# the tests run, at the lowest priority: the tests mostly wait, and the build takes the
-# cores they leave. The chaos tests run only once it is done (a serve of theirs, timed
+# but unoptimized (the `lambda-test` profile: 3.3 minutes of both cores cold, where the
+# release profile takes 34; docs/performance.md). They build beside the build above and
+# the tests, at the lowest priority: the cargo build has gaps, the tests mostly wait, and
+# the arm64 build takes the cores they leave. The chaos tests run only once it is done (a serve of theirs, timed
 # against a failing DynamoDB, failed once beside a niced clippy). A filtered run skips
 # them unless ARM64=1.
 if [ "$arm64" = 1 ]; then
-  step "wait for the arm64 functions (built beside the tests)" wait_arm64_build
+  step "wait for the arm64 functions (built beside the build and the tests)" wait_arm64_build
   step "arm64: the layer's tools, the functions under qemu, the deploy's dry run" \
     cargo test --workspace --test api -- --ignored arm64 --nocapture
 fi
