@@ -7,14 +7,14 @@
 #   usage: scripts/build-lambda.sh [--profile NAME] [function ...]
 #
 # Every function of template.yaml by default. `--profile lambda-test` builds the same code
-# without whole-program optimization into target/functions-lambda-test/<function>/, as the
-# test script does for the arm64 functions it runs under qemu (Cargo.toml): never where
-# scripts/deploy.sh takes the release ones from.
+# unoptimized into target/functions-lambda-test/<function>/, as the test script does for
+# the arm64 functions it runs under qemu (Cargo.toml): never where scripts/deploy.sh
+# takes the release ones from.
 #
 # Installs cargo-lambda and zig from PyPI into .local/lambda (their own venv; BUILD.md:
 # 9 s, where `cargo install cargo-lambda` takes 21 minutes) and needs the rustup target
 # aarch64-unknown-linux-gnu, which it adds when missing (from the toolchain server). A
-# cold release build of every function takes 34 minutes on 2 cores, lambda-test 6.5
+# cold release build of every function takes 34 minutes on 2 cores, lambda-test 3.3
 # (docs/performance.md, "The arm64 artifacts").
 set -euo pipefail
 cd "$(dirname "$0")/.."

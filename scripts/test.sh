@@ -37,10 +37,13 @@ if [ $# = 0 ] || [ "${ARM64:-0}" = 1 ]; then arm64=1; fi
 install_pid=$!
 # The arm64 functions (below) build from here on, at the lowest priority: in the gaps of
 # the build and while the tests wait. In a session of its own, so that the cleanup stops
-# cargo and rustc with it.
+# cargo and rustc with it; a new session is a scheduling group of its own, which the
+# kernel weighs against this one as an equal unless the group's own nice says otherwise
+# (a fresh clone's main build took 772 s instead of 485 with only `nice`).
 arm64_pid=""
 if [ "$arm64" = 1 ]; then
-  setsid bash -c 'started=$SECONDS; status=0; nice -n 19 scripts/build-lambda.sh --profile lambda-test || status=$?
+  setsid bash -c 'started=$SECONDS; status=0; echo 19 >/proc/self/autogroup 2>/dev/null || true
+    nice -n 19 scripts/build-lambda.sh --profile lambda-test || status=$?
     echo $((SECONDS - started)) >.local/arm64-build.seconds; exit $status' >.local/arm64-build.log 2>&1 &
   arm64_pid=$!
 fi
