@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 use shared::adapters::sqs::{SqsTaskQueue, SqsWebhookQueue};
 use shared::domain::nodes::{NodeTypeId, DESTINATION, IMAGE_GENERATION, SPEED, VIDEO_INPUT};
 
-use crate::helpers::try_send;
+use crate::helpers::{try_send, try_send_with};
 
 const KEY: &str = "chaos-key";
 const ORGANIZATION: &str = "6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e33";
@@ -206,20 +206,34 @@ impl Cluster {
         }
     }
 
-    /// A request to a live process (the first that answers, from `at` on); connection
-    /// failures try the next one, a bounded number of times.
+    /// A request to a live process (the first that answers, from `at` on), sent as a
+    /// careful client sends it: a POST carries an `Idempotency-Key`, and a connection
+    /// failure (a killed process) or a 503 (DynamoDB behind the fault proxy failed every
+    /// retry: "try again shortly") sends it again with the same key, a bounded number of
+    /// times. The last answer is returned, a 503 included.
     async fn call_at(&self, at: usize, method: Method, path: &str, body: Option<&Value>) -> (StatusCode, Value) {
         let body = body.map(|body| body.to_string().into_bytes()).unwrap_or_default();
+        let idempotency_key = (method == Method::POST).then(|| uuid::Uuid::new_v4().to_string());
+        let (mut unavailable, mut repeats) = (None, 0);
         for attempt in 0..60 {
             let index = (at + attempt) % 3;
             if self.children[index].is_some() {
-                if let Some(answer) = try_send(self.addrs[index], method.clone(), path, KEY, body.clone()).await {
-                    return answer;
+                let (addr, key) = (self.addrs[index], idempotency_key.as_deref());
+                match try_send_with(addr, method.clone(), path, KEY, key, body.clone()).await {
+                    Some((StatusCode::SERVICE_UNAVAILABLE, answer)) => {
+                        unavailable = Some((StatusCode::SERVICE_UNAVAILABLE, answer));
+                        repeats += 1;
+                        if repeats == 10 {
+                            break;
+                        }
+                    }
+                    Some(answer) => return answer,
+                    None => {}
                 }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        self.fail(&format!("no serve answered {method} {path}"));
+        unavailable.unwrap_or_else(|| self.fail(&format!("no serve answered {method} {path}")))
     }
 
     async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> (StatusCode, Value) {

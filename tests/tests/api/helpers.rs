@@ -427,15 +427,29 @@ pub async fn try_send(
     key: &str,
     body: Vec<u8>,
 ) -> Option<(StatusCode, Value)> {
+    try_send_with(addr, method, path, key, None, body).await
+}
+
+/// As [`try_send`], with an `Idempotency-Key` when given one.
+pub async fn try_send_with(
+    addr: std::net::SocketAddr,
+    method: Method,
+    path: &str,
+    key: &str,
+    idempotency_key: Option<&str>,
+    body: Vec<u8>,
+) -> Option<(StatusCode, Value)> {
     use http_body_util::BodyExt;
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<http_body_util::Full<bytes::Bytes>>();
-    let request = http::Request::builder()
+    let mut request = http::Request::builder()
         .method(method)
         .uri(format!("http://{addr}{path}"))
-        .header("authorization", format!("Bearer {key}"))
-        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-        .expect("request");
+        .header("authorization", format!("Bearer {key}"));
+    if let Some(idempotency_key) = idempotency_key {
+        request = request.header("idempotency-key", idempotency_key);
+    }
+    let request = request.body(http_body_util::Full::new(bytes::Bytes::from(body))).expect("request");
     let response = client.request(request).await.ok()?;
     let status = response.status();
     let bytes = response.into_body().collect().await.ok()?.to_bytes();
