@@ -10,6 +10,7 @@ mod assets;
 mod auth;
 pub mod avatars;
 mod body;
+pub mod console;
 pub mod credits;
 pub mod error;
 pub mod handlers;

@@ -58,6 +58,17 @@ fn serve(function: &'static str, handler: Handler, park: Option<Park>) -> ! {
     })
 }
 
+/// Runs the `console` function: the console's files (`api::console`), no state, no key.
+pub fn run_console() -> ! {
+    super::run_function("console", async { Ok(()) }, |()| {
+        lambda_http::run(lambda_http::service_fn(|request: lambda_http::Request| async move {
+            let rest = api::console::path_in_function(request.uri().path());
+            let tag = request.headers().get(header::IF_NONE_MATCH);
+            Ok::<_, Infallible>(api::console::answer(request.method(), rest, tag))
+        }))
+    })
+}
+
 /// Serves one request of a function's route as its binary does, parking a large
 /// response when the route allows it.
 pub async fn handle(endpoint: Endpoint, app: Arc<App>, request: lambda_http::Request) -> Response {

@@ -134,6 +134,13 @@ async fn handle(
         tracing::info!(%method, path, status, ms = started.elapsed().as_secs_f64() * 1000.0, "request");
         return Ok(response);
     }
+    // The console's files, on the API's origin (no API key: the console asks for one).
+    if let Some(rest) = api::console::path_of(&path) {
+        let response = api::console::answer(&method, rest, parts.headers.get(http::header::IF_NONE_MATCH));
+        let status = response.status().as_u16();
+        tracing::info!(%method, path, status, ms = started.elapsed().as_secs_f64() * 1000.0, "request");
+        return Ok(to_hyper(response));
+    }
     // The sandbox's pages, where it is the billing provider (a checkout of another
     // provider is paid there, never here).
     if path.starts_with(sandbox::PATH_PREFIX) && app.billing().serves_checkout_pages() {
@@ -172,6 +179,11 @@ async fn handle(
             refusal.into_response()
         }
     };
+    Ok(to_hyper(response))
+}
+
+/// An API response as hyper sends it.
+fn to_hyper(response: api::Response) -> hyper::Response<blobs::ResponseBody> {
     let (parts, body) = response.into_parts();
     let body = match body {
         lambda_http::Body::Empty => Bytes::new(),
@@ -179,7 +191,7 @@ async fn handle(
         lambda_http::Body::Binary(bytes) => Bytes::from(bytes),
         _ => Bytes::new(),
     };
-    Ok(hyper::Response::from_parts(parts, blobs::full_body(body)))
+    hyper::Response::from_parts(parts, blobs::full_body(body))
 }
 
 /// Where `serve` keeps its state.

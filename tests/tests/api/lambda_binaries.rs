@@ -506,6 +506,24 @@ async fn an_unreadable_event_is_an_invocation_error_and_the_function_keeps_servi
     assert!(!process.exists(), "the process ended with its emulator");
 }
 
+/// The `console` binary answers the console's files with nothing in its environment but
+/// what Lambda sets: no table, no bucket, no key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_binary_answers_the_embedded_files_with_no_state() {
+    let console = Function::new("console").start().await;
+    for (path, file) in [("/console", 0), ("/console/console.js", 1), ("/console/console.css", 2)] {
+        let event = api_gateway_event(&Method::GET, path, "", &[], None);
+        let (status, headers, body) = http_answer(console.call(&event).await);
+        assert_eq!(status, StatusCode::OK, "{path}: {}", console.log_tail());
+        let expected = &shared::api::console::FILES[file];
+        assert_eq!(headers["content-type"], expected.content_type, "{path}");
+        assert_eq!(body, expected.body.as_bytes(), "{path}");
+    }
+    let event = api_gateway_event(&Method::GET, "/console/missing.js", "", &[], None);
+    let (status, _, body) = http_answer(console.call(&event).await);
+    assert_eq!((status, json_body(&body)), (StatusCode::NOT_FOUND, json!({ "detail": "Not Found" })));
+}
+
 /// Cold starts: for three functions, the time from starting the process to its first
 /// `invocation/next`, median of 20 starts, release binaries when built
 /// (`cargo build --release -p functions --bin whoami --bin get-run --bin node-worker`;

@@ -136,3 +136,45 @@ async fn a_bad_seed_file_is_refused_with_its_reason() {
     let error = serve::build_app(Backend::Embedded, Some(file.path()), &media_options()).await.err().expect("refused");
     assert!(format!("{error:#}").contains("seed file"), "{error:#}");
 }
+
+/// A GET to `serve` with the given headers: status, headers and the body as text.
+async fn fetch_text(
+    addr: std::net::SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, http::HeaderMap, String) {
+    use http_body_util::BodyExt;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let mut request = http::Request::builder().uri(format!("http://{addr}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = client.request(request.body(Default::default()).unwrap()).await.expect("serve answers");
+    let (parts, body) = response.into_parts();
+    let bytes = body.collect().await.unwrap().to_bytes();
+    (parts.status, parts.headers, String::from_utf8(bytes.to_vec()).expect("text"))
+}
+
+/// The console is served on the API's origin with no key; its script is the embedded
+/// bundle, revalidated by its tag; an entry called "console" stays the API's.
+#[tokio::test]
+async fn serve_answers_the_console_with_no_key() {
+    let seed = seed_file();
+    let (app, _) = serve::build_app(Backend::Embedded, Some(seed.path()), &media_options()).await.unwrap();
+    let (addr, _stop) = serve::spawn(Arc::new(app), "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let (status, headers, page) = fetch_text(addr, "/console", &[]).await;
+    assert_eq!((status, &headers["content-type"]), (StatusCode::OK, &"text/html; charset=utf-8".parse().unwrap()));
+    assert!(page.contains(r#"src="/console/console.js""#), "{page}");
+    let (status, headers, script) = fetch_text(addr, "/console/console.js", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(script, shared::api::console::FILES[1].body);
+    let tag = headers["etag"].to_str().unwrap().to_owned();
+    let (status, _, body) = fetch_text(addr, "/console/console.js", &[("if-none-match", &tag)]).await;
+    assert_eq!((status, body.as_str()), (StatusCode::NOT_MODIFIED, ""));
+    let (status, _, body) = fetch_text(addr, "/console/nothing", &[]).await;
+    assert_eq!((status, body.as_str()), (StatusCode::NOT_FOUND, r#"{"detail":"Not Found"}"#));
+    // The API is unchanged beside it: a key is still needed there.
+    let (status, _, _) = fetch_text(addr, "/agents", &[]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}

@@ -95,8 +95,8 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
     let template = template();
     let functions = functions(&template);
     let binaries = binaries();
-    // Every route's function, node-worker, webhook-sender, sweeper and scheduler.
-    assert_eq!(functions.len(), ROUTES.len() + 4, "one function per route: {:?}", functions.keys());
+    // Every route's function, node-worker, webhook-sender, sweeper, scheduler and console.
+    assert_eq!(functions.len(), ROUTES.len() + 5, "one function per route: {:?}", functions.keys());
     for route in ROUTES.iter() {
         let (logical_id, function) = functions
             .iter()
@@ -153,9 +153,38 @@ fn every_route_has_exactly_one_function_with_its_binary_event_and_actions() {
     }
     assert_eq!(
         binaries.len(),
-        ROUTES.len() + 6,
-        "every binary but serve, openapi, node-worker, webhook-sender, sweeper and scheduler is a route's function"
+        ROUTES.len() + 7,
+        "every binary but serve, openapi, node-worker, webhook-sender, sweeper, scheduler and console is a route's \
+         function"
     );
+}
+
+#[test]
+fn the_console_function_answers_its_paths_with_no_key_no_state_and_no_policy() {
+    let template = template();
+    let functions = functions(&template);
+    assert!(binaries().contains("console"));
+    let (logical_id, console) = functions
+        .iter()
+        .find(|(_, function)| function["Metadata"]["BuildProperties"]["Binary"] == "console")
+        .expect("a function builds console");
+    check_policy(logical_id, console, &[], &[], &[], &[]);
+    let mut routes: Vec<(String, String)> = console["Properties"]["Events"]
+        .as_mapping()
+        .expect("Events")
+        .values()
+        .map(|event| {
+            assert_eq!(event["Type"], "HttpApi", "{logical_id}");
+            assert!(event["Properties"]["Auth"].is_null(), "{logical_id}: the console's files take no key");
+            let text = |field: &str| event["Properties"][field].as_str().unwrap().to_owned();
+            (text("Method"), text("Path"))
+        })
+        .collect();
+    routes.sort();
+    assert_eq!(routes, [("GET".to_owned(), "/console".to_owned()), ("GET".to_owned(), "/console/{proxy+}".to_owned())]);
+    // No route of the API is the console's: `serve` answers `/console` before the API.
+    assert!(ROUTES.iter().all(|route| shared::api::console::path_of(route.path).is_none()));
+    assert!(format!("{:?}", template["Outputs"]["ConsoleUrl"]).contains("/console"));
 }
 
 #[test]
