@@ -430,9 +430,15 @@ async fn a_chain_of_edits_makes_a_playable_video_reachable_by_its_signed_links(b
     assert_eq!(status, StatusCode::OK);
     let views = view["nodes"].as_array().unwrap();
     assert_eq!(views.len(), 5);
+    // Each node's times: when a worker took its task and when the task ended, inside
+    // the run's own (RFC 3339 UTC strings with one precision sort as times).
+    let time = |value: &Value| value.as_str().unwrap_or_else(|| panic!("a time: {value}")).to_owned();
+    let (run_started, run_finished) = (time(&record["started_at"]), time(&record["finished_at"]));
     for node in views {
         assert_eq!(node["status"], "completed", "{node}");
         assert_ne!(node["agent_node_id"], node["original_node_id"], "runtime nodes have IDs of their own");
+        let (started, finished) = (time(&node["started_at"]), time(&node["finished_at"]));
+        assert!(run_started <= started && started <= finished && finished <= run_finished, "{record}\n{node}");
     }
     let destination = views.iter().find(|node| node["original_node_id"] == nodes["out"].as_str()).unwrap();
     assert_eq!(destination["outputs"].as_array().unwrap().len(), 1);
@@ -841,6 +847,11 @@ async fn chain_run_without_workers(backend: Backend) -> (Harness, String, shared
 
 async fn a_task_message_delivered_twice_does_its_work_once(backend: Backend) {
     let (harness, run, engine, message) = chain_run_without_workers(backend).await;
+    // Not taken by a worker yet: no times.
+    let (_, view) = harness.test.call(Method::GET, &format!("/agent_run/{run}/nodes"), None).await;
+    for node in view["nodes"].as_array().unwrap() {
+        assert_eq!((&node["started_at"], &node["finished_at"]), (&Value::Null, &Value::Null), "{node}");
+    }
     let (organization, run_id) = (message.organization_id, message.run_id);
     // Both deliveries at once: one claims, the other is acknowledged without work.
     let (first, second) = tokio::join!(engine.worker.process(message), engine.worker.process(message));

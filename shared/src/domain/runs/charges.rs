@@ -194,7 +194,7 @@ impl Run {
         if self.status != RunStatus::Running || !claimable {
             return false;
         }
-        self.set_status(index, TaskStatus::Blocked);
+        self.set_status(index, TaskStatus::Blocked, now);
         let task = &mut self.tasks[index];
         task.lease_until = None;
         task.claims = 0;

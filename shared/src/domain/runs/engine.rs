@@ -154,13 +154,13 @@ impl Run {
             }
         }
         if all_completed {
-            self.set_status(index, TaskStatus::Queued);
+            self.set_status(index, TaskStatus::Queued, now);
             let task = &mut self.tasks[index];
             task.sent = true;
             task.queued_at = Some(now);
             Some(TaskStatus::Queued)
         } else if any_failed {
-            self.set_status(index, TaskStatus::Failed);
+            self.set_status(index, TaskStatus::Failed, now);
             let task = &mut self.tasks[index];
             task.error = None;
             task.error_node = None;
@@ -231,7 +231,7 @@ impl Run {
             return Claim::Refused(format!("the task is {:?}", task.status).to_lowercase());
         }
         if task.claims >= MAX_CLAIMS {
-            self.set_status(index, TaskStatus::Failed);
+            self.set_status(index, TaskStatus::Failed, now);
             let task = &mut self.tasks[index];
             task.error = Some(format!("the task was started {MAX_CLAIMS} times and its worker stopped each time"));
             task.lease_until = None;
@@ -240,7 +240,7 @@ impl Run {
             self.settle_after(index, now);
             return Claim::GaveUp;
         }
-        self.set_status(index, TaskStatus::Running);
+        self.set_status(index, TaskStatus::Running, now);
         let task = &mut self.tasks[index];
         task.claims += 1;
         task.lease_until = Some(now.after(lease));
@@ -288,7 +288,7 @@ impl Run {
         if !self.still_running(index, attempt) {
             return None;
         }
-        self.set_status(index, TaskStatus::Completed);
+        self.set_status(index, TaskStatus::Completed, now);
         let task = &mut self.tasks[index];
         task.result = Some(result);
         task.lease_until = None;
@@ -328,7 +328,7 @@ impl Run {
         if !self.still_running(index, attempt) {
             return false;
         }
-        self.set_status(index, TaskStatus::Blocked);
+        self.set_status(index, TaskStatus::Blocked, now);
         let task = &mut self.tasks[index];
         task.lease_until = None;
         task.claims = 0;
@@ -345,7 +345,7 @@ impl Run {
         if self.status != RunStatus::Running || !queued {
             return false;
         }
-        self.set_status(index, TaskStatus::Blocked);
+        self.set_status(index, TaskStatus::Blocked, now);
         let task = &mut self.tasks[index];
         task.lease_until = None;
         task.claims = 0;
@@ -366,7 +366,7 @@ impl Run {
         if !self.still_running(index, attempt) {
             return None;
         }
-        self.set_status(index, TaskStatus::Failed);
+        self.set_status(index, TaskStatus::Failed, now);
         let task = &mut self.tasks[index];
         task.error = Some(capped(message));
         task.error_node = node.filter(|node| task.nodes.contains(node));
@@ -388,7 +388,7 @@ impl Run {
         let mut changed = false;
         for index in tasks {
             if self.tasks.get(index.0).is_some_and(|task| task.status == TaskStatus::Queued) {
-                self.set_status(*index, TaskStatus::Failed);
+                self.set_status(*index, TaskStatus::Failed, now);
                 let task = &mut self.tasks[*index];
                 task.error = Some(message.to_owned());
                 // No message of it went out: nothing for a resume to detach.
@@ -409,7 +409,7 @@ impl Run {
         if !self.still_running(index, attempt) {
             return false;
         }
-        self.set_status(index, TaskStatus::Queued);
+        self.set_status(index, TaskStatus::Queued, now);
         let task = &mut self.tasks[index];
         task.lease_until = None;
         task.queued_at = Some(now);
@@ -435,7 +435,7 @@ impl Run {
                     part.queued_at = Some(now);
                 }
             } else if self.tasks[index].status == TaskStatus::Running {
-                self.set_status(index, TaskStatus::Queued);
+                self.set_status(index, TaskStatus::Queued, now);
                 let task = &mut self.tasks[index];
                 task.lease_until = None;
                 task.queued_at = Some(now);
@@ -466,7 +466,7 @@ impl Run {
                     swept.resend.push(index);
                 }
                 TaskStatus::Running if task.lease_until.is_some_and(|until| until < claim_before) => {
-                    self.set_status(index, TaskStatus::Failed);
+                    self.set_status(index, TaskStatus::Failed, now);
                     let task = &mut self.tasks[index];
                     task.error = Some(
                         "the task's worker stopped and the task was not run again; resume the run to try again".into(),
@@ -512,7 +512,7 @@ impl Run {
                 tasks_cancelled += 1;
             }
             if !status.is_final() {
-                self.set_status(index, TaskStatus::Cancelled);
+                self.set_status(index, TaskStatus::Cancelled, now);
                 self.tasks[index].lease_until = None;
                 // Nothing was delivered: what its attempt took is owed back (a resume
                 // charges the next attempt), paid in batches after this change.
@@ -568,7 +568,7 @@ impl Run {
             if task.status.is_active() {
                 active_total += 1;
             }
-            self.set_status(index, TaskStatus::Waiting);
+            self.set_status(index, TaskStatus::Waiting, now);
             let task = &mut self.tasks[index];
             if task.sent {
                 detached += 1;

@@ -430,6 +430,12 @@ pub struct Task {
     /// When a `RUN_PROGRESS` event last told of its parts made (at most one a second).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress_event_at: Option<Timestamp>,
+    /// When a worker first took the current attempt (or a part of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
+    /// When the current attempt ended (completed, failed or cancelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Timestamp>,
 }
 
 /// One part of a task rendered in parts: what it makes, where it stands, and the file
@@ -793,13 +799,21 @@ impl Run {
 
     /// Moves task `index` to `status`, and its counts with it. Every change of a task's
     /// status goes through here.
-    pub fn set_status(&mut self, index: TaskIndex, status: TaskStatus) {
+    pub fn set_status(&mut self, index: TaskIndex, status: TaskStatus, now: Timestamp) {
         if self.tasks[index].status == status {
             // Unchanged: the task stays shared with the copy the run was made from.
             return;
         }
         let task = &mut self.tasks[index];
         let was = std::mem::replace(&mut task.status, status);
+        // Its times, for a timeline of the run: from the first claim of the current
+        // attempt to its end; queued again, it is a new attempt.
+        match status {
+            TaskStatus::Running => task.started_at = task.started_at.or(Some(now)),
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled => task.finished_at = Some(now),
+            TaskStatus::Queued => (task.started_at, task.finished_at) = (None, None),
+            _ => {}
+        }
         let counts = &mut self.counts;
         counts.run[was as usize] = counts.run[was as usize].saturating_sub(1);
         counts.run[status as usize] += 1;

@@ -121,7 +121,9 @@ impl Run {
             self.fail(index, attempt, message, (None, Fault::Ours), now);
             return Claim::GaveUp;
         }
-        let part = &mut self.tasks[index].parts[number as usize];
+        let task = &mut self.tasks[index];
+        task.started_at = task.started_at.or(Some(now));
+        let part = &mut task.parts[number as usize];
         part.status = TaskStatus::Running;
         part.claims += 1;
         part.lease_until = Some(now.after(lease));
@@ -210,7 +212,7 @@ impl Run {
                 }
                 TaskStatus::Running if part.lease_until.is_some_and(|until| until < claim_before) => {
                     let name = part_name(part.part, number as u32, count);
-                    self.set_status(index, TaskStatus::Failed);
+                    self.set_status(index, TaskStatus::Failed, now);
                     let task = &mut self.tasks[index];
                     task.parts[number].status = TaskStatus::Failed;
                     task.parts[number].lease_until = None;
@@ -256,7 +258,7 @@ impl Run {
 
     /// Queues task `index` again, to join its parts.
     fn queue_join(&mut self, index: TaskIndex, now: Timestamp) {
-        self.set_status(index, TaskStatus::Queued);
+        self.set_status(index, TaskStatus::Queued, now);
         let task = &mut self.tasks[index];
         task.lease_until = None;
         task.queued_at = Some(now);

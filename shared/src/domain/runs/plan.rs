@@ -288,6 +288,8 @@ impl Task {
             refund_owed: None,
             parts: Vec::new(),
             progress_event_at: None,
+            started_at: None,
+            finished_at: None,
         }
     }
 }

@@ -129,6 +129,10 @@ struct TaskState {
     parts: Vec<super::Part>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     progress_event_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    started_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    finished_at: Option<Timestamp>,
 }
 
 fn is_zero(count: &usize) -> bool {
@@ -153,6 +157,8 @@ impl TaskState {
             refund_owed: task.refund_owed.clone(),
             parts: task.parts.clone(),
             progress_event_at: task.progress_event_at,
+            started_at: task.started_at,
+            finished_at: task.finished_at,
         }
     }
 
@@ -173,6 +179,8 @@ impl TaskState {
         task.refund_owed = self.refund_owed;
         task.parts = self.parts;
         task.progress_event_at = self.progress_event_at;
+        task.started_at = self.started_at;
+        task.finished_at = self.finished_at;
     }
 
     fn into_task(self, planned: PlannedTask) -> Task {
@@ -194,6 +202,8 @@ impl TaskState {
             refund_owed: self.refund_owed,
             parts: self.parts,
             progress_event_at: self.progress_event_at,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
         }
     }
 }

@@ -163,6 +163,13 @@ pub struct NodeView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub progress: Option<Progress>,
+    /// When a worker first took one of the node's tasks (their current attempts); null
+    /// before.
+    #[schema(required = true)]
+    pub started_at: Option<Timestamp>,
+    /// When the last of the node's tasks ended; null while one has not.
+    #[schema(required = true)]
+    pub finished_at: Option<Timestamp>,
 }
 
 /// How far a node's long edits are: parts made, of how many.
@@ -544,6 +551,12 @@ impl Run {
                 .tasks_of(index)
                 .any(|(_, task)| task.status == super::TaskStatus::Blocked && task.credits.is_some()),
             progress: self.progress(index).map(|(done, total)| Progress { done, total }),
+            started_at: self.tasks_of(index).filter_map(|(_, task)| task.started_at).min(),
+            finished_at: self
+                .tasks_of(index)
+                .map(|(_, task)| task.finished_at)
+                .try_fold(None, |last: Option<Timestamp>, ended| ended.map(|ended| last.max(Some(ended))))
+                .flatten(),
         }
     }
 
