@@ -3,7 +3,7 @@
 # missing, installs and starts DynamoDB Local and moto (SQS/S3), runs every Rust test on
 # the dev profile against them, then runs the deployment's arm64 artifacts under qemu (the
 # media layer, built from Debian's packages, and four function binaries) and lints the
-# SAM template. Emulators started here are
+# SAM template, and tests the console in Chromium. Emulators started here are
 # stopped at the end (KEEP_EMULATORS=1 keeps them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +32,10 @@ mkdir -p .local
 # A run of everything (or ARM64=1) also registers qemu and builds the arm64 layer.
 arm64=0
 if [ $# = 0 ] || [ "${ARM64:-0}" = 1 ]; then arm64=1; fi
-{ started=$SECONDS; infra/ffmpeg.sh && infra/emulators.sh install && { [ "$arm64" = 0 ] || { infra/qemu.sh && scripts/build-layer.sh; }; }; status=$?; echo $((SECONDS - started)) >.local/install.seconds; exit $status; } \
+# A run of everything (or CONSOLE=1) also installs the console's packages and Chromium.
+console=0
+if [ $# = 0 ] || [ "${CONSOLE:-0}" = 1 ]; then console=1; fi
+{ started=$SECONDS; infra/ffmpeg.sh && infra/emulators.sh install && { [ "$console" = 0 ] || scripts/console.sh install; } && { [ "$arm64" = 0 ] || { infra/qemu.sh && scripts/build-layer.sh; }; }; status=$?; echo $((SECONDS - started)) >.local/install.seconds; exit $status; } \
   >.local/install.log 2>&1 &
 install_pid=$!
 # The arm64 functions (below) build from here on, at the lowest priority: in the gaps of
@@ -66,7 +69,7 @@ install_status=0
 wait "$install_pid" || install_status=$?
 install_pid=""
 cat .local/install.log >&2
-timings+=("$(printf '%5s s  %s' "$(cat .local/install.seconds 2>/dev/null || echo '?')" "install ffmpeg, the emulators, tools and qemu, build the arm64 layer (beside the build)")")
+timings+=("$(printf '%5s s  %s' "$(cat .local/install.seconds 2>/dev/null || echo '?')" "install ffmpeg, the emulators, tools, the console's packages and qemu, build the arm64 layer (beside the build)")")
 [ "$install_status" = 0 ] || { echo "[test] installing the tools failed (exit $install_status): its log is above" >&2; exit "$install_status"; }
 step "start emulators" infra/emulators.sh start
 # A cold emulator is many times slower than DynamoDB; the service's time bounds are
@@ -97,6 +100,12 @@ if [ $# = 0 ] || [ "${FUZZ:-0}" = 1 ]; then
   fuzz_pid=$!
 fi
 step "run the tests" cargo test --workspace "$@"
+# The console (console/): type check, unit tests, the committed bundle against a fresh
+# build, then Chromium through the views against a serve of its own (screenshots and
+# figures in .local/console). A filtered run skips it unless CONSOLE=1.
+if [ "$console" = 1 ]; then
+  step "console: unit tests, the bundle against a fresh build, the browser test" scripts/console.sh test
+fi
 # The arm64 artifacts under qemu and the deploy's dry run (tests/tests/api/arm64.rs,
 # deploy.rs): the layer built above, and every function, built as `sam build` builds them
 # but unoptimized (the `lambda-test` profile: 3.3 minutes of both cores cold, where the

@@ -23,7 +23,7 @@ function BoxNode({ data }: NodeProps<Box>) {
     >
       <Handle type="target" position={Position.Left} />
       <strong>{data.name}</strong>
-      <small>{data.type}</small>
+      {data.type !== data.name && <small>{data.type}</small>}
       {data.state && (
         <span className="status" style={{ color: colour }}>
           {data.state.status}

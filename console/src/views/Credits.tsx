@@ -39,7 +39,13 @@ export function Credits() {
   async function upgrade(plan_id: string) {
     setProblem(null);
     try {
-      const answer = await post<{ requires_checkout: boolean; checkout_url?: string }>("/plan/upgrade", { plan_id });
+      // The checkout comes back here, paid or not.
+      const back = `${window.location.origin}${window.location.pathname}#/credits`;
+      const answer = await post<{ requires_checkout: boolean; checkout_url?: string }>("/plan/upgrade", {
+        plan_id,
+        success_url: back,
+        cancel_url: back,
+      });
       if (answer.requires_checkout && answer.checkout_url) window.location.assign(answer.checkout_url);
       else {
         plan.reload();
@@ -131,7 +137,7 @@ function TopUp({ current, onSaved }: { current: AutoTopUp; onSaved: () => void }
   }
   const number = (field: keyof AutoTopUp) => (
     <label>
-      {field.replace("_", " ")}{" "}
+      {field.replaceAll("_", " ")}{" "}
       <input
         type="number"
         value={Number(settings[field])}

@@ -1,0 +1,416 @@
+// The console in a real browser: Debian's Chromium driven by playwright-core, against a
+// `serve` of its own (SQLite in a fresh data folder, in-process workers, ffmpeg).
+//
+//   node e2e/console.e2e.mjs   (scripts/console.sh browser runs it)
+//
+// Environment: SERVE_BINARY (the serve binary), OUT (a folder for the screenshots,
+// figures and serve's log), CHROMIUM (default /usr/bin/chromium).
+//
+// What it does, as a person would: a wrong key shows the API's message; sign in; see
+// the agents made beforehand; open one and its graph; start a run by uploading a small
+// video; watch every node reach `completed` without a reload; play the output; cancel a
+// second, long run and see `cancelled`; approve a pending post; a key the API refuses
+// returns to sign-in; and measures a 200-node run page (render time, polls a second,
+// responsiveness). Each view's screenshot is saved in OUT/screenshots.
+
+import { spawn, execFileSync } from "node:child_process";
+import { createServer } from "node:http";
+import { mkdirSync, readFileSync, writeFileSync, createWriteStream } from "node:fs";
+import { gzipSync } from "node:zlib";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const OUT = process.env.OUT ?? join(here, "..", "..", ".local", "console");
+const SHOTS = join(OUT, "screenshots");
+const SERVE = process.env.SERVE_BINARY ?? join(here, "..", "..", "target", "debug", "serve");
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const KEY = "console-test-key";
+const ORGANIZATION = "6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e61";
+
+mkdirSync(SHOTS, { recursive: true });
+const figures = {};
+const cleanups = [];
+
+function fail(message) {
+  throw new Error(message);
+}
+
+function check(condition, message) {
+  if (!condition) fail(message);
+}
+
+/** Waits until `probe` returns a truthy value (bounded), returning it. */
+async function until(what, probe, seconds = 60) {
+  const deadline = Date.now() + seconds * 1000;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      last = await probe();
+      if (last) return last;
+    } catch (error) {
+      last = error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  fail(`${what}: not within ${seconds} s (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
+}
+
+// --- The service and its media -----------------------------------------------------
+
+function freePort() {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function startServe() {
+  const data = join(OUT, "data");
+  execFileSync("rm", ["-rf", data]);
+  mkdirSync(data, { recursive: true });
+  const seed = join(OUT, "seed.json");
+  const organization = { id: ORGANIZATION, name: "Console", slug: "console", credits: 100000, api_keys: [KEY] };
+  writeFileSync(seed, JSON.stringify({ organizations: [organization] }));
+  const port = await freePort();
+  const log = createWriteStream(join(OUT, "serve.log"));
+  const child = spawn(SERVE, ["--addr", `127.0.0.1:${port}`, "--data-dir", data, "--seed", seed, "--workers", "2"], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child.stdout.pipe(log);
+  child.stderr.pipe(log);
+  cleanups.push(() => child.kill("SIGKILL"));
+  const base = `http://127.0.0.1:${port}`;
+  await until("serve answers", async () => (await fetch(`${base}/console`)).ok, 60);
+  return base;
+}
+
+/** A 320×240 video of `seconds` with sound, made by ffmpeg. */
+function makeVideo(path, seconds) {
+  execFileSync("ffmpeg", [
+    "-loglevel", "error", "-y",
+    "-f", "lavfi", "-i", `testsrc=size=320x240:rate=25:duration=${seconds}`,
+    "-f", "lavfi", "-i", `sine=frequency=440:duration=${seconds}`,
+    "-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac", "-shortest", path,
+  ]);
+}
+
+/** Serves the clip (for the social post) and a video that never finishes downloading
+ * (a run that stays running until it is cancelled). */
+async function startMediaServer(clip) {
+  const bytes = readFileSync(clip);
+  const server = createServer((request, response) => {
+    if (request.url === "/clip.mp4") {
+      response.writeHead(200, { "content-type": "video/mp4", "content-length": bytes.length });
+      response.end(bytes);
+    } else if (request.url === "/endless.mp4") {
+      response.writeHead(200, { "content-type": "video/mp4", "content-length": 500_000_000 });
+      const drip = setInterval(() => response.write(Buffer.alloc(1024)), 200);
+      request.on("close", () => clearInterval(drip));
+    } else {
+      response.writeHead(404).end();
+    }
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  cleanups.push(() => server.closeAllConnections?.() ?? server.close());
+  return `http://127.0.0.1:${server.address().port}`;
+}
+
+function api(base) {
+  return async (method, path, body) => {
+    const response = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${KEY}`, ...(body ? { "content-type": "application/json" } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const text = await response.text();
+    const value = text ? JSON.parse(text) : null;
+    if (!response.ok) fail(`${method} ${path}: ${response.status} ${text}`);
+    return value;
+  };
+}
+
+/** An agent of `nodes` ([name, type name, params]) and `edges` ([from, to]). */
+async function makeAgent(call, types, name, nodes, edges) {
+  const created = await call("POST", "/agent/create", { name });
+  const id = created.agent_id;
+  const operations = [
+    ...nodes.map(([ref, type, params]) => ({
+      op: "create_node",
+      node_type_id: types.get(type) ?? fail(`no node type ${type}`),
+      temp_ref_id: ref,
+      params_used: params,
+    })),
+    ...edges.map(([from, to]) => ({ op: "create_connection", source_temp_ref_id: from, target_temp_ref_id: to })),
+  ];
+  await call("POST", `/agent/${id}/update`, { operations });
+  return id;
+}
+
+// --- The browser ---------------------------------------------------------------------
+
+async function shot(page, name) {
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+/** The run's id in the page's URL (`#/runs/ID`). */
+function runOf(page) {
+  const match = /#\/runs\/([0-9a-f-]+)/.exec(page.url());
+  return match && match[1];
+}
+
+async function main() {
+  const base = await startServe();
+  const call = api(base);
+  const clip = join(OUT, "clip.mp4");
+  makeVideo(clip, 3);
+  const media = await startMediaServer(clip);
+  const catalog = await call("GET", "/node_types");
+  const types = new Map(catalog.node_types.map((type) => [type.name, type.id]));
+
+  // What the organization has before anyone signs in.
+  const short = await makeAgent(
+    call, types, "Short edit",
+    [["in", "Video Input", {}], ["fast", "Speed", { factor: 2 }], ["out", "Destination", {}]],
+    [["in", "fast"], ["fast", "out"]],
+  );
+  const long = await makeAgent(call, types, "Long download", [["in", "Video Input", {}], ["out", "Destination", {}]], [["in", "out"]]);
+  // 200 nodes: an input, 66 branches of two edits and a destination, and one more destination.
+  const nodes = [["in", "Video Input", {}], ["direct", "Destination", {}]];
+  const edges = [["in", "direct"]];
+  for (let branch = 0; branch < 66; branch++) {
+    nodes.push([`s${branch}`, "Speed", { factor: 2 }], [`r${branch}`, "Reframe", {}], [`o${branch}`, "Destination", {}]);
+    edges.push(["in", `s${branch}`], [`s${branch}`, `r${branch}`], [`r${branch}`, `o${branch}`]);
+  }
+  const wide = await makeAgent(call, types, "Two hundred nodes", nodes, edges);
+  const connection = await call("POST", "/social/connections", {
+    platform: "instagram", account_name: "Ada on instagram", account_username: "ada",
+    profile_url: "https://instagram.example/ada", requires_approval: true,
+  });
+  const pending = await call("POST", "/social/post", {
+    description: "Launch day", destinations: [{ social_connection_id: connection.social_connection_id }],
+    media_urls: [`${media}/clip.mp4`],
+  });
+  check(pending.status === "pending_approval", `a post waiting for approval: ${JSON.stringify(pending)}`);
+  const store = await call("POST", "/shared-stores", { name: "Brand kit" });
+  await call("PUT", `/shared-stores/${store.store.id}/entries/logo`, { display_name: "Logo", metadata: { colour: "#0969da", sizes: [16, 32] } });
+
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync", "--autoplay-policy=no-user-gesture-required",
+    ],
+  });
+  cleanups.push(() => browser.close());
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const pageErrors = [];
+  page.on("pageerror", (error) => pageErrors.push(error.message));
+  const requests = [];
+  page.on("request", (request) => requests.push({ at: Date.now(), url: request.url(), method: request.method() }));
+
+  // A wrong key: the API's own message, not a blank page.
+  await page.goto(`${base}/console`);
+  await page.getByRole("textbox", { name: "API key" }).fill("not-a-key");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  const refusal = await (await fetch(`${base}/whoami`, { headers: { authorization: "Bearer not-a-key" } })).json();
+  await page.getByRole("alert").filter({ hasText: refusal.detail }).waitFor();
+  await shot(page, "1-sign-in-refused");
+
+  // Sign in; the agents made above are listed, each a link named by its name.
+  await page.getByRole("textbox", { name: "API key" }).fill(KEY);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  for (const name of ["Short edit", "Long download", "Two hundred nodes"]) {
+    await page.getByRole("link", { name }).waitFor();
+  }
+  for (const name of ["Agents", "Runs", "Credits", "Avatars", "Social posts", "Shared stores"]) {
+    await page.getByRole("link", { name, exact: true }).waitFor();
+  }
+  // Marked, to prove later that nothing reloaded the page.
+  await page.evaluate(() => (window.__sameDocument = true));
+  await page.getByRole("searchbox").fill("short");
+  await until("the search keeps Short edit alone", async () =>
+    (await page.getByRole("link", { name: "Long download" }).count()) === 0 &&
+    (await page.getByRole("link", { name: "Short edit" }).count()) === 1);
+  await shot(page, "2-agents");
+
+  // The agent: its graph, a node's parameters on selection, and a run started by upload.
+  await page.getByRole("link", { name: "Short edit" }).click();
+  await page.locator(".react-flow__node").first().waitFor();
+  check((await page.locator(".react-flow__node").count()) === 3, "three nodes drawn");
+  check((await page.locator(".react-flow__edge").count()) === 2, "two edges drawn");
+  await page.locator(".react-flow__node", { hasText: "Speed" }).click();
+  await page.getByRole("complementary", { name: "Node parameters" }).getByText('"factor": 2').waitFor();
+  await shot(page, "3-agent-graph");
+  await page.getByRole("button", { name: "Start run" }).click();
+  await page.getByLabel("Video file").setInputFiles(clip);
+  await page.getByRole("form", { name: "Start a run" }).getByRole("button", { name: "Start run" }).click();
+  const first = await until("the run's page opens", async () => runOf(page));
+  await page.getByRole("progressbar", { name: "Upload progress" }).count();
+
+  // Live: every node reaches `completed` with no reload.
+  const list = page.getByRole("list", { name: "Nodes" });
+  await until(
+    "every node completed",
+    async () => {
+      const items = await list.getByRole("listitem").allInnerTexts();
+      return items.length === 3 && items.every((text) => / completed\b/.test(text));
+    },
+    120,
+  );
+  const view = await call("GET", `/agent_run/${first}/nodes`);
+  const items = await list.getByRole("listitem").allInnerTexts();
+  for (const node of view.nodes) {
+    const name = node.node_type.node_type_name;
+    check(items.some((text) => text.includes(name) && text.includes(node.status)), `a node ${name} ${node.status} in ${items}`);
+  }
+  check(await page.evaluate(() => window.__sameDocument === true), "the page did not reload");
+
+  // The output plays.
+  const video = page.getByLabel("Output 1");
+  await video.waitFor();
+  await video.evaluate((element) => {
+    element.muted = true;
+    return element.play();
+  });
+  const playing = await until("the output plays", () =>
+    video.evaluate((element) => new Promise((resolve) => {
+      const before = element.currentTime;
+      setTimeout(() => resolve(element.readyState >= 3 && element.currentTime > before ? element.currentTime : 0), 300);
+    })),
+  );
+  figures.output_played_to_seconds = playing;
+  await shot(page, "4-run-completed");
+
+  // A second, long run, cancelled from the console.
+  const second = (await call("POST", `/agent/${long}/run`, { video_urls: [`${media}/endless.mp4`] })).run_id;
+  await page.goto(`${base}/console#/runs/${second}`);
+  await page.getByRole("button", { name: "Cancel run" }).click();
+  await page.getByLabel("Run status").filter({ hasText: /^cancelled$/ }).waitFor({ timeout: 30_000 });
+  await page.getByRole("button", { name: "Resume run" }).waitFor();
+  check((await call("GET", `/agent_run/${second}`)).status === "cancelled", "the API says cancelled");
+  await shot(page, "5-run-cancelled");
+
+  // The runs, the credits, the avatars, the stores: each view shows the API's data.
+  await page.getByRole("link", { name: "Runs", exact: true }).click();
+  await page.getByRole("link", { name: first }).waitFor();
+  await shot(page, "6-runs");
+  await page.getByRole("link", { name: "Credits", exact: true }).click();
+  const credits = await call("GET", "/credits");
+  await page.getByLabel("Balance").filter({ hasText: String(credits.balance) }).waitFor();
+  await shot(page, "7-credits");
+  // An upgrade through the sandbox's checkout, back to the credits.
+  await page.getByRole("button", { name: "Upgrade to creator", exact: true }).click();
+  await page.getByRole("heading", { name: "Sandbox checkout" }).waitFor();
+  await page.getByRole("button", { name: "Pay", exact: true }).click();
+  await page.getByRole("heading", { name: "Credits" }).waitFor();
+  await until("the plan is creator", async () => (await call("GET", "/plan")).plan.id === "creator");
+  await page.getByText("Plan creator").waitFor();
+  await page.evaluate(() => (window.__sameDocument = true));
+  await shot(page, "7b-credits-upgraded");
+  await page.getByRole("link", { name: "Avatars", exact: true }).click();
+  await page.getByRole("heading", { name: "Avatars" }).waitFor();
+  await shot(page, "8-avatars");
+  await page.getByRole("link", { name: "Shared stores", exact: true }).click();
+  await page.getByRole("link", { name: "Brand kit" }).click();
+  await page.getByText('"colour": "#0969da"').waitFor();
+  await shot(page, "9-store-entries");
+
+  // A pending post, approved.
+  await page.getByRole("link", { name: "Social posts", exact: true }).click();
+  const post = page.getByRole("list", { name: "Posts" }).getByRole("listitem").filter({ hasText: "Launch day" });
+  await post.getByRole("button", { name: "Approve" }).click();
+  await until("the post left pending_approval", async () =>
+    (await call("GET", `/social/post/${pending.post_id}`)).status !== "pending_approval");
+  await post.getByRole("button", { name: "Approve" }).waitFor({ state: "detached" });
+  await shot(page, "10-social-posts");
+
+  // 200 nodes: how long the run page takes to show them all (its API calls included),
+  // how often it polls, and how long the page's longest task is while it polls.
+  const big = (await call("POST", `/agent/${wide}/run`, { video_urls: [`${media}/endless.mp4`] })).run_id;
+  await page.goto(`${base}/console#/agents`);
+  await page.getByRole("link", { name: "Short edit" }).waitFor();
+  const rendered = await page.evaluate(async (run) => {
+    const started = performance.now();
+    window.location.hash = `/runs/${run}`;
+    return await new Promise((resolve) => {
+      const look = () => {
+        const list = document.querySelector('ul[aria-label="Nodes"]');
+        const drawn = document.querySelectorAll(".react-flow__node").length;
+        if (list && list.children.length === 200 && drawn > 0) resolve(performance.now() - started);
+        else requestAnimationFrame(look);
+      };
+      look();
+    });
+  }, big);
+  figures.run_page_200_nodes_render_ms = Math.round(rendered);
+  await shot(page, "11-run-200-nodes");
+  const windowSeconds = 10;
+  const since = Date.now();
+  const longest = await page.evaluate(async (seconds) => {
+    let longestTask = 0;
+    const observer = new PerformanceObserver((entries) => {
+      for (const entry of entries.getEntries()) longestTask = Math.max(longestTask, entry.duration);
+    });
+    observer.observe({ type: "longtask", buffered: false });
+    let worstLag = 0;
+    let last = performance.now();
+    const timer = setInterval(() => {
+      const now = performance.now();
+      worstLag = Math.max(worstLag, now - last - 50);
+      last = now;
+    }, 50);
+    await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+    clearInterval(timer);
+    observer.disconnect();
+    return { longestTask, worstLag };
+  }, windowSeconds);
+  const polls = requests.filter((request) => request.at >= since && request.url.includes(`/agent_run/${big}`));
+  figures.run_page_calls_in_10_s = polls.length;
+  figures.run_page_longest_task_ms = Math.round(longest.longestTask);
+  figures.run_page_worst_timer_lag_ms = Math.round(longest.worstLag);
+  check(polls.length <= windowSeconds + 1, `at most one call a second from an open run page: ${polls.length} in ${windowSeconds} s`);
+  check(polls.length >= windowSeconds - 2, `the page kept polling: ${polls.length} calls in ${windowSeconds} s`);
+  await call("POST", `/agent_run/${big}/cancel`);
+
+  // A key the API refuses now (changed under the page): back to sign-in with its message.
+  await page.evaluate(() => sessionStorage.setItem("console.apiKey", "revoked-key"));
+  await page.goto(`${base}/console#/runs`);
+  await page.getByRole("button", { name: "Sign in" }).waitFor();
+  await page.getByRole("alert").filter({ hasText: refusal.detail }).waitFor();
+  check((await page.evaluate(() => sessionStorage.getItem("console.apiKey"))) === null, "the refused key is forgotten");
+  await shot(page, "12-refused-key");
+
+  check(pageErrors.length === 0, `no errors in the page: ${pageErrors.join("; ")}`);
+
+  // The bundle as served, gzipped.
+  let gzipped = 0;
+  for (const file of ["index.html", "console.js", "console.css"]) {
+    gzipped += gzipSync(readFileSync(join(here, "..", "dist", file)), { level: 9 }).length;
+  }
+  figures.bundle_gzip_kb = Math.round(gzipped / 1024);
+  check(gzipped <= 400 * 1024, `the bundle is ${gzipped} bytes gzipped, over 400 KB`);
+  writeFileSync(join(OUT, "figures.json"), JSON.stringify(figures, null, 2));
+  console.log(`[console] browser test passed; screenshots in ${SHOTS}`);
+  console.log(`[console] figures: ${JSON.stringify(figures)}`);
+}
+
+try {
+  await main();
+} catch (error) {
+  console.error(`[console] browser test failed: ${error.stack ?? error}`);
+  console.error(`[console] serve's log: ${join(OUT, "serve.log")}; screenshots so far: ${SHOTS}`);
+  process.exitCode = 1;
+} finally {
+  for (const cleanup of cleanups.reverse()) {
+    try {
+      await cleanup();
+    } catch {
+      // Already gone.
+    }
+  }
+}
