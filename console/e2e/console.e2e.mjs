@@ -101,10 +101,19 @@ function makeVideo(path, seconds) {
 
 /** Serves the clip (for the social post) and a video that never finishes downloading
  * (a run that stays running until it is cancelled). */
+const received = [];
+
 async function startMediaServer(clip) {
   const bytes = readFileSync(clip);
   const server = createServer((request, response) => {
-    if (request.url === "/clip.mp4") {
+    if (request.method === "POST" && request.url === "/hooks") {
+      const chunks = [];
+      request.on("data", (chunk) => chunks.push(chunk));
+      request.on("end", () => {
+        received.push(JSON.parse(Buffer.concat(chunks).toString()));
+        response.writeHead(200).end();
+      });
+    } else if (request.url === "/clip.mp4") {
       response.writeHead(200, { "content-type": "video/mp4", "content-length": bytes.length });
       response.end(bytes);
     } else if (request.url === "/endless.mp4") {
@@ -248,6 +257,7 @@ async function main() {
   await shot(page, "3-agent-graph");
   await page.getByRole("button", { name: "Start run" }).click();
   await page.getByLabel("Video file").setInputFiles(clip);
+  await page.getByLabel("Webhook URL (optional)").fill(`${media}/hooks`);
   await page.getByRole("form", { name: "Start a run" }).getByRole("button", { name: "Start run" }).click();
   const first = await until("the run's page opens", async () => runOf(page));
   await page.getByRole("progressbar", { name: "Upload progress" }).count();
@@ -286,6 +296,15 @@ async function main() {
   figures.output_played_to_seconds = playing;
   await shot(page, "4-run-completed");
 
+  // The webhook log, and a delivery sent again from it.
+  await until("RUN_FINISHED received", async () => received.some((event) => event.run_id === first && event.flag === "RUN_FINISHED"));
+  const log = page.getByRole("region", { name: "Webhook deliveries" });
+  await log.getByRole("cell", { name: "RUN_FINISHED" }).waitFor();
+  const before = received.length;
+  await log.getByRole("row").filter({ hasText: "RUN_FINISHED" }).getByRole("button", { name: "Redeliver" }).click();
+  await until("the delivery was sent again", async () => received.length > before && received.at(-1).flag === "RUN_FINISHED");
+  await shot(page, "4b-run-webhooks");
+
   // A second, long run, cancelled from the console.
   const second = (await call("POST", `/agent/${long}/run`, { video_urls: [`${media}/endless.mp4`] })).run_id;
   await page.goto(`${base}/console#/runs/${second}`);
@@ -319,6 +338,13 @@ async function main() {
   await page.getByRole("link", { name: "Brand kit" }).click();
   await page.getByText('"colour": "#0969da"').waitFor();
   await shot(page, "9-store-entries");
+  // An entry edited and saved: the API has the new metadata.
+  await page.getByRole("button", { name: "Edit Logo" }).click();
+  await page.getByLabel("Metadata").fill('{ "colour": "#1f883d" }');
+  await page.getByRole("button", { name: "Save", exact: true }).click();
+  await page.getByText('"colour": "#1f883d"').waitFor();
+  const saved = await call("GET", `/shared-stores/${store.store.id}/entries/logo`);
+  check(saved.entry.metadata.colour === "#1f883d", `the entry saved: ${JSON.stringify(saved)}`);
 
   // A pending post, approved.
   await page.getByRole("link", { name: "Social posts", exact: true }).click();

@@ -14,6 +14,7 @@ interface Ticket {
 export function StartRun({ agent }: { agent: AgentDetail }) {
   const [file, setFile] = useState<File | null>(null);
   const [urls, setUrls] = useState("");
+  const [callback, setCallback] = useState("");
   const [progress, setProgress] = useState<number | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
@@ -34,6 +35,7 @@ export function StartRun({ agent }: { agent: AgentDetail }) {
         const list = urls.split(/\s+/).filter(Boolean);
         if (list.length > 0) body = { video_urls: list };
       }
+      if (callback.trim()) body.callback_url = callback.trim();
       const started = await post<{ run_id: string }>(`/agent/${agent.agent.id}/run`, body);
       window.location.hash = `/runs/${started.run_id}`;
     } catch (failed) {
@@ -51,6 +53,9 @@ export function StartRun({ agent }: { agent: AgentDetail }) {
       <label>
         Or video URLs (one per line)
         <textarea value={urls} onChange={(event) => setUrls(event.target.value)} rows={2} />
+      </label>
+      <label>
+        Webhook URL (optional) <input type="url" value={callback} onChange={(event) => setCallback(event.target.value)} />
       </label>
       {progress !== null && (
         <label>
