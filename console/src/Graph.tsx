@@ -12,7 +12,7 @@ export interface NodeState {
   progress?: Progress;
 }
 
-type Box = Node<{ name: string; type: string; state?: NodeState; selected: boolean }, "box">;
+type Box = Node<{ id: string; name: string; type: string; state?: NodeState; selected: boolean }, "box">;
 
 function BoxNode({ data }: NodeProps<Box>) {
   const colour = data.state ? statusColour(data.state.status) : "#d0d7de";
@@ -23,7 +23,9 @@ function BoxNode({ data }: NodeProps<Box>) {
     >
       <Handle type="target" position={Position.Left} />
       <strong>{data.name}</strong>
-      {data.type !== data.name && <small>{data.type}</small>}
+      <small>
+        {data.type} · {data.id.slice(0, 8)}
+      </small>
       {data.state && (
         <span className="status" style={{ color: colour }}>
           {data.state.status}
@@ -61,6 +63,7 @@ export function Graph(props: {
       type: "box",
       position: { x: at.x, y: at.y },
       data: {
+        id: node.agent_node_id,
         name: names.get(node.agent_node_id) ?? node.node_type.node_type_name,
         type: node.node_type.node_type_name,
         state: states?.get(node.agent_node_id),

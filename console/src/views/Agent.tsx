@@ -41,6 +41,7 @@ export function Agent({ id }: { id: string }) {
       </div>
       <h2>Recent runs</h2>
       <Problem message={runs.error} />
+      {runs.value && runs.value.runs.length === 0 && <p>No runs yet.</p>}
       <ul>
         {runs.value?.runs.map((run) => (
           <li key={run.run_id}>

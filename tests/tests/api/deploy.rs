@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::arm64::{functions_folder, output_within, workspace};
 
-/// Longest a dry run may take (it zips and sends 61 functions and the layer to moto).
+/// Longest a dry run may take (it zips and sends 62 functions and the layer to moto).
 const DEPLOY_LIMIT: Duration = Duration::from_secs(600);
 
 /// The emulator's address as AWS_ENDPOINT_URL for every service. `localhost`, not
