@@ -1,6 +1,6 @@
 import { useEffect, useState, type FormEvent } from "react";
 import { call, forgetKey, storedKey, storeKey, whenRefused } from "./api";
-import { errorText, Problem } from "./common";
+import { Problem, useAction } from "./common";
 import { Agent } from "./views/Agent";
 import { Agents } from "./views/Agents";
 import { Avatars } from "./views/Avatars";
@@ -51,23 +51,16 @@ export function App() {
 
 function SignIn({ message, onSignedIn }: { message: string | null; onSignedIn: (key: string) => void }) {
   const [key, setKey] = useState("");
-  const [problem, setProblem] = useState<string | null>(message);
-  const [busy, setBusy] = useState(false);
-  async function signIn(event: FormEvent) {
+  const { busy, error: problem, act } = useAction(message);
+  const signIn = (event: FormEvent) => {
     event.preventDefault();
-    setBusy(true);
-    setProblem(null);
-    try {
+    return act(async () => {
       // Checked before it is kept: a wrong key shows the API's message here.
       await call("GET", "/whoami", undefined, key.trim());
       storeKey(key.trim());
       onSignedIn(key.trim());
-    } catch (failed) {
-      setProblem(errorText(failed));
-    } finally {
-      setBusy(false);
-    }
-  }
+    });
+  };
   return (
     <main className="sign-in">
       <h1>Console</h1>

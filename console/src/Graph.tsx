@@ -77,7 +77,7 @@ export function Graph(props: {
     target: edge.target_agent_node_id,
   }));
   return (
-    <div className="graph" aria-label="Graph">
+    <div className="graph" role="group" aria-label="Graph">
       <ReactFlow
         nodes={flowNodes}
         edges={edges}

@@ -86,3 +86,60 @@ export function Pager(props: { first: boolean; nextCursor: string | null; onNext
     </nav>
   );
 }
+
+/** A list's filter and its pages: changing the filter goes back to the first page. */
+export function useFilteredPages(): {
+  filter: string;
+  setFilter: (value: string) => void;
+  pages: ReturnType<typeof usePages>;
+} {
+  const [filter, set] = useState("");
+  const pages = usePages();
+  return {
+    filter,
+    setFilter: (value) => {
+      pages.reset();
+      set(value);
+    },
+    pages,
+  };
+}
+
+/** A select of statuses, "any" first. */
+export function StatusFilter(props: { statuses: string[]; value: string; onChange: (value: string) => void }) {
+  return (
+    <label>
+      Status{" "}
+      <select value={props.value} onChange={(event) => props.onChange(event.target.value)}>
+        <option value="">any</option>
+        {props.statuses.map((one) => (
+          <option key={one}>{one}</option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
+/** An action a person starts (a click, a form): busy while it runs, and its failure
+ * shown as the API's message. */
+export function useAction(initial: string | null = null): {
+  busy: boolean;
+  error: string | null;
+  setError: (message: string | null) => void;
+  act: (work: () => Promise<void>) => Promise<void>;
+} {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(initial);
+  const act = useCallback(async (work: () => Promise<void>) => {
+    setBusy(true);
+    setError(null);
+    try {
+      await work();
+    } catch (failed) {
+      setError(errorText(failed));
+    } finally {
+      setBusy(false);
+    }
+  }, []);
+  return { busy, error, setError, act };
+}

@@ -1,11 +1,9 @@
-import { useState } from "react";
 import { get, query } from "../api";
-import { Link, Pager, Problem, useLoad, usePages, when } from "../common";
+import { Link, Pager, Problem, useFilteredPages, useLoad, when } from "../common";
 import type { Agent } from "../types";
 
 export function Agents() {
-  const [name, setName] = useState("");
-  const pages = usePages();
+  const { filter: name, setFilter: setName, pages } = useFilteredPages();
   const { value, error } = useLoad(
     () => get<{ agents: Agent[]; next_cursor: string | null }>(`/agents${query({ limit: 25, name, cursor: pages.cursor })}`),
     [name, pages.cursor],
@@ -18,10 +16,7 @@ export function Agents() {
         <input
           type="search"
           value={name}
-          onChange={(event) => {
-            pages.reset();
-            setName(event.target.value);
-          }}
+          onChange={(event) => setName(event.target.value)}
         />
       </label>
       <Problem message={error} />

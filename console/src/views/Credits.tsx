@@ -1,6 +1,6 @@
 import { useState, type FormEvent } from "react";
 import { get, post, query } from "../api";
-import { errorText, Pager, Problem, useLoad, usePages, when } from "../common";
+import { Pager, Problem, useAction, useLoad, usePages, when } from "../common";
 import type { LedgerEntry } from "../types";
 
 interface AutoTopUp {
@@ -34,11 +34,10 @@ export function Credits() {
     () => get<{ entries: LedgerEntry[]; next_cursor: string | null }>(`/credits/ledger${query({ limit: 50, cursor: pages.cursor })}`),
     [pages.cursor],
   );
-  const [problem, setProblem] = useState<string | null>(null);
+  const { error: problem, act } = useAction();
 
-  async function upgrade(plan_id: string) {
-    setProblem(null);
-    try {
+  const upgrade = (plan_id: string) =>
+    act(async () => {
       // The checkout comes back here, paid or not.
       const back = `${window.location.origin}${window.location.pathname}#/credits`;
       const answer = await post<{ requires_checkout: boolean; checkout_url?: string }>("/plan/upgrade", {
@@ -51,10 +50,7 @@ export function Credits() {
         plan.reload();
         credits.reload();
       }
-    } catch (failed) {
-      setProblem(errorText(failed));
-    }
-  }
+    });
 
   return (
     <section>
@@ -121,20 +117,17 @@ export function Credits() {
 
 function TopUp({ current, onSaved }: { current: AutoTopUp; onSaved: () => void }) {
   const [settings, setSettings] = useState(current);
-  const [problem, setProblem] = useState<string | null>(null);
+  const { error: problem, act } = useAction();
   const [saved, setSaved] = useState(false);
-  async function save(event: FormEvent) {
+  const save = (event: FormEvent) => {
     event.preventDefault();
-    setProblem(null);
     setSaved(false);
-    try {
+    return act(async () => {
       await post("/credits/settings", { auto_topup: settings });
       setSaved(true);
       onSaved();
-    } catch (failed) {
-      setProblem(errorText(failed));
-    }
-  }
+    });
+  };
   const number = (field: keyof AutoTopUp) => (
     <label>
       {field.replaceAll("_", " ")}{" "}

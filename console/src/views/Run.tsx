@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState } from "react";
 import { get, post } from "../api";
-import { errorText, Link, Problem, useLoad, when } from "../common";
+import { errorText, Link, Problem, useAction, useLoad, when } from "../common";
 import { Graph, type NodeState } from "../Graph";
 import { nodeNames } from "../names";
 import { poll, refresher } from "../poll";
@@ -92,29 +92,21 @@ export function Run({ id }: { id: string }) {
 }
 
 function RunActions({ run, onChange }: { run: RunRecord; onChange: () => void }) {
-  const [error, setError] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
-  async function act(what: "cancel" | "resume") {
-    setBusy(true);
-    setError(null);
-    try {
+  const { busy, error, act } = useAction();
+  const send = (what: "cancel" | "resume") =>
+    act(async () => {
       await post(`/agent_run/${run.run_id}/${what}`);
       onChange();
-    } catch (failed) {
-      setError(errorText(failed));
-    } finally {
-      setBusy(false);
-    }
-  }
+    });
   return (
     <div className="actions">
       {canCancel(run.status) && (
-        <button type="button" disabled={busy} onClick={() => act("cancel")}>
+        <button type="button" disabled={busy} onClick={() => send("cancel")}>
           Cancel run
         </button>
       )}
       {canResume(run.status) && (
-        <button type="button" disabled={busy} onClick={() => act("resume")}>
+        <button type="button" disabled={busy} onClick={() => send("resume")}>
           Resume run
         </button>
       )}
@@ -184,17 +176,13 @@ function Deliveries({ id, live }: { id: string; live: boolean }) {
     () => get<{ deliveries: Delivery[] }>(`/agent_run/${id}/webhooks?limit=50`),
     [id, live],
   );
-  const [problem, setProblem] = useState<string | null>(null);
+  const { error: problem, act } = useAction();
   if (!value || value.deliveries.length === 0) return error ? <Problem message={error} /> : null;
-  async function redeliver(delivery: string) {
-    setProblem(null);
-    try {
+  const redeliver = (delivery: string) =>
+    act(async () => {
       await post(`/agent_run/${id}/webhooks/${delivery}/redeliver`);
       reload();
-    } catch (failed) {
-      setProblem(errorText(failed));
-    }
-  }
+    });
   return (
     <section aria-label="Webhook deliveries">
       <h2>Webhook deliveries</h2>

@@ -1,14 +1,12 @@
-import { useState } from "react";
 import { get, query } from "../api";
-import { Link, Pager, Problem, useLoad, usePages, when } from "../common";
+import { Link, Pager, Problem, StatusFilter, useFilteredPages, useLoad, when } from "../common";
 import { statusColour } from "../status";
 import type { RunSummary } from "../types";
 
 const STATUSES = ["running", "completed", "partial_complete", "failed", "cancelled"];
 
 export function Runs() {
-  const [status, setStatus] = useState("");
-  const pages = usePages();
+  const { filter: status, setFilter: setStatus, pages } = useFilteredPages();
   const { value, error } = useLoad(
     () => get<{ runs: RunSummary[]; next_cursor: string | null }>(`/agent_runs${query({ limit: 25, status, cursor: pages.cursor })}`),
     [status, pages.cursor],
@@ -16,21 +14,7 @@ export function Runs() {
   return (
     <section>
       <h1>Runs</h1>
-      <label>
-        Status{" "}
-        <select
-          value={status}
-          onChange={(event) => {
-            pages.reset();
-            setStatus(event.target.value);
-          }}
-        >
-          <option value="">any</option>
-          {STATUSES.map((one) => (
-            <option key={one}>{one}</option>
-          ))}
-        </select>
-      </label>
+      <StatusFilter statuses={STATUSES} value={status} onChange={setStatus} />
       <Problem message={error} />
       {value && (
         <>

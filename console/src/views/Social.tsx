@@ -1,13 +1,11 @@
-import { useState } from "react";
 import { get, post, query } from "../api";
-import { errorText, Pager, Problem, useLoad, usePages, when } from "../common";
+import { Pager, Problem, StatusFilter, useAction, useFilteredPages, useLoad, when } from "../common";
 import type { SocialPost } from "../types";
 
 const STATUSES = ["scheduled", "pending_approval", "processing", "posted", "partial_failure", "failed", "rejected"];
 
 export function Social() {
-  const [status, setStatus] = useState("");
-  const pages = usePages();
+  const { filter: status, setFilter: setStatus, pages } = useFilteredPages();
   const { value, error, reload } = useLoad(
     () =>
       get<{ posts: SocialPost[]; pagination: { next_cursor: string | null } }>(
@@ -15,34 +13,16 @@ export function Social() {
       ),
     [status, pages.cursor],
   );
-  const [problem, setProblem] = useState<string | null>(null);
-  async function decide(post_id: string, what: "approve" | "reject") {
-    setProblem(null);
-    try {
+  const { error: problem, act } = useAction();
+  const decide = (post_id: string, what: "approve" | "reject") =>
+    act(async () => {
       await post(`/social/post/${post_id}/${what}`);
       reload();
-    } catch (failed) {
-      setProblem(errorText(failed));
-    }
-  }
+    });
   return (
     <section>
       <h1>Social posts</h1>
-      <label>
-        Status{" "}
-        <select
-          value={status}
-          onChange={(event) => {
-            pages.reset();
-            setStatus(event.target.value);
-          }}
-        >
-          <option value="">any</option>
-          {STATUSES.map((one) => (
-            <option key={one}>{one}</option>
-          ))}
-        </select>
-      </label>
+      <StatusFilter statuses={STATUSES} value={status} onChange={setStatus} />
       <Problem message={error ?? problem} />
       {value && (
         <>

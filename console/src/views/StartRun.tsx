@@ -1,6 +1,6 @@
 import { useState, type FormEvent } from "react";
 import { post, sendFile } from "../api";
-import { errorText, Problem } from "../common";
+import { Problem, useAction } from "../common";
 import type { AgentDetail } from "../types";
 
 interface Ticket {
@@ -16,14 +16,11 @@ export function StartRun({ agent }: { agent: AgentDetail }) {
   const [urls, setUrls] = useState("");
   const [callback, setCallback] = useState("");
   const [progress, setProgress] = useState<number | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  const [busy, setBusy] = useState(false);
+  const { busy, error, act } = useAction();
 
-  async function start(event: FormEvent) {
+  const start = (event: FormEvent) => {
     event.preventDefault();
-    setError(null);
-    setBusy(true);
-    try {
+    return act(async () => {
       let body: Record<string, unknown> = {};
       if (file) {
         const ticket = await post<Ticket>("/uploads/video/get_upload_url", { content_type: file.type || "video/mp4" });
@@ -38,12 +35,8 @@ export function StartRun({ agent }: { agent: AgentDetail }) {
       if (callback.trim()) body.callback_url = callback.trim();
       const started = await post<{ run_id: string }>(`/agent/${agent.agent.id}/run`, body);
       window.location.hash = `/runs/${started.run_id}`;
-    } catch (failed) {
-      setError(errorText(failed));
-    } finally {
-      setBusy(false);
-    }
-  }
+    });
+  };
 
   return (
     <form className="start-run" onSubmit={start} aria-label="Start a run">

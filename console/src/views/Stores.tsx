@@ -1,6 +1,6 @@
 import { useState } from "react";
 import { call, get } from "../api";
-import { errorText, Link, Problem, useLoad, when } from "../common";
+import { errorText, Link, Problem, useAction, useLoad, when } from "../common";
 import type { Entry, Store } from "../types";
 
 export function Stores() {
@@ -68,23 +68,18 @@ export function StoreEntries({ id }: { id: string }) {
 function EditEntry({ store, entry, onDone }: { store: string; entry: Entry; onDone: () => void }) {
   const [name, setName] = useState(entry.display_name);
   const [text, setText] = useState(JSON.stringify(entry.metadata, null, 2));
-  const [problem, setProblem] = useState<string | null>(null);
-  async function save() {
-    setProblem(null);
-    let metadata: unknown;
-    try {
-      metadata = JSON.parse(text);
-    } catch (failed) {
-      setProblem(`the metadata is not JSON: ${errorText(failed)}`);
-      return;
-    }
-    try {
+  const { error: problem, act } = useAction();
+  const save = () =>
+    act(async () => {
+      let metadata: unknown;
+      try {
+        metadata = JSON.parse(text);
+      } catch (failed) {
+        throw new Error(`the metadata is not JSON: ${errorText(failed)}`);
+      }
       await call("PUT", `/shared-stores/${store}/entries/${encodeURIComponent(entry.entry_id)}`, { display_name: name, metadata });
       onDone();
-    } catch (failed) {
-      setProblem(errorText(failed));
-    }
-  }
+    });
   return (
     <div>
       <label>
