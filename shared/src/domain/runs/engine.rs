@@ -583,6 +583,8 @@ impl Run {
             task.lease_until = None;
             task.charged = None;
             task.credits = None;
+            // A new attempt: its times start over.
+            (task.started_at, task.finished_at) = (None, None);
         }
         self.refresh_needs_credits();
         self.status = RunStatus::Running;

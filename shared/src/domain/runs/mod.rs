@@ -807,11 +807,11 @@ impl Run {
         let task = &mut self.tasks[index];
         let was = std::mem::replace(&mut task.status, status);
         // Its times, for a timeline of the run: from the first claim of the current
-        // attempt to its end; queued again, it is a new attempt.
+        // attempt (or of one of its parts) to its end; a claim again after a lease, or
+        // the join after the parts, keeps the start. A resume's new attempt clears them.
         match status {
             TaskStatus::Running => task.started_at = task.started_at.or(Some(now)),
             TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled => task.finished_at = Some(now),
-            TaskStatus::Queued => (task.started_at, task.finished_at) = (None, None),
             _ => {}
         }
         let counts = &mut self.counts;

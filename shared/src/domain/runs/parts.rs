@@ -339,6 +339,30 @@ mod tests {
     }
 
     #[test]
+    fn a_task_made_in_parts_is_timed_from_its_first_claim_to_its_join_and_a_resume_starts_over() {
+        let (mut run, edit, start) = split_run();
+        let at = |seconds| start.after(Duration::from_secs(seconds));
+        assert_eq!(run.tasks[edit].started_at, Some(start), "the claim that split it");
+        for number in 0..3 {
+            assert_eq!(run.claim_part(edit, 0, number, at(1), LEASE), Claim::Claimed);
+            run.complete_part(edit, 0, number, format!("p{number}"), at(10)).unwrap();
+        }
+        assert_eq!(run.tasks[edit].status, TaskStatus::Queued, "the join is queued");
+        assert_eq!(run.tasks[edit].started_at, Some(start), "the parts' time stays the task's");
+        assert_eq!(run.claim(edit, 0, at(11), LEASE), Claim::Claimed, "the join");
+        assert_eq!((run.tasks[edit].started_at, run.tasks[edit].finished_at), (Some(start), None));
+        run.cancel(at(12)).unwrap();
+        assert_eq!(run.tasks[edit].finished_at, Some(at(12)));
+        let view = run.nodes_view(&crate::domain::media::MediaLinks::new(b"secret", "http://test"), at(12));
+        assert_eq!((view.nodes[1].started_at, view.nodes[1].finished_at), (Some(start), Some(at(12))));
+        // A resume's new attempt has no times until a worker takes it.
+        run.resume(at(13)).unwrap();
+        assert_eq!((run.tasks[edit].started_at, run.tasks[edit].finished_at), (None, None));
+        assert_eq!(run.claim(edit, 1, at(14), LEASE), Claim::Claimed);
+        assert_eq!(run.tasks[edit].started_at, Some(at(14)));
+    }
+
+    #[test]
     fn a_failed_part_fails_its_task_naming_the_part() {
         let (mut run, edit, now) = split_run();
         assert_eq!(run.claim_part(edit, 0, 1, now, LEASE), Claim::Claimed);
