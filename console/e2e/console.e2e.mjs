@@ -262,9 +262,18 @@ async function main() {
   await page.getByRole("button", { name: "Start run" }).click();
   await page.getByLabel("Video file").setInputFiles(clip);
   await page.getByLabel("Webhook URL (optional)").fill(`${media}/hooks`);
+  // The upload's progress bar is on screen only while the file goes: watched for.
+  await page.evaluate(() => {
+    window.__progress = [];
+    new MutationObserver(() => {
+      const bar = document.querySelector('progress[aria-label="Upload progress"]');
+      if (bar) window.__progress.push(Number(bar.value));
+    }).observe(document.body, { subtree: true, childList: true, attributes: true });
+  });
   await page.getByRole("form", { name: "Start a run" }).getByRole("button", { name: "Start run" }).click();
   const first = await until("the run's page opens", async () => runOf(page));
-  await page.getByRole("progressbar", { name: "Upload progress" }).count();
+  const progress = await page.evaluate(() => window.__progress);
+  check(progress.length > 0 && Math.max(...progress) === 1, `the upload's progress bar reached 1: ${progress}`);
 
   // Live: every node reaches `completed` with no reload.
   const list = page.getByRole("list", { name: "Nodes" });
@@ -299,6 +308,10 @@ async function main() {
   );
   figures.output_played_to_seconds = playing;
   await shot(page, "4-run-completed");
+  // An ended run's page stops polling: 4 s without a call (a page polling once a
+  // second never has them).
+  const lastCall = () => Math.max(...requests.filter((request) => request.url.includes(`/agent_run/${first}`)).map((request) => request.at));
+  await until("the ended run's page stopped polling", async () => Date.now() - lastCall() > 4000, 20);
 
   // The webhook log, and a delivery sent again from it.
   await until("RUN_FINISHED received", async () => received.some((event) => event.run_id === first && event.flag === "RUN_FINISHED"));
@@ -317,6 +330,11 @@ async function main() {
   await page.getByRole("button", { name: "Resume run" }).waitFor();
   check((await call("GET", `/agent_run/${second}`)).status === "cancelled", "the API says cancelled");
   await shot(page, "5-run-cancelled");
+  // Resumed from the console: running again (and polled again), then cancelled for good.
+  await page.getByRole("button", { name: "Resume run" }).click();
+  await page.getByLabel("Run status").filter({ hasText: /^running$/ }).waitFor({ timeout: 30_000 });
+  await page.getByRole("button", { name: "Cancel run" }).click();
+  await page.getByLabel("Run status").filter({ hasText: /^cancelled$/ }).waitFor({ timeout: 30_000 });
 
   // The runs, the credits, the avatars, the stores: each view shows the API's data.
   await page.getByRole("link", { name: "Runs", exact: true }).click();

@@ -35,7 +35,8 @@ export function whenRefused(handler: (error: ApiError) => void): void {
 export function messageOf(status: number, body: unknown): string {
   if (body && typeof body === "object") {
     const record = body as Record<string, unknown>;
-    for (const field of ["detail", "error"]) {
+    // The API's two shapes, then API Gateway's own (throttled, timed out).
+    for (const field of ["detail", "error", "message"]) {
       const value = record[field];
       if (typeof value === "string" && value.length > 0) return value;
     }

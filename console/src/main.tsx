@@ -9,6 +9,14 @@ class Guard extends Component<{ children: ReactNode }, { fault: string | null }>
   static getDerivedStateFromError(error: unknown) {
     return { fault: error instanceof Error ? error.message : String(error) };
   }
+  // Another view is another chance: the fault is cleared when the location changes.
+  private clear = () => this.setState({ fault: null });
+  componentDidMount() {
+    window.addEventListener("hashchange", this.clear);
+  }
+  componentWillUnmount() {
+    window.removeEventListener("hashchange", this.clear);
+  }
   render() {
     if (this.state.fault)
       return (

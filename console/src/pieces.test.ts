@@ -11,6 +11,8 @@ describe("messageOf", () => {
     expect(messageOf(401, { detail: "invalid_api_key" })).toBe("invalid_api_key");
     expect(messageOf(404, { error: "Shared store not found" })).toBe("Shared store not found");
     expect(messageOf(502, null)).toBe("the service answered 502");
+    // API Gateway's own answers (throttling, timeouts) say `message`.
+    expect(messageOf(429, { message: "Too Many Requests" })).toBe("Too Many Requests");
   });
 });
 
@@ -43,13 +45,13 @@ describe("nodeNames", () => {
 });
 
 describe("actions", () => {
-  it("cancels a running run and resumes a failed or cancelled one, as the contract allows", () => {
-    expect(["running", "completed", "failed", "cancelled", "partial_complete"].map(canCancel)).toEqual([
-      true, false, false, false, false,
-    ]);
-    expect(["running", "completed", "failed", "cancelled", "partial_complete"].map(canResume)).toEqual([
-      false, false, true, true, false,
-    ]);
+  it("cancels a running run and resumes a failed or cancelled one, or one that waits for credits", () => {
+    const statuses = ["running", "completed", "failed", "cancelled", "partial_complete"];
+    const runs = statuses.map((status) => ({ status, needs_credits: false }));
+    expect(runs.map(canCancel)).toEqual([true, false, false, false, false]);
+    expect(runs.map(canResume)).toEqual([false, false, true, true, false]);
+    expect(canResume({ status: "partial_complete", needs_credits: true })).toBe(true);
+    expect(canResume({ status: "completed", needs_credits: true })).toBe(false);
   });
 });
 

@@ -20,11 +20,12 @@ export function isLive(status: string): boolean {
   return status === "running";
 }
 
-/** The contract: a run can be cancelled while running, resumed when failed or cancelled. */
-export function canCancel(status: string): boolean {
-  return status === "running";
+/** The contract: a run can be cancelled while running, resumed when failed or
+ * cancelled, or when it ended partly complete waiting for credits. */
+export function canCancel(run: { status: string }): boolean {
+  return run.status === "running";
 }
 
-export function canResume(status: string): boolean {
-  return status === "failed" || status === "cancelled";
+export function canResume(run: { status: string; needs_credits: boolean }): boolean {
+  return run.status === "failed" || run.status === "cancelled" || (run.status === "partial_complete" && run.needs_credits);
 }

@@ -93,7 +93,7 @@ export interface Delivery {
   url: string;
   state: string;
   created_at: string;
-  attempts: { at?: string; status?: number | null; error?: string | null }[];
+  attempts: { at: string; status_code: number | null; error: string | null; duration_ms: number }[];
 }
 
 export interface LedgerEntry {

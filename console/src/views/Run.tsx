@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState } from "react";
-import { get, post } from "../api";
-import { errorText, Link, Problem, useAction, useLoad, when } from "../common";
+import { get, post, query } from "../api";
+import { errorText, Link, Pager, Problem, useAction, useLoad, usePages, when } from "../common";
 import { Graph, type NodeState } from "../Graph";
 import { nodeNames } from "../names";
 import { poll, refresher } from "../poll";
@@ -35,7 +35,9 @@ export function Run({ id }: { id: string }) {
   const names = useMemo(() => nodeNames(agent.value?.agent_nodes ?? []), [agent.value]);
   if (!snapshot) return error ? <Problem message={error} /> : <p>Loading…</p>;
   const { run, nodes } = snapshot;
-  const nameOf = (original: string | null) => (original && names.get(original)) || "a node";
+  // The agent's names; its type's name for a node the agent no longer has.
+  const typeOf = new Map(nodes.nodes.map((node) => [node.original_node_id, node.node_type.node_type_name]));
+  const nameOf = (original: string | null) => (original && names.get(original)) || typeOf.get(original) || "a node";
   const states = new Map<string, NodeState>(
     nodes.nodes.filter((node) => node.original_node_id).map((node) => [node.original_node_id as string, node]),
   );
@@ -51,6 +53,7 @@ export function Run({ id }: { id: string }) {
         {run.finished_at && ` · ended ${when(run.finished_at)}`} · agent <Link to={`/agents/${run.agent_id}`}>{run.agent_id}</Link>
       </p>
       <Problem message={error} />
+      <Problem message={agent.error && `The agent's graph could not be read: ${agent.error}`} />
       {run.needs_credits && (
         <p role="alert" className="banner">
           This run is waiting for credits. <Link to="/credits">Add credits or upgrade the plan</Link>, then resume it.
@@ -100,12 +103,12 @@ function RunActions({ run, onChange }: { run: RunRecord; onChange: () => void })
     });
   return (
     <div className="actions">
-      {canCancel(run.status) && (
+      {canCancel(run) && (
         <button type="button" disabled={busy} onClick={() => send("cancel")}>
           Cancel run
         </button>
       )}
-      {canResume(run.status) && (
+      {canResume(run) && (
         <button type="button" disabled={busy} onClick={() => send("resume")}>
           Resume run
         </button>
@@ -171,13 +174,19 @@ function Timeline({ nodes, nameOf }: { nodes: RunNodes; nameOf: (id: string | nu
   );
 }
 
+/** The delivery log, 100 a page: read when the page opens and when the run ends, and
+ * on request (it is not polled: the run page's one call a second is the run's). */
 function Deliveries({ id, live }: { id: string; live: boolean }) {
+  const pages = usePages();
   const { value, error, reload } = useLoad(
-    () => get<{ deliveries: Delivery[] }>(`/agent_run/${id}/webhooks?limit=50`),
-    [id, live],
+    () =>
+      get<{ deliveries: Delivery[]; next_cursor: string | null }>(
+        `/agent_run/${id}/webhooks${query({ limit: 100, cursor: pages.cursor })}`,
+      ),
+    [id, live, pages.cursor],
   );
   const { error: problem, act } = useAction();
-  if (!value || value.deliveries.length === 0) return error ? <Problem message={error} /> : null;
+  if (!value || (value.deliveries.length === 0 && pages.first)) return error ? <Problem message={error} /> : null;
   const redeliver = (delivery: string) =>
     act(async () => {
       await post(`/agent_run/${id}/webhooks/${delivery}/redeliver`);
@@ -186,7 +195,10 @@ function Deliveries({ id, live }: { id: string; live: boolean }) {
   return (
     <section aria-label="Webhook deliveries">
       <h2>Webhook deliveries</h2>
-      <Problem message={problem} />
+      <button type="button" onClick={reload}>
+        Refresh the log
+      </button>
+      <Problem message={problem ?? error} />
       <table>
         <thead>
           <tr>
@@ -215,6 +227,7 @@ function Deliveries({ id, live }: { id: string; live: boolean }) {
           ))}
         </tbody>
       </table>
+      <Pager first={pages.first} nextCursor={value.next_cursor} onNext={() => pages.next(value.next_cursor)} onPrevious={pages.previous} />
     </section>
   );
 }
