@@ -24,7 +24,7 @@ check() {
   (cd console && npx tsc --noEmit && npx vitest run)
   local fresh
   fresh="$(mktemp -d)"
-  (cd console && npx vite build --logLevel warn --outDir "$fresh")
+  (cd console && npx vite build --logLevel warn --outDir "$fresh" && node scripts/compress.mjs "$fresh")
   if ! diff -r "$fresh" console/dist >/dev/null; then
     diff -r "$fresh" console/dist | head -n 5 >&2 || true
     rm -rf "$fresh"

@@ -13,11 +13,12 @@ use super::{ApiError, Body, Response};
 /// Where the console lives, on the API's own origin.
 pub const PREFIX: &str = "/console";
 
-/// One embedded file.
+/// One embedded file, and its gzip copy (made by `console/scripts/compress.mjs`).
 pub struct File {
     pub name: &'static str,
     pub content_type: &'static str,
     pub body: &'static str,
+    pub gzip: &'static [u8],
 }
 
 /// The bundle, as `npm run build` in `console/` makes it (fixed names, no hashes).
@@ -26,23 +27,54 @@ pub const FILES: [File; 3] = [
         name: "index.html",
         content_type: "text/html; charset=utf-8",
         body: include_str!("../../../console/dist/index.html"),
+        gzip: include_bytes!("../../../console/dist/index.html.gz"),
     },
     File {
         name: "console.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_str!("../../../console/dist/console.js"),
+        gzip: include_bytes!("../../../console/dist/console.js.gz"),
     },
     File {
         name: "console.css",
         content_type: "text/css; charset=utf-8",
         body: include_str!("../../../console/dist/console.css"),
+        gzip: include_bytes!("../../../console/dist/console.css.gz"),
     },
 ];
 
-/// Each file's entity tag: a revalidation costs a 304, and a new deployment is seen at once.
-static TAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
-    FILES.iter().map(|file| format!("\"{}\"", hex::encode(&Sha256::digest(file.body.as_bytes())[..12]))).collect()
-});
+/// Each file's entity tag: a revalidation costs a 304, and a new deployment is seen at
+/// once. The gzip copy's tag ends in `-gz`: other bytes, another tag.
+static TAGS: LazyLock<Vec<String>> =
+    LazyLock::new(|| FILES.iter().map(|file| hex::encode(&Sha256::digest(file.body.as_bytes())[..12])).collect());
+
+/// Whether the request's `Accept-Encoding` takes gzip (and does not refuse it, `q=0`).
+fn takes_gzip(accept_encoding: Option<&HeaderValue>) -> bool {
+    let Some(value) = accept_encoding.and_then(|value| value.to_str().ok()) else { return false };
+    value.split(',').any(|coding| {
+        let mut parts = coding.split(';').map(str::trim);
+        let name = parts.next().unwrap_or_default();
+        let refused =
+            parts.any(|parameter| parameter.strip_prefix("q=").and_then(|q| q.parse::<f32>().ok()) == Some(0.0));
+        (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
+    })
+}
+
+/// The request headers the answer depends on.
+#[derive(Clone, Copy, Default)]
+pub struct Asked<'a> {
+    pub if_none_match: Option<&'a HeaderValue>,
+    pub accept_encoding: Option<&'a HeaderValue>,
+}
+
+impl<'a> Asked<'a> {
+    pub fn of(headers: &'a http::HeaderMap) -> Self {
+        Self {
+            if_none_match: headers.get(header::IF_NONE_MATCH),
+            accept_encoding: headers.get(header::ACCEPT_ENCODING),
+        }
+    }
+}
 
 /// What the console's pages may load: its own files and the API (same origin), media
 /// and uploads at the storage's signed links (S3 on AWS), and React Flow's inline styles.
@@ -67,8 +99,8 @@ pub fn path_in_function(path: &str) -> &str {
 }
 
 /// The answer to a request for the console's path `rest` (what [`path_of`] or
-/// [`path_in_function`] gave).
-pub fn answer(method: &Method, rest: &str, if_none_match: Option<&HeaderValue>) -> Response {
+/// [`path_in_function`] gave): the file, gzipped when the browser takes it.
+pub fn answer(method: &Method, rest: &str, asked: Asked<'_>) -> Response {
     if method != Method::GET && method != Method::HEAD {
         return ApiError::method_not_allowed(&[&Method::GET, &Method::HEAD], "Method Not Allowed");
     }
@@ -81,25 +113,34 @@ pub fn answer(method: &Method, rest: &str, if_none_match: Option<&HeaderValue>) 
     let Some(at) = FILES.iter().position(|file| file.name == name) else {
         return ApiError::detail(StatusCode::NOT_FOUND, "Not Found").into_response();
     };
-    let (file, tag) = (&FILES[at], &TAGS[at]);
-    let fresh = if_none_match
+    let file = &FILES[at];
+    let gzip = takes_gzip(asked.accept_encoding);
+    let tag = if gzip { format!("\"{}-gz\"", TAGS[at]) } else { format!("\"{}\"", TAGS[at]) };
+    let fresh = asked
+        .if_none_match
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.split(',').any(|candidate| candidate.trim().trim_start_matches("W/") == tag));
-    let (status, body) = match (fresh, method == Method::HEAD) {
-        (true, _) => (StatusCode::NOT_MODIFIED, Body::Empty),
-        (false, true) => (StatusCode::OK, Body::Empty),
-        (false, false) => (StatusCode::OK, Body::Text(file.body.to_owned())),
+    let length = if gzip { file.gzip.len() } else { file.body.len() };
+    let (status, body) = match (fresh, method == Method::HEAD, gzip) {
+        (true, _, _) => (StatusCode::NOT_MODIFIED, Body::Empty),
+        (false, true, _) => (StatusCode::OK, Body::Empty),
+        (false, false, true) => (StatusCode::OK, Body::Binary(file.gzip.to_vec())),
+        (false, false, false) => (StatusCode::OK, Body::Text(file.body.to_owned())),
     };
     let mut builder = http::Response::builder()
         .status(status)
         .header(header::ETAG, tag.as_str())
+        .header(header::VARY, "Accept-Encoding")
         .header(header::CACHE_CONTROL, "no-cache")
         .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
         .header(header::REFERRER_POLICY, "no-referrer");
     if status == StatusCode::OK {
         builder = builder.header(header::CONTENT_TYPE, file.content_type);
+        if gzip {
+            builder = builder.header(header::CONTENT_ENCODING, "gzip");
+        }
         if method == Method::HEAD {
-            builder = builder.header(header::CONTENT_LENGTH, file.body.len());
+            builder = builder.header(header::CONTENT_LENGTH, length);
         }
     }
     if file.name == "index.html" {
@@ -130,38 +171,66 @@ mod tests {
         assert_eq!(path_in_function("/prod/console"), "");
     }
 
+    fn asking(pairs: &[(&'static str, &str)]) -> http::HeaderMap {
+        pairs.iter().map(|(name, value)| (http::HeaderName::from_static(name), value.parse().unwrap())).collect()
+    }
+
     #[test]
     fn the_index_the_script_and_the_style_are_answered_with_their_types_and_tags() {
-        let index = answer(&Method::GET, "/", None);
+        let plain = http::HeaderMap::new();
+        let index = answer(&Method::GET, "/", Asked::of(&plain));
         assert_eq!(index.status(), StatusCode::OK);
         assert_eq!(index.headers()[header::CONTENT_TYPE], "text/html; charset=utf-8");
         assert!(text(&index).contains("/console/console.js"), "the index loads the script: {}", text(&index));
         assert!(index.headers().contains_key(header::CONTENT_SECURITY_POLICY));
-        let script = answer(&Method::GET, "/console.js", None);
+        let script = answer(&Method::GET, "/console.js", Asked::of(&plain));
         assert_eq!(script.headers()[header::CONTENT_TYPE], "text/javascript; charset=utf-8");
         assert_eq!(text(&script), FILES[1].body);
-        let style = answer(&Method::GET, "/console.css", None);
+        assert!(!script.headers().contains_key(header::CONTENT_ENCODING));
+        let style = answer(&Method::GET, "/console.css", Asked::of(&plain));
         assert_eq!(style.headers()[header::CONTENT_TYPE], "text/css; charset=utf-8");
         // The same tag again: a 304 without a body.
-        let tag = script.headers()[header::ETAG].clone();
-        let again = answer(&Method::GET, "/console.js", Some(&tag));
+        let tag = script.headers()[header::ETAG].to_str().unwrap().to_owned();
+        let again = answer(&Method::GET, "/console.js", Asked::of(&asking(&[("if-none-match", &tag)])));
         assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
         assert!(again.body().is_empty());
-        let head = answer(&Method::HEAD, "/console.js", None);
+        let head = answer(&Method::HEAD, "/console.js", Asked::of(&plain));
         assert_eq!((head.status(), head.body().is_empty()), (StatusCode::OK, true));
         assert_eq!(head.headers()[header::CONTENT_LENGTH], FILES[1].body.len().to_string());
     }
 
     #[test]
+    fn a_browser_that_takes_gzip_gets_the_gzip_copy_under_a_tag_of_its_own() {
+        let gzip = asking(&[("accept-encoding", "gzip, deflate, br")]);
+        let script = answer(&Method::GET, "/console.js", Asked::of(&gzip));
+        assert_eq!(script.headers()[header::CONTENT_ENCODING], "gzip");
+        assert_eq!(script.headers()[header::VARY], "Accept-Encoding");
+        assert_eq!(script.body().as_ref(), FILES[1].gzip);
+        assert_eq!(&FILES[1].gzip[..2], &[0x1f, 0x8b], "gzip's magic");
+        assert!(FILES[1].gzip.len() * 2 < FILES[1].body.len(), "smaller");
+        let tag = script.headers()[header::ETAG].to_str().unwrap().to_owned();
+        assert!(tag.ends_with("-gz\""), "{tag}");
+        let plain = answer(&Method::GET, "/console.js", Asked::of(&asking(&[("if-none-match", &tag)])));
+        assert_eq!(plain.status(), StatusCode::OK, "the gzip copy's tag is not the plain file's");
+        let refused = asking(&[("accept-encoding", "gzip;q=0, identity")]);
+        let script = answer(&Method::GET, "/console.js", Asked::of(&refused));
+        assert!(!script.headers().contains_key(header::CONTENT_ENCODING));
+        for file in &FILES {
+            assert!(!file.gzip.is_empty(), "{} has its gzip copy", file.name);
+        }
+    }
+
+    #[test]
     fn the_bare_prefix_is_the_page_and_others_are_refused_with_the_apis_bodies() {
+        let plain = http::HeaderMap::new();
         for path in ["", "/", "/index.html"] {
-            let page = answer(&Method::GET, path, None);
+            let page = answer(&Method::GET, path, Asked::of(&plain));
             assert_eq!((page.status(), text(&page)), (StatusCode::OK, FILES[0].body.to_owned()), "{path:?}");
         }
-        let missing = answer(&Method::GET, "/nothing.js", None);
+        let missing = answer(&Method::GET, "/nothing.js", Asked::of(&plain));
         assert_eq!(missing.status(), StatusCode::NOT_FOUND);
         assert_eq!(text(&missing), r#"{"detail":"Not Found"}"#);
-        let posted = answer(&Method::POST, "/", None);
+        let posted = answer(&Method::POST, "/", Asked::of(&plain));
         assert_eq!(posted.status(), StatusCode::METHOD_NOT_ALLOWED);
         assert_eq!(posted.headers()[header::ALLOW], "GET, HEAD");
     }

@@ -63,8 +63,8 @@ pub fn run_console() -> ! {
     super::run_function("console", async { Ok(()) }, |()| {
         lambda_http::run(lambda_http::service_fn(|request: lambda_http::Request| async move {
             let rest = api::console::path_in_function(request.uri().path());
-            let tag = request.headers().get(header::IF_NONE_MATCH);
-            Ok::<_, Infallible>(api::console::answer(request.method(), rest, tag))
+            let asked = api::console::Asked::of(request.headers());
+            Ok::<_, Infallible>(api::console::answer(request.method(), rest, asked))
         }))
     })
 }

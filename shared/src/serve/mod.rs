@@ -136,7 +136,7 @@ async fn handle(
     }
     // The console's files, on the API's origin (no API key: the console asks for one).
     if let Some(rest) = api::console::path_of(&path) {
-        let response = api::console::answer(&method, rest, parts.headers.get(http::header::IF_NONE_MATCH));
+        let response = api::console::answer(&method, rest, api::console::Asked::of(&parts.headers));
         let status = response.status().as_u16();
         tracing::info!(%method, path, status, ms = started.elapsed().as_secs_f64() * 1000.0, "request");
         return Ok(to_hyper(response));

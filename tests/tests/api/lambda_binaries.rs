@@ -519,6 +519,11 @@ async fn the_console_binary_answers_the_embedded_files_with_no_state() {
         assert_eq!(headers["content-type"], expected.content_type, "{path}");
         assert_eq!(body, expected.body.as_bytes(), "{path}");
     }
+    // Gzipped for a browser that takes it: the copy's bytes, base64 in Lambda's answer.
+    let event = api_gateway_event(&Method::GET, "/console/console.js", "", &[("accept-encoding", "gzip")], None);
+    let (status, headers, body) = http_answer(console.call(&event).await);
+    assert_eq!((status, &headers["content-encoding"]), (StatusCode::OK, &"gzip".parse().unwrap()));
+    assert_eq!(body, shared::api::console::FILES[1].gzip);
     let event = api_gateway_event(&Method::GET, "/console/missing.js", "", &[], None);
     let (status, _, body) = http_answer(console.call(&event).await);
     assert_eq!((status, json_body(&body)), (StatusCode::NOT_FOUND, json!({ "detail": "Not Found" })));
