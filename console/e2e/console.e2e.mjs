@@ -35,6 +35,8 @@ const BROKE = "6f1c7f52-52d3-4a8e-9d47-2d0f4a6f4e62";
 mkdirSync(SHOTS, { recursive: true });
 const figures = {};
 const cleanups = [];
+/** The page, for a screenshot of where a failure happened. */
+let current = null;
 
 function fail(message) {
   throw new Error(message);
@@ -107,8 +109,9 @@ function makeVideo(path, seconds) {
  * (a run that stays running until it is cancelled). */
 const received = [];
 
-async function startMediaServer(clip) {
+async function startMediaServer(clip, speaking) {
   const bytes = readFileSync(clip);
+  const speech = readFileSync(speaking);
   const server = createServer((request, response) => {
     if (request.method === "POST" && request.url === "/hooks") {
       const chunks = [];
@@ -117,6 +120,9 @@ async function startMediaServer(clip) {
         received.push(JSON.parse(Buffer.concat(chunks).toString()));
         response.writeHead(200).end();
       });
+    } else if (request.url === "/speaking.mp4") {
+      response.writeHead(200, { "content-type": "video/mp4", "content-length": speech.length });
+      response.end(speech);
     } else if (request.url === "/clip.mp4") {
       response.writeHead(200, { "content-type": "video/mp4", "content-length": bytes.length });
       response.end(bytes);
@@ -181,7 +187,10 @@ async function main() {
   const call = api(base);
   const clip = join(OUT, "clip.mp4");
   makeVideo(clip, 3);
-  const media = await startMediaServer(clip);
+  // An avatar's source video is 4 to 15 s long.
+  const speaking = join(OUT, "speaking.mp4");
+  makeVideo(speaking, 6);
+  const media = await startMediaServer(clip, speaking);
   const catalog = await call("GET", "/node_types");
   const types = new Map(catalog.node_types.map((type) => [type.name, type.id]));
 
@@ -209,6 +218,7 @@ async function main() {
     media_urls: [`${media}/clip.mp4`],
   });
   check(pending.status === "pending_approval", `a post waiting for approval: ${JSON.stringify(pending)}`);
+  const avatar = await call("POST", "/avatar-profiles/create", { name: "Ada", sources: { video_url: `${media}/speaking.mp4` } });
   const store = await call("POST", "/shared-stores", { name: "Brand kit" });
   await call("PUT", `/shared-stores/${store.store.id}/entries/logo`, { display_name: "Logo", metadata: { colour: "#0969da", sizes: [16, 32] } });
 
@@ -221,10 +231,16 @@ async function main() {
   });
   cleanups.push(() => browser.close());
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  current = page;
   const pageErrors = [];
   page.on("pageerror", (error) => pageErrors.push(error.message));
   const requests = [];
   page.on("request", (request) => requests.push({ at: Date.now(), url: request.url(), method: request.method() }));
+  const finished = [];
+  page.on("requestfinished", (request) => {
+    const timing = request.timing();
+    finished.push({ at: Date.now(), url: request.url(), ms: timing.responseEnd });
+  });
 
   // A wrong key: the API's own message, not a blank page.
   await page.goto(`${base}/console`);
@@ -353,8 +369,21 @@ async function main() {
   await page.getByText("Plan creator").waitFor();
   await page.evaluate(() => (window.__sameDocument = true));
   await shot(page, "7b-credits-upgraded");
+  await until("the avatar is ready", async () => (await call("GET", `/avatar-profiles/${avatar.id}`)).status === "ready", 120);
   await page.getByRole("link", { name: "Avatars", exact: true }).click();
   await page.getByRole("heading", { name: "Avatars" }).waitFor();
+  // Its preview plays.
+  const preview = page.getByLabel("Preview of Ada");
+  await preview.evaluate((element) => {
+    element.muted = true;
+    return element.play();
+  });
+  await until("the preview plays", () =>
+    preview.evaluate((element) => new Promise((resolve) => {
+      const before = element.currentTime;
+      setTimeout(() => resolve(element.readyState >= 3 && element.currentTime > before), 300);
+    })),
+  );
   await shot(page, "8-avatars");
   await page.getByRole("link", { name: "Shared stores", exact: true }).click();
   await page.getByRole("link", { name: "Brand kit" }).click();
@@ -404,7 +433,11 @@ async function main() {
     );
   // The floor, measured the same way in the same browser: the 3-node run's page.
   figures.run_page_3_nodes_render_ms = Math.round(await renderTime(first, 3));
+  const renderFrom = Date.now();
   figures.run_page_200_nodes_render_ms = Math.round(await renderTime(big, 200));
+  // Of which the API's answers (the service's time, not the page's).
+  const answered = finished.filter((entry) => entry.at >= renderFrom && entry.url.includes(big) || entry.at >= renderFrom && entry.url.includes(`/agent/${wide}`));
+  figures.run_page_200_nodes_api_calls = answered.map((entry) => `${entry.url.split("/").slice(-2).join("/")} ${Math.round(entry.ms)} ms`);
   figures.run_page_200_over_3_nodes = +(figures.run_page_200_nodes_render_ms / figures.run_page_3_nodes_render_ms).toFixed(2);
   await shot(page, "11-run-200-nodes");
   const windowSeconds = 10;
@@ -485,6 +518,10 @@ try {
   await main();
 } catch (error) {
   console.error(`[console] browser test failed: ${error.stack ?? error}`);
+  if (current) {
+    console.error(`[console] the page was at ${current.url()}; its screenshot: ${join(SHOTS, "failure.png")}`);
+    await current.screenshot({ path: join(SHOTS, "failure.png"), fullPage: true }).catch(() => {});
+  }
   console.error(`[console] serve's log: ${join(OUT, "serve.log")}; screenshots so far: ${SHOTS}`);
   process.exitCode = 1;
 } finally {
