@@ -106,29 +106,28 @@ step "run the tests" cargo test --workspace "$@"
 if [ "$console" = 1 ]; then
   step "console: unit tests, the bundle against a fresh build, the browser test" scripts/console.sh test
 fi
-# The chaos tests (tests/tests/api/chaos.rs, ignored in the run above): three `serve
-# --backend aws` processes killed at random, then the same behind a failing DynamoDB;
-# about a minute each. They run while the arm64 functions still build (below): that
-# build's scheduling group is at nice 19, so the serves get the cores first (a chaos test
-# once failed beside a clippy niced with `nice` alone, which does not reach across
-# scheduling groups). A filtered run (arguments given) skips them unless CHAOS=1.
-# `--workspace`, not `-p integration-tests`: the same features as the build above, so
-# nothing is compiled again (shared's dev-dependencies turn some on).
-if [ $# = 0 ] || [ "${CHAOS:-0}" = 1 ]; then
-  step "chaos: serves killed at random, DynamoDB failing" cargo test --workspace --test api -- --ignored chaos
-fi
 # The arm64 artifacts under qemu and the deploy's dry run (tests/tests/api/arm64.rs,
 # deploy.rs): the layer built above, and every function, built as `sam build` builds them
 # but unoptimized (the `lambda-test` profile: 3.3 minutes of both cores cold, where the
-# release profile takes 34; docs/performance.md). They build beside the build above, the
-# tests and the chaos tests, at the lowest priority: the cargo build has gaps, the tests
-# mostly wait, and the arm64 build takes the cores they leave. The layer's own test needs
-# only the layer, so it runs first. A filtered run skips them unless ARM64=1.
+# release profile takes 34; docs/performance.md). They build beside the build above and
+# the tests, at the lowest priority: the cargo build has gaps, the tests mostly wait, and
+# the arm64 build takes the cores they leave. The layer's own test needs only the layer,
+# so it runs before the wait. A filtered run skips them unless ARM64=1.
 if [ "$arm64" = 1 ]; then
   step "arm64: the layer's tools under qemu" cargo test --workspace --test api -- --ignored arm64_layer --nocapture
   step "wait for the arm64 functions (built beside the build and the tests)" wait_arm64_build
   step "arm64: the functions under qemu, the deploy's dry run" \
     cargo test --workspace --test api -- --ignored arm64_functions arm64_deploy --nocapture
+fi
+# The chaos tests (tests/tests/api/chaos.rs, ignored in the run above): three `serve
+# --backend aws` processes killed at random, then the same behind a failing DynamoDB;
+# about a minute each. Only once the arm64 build is done: a serve of theirs once gave
+# up at start beside a build at nice 19 (its disk and memory are not niced). A filtered
+# run (arguments given) skips them unless CHAOS=1.
+# `--workspace`, not `-p integration-tests`: the same features as the build above, so
+# nothing is compiled again (shared's dev-dependencies turn some on).
+if [ $# = 0 ] || [ "${CHAOS:-0}" = 1 ]; then
+  step "chaos: serves killed at random, DynamoDB failing" cargo test --workspace --test api -- --ignored chaos
 fi
 # The fuzzing started beside the tests: its report, and its verdict.
 if [ -n "$fuzz_pid" ]; then

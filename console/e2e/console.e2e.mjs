@@ -326,8 +326,11 @@ async function main() {
   await shot(page, "4-run-completed");
   // An ended run's page stops polling: 4 s without a call (a page polling once a
   // second never has them).
-  const lastCall = () => Math.max(...requests.filter((request) => request.url.includes(`/agent_run/${first}`)).map((request) => request.at));
+  const callsOf = (run) => requests.filter((request) => request.url.includes(`/agent_run/${run}`));
+  check(callsOf(first).length > 0, "the run page called the API");
+  const lastCall = () => Math.max(...callsOf(first).map((request) => request.at));
   await until("the ended run's page stopped polling", async () => Date.now() - lastCall() > 4000, 20);
+  await page.getByLabel("Run status").filter({ hasText: /^completed$/ }).waitFor();
 
   // The webhook log, and a delivery sent again from it.
   await until("RUN_FINISHED received", async () => received.some((event) => event.run_id === first && event.flag === "RUN_FINISHED"));
@@ -369,7 +372,11 @@ async function main() {
   await page.getByText("Plan creator").waitFor();
   await page.evaluate(() => (window.__sameDocument = true));
   await shot(page, "7b-credits-upgraded");
-  await until("the avatar is ready", async () => (await call("GET", `/avatar-profiles/${avatar.id}`)).status === "ready", 120);
+  await until("the avatar is ready", async () => {
+    const profile = await call("GET", `/avatar-profiles/${avatar.id}`);
+    check(profile.status !== "failed", `the avatar failed: ${profile.status_message}`);
+    return profile.status === "ready";
+  }, 120);
   await page.getByRole("link", { name: "Avatars", exact: true }).click();
   await page.getByRole("heading", { name: "Avatars" }).waitFor();
   // Its preview plays.
@@ -393,9 +400,11 @@ async function main() {
   await page.getByRole("button", { name: "Edit Logo" }).click();
   await page.getByLabel("Metadata").fill('{ "colour": "#1f883d" }');
   await page.getByRole("button", { name: "Save", exact: true }).click();
-  await page.getByText('"colour": "#1f883d"').waitFor();
-  const saved = await call("GET", `/shared-stores/${store.store.id}/entries/logo`);
-  check(saved.entry.metadata.colour === "#1f883d", `the entry saved: ${JSON.stringify(saved)}`);
+  await page.getByRole("button", { name: "Save", exact: true }).waitFor({ state: "detached" });
+  // Bounded: once, in about ten runs, a read right after the save still had the old
+  // metadata (not explained yet; see the closing note of issue 37).
+  await until("the API has the saved metadata", async () =>
+    (await call("GET", `/shared-stores/${store.store.id}/entries/logo`)).entry.metadata.colour === "#1f883d", 10);
 
   // A pending post, approved.
   await page.getByRole("link", { name: "Social posts", exact: true }).click();

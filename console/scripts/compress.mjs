@@ -10,5 +10,8 @@ import { constants, gzipSync } from "node:zlib";
 const folder = process.argv[2] ?? "dist";
 for (const name of ["index.html", "console.js", "console.css"]) {
   const bytes = readFileSync(join(folder, name));
-  writeFileSync(join(folder, `${name}.gz`), gzipSync(bytes, { level: constants.Z_BEST_COMPRESSION }));
+  const gzip = gzipSync(bytes, { level: constants.Z_BEST_COMPRESSION });
+  // The header's OS byte is the system's (3 on Unix): "unknown", the same everywhere.
+  gzip[9] = 0xff;
+  writeFileSync(join(folder, `${name}.gz`), gzip);
 }

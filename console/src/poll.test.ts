@@ -162,6 +162,19 @@ describe("refresher", () => {
     expect(nodesAgain.current).toBe(true);
   });
 
+  it("reads the record again when the nodes' status is not the record's (a resume from elsewhere)", async () => {
+    const failedRecord = { nodes: nodes("running", ["running"]), record: record("failed") };
+    // Open: the nodes say running, the record (read just after) failed; then the run is
+    // resumed elsewhere and the nodes say running again, unchanged.
+    const { calls, tick } = scripted([running, failedRecord, running, running]);
+    expect((await tick()).current).toBe(false);
+    expect((await tick()).current).toBe(false);
+    const reread = await tick();
+    expect(reread.run.status).toBe("running");
+    expect(reread.current).toBe(true);
+    expect(calls).toEqual(["nodes", "record", "nodes", "record"]);
+  });
+
   it("reads only the record again after a record that failed", async () => {
     const calls: string[] = [];
     let fail = true;

@@ -90,7 +90,8 @@ export function refresher(
       const fresh = await nodes();
       // An ended run's record is final: nodes that caught up with it need no new read.
       const caughtUp = !isLive(run.status) && fresh.status === run.status;
-      if (signature(fresh) !== signature(seen) && !caughtUp) recordBehind = true;
+      // Changed nodes, or a status the record does not have (a resume from elsewhere).
+      if (!caughtUp && (signature(fresh) !== signature(seen) || fresh.status !== run.status)) recordBehind = true;
       seen = fresh;
     }
     // A record that ended after the nodes shown were read: the nodes are read again on

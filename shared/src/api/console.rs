@@ -48,16 +48,24 @@ pub const FILES: [File; 3] = [
 static TAGS: LazyLock<Vec<String>> =
     LazyLock::new(|| FILES.iter().map(|file| hex::encode(&Sha256::digest(file.body.as_bytes())[..12])).collect());
 
-/// Whether the request's `Accept-Encoding` takes gzip (and does not refuse it, `q=0`).
+/// Whether the request's `Accept-Encoding` takes gzip: named with a weight above 0, or
+/// not named and `*` above 0.
 fn takes_gzip(accept_encoding: Option<&HeaderValue>) -> bool {
     let Some(value) = accept_encoding.and_then(|value| value.to_str().ok()) else { return false };
-    value.split(',').any(|coding| {
-        let mut parts = coding.split(';').map(str::trim);
-        let name = parts.next().unwrap_or_default();
-        let refused =
-            parts.any(|parameter| parameter.strip_prefix("q=").and_then(|q| q.parse::<f32>().ok()) == Some(0.0));
-        (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
-    })
+    let weight = |wanted: &str| {
+        value.split(',').find_map(|coding| {
+            let mut parts = coding.split(';').map(str::trim);
+            if !parts.next().unwrap_or_default().eq_ignore_ascii_case(wanted) {
+                return None;
+            }
+            let q = parts.find_map(|parameter| {
+                let (name, q) = parameter.split_once('=')?;
+                name.trim().eq_ignore_ascii_case("q").then(|| q.trim().parse::<f32>().unwrap_or(0.0))
+            });
+            Some(q.unwrap_or(1.0))
+        })
+    };
+    weight("gzip").or_else(|| weight("*")).is_some_and(|q| q > 0.0)
 }
 
 /// The request headers the answer depends on.
@@ -212,9 +220,17 @@ mod tests {
         assert!(tag.ends_with("-gz\""), "{tag}");
         let plain = answer(&Method::GET, "/console.js", Asked::of(&asking(&[("if-none-match", &tag)])));
         assert_eq!(plain.status(), StatusCode::OK, "the gzip copy's tag is not the plain file's");
-        let refused = asking(&[("accept-encoding", "gzip;q=0, identity")]);
-        let script = answer(&Method::GET, "/console.js", Asked::of(&refused));
-        assert!(!script.headers().contains_key(header::CONTENT_ENCODING));
+        for (refusing, takes) in [
+            ("gzip;q=0, identity", false),
+            ("gzip; Q=0, *", false),
+            ("identity", false),
+            ("*", true),
+            ("GZIP;q=0.5", true),
+        ] {
+            let script = answer(&Method::GET, "/console.js", Asked::of(&asking(&[("accept-encoding", refusing)])));
+            assert_eq!(script.headers().contains_key(header::CONTENT_ENCODING), takes, "{refusing}");
+        }
+        assert_eq!(FILES[1].gzip[9], 0xff, "no system in the header");
         for file in &FILES {
             assert!(!file.gzip.is_empty(), "{} has its gzip copy", file.name);
         }

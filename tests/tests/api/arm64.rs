@@ -8,7 +8,8 @@
 //! the layer's `/opt/bin/ffmpeg`, a shell wrapper that starts the layer's loader.
 //!
 //! Ignored in the main run: `scripts/test.sh` builds the artifacts, then runs
-//! `cargo test --test api -- --ignored arm64`. `ARM64_LAYER_ZIP` and `ARM64_FUNCTIONS`
+//! `cargo test --test api -- --ignored arm64_layer`, and once the functions are built
+//! `-- --ignored arm64_functions arm64_deploy`. `ARM64_LAYER_ZIP` and `ARM64_FUNCTIONS`
 //! name other builds than `.local/layer/ffmpeg-layer-arm64.zip` and `target/functions-lambda-test`
 //! (`scripts/build-lambda.sh --profile lambda-test`; the release build is `target/lambda`).
 //!
