@@ -52,6 +52,12 @@ struct Args {
     /// SSRF guard of a deployment.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     allow_private_urls: bool,
+    /// Make what the state needs and exit, serving nothing: with `--backend aws` the
+    /// table, the bucket and the queues `TASK_QUEUE_URL` and `WEBHOOK_QUEUE_URL` name
+    /// (serve's own when unset), then the seed file. The seed step of `sam local`
+    /// (scripts/sam-local.sh).
+    #[arg(long)]
+    prepare_only: bool,
     /// Seconds between the scheduler's ticks (triggers, scheduled posts), each at the
     /// start of its period: 60 is each minute's start, as on AWS.
     #[arg(long, default_value_t = 60)]
@@ -94,8 +100,21 @@ async fn run(args: Args) -> anyhow::Result<()> {
         segment: shared::config::segment_of(args.segment_seconds),
         allow_private_urls: args.allow_private_urls,
         webhook_schedule: shared::config::webhook_schedule_from_env()?,
+        create_named_queues: args.prepare_only,
     };
     let (app, development_key) = serve::build_app(backend, args.seed.as_deref(), &options).await?;
+    if args.prepare_only {
+        let seeded =
+            args.seed.as_ref().map_or("the development organization".to_owned(), |seed| seed.display().to_string());
+        println!(
+            "Prepared: the state of {} and {seeded}",
+            if matches!(backend, Backend::Aws) { "the AWS backend" } else { "the data folder" }
+        );
+        if let Some(key) = development_key {
+            println!("Development organization ready. New API key: {key}");
+        }
+        return Ok(());
+    }
     let workers = args.workers.unwrap_or_else(serve::workers::default_count);
     let _workers = serve::workers::start(&app, workers).await?;
     if let Some(key) = development_key {

@@ -229,6 +229,10 @@ pub struct ServeOptions {
     pub allow_private_urls: bool,
     /// Webhook retries and answer time.
     pub webhook_schedule: crate::domain::webhooks::WebhookSchedule,
+    /// With the AWS backend, also create the queues `TASK_QUEUE_URL` and
+    /// `WEBHOOK_QUEUE_URL` name (by their URL's last segment) on the emulator: the seed
+    /// step of `sam local` (`serve --prepare-only`), whose functions are given those URLs.
+    pub create_named_queues: bool,
 }
 
 /// Removes what an earlier process on `data_dir` left half done: `scratch/` (task
@@ -311,20 +315,26 @@ async fn aws_config(options: &ServeOptions) -> anyhow::Result<crate::app::AppCon
     config.settings.segment = options.segment;
     config.settings.webhook_schedule = options.webhook_schedule.clone();
     config.settings.allow_private_urls = options.allow_private_urls;
-    if config.webhook_queue_url.is_none() {
+    // The queues to make: serve's own when none is named, or those named when asked.
+    let to_make = |url: &Option<String>, local: &str| match url {
+        None => Ok(Some(local.to_owned())),
+        Some(url) if options.create_named_queues => queue_name_of(url).map(|name| Some(name.to_owned())),
+        Some(_) => Ok(None),
+    };
+    if let Some(name) = to_make(&config.webhook_queue_url, LOCAL_WEBHOOK_QUEUE)? {
         // Visible again after a sender's claim could have passed.
-        let url = SqsWebhookQueue::ensure_queue(&aws, LOCAL_WEBHOOK_QUEUE, Duration::from_secs(60))
+        let url = SqsWebhookQueue::ensure_queue(&aws, &name, Duration::from_secs(60))
             .await
-            .with_context(|| format!("SQS queue {LOCAL_WEBHOOK_QUEUE} is not reachable"))?;
-        config.webhook_queue_url = Some(url);
+            .with_context(|| format!("SQS queue {name} is not reachable (is AWS_ENDPOINT_URL_SQS set?)"))?;
+        config.webhook_queue_url.get_or_insert(url);
     }
-    if config.task_queue_url.is_none() {
+    if let Some(name) = to_make(&config.task_queue_url, LOCAL_TASK_QUEUE)? {
         // A queue on the emulator; a message's lease outlasts its task's work.
         let visibility = options.task_budget * 6;
-        let url = SqsTaskQueue::ensure_queue(&aws, LOCAL_TASK_QUEUE, visibility)
+        let url = SqsTaskQueue::ensure_queue(&aws, &name, visibility)
             .await
-            .with_context(|| format!("SQS queue {LOCAL_TASK_QUEUE} is not reachable (is AWS_ENDPOINT_URL_SQS set?)"))?;
-        config.task_queue_url = Some(url);
+            .with_context(|| format!("SQS queue {name} is not reachable (is AWS_ENDPOINT_URL_SQS set?)"))?;
+        config.task_queue_url.get_or_insert(url);
     }
     if config.media_link_secret.is_none() {
         let folder = options.data_dir.clone();
@@ -332,6 +342,15 @@ async fn aws_config(options: &ServeOptions) -> anyhow::Result<crate::app::AppCon
         config.media_link_secret = Some(hex::encode(secret));
     }
     AppConfig::aws(&config, &aws, true)
+}
+
+/// The queue name at the end of an SQS queue URL (`https://host/<account>/<name>`).
+fn queue_name_of(url: &str) -> anyhow::Result<&str> {
+    url.trim_end_matches('/')
+        .rsplit_once('/')
+        .map(|(_, name)| name)
+        .filter(|name| !name.is_empty() && !name.contains(':'))
+        .ok_or_else(|| anyhow::anyhow!("{url:?} is no SQS queue URL (https://<host>/<account>/<name>)"))
 }
 
 /// Builds the application for `serve`: the backend (opening or creating its database,

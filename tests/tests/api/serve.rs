@@ -18,6 +18,7 @@ fn media_options() -> ServeOptions {
         segment: None,
         allow_private_urls: true,
         webhook_schedule: Default::default(),
+        create_named_queues: false,
     }
 }
 

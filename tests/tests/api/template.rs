@@ -536,7 +536,12 @@ fn uploads_never_finalized_expire_after_a_day() {
 #[test]
 fn no_deployed_function_lifts_the_ssrf_guard() {
     let template = template();
-    assert!(template["Globals"]["Function"]["Environment"]["Variables"]["ALLOW_PRIVATE_URLS"].is_null());
+    // Declared "false" in Globals, for sam local's env.json to override, and nowhere else.
+    let globals = &template["Globals"]["Function"]["Environment"]["Variables"];
+    assert_eq!(globals["ALLOW_PRIVATE_URLS"].as_str(), Some("false"));
+    for name in ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"] {
+        assert_eq!(globals[name].as_str(), Some(""), "{name} is empty (unset) on AWS");
+    }
     for (logical_id, function) in functions(&template) {
         let variables = &function["Properties"]["Environment"]["Variables"];
         assert!(variables["ALLOW_PRIVATE_URLS"].is_null(), "{logical_id} lets URLs reach private addresses");
