@@ -35,6 +35,7 @@ mod providers;
 mod readme;
 mod runs;
 mod runtime_emulator;
+mod sam_local;
 mod segments;
 mod serve;
 mod shared_stores;
