@@ -12,6 +12,8 @@
 #             the first tests do not run on a cold, interpreted emulator
 #   env       print the export lines for the endpoints and fake credentials
 #   stop      stop what `start` launched
+# EMULATORS_HOST=0.0.0.0 makes moto listen beyond loopback, for containers (sam local,
+# scripts/sam-local.sh); DynamoDB Local listens on every address.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -86,7 +88,7 @@ start_moto() {
   if [ -n "${AWS_ENDPOINT_URL_SQS:-}" ] && [ -n "${AWS_ENDPOINT_URL_S3:-}" ]; then return; fi
   local url="http://127.0.0.1:$MOTO_PORT"
   if answers "$url/moto-api/"; then return; fi
-  nohup "$LOCAL/venv/bin/moto_server" -H 127.0.0.1 -p "$MOTO_PORT" >"$RUN/moto.log" 2>&1 &
+  nohup "$LOCAL/venv/bin/moto_server" -H "${EMULATORS_HOST:-127.0.0.1}" -p "$MOTO_PORT" >"$RUN/moto.log" 2>&1 &
   echo $! >"$RUN/moto.pid"
   wait_for "$url/moto-api/" moto
   log "moto (SQS, S3) on $url"

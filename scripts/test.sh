@@ -106,8 +106,8 @@ step "run the tests" cargo test --workspace "$@"
 if [ "$console" = 1 ]; then
   step "console: unit tests, the bundle against a fresh build, the browser test" scripts/console.sh test
 fi
-# The arm64 artifacts under qemu and the deploy's dry run (tests/tests/api/arm64.rs,
-# deploy.rs): the layer built above, and every function, built as `sam build` builds them
+# The arm64 artifacts under qemu, the deploy's dry run and scripts/sam-local.sh's seed
+# (tests/tests/api/arm64.rs, deploy.rs, sam_local.rs): the layer built above, and every function, built as `sam build` builds them
 # but unoptimized (the `lambda-test` profile: 3.3 minutes of both cores cold, where the
 # release profile takes 34; docs/performance.md). They build beside the build above and
 # the tests, at the lowest priority: the cargo build has gaps, the tests mostly wait, and
@@ -116,8 +116,8 @@ fi
 if [ "$arm64" = 1 ]; then
   step "arm64: the layer's tools under qemu" cargo test --workspace --test api -- --ignored arm64_layer --nocapture
   step "wait for the arm64 functions (built beside the build and the tests)" wait_arm64_build
-  step "arm64: the functions under qemu, the deploy's dry run" \
-    cargo test --workspace --test api -- --ignored arm64_functions arm64_deploy --nocapture
+  step "arm64: the functions under qemu, the deploy's dry run, scripts/sam-local.sh" \
+    cargo test --workspace --test api -- --ignored arm64_functions arm64_deploy arm64_sam_local --nocapture
 fi
 # The chaos tests (tests/tests/api/chaos.rs, ignored in the run above): three `serve
 # --backend aws` processes killed at random, then the same behind a failing DynamoDB;

@@ -237,21 +237,27 @@ struct Local {
 }
 
 impl Local {
+    /// This run's own stack on the emulators, seeded.
     async fn new() -> Self {
+        let local = Self::named(format!("{STACK}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8])).await;
+        local.seed();
+        local
+    }
+
+    /// The functions as env.json configures them, with the stack's names `stack`.
+    async fn named(stack: String) -> Self {
         assert!(
             std::env::var("AWS_ENDPOINT_URL_SQS").is_ok(),
             "AWS_ENDPOINT_URL_SQS is not set: run the tests with ./scripts/test.sh, which starts the emulators"
         );
         let config = shared::adapters::aws_env::load_defaults().await;
-        let local = Self {
-            stack: format!("{STACK}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]),
+        Self {
+            stack,
             env_json: read_json(&workspace().join("env.json")),
             template: template(),
             running: Default::default(),
             sqs: aws_sdk_sqs::Client::new(&config),
-        };
-        local.seed();
-        local
+        }
     }
 
     /// A variable's value as this machine reaches it: the emulators on loopback, this
@@ -714,4 +720,33 @@ async fn every_committed_event_gets_its_documented_answer_from_its_binary_config
     let social_event = with_path(event("delete-social-connection"), &[("social_connection_id", &social)]);
     local.expect("delete-social-connection", &social_event, success("delete-social-connection")).await;
     local.expect("delete-shared-store", &at_store("delete-shared-store"), success("delete-shared-store")).await;
+}
+
+/// `scripts/sam-local.sh --no-build` after the arm64 build: it makes the template of the
+/// built functions and seeds env.json's stack (the whoami event then answers the seed's
+/// organization); without a Docker daemon it says so and exits 0, with one it goes on
+/// through `sam local invoke` and `start-api` (not exercised here: no daemon).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the arm64 functions: ./scripts/test.sh builds them and runs it (arm64)"]
+async fn arm64_sam_local_script_seeds_env_json_stack_and_says_when_docker_is_missing() {
+    let output = Command::new(workspace().join("scripts/sam-local.sh"))
+        .arg("--no-build")
+        .current_dir(workspace())
+        .output()
+        .unwrap();
+    let log = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{log}");
+    assert!(log.contains("Prepared:"), "{log}");
+    let docker = Command::new("docker").arg("info").output().is_ok_and(|info| info.status.success());
+    if docker {
+        assert!(log.contains("sam local start-api answered GET /whoami"), "{log}");
+    } else {
+        assert!(log.contains("no Docker daemon answers here"), "{log}");
+        assert!(!log.contains("sam local invoke WhoamiFunction --event"), "nothing run without Docker: {log}");
+    }
+    let made = std::fs::read_to_string(workspace().join(".local/sam-local/template.yaml")).unwrap();
+    assert!(made.contains("functions-lambda-test/whoami"), "each function's code is its built folder");
+    let local = Local::named(STACK.to_owned()).await;
+    let whoami = local.expect("whoami", &event("whoami"), success("whoami")).await;
+    assert_eq!(whoami["organization_slug"], "local", "{whoami}");
 }
