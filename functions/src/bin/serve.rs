@@ -75,6 +75,15 @@ async fn main() {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
+    let emulated = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"]
+        .iter()
+        .any(|name| std::env::var(name).is_ok_and(|value| !value.is_empty()));
+    if args.prepare_only && matches!(args.backend, BackendArg::Aws) && !emulated {
+        anyhow::bail!(
+            "--prepare-only prepares emulators (AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_DYNAMODB): a stack's table, \
+             bucket and queues come from its template, and a seed's keys do not belong in an AWS account"
+        );
+    }
     std::fs::create_dir_all(&args.data_dir)?;
     let backend = match args.backend {
         BackendArg::Embedded => Backend::Embedded,

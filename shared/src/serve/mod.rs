@@ -346,11 +346,11 @@ async fn aws_config(options: &ServeOptions) -> anyhow::Result<crate::app::AppCon
 
 /// The queue name at the end of an SQS queue URL (`https://host/<account>/<name>`).
 fn queue_name_of(url: &str) -> anyhow::Result<&str> {
-    url.trim_end_matches('/')
-        .rsplit_once('/')
-        .map(|(_, name)| name)
-        .filter(|name| !name.is_empty() && !name.contains(':'))
-        .ok_or_else(|| anyhow::anyhow!("{url:?} is no SQS queue URL (https://<host>/<account>/<name>)"))
+    let path = url.split_once("://").map(|(_, rest)| rest).unwrap_or_default();
+    match path.trim_end_matches('/').split('/').collect::<Vec<_>>()[..] {
+        [host, account, name] if !host.is_empty() && !account.is_empty() && !name.is_empty() => Ok(name),
+        _ => anyhow::bail!("{url:?} is no SQS queue URL (https://<host>/<account>/<name>)"),
+    }
 }
 
 /// Builds the application for `serve`: the backend (opening or creating its database,
@@ -383,4 +383,24 @@ pub async fn build_app(
         ),
     };
     Ok((app, development_key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::queue_name_of;
+
+    #[test]
+    fn a_queue_is_named_by_its_url_last_segment_and_anything_else_is_refused() {
+        let name = |url: &'static str| queue_name_of(url).ok();
+        assert_eq!(
+            name("http://127.0.0.1:15000/123456789012/video-workflow-local-tasks"),
+            Some("video-workflow-local-tasks")
+        );
+        assert_eq!(name("https://sqs.eu-west-1.amazonaws.com/123456789012/tasks/"), Some("tasks"));
+        for url in
+            ["http://host", "http://host/", "http://host/123456789012", "tasks", "http://host//tasks", "http://h/a/b/c"]
+        {
+            assert_eq!(name(url), None, "{url}");
+        }
+    }
 }

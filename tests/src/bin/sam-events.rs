@@ -219,7 +219,7 @@ fn http_event(
     }
     header_map.insert("host".into(), json!(format!("{API_ID}.execute-api.{REGION}.amazonaws.com")));
     header_map.insert("user-agent".into(), json!("curl/8.5.0"));
-    header_map.insert("x-amzn-trace-id".into(), json!("Root=1-674c4fc0-0123456789abcdef01234567"));
+    header_map.insert("x-amzn-trace-id".into(), json!("Root=1-6b0eb6c0-0123456789abcdef01234567"));
     header_map.insert("x-forwarded-for".into(), json!("203.0.113.10"));
     header_map.insert("x-forwarded-port".into(), json!("443"));
     header_map.insert("x-forwarded-proto".into(), json!("https"));

@@ -545,5 +545,8 @@ fn no_deployed_function_lifts_the_ssrf_guard() {
     for (logical_id, function) in functions(&template) {
         let variables = &function["Properties"]["Environment"]["Variables"];
         assert!(variables["ALLOW_PRIVATE_URLS"].is_null(), "{logical_id} lets URLs reach private addresses");
+        for name in ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"] {
+            assert!(variables[name].is_null(), "{logical_id} sets {name}: only env.json does, for sam local");
+        }
     }
 }
