@@ -127,6 +127,26 @@ fn the_generator_refuses_a_route_without_an_example_body() {
     assert!(!out.path().join("events").exists(), "nothing written");
 }
 
+/// `serve --prepare-only` prepares emulators only: without an endpoint variable it
+/// would make a table and store the repository's key in an AWS account, and refuses.
+#[test]
+fn the_seed_step_refuses_to_run_against_aws() {
+    let data = tempfile::tempdir().unwrap();
+    let output = Command::new(debug_binary("serve"))
+        .args(["--backend", "aws", "--prepare-only", "--addr", "127.0.0.1:0", "--seed"])
+        .arg(workspace().join("infra/sam-local-seed.json"))
+        .arg("--data-dir")
+        .arg(data.path())
+        .env_clear()
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ENDPOINT_URL_DYNAMODB", "")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--prepare-only prepares emulators"), "{stderr}");
+}
+
 /// The key paths of a JSON value (`a.b`, arrays by their first item as `a[]`), not
 /// descending into maps whose keys are data (headers, parameters).
 fn key_paths(value: &Value, prefix: &str, paths: &mut BTreeSet<String>) {
