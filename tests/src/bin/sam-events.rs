@@ -404,12 +404,70 @@ fn resolvable(value: &Yaml, parameters: &serde_yaml::Mapping) -> bool {
     }
 }
 
+/// The event of the function `function` (`logical_id` in the template).
+fn function_event(
+    function: &str,
+    logical_id: &str,
+    resource: &Yaml,
+    operations: &BTreeMap<String, Value>,
+) -> anyhow::Result<Value> {
+    if let Some(route) = ROUTES.iter().find(|route| route.function == function) {
+        let operation = operations.get(function).with_context(|| format!("{function} has no OpenAPI operation"))?;
+        return route_event(route, operation);
+    }
+    let events = resource["Properties"]["Events"].as_mapping().context("Events")?;
+    let first = events.values().next().with_context(|| format!("{function} has no event source"))?;
+    Ok(match first["Type"].as_str() {
+        Some("HttpApi") => {
+            let method = first["Properties"]["Method"].as_str().context("Method")?.to_uppercase();
+            let path = first["Properties"]["Path"].as_str().context("Path")?;
+            if path.contains('{') {
+                bail!("{function}'s first path {path} has parameters outside the routes table");
+            }
+            let headers = vec![("accept", "text/html".to_owned())];
+            let mut event = http_event(&method, path, &Map::new(), &[], headers, None);
+            event["headers"]["accept-encoding"] = json!("gzip, deflate, br");
+            event
+        }
+        Some("SQS") => {
+            let (body, queue) = queue_message(function)?;
+            sqs_event(&format!("{STACK}-{queue}"), body)
+        }
+        Some("Schedule" | "ScheduleV2") => scheduled_event(logical_id),
+        other => bail!("{function} ({logical_id}): no event for its source {other:?}"),
+    })
+}
+
+/// The env.json entry of a function: its variables (Globals', then its own) that need a
+/// local value; a variable from the stack without one is refused.
+fn local_variables(template: &Yaml, logical_id: &str, resource: &Yaml) -> anyhow::Result<Value> {
+    let parameters = template["Parameters"].as_mapping().cloned().unwrap_or_default();
+    let globals = template["Globals"]["Function"]["Environment"]["Variables"].as_mapping().cloned().unwrap_or_default();
+    let own = resource["Properties"]["Environment"]["Variables"].as_mapping().cloned().unwrap_or_default();
+    let mut names: Vec<(String, Yaml)> = Vec::new();
+    for (name, value) in globals.iter().chain(own.iter()) {
+        let name = name.as_str().context("a variable's name")?.to_owned();
+        names.retain(|(known, _)| *known != name);
+        names.push((name, value.clone()));
+    }
+    let mut variables = Map::new();
+    for (name, value) in names {
+        match local_value(&name) {
+            Some(local) => {
+                variables.insert(name, json!(local));
+            }
+            None if resolvable(&value, &parameters) => {}
+            None => bail!("{logical_id}'s {name} comes from the stack and sam-events has no local value for it"),
+        }
+    }
+    variables.sort_keys();
+    Ok(Value::Object(variables))
+}
+
 /// Everything the generator writes: file name (under the output folder) → JSON.
 fn generate(root: &Path) -> anyhow::Result<BTreeMap<String, Value>> {
     let text = std::fs::read_to_string(root.join("template.yaml")).context("reading template.yaml")?;
     let template: Yaml = serde_yaml::from_str(&text).context("template.yaml")?;
-    let parameters = template["Parameters"].as_mapping().cloned().unwrap_or_default();
-    let globals = template["Globals"]["Function"]["Environment"]["Variables"].as_mapping().cloned().unwrap_or_default();
     let operations = operations()?;
     let mut files = BTreeMap::new();
     let mut env = Map::new();
@@ -421,59 +479,8 @@ fn generate(root: &Path) -> anyhow::Result<BTreeMap<String, Value>> {
         let function = resource["Metadata"]["BuildProperties"]["Binary"]
             .as_str()
             .with_context(|| format!("{logical_id} has no Metadata.BuildProperties.Binary"))?;
-        let sources: Vec<&str> = resource["Properties"]["Events"]
-            .as_mapping()
-            .into_iter()
-            .flat_map(|events| events.values())
-            .filter_map(|event| event["Type"].as_str())
-            .collect();
-        let event = if let Some(route) = ROUTES.iter().find(|route| route.function == function) {
-            let operation = operations.get(function).with_context(|| format!("{function} has no OpenAPI operation"))?;
-            route_event(route, operation)?
-        } else {
-            match sources.first().copied() {
-                Some("HttpApi") => {
-                    let events = resource["Properties"]["Events"].as_mapping().context("Events")?;
-                    let first = events.values().next().context("an event")?;
-                    let method = first["Properties"]["Method"].as_str().context("Method")?.to_uppercase();
-                    let path = first["Properties"]["Path"].as_str().context("Path")?;
-                    if path.contains('{') {
-                        bail!("{function}'s first path {path} has parameters outside the routes table");
-                    }
-                    let headers = vec![("accept", "text/html".to_owned())];
-                    let mut event = http_event(&method, path, &Map::new(), &[], headers, None);
-                    event["headers"]["accept-encoding"] = json!("gzip, deflate, br");
-                    event
-                }
-                Some("SQS") => {
-                    let (body, queue) = queue_message(function)?;
-                    sqs_event(&format!("{STACK}-{queue}"), body)
-                }
-                Some("Schedule" | "ScheduleV2") => scheduled_event(logical_id),
-                other => bail!("{function} ({logical_id}): no event for its source {other:?}"),
-            }
-        };
-        files.insert(format!("events/{function}.json"), event);
-
-        let mut variables = Map::new();
-        let own = resource["Properties"]["Environment"]["Variables"].as_mapping().cloned().unwrap_or_default();
-        let mut names: Vec<(String, Yaml)> = Vec::new();
-        for (name, value) in globals.iter().chain(own.iter()) {
-            let name = name.as_str().context("a variable's name")?.to_owned();
-            names.retain(|(known, _)| *known != name);
-            names.push((name, value.clone()));
-        }
-        for (name, value) in names {
-            match local_value(&name) {
-                Some(local) => {
-                    variables.insert(name, json!(local));
-                }
-                None if resolvable(&value, &parameters) => {}
-                None => bail!("{logical_id}'s {name} comes from the stack and sam-events has no local value for it"),
-            }
-        }
-        variables.sort_keys();
-        env.insert(logical_id.to_owned(), Value::Object(variables));
+        files.insert(format!("events/{function}.json"), function_event(function, logical_id, resource, &operations)?);
+        env.insert(logical_id.to_owned(), local_variables(&template, logical_id, resource)?);
     }
     files.insert("env.json".to_owned(), Value::Object(env));
     files.insert(

@@ -127,21 +127,27 @@ fn the_generator_refuses_a_route_without_an_example_body() {
     assert!(!out.path().join("events").exists(), "nothing written");
 }
 
-/// `serve --prepare-only` prepares emulators only: without an endpoint variable it
-/// would make a table and store the repository's key in an AWS account, and refuses.
-#[test]
-fn the_seed_step_refuses_to_run_against_aws() {
+/// The seed step: `serve --backend aws --prepare-only --seed infra/sam-local-seed.json`
+/// with `environment` alone.
+fn seed_step(environment: Vec<(String, String)>) -> std::process::Output {
     let data = tempfile::tempdir().unwrap();
-    let output = Command::new(debug_binary("serve"))
+    Command::new(debug_binary("serve"))
         .args(["--backend", "aws", "--prepare-only", "--addr", "127.0.0.1:0", "--seed"])
         .arg(workspace().join("infra/sam-local-seed.json"))
         .arg("--data-dir")
         .arg(data.path())
         .env_clear()
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ENDPOINT_URL_DYNAMODB", "")
+        .envs(environment)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// `serve --prepare-only` prepares emulators only: without an endpoint variable it
+/// would make a table and store the repository's key in an AWS account, and refuses.
+#[test]
+fn the_seed_step_refuses_to_run_against_aws() {
+    let environment = [("AWS_REGION", "us-east-1"), ("AWS_ENDPOINT_URL_DYNAMODB", "")];
+    let output = seed_step(environment.map(|(name, value)| (name.to_owned(), value.to_owned())).to_vec());
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--prepare-only prepares emulators"), "{stderr}");
@@ -336,7 +342,6 @@ impl Local {
     /// start-run's environment (it names every resource): the table, the bucket, the
     /// queues of env.json and the organization of the events' key.
     fn seed(&self) {
-        let data = tempfile::tempdir().unwrap();
         let mut environment = self.environment("start-run");
         // The endpoints env.json gives, reached here, are the emulators of this run.
         let endpoint = |name: &str| environment.iter().find(|(known, _)| known == name).unwrap().1.clone();
@@ -345,15 +350,7 @@ impl Local {
         let sqs = std::env::var("AWS_ENDPOINT_URL_SQS").unwrap();
         assert_eq!(endpoint("AWS_ENDPOINT_URL").trim_end_matches('/'), sqs.trim_end_matches('/'));
         environment.push(("PATH".into(), std::env::var("PATH").unwrap_or_default()));
-        let output = Command::new(debug_binary("serve"))
-            .args(["--backend", "aws", "--prepare-only", "--addr", "127.0.0.1:0", "--seed"])
-            .arg(workspace().join("infra/sam-local-seed.json"))
-            .arg("--data-dir")
-            .arg(data.path())
-            .env_clear()
-            .envs(environment)
-            .output()
-            .unwrap();
+        let output = seed_step(environment);
         let log = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
         assert!(output.status.success(), "the seed step failed: {log}");
         assert!(log.contains("Prepared:"), "{log}");
