@@ -1,4 +1,4 @@
-import { useState } from "react";
+import { type FormEvent, useState } from "react";
 import { call, get } from "../api";
 import { errorText, Link, Problem, useAction, useLoad, when } from "../common";
 import type { Entry, Store } from "../types";
@@ -65,11 +65,16 @@ export function StoreEntries({ id }: { id: string }) {
   );
 }
 
+// The fields are read from the form when it is sent, not from state: a Save clicked
+// right after typing once sent the text from before it (a click that came before the
+// state caught up), and the entry kept its old metadata.
 function EditEntry({ store, entry, onDone }: { store: string; entry: Entry; onDone: () => void }) {
-  const [name, setName] = useState(entry.display_name);
-  const [text, setText] = useState(JSON.stringify(entry.metadata, null, 2));
   const { error: problem, act } = useAction();
-  const save = () =>
+  const save = (event: FormEvent<HTMLFormElement>) => {
+    event.preventDefault();
+    const form = new FormData(event.currentTarget);
+    const name = String(form.get("display_name") ?? "");
+    const text = String(form.get("metadata") ?? "");
     act(async () => {
       let metadata: unknown;
       try {
@@ -80,18 +85,17 @@ function EditEntry({ store, entry, onDone }: { store: string; entry: Entry; onDo
       await call("PUT", `/shared-stores/${store}/entries/${encodeURIComponent(entry.entry_id)}`, { display_name: name, metadata });
       onDone();
     });
+  };
   return (
-    <div>
+    <form onSubmit={save}>
       <label>
-        Display name <input value={name} onChange={(event) => setName(event.target.value)} />
+        Display name <input name="display_name" defaultValue={entry.display_name} />
       </label>
       <label>
-        Metadata <textarea value={text} rows={8} cols={50} onChange={(event) => setText(event.target.value)} />
+        Metadata <textarea name="metadata" defaultValue={JSON.stringify(entry.metadata, null, 2)} rows={8} cols={50} />
       </label>
-      <button type="button" onClick={save}>
-        Save
-      </button>
+      <button type="submit">Save</button>
       <Problem message={problem} />
-    </div>
+    </form>
   );
 }
