@@ -22,6 +22,7 @@ use crate::lambda_events::{batch_answer, http_answer, sqs_event, sqs_record};
 use crate::openapi::conforms;
 use crate::runs::fetch_and_probe;
 use crate::runtime_emulator::{binary_path, debug_binary, Function, RunningFunction};
+use crate::template::template;
 use crate::uploads::{put, sample};
 use crate::webhooks::{Mode, Receiver};
 
@@ -48,20 +49,13 @@ fn event(function: &str) -> Value {
     read_json(&workspace().join("events").join(format!("{function}.json")))
 }
 
-fn template() -> serde_yaml::Value {
-    serde_yaml::from_str(&std::fs::read_to_string(workspace().join("template.yaml")).unwrap()).unwrap()
-}
-
 /// The template's functions: logical ID → (binary, resource).
-fn functions(template: &serde_yaml::Value) -> BTreeMap<String, (String, serde_yaml::Value)> {
-    template["Resources"]
-        .as_mapping()
-        .unwrap()
-        .iter()
-        .filter(|(_, resource)| resource["Type"] == "AWS::Serverless::Function")
+fn functions(template: &serde_yaml::Value) -> BTreeMap<String, (String, &serde_yaml::Value)> {
+    crate::template::functions(template)
+        .into_iter()
         .map(|(id, resource)| {
             let binary = resource["Metadata"]["BuildProperties"]["Binary"].as_str().unwrap().to_owned();
-            (id.as_str().unwrap().to_owned(), (binary, resource.clone()))
+            (id, (binary, resource))
         })
         .collect()
 }

@@ -11,7 +11,7 @@ fn repo_file(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("reading {}: {error}", path.display()))
 }
 
-fn template() -> Value {
+pub(crate) fn template() -> Value {
     serde_yaml::from_str(&repo_file("template.yaml")).expect("template.yaml is YAML")
 }
 
@@ -32,7 +32,7 @@ fn binaries() -> BTreeSet<String> {
     names
 }
 
-fn functions(template: &Value) -> BTreeMap<String, &Value> {
+pub(crate) fn functions(template: &Value) -> BTreeMap<String, &Value> {
     template["Resources"]
         .as_mapping()
         .expect("Resources")
