@@ -430,20 +430,23 @@ impl Local {
                 continue;
             }
             let mut records: Vec<Value> = messages.iter().map(|message| sqs_record(message, &arn)).collect();
-            let batch = if first {
+            // The committed event carries the first message of its kind (a node task for
+            // node-worker), whose fields must be the committed message's.
+            let committed = event(function);
+            let body = |record: &Value| -> Value { serde_json::from_str(record["body"].as_str().unwrap()).unwrap() };
+            let template = body(&committed["Records"][0]);
+            let same_kind = records.iter().position(|record| body(record)["work"] == template["work"]);
+            let batch = if let (true, Some(at)) = (first, same_kind) {
                 first = false;
-                let mut committed = event(function);
-                let record = &mut committed["Records"][0];
-                let body: Value = serde_json::from_str(record["body"].as_str().unwrap()).unwrap();
-                let real: Value = serde_json::from_str(records[0]["body"].as_str().unwrap()).unwrap();
                 let fields = |value: &Value| value.as_object().unwrap().keys().cloned().collect::<BTreeSet<_>>();
-                if body["work"] == real["work"] {
-                    assert_eq!(fields(&body), fields(&real), "{function}: the committed message is one it is sent");
-                }
+                let real = body(&records[at]);
+                assert_eq!(fields(&template), fields(&real), "{function}: the committed message is one it is sent");
+                let mut record = committed["Records"][0].clone();
                 for field in ["messageId", "receiptHandle", "body", "md5OfBody", "eventSourceARN"] {
-                    record[field] = records[0][field].clone();
+                    record[field] = records[at][field].clone();
                 }
-                records[0] = record.clone();
+                records[at] = record;
+                let mut committed = committed;
                 committed["Records"] = Value::Array(records);
                 committed
             } else {
