@@ -71,6 +71,14 @@ pub struct KeyRecord {
 }
 
 impl KeyRecord {
+    /// The token of the claim that holds the key, while it is claimed (not answered).
+    pub fn token(&self) -> Option<&str> {
+        match &self.state {
+            KeyState::Claimed { token, .. } => Some(token),
+            KeyState::Answered(_) => None,
+        }
+    }
+
     /// Whether the record still holds its key at `now`: unexpired, and answered or
     /// claimed by a request whose lease runs.
     pub fn holds(&self, now: Timestamp) -> bool {
@@ -143,6 +151,11 @@ pub async fn begin(
         };
         let mut holder = match repo.claim_key(&record, now).await? {
             None => return Ok(Begun::Run(KeyClaim(record))),
+            // This claim itself: its write was done but the store's answer lost (a 500
+            // after the write), and the client's retry found it.
+            Some(holder) if holder.token().is_some() && holder.token() == record.token() => {
+                return Ok(Begun::Run(KeyClaim(record)))
+            }
             Some(holder) => holder,
         };
         // Held by a running request: read (not write) until it answers or lets go.

@@ -3,14 +3,18 @@
 //! refused request does not spend its key, concurrent repeats make one thing, and keys
 //! belong to one organization.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use async_trait::async_trait;
 
 use futures::future::join_all;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use shared::api::ROUTES;
-use shared::domain::idempotency::{KeptAnswer, KeyRecord, KeyState};
-use shared::domain::time::Timestamp;
+use shared::domain::idempotency::{self, Begun, IdempotencyRepo, KeptAnswer, KeyRecord, KeyState};
+use shared::domain::ids::OrganizationId;
+use shared::domain::time::{SystemClock, Timestamp};
 
 use crate::conformance;
 use crate::helpers::{Backend, TestApp};
@@ -21,6 +25,7 @@ conformance!(
     every_creating_post_answers_a_repeat_with_its_first_answer,
     a_key_used_with_another_request_is_refused_and_keys_belong_to_one_organization,
     an_expired_key_or_a_lapsed_claim_is_claimed_again,
+    a_claim_whose_write_was_done_but_whose_answer_was_lost_is_the_requests_own,
 );
 
 /// A POST with an `Idempotency-Key`, as `test`'s organization.
@@ -231,4 +236,52 @@ async fn an_expired_key_or_a_lapsed_claim_is_claimed_again(backend: Backend) {
     let fourth = claim("fourth", next_day);
     repo.settle_key(&fourth, None).await.unwrap();
     assert_eq!(repo.claim_key(&claim("fifth", next_day), next_day).await.unwrap(), None);
+}
+
+/// The store as DynamoDB can be: a claim is written, its answer is lost (a 500 after the
+/// write), and the SDK's retry of the same write finds the key held, by this claim.
+struct AnswerLostAfterTheWrite(Arc<dyn IdempotencyRepo>);
+
+#[async_trait]
+impl IdempotencyRepo for AnswerLostAfterTheWrite {
+    async fn claim_key(&self, record: &KeyRecord, now: Timestamp) -> anyhow::Result<Option<KeyRecord>> {
+        match self.0.claim_key(record, now).await? {
+            None => self.0.claim_key(record, now).await,
+            held => Ok(held),
+        }
+    }
+    async fn get_key(&self, organization: OrganizationId, key: &str) -> anyhow::Result<Option<KeyRecord>> {
+        self.0.get_key(organization, key).await
+    }
+    async fn settle_key(&self, claim: &KeyRecord, answer: Option<&KeptAnswer>) -> anyhow::Result<()> {
+        self.0.settle_key(claim, answer).await
+    }
+    async fn renew_key(&self, claim: &KeyRecord, lease_until: Timestamp) -> anyhow::Result<bool> {
+        self.0.renew_key(claim, lease_until).await
+    }
+}
+
+async fn a_claim_whose_write_was_done_but_whose_answer_was_lost_is_the_requests_own(backend: Backend) {
+    let test = TestApp::new(backend).await;
+    let repo = AnswerLostAfterTheWrite(test.app.idempotency().clone());
+    let lease = Duration::from_secs(60);
+    let begin = || idempotency::begin(&repo, &SystemClock, lease, test.organization, "lost", "f");
+    // Not "still running" (a 409 after waiting 10 s): the key is this request's.
+    let Begun::Run(claim) = begin().await.unwrap() else { panic!("the request's own claim held its key") };
+    let answer = KeptAnswer { status: 201, body: "{\"n\":1}".into() };
+    idempotency::finish(&repo, &claim, answer.clone()).await.unwrap();
+    assert_eq!(begin().await.unwrap(), Begun::Replay(answer));
+    // Another request's claim is still another's: a repeat waits for it, then is told so.
+    let other = KeyRecord {
+        organization: test.organization,
+        key: "held".into(),
+        fingerprint: "f".into(),
+        state: KeyState::Claimed { token: "other".into(), lease_until: Timestamp::now().after(lease) },
+        expires_at: Timestamp::now().after(Duration::from_secs(24 * 60 * 60)),
+    };
+    assert_eq!(repo.0.claim_key(&other, Timestamp::now()).await.unwrap(), None);
+    let started = std::time::Instant::now();
+    let repeat = idempotency::begin(&repo, &SystemClock, lease, test.organization, "held", "f").await.unwrap();
+    assert_eq!(repeat, Begun::StillRunning);
+    assert!(started.elapsed() >= idempotency::MAX_WAIT / 2, "it waited for the holder first");
 }
