@@ -3,8 +3,9 @@
 # missing, installs and starts DynamoDB Local and moto (SQS/S3), runs every Rust test on
 # the dev profile against them, then runs the deployment's arm64 artifacts under qemu (the
 # media layer, built from Debian's packages, and four function binaries) and lints the
-# SAM template, and tests the console in Chromium. Emulators started here are
-# stopped at the end (KEEP_EMULATORS=1 keeps them).
+# SAM template, and tests the console in Chromium. The build is linted by clippy as it
+# compiles (LINT=0 builds without). Emulators started here are stopped at the end
+# (KEEP_EMULATORS=1 keeps them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,7 +46,7 @@ install_pid=$!
 # (a fresh clone's main build took 772 s instead of 485 with only `nice`).
 arm64_pid=""
 if [ "$arm64" = 1 ]; then
-  setsid bash -c 'started=$SECONDS; status=0; echo 19 >/proc/self/autogroup 2>/dev/null || true
+  setsid env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS bash -c 'started=$SECONDS; status=0; echo 19 >/proc/self/autogroup 2>/dev/null || true
     nice -n 19 scripts/build-lambda.sh --profile lambda-test || status=$?
     echo $((SECONDS - started)) >.local/arm64-build.seconds; exit $status' >.local/arm64-build.log 2>&1 &
   arm64_pid=$!
@@ -64,7 +65,19 @@ wait_arm64_build() {
 # features of shared dependencies (getrandom, syn, zerocopy, either), and binaries built
 # alone would compile the AWS SDK and `shared` a second time, with the other features
 # (minutes on a fresh clone; docs/performance.md, "CI on a fresh clone").
-step "build serve, the function binaries and the tests" cargo build --workspace --bins --tests
+# Clippy lints the workspace's crates in this build (every target, as `cargo clippy
+# --all-targets -- -D warnings` does): `cargo clippy` is `cargo check` with clippy-driver as
+# the workspace's compiler wrapper, and the same wrapper compiles as well as it lints. A
+# separate `cargo clippy` checked every dependency again, which the build cannot share (4
+# to 6 minutes of CI's 2 cores; docs/performance.md, "Clippy inside the build"). Every
+# cargo command below (and the tests' own build of `serve`) inherits the wrapper, which is
+# part of what cargo fingerprints, so none of them compiles anything again.
+if [ "${LINT:-1}" = 1 ]; then
+  RUSTC_WORKSPACE_WRAPPER="$(rustc --print sysroot)/bin/clippy-driver"
+  CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+  export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
+fi
+step "build serve, the function binaries and the tests (linted by clippy)" cargo build --workspace --all-targets
 install_status=0
 wait "$install_pid" || install_status=$?
 install_pid=""
