@@ -2,6 +2,7 @@
 //! 503, leaks nothing of the cause, and does so within its retry schedule: every wait
 //! is bounded.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -193,6 +194,25 @@ async fn transactions_that_keep_conflicting_give_the_contract_500_within_their_b
     let store = test.create_store("s").await;
     let conflicted = test.through(plain.with_interceptor(faults::conflicting_transactions()));
     put_gives_up_within(&conflicted, &store, TRANSACTION_CONFLICTS.budget).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_applied_while_every_answer_said_in_progress_is_sent_again_as_itself() {
+    let plain = dynamodb().await;
+    let test = TestApp::seeded(App::dynamodb(plain.clone(), temp_media())).await;
+    let attempts = AWS_SDK_CALLS.max_attempts as usize;
+    let fault = faults::applied_transactions_said_in_progress(attempts);
+    let refused = fault.refused();
+    let slow = test.through(plain.with_interceptor(fault));
+    // The store's count and the store are one transaction, each write conditional: sent
+    // again under a new token, it would fail on its own writes (a 500).
+    let (status, body) = slow.call(Method::POST, "/shared-stores", Some(json!({ "name": "once" }))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(refused.load(Ordering::SeqCst), attempts, "the SDK gave up, and the service sent it again");
+    let (_, stores) = test.call(Method::GET, "/shared-stores", None).await;
+    let named: Vec<_> = stores["stores"].as_array().expect("stores").iter().filter(|s| s["name"] == "once").collect();
+    assert_eq!(named.len(), 1, "{stores}");
+    assert_eq!(named[0]["id"], body["store"]["id"]);
 }
 
 /// A PUT of a new entry answers the contract's 500 body after retrying for at least half

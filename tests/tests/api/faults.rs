@@ -183,6 +183,19 @@ pub fn conflicting_transactions() -> Refuse {
     .with_fields(r#","CancellationReasons":[{"Code":"TransactionConflict"},{"Code":"TransactionConflict"}]"#)
 }
 
+/// The first `attempts` sends of TransactWriteItems are applied (the first; the others
+/// carry its token, so DynamoDB applies them no more) and answered "still in progress",
+/// as when DynamoDB is slow to commit and the SDK's retries find it busy.
+pub fn applied_transactions_said_in_progress(attempts: usize) -> Refuse {
+    Refuse::new(
+        |input| input.downcast_ref::<TransactWriteItemsInput>().is_some(),
+        true,
+        400,
+        "TransactionInProgressException",
+    )
+    .times(attempts)
+}
+
 /// The entry IDs a BatchWriteItem puts.
 fn batch_put_ids(input: &Input) -> Vec<String> {
     let Some(batch) = input.downcast_ref::<BatchWriteItemInput>() else { return Vec::new() };

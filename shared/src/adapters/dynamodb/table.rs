@@ -465,14 +465,28 @@ impl DynamoDb {
     /// Runs a transaction, retrying while it only loses to concurrent transactions or is
     /// throttled. Returns the cancellation reasons when a condition failed; any other
     /// cancellation is an error.
+    ///
+    /// Every send carries a client request token, which makes DynamoDB apply the
+    /// transaction at most once per token (for ten minutes). A send answered "still in
+    /// progress" (the SDK's own retries, under the same token, found an earlier attempt
+    /// running) is sent again under that token: that attempt may yet commit, and under a
+    /// new token it would be applied twice or fail on its own writes. A cancelled
+    /// transaction was applied nowhere, so its next send takes a new token.
     pub(super) async fn transact(
         &self,
         items: Vec<TransactWriteItem>,
         what: &'static str,
     ) -> anyhow::Result<Result<(), Vec<CancellationReason>>> {
         let mut retry = TRANSACTION_CONFLICTS.start();
+        let mut token = uuid::Uuid::new_v4().to_string();
         loop {
-            let sent = self.client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
+            let sent = self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items.clone()))
+                .client_request_token(&token)
+                .send()
+                .await;
             let error = match sent {
                 Ok(_) => return Ok(Ok(())),
                 Err(SdkError::ServiceError(context)) => context.into_err(),
@@ -486,7 +500,10 @@ impl DynamoDb {
                         return Ok(Err(reasons));
                     }
                     match reasons.iter().map(code).find(|code| RETRIED_CANCELLATIONS.contains(&code.as_str())) {
-                        Some(code) => retry.wait(format!("{what}: cancelled ({code})")).await?,
+                        Some(code) => {
+                            token = uuid::Uuid::new_v4().to_string();
+                            retry.wait(format!("{what}: cancelled ({code})")).await?
+                        }
                         None => {
                             let codes: Vec<String> = reasons.iter().map(code).collect();
                             anyhow::bail!("{what}: the transaction was cancelled: {codes:?}");
@@ -494,6 +511,7 @@ impl DynamoDb {
                     }
                 }
                 TransactWriteItemsError::TransactionInProgressException(_) => {
+                    // The same token again (see above).
                     retry.wait(format!("{what}: the same transaction is still in progress")).await?;
                 }
                 other => {
