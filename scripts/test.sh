@@ -27,6 +27,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Clippy lints the workspace's crates as the main build compiles them (every target, as
+# `cargo clippy --all-targets -- -D warnings` does): `cargo clippy` is `cargo check` with
+# clippy-driver as the workspace's compiler wrapper, and the same wrapper compiles as well
+# as it lints. A separate `cargo clippy` checked every dependency again, which the build
+# cannot share (350-370 s of both cores; docs/performance.md, "Clippy inside the build,
+# the SDK unoptimized"). Every cargo command below (and the tests' own build of `serve`)
+# inherits the wrapper, which cargo fingerprints, so none of them compiles anything
+# again. CLIPPY_ARGS is how `cargo clippy` hands its arguments to clippy-driver.
+if [ "${LINT:-1}" = 1 ]; then
+  RUSTC_WORKSPACE_WRAPPER="$(rustc --print sysroot)/bin/clippy-driver"
+  [ -x "$RUSTC_WORKSPACE_WRAPPER" ] || {
+    echo "[test] clippy is not installed for $(rustc --version): rustup component add clippy (or LINT=0 to build without the lints)" >&2
+    exit 1
+  }
+  CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+  export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
+fi
+
 # The tools install while the crates compile (below): the one waits on the network, the
 # other on the cores. Their output is shown once both are done.
 mkdir -p .local
@@ -43,7 +61,8 @@ install_pid=$!
 # the build and while the tests wait. In a session of its own, so that the cleanup stops
 # cargo and rustc with it; a new session is a scheduling group of its own, which the
 # kernel weighs against this one as an equal unless the group's own nice says otherwise
-# (a fresh clone's main build took 772 s instead of 485 with only `nice`).
+# (a fresh clone's main build took 772 s instead of 485 with only `nice`). Without the
+# clippy wrapper: the lints are the main build's.
 arm64_pid=""
 if [ "$arm64" = 1 ]; then
   setsid env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS bash -c 'started=$SECONDS; status=0; echo 19 >/proc/self/autogroup 2>/dev/null || true
@@ -65,18 +84,6 @@ wait_arm64_build() {
 # features of shared dependencies (getrandom, syn, zerocopy, either), and binaries built
 # alone would compile the AWS SDK and `shared` a second time, with the other features
 # (minutes on a fresh clone; docs/performance.md, "CI on a fresh clone").
-# Clippy lints the workspace's crates in this build (every target, as `cargo clippy
-# --all-targets -- -D warnings` does): `cargo clippy` is `cargo check` with clippy-driver as
-# the workspace's compiler wrapper, and the same wrapper compiles as well as it lints. A
-# separate `cargo clippy` checked every dependency again, which the build cannot share (4
-# to 6 minutes of CI's 2 cores; docs/performance.md, "Clippy inside the build"). Every
-# cargo command below (and the tests' own build of `serve`) inherits the wrapper, which is
-# part of what cargo fingerprints, so none of them compiles anything again.
-if [ "${LINT:-1}" = 1 ]; then
-  RUSTC_WORKSPACE_WRAPPER="$(rustc --print sysroot)/bin/clippy-driver"
-  CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
-  export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
-fi
 step "build serve, the function binaries and the tests (linted by clippy)" cargo build --workspace --all-targets
 install_status=0
 wait "$install_pid" || install_status=$?

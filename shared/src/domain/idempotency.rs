@@ -153,9 +153,7 @@ pub async fn begin(
             None => return Ok(Begun::Run(KeyClaim(record))),
             // This claim itself: its write was done but the store's answer lost (a 500
             // after the write), and the client's retry found it.
-            Some(holder) if holder.token().is_some() && holder.token() == record.token() => {
-                return Ok(Begun::Run(KeyClaim(record)))
-            }
+            Some(holder) if holder.token() == record.token() => return Ok(Begun::Run(KeyClaim(record))),
             Some(holder) => holder,
         };
         // Held by a running request: read (not write) until it answers or lets go.

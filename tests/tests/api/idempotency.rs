@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-
 use futures::future::join_all;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};

@@ -467,7 +467,8 @@ impl DynamoDb {
     /// cancellation is an error.
     ///
     /// Every send carries a client request token, which makes DynamoDB apply the
-    /// transaction at most once per token (for ten minutes). A send answered "still in
+    /// transaction at most once per token (for ten minutes); the SDK would draw one per
+    /// send, and retries "in progress" itself under it. A send answered "still in
     /// progress" (the SDK's own retries, under the same token, found an earlier attempt
     /// running) is sent again under that token: that attempt may yet commit, and under a
     /// new token it would be applied twice or fail on its own writes. A cancelled
