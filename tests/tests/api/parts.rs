@@ -312,7 +312,56 @@ async fn parts_made_are_told_by_progress_events_at_most_one_a_second(backend: Ba
     }
 }
 
+/// The edit's worker records its parts but cannot send them (killed between the two
+/// steps, or its queue failed); its message, not acknowledged, is delivered again: that
+/// delivery sends the parts still queued instead of being dropped (the task is making
+/// its parts, so its claim is refused), and the run completes, each part made once.
+async fn a_worker_that_stops_between_splitting_and_sending_the_parts_loses_none(backend: Backend) {
+    use std::sync::Arc;
+
+    use shared::domain::runs::worker::Worker;
+    use shared::domain::work::Work;
+
+    use crate::runs::{Recording, Unreachable};
+    let folder = tempfile::tempdir().unwrap();
+    let harness = harness(backend, 0, Some(SEGMENT)).await;
+    let video = upload_source(&harness, folder.path()).await;
+    let (agent, _) = harness.agent(&long_edit(), &EDGES).await;
+    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
+    let engine = harness.test.app.engine().clone();
+    let (organization_id, run_id) = (harness.test.organization, RunId::parse(&run).unwrap());
+    let edit = NodeTask { organization_id, run_id, task: TaskIndex(1), attempt: 0, part: None };
+    engine.worker.process(NodeTask { task: TaskIndex(0), ..edit }).await.unwrap();
+    let cut_off = Worker { queue: Arc::new(Unreachable), ..engine.worker.clone() };
+    let error = cut_off.process(edit).await.expect_err("the parts could not be sent");
+    assert!(format!("{error:#}").contains("cannot be reached"), "{error:#}");
+    let stored = stored_run(&harness, &run).await;
+    assert_eq!(stored.tasks[1].parts.len(), PARTS, "the parts are recorded");
+    assert!(stored.tasks[1].parts.iter().all(|part| part.status == TaskStatus::Queued), "but never sent");
+    let part = |number: u32| Work::NodeTask(NodeTask { part: Some(number), ..edit });
+    // Delivered again: every part is sent.
+    let recording = Arc::new(Recording::default());
+    Worker { queue: recording.clone(), ..engine.worker.clone() }.process(edit).await.unwrap();
+    assert_eq!(*recording.0.lock().unwrap(), (0..PARTS as u32).map(part).collect::<Vec<_>>());
+    // Once a part is made, another delivery sends only the parts still queued.
+    engine.worker.process(NodeTask { part: Some(0), ..edit }).await.unwrap();
+    let recording = Arc::new(Recording::default());
+    Worker { queue: recording.clone(), ..engine.worker.clone() }.process(edit).await.unwrap();
+    let sent = recording.0.lock().unwrap().clone();
+    assert_eq!(sent, (1..PARTS as u32).map(part).collect::<Vec<_>>());
+    engine.queue.send(&sent).await.unwrap();
+    let workers = shared::serve::workers::start(&harness.test.app, 2).await.unwrap();
+    let record = harness.finished(&run).await;
+    drop(workers);
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["outputs"].as_array().unwrap().len(), 1, "{record}");
+    let stored = stored_run(&harness, &run).await;
+    let claims: Vec<u32> = stored.tasks[1].parts.iter().map(|part| part.claims).collect();
+    assert_eq!(claims, vec![1; PARTS], "each part made once");
+}
+
 crate::conformance!(
+    a_worker_that_stops_between_splitting_and_sending_the_parts_loses_none,
     a_url_input_is_streamed_into_the_media_store_not_onto_the_tasks_disk,
     parts_made_are_told_by_progress_events_at_most_one_a_second,
     a_long_edit_is_made_in_parts_and_joined_into_the_one_pass_output,

@@ -883,7 +883,7 @@ async fn a_task_message_delivered_twice_does_its_work_once(backend: Backend) {
 
 /// A queue whose sends fail: a worker that records its task's result and then cannot
 /// queue what follows, as one killed between the two steps.
-struct Unreachable;
+pub(crate) struct Unreachable;
 
 #[async_trait::async_trait]
 impl shared::core::queue::Queue<Work> for Unreachable {
@@ -894,7 +894,7 @@ impl shared::core::queue::Queue<Work> for Unreachable {
 
 /// A queue that keeps what it is sent.
 #[derive(Default)]
-struct Recording(std::sync::Mutex<Vec<Work>>);
+pub(crate) struct Recording(pub(crate) std::sync::Mutex<Vec<Work>>);
 
 #[async_trait::async_trait]
 impl shared::core::queue::Queue<Work> for Recording {

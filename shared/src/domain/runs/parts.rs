@@ -238,16 +238,21 @@ impl Run {
     /// The messages of every queued part of the tasks making their parts: what a
     /// restarted process sends again after [`Run::recover`].
     pub fn queued_parts(&self) -> Vec<Work> {
-        self.task_indexes()
-            .filter(|index| self.in_parts(*index))
-            .flat_map(|index| {
-                self.tasks[index]
-                    .parts
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, part)| part.status == TaskStatus::Queued)
-                    .map(move |(number, _)| self.part_message(index, number as u32))
-            })
+        self.task_indexes().flat_map(|index| self.queued_parts_of(index, self.tasks[index].attempt)).collect()
+    }
+
+    /// The messages of the queued parts of attempt `attempt` of task `index`, while it
+    /// makes them: what a delivery of the task's own message sends again, in case the
+    /// worker that split it stopped (or its queue failed) between recording the parts
+    /// and sending them. A copy of a part sent already is refused by its claim.
+    pub fn queued_parts_of(&self, index: TaskIndex, attempt: u32) -> Vec<Work> {
+        if !self.in_parts(index) || self.tasks[index].attempt != attempt {
+            return Vec::new();
+        }
+        let parts = self.tasks[index].parts.iter().enumerate();
+        parts
+            .filter(|(_, part)| part.status == TaskStatus::Queued)
+            .map(|(number, _)| self.part_message(index, number as u32))
             .collect()
     }
 
@@ -421,5 +426,8 @@ mod tests {
         assert_eq!(run.recover(now), Vec::<TaskIndex>::new());
         assert!(run.in_parts(edit));
         assert_eq!(run.queued_parts(), vec![run.part_message(edit, 0), run.part_message(edit, 2)]);
+        // A delivery of the task's own message sends the same; one of another attempt, none.
+        assert_eq!(run.queued_parts_of(edit, 0), run.queued_parts());
+        assert_eq!(run.queued_parts_of(edit, 1), Vec::new());
     }
 }

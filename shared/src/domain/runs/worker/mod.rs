@@ -161,8 +161,8 @@ enum ClaimDecision {
         shortfall: u64,
         waits: bool,
     },
-    /// Refused: the tasks the ended task queued (to send again) and whether the run
-    /// records webhook events.
+    /// Refused: what the task queued, to send again (the tasks an ended task queued, or
+    /// the parts of one making them), and whether the run records webhook events.
     Refused {
         resend: Vec<Work>,
         has_events: bool,
@@ -304,8 +304,9 @@ impl Worker {
                     Claim::Held(until) => Change::Keep(ClaimDecision::Held(until)),
                     Claim::Refused(why) => {
                         tracing::info!(%run_id, task = task.0, attempt, why, "task message needs no work");
-                        let resend =
+                        let mut resend: Vec<Work> =
                             run.queued_after(task, attempt).into_iter().map(|index| run.message(index)).collect();
+                        resend.extend(run.queued_parts_of(task, attempt));
                         Change::Keep(ClaimDecision::Refused { resend, has_events: run.webhook_sequence > 0 })
                     }
                 })
@@ -327,7 +328,7 @@ impl Worker {
                     self.queue_unsent_events(organization, run_id).await?;
                 }
                 if !resend.is_empty() {
-                    tracing::info!(%run_id, task = task.0, tasks = resend.len(), "queueing again the tasks this ended task queued");
+                    tracing::info!(%run_id, task = task.0, messages = resend.len(), "queueing again what this task queued (the tasks after it, or its parts)");
                     self.queue.send(&resend).await?;
                 }
                 Ok(ClaimOutcome::Nothing)
