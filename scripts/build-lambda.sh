@@ -61,7 +61,16 @@ for function in "${functions[@]}"; do args+=(--bin "$function"); done
 
 # zig is found through the venv's python3, which must come first on the PATH.
 started=$(date +%s)
-PATH="$PWD/$VENV/bin:$PATH" cargo lambda build "${profile[@]}" --arm64 --lambda-dir "$lambda_dir" "${args[@]}"
+build() { PATH="$PWD/$VENV/bin:$PATH" cargo lambda build "${profile[@]}" --arm64 --lambda-dir "$lambda_dir" "$@"; }
+# zig builds the target's C runtime files and glibc stubs into its cache (~/.cache/zig) at
+# its first link, and cargo-zigbuild writes its own files beside them. On a fresh machine,
+# two links at once (cargo runs as many as it has cores) may trip over each other's
+# half-made files, as zig's and cargo-zigbuild's trackers report. A CI run's first two
+# links failed together (its log cut before the linker's words); five cold-cache builds
+# here passed. The first function is built alone, which makes the cache, then the others
+# (linking only: every crate they share is built by then).
+build "${args[@]:0:2}"
+[ "${#args[@]}" -le 2 ] || build "${args[@]}"
 log "built ${#functions[@]} functions in $(($(date +%s) - started)) s"
 
 printf '| function | bootstrap (MB) | zipped (MB) |\n|---|---:|---:|\n'

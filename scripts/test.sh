@@ -74,7 +74,13 @@ wait_arm64_build() {
   local status=0
   wait "$arm64_pid" || status=$?
   arm64_pid=""
-  tail -n 20 .local/arm64-build.log >&2
+  if [ "$status" = 0 ]; then
+    tail -n 20 .local/arm64-build.log >&2
+  else
+    # A linker's error follows a command line of thousands of characters: every line
+    # but the compiles, each cut short, so that the error itself shows.
+    grep -v '^ *Compiling ' .local/arm64-build.log | cut -c1-400 | tail -n 80 >&2
+  fi
   echo "[test] the arm64 build took $(cat .local/arm64-build.seconds 2>/dev/null || echo '?') s beside the build and the tests" >&2
   [ "$status" = 0 ] || { echo "[test] building the arm64 functions failed (exit $status): .local/arm64-build.log" >&2; return "$status"; }
 }
