@@ -21,6 +21,7 @@ report() { [ ${#timings[@]} = 0 ] || printf '[test] %s\n' "${timings[@]}" >&2; }
 cleanup() {
   report
   if [ -n "${fuzz_pid:-}" ]; then kill "$fuzz_pid" 2>/dev/null || true; fi
+  if [ -n "${chaos_pid:-}" ]; then kill -- "-$chaos_pid" 2>/dev/null || true; fi
   if [ -n "${install_pid:-}" ]; then kill "$install_pid" 2>/dev/null || true; fi
   if [ -n "${arm64_pid:-}" ]; then kill -- "-$arm64_pid" 2>/dev/null || true; fi
   [ "${KEEP_EMULATORS:-0}" = 1 ] || infra/emulators.sh stop || true
@@ -139,21 +140,38 @@ fi
 # the tests, at the lowest priority: the cargo build has gaps, the tests mostly wait, and
 # the arm64 build takes the cores they leave. The layer's own test needs only the layer,
 # so it runs before the wait. A filtered run skips them unless ARM64=1.
+# The chaos tests (tests/tests/api/chaos.rs, ignored in the run above): three `serve
+# --backend aws` processes killed at random, then the same behind a failing DynamoDB;
+# both at once, two to five minutes. They mostly wait (kills, leases), so they run
+# beside the arm64 steps below, whose wait for the arm64 build took 150-280 s of a
+# fresh clone's run (docs/performance.md, "Chaos beside the arm64 steps"); their serves
+# outrank that build, which runs at nice 19 in an autogroup of its own. A filtered run
+# (arguments given) skips them unless CHAOS=1.
+# `--workspace`, not `-p integration-tests`: the same features as the build above, so
+# nothing is compiled again (shared's dev-dependencies turn some on).
+chaos_pid=""
+if [ $# = 0 ] || [ "${CHAOS:-0}" = 1 ]; then
+  # In a session of its own, so that the cleanup stops the test and its serves with it.
+  setsid bash -c 'started=$SECONDS; status=0; cargo test --workspace --test api -- --ignored chaos || status=$?
+    echo $((SECONDS - started)) >.local/chaos.seconds; exit $status' >.local/chaos.log 2>&1 &
+  chaos_pid=$!
+fi
+wait_chaos() {
+  local status=0
+  wait "$chaos_pid" || status=$?
+  chaos_pid=""
+  cat .local/chaos.log >&2
+  echo "[test] the chaos tests took $(cat .local/chaos.seconds 2>/dev/null || echo '?') s" >&2
+  [ "$status" = 0 ] || { echo "[test] the chaos tests failed (exit $status): their output is above" >&2; return "$status"; }
+}
 if [ "$arm64" = 1 ]; then
   step "arm64: the layer's tools under qemu" cargo test --workspace --test api -- --ignored arm64_layer --nocapture
   step "wait for the arm64 functions (built beside the build and the tests)" wait_arm64_build
   step "arm64: the functions under qemu, the deploy's dry run, scripts/sam-local.sh" \
     cargo test --workspace --test api -- --ignored arm64_functions arm64_deploy arm64_sam_local --nocapture
 fi
-# The chaos tests (tests/tests/api/chaos.rs, ignored in the run above): three `serve
-# --backend aws` processes killed at random, then the same behind a failing DynamoDB;
-# about a minute each. Only once the arm64 build is done: a serve of theirs once gave
-# up at start beside a build at nice 19 (its disk and memory are not niced). A filtered
-# run (arguments given) skips them unless CHAOS=1.
-# `--workspace`, not `-p integration-tests`: the same features as the build above, so
-# nothing is compiled again (shared's dev-dependencies turn some on).
-if [ $# = 0 ] || [ "${CHAOS:-0}" = 1 ]; then
-  step "chaos: serves killed at random, DynamoDB failing" cargo test --workspace --test api -- --ignored chaos
+if [ -n "$chaos_pid" ]; then
+  step "chaos: serves killed at random, DynamoDB failing (beside the arm64 steps)" wait_chaos
 fi
 # The fuzzing started beside the tests: its report, and its verdict.
 if [ -n "$fuzz_pid" ]; then
