@@ -68,7 +68,7 @@ build() { PATH="$PWD/$VENV/bin:$PATH" cargo lambda build "${profile[@]}" --arm64
 # half-made files, as zig's and cargo-zigbuild's trackers report. A CI run's first two
 # links failed together (its log cut before the linker's words); five cold-cache builds
 # here passed. The first function is built alone, which makes the cache, then the others
-# (linking only: every crate they share is built by then).
+# (only each one's own small crate and its link are left by then).
 build "${args[@]:0:2}"
 [ "${#args[@]}" -le 2 ] || build "${args[@]}"
 log "built ${#functions[@]} functions in $(($(date +%s) - started)) s"

@@ -21,7 +21,11 @@ report() { [ ${#timings[@]} = 0 ] || printf '[test] %s\n' "${timings[@]}" >&2; }
 cleanup() {
   report
   if [ -n "${fuzz_pid:-}" ]; then kill "$fuzz_pid" 2>/dev/null || true; fi
-  if [ -n "${chaos_pid:-}" ]; then kill -- "-$chaos_pid" 2>/dev/null || true; fi
+  if [ -n "${chaos_pid:-}" ]; then
+    kill -- "-$chaos_pid" 2>/dev/null || true
+    echo "[test] the chaos tests were stopped unfinished; the end of .local/chaos.log:" >&2
+    tail -n 20 .local/chaos.log >&2 || true
+  fi
   if [ -n "${install_pid:-}" ]; then kill "$install_pid" 2>/dev/null || true; fi
   if [ -n "${arm64_pid:-}" ]; then kill -- "-$arm64_pid" 2>/dev/null || true; fi
   [ "${KEEP_EMULATORS:-0}" = 1 ] || infra/emulators.sh stop || true
@@ -80,7 +84,7 @@ wait_arm64_build() {
   else
     # A linker's error follows a command line of thousands of characters: every line
     # but the compiles, each cut short, so that the error itself shows.
-    grep -v '^ *Compiling ' .local/arm64-build.log | cut -c1-400 | tail -n 80 >&2
+    { grep -v '^ *Compiling ' .local/arm64-build.log || true; } | cut -c1-400 | tail -n 80 >&2
   fi
   echo "[test] the arm64 build took $(cat .local/arm64-build.seconds 2>/dev/null || echo '?') s beside the build and the tests" >&2
   [ "$status" = 0 ] || { echo "[test] building the arm64 functions failed (exit $status): .local/arm64-build.log" >&2; return "$status"; }
@@ -142,9 +146,9 @@ fi
 # so it runs before the wait. A filtered run skips them unless ARM64=1.
 # The chaos tests (tests/tests/api/chaos.rs, ignored in the run above): three `serve
 # --backend aws` processes killed at random, then the same behind a failing DynamoDB;
-# both at once, two to five minutes. They mostly wait (kills, leases), so they run
-# beside the arm64 steps below, whose wait for the arm64 build took 150-280 s of a
-# fresh clone's run (docs/performance.md, "Chaos beside the arm64 steps"); their serves
+# both at once, about two minutes (up to five). They mostly wait (kills, leases), so
+# they run beside the arm64 steps below, whose wait for the arm64 build took 110-280 s
+# of a fresh clone's run (docs/performance.md, "Chaos beside the arm64 steps"); their serves
 # outrank that build, which runs at nice 19 in an autogroup of its own. A filtered run
 # (arguments given) skips them unless CHAOS=1.
 # `--workspace`, not `-p integration-tests`: the same features as the build above, so
@@ -161,7 +165,7 @@ wait_chaos() {
   wait "$chaos_pid" || status=$?
   chaos_pid=""
   cat .local/chaos.log >&2
-  echo "[test] the chaos tests took $(cat .local/chaos.seconds 2>/dev/null || echo '?') s" >&2
+  timings+=("$(printf '%5s s  %s' "$(cat .local/chaos.seconds 2>/dev/null || echo '?')" "chaos: serves killed at random, DynamoDB failing (beside the arm64 steps)")")
   [ "$status" = 0 ] || { echo "[test] the chaos tests failed (exit $status): their output is above" >&2; return "$status"; }
 }
 if [ "$arm64" = 1 ]; then
@@ -171,7 +175,7 @@ if [ "$arm64" = 1 ]; then
     cargo test --workspace --test api -- --ignored arm64_functions arm64_deploy arm64_sam_local --nocapture
 fi
 if [ -n "$chaos_pid" ]; then
-  step "chaos: serves killed at random, DynamoDB failing (beside the arm64 steps)" wait_chaos
+  step "wait for the chaos tests" wait_chaos
 fi
 # The fuzzing started beside the tests: its report, and its verdict.
 if [ -n "$fuzz_pid" ]; then

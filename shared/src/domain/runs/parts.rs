@@ -244,7 +244,8 @@ impl Run {
     /// The messages of the queued parts of attempt `attempt` of task `index`, while it
     /// makes them: what a delivery of the task's own message sends again, in case the
     /// worker that split it stopped (or its queue failed) between recording the parts
-    /// and sending them. A copy of a part sent already is refused by its claim.
+    /// and sending them. A part sent twice is made once: its claim holds or refuses the
+    /// copy.
     pub fn queued_parts_of(&self, index: TaskIndex, attempt: u32) -> Vec<Work> {
         if !self.in_parts(index) || self.tasks[index].attempt != attempt {
             return Vec::new();
