@@ -155,6 +155,21 @@ async fn planned_with(
     backend: Backend,
     more: Value,
 ) -> (Harness, String, shared::app::Engine, NodeTask, tempfile::TempDir) {
+    let (harness, run, engine, edit, folder) = input_done(backend, more).await;
+    engine.worker.process(edit).await.unwrap();
+    let stored = stored_run(&harness, &run).await;
+    assert_eq!(stored.tasks[1].status, TaskStatus::Running, "making its parts");
+    assert_eq!(stored.tasks[1].parts.len(), PARTS);
+    assert!(stored.tasks[1].parts.iter().all(|part| part.status == TaskStatus::Queued));
+    (harness, run, engine, edit, folder)
+}
+
+/// A run started with `more` in its body besides its video, whose workers are this
+/// test's hands: its input done, the message of its edit's task returned.
+async fn input_done(
+    backend: Backend,
+    more: Value,
+) -> (Harness, String, shared::app::Engine, NodeTask, tempfile::TempDir) {
     let folder = tempfile::tempdir().unwrap();
     let harness = harness(backend, 0, Some(SEGMENT)).await;
     let video = upload_source(&harness, folder.path()).await;
@@ -166,11 +181,6 @@ async fn planned_with(
     let (organization_id, run_id) = (harness.test.organization, RunId::parse(&run).unwrap());
     let task = move |index| NodeTask { organization_id, run_id, task: TaskIndex(index), attempt: 0, part: None };
     engine.worker.process(task(0)).await.unwrap();
-    engine.worker.process(task(1)).await.unwrap();
-    let stored = stored_run(&harness, &run).await;
-    assert_eq!(stored.tasks[1].status, TaskStatus::Running, "making its parts");
-    assert_eq!(stored.tasks[1].parts.len(), PARTS);
-    assert!(stored.tasks[1].parts.iter().all(|part| part.status == TaskStatus::Queued));
     (harness, run, engine, task(1), folder)
 }
 
@@ -323,15 +333,7 @@ async fn a_worker_that_stops_between_splitting_and_sending_the_parts_loses_none(
     use shared::domain::work::Work;
 
     use crate::runs::{Recording, Unreachable};
-    let folder = tempfile::tempdir().unwrap();
-    let harness = harness(backend, 0, Some(SEGMENT)).await;
-    let video = upload_source(&harness, folder.path()).await;
-    let (agent, _) = harness.agent(&long_edit(), &EDGES).await;
-    let run = harness.start(&agent, json!({ "video_ids": [video] })).await;
-    let engine = harness.test.app.engine().clone();
-    let (organization_id, run_id) = (harness.test.organization, RunId::parse(&run).unwrap());
-    let edit = NodeTask { organization_id, run_id, task: TaskIndex(1), attempt: 0, part: None };
-    engine.worker.process(NodeTask { task: TaskIndex(0), ..edit }).await.unwrap();
+    let (harness, run, engine, edit, _folder) = input_done(backend, json!({})).await;
     let cut_off = Worker { queue: Arc::new(Unreachable), ..engine.worker.clone() };
     let error = cut_off.process(edit).await.expect_err("the parts could not be sent");
     assert!(format!("{error:#}").contains("cannot be reached"), "{error:#}");
