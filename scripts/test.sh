@@ -160,13 +160,14 @@ if [ $# = 0 ] || [ "${CHAOS:-0}" = 1 ]; then
     echo $((SECONDS - started)) >.local/chaos.seconds; exit $status' >.local/chaos.log 2>&1 &
   chaos_pid=$!
 fi
-wait_chaos() {
+# Waits for a job started beside the steps, shows its log (.local/NAME.log) and records
+# its own time (.local/NAME.seconds): finish_job PID NAME WHAT
+finish_job() {
   local status=0
-  wait "$chaos_pid" || status=$?
-  chaos_pid=""
-  cat .local/chaos.log >&2
-  timings+=("$(printf '%5s s  %s' "$(cat .local/chaos.seconds 2>/dev/null || echo '?')" "chaos: serves killed at random, DynamoDB failing (beside the arm64 steps)")")
-  [ "$status" = 0 ] || { echo "[test] the chaos tests failed (exit $status): their output is above" >&2; return "$status"; }
+  wait "$1" || status=$?
+  cat ".local/$2.log" >&2
+  timings+=("$(printf '%5s s  %s' "$(cat ".local/$2.seconds" 2>/dev/null || echo '?')" "$3")")
+  [ "$status" = 0 ] || { echo "[test] $3 failed (exit $status): its output is above" >&2; return "$status"; }
 }
 if [ "$arm64" = 1 ]; then
   step "arm64: the layer's tools under qemu" cargo test --workspace --test api -- --ignored arm64_layer --nocapture
@@ -175,16 +176,13 @@ if [ "$arm64" = 1 ]; then
     cargo test --workspace --test api -- --ignored arm64_functions arm64_deploy arm64_sam_local --nocapture
 fi
 if [ -n "$chaos_pid" ]; then
-  step "wait for the chaos tests" wait_chaos
+  pid=$chaos_pid chaos_pid=""
+  step "wait for the chaos tests" finish_job "$pid" chaos "chaos: serves killed at random, DynamoDB failing (beside the arm64 steps)"
 fi
 # The fuzzing started beside the tests: its report, and its verdict.
 if [ -n "$fuzz_pid" ]; then
-  fuzz_status=0
-  wait "$fuzz_pid" || fuzz_status=$?
-  fuzz_pid=""
-  cat .local/fuzz.log >&2
-  timings+=("$(printf '%5s s  %s' "$(cat .local/fuzz.seconds 2>/dev/null || echo '?')" "validate and fuzz the OpenAPI document (beside the tests)")")
-  [ "$fuzz_status" = 0 ] || { echo "[test] the OpenAPI fuzzing failed (exit $fuzz_status): its log is above" >&2; exit "$fuzz_status"; }
+  pid=$fuzz_pid fuzz_pid=""
+  finish_job "$pid" fuzz "validate and fuzz the OpenAPI document (beside the tests)"
 fi
 
 export SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION="$AWS_REGION"
