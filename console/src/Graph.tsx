@@ -62,6 +62,12 @@ export function Graph(props: {
       id: node.agent_node_id,
       type: "box",
       position: { x: at.x, y: at.y },
+      // Known sizes (every box is this size): React Flow shows a node only once it has
+      // dimensions, and a node given without them is hidden again at each render with
+      // new node objects until it is measured again. A CI run of the browser test found
+      // the agent page's three nodes still hidden after 30 s.
+      width: NODE_WIDTH,
+      height: NODE_HEIGHT,
       data: {
         id: node.agent_node_id,
         name: names.get(node.agent_node_id) ?? node.node_type.node_type_name,
