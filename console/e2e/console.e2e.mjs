@@ -271,7 +271,8 @@ async function main() {
   await page.getByRole("link", { name: "Short edit" }).click();
   await page.locator(".react-flow__node").first().waitFor();
   check((await page.locator(".react-flow__node").count()) === 3, "three nodes drawn");
-  check((await page.locator(".react-flow__edge").count()) === 2, "two edges drawn");
+  // Nodes show at once (their size is known); edges follow once their handles are measured.
+  await until("two edges drawn", async () => (await page.locator(".react-flow__edge").count()) === 2, 30);
   await page.locator(".react-flow__node", { hasText: "Speed" }).click();
   await page.getByRole("complementary", { name: "Node parameters" }).getByText('"factor": 2').waitFor();
   await shot(page, "3-agent-graph");
