@@ -170,7 +170,7 @@ finish_job() {
   [ "$status" = 0 ] || { echo "[test] $3 failed (exit $status): its output is above" >&2; return "$status"; }
 }
 if [ "$arm64" = 1 ]; then
-  step "arm64: the layer's tools under qemu" cargo test --workspace --test api -- --ignored arm64_layer --nocapture
+  step "arm64: the layer's tools under qemu, a layer build that cannot fetch" cargo test --workspace --test api -- --ignored arm64_layer --nocapture
   step "wait for the arm64 functions (built beside the build and the tests)" wait_arm64_build
   step "arm64: the functions under qemu, the deploy's dry run, scripts/sam-local.sh" \
     cargo test --workspace --test api -- --ignored arm64_functions arm64_deploy arm64_sam_local --nocapture

@@ -286,6 +286,30 @@ fn arm64_layer_tools_run_from_the_layer_alone() {
     assert!(parts.len() >= 3 && parts.iter().all(|part| part.parse::<u32>().is_ok()), "a version: {yt_dlp}");
 }
 
+/// A layer whose packages cannot be fetched (Debian's mirror unreachable: apt goes
+/// through a proxy at a closed port) is no layer: `scripts/build-layer.sh` fails, says
+/// what and where apt's log is, and leaves no zip under the final name, not even the one
+/// an earlier build left there, nor a partial one beside it.
+#[test]
+#[ignore = "needs the layer's host tools and qemu: ./scripts/test.sh runs it (arm64)"]
+fn arm64_layer_build_whose_packages_cannot_be_fetched_fails_clearly_and_leaves_no_zip() {
+    let folder = tempfile::tempdir().unwrap();
+    let out = folder.path().join("ffmpeg-layer.zip");
+    std::fs::write(&out, "an earlier build's layer").unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut command = Command::new(workspace().join("scripts/build-layer.sh"));
+    command.arg("--out").arg(&out).env("http_proxy", format!("http://{closed}"));
+    let output = output_within(command, TOOL_LIMIT);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let said = stderr.lines().last().unwrap_or_default();
+    assert!(said.starts_with("[build-layer] Debian's package index could not be fetched: Err:"), "{stderr}");
+    assert!(said.contains(&closed.to_string()) && said.contains("apt-update.log"), "{stderr}");
+    assert!(!out.exists(), "the earlier zip is left under the final name");
+    let left: Vec<_> = std::fs::read_dir(folder.path()).unwrap().map(|entry| entry.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "left beside it: {left:?}");
+}
+
 /// This machine's espeak-ng speaks `sentence` into `here.wav` in `folder`.
 fn espeak_here(folder: &Path, sentence: &str) {
     let status = Command::new("espeak-ng")
