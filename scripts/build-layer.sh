@@ -71,8 +71,8 @@ rm -f "$out"
 # 1. The packages, from an apt root of the layer's own: the host's dpkg is untouched and
 #    the whole Depends closure is fetched (its status file is empty).
 apt_root="$work/apt"
-mkdir -p "$apt_root/etc/apt/sources.list.d" "$apt_root/etc/apt/apt.conf.d" "$apt_root/var/lib/apt/lists/partial" \
-  "$apt_root/var/lib/dpkg" "$apt_root/var/cache/apt/archives/partial"
+mkdir -p "$apt_root/etc/apt/sources.list.d" "$apt_root/etc/apt/apt.conf.d" "$apt_root/etc/apt/preferences.d" \
+  "$apt_root/var/lib/apt/lists/partial" "$apt_root/var/lib/dpkg" "$apt_root/var/cache/apt/archives/partial"
 : >"$apt_root/var/lib/dpkg/status"
 sources=/etc/apt/sources.list.d/debian.sources
 [ -f "$sources" ] || fail "no $sources: the layer is fetched from Debian 12's archive as this machine's apt names it"
@@ -89,17 +89,17 @@ APT::Install-Suggests "false";
 CONF
 export APT_CONFIG="$apt_root/apt.conf"
 log "fetching ${PACKAGES[*]} ($arch) and what they depend on"
-# apt's own first errors, then where the whole log is.
+# apt's own first errors (apt runs untranslated, LC_ALL=C), then where the whole log is.
 apt_failed() {
   fail "$1: $(awk '/^(E|Err):/ {print; err = 1; next} err && /^  / {print} {err = 0}' "$2" | head -n 4 | paste -sd' ') (all of it in $2)"
 }
 # --error-on=any: an index that cannot be fetched fails the build (apt-get would go on
 # with the lists of an earlier build, or none).
-apt-get -q update --error-on=any >"$work/apt-update.log" 2>&1 ||
+LC_ALL=C apt-get -q update --error-on=any >"$work/apt-update.log" 2>&1 ||
   apt_failed "Debian's package index could not be fetched" "$work/apt-update.log"
 rm -rf "$work/debs" "$work/full"
 mkdir -p "$work/debs" "$work/full"
-apt-get install -y -q --download-only -o Dir::Cache::archives="$work/debs/" "${PACKAGES[@]}" >"$work/apt.log" 2>&1 ||
+LC_ALL=C apt-get install -y -q --download-only -o Dir::Cache::archives="$work/debs/" "${PACKAGES[@]}" >"$work/apt.log" 2>&1 ||
   apt_failed "a package could not be fetched" "$work/apt.log"
 for deb in "$work"/debs/*.deb; do
   dpkg-deb --show --showformat='${Package} ${Version} ${Architecture}\n' "$deb"
@@ -227,10 +227,12 @@ versions+=("yt-dlp $yt_dlp" "$(grep -E '^python3.11-minimal ' "$work/packages.tx
 # 7. The size Lambda counts, then the zip: fixed times and sorted names, so two builds of
 #    the same packages are the same file; written aside, then renamed when whole.
 unzipped=$(du -sb "$opt" | cut -f1)
-[ "$unzipped" -le "$LIMIT_BYTES" ] || fail "the layer is $unzipped bytes unzipped, over $LIMIT_BYTES"
+[ "$unzipped" -le "$LIMIT_BYTES" ] ||
+  fail "the layer is $unzipped bytes unzipped, over $LIMIT_BYTES: Lambda takes 262,144,000 for a function and its layers together"
 normalise "$opt"
 mkdir -p "$(dirname "$out")"
 rm -f "$out.partial"
+trap 'rm -f "$out.partial"' EXIT
 zip_tree "$opt" "$out.partial"
 mv "$out.partial" "$out"
 zipped=$(stat -c %s "$out")
