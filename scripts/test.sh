@@ -172,8 +172,8 @@ finish_job() {
 if [ "$arm64" = 1 ]; then
   step "arm64: the layer's tools under qemu, a layer build that cannot fetch" cargo test --workspace --test api -- --ignored arm64_layer --nocapture
   step "wait for the arm64 functions (built beside the build and the tests)" wait_arm64_build
-  step "arm64: the functions under qemu, the deploy's dry run, scripts/sam-local.sh" \
-    cargo test --workspace --test api -- --ignored arm64_functions arm64_deploy arm64_sam_local --nocapture
+  step "arm64: the functions under qemu, the deploy's dry run, scripts/sam-local.sh, the layer built again" \
+    cargo test --workspace --test api -- --ignored arm64_functions arm64_deploy arm64_sam_local arm64_rebuilt --nocapture
 fi
 if [ -n "$chaos_pid" ]; then
   pid=$chaos_pid chaos_pid=""

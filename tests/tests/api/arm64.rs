@@ -9,7 +9,7 @@
 //!
 //! Ignored in the main run: `scripts/test.sh` builds the artifacts, then runs
 //! `cargo test --test api -- --ignored arm64_layer`, and once the functions are built
-//! `-- --ignored arm64_functions arm64_deploy`. `ARM64_LAYER_ZIP` and `ARM64_FUNCTIONS`
+//! `-- --ignored arm64_functions arm64_deploy arm64_rebuilt`. `ARM64_LAYER_ZIP` and `ARM64_FUNCTIONS`
 //! name other builds than `.local/layer/ffmpeg-layer-arm64.zip` and `target/functions-lambda-test`
 //! (`scripts/build-lambda.sh --profile lambda-test`; the release build is `target/lambda`).
 //!
@@ -56,14 +56,19 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The layer `scripts/build-layer.sh` made (`ARM64_LAYER_ZIP` names another).
+fn layer_zip() -> PathBuf {
+    std::env::var_os("ARM64_LAYER_ZIP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join(".local/layer/ffmpeg-layer-arm64.zip"))
+}
+
 /// The layer zip `scripts/build-layer.sh` made, unzipped once per test process into
 /// `.local/layer/unzipped` (made anew; with its files' modes, as Lambda unzips a layer).
 pub fn layer() -> &'static Layer {
     static LAYER: OnceLock<Layer> = OnceLock::new();
     LAYER.get_or_init(|| {
-        let zip = std::env::var_os("ARM64_LAYER_ZIP")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace().join(".local/layer/ffmpeg-layer-arm64.zip"));
+        let zip = layer_zip();
         assert!(
             zip.is_file(),
             "{} is missing: build the layer first with scripts/build-layer.sh (./scripts/test.sh does)",
@@ -311,6 +316,53 @@ fn arm64_layer_build_whose_packages_cannot_be_fetched_fails_clearly_and_leaves_n
     assert!(!out.exists(), "the earlier zip is left under the final name");
     let left: Vec<_> = std::fs::read_dir(folder.path()).unwrap().map(|entry| entry.unwrap().file_name()).collect();
     assert!(left.is_empty(), "left beside it: {left:?}");
+}
+
+/// Two builds of the layer from the same packages are the same file: the layer is built
+/// again, into a file of its own, and its bytes are the first build's (the script zips
+/// sorted names with fixed times, and compiles Python without timestamps). Should
+/// Debian publish another version of a package between the two builds, they are not
+/// the same packages, and the test says so and checks nothing more.
+#[test]
+#[ignore = "needs the layer's host tools and qemu: ./scripts/test.sh runs it (arm64)"]
+fn arm64_rebuilt_layer_is_the_same_file() {
+    let first = layer_zip();
+    let packages = workspace().join(".local/layer/arm64/packages.txt");
+    let read = |path: &Path| std::fs::read(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    let packages_before = read(&packages);
+    let folder = tempfile::tempdir().unwrap();
+    let again = folder.path().join("ffmpeg-layer-arm64.zip");
+    let mut command = Command::new(workspace().join("scripts/build-layer.sh"));
+    command.arg("--out").arg(&again);
+    let output = output_within(command, Duration::from_secs(900));
+    assert!(output.status.success(), "the second build failed: {}", text(&output.stderr));
+    if read(&packages) != packages_before {
+        println!("layer: Debian published other packages between the builds; not compared");
+        return;
+    }
+    let (first_bytes, again_bytes) = (read(&first), read(&again));
+    if first_bytes != again_bytes {
+        let listing = |zip: &Path| -> std::collections::BTreeSet<String> {
+            let mut command = Command::new("unzip");
+            command.arg("-lv").arg(zip);
+            // Length, method, size, ratio, date, time, CRC-32, name: the name and its CRC.
+            let lines = text(&output_within(command, TOOL_LIMIT).stdout);
+            lines
+                .lines()
+                .filter_map(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    (fields.len() == 8).then(|| format!("{} {}", fields[7], fields[6]))
+                })
+                .collect()
+        };
+        let (before, after) = (listing(&first), listing(&again));
+        let differ: Vec<_> = before.symmetric_difference(&after).take(20).collect();
+        panic!(
+            "the layer built again differs from the first build ({} and {} bytes): {differ:?}",
+            first_bytes.len(),
+            again_bytes.len()
+        );
+    }
 }
 
 /// This machine's espeak-ng speaks `sentence` into `here.wav` in `folder`.
