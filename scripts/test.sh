@@ -120,8 +120,10 @@ step "build the tests" cargo test --workspace --no-run "$@"
 # (docs/performance.md, issue 33 item 11). RUST_TEST_THREADS overrides it.
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 # The OpenAPI document is validated and fuzzed (Schemathesis against a `serve` of its
-# own, for a fixed 3 minutes) while the tests run: both mostly wait, and one after the
-# other they kept CI over its 30 minutes. Its output is shown once it is done. A filtered
+# own, for a fixed 3 minutes) while the tests run: the tests take 136% of the two cores
+# alone and the fuzzer one core (Hypothesis generating cases), so each slows the other,
+# but one after the other they kept CI over its 30 minutes (docs/performance.md, "Two
+# fresh clones of one day"). Its output is shown once it is done. A filtered
 # run (arguments given) skips it unless FUZZ=1.
 fuzz_pid=""
 if [ $# = 0 ] || [ "${FUZZ:-0}" = 1 ]; then
