@@ -168,6 +168,39 @@ pub const TRIGGER_STATE_CONFLICTS: RetryPolicy = RetryPolicy {
     budget: Duration::from_secs(5),
 };
 
+/// `serve`'s start: its table checked (or made) and the seed (or the development
+/// organization) written again while DynamoDB throttles or fails them, each attempt
+/// with the SDK's own retries inside. A process that gave up at once would die at start
+/// on one throttled write; a DynamoDB that stays down still ends the start, with why,
+/// and one that cannot be reached ends it at once (not [`Unavailable`] there).
+pub const STARTUP: RetryPolicy = RetryPolicy {
+    name: "serve's start",
+    max_attempts: 8,
+    first_delay: Duration::from_millis(250),
+    max_delay: Duration::from_secs(4),
+    budget: Duration::from_secs(30),
+};
+
+/// Runs `attempt` again while it fails with [`Unavailable`], as `policy` allows; any
+/// other failure, or the schedule giving up, ends it with that error. Only for steps
+/// that can be done twice: an attempt may have written before it failed.
+pub async fn while_unavailable<T, F, Fut>(policy: RetryPolicy, mut attempt: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<T>>,
+{
+    let mut retry = policy.start();
+    loop {
+        match attempt().await {
+            Err(error) if is_unavailable(&error) => {
+                tracing::warn!(schedule = policy.name, attempt = retry.attempts(), "{error:#}; trying again");
+                retry.wait(format!("{error:#}")).await?;
+            }
+            done => return done,
+        }
+    }
+}
+
 /// A dependency kept failing, or did not answer in time: the request cannot be served
 /// now but may be later (HTTP 503, or the endpoint's contract 500 body).
 #[derive(Debug, thiserror::Error)]
@@ -317,6 +350,46 @@ mod tests {
         .await;
         assert!(spent <= end + Duration::from_millis(15));
         assert!(deadline().is_none(), "the deadline belongs to the scope only");
+    }
+
+    #[tokio::test]
+    async fn while_unavailable_tries_again_only_what_may_pass_and_only_as_often_as_allowed() {
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let count = || calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        // Unavailable twice, then done: done, after three attempts.
+        let done = while_unavailable(QUICK, || async {
+            match count() {
+                call @ 1..=2 => Err(anyhow::Error::new(Unavailable(format!("throttled {call}"))).context("writing")),
+                call => Ok(call),
+            }
+        })
+        .await;
+        assert_eq!(done.unwrap(), 3);
+        // Another failure ends it at once, as it is.
+        calls.store(0, std::sync::atomic::Ordering::SeqCst);
+        let refused = while_unavailable(QUICK, || async {
+            count();
+            anyhow::Result::<()>::Err(anyhow::anyhow!("the seed names no organization"))
+        })
+        .await;
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(refused.unwrap_err().to_string(), "the seed names no organization");
+        // Unavailable every time: the schedule's attempts, then its own Unavailable
+        // naming the last failure.
+        calls.store(0, std::sync::atomic::Ordering::SeqCst);
+        let down = while_unavailable(QUICK, || async {
+            count();
+            anyhow::Result::<()>::Err(anyhow::Error::new(Unavailable("DynamoDB did not serve".into())))
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), QUICK.max_attempts);
+        assert!(is_unavailable(&down), "{down:#}");
+        let message = down.to_string();
+        assert!(
+            message.contains("gave up after 4 attempts") && message.contains("DynamoDB did not serve"),
+            "{message}"
+        );
     }
 
     #[test]

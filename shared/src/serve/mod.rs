@@ -25,6 +25,7 @@ use crate::adapters::fs::BLOB_PATH_PREFIX;
 use crate::api::{self, ApiError};
 use crate::app::App;
 use crate::config::Settings;
+use crate::core::retry::{while_unavailable, STARTUP};
 
 /// Largest request body accepted, as API Gateway's payload limit.
 pub const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
@@ -301,7 +302,8 @@ async fn aws_config(options: &ServeOptions) -> anyhow::Result<crate::app::AppCon
 
     let mut config = Config::from_env()?;
     let aws = crate::adapters::aws_env::load_defaults().await;
-    DynamoDb::from_config(&aws, &config.table_name).ensure_table().await.with_context(|| {
+    let table = DynamoDb::from_config(&aws, &config.table_name);
+    while_unavailable(STARTUP, || table.ensure_table()).await.with_context(|| {
         format!("DynamoDB table {} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)", config.table_name)
     })?;
     S3BlobStore::from_config(&aws, &config.media_bucket)
@@ -370,16 +372,21 @@ pub async fn build_app(
         Backend::Aws => aws_config(options).await?,
     };
     let app = App::build(config);
+    let (identity, credits, clock) = (app.identity(), app.credits(), app.clock.as_ref());
+    // Both can be done again (the seed is applied at every start); a throttled write
+    // is, rather than ending the process.
     let development_key = match seed {
         Some(path) => {
             let text =
                 std::fs::read_to_string(path).with_context(|| format!("reading seed file {}", path.display()))?;
             let seed = Seed::from_json(&text).with_context(|| format!("seed file {}", path.display()))?;
-            apply_seed(app.identity().as_ref(), app.credits().as_ref(), app.clock.as_ref(), &seed).await?;
+            while_unavailable(STARTUP, || apply_seed(identity.as_ref(), credits.as_ref(), clock, &seed)).await?;
             None
         }
         None => Some(
-            development_organization_key(app.identity().as_ref(), app.credits().as_ref(), app.clock.as_ref()).await?.1,
+            while_unavailable(STARTUP, || development_organization_key(identity.as_ref(), credits.as_ref(), clock))
+                .await?
+                .1,
         ),
     };
     Ok((app, development_key))

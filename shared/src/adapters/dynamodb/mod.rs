@@ -20,6 +20,7 @@ mod webhooks;
 
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
     ScalarAttributeType,
@@ -108,15 +109,15 @@ impl DynamoDb {
     }
 
     /// Creates the table when it does not exist yet (local use; AWS gets it from SAM).
+    /// Throttling and DynamoDB's own failures are [`Unavailable`](crate::core::retry::Unavailable)
+    /// (a start tries again); an endpoint that cannot be reached is not.
     pub async fn ensure_table(&self) -> anyhow::Result<()> {
         match self.client.describe_table().table_name(&self.table).send().await {
             Ok(_) => return Ok(()),
-            Err(error) => {
-                let service = error.into_service_error();
-                if !service.is_resource_not_found_exception() {
-                    return Err(anyhow::Error::new(service).context("describing the table"));
-                }
+            Err(error) if error.as_service_error().is_some_and(|service| service.is_resource_not_found_exception()) => {
             }
+            Err(error @ SdkError::ServiceError(_)) => return Err(table::failure(error, "describing the table")),
+            Err(error) => return Err(anyhow::Error::new(error.into_service_error()).context("describing the table")),
         }
         let key = |name: &str, kind: KeyType| KeySchemaElement::builder().attribute_name(name).key_type(kind).build();
         let attribute = |name: &str| {
@@ -143,14 +144,15 @@ impl DynamoDb {
             )
             .send()
             .await;
-        if let Err(error) = created {
-            let service = error.into_service_error();
+        match created {
+            Ok(_) => Ok(()),
             // Another process created it at the same moment: that is what we wanted.
-            if !service.is_resource_in_use_exception() {
-                return Err(anyhow::Error::new(service).context("creating the table"));
+            Err(error) if error.as_service_error().is_some_and(|service| service.is_resource_in_use_exception()) => {
+                Ok(())
             }
+            Err(error @ SdkError::ServiceError(_)) => Err(table::failure(error, "creating the table")),
+            Err(error) => Err(anyhow::Error::new(error.into_service_error()).context("creating the table")),
         }
-        Ok(())
     }
 
     /// A copy of this backend whose client records the IAM action of every call, so
