@@ -66,7 +66,9 @@ struct Args {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt().with_env_filter(env_filter()).init();
+    // Colours only on a terminal: a log sent to a file stays plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    tracing_subscriber::fmt().with_env_filter(env_filter()).with_ansi(ansi).init();
     // A refusal to start (a bad state file, an unreachable table) is one clear line.
     if let Err(error) = run(Args::parse()).await {
         eprintln!("serve: {error:#}");
