@@ -66,8 +66,10 @@ struct Args {
 
 #[tokio::main]
 async fn main() {
-    // Colours only on a terminal: a log sent to a file stays plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    // Colours only on a terminal, and not when NO_COLOR asks for none: a log sent to a
+    // file stays plain text.
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout()) && !no_color;
     tracing_subscriber::fmt().with_env_filter(env_filter()).with_ansi(ansi).init();
     // A refusal to start (a bad state file, an unreachable table) is one clear line.
     if let Err(error) = run(Args::parse()).await {

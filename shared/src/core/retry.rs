@@ -169,10 +169,11 @@ pub const TRIGGER_STATE_CONFLICTS: RetryPolicy = RetryPolicy {
 };
 
 /// `serve`'s start: its table checked (or made) and the seed (or the development
-/// organization) written again while DynamoDB throttles or fails them, each attempt
-/// with the SDK's own retries inside. A process that gave up at once would die at start
-/// on one throttled write; a DynamoDB that stays down still ends the start, with why,
-/// and one that cannot be reached ends it at once (not [`Unavailable`] there).
+/// organization) written again while DynamoDB throttles, fails or times out, each
+/// attempt with the SDK's own retries inside. A process that gave up at once would die
+/// at start on one throttled write; a DynamoDB that stays down still ends the start,
+/// with why. An endpoint that cannot be reached at the table's check ends it at once
+/// (a wrong endpoint); after that check, it is taken as a passing failure.
 pub const STARTUP: RetryPolicy = RetryPolicy {
     name: "serve's start",
     max_attempts: 8,
@@ -193,8 +194,9 @@ where
     loop {
         match attempt().await {
             Err(error) if is_unavailable(&error) => {
-                tracing::warn!(schedule = policy.name, attempt = retry.attempts(), "{error:#}; trying again");
-                retry.wait(format!("{error:#}")).await?;
+                let why = format!("{error:#}");
+                retry.wait(&why).await?;
+                tracing::warn!(schedule = policy.name, attempt = retry.attempts(), "{why}; trying again");
             }
             done => return done,
         }

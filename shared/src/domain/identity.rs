@@ -321,13 +321,15 @@ pub const DEVELOPMENT_ORGANIZATION: OrganizationId =
     OrganizationId::from_uuid(uuid::uuid!("d5e1e10b-0000-4000-8000-000000000001"));
 
 /// Makes sure the development organization exists (with API access and a primary
-/// workspace) and gives it one new key, which is returned to be printed: only hashes are
-/// stored, so earlier keys cannot be shown again, but they keep working.
-pub async fn development_organization_key(
+/// workspace) and binds `key` to it, a new key ([`generate_api_key`]) to be printed:
+/// only hashes are stored, so earlier keys cannot be shown again, but they keep working.
+/// Done again with the same key, it writes the same.
+pub async fn bind_development_key(
     repo: &dyn IdentityRepo,
     credits: &dyn CreditRepo,
     clock: &dyn Clock,
-) -> anyhow::Result<(Organization, String)> {
+    key: &str,
+) -> anyhow::Result<Organization> {
     let now = clock.now();
     let organization = match repo.organization(DEVELOPMENT_ORGANIZATION).await? {
         Some(existing) => existing,
@@ -347,9 +349,8 @@ pub async fn development_organization_key(
     };
     credit_service::open(credits, organization.id, PlanId::Free, default_credits(), now, now).await?;
     workspaces::ensure_primary(repo, organization.id, now).await?;
-    let key = generate_api_key();
-    repo.upsert_api_key(&hash_api_key(&key), Some(organization.id), now).await?;
-    Ok((organization, key))
+    repo.upsert_api_key(&hash_api_key(key), Some(organization.id), now).await?;
+    Ok(organization)
 }
 
 /// A new random API key in the form handed to developers.

@@ -25,7 +25,7 @@ use crate::adapters::fs::BLOB_PATH_PREFIX;
 use crate::api::{self, ApiError};
 use crate::app::App;
 use crate::config::Settings;
-use crate::core::retry::{while_unavailable, STARTUP};
+use crate::core::retry::{is_unavailable, while_unavailable, STARTUP};
 
 /// Largest request body accepted, as API Gateway's payload limit.
 pub const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
@@ -303,8 +303,13 @@ async fn aws_config(options: &ServeOptions) -> anyhow::Result<crate::app::AppCon
     let mut config = Config::from_env()?;
     let aws = crate::adapters::aws_env::load_defaults().await;
     let table = DynamoDb::from_config(&aws, &config.table_name);
-    while_unavailable(STARTUP, || table.ensure_table()).await.with_context(|| {
-        format!("DynamoDB table {} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)", config.table_name)
+    while_unavailable(STARTUP, || table.ensure_table()).await.map_err(|error| {
+        let name = &config.table_name;
+        if is_unavailable(&error) {
+            error.context(format!("DynamoDB kept failing to check or make table {name}"))
+        } else {
+            error.context(format!("DynamoDB table {name} is not reachable (is AWS_ENDPOINT_URL_DYNAMODB set?)"))
+        }
     })?;
     S3BlobStore::from_config(&aws, &config.media_bucket)
         .ensure_bucket()
@@ -365,7 +370,7 @@ pub async fn build_app(
 ) -> anyhow::Result<(App, Option<String>)> {
     use anyhow::Context;
 
-    use crate::domain::identity::{apply_seed, development_organization_key, Seed};
+    use crate::domain::identity::{apply_seed, bind_development_key, generate_api_key, Seed};
 
     let config = match backend {
         Backend::Embedded => embedded_config(options).await?,
@@ -373,8 +378,8 @@ pub async fn build_app(
     };
     let app = App::build(config);
     let (identity, credits, clock) = (app.identity(), app.credits(), app.clock.as_ref());
-    // Both can be done again (the seed is applied at every start); a throttled write
-    // is, rather than ending the process.
+    // Both may be done again (the seed is applied at every start): a write DynamoDB
+    // throttled or failed past the SDK's retries is, rather than ending the process.
     let development_key = match seed {
         Some(path) => {
             let text =
@@ -383,11 +388,12 @@ pub async fn build_app(
             while_unavailable(STARTUP, || apply_seed(identity.as_ref(), credits.as_ref(), clock, &seed)).await?;
             None
         }
-        None => Some(
-            while_unavailable(STARTUP, || development_organization_key(identity.as_ref(), credits.as_ref(), clock))
-                .await?
-                .1,
-        ),
+        None => {
+            let key = generate_api_key();
+            while_unavailable(STARTUP, || bind_development_key(identity.as_ref(), credits.as_ref(), clock, &key))
+                .await?;
+            Some(key)
+        }
     };
     Ok((app, development_key))
 }

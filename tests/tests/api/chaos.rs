@@ -7,11 +7,11 @@
 //! branches) are made in parts (`--segment-seconds 1`), so parts are claimed, killed and
 //! retried too. The second test puts a fault-injecting proxy
 //! between the processes and DynamoDB Local (5% of calls answered 500 or throttled, the
-//! others delayed 0–200 ms), with the same outcome. A third test, run with the others,
-//! throttles one process's start.
+//! others delayed 0–200 ms), with the same outcome.
 //!
-//! Ignored by default (about a minute each); `scripts/test.sh` runs them as a step of
-//! their own (`cargo test -p integration-tests --test api -- --ignored chaos`).
+//! Those two are ignored by default (about a minute each); `scripts/test.sh` runs them as
+//! a step of their own (`cargo test -p integration-tests --test api -- --ignored chaos`).
+//! A third test, of a few seconds and in the plain run, throttles one process's start.
 //! `CHAOS_SEED=N` replays a kill schedule and the proxy's choices.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -134,9 +134,9 @@ struct Shape {
 }
 
 /// `serve --backend aws` processes (three in the chaos tests) on one table, bucket and
-/// pair of queues, each with its own data folder and port (kept across restarts); their
-/// logs (warnings and errors) are appended to one file per process and printed when the
-/// test fails.
+/// pair of queues, each with its own data folder and port (kept across restarts); what
+/// each prints (its warnings and errors included) is appended to one file per process
+/// and printed when the test fails.
 struct Cluster {
     env: Vec<(String, String)>,
     folders: Vec<tempfile::TempDir>,
@@ -602,8 +602,8 @@ pub(crate) struct FaultProxy {
 enum Fault {
     /// Answered 400 with this throttling error, not passed on.
     Throttle(&'static str),
-    /// Answered 500 `InternalServerError`; passed on first when `done`.
-    Fail { done: bool },
+    /// Answered 500 `InternalServerError`; passed on first when `applied`.
+    Fail { applied: bool },
     /// Passed on after this delay.
     Pass(Duration),
 }
@@ -618,7 +618,7 @@ impl FaultProxy {
         Self::deciding(
             upstream,
             Arc::new(move |_| {
-                // One draw per call: fault or not, which fault, the delay.
+                // Three draws per call, in this order: fault or not, which fault, the delay.
                 let (draw, kind, delay) = {
                     let mut rng = rng.lock().unwrap();
                     (rng.below(1_000), rng.below(4), rng.below(max_delay_ms + 1))
@@ -628,7 +628,7 @@ impl FaultProxy {
                     0 => Fault::Throttle("ThrottlingException"),
                     1 => Fault::Throttle("ProvisionedThroughputExceededException"),
                     // Done, then failed: the caller cannot tell it happened.
-                    _ => Fault::Fail { done: kind == 3 },
+                    _ => Fault::Fail { applied: kind == 3 },
                 }
             }),
         )
@@ -691,9 +691,9 @@ impl FaultProxy {
                                         "Rate of requests exceeds the allowed throughput.",
                                     )
                                 }
-                                Fault::Fail { done } => {
+                                Fault::Fail { applied } => {
                                     failed.fetch_add(1, Ordering::Relaxed);
-                                    if done {
+                                    if applied {
                                         forwarded.fetch_add(1, Ordering::Relaxed);
                                         let _ = pass_on(&client, &upstream, parts, body).await;
                                     }

@@ -62,6 +62,21 @@ pub fn sdk_timeout_config(policy: &RetryPolicy, attempt: std::time::Duration) ->
     TimeoutConfig::builder().operation_attempt_timeout(attempt).operation_timeout(policy.budget).build()
 }
 
+/// A failed call of a start's check of the table: an endpoint that cannot be reached
+/// (a wrong `AWS_ENDPOINT_URL_DYNAMODB`, nothing listening) fails at once; throttling,
+/// DynamoDB's own failures and timeouts are [`Unavailable`](crate::core::retry::Unavailable),
+/// which a start tries again.
+fn start_failure<E, R>(error: SdkError<E, R>, what: &'static str) -> anyhow::Error
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match error {
+        SdkError::DispatchFailure(_) => anyhow::Error::new(error).context(what),
+        _ => table::failure(error, what),
+    }
+}
+
 /// Every repository of the service, in this table.
 impl crate::domain::Backend for DynamoDb {}
 
@@ -109,15 +124,14 @@ impl DynamoDb {
     }
 
     /// Creates the table when it does not exist yet (local use; AWS gets it from SAM).
-    /// Throttling and DynamoDB's own failures are [`Unavailable`](crate::core::retry::Unavailable)
-    /// (a start tries again); an endpoint that cannot be reached is not.
+    /// Fails as [`start_failure`] says.
     pub async fn ensure_table(&self) -> anyhow::Result<()> {
         match self.client.describe_table().table_name(&self.table).send().await {
             Ok(_) => return Ok(()),
+            // Missing: made below.
             Err(error) if error.as_service_error().is_some_and(|service| service.is_resource_not_found_exception()) => {
             }
-            Err(error @ SdkError::ServiceError(_)) => return Err(table::failure(error, "describing the table")),
-            Err(error) => return Err(anyhow::Error::new(error.into_service_error()).context("describing the table")),
+            Err(error) => return Err(start_failure(error, "describing the table")),
         }
         let key = |name: &str, kind: KeyType| KeySchemaElement::builder().attribute_name(name).key_type(kind).build();
         let attribute = |name: &str| {
@@ -150,8 +164,7 @@ impl DynamoDb {
             Err(error) if error.as_service_error().is_some_and(|service| service.is_resource_in_use_exception()) => {
                 Ok(())
             }
-            Err(error @ SdkError::ServiceError(_)) => Err(table::failure(error, "creating the table")),
-            Err(error) => Err(anyhow::Error::new(error.into_service_error()).context("creating the table")),
+            Err(error) => Err(start_failure(error, "creating the table")),
         }
     }
 
